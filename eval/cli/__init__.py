@@ -1,0 +1,84 @@
+"""The `reconscore` command line. One module per subcommand (`eval/cli/<name>.py` defines `command`); they are
+imported only when needed and import torch & co. only inside their callbacks, so `--help` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import click
+
+SUBCOMMANDS = {
+    "score": "eval.cli.score",
+    "describe": "eval.cli.describe",
+    "correlate": "eval.cli.correlate",
+    "retrieve": "eval.cli.retrieve",
+    "report": "eval.cli.report",
+    "models": "eval.cli.models",
+    "presets": "eval.cli.presets",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = SUBCOMMANDS.get(name)
+        return importlib.import_module(module).command if module else None
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("reconscore")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+@click.group(
+    cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
+)
+@click.version_option(_version(), "--version", prog_name="reconscore")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def cli(verbose: int) -> None:
+    """Judge remote-sensing image captions by what they let you see.
+
+    \b
+    Quick start (offline, tiny models, meaningless numbers):
+      reconscore score --preset smoke --out runs/sample
+    With real models (Z-Image + DreamSim, the seed 004 protocol):
+      reconscore score --preset paper --captions captions.jsonl --out runs/mine
+    """
+    level = logging.WARNING - 10 * verbose
+    logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
+    if verbose < 2:
+        for noisy in ("httpx", "huggingface_hub", "urllib3", "filelock"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (tests call it in-process)."""
+    from recon_score.errors import ReconScoreError
+
+    try:
+        rv = cli.main(args=argv, prog_name="reconscore", standalone_mode=False)
+    except click.exceptions.Exit as err:
+        return err.exit_code
+    except click.ClickException as err:
+        err.show()
+        return err.exit_code
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except ReconScoreError as err:
+        click.echo(f"error: {err}", err=True)
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

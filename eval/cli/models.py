@@ -1,0 +1,65 @@
+"""`reconscore models`: what the encoder registry knows, and whether a model's weights are here."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.group("models")
+def command() -> None:
+    """List encoder families and offline fixtures; check where a model's weights are."""
+
+
+@command.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_models(as_json: bool) -> int:
+    """Encoder families with example specs, T2I presets' models and the offline smoke fixtures."""
+    from recon_score.encoders import list_encoders
+    from recon_score.presets import PRESETS
+    from recon_score.testing.fixtures import describe_fixtures
+
+    encoders = list_encoders()
+    t2i = sorted({p.t2i_model for p in PRESETS.values()})
+    fixtures = describe_fixtures()
+    if as_json:
+        click.echo(json.dumps({"encoders": encoders, "t2i_models": t2i, "fixtures": fixtures}, indent=2))
+        return 0
+    click.echo("Encoders (spec = FAMILY:NAME):")
+    for row in encoders:
+        click.echo(f"  {row['family']:10s} {row['description']}")
+        for ex in row["examples"]:
+            click.echo(f"      {ex}")
+    click.echo(
+        "\nT2I models used by presets (any diffusers pipeline id or local folder works with --t2i-model):"
+    )
+    for m in t2i:
+        click.echo(f"  {m}")
+    click.echo("\nOffline fixtures (tiny random weights, built on first use; use as smoke:NAME):")
+    for name, desc in fixtures.items():
+        click.echo(f"  smoke:{name:18s} {desc}")
+    return 0
+
+
+@command.command("check")
+@click.argument("spec")
+@click.option("--weights-dir", default=None, help="Local weights folder (default $RECONSCORE_WEIGHTS).")
+def check(spec: str, weights_dir: str | None) -> int:
+    """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...) or a
+    T2I model (hub id, local folder, smoke:NAME). Downloads nothing. Exit 0 if available, 1 if not."""
+    from recon_score.encoders import FAMILIES, check_encoder
+    from recon_score.hub import check_model
+
+    family = spec.partition(":")[0]
+    info = (
+        check_encoder(spec, weights_dir=weights_dir)
+        if family in FAMILIES
+        else {"spec": spec, **check_model(spec)}
+    )
+    status = "available" if info["available"] else "NOT available"
+    click.echo(f"{spec}: {status}")
+    for key in ("location", "source", "detail"):
+        if info.get(key):
+            click.echo(f"  {key}: {info[key]}")
+    return 0 if info["available"] else 1

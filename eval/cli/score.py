@@ -1,0 +1,197 @@
+"""`reconscore score`: ReconScore for every row of a captions table."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+PRESET_HELP = "paper | fast | flux1-dev | flux2-dev | flux2-klein | smoke (`reconscore presets list`)."
+
+
+@click.command(
+    "score",
+    epilog="""\b
+Examples:
+  reconscore score --preset smoke --out runs/sample                 # bundled UCM sample, offline
+  reconscore score --preset paper --captions caps.jsonl --images /data/ucm --out runs/ucm --batch-size 4
+  accelerate launch -m eval score --preset paper --captions caps.csv --out runs/big   # one process per GPU
+\b
+Input: JSONL or CSV with columns `image` (path relative to --images, default the file's folder) and
+`caption`, optional `id`. Output in --out: scores.jsonl (one row per input row, in input order: id, image,
+caption, recon_score, cosine, reconstruction, error, width, height, truncated), run.json (every setting, model
+revisions, versions, times, counts) and reconstructions/*.png. Rerun the same command to resume after a crash.
+Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the run could not start.""",
+)
+@click.option(
+    "--captions",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles x 5 captions).",
+)
+@click.option(
+    "--images",
+    "images_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder that image paths are relative to (default: the captions file's folder). Paths may not "
+    "leave it.",
+)
+@click.option("--preset", default="paper", show_default=True, help=PRESET_HELP)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
+@click.option(
+    "--device",
+    default=None,
+    help="cpu, cuda, cuda:1 ... (default: cuda if available). Under "
+    "`accelerate launch` each process takes its own GPU.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Captions rendered per T2I call (same-size images only).",
+)
+@click.option("--t2i-model", default=None, help="Override the preset's T2I model (hub id or local folder).")
+@click.option("--t2i-revision", default=None, help="Hub revision (branch, tag or commit) of the T2I model.")
+@click.option(
+    "--encoder", default=None, help="Override the similarity encoder spec (`reconscore models list`)."
+)
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Override denoising steps.")
+@click.option("--guidance-scale", type=float, default=None, help="Override guidance scale.")
+@click.option("--seed", type=int, default=None, help="Override the per-image seed.")
+@click.option(
+    "--max-side", type=click.IntRange(min=16), default=None, help="Override the long-side cap (px)."
+)
+@click.option(
+    "--dtype",
+    type=click.Choice(["bfloat16", "float16", "float32"]),
+    default=None,
+    help="Override the GPU dtype (CPU runs always use float32).",
+)
+@click.option(
+    "--prompt-template",
+    default=None,
+    help="'perspective', 'plain', a text file, or a template containing {caption}.",
+)
+@click.option(
+    "--weights-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Local weights for DreamSim & co. (default $RECONSCORE_WEIGHTS).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Reconstruction/embedding cache (default $RECONSCORE_CACHE or ~/.cache/reconscore).",
+)
+@click.option("--no-cache", is_flag=True, help="Do not read or write the reconstruction/embedding cache.")
+@click.option(
+    "--offload",
+    type=click.Choice(["none", "model", "sequential"]),
+    default="none",
+    show_default=True,
+    help="diffusers CPU offload for GPUs with little memory.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the first N rows (a quick look; recorded in run.json).",
+)
+@click.option("--retry-errors", is_flag=True, help="On resume, recompute rows that failed before.")
+@click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
+def command(
+    captions,
+    images_root,
+    preset,
+    out,
+    device,
+    batch_size,
+    t2i_model,
+    t2i_revision,
+    encoder,
+    steps,
+    guidance_scale,
+    seed,
+    max_side,
+    dtype,
+    prompt_template,
+    weights_dir,
+    cache_dir,
+    no_cache,
+    offload,
+    limit,
+    retry_errors,
+    overwrite,
+) -> int:
+    """Score captions by reconstruction (ReconScore, reference-free)."""
+    from recon_score.presets import get_preset
+    from recon_score.prompts import load_template
+    from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
+
+    p = get_preset(preset).replace(
+        t2i_model=t2i_model,
+        t2i_revision=t2i_revision,
+        encoder=encoder,
+        steps=steps,
+        guidance_scale=guidance_scale,
+        seed=seed,
+        max_side=max_side,
+        dtype=dtype,
+        prompt_template=load_template(prompt_template) if prompt_template else None,
+    )
+    if captions is None:
+        captions = SAMPLE_DIR / "captions.jsonl"
+        if images_root is None:
+            images_root = SAMPLE_DIR
+    job = ScoreJob(
+        captions=captions,
+        out=out,
+        preset=p,
+        images_root=images_root,
+        device=device,
+        batch_size=batch_size,
+        cache_dir=cache_dir,
+        use_cache=not no_cache,
+        weights_dir=weights_dir,
+        offload=offload,
+        limit=limit,
+        retry_errors=retry_errors,
+        overwrite=overwrite,
+        argv=["reconscore", *sys.argv[1:]],
+    )
+    summary = run_score(job)
+    from accelerate import PartialState
+
+    if PartialState().is_main_process:
+        print_summary(summary, out, meaningless=p.meaningless)
+    return summary.exit_code
+
+
+def print_summary(summary, out: Path, *, meaningless: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if summary.already_complete:
+        console.print(f"[bold]{out}[/] is already complete: nothing to do.")
+    table = Table(title="ReconScore", show_header=False)
+    table.add_row("rows", str(summary.total))
+    table.add_row("scored", str(summary.ok))
+    table.add_row("failed", str(summary.failed))
+    if summary.mean is not None:
+        table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
+    table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
+    table.add_row("results", str(out / "scores.jsonl"))
+    console.print(table)
+    from rich.markup import escape
+
+    for row_id, error in summary.failures[:10]:
+        console.print(f"[red]failed[/] {escape(str(row_id))}: {escape(str(error))}", highlight=False)
+    if len(summary.failures) > 10:
+        console.print(f"... and {len(summary.failures) - 10} more (see `error` in scores.jsonl)")
+    if meaningless:
+        console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")

@@ -1,0 +1,1 @@
+"""Human-judgment sets (rankings, ratings) and generated robustness sets (issues 5 and 7)."""

@@ -1,0 +1,124 @@
+"""Content-addressed cache of reconstructions and embeddings.
+
+Key = sha256 of canonical JSON (sorted keys, fixed separators, a schema version) of exactly what changes the
+output. For a reconstruction: T2I model id + resolved revision, pipeline class, diffusers version, steps,
+guidance, max_sequence_length, dtype, VAE tiling, device type, the *full* prompt (template applied), width,
+height and seed. For an embedding: encoder spec + weights identity + sha256 of the decoded pixels.
+Re-scoring a caption that was already rendered therefore costs no T2I call, across runs and commands.
+
+Layout under RECONSCORE_CACHE (default ~/.cache/reconscore):
+    recon/ab/<key>.png + <key>.json    reconstruction (lossless PNG) + its metadata (prompt, size, truncation)
+    emb/<encoder-key>/ab/<digest>.npy  float32 embedding
+
+Every file is written to a temporary name in the same folder, then os.replace'd: a killed run never leaves a
+half-written entry, and concurrent processes writing the same key are harmless (same bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from recon_score.hub import cache_root
+
+SCHEMA_VERSION = 1
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_json(obj) -> str:
+    return hashlib.sha256(canonical_json({"_schema": SCHEMA_VERSION, **obj}).encode()).hexdigest()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def png_bytes(img: Image.Image) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=4)
+    return buf.getvalue()
+
+
+class ArtifactCache:
+    def __init__(self, root: Path | None = None, *, enabled: bool = True):
+        self.root = Path(root) if root else cache_root()
+        self.enabled = enabled
+
+    # -- reconstructions --------------------------------------------------------------------------------------
+    def _recon_path(self, key: str) -> Path:
+        return self.root / "recon" / key[:2] / f"{key}.png"
+
+    def get_reconstruction(self, key: str) -> tuple[Image.Image, dict] | None:
+        if not self.enabled:
+            return None
+        png = self._recon_path(key)
+        meta_path = png.with_suffix(".json")
+        if not (png.exists() and meta_path.exists()):
+            return None
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            with Image.open(png) as im:
+                img = im.convert("RGB")
+                img.load()
+        except (OSError, ValueError):
+            return None  # a corrupt entry is a miss; it will be overwritten
+        return img, meta
+
+    def put_reconstruction(self, key: str, img: Image.Image, meta: dict) -> Path:
+        png = self._recon_path(key)
+        if not self.enabled:
+            return png
+        atomic_write_bytes(png, png_bytes(img))
+        atomic_write_text(
+            png.with_suffix(".json"), json.dumps(meta, indent=1, sort_keys=True)
+        )  # after the PNG
+        return png
+
+    # -- embeddings -------------------------------------------------------------------------------------------
+    def _emb_path(self, encoder_key: str, digest: str) -> Path:
+        return self.root / "emb" / encoder_key[:16] / digest[:2] / f"{digest}.npy"
+
+    def get_embedding(self, encoder_key: str, digest: str) -> np.ndarray | None:
+        if not self.enabled:
+            return None
+        p = self._emb_path(encoder_key, digest)
+        if not p.exists():
+            return None
+        try:
+            return np.load(p, allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+
+    def put_embedding(self, encoder_key: str, digest: str, vec: np.ndarray) -> None:
+        if not self.enabled:
+            return
+        import io
+
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(vec, dtype=np.float32), allow_pickle=False)
+        atomic_write_bytes(self._emb_path(encoder_key, digest), buf.getvalue())

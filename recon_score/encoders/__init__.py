@@ -1,0 +1,142 @@
+"""The project's one encoder registry. ReconScore, the describer's selection, CLIPScore and every retrieval
+method get their encoders from `build_encoder(spec)`; no other module imports open_clip, dreamsim or lpips.
+
+A spec is ``FAMILY:NAME``:
+
+    dreamsim:ensemble | dino_vitb16 | open_clip_vitb32 | clip_vitb32 | dinov2_vitb14 | smoke
+    open_clip:ARCH/PRETRAINED        e.g. open_clip:ViT-L-14/openai, open_clip:ViT-L-14/laion2b_s32b_b82k
+    open_clip:ARCH@/path/ckpt.pt     a local checkpoint for a known architecture (RemoteCLIP, SkyCLIP, ...)
+    open_clip:hf-hub:ORG/REPO        open_clip's hub format (SigLIP, CLIP LAION-RS, ...)
+    open_clip:local-dir:/path        open_clip's local folder format (open_clip_config.json + weights)
+    hf:REPO_OR_PATH                  transformers CLIP/SigLIP/SigLIP2 (image+text), DINOv2/DINOv3 (image),
+                                     sentence encoders (text)
+    lpips:alex | vgg                 shift-tolerant LPIPS with the weights stlpips-pytorch ships (a distance)
+
+The table holds import paths, so parsing specs, listing and `--help` import no backend.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+
+from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.errors import UnknownEncoderError
+
+__all__ = [
+    "FAMILIES",
+    "Encoder",
+    "EncoderInfo",
+    "build_encoder",
+    "check_encoder",
+    "list_encoders",
+    "parse_spec",
+]
+
+# family -> (module, one-line description, example specs)
+FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "dreamsim": (
+        "recon_score.encoders.dreamsim",
+        "DreamSim (Fu et al. 2023) perceptual embeddings; ensemble = DINO ViT-B/16 + CLIP ViT-B/16 + OpenCLIP ViT-B/16",
+        (
+            "dreamsim:ensemble",
+            "dreamsim:dino_vitb16",
+            "dreamsim:open_clip_vitb32",
+            "dreamsim:clip_vitb32",
+            "dreamsim:dinov2_vitb14",
+            "dreamsim:smoke",
+        ),
+    ),
+    "open_clip": (
+        "recon_score.encoders.open_clip",
+        "open_clip image+text towers: OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS, SigLIP",
+        (
+            "open_clip:ViT-B-32/openai",
+            "open_clip:ViT-L-14/openai",
+            "open_clip:ViT-L-14/laion2b_s32b_b82k",
+            "open_clip:ViT-L-14@/weights/RemoteCLIP-ViT-L-14.pt",
+            "open_clip:hf-hub:timm/ViT-SO400M-14-SigLIP",
+            "open_clip:smoke",
+        ),
+    ),
+    "hf": (
+        "recon_score.encoders.hf",
+        "transformers models: CLIP/SigLIP/SigLIP2/FG-CLIP2 (image+text), DINOv2/DINOv3 (image), BERT-like (text)",
+        (
+            "hf:google/siglip2-base-patch16-224",
+            "hf:facebook/dinov2-base",
+            "hf:facebook/dinov3-vitb16-pretrain-lvd1689m",
+            "hf:openai/clip-vit-large-patch14",
+            "hf:/path/to/local/model",
+            "hf:smoke-clip",
+            "hf:smoke-dinov2",
+        ),
+    ),
+    "lpips": (
+        "recon_score.encoders.lpips",
+        "LPIPS distance, shift-tolerant variant (Ghildyal & Liu 2022) with the weights stlpips-pytorch ships",
+        ("lpips:alex", "lpips:vgg"),
+    ),
+}
+
+_CACHE: dict[tuple, Encoder] = {}
+_LOCK = threading.Lock()
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    family, sep, name = spec.partition(":")
+    if not sep or family not in FAMILIES or not name:
+        raise UnknownEncoderError(spec, known=sorted(FAMILIES))
+    return family, name
+
+
+def build_encoder(
+    spec: str,
+    *,
+    device: str | None = None,
+    weights_dir: str | Path | None = None,
+    batch_size: int | None = None,
+) -> Encoder:
+    """The encoder named by `spec`, created on first use and shared within the process.
+
+    Raises:
+        UnknownEncoderError: malformed spec or unknown family.
+        ModelNotAvailableError: weights are not local and cannot be fetched.
+    """
+    from recon_score.runtime import resolve_device
+
+    family, name = parse_spec(spec)
+    device = resolve_device(device)
+    key = (spec, device, str(weights_dir) if weights_dir else None)
+    with _LOCK:
+        enc = _CACHE.get(key)
+        if enc is None:
+            module = importlib.import_module(FAMILIES[family][0])
+            enc = module.build(name, device=device, weights_dir=Path(weights_dir) if weights_dir else None)
+            _CACHE[key] = enc
+    if batch_size:
+        enc.batch_size = batch_size
+    return enc
+
+
+def release_encoders() -> None:
+    """Drop cached encoders (frees GPU memory between phases, e.g. VLM then T2I then encoder)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def list_encoders() -> list[dict]:
+    """One row per family: its description and example specs (open_clip's known tags are listed too)."""
+    rows = []
+    for family, (module, desc, examples) in FAMILIES.items():
+        rows.append({"family": family, "description": desc, "examples": list(examples), "module": module})
+    return rows
+
+
+def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> dict:
+    """Whether `spec`'s weights are available locally, and where they would come from. Downloads nothing."""
+    family, name = parse_spec(spec)
+    module = importlib.import_module(FAMILIES[family][0])
+    out = module.check(name, weights_dir=Path(weights_dir) if weights_dir else None)
+    return {"spec": spec, **out}

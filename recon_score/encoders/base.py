@@ -1,0 +1,98 @@
+"""The contract every image/text encoder in reconscore fulfils.
+
+Two kinds: embedding encoders (DreamSim, CLIP-likes, DINO) map items to L2-normalised vectors, so similarity is a
+dot product and embeddings can be cached and indexed; distance encoders (LPIPS) only compare aligned pairs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+
+@dataclass(frozen=True)
+class EncoderInfo:
+    spec: str
+    kind: Literal["embedding", "distance"]
+    modalities: tuple[str, ...]  # ("image",), ("image", "text") or ("text",)
+    source: str  # where the weights came from: a path, a hub id@revision, or "fixture (random weights)"
+    dim: int | None = None
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+class Encoder:
+    """Base class. Subclasses implement `_embed_images` / `_embed_texts`, or `_pair_distance` (distance kind)."""
+
+    info: EncoderInfo
+    device: torch.device
+    batch_size: int = 32
+
+    # -- embedding API ---------------------------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return self.info.kind
+
+    @property
+    def has_images(self) -> bool:
+        return "image" in self.info.modalities
+
+    @property
+    def has_texts(self) -> bool:
+        return "text" in self.info.modalities
+
+    @torch.inference_mode()
+    def encode_images(self, images: Sequence[Image.Image], *, batch_size: int | None = None) -> torch.Tensor:
+        """(n, d) float32 on CPU, rows L2-normalised."""
+        if not self.has_images or self.kind != "embedding":
+            raise TypeError(f"encoder {self.info.spec!r} does not embed images (kind={self.kind})")
+        return self._batched(self._embed_images, list(images), batch_size)
+
+    @torch.inference_mode()
+    def encode_texts(self, texts: Sequence[str], *, batch_size: int | None = None) -> torch.Tensor:
+        """(n, d) float32 on CPU, rows L2-normalised."""
+        if not self.has_texts:
+            raise TypeError(
+                f"encoder {self.info.spec!r} does not embed text; image-only encoders cannot score text"
+            )
+        return self._batched(self._embed_texts, list(texts), batch_size)
+
+    def _batched(self, fn, items: list, batch_size: int | None) -> torch.Tensor:
+        bs = batch_size or self.batch_size
+        if not items:
+            return torch.zeros(0, self.info.dim or 0)
+        chunks = [fn(items[i : i + bs]).float().cpu() for i in range(0, len(items), bs)]
+        return F.normalize(torch.cat(chunks), dim=-1)
+
+    # -- pairwise API (both kinds) ----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def pair_distance(self, a: Sequence[Image.Image], b: Sequence[Image.Image]) -> torch.Tensor:
+        """(n,) distance of aligned pairs: 1 - cos for embedding encoders (DreamSim's d), LPIPS for distances."""
+        if len(a) != len(b):
+            raise ValueError(f"expected as many images in a as in b, got {len(a)} and {len(b)}")
+        if self.kind == "embedding":
+            return 1.0 - (self.encode_images(a) * self.encode_images(b)).sum(-1)
+        bs = self.batch_size
+        out = [
+            self._pair_distance(list(a[i : i + bs]), list(b[i : i + bs])).float().cpu()
+            for i in range(0, len(a), bs)
+        ]
+        return torch.cat(out) if out else torch.zeros(0)
+
+    # -- to implement -----------------------------------------------------------------------------------------
+    def _embed_images(self, images: list[Image.Image]) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} does not implement image embedding")
+
+    def _embed_texts(self, texts: list[str]) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} does not implement text embedding")
+
+    def _pair_distance(self, a: list[Image.Image], b: list[Image.Image]) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} does not implement pairwise distance")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.info.spec!r}, device={self.device})"

@@ -1,0 +1,136 @@
+"""transformers encoders, chosen by the checkpoint's config:
+
+- dual towers (CLIP, SigLIP, SigLIP2, Chinese-CLIP, MetaCLIP 2, ...): `get_image_features` / `get_text_features`;
+- vision backbones (DINOv2, DINOv3, ViT, ...): the pooled output (CLS after the final norm), as in the DINO papers'
+  global descriptors;
+- text encoders (BERT, MiniLM, MPNet, ...): attention-masked mean of the last hidden states (sentence-transformers'
+  pooling for all-MiniLM and friends).
+
+Remote code (e.g. FG-CLIP2 before transformers supports it) runs only with RECONSCORE_TRUST_REMOTE_CODE=1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.errors import ModelNotAvailableError
+
+SMOKE = {"smoke-clip": "hf-clip", "smoke-dinov2": "hf-dinov2"}
+# SigLIP-family text towers were trained on max_length-padded text; other towers use dynamic padding
+_MAX_LENGTH_PADDING = ("siglip", "siglip2")
+
+
+def _trust_remote_code() -> bool:
+    return os.environ.get("RECONSCORE_TRUST_REMOTE_CODE", "").lower() in ("1", "true", "yes")
+
+
+def _features(out) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if getattr(out, "pooler_output", None) is not None:
+        return out.pooler_output
+    raise TypeError(f"cannot find pooled features in {type(out).__name__}")
+
+
+class HFEncoder(Encoder):
+    def __init__(
+        self, model, *, image_processor, tokenizer, mode: str, model_type: str, info: EncoderInfo, device
+    ):
+        self.model = model.to(device).eval().requires_grad_(False)
+        self.image_processor, self.tokenizer = image_processor, tokenizer
+        self.mode, self.model_type = mode, model_type
+        self.info, self.device = info, torch.device(device)
+        self.batch_size = 32
+
+    def _embed_images(self, images):
+        pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
+        pixels = {k: v.to(self.device) for k, v in pixels.items()}
+        if self.mode == "dual":
+            return _features(self.model.get_image_features(**pixels))
+        out = self.model(**pixels)
+        if getattr(out, "pooler_output", None) is not None:
+            return out.pooler_output
+        return out.last_hidden_state[:, 0]
+
+    def _embed_texts(self, texts):
+        padding = "max_length" if self.model_type in _MAX_LENGTH_PADDING else True
+        max_length = getattr(self.tokenizer, "model_max_length", 512)
+        max_length = max_length if max_length and max_length < 100_000 else 512
+        enc = self.tokenizer(
+            list(texts), padding=padding, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        if self.mode == "dual":
+            return _features(self.model.get_text_features(**enc))
+        hidden = self.model(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoProcessor, AutoTokenizer
+
+    from recon_score.hub import resolve_model
+
+    if name in SMOKE:
+        resolved = resolve_model(f"smoke:{SMOKE[name]}")
+        source = f"{resolved.revision} {resolved.path} (random weights; numbers are meaningless)"
+    else:
+        resolved = resolve_model(name, kind="transformers model", option="the hf:PATH spec")
+        source = f"{resolved.name}@{resolved.revision} ({resolved.path})"
+    path, trust = str(resolved.path), _trust_remote_code()
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
+        model = AutoModel.from_pretrained(path, trust_remote_code=trust, dtype=torch.float32)
+    except (OSError, ValueError) as err:
+        raise ModelNotAvailableError(
+            f"hf:{name}",
+            searched=[path],
+            fix="Check that the folder holds a transformers "
+            "checkpoint (config.json + weights); set RECONSCORE_TRUST_REMOTE_CODE=1 only "
+            "if it needs custom code you trust.",
+            reason=str(err)[:300],
+        ) from err
+    dual = hasattr(model, "get_image_features") and hasattr(model, "get_text_features")
+    has_vision = (
+        dual or hasattr(config, "image_size") or getattr(config, "model_type", "").startswith(("dino", "vit"))
+    )
+    image_processor = tokenizer = None
+    if dual:
+        processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust)
+        image_processor, tokenizer = processor.image_processor, processor.tokenizer
+        mode, modalities = "dual", ("image", "text")
+    elif has_vision:
+        image_processor = AutoImageProcessor.from_pretrained(path, trust_remote_code=trust)
+        mode, modalities = "vision", ("image",)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        mode, modalities = "text", ("text",)
+    dim = getattr(config, "projection_dim", None) if dual else getattr(config, "hidden_size", None)
+    info = EncoderInfo(
+        spec=f"hf:{name}",
+        kind="embedding",
+        modalities=modalities,
+        source=source,
+        dim=dim,
+        extra={"model_type": config.model_type, "mode": mode},
+    )
+    return HFEncoder(
+        model,
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        mode=mode,
+        model_type=config.model_type,
+        info=info,
+        device=device,
+    )
+
+
+def check(name: str, *, weights_dir: Path | None) -> dict:
+    from recon_score.hub import check_model
+
+    return check_model(f"smoke:{SMOKE[name]}" if name in SMOKE else name)

@@ -1,0 +1,80 @@
+"""LPIPS (Zhang et al. 2018) as a pairwise distance, in its shift-tolerant form (ST-LPIPS, Ghildyal & Liu 2022).
+
+stlpips-pytorch ships complete weights (backbone + linear heads) for AlexNet and VGG, so this family works
+offline. Both images of a pair are squashed to 256x256 (bicubic), mirroring DreamSim's fixed-size squash, and
+scaled to [-1, 1]. LPIPS is a distance (0 = identical, typically < 1), not an embedding: it cannot be cached per
+image or indexed, only evaluated on aligned pairs. ReconScore maps it to 100 * (1 - min(d, 1)).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from recon_score.encoders.base import Encoder, EncoderInfo
+
+NETS = {"alex": "alex", "vgg": "vgg"}
+SIZE = 256
+
+
+def weights_file(net: str) -> Path:
+    import stlpips_pytorch
+
+    return (
+        Path(stlpips_pytorch.__file__).resolve().parent / "weights" / "vST0.0" / f"{net}_shift_tolerant.pth"
+    )
+
+
+class LPIPSEncoder(Encoder):
+    def __init__(self, model, info: EncoderInfo, device: str):
+        from torchvision import transforms
+
+        self.model = model.to(device).eval().requires_grad_(False)
+        self.info, self.device = info, torch.device(device)
+        self.batch_size = 16
+        self.transform = transforms.Compose(
+            [
+                transforms.Resize((SIZE, SIZE), interpolation=transforms.InterpolationMode.BICUBIC),
+                transforms.ToTensor(),
+            ]
+        )
+
+    def _prep(self, images) -> torch.Tensor:
+        return torch.stack([self.transform(im.convert("RGB")) for im in images]).to(self.device) * 2.0 - 1.0
+
+    def _pair_distance(self, a, b):
+        return self.model(self._prep(a), self._prep(b)).reshape(len(a))
+
+
+def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
+    if name not in NETS:
+        raise ValueError(f"unknown LPIPS network {name!r}; choose one of {', '.join(NETS)}")
+    from stlpips_pytorch.stlpips import LPIPS
+
+    path = weights_file(NETS[name])
+    # pretrained=False + our own weights_only load: the package's loader calls torch.load without weights_only
+    model = LPIPS(pretrained=False, net=NETS[name], variant="shift_tolerant", verbose=False)
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    learned_missing = [k for k in missing if not k.startswith("lins.")]  # `lins` aliases lin0..lin4
+    if learned_missing or unexpected:
+        raise RuntimeError(
+            f"LPIPS weights {path} do not match the network: missing {learned_missing}, "
+            f"unexpected {unexpected}"
+        )
+    info = EncoderInfo(
+        spec=f"lpips:{name}",
+        kind="distance",
+        modalities=("image",),
+        source=str(path),
+        notes="shift-tolerant LPIPS; 256x256 squash; [-1, 1] inputs",
+    )
+    return LPIPSEncoder(model, info, device)
+
+
+def check(name: str, *, weights_dir: Path | None) -> dict:
+    if name not in NETS:
+        return {"available": False, "location": "", "source": "", "detail": f"unknown LPIPS network {name!r}"}
+    p = weights_file(NETS[name])
+    return {"available": p.is_file(), "location": str(p), "source": "stlpips-pytorch package", "detail": ""}

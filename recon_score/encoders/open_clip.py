@@ -1,0 +1,213 @@
+"""open_clip encoders: one loader for OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS and SigLIP.
+
+Names:
+    ARCH/PRETRAINED      a tag from open_clip.list_pretrained() (weights come from the HF cache or hub)
+    ARCH@/path/ckpt.pt   a local checkpoint for a known architecture (RemoteCLIP and SkyCLIP ship these)
+    hf-hub:ORG/REPO      open_clip's hub format
+    local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
+    smoke                a tiny random ViT in local-dir format, with the real CLIP BPE tokenizer
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.errors import ModelNotAvailableError
+from recon_score.hub import is_offline
+
+
+def _split(name: str) -> tuple[str, str | None, str]:
+    """-> (model_name for open_clip, pretrained or None, how) ; how in {tag, path, hf-hub, local-dir}."""
+    if name.startswith(("hf-hub:", "local-dir:")):
+        return name, None, name.split(":", 1)[0]
+    if "@" in name:
+        arch, path = name.split("@", 1)
+        return arch, path, "path"
+    if "/" in name:
+        arch, tag = name.split("/", 1)
+        return arch, tag, "tag"
+    raise ValueError(
+        f"open_clip spec {name!r} needs a pretrained tag or a checkpoint: ARCH/TAG (e.g. ViT-B-32/openai), "
+        "ARCH@/path/to/ckpt, hf-hub:ORG/REPO or local-dir:/path"
+    )
+
+
+class OpenCLIPEncoder(Encoder):
+    def __init__(self, model, preprocess, tokenizer, info: EncoderInfo, device: str):
+        self.model = model.to(device).eval().requires_grad_(False)
+        self.preprocess, self.tokenizer = preprocess, tokenizer
+        self.info, self.device = info, torch.device(device)
+        self.batch_size = 64
+        self.context_length = getattr(tokenizer, "context_length", 77)
+
+    def _embed_images(self, images):
+        x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+        return self.model.encode_image(x)
+
+    def _embed_texts(self, texts):
+        tokens = self.tokenizer(texts).to(self.device)
+        return self.model.encode_text(tokens)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens including start/end markers; > context_length means the tokenizer truncates."""
+        inner = getattr(self.tokenizer, "encode", None)
+        if inner is None:
+            return 0
+        return len(inner(text)) + 2
+
+
+def _fix(spec: str) -> str:
+    return (
+        f"Download the weights on a machine with network (open_clip caches them in the HF cache) and copy the "
+        f"HF cache here (HF_HOME), or use 'open_clip:ARCH@/path/to/checkpoint' / 'open_clip:local-dir:/path' "
+        f"for local files. Requested: {spec!r}."
+    )
+
+
+def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
+    import open_clip
+
+    spec = f"open_clip:{name}"
+    if name == "smoke":
+        from recon_score.testing.fixtures import FIXTURE_VERSION, ensure_fixture
+
+        path = ensure_fixture("open-clip")
+        model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
+        tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
+        info = EncoderInfo(
+            spec=spec,
+            kind="embedding",
+            modalities=("image", "text"),
+            source=f"fixture:v{FIXTURE_VERSION} {path} (random weights; numbers are meaningless)",
+            dim=model.text_projection.shape[1] if model.text_projection is not None else None,
+        )
+        return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+
+    model_name, pretrained, how = _split(name)
+    if how == "path":
+        ckpt = Path(pretrained).expanduser()
+        if not ckpt.is_file():
+            raise ModelNotAvailableError(
+                spec, searched=[str(ckpt)], fix=_fix(spec), reason="checkpoint file not found"
+            )
+        pretrained = str(ckpt)
+    elif how == "local-dir":
+        folder = Path(model_name.split(":", 1)[1]).expanduser()
+        if not (folder / "open_clip_config.json").is_file():
+            raise ModelNotAvailableError(
+                spec, searched=[str(folder)], fix=_fix(spec), reason="no open_clip_config.json in that folder"
+            )
+    elif how == "tag":
+        known = open_clip.list_pretrained_tags_by_model(model_name)
+        if model_name not in open_clip.list_models():
+            raise ValueError(f"unknown open_clip architecture {model_name!r}; see open_clip.list_models()")
+        if pretrained not in known:
+            raise ValueError(
+                f"open_clip has no pretrained tag {pretrained!r} for {model_name}; known: {', '.join(known)}"
+            )
+    try:
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            model_name, pretrained=pretrained, load_weights=True
+        )
+        tokenizer = open_clip.get_tokenizer(model_name)
+    except (OSError, RuntimeError, ValueError) as err:
+        reason = f"{type(err).__name__}: {err}"[:400]
+        if is_offline():
+            reason += " (HF_HUB_OFFLINE=1 is set, so nothing was downloaded)"
+        raise ModelNotAvailableError(
+            spec, searched=[_location(model_name, pretrained, how)], fix=_fix(spec), reason=reason
+        ) from err
+    dim = getattr(model, "embed_dim", None) or (
+        model.text_projection.shape[1] if getattr(model, "text_projection", None) is not None else None
+    )
+    info = EncoderInfo(
+        spec=spec,
+        kind="embedding",
+        modalities=("image", "text"),
+        source=_location(model_name, pretrained, how),
+        dim=dim,
+    )
+    return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+
+
+def _location(model_name: str, pretrained: str | None, how: str) -> str:
+    if how in ("path", "local-dir"):
+        return pretrained or model_name.split(":", 1)[1]
+    if how == "hf-hub":
+        return f"https://huggingface.co/{model_name.split(':', 1)[1]}"
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(model_name, pretrained) or {}
+    if cfg.get("hf_hub"):
+        return f"https://huggingface.co/{cfg['hf_hub'].rstrip('/')}"
+    return cfg.get("url", "unknown")
+
+
+def check(name: str, *, weights_dir: Path | None) -> dict:
+    if name == "smoke":
+        from recon_score.hub import check_model
+
+        return check_model("smoke:open-clip")
+    try:
+        model_name, pretrained, how = _split(name)
+    except ValueError as err:
+        return {"available": False, "location": "", "source": "", "detail": str(err)}
+    if how == "path":
+        p = Path(pretrained).expanduser()
+        return {
+            "available": p.is_file(),
+            "location": str(p),
+            "source": "local checkpoint",
+            "detail": "" if p.is_file() else "file not found",
+        }
+    if how == "local-dir":
+        p = Path(model_name.split(":", 1)[1]).expanduser()
+        ok = (p / "open_clip_config.json").is_file()
+        return {
+            "available": ok,
+            "location": str(p),
+            "source": "local open_clip folder",
+            "detail": "" if ok else "no open_clip_config.json",
+        }
+    from huggingface_hub import try_to_load_from_cache
+
+    if how == "hf-hub":
+        repo = model_name.split(":", 1)[1]
+        hit = try_to_load_from_cache(repo, "open_clip_config.json")
+        return {
+            "available": isinstance(hit, str),
+            "location": repo,
+            "source": f"https://huggingface.co/{repo}",
+            "detail": "in HF cache" if isinstance(hit, str) else "not in HF cache",
+        }
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(model_name, pretrained) or {}
+    if not cfg:
+        return {"available": False, "location": "", "source": "", "detail": f"unknown tag {name!r}"}
+    if cfg.get("hf_hub"):
+        repo_id = "/".join(cfg["hf_hub"].strip("/").split("/")[:2])
+        for filename in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin"):
+            hit = try_to_load_from_cache(repo_id, filename)
+            if isinstance(hit, str):
+                return {
+                    "available": True,
+                    "location": hit,
+                    "source": f"https://huggingface.co/{repo_id}",
+                    "detail": "in HF cache",
+                }
+        return {
+            "available": False,
+            "location": repo_id,
+            "source": f"https://huggingface.co/{repo_id}",
+            "detail": "not in HF cache",
+        }
+    return {
+        "available": False,
+        "location": cfg.get("url", ""),
+        "source": cfg.get("url", ""),
+        "detail": "URL download on first use",
+    }

@@ -1,0 +1,66 @@
+"""Exceptions and warnings shared by every reconscore package.
+
+Every message names the item, what was expected, and what to do next.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+
+class ReconScoreError(Exception):
+    """Base class: a problem the user can act on (bad input, missing model, conflicting flags)."""
+
+
+class ReconScoreWarning(UserWarning):
+    """Warnings the user should see once (truncated prompts, meaningless smoke numbers)."""
+
+
+class ModelNotAvailableError(ReconScoreError):
+    """A model's weights are neither local nor reachable.
+
+    Never fall back to random weights: a silently random model gives plausible-looking numbers.
+    """
+
+    def __init__(self, model: str, *, searched: list[str], fix: str, reason: str | None = None):
+        self.model, self.searched, self.fix = model, searched, fix
+        where = "; ".join(searched) if searched else "nowhere"
+        why = f" ({reason})" if reason else ""
+        super().__init__(f"model {model!r} is not available{why}. Searched: {where}. {fix}")
+
+
+class UnknownEncoderError(ReconScoreError, ValueError):
+    def __init__(self, spec: str, known: list[str]):
+        family = spec.partition(":")[0]
+        close = difflib.get_close_matches(family, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(
+            f"unknown encoder spec {spec!r}: family {family!r} is not one of {', '.join(known)}{hint}. "
+            "`reconscore models list` shows every spec."
+        )
+
+
+class UnknownPresetError(ReconScoreError, KeyError):
+    def __init__(self, name: str, known: list[str]):
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        super().__init__(f"unknown preset {name!r}{hint}; known presets: {', '.join(known)}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class InputError(ReconScoreError, ValueError):
+    """One input item is unusable; the run records it and continues."""
+
+
+class ImageLoadError(InputError):
+    pass
+
+
+class ResumeMismatchError(ReconScoreError):
+    def __init__(self, path: str, found: str, wanted: str):
+        super().__init__(
+            f"{path} was started with a different configuration (fingerprint {found}); this run's is {wanted}. "
+            "Choose another --out, or pass --overwrite to start again."
+        )

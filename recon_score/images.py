@@ -1,0 +1,166 @@
+"""The project's one image reader: any raster a remote-sensing user hands us becomes 8-bit RGB.
+
+Why one reader: ReconScore, the describer, retrieval and the caption datasets must see the same pixels for the
+same file, or scores computed by different commands stop being comparable.
+
+Conversions (each is deterministic and documented in the README):
+- RGB / RGBA / LA / P / L / 1 / CMYK / YCbCr: PIL's conversion; transparent pixels are composited onto black
+  (transparency in EO quick-looks marks no-data, not white paper).
+- 16-bit, 32-bit integer and float rasters: each band is linearly stretched from its 2nd to its 98th percentile
+  to 0..255 (the usual EO quick-look), because their value range (11/12/14-bit sensors, reflectance) is not
+  the storage range.
+- Multi-band TIFFs PIL cannot open (4+ bands, e.g. RGB+NIR): read with tifffile; bands 1-3 are taken as RGB,
+  a single band is replicated to gray.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from recon_score.errors import ImageLoadError, InputError
+
+# PIL refuses >178 MP by default; large EO scenes are legitimate, decompression bombs are not our threat model
+# for local files, but keep a ceiling so a mistaken 50k x 50k mosaic fails with a message instead of OOM.
+MAX_PIXELS = 400_000_000
+
+
+def _stretch_to_uint8(band: np.ndarray) -> np.ndarray:
+    band = band.astype(np.float64)
+    finite = band[np.isfinite(band)]
+    if finite.size == 0:
+        return np.zeros(band.shape, dtype=np.uint8)
+    lo, hi = np.percentile(finite, [2.0, 98.0])
+    if hi <= lo:  # constant band: keep its level if it is already a byte value, else mid-gray
+        hi = lo + 1.0
+    out = (np.nan_to_num(band, nan=lo) - lo) / (hi - lo)
+    return (np.clip(out, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+
+def _array_to_rgb(arr: np.ndarray) -> Image.Image:
+    """(H, W) or (H, W, C) array of any dtype -> 8-bit RGB."""
+    if arr.ndim == 3 and arr.shape[0] in (1, 2, 3, 4) and arr.shape[-1] > 4:  # planar (C, H, W) TIFF
+        arr = np.moveaxis(arr, 0, -1)
+    if arr.ndim == 2:
+        arr = arr[..., None]
+    if arr.ndim != 3:
+        raise ValueError(f"expected a 2-D raster or a (H, W, bands) stack, got shape {arr.shape}")
+    bands = arr.shape[-1]
+    arr = arr[..., :3] if bands >= 3 else arr[..., :1]
+    if arr.dtype == np.uint8:
+        out = arr
+    elif arr.dtype == np.bool_:
+        out = arr.astype(np.uint8) * 255
+    else:
+        out = np.stack([_stretch_to_uint8(arr[..., i]) for i in range(arr.shape[-1])], axis=-1)
+    if out.shape[-1] == 1:
+        out = np.repeat(out, 3, axis=-1)
+    return Image.fromarray(np.ascontiguousarray(out), mode="RGB")
+
+
+def to_rgb(img: Image.Image) -> Image.Image:
+    """Any PIL image -> 8-bit RGB with the rules in the module docstring."""
+    img = ImageOps.exif_transpose(img) if hasattr(img, "getexif") else img
+    mode = img.mode
+    if mode == "RGB":
+        return img
+    if mode == "P":
+        img = img.convert("RGBA")
+        mode = "RGBA"
+    if mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (0, 0, 0, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if mode in ("L", "1", "CMYK", "YCbCr", "LAB", "HSV"):
+        return img.convert("RGB")
+    # I;16*, I, F: high dynamic range, stretch per band
+    return _array_to_rgb(np.asarray(img))
+
+
+def _read_with_tifffile(path: Path) -> Image.Image:
+    import tifffile
+
+    arr = tifffile.imread(path)
+    if arr.ndim == 3 and arr.shape[0] < arr.shape[-1] and arr.shape[0] <= 16 and arr.shape[-1] > 16:
+        arr = np.moveaxis(arr, 0, -1)  # (bands, H, W) -> (H, W, bands)
+    return _array_to_rgb(arr)
+
+
+def load_image(source: Image.Image | str | Path, *, name: str | None = None) -> Image.Image:
+    """Open `source` (a path or a PIL image) as 8-bit RGB.
+
+    Raises:
+        ImageLoadError: missing, unreadable or corrupt file; the message names the file.
+    """
+    if isinstance(source, Image.Image):
+        return to_rgb(source)
+    path = Path(source)
+    label = name or str(path)
+    if not path.exists():
+        raise ImageLoadError(f"image {label!r} not found")
+    if not path.is_file():
+        raise ImageLoadError(f"image {label!r} is not a file")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ImageLoadError(f"image {label!r} could not be read: {err}") from err
+    if not data:
+        raise ImageLoadError(f"image {label!r} is empty (0 bytes)")
+    pil_error: Exception | None = None
+    try:
+        # PIL warns (rather than fails) on damaged metadata; decoding below decides whether the pixels are usable
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                if img.width * img.height > MAX_PIXELS:
+                    raise ImageLoadError(
+                        f"image {label!r} has {img.width}x{img.height} pixels, more than {MAX_PIXELS:,}; "
+                        "tile or downsample it first"
+                    )
+                img.load()
+                return to_rgb(img)
+    except ImageLoadError:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+        pil_error = err
+    if path.suffix.lower() in (".tif", ".tiff"):
+        try:
+            return _read_with_tifffile(path)
+        except Exception as err:  # tifffile raises a zoo of types on corrupt files
+            raise ImageLoadError(
+                f"image {label!r} is not a readable TIFF: PIL said {pil_error}; tifffile said {err}"
+            ) from err
+    raise ImageLoadError(f"image {label!r} is corrupt or not an image: {pil_error}") from pil_error
+
+
+def resolve_under(root: Path, relative: str, *, what: str = "image") -> Path:
+    """`root / relative`, refusing anything that resolves outside `root` (``..``, absolute paths, symlinks).
+
+    Raises:
+        InputError: the path escapes the data root.
+    """
+    if not relative or not str(relative).strip():
+        raise InputError(f"empty {what} path")
+    root_resolved = root.resolve()
+    candidate = (root / relative).resolve()
+    try:
+        candidate.relative_to(root_resolved)
+    except ValueError:
+        raise InputError(
+            f"{what} path {relative!r} resolves to {candidate}, outside the data root {root_resolved}; "
+            "paths must stay inside --images ROOT (or the captions file's folder)"
+        ) from None
+    return candidate
+
+
+def image_digest(img: Image.Image) -> str:
+    """sha256 of decoded pixels (+ size and mode): identical pixels -> identical cache keys, whatever the file."""
+    h = hashlib.sha256()
+    h.update(f"{img.mode}:{img.width}x{img.height}:".encode())
+    h.update(img.tobytes())
+    return h.hexdigest()

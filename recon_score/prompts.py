@@ -1,0 +1,51 @@
+"""Prompt templates for reconstruction. The describer's captioning prompts live in `describer.prompts`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from recon_score.errors import InputError
+
+# Seed 004 and its authors' code, verbatim (including the single spaces around {caption}).
+PERSPECTIVE_TEMPLATE = (
+    "I want a remote sensing image with a realistic satellite perspective view. {caption} "
+    "Remember, I want a vertical remote sensing satellite perspective from top to bottom."
+)
+
+# For ablations: the bare caption, no perspective framing.
+PLAIN_TEMPLATE = "{caption}"
+
+TEMPLATES = {"perspective": PERSPECTIVE_TEMPLATE, "plain": PLAIN_TEMPLATE}
+
+
+def load_template(value: str) -> str:
+    """A template given as a name in TEMPLATES, a path to a text file, or the template text itself."""
+    if value in TEMPLATES:
+        return TEMPLATES[value]
+    path = Path(value)
+    if "{caption}" not in value and path.suffix in (".txt", ".jinja", ".tmpl") and path.is_file():
+        value = path.read_text(encoding="utf-8").strip("\n")
+    if value.count("{caption}") != 1:
+        raise ValueError(f"a prompt template must contain '{{caption}}' exactly once, got {value!r}")
+    return value
+
+
+def clean_caption(caption: object) -> str:
+    """Whitespace-normalised caption text; rejects what cannot be a caption.
+
+    Raises:
+        InputError: None, not a string, empty or whitespace-only.
+    """
+    if caption is None:
+        raise InputError("caption is missing")
+    if not isinstance(caption, str):
+        raise InputError(f"caption must be text, got {type(caption).__name__}: {caption!r}")
+    text = " ".join(caption.split())
+    if not text:
+        raise InputError("caption is empty or whitespace-only")
+    return text
+
+
+def format_prompt(template: str, caption: str) -> str:
+    # str.replace, not str.format: captions legitimately contain braces
+    return template.replace("{caption}", caption)

@@ -1,0 +1,219 @@
+"""Text-to-image reconstruction over diffusers: Z-Image by default, FLUX.1/FLUX.2 and any DiffusionPipeline.
+
+Protocol details (seed 004 and its authors' code): generator on the CPU seeded per image, `guidance_scale`
+and `max_sequence_length` passed explicitly, VAE tiling on. One generator per item, so the latents of an item
+do not depend on its batch; the pixels agree with one-by-one generation up to float summation order
+(at most 1/255 on a few pixels with the tiny test model), and a given batch composition is bit-reproducible.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from PIL import Image
+
+from recon_score.errors import ReconScoreError
+from recon_score.hub import ResolvedModel, resolve_model
+from recon_score.presets import ReconPreset
+from recon_score.runtime import parse_dtype
+
+log = logging.getLogger(__name__)
+
+OFFLOAD_MODES = ("none", "model", "sequential")
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    prompt: str
+    width: int
+    height: int
+    seed: int
+
+
+def effective_dtype(preset_dtype: str, device: str) -> str:
+    """bf16/fp16 are GPU dtypes; on CPU they are slow and poorly supported, so CPU runs use float32."""
+    return (
+        "float32"
+        if not str(device).startswith("cuda")
+        else str(parse_dtype(preset_dtype)).replace("torch.", "")
+    )
+
+
+class Renderer:
+    """Loads the T2I pipeline on first use: a run whose reconstructions are all cached never loads it."""
+
+    def __init__(
+        self, preset: ReconPreset, *, device: str, offload: str = "none", show_progress: bool = False
+    ):
+        if offload not in OFFLOAD_MODES:
+            raise ValueError(f"offload must be one of {OFFLOAD_MODES}, got {offload!r}")
+        self.preset, self.device, self.offload = preset, device, offload
+        self.dtype = effective_dtype(preset.dtype, device)
+        self.show_progress = show_progress
+        self._resolved: ResolvedModel | None = None
+        self._pipe = None
+        self._tokenizer = None
+        self._pipeline_class: str | None = None
+
+    # -- identity (cache keys, run.json) ----------------------------------------------------------------------
+    @property
+    def resolved(self) -> ResolvedModel:
+        if self._resolved is None:
+            self._resolved = resolve_model(
+                self.preset.t2i_model,
+                revision=self.preset.t2i_revision,
+                kind="diffusers pipeline",
+                option="--t2i-model",
+                downloader="diffusers",
+            )
+        return self._resolved
+
+    @property
+    def pipeline_class(self) -> str:
+        if self._pipeline_class is None:
+            import json
+
+            index = self.resolved.path / "model_index.json"
+            if not index.exists():
+                raise ReconScoreError(
+                    f"{self.resolved.path} has no model_index.json: not a diffusers pipeline folder"
+                )
+            self._pipeline_class = json.loads(index.read_text(encoding="utf-8")).get("_class_name", "unknown")
+        return self._pipeline_class
+
+    def identity(self) -> dict:
+        """Everything besides prompt/size/seed that changes the pixels: part of every reconstruction cache key."""
+        import diffusers
+
+        return {
+            "t2i_model": self.preset.t2i_model,
+            "revision": self.resolved.revision,
+            "pipeline": self.pipeline_class,
+            "diffusers": diffusers.__version__,
+            "steps": self.preset.steps,
+            "guidance_scale": float(self.preset.guidance_scale),
+            "max_sequence_length": self.preset.max_sequence_length,
+            "dtype": self.dtype,
+            "vae_tiling": self.preset.vae_tiling,
+            "device_type": torch.device(self.device).type,
+        }
+
+    # -- loading ----------------------------------------------------------------------------------------------
+    @property
+    def pipe(self):
+        if self._pipe is None:
+            self._pipe = self._load()
+        return self._pipe
+
+    def _load(self):
+        import diffusers.utils.logging as dlog
+        import transformers.utils.logging as tlog
+        from diffusers import DiffusionPipeline
+
+        if not self.show_progress:  # per-component loading bars drown the run's own progress bar
+            dlog.disable_progress_bar()
+            tlog.disable_progress_bar()
+        path = self.resolved.path
+        log.info(
+            "loading %s (%s) from %s as %s", self.preset.t2i_model, self.pipeline_class, path, self.dtype
+        )
+        try:
+            pipe = DiffusionPipeline.from_pretrained(str(path), dtype=parse_dtype(self.dtype))
+        except (OSError, ValueError) as err:
+            raise ReconScoreError(
+                f"could not load the diffusers pipeline {self.preset.t2i_model!r} from {path}: {err}"
+            ) from err
+        if self.preset.vae_tiling and hasattr(pipe, "vae") and hasattr(pipe.vae, "enable_tiling"):
+            pipe.vae.enable_tiling()
+        if self.offload == "model":
+            pipe.enable_model_cpu_offload(device=self.device)
+        elif self.offload == "sequential":
+            pipe.enable_sequential_cpu_offload(device=self.device)
+        else:
+            pipe.to(self.device)
+        pipe.set_progress_bar_config(disable=not self.show_progress)
+        self._tokenizer = getattr(pipe, "tokenizer", None)
+        return pipe
+
+    def unload(self) -> None:
+        """Free the pipeline (the describer alternates VLM and T2I phases on one GPU)."""
+        self._pipe = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # -- token budget -----------------------------------------------------------------------------------------
+    def _call_params(self) -> set[str]:
+        from diffusers import DiffusionPipeline
+
+        cls = self._pipe.__class__ if self._pipe is not None else None
+        if cls is None:
+            import diffusers
+
+            cls = getattr(diffusers, self.pipeline_class, DiffusionPipeline)
+        return set(inspect.signature(cls.__call__).parameters)
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            sub = "tokenizer_2" if (self.resolved.path / "tokenizer_2").is_dir() else "tokenizer"
+            folder = self.resolved.path / sub
+            self._tokenizer = AutoTokenizer.from_pretrained(str(folder)) if folder.is_dir() else False
+        return self._tokenizer or None
+
+    @property
+    def token_limit(self) -> int | None:
+        if "max_sequence_length" in self._call_params() and self.preset.max_sequence_length:
+            return int(self.preset.max_sequence_length)
+        tok = self.tokenizer
+        limit = getattr(tok, "model_max_length", None) if tok is not None else None
+        return int(limit) if limit and limit < 100_000 else None
+
+    def count_tokens(self, prompt: str) -> int | None:
+        """Tokens the text encoder sees for `prompt` (Z-Image wraps it in its chat template first)."""
+        tok = self.tokenizer
+        if tok is None:
+            return None
+        text = prompt
+        if self.pipeline_class.startswith("ZImage") and getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template(
+                [{"role": "user", "content": prompt}],
+                tokenize=False,
+                add_generation_prompt=True,
+                enable_thinking=True,
+            )
+        return len(tok(text, add_special_tokens=True)["input_ids"])
+
+    # -- generation -------------------------------------------------------------------------------------------
+    def render(self, requests: list[RenderRequest]) -> list[Image.Image]:
+        """One pipeline call for requests of one size; returns 8-bit RGB images in request order."""
+        if not requests:
+            return []
+        sizes = {(r.width, r.height) for r in requests}
+        if len(sizes) != 1:
+            raise ValueError(f"one render call takes one size, got {sorted(sizes)}")
+        ((width, height),) = sizes
+        pipe = self.pipe
+        params = self._call_params()
+        kwargs: dict[str, Any] = {
+            # a copy: ZImagePipeline rewrites the prompt list in place with its chat template
+            "prompt": [r.prompt for r in requests],
+            "height": height,
+            "width": width,
+            "num_inference_steps": self.preset.steps,
+            "generator": [torch.Generator("cpu").manual_seed(int(r.seed)) for r in requests],
+            "output_type": "pil",
+        }
+        if "guidance_scale" in params:
+            kwargs["guidance_scale"] = float(self.preset.guidance_scale)
+        if "max_sequence_length" in params and self.preset.max_sequence_length:
+            kwargs["max_sequence_length"] = int(self.preset.max_sequence_length)
+        with torch.inference_mode():
+            out = pipe(**kwargs)
+        images = out.images if hasattr(out, "images") else out[0]
+        return [im.convert("RGB") for im in images]

@@ -1,0 +1,313 @@
+"""`reconscore score`: a captions table in, scores.jsonl + run.json + reconstructions/ out.
+
+Resumable and multi-process:
+- rows are sharded deterministically (row i -> process i mod world_size) when launched with
+  `accelerate launch`; each process appends to its own journal, process 0 merges them, in input order, into
+  one scores.jsonl identical to a single-process run;
+- rows are processed in fixed chunks of `batch_size` consecutive rows of the shard. A killed run restarted with
+  the same --out skips finished chunks and re-renders a half-finished chunk whole, in the same composition, so
+  its numbers match an uninterrupted run bit for bit; a finished run rerun is a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recon_score.cache import ArtifactCache, atomic_write_bytes, png_bytes, sha256_json
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.images import load_image
+from recon_score.inputs import InputRow, read_caption_rows
+from recon_score.presets import SMOKE_NOTE, ReconPreset
+from recon_score.results import Journal, load_journals, read_jsonl, write_json_atomic, write_jsonl_atomic
+from recon_score.runtime import provenance, resolve_device, utc_now
+
+log = logging.getLogger(__name__)
+
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+
+
+@dataclass
+class ScoreJob:
+    captions: Path
+    out: Path
+    preset: ReconPreset
+    images_root: Path | None = None
+    device: str | None = None
+    batch_size: int = 1
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    weights_dir: Path | None = None
+    offload: str = "none"
+    limit: int | None = None
+    retry_errors: bool = False
+    overwrite: bool = False
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ScoreSummary:
+    total: int
+    ok: int
+    failed: int
+    mean: float | None
+    std: float | None
+    rendered: int
+    cached: int
+    already_complete: bool
+    failures: list[tuple[str, str]]
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.failed else 0
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60].strip("._") or "row"
+
+
+def _fingerprint(job: ScoreJob, device: str) -> str:
+    from recon_score.render import effective_dtype
+
+    return sha256_json(
+        {
+            "kind": "score-run",
+            "preset": job.preset.to_dict(),
+            "dtype": effective_dtype(job.preset.dtype, device),
+            "device_type": device.split(":")[0],
+            "batch_size": job.batch_size,
+        }
+    )[:16]
+
+
+def _chunks(rows: list[InputRow], size: int) -> list[list[InputRow]]:
+    return [rows[i : i + size] for i in range(0, len(rows), size)]
+
+
+def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
+    rec = {
+        "id": row.id,
+        "image": row.image,
+        "caption": row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption),
+        "recon_score": None,
+        "cosine": None,
+        "reconstruction": None,
+        "error": row.error,
+    }
+    if res is not None:
+        rec.update(
+            recon_score=res.recon_score,
+            cosine=res.cosine,
+            error=res.error,
+            width=res.width,
+            height=res.height,
+            truncated=res.truncated,
+        )
+        if res.distance is not None and res.cosine is None:
+            rec["distance"] = res.distance
+        if res.error is None:
+            if res.recon_score is None or not math.isfinite(res.recon_score):
+                rec.update(
+                    recon_score=None, cosine=None, error="non-finite similarity (NaN/inf from the models)"
+                )
+            else:
+                rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
+                atomic_write_bytes(out / rel, png_bytes(res.reconstruction))
+                rec["reconstruction"] = str(rel)
+    if note:
+        rec["note"] = note
+    return rec
+
+
+def run_score(job: ScoreJob) -> ScoreSummary:
+    """Score every row of `job.captions`; see the module docstring for sharding and resume."""
+    import torch
+    from accelerate import PartialState
+
+    # cpu=True is what turns a torchrun/`accelerate launch --multi_gpu` launch on a GPU-less machine into
+    # gloo-backed MULTI_CPU; a plain single-process call is unaffected
+    state = PartialState(cpu=job.device == "cpu" or not torch.cuda.is_available())
+    rank, world = state.process_index, state.num_processes
+    device = resolve_device(job.device) if world == 1 else str(state.device)
+    out = job.out
+    started = utc_now()
+    out.mkdir(parents=True, exist_ok=True)
+    journal_dir = out / "journal"
+    if job.overwrite and state.is_main_process:
+        import shutil
+
+        for p in (journal_dir, out / "reconstructions"):
+            shutil.rmtree(p, ignore_errors=True)
+        for p in (out / "scores.jsonl", out / "run.json"):
+            p.unlink(missing_ok=True)
+    state.wait_for_everyone()
+
+    rows = read_caption_rows(job.captions, root=job.images_root)
+    if job.limit is not None:
+        rows = rows[: job.limit]
+    fp = _fingerprint(job, device)
+    done = load_journals(journal_dir, fingerprint=fp)
+    note = SMOKE_NOTE if job.preset.meaningless else None
+
+    def is_done(row: InputRow) -> bool:
+        rec = done.get(row.index)
+        if rec is None or rec.get("key") != row.key():
+            return False
+        return not (job.retry_errors and rec["result"].get("error"))
+
+    complete = all(is_done(r) for r in rows)
+    if complete and (out / "scores.jsonl").exists() and (out / "run.json").exists():
+        return _summarize(rows, done, already_complete=True, rendered=0, cached=0)
+
+    from recon_score.scorer import ReconScorer
+
+    cache = ArtifactCache(job.cache_dir, enabled=job.use_cache)
+    scorer = ReconScorer(
+        job.preset,
+        device=device,
+        batch_size=job.batch_size,
+        cache=cache,
+        weights_dir=job.weights_dir,
+        offload=job.offload,
+    )
+    header = {"preset": job.preset.to_dict(), "captions": str(job.captions), "started": started}
+    mine = [r for r in rows if r.index % world == rank]
+    todo_chunks = [c for c in _chunks(mine, job.batch_size) if not all(is_done(r) for r in c)]
+    if todo_chunks:
+        scorer.preflight()  # a missing model fails here, before any image is read
+    with Journal(journal_dir / f"rank-{rank}.jsonl", fingerprint=fp, header=header) as journal:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=len(mine),
+            initial=len(mine) - sum(len(c) for c in todo_chunks),
+            desc=f"score[{rank}]",
+            unit="caption",
+            position=rank,
+            disable=None,
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+        for chunk in todo_chunks:
+            partial = any(is_done(r) for r in chunk)
+            pairs = []
+            for row in chunk:
+                if row.error is not None:
+                    pairs.append((InputError(row.error), row.caption))
+                    continue
+                try:
+                    pairs.append((load_image(row.image_path, name=row.image), row.caption))
+                except InputError as err:
+                    pairs.append((err, row.caption))
+            results = scorer.score_pairs(pairs, force_render=partial)
+            records = []
+            for row, res in zip(chunk, results):
+                if row.error is not None:
+                    res = None
+                if is_done(row):
+                    continue
+                rec = _row_record(row, res, out, note=note)
+                records.append({"row": row.index, "key": row.key(), "result": rec})
+            journal.write(records)
+            for r in records:
+                done[r["row"]] = r
+            bar.update(len(chunk))
+        bar.close()
+    state.wait_for_everyone()
+
+    if not state.is_main_process:
+        return _summarize(
+            rows,
+            load_journals(journal_dir, fingerprint=fp),
+            already_complete=False,
+            rendered=scorer.stats["rendered"],
+            cached=scorer.stats["reconstruction_cache_hits"],
+        )
+    done = load_journals(journal_dir, fingerprint=fp)
+    ordered = []
+    for row in rows:
+        rec = done.get(row.index)
+        if rec is None or rec.get("key") != row.key():
+            raise ReconScoreError(
+                f"row {row.index} (id {row.id!r}) has no result after all processes finished; "
+                "rerun the same command to complete it"
+            )
+        ordered.append(rec["result"])
+    write_jsonl_atomic(out / "scores.jsonl", ordered)
+    summary = _summarize(
+        rows,
+        done,
+        already_complete=False,
+        rendered=scorer.stats["rendered"],
+        cached=scorer.stats["reconstruction_cache_hits"],
+    )
+    previous = _previous_run(out)
+    run_info = {
+        "command": "score",
+        "note": note,
+        "captions": str(job.captions.resolve()),
+        "images_root": str((job.images_root or job.captions.parent).resolve()),
+        "out": str(out.resolve()),
+        "fingerprint": fp,
+        "config": scorer.config() if todo_chunks else previous.get("config"),
+        "batch_size": job.batch_size,
+        "processes": world,
+        "limit": job.limit,
+        "cache": {"enabled": job.use_cache, "root": str(cache.root)},
+        "started": previous.get("started", started),
+        "finished": utc_now(),
+        "resumed": bool(previous) or (len(done) > 0 and not todo_chunks),
+        "counts": {
+            "rows": summary.total,
+            "ok": summary.ok,
+            "failed": summary.failed,
+            "rendered_this_session": summary.rendered,
+            "reconstruction_cache_hits": summary.cached,
+        },
+        "summary": {"recon_score_mean": summary.mean, "recon_score_std": summary.std},
+        "provenance": {**provenance(), "argv": job.argv or sys.argv},
+    }
+    if run_info["config"] is None:
+        run_info["config"] = scorer.config()
+    write_json_atomic(out / "run.json", run_info)
+    return summary
+
+
+def _previous_run(out: Path) -> dict:
+    import json
+
+    p = out / "run.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int) -> ScoreSummary:
+    scores, failures = [], []
+    for row in rows:
+        rec = done.get(row.index, {}).get("result", {})
+        if rec.get("error") or rec.get("recon_score") is None:
+            failures.append((row.id, rec.get("error") or "not processed"))
+        else:
+            scores.append(rec["recon_score"])
+    return ScoreSummary(
+        total=len(rows),
+        ok=len(scores),
+        failed=len(failures),
+        mean=statistics.fmean(scores) if scores else None,
+        std=statistics.stdev(scores) if len(scores) > 1 else (0.0 if scores else None),
+        rendered=rendered,
+        cached=cached,
+        already_complete=already_complete,
+        failures=failures,
+    )
+
+
+def read_scores(out: Path) -> list[dict]:
+    return read_jsonl(out / "scores.jsonl")

