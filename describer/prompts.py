@@ -1,5 +1,9 @@
 """Captioning prompts. Templates for reconstruction live in recon_score.prompts."""
 
+from __future__ import annotations
+
+from pathlib import Path
+
 # Seed 004, RemoteDescriber guideline prompt (authors' text, verbatim, including its missing spaces).
 GUIDELINE_PROMPT = (
     "You are a professional expert in the field of remote sensing, specializing in captioning remote sensing "
@@ -11,3 +15,23 @@ GUIDELINE_PROMPT = (
     "should first describe the overall scene of the image, followed by describing specific object.5. The output "
     "should be coherent, concise and logical."
 )
+
+# A one-line prompt for quick looks and ablations.
+BRIEF_PROMPT = "Describe this remote sensing image in one detailed sentence."
+
+PROMPTS = {"paper": GUIDELINE_PROMPT, "guideline": GUIDELINE_PROMPT, "brief": BRIEF_PROMPT}
+
+
+def load_prompt(value: str) -> str:
+    """A prompt given as a name in PROMPTS, a path to a text file, or the prompt text itself."""
+    if value in PROMPTS:
+        return PROMPTS[value]
+    path = Path(value).expanduser()
+    if len(value) < 4096 and path.suffix in (".txt", ".md", ".prompt") and path.is_file():
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            raise ValueError(f"prompt file {path} is empty")
+        return text
+    if not value.strip():
+        raise ValueError("the prompt is empty")
+    return value

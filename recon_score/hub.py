@@ -85,7 +85,7 @@ def resolve_model(
     if local.is_dir():
         return ResolvedModel(name, local.resolve(), local_revision(local))
     fix = (
-        f"Point {option} at a local folder with the {kind} (e.g. one made by `huggingface-cli download {name} "
+        f"Point {option} at a local folder with the {kind} (e.g. one made by `hf download {name} "
         f"--local-dir DIR` on a machine with network), or fill the HF cache (HF_HOME) with it."
     )
     if local.exists() or name.startswith(("/", "./", "../", "~")) or name.count("/") != 1:

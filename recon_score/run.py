@@ -34,7 +34,7 @@ SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 
 @dataclass
 class ScoreJob:
-    captions: Path
+    captions: Path | None
     out: Path
     preset: ReconPreset
     images_root: Path | None = None
@@ -48,6 +48,10 @@ class ScoreJob:
     retry_errors: bool = False
     overwrite: bool = False
     argv: list[str] = field(default_factory=list)
+    rows: list[InputRow] | None = (
+        None  # precomputed input rows (e.g. from a dataset split) instead of `captions`
+    )
+    source: dict | None = None  # what `rows` came from, for run.json
 
 
 @dataclass
@@ -147,7 +151,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
             p.unlink(missing_ok=True)
     state.wait_for_everyone()
 
-    rows = read_caption_rows(job.captions, root=job.images_root)
+    rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
     if job.limit is not None:
         rows = rows[: job.limit]
     fp = _fingerprint(job, device)
@@ -250,8 +254,11 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     run_info = {
         "command": "score",
         "note": note,
-        "captions": str(job.captions.resolve()),
-        "images_root": str((job.images_root or job.captions.parent).resolve()),
+        "captions": str(job.captions.resolve()) if job.captions else None,
+        "images_root": str((job.images_root or job.captions.parent).resolve())
+        if job.captions
+        else (job.source or {}).get("images_dir"),
+        "source": job.source,
         "out": str(out.resolve()),
         "fingerprint": fp,
         "config": scorer.config() if todo_chunks else previous.get("config"),

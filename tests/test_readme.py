@@ -19,7 +19,9 @@ def test_python_examples_run(monkeypatch):
     monkeypatch.chdir(REPO)
     blocks = re.findall(r"```python\n(.*?)```", README, re.S)
     assert blocks
+    namespace: dict = {}
     for code in blocks:
-        namespace: dict = {}
         exec(compile(code, "README.md", "exec"), namespace)
     assert 0 <= namespace["best"].recon_score <= 100
+    assert list(namespace["table"].columns[:3]) == ["bleu4", "cider", "rouge"]
+    assert 0.9 <= namespace["recall"] <= 1.0

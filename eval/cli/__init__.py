@@ -15,9 +15,14 @@ SUBCOMMANDS = {
     "describe": "eval.cli.describe",
     "correlate": "eval.cli.correlate",
     "retrieve": "eval.cli.retrieve",
+    "retrieve-eval": "eval.cli.retrieve_eval",
     "report": "eval.cli.report",
+    "evaluate": "eval.cli.evaluate",
+    "study": "eval.cli.study",
+    "generate": "eval.cli.generate",
     "models": "eval.cli.models",
     "presets": "eval.cli.presets",
+    "metrics": "eval.cli.metrics",
 }
 
 

@@ -1,4 +1,4 @@
-"""`reconscore correlate`: metric agreement with human judgments. Not implemented yet."""
+"""`reconscore correlate`: Kendall τ-b/τ-c of caption metrics against human judgments."""
 
 from __future__ import annotations
 
@@ -6,27 +6,153 @@ from pathlib import Path
 
 import click
 
-from eval.cli._common import not_implemented
+FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
 
 
-@click.command("correlate")
-@click.option("--preferences", type=click.Path(path_type=Path), required=True, help="Human judgment file.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]),
-    required=True,
-    help="Layout of --preferences.",
+@click.command(
+    "correlate",
+    epilog="""\b
+Examples:
+  reconscore correlate --preferences preference_data/examples/ranking_example.jsonl --format ranking \\
+      --metrics clipscore,reconscore --images recon_score/sample --preset smoke --encoder open_clip:smoke --out runs/rank
+  reconscore correlate --preferences ../shared/data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
+      --metrics bleu1,bleu4,rouge,meteor,cider --out runs/f8k-expert
+\b
+Protocol (Hessel et al. 2021): every (image, candidate, judgment) row is one observation (no averaging over
+raters); Kendall tau-b and tau-c x 100 via scipy; judgments oriented larger = better (rank 1 = best).
+Headline: tau-c for flickr8k-expert, tau-b otherwise. Flickr8K-Expert skips candidates that are references of
+their image; Flickr8K-CrowdFlower removes every caption rated for an image from its references.
+\b
+Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, ci_low, ci_high, n; the CI is the
+headline tau's), per_item.parquet (every row with its scores), run.json (settings, protocol, provenance).
+Exit status: 0 done, 2 some metric could not score any row (e.g. images not found), 1 the run could not start.""",
 )
+@click.option(
+    "--preferences",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Human judgment file.",
+)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Layout of --preferences.")
 @click.option(
     "--metrics",
     required=True,
-    help="Comma-separated metric names (bleu1..4, meteor, rouge, cider, "
-    "spice, clipscore, refclipscore, reconscore).",
+    help="Comma-separated metric names (bleu1..4, meteor, rouge, cider, spice, clipscore, refclipscore, "
+    "reconscore; `reconscore metrics list`).",
 )
-@click.option("--images", type=click.Path(file_okay=False, path_type=Path), default=None, help="Image root.")
-@click.option("--preset", default="paper", show_default=True, help="Preset for model-based metrics.")
+@click.option(
+    "--images",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder the image column is relative to (default for ranking/csv: the file's folder). Only image "
+    "metrics need it.",
+)
+@click.option(
+    "--references",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Caption file of flickr8k (Flickr8k.token.txt) or thumb (mscoco_references.json); default: next to "
+    "--preferences.",
+)
+@click.option("--preset", default="paper", show_default=True, help="ReconScore preset (reconscore metric).")
+@click.option(
+    "--encoder",
+    default="open_clip:ViT-B-32/openai",
+    show_default=True,
+    help="Encoder spec for clipscore/refclipscore (`reconscore models list`).",
+)
+@click.option(
+    "--long-text",
+    type=click.Choice(["truncate", "sliding-window"]),
+    default="truncate",
+    show_default=True,
+    help="Captions over CLIP's 77 tokens: truncate (with a warning) or average over word windows.",
+)
+@click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if available).")
+@click.option(
+    "--headline",
+    type=click.Choice(["b", "c"]),
+    default=None,
+    help="Kendall variant for the CI (default: c for flickr8k-expert, b otherwise).",
+)
+@click.option(
+    "--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="CI resamples."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
-def command(preferences, fmt, metrics, images, preset, out) -> int:
-    """(not implemented yet) Kendall tau-b/tau-c of caption metrics against human judgments."""
-    return not_implemented("correlate", "issue 5: caption metrics and agreement with humans")
+def command(
+    preferences,
+    fmt,
+    metrics,
+    images,
+    references,
+    preset,
+    encoder,
+    long_text,
+    device,
+    headline,
+    n_boot,
+    seed,
+    out,
+) -> int:
+    """Kendall tau-b/tau-c of caption metrics against human judgments."""
+    from eval.correlate import CorrelateJob, run_correlate
+
+    job = CorrelateJob(
+        preferences=preferences,
+        fmt=fmt,
+        metrics=metrics,
+        out=out,
+        images=images,
+        references=references,
+        preset=preset,
+        encoder=encoder,
+        long_text=long_text,
+        device=device,
+        headline=headline,
+        n_boot=n_boot,
+        seed=seed,
+    )
+    result = run_correlate(job)
+    print_correlations(result.correlations, result.run, out)
+    return 2 if (result.correlations["n"] == 0).any() else 0
+
+
+def print_correlations(table, run: dict, out: Path | None = None) -> None:
+    """The correlations as a rich table, headline column marked."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    head = run["protocol"]["headline"]
+    console = Console()
+    t = Table(title=f"{run['format']}: Kendall tau x 100 (headline {head.replace('_', '-')})")
+    for col in ("metric", "tau_b", "tau_c", "pairwise_acc", "95% CI", "n"):
+        style = "bold" if col == head else None
+        t.add_column(
+            col.replace("tau_", "tau-") + (" *" if col == head else ""), justify="right", style=style
+        )
+    for r in table.itertuples(index=False):
+        t.add_row(
+            r.metric,
+            f"{r.tau_b:.2f}",
+            f"{r.tau_c:.2f}",
+            f"{r.pairwise_acc:.3f}",
+            escape(f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"),
+            str(r.n),
+        )
+    console.print(t)
+    for note in run["protocol"]["dataset_notes"]:
+        console.print(f"  {escape(note)}", highlight=False)
+    rows = run["counts"]["rows"]
+    for r in table.itertuples(index=False):
+        if r.n < rows:
+            console.print(
+                f"[yellow]  {r.metric}: {rows - r.n} of {rows} rows not scored (no references, no image, or an "
+                f"error: see {r.metric} and {r.metric}_error in per_item.parquet)[/]",
+                highlight=False,
+            )
+    if out is not None:
+        console.print(f"  written: {out / 'correlations.csv'}, per_item.parquet, run.json", highlight=False)
+    if run.get("meaningless"):
+        console.print("[yellow]smoke models (random weights): these numbers are meaningless.[/]")

@@ -1,4 +1,4 @@
-"""`reconscore report`: a static HTML page of runs. Not implemented yet."""
+"""`reconscore report`: one static HTML page (paginated for big runs) of score/describe/correlate/study runs."""
 
 from __future__ import annotations
 
@@ -6,14 +6,43 @@ from pathlib import Path
 
 import click
 
-from eval.cli._common import not_implemented
 
-
-@click.command("report")
-@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.command(
+    "report",
+    epilog="""\b
+Examples:
+  reconscore report runs/sample runs/describe-smoke runs/corr --out report.html
+  reconscore report runs/big --out big.html --images link --page-size 100
+\b
+Shows, per image, the original and the reconstruction of every caption with its scores, the describer's
+candidates ranked (the selected one outlined), correlation tables with tau bars, study tables and curves,
+score histograms. Self-contained by default (thumbnails and plots embedded); opens offline.""",
+)
+@click.argument(
+    "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path)
+)
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write."
 )
-def command(run_dirs, out) -> int:
-    """(not implemented yet) Render score/describe/correlate runs as one self-contained HTML page."""
-    return not_implemented("report", "issue 7: studies and HTML report")
+@click.option(
+    "--images",
+    type=click.Choice(["embed", "link"]),
+    default="embed",
+    show_default=True,
+    help="embed thumbnails in the page, or write them to OUT_files/ and link them.",
+)
+@click.option(
+    "--page-size",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Images per run per page; more pages are written as OUT-p2.html, ...",
+)
+@click.option("--title", default="reconscore report", show_default=True, help="Page title.")
+def command(run_dirs, out, images, page_size, title) -> int:
+    """Render runs as a static HTML report (originals, reconstructions, scores, candidates, tables, plots)."""
+    from eval.report.build import build_report
+
+    pages = build_report(list(run_dirs), out, images=images, page_size=page_size, title=title)
+    click.echo(f"wrote {pages[0]}" + (f" (+{len(pages) - 1} more pages)" if len(pages) > 1 else ""))
+    return 0

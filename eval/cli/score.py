@@ -38,6 +38,26 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
     help="Folder that image paths are relative to (default: the captions file's folder). Paths may not "
     "leave it.",
 )
+@click.option(
+    "--dataset",
+    default=None,
+    help="Score the human references of a dataset split instead of a captions "
+    "file (rsicd, ucm-captions, sydney-captions, nwpu-captions, rsitmd, ...; needs --root).",
+)
+@click.option(
+    "--root",
+    "dataset_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Dataset folder (annotations + images/).",
+)
+@click.option("--split", default="test", show_default=True, help="Dataset split ('all' for every split).")
+@click.option(
+    "--annotations",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Dataset annotation file, if not at its default place under --root.",
+)
 @click.option("--preset", default="paper", show_default=True, help=PRESET_HELP)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
 @click.option(
@@ -106,6 +126,10 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
 def command(
     captions,
     images_root,
+    dataset,
+    dataset_root,
+    split,
+    annotations,
     preset,
     out,
     device,
@@ -143,7 +167,21 @@ def command(
         dtype=dtype,
         prompt_template=load_template(prompt_template) if prompt_template else None,
     )
-    if captions is None:
+    rows = source = None
+    if dataset:
+        if captions is not None:
+            raise click.UsageError(
+                "--dataset scores the split's human references; to score a model's captions "
+                "on a split use `reconscore evaluate --dataset ... --captions ...`"
+            )
+        if dataset_root is None:
+            raise click.UsageError("--dataset needs --root")
+        from eval.datasets import load_dataset
+        from eval.datasets.adapters import score_rows
+
+        ds = load_dataset(dataset, dataset_root, split, annotations=annotations)
+        rows, source = score_rows(ds), ds.summary()
+    elif captions is None:
         captions = SAMPLE_DIR / "captions.jsonl"
         if images_root is None:
             images_root = SAMPLE_DIR
@@ -162,6 +200,8 @@ def command(
         retry_errors=retry_errors,
         overwrite=overwrite,
         argv=["reconscore", *sys.argv[1:]],
+        rows=rows,
+        source=source,
     )
     summary = run_score(job)
     from accelerate import PartialState

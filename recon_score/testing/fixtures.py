@@ -33,10 +33,23 @@ def _builders() -> dict[str, tuple[Callable[[Path], Path], str]]:
         "hf-clip": (tiny.build_hf_clip, "transformers CLIPModel + CLIPProcessor, real CLIP tokenizer"),
         "hf-dinov2": (tiny.build_hf_dinov2, "transformers Dinov2Model (vision only)"),
         "qwen3-vl": (tiny.build_qwen3_vl, "Qwen3-VL with a byte-level BPE tokenizer trained at build time"),
+        "qwen3-text": (
+            tiny.build_qwen3_text,
+            "Qwen3 causal LM (text only) for the robustness-set generators",
+        ),
     }
 
 
-FIXTURE_NAMES = ("z-image", "stable-diffusion", "open-clip", "dreamsim", "hf-clip", "hf-dinov2", "qwen3-vl")
+FIXTURE_NAMES = (
+    "z-image",
+    "stable-diffusion",
+    "open-clip",
+    "dreamsim",
+    "hf-clip",
+    "hf-dinov2",
+    "qwen3-vl",
+    "qwen3-text",
+)
 
 
 def describe_fixtures() -> dict[str, str]:

@@ -402,3 +402,31 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
     model.save_pretrained(path, safe_serialization=True)
     processor.save_pretrained(path)
     return path
+
+
+def build_qwen3_text(path: Path, *, seed: int = 0) -> Path:
+    """A Qwen3 causal LM (text only) with a tokenizer trained here: the generators' smoke LLM."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from recon_score.testing.tokenizers import train_qwen_tokenizer
+
+    tokenizer = train_qwen_tokenizer()
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(
+        Qwen3Config(
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            head_dim=16,
+            vocab_size=len(tokenizer),
+            max_position_embeddings=2048,
+            tie_word_embeddings=True,
+        )
+    )
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path

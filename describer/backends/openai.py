@@ -1,0 +1,150 @@
+"""Any OpenAI-compatible chat endpoint (`vllm serve`, SGLang, a hosted API).
+
+Images travel as PNG data URLs; N samples are asked for with `n` (and `seed` where the server honours it);
+if a server returns fewer choices, the rest are requested one by one with seed + k. Transient failures
+(connection errors, 408/409/429/5xx) are retried with exponential backoff; a concurrency limit bounds the
+requests in flight. The API key comes from an environment variable, never from the command line.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import os
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling, clean_generation
+from recon_score.errors import ReconScoreError
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+def image_data_url(image) -> str:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+class OpenAICaptioner(Captioner):
+    name = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        concurrency: int = 8,
+        max_retries: int = 5,
+        timeout: float = 120.0,
+        backoff: float = 1.0,
+    ):
+        try:
+            import httpx
+        except ImportError as err:
+            raise ReconScoreError("the openai backend needs httpx: pip install 'reconscore[openai]'") from err
+        if not base_url:
+            raise ReconScoreError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
+        self.model, self.base_url = model, base_url.rstrip("/")
+        self.api_key_env = api_key_env
+        self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def identity(self) -> dict:
+        return {
+            "backend": self.name,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "concurrency": self.concurrency,
+        }
+
+    def unload(self) -> None:
+        pass
+
+    def _post(self, payload: dict) -> dict:
+        import httpx
+
+        delay = self.backoff
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self._client.post("/chat/completions", json=payload)
+                if resp.status_code in RETRY_STATUS:
+                    raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]}")
+                if resp.status_code >= 400:
+                    raise ReconScoreError(
+                        f"{self.base_url}/chat/completions returned HTTP {resp.status_code}: "
+                        f"{resp.text[:300]}"
+                    )
+                return resp.json()
+            except (_Retryable, httpx.TransportError) as err:
+                if attempt >= self.max_retries:
+                    raise ReconScoreError(
+                        f"{self.base_url} failed after {self.max_retries + 1} attempts: {err}"
+                    ) from err
+                log.info("retrying after %s (attempt %d)", err, attempt + 1)
+                time.sleep(delay * (1 + 0.25 * random.random()))
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _one(self, req: CaptionRequest, prompt: str, sampling: Sampling) -> list[Candidate]:
+        messages = [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": image_data_url(req.image)}},
+                    {"type": "text", "text": prompt},
+                ],
+            }
+        ]
+        base = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_new_tokens,
+        }
+        cands: list[Candidate] = []
+        try:
+            data = self._post({**base, "n": sampling.n, "seed": req.seed})
+            cands = [self._candidate(c) for c in data.get("choices", [])[: sampling.n]]
+            k = len(cands)
+            while len(cands) < sampling.n:  # servers that ignore `n`
+                data = self._post({**base, "n": 1, "seed": req.seed + k})
+                choices = data.get("choices", [])
+                cands.append(
+                    self._candidate(choices[0]) if choices else Candidate(None, error="no choices returned")
+                )
+                k += 1
+        except ReconScoreError as err:
+            cands += [Candidate(None, error=str(err)[:500])] * (sampling.n - len(cands))
+        return cands
+
+    @staticmethod
+    def _candidate(choice: dict) -> Candidate:
+        msg = choice.get("message") or {}
+        content = msg.get("content")
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if msg.get("refusal"):
+            return Candidate(None, error=f"refused: {msg['refusal']}"[:300], finish_reason="refusal")
+        return clean_generation(content, choice.get("finish_reason"))
+
+    def generate(
+        self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
+    ) -> list[list[Candidate]]:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda r: self._one(r, prompt, sampling), requests))
+
+
+class _Retryable(Exception):
+    pass

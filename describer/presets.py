@@ -1,0 +1,90 @@
+"""Named describer configurations (captioner + sampling + the ReconScore preset used for selection)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+from describer.prompts import GUIDELINE_PROMPT
+from recon_score.errors import UnknownPresetError
+
+
+@dataclass(frozen=True)
+class DescriberPreset:
+    name: str
+    description: str
+    captioner: str  # hub id, local folder or smoke:NAME
+    captioner_revision: str | None
+    backend: str  # transformers | vllm | openai
+    prompt: str
+    n: int
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    seed: int  # sampling seed; each image's seed is derived from it and the image's pixels
+    dtype: str  # VLM dtype on GPU (CPU runs use float32)
+    recon_preset: str  # ReconScore preset for selection by reconstruction
+    select_by: str  # default selection metric
+    meaningless: bool = False
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def replace(self, **changes) -> DescriberPreset:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"unknown describer preset field(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+PAPER = DescriberPreset(
+    name="paper",
+    description="RemoteDescriber as in seed 004: Qwen3-VL-8B-Instruct, the authors' guideline prompt, N=10, "
+    "temperature 0.8, top_p 0.9, up to 512 new tokens; best candidate by ReconScore (paper preset), every "
+    "candidate of an image rendered with the same T2I seed.",
+    captioner="Qwen/Qwen3-VL-8B-Instruct",
+    captioner_revision=None,
+    backend="transformers",
+    prompt=GUIDELINE_PROMPT,
+    n=10,
+    temperature=0.8,
+    top_p=0.9,
+    max_new_tokens=512,
+    seed=0,
+    dtype="bfloat16",
+    recon_preset="paper",
+    select_by="reconscore",
+)
+
+FAST = dataclasses.replace(
+    PAPER,
+    name="fast",
+    description="As `paper`, but selection renders with the `fast` ReconScore preset (Z-Image-Turbo, 9 steps).",
+    recon_preset="fast",
+)
+
+SMOKE = dataclasses.replace(
+    PAPER,
+    name="smoke",
+    description="Tiny random Qwen3-VL + the smoke ReconScore preset, offline; N=3, 24 new tokens. Candidates are "
+    "gibberish and numbers meaningless: it checks installs, pipelines and data layouts.",
+    captioner="smoke:qwen3-vl",
+    n=3,
+    max_new_tokens=24,
+    dtype="float32",
+    recon_preset="smoke",
+    meaningless=True,
+)
+
+DESCRIBER_PRESETS: dict[str, DescriberPreset] = {p.name: p for p in (PAPER, FAST, SMOKE)}
+
+
+def get_describer_preset(name: str) -> DescriberPreset:
+    try:
+        return DESCRIBER_PRESETS[name]
+    except KeyError:
+        raise UnknownPresetError(name, sorted(DESCRIBER_PRESETS)) from None

@@ -1,0 +1,133 @@
+"""Add caption-metric columns to a captioning run's scores.jsonl, so one table holds ReconScore next to
+BLEU ... CLIPScore. Writes a new file next to the original (atomically); the original is never modified."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
+from eval.metrics.clip import DEFAULT_ENCODER
+from preference_data import PreferenceFormatError, load_references
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.images import resolve_under
+from recon_score.results import read_jsonl, write_json_atomic, write_jsonl_atomic
+from recon_score.runtime import provenance, utc_now
+
+
+@dataclass
+class AddMetricsJob:
+    run: Path  # a run folder (its scores.jsonl) or a scores JSONL file
+    metrics: str | list[str]
+    references: Path | None = None
+    images: Path | None = None  # default: the run's images_root (run.json)
+    encoder: str = DEFAULT_ENCODER
+    long_text: str = "truncate"
+    preset: str = "paper"
+    device: str | None = None
+    out: Path | None = None  # default: <scores stem>.metrics.jsonl next to it
+
+
+@dataclass
+class AddMetricsResult:
+    path: Path
+    rows: int
+    means: dict[str, float | None]
+    scored: dict[str, int]
+
+
+def _json_value(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if hasattr(v, "item"):  # numpy scalars
+        return _json_value(v.item())
+    return v
+
+
+def _images_root(job: AddMetricsJob, scores: Path) -> Path:
+    if job.images is not None:
+        return job.images
+    run_json = scores.parent / "run.json"
+    if run_json.is_file():
+        root = json.loads(run_json.read_text(encoding="utf-8")).get("images_root")
+        if root:
+            return Path(root)
+    return scores.parent
+
+
+def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
+    started = utc_now()
+    names = parse_metric_names(job.metrics)
+    scores = job.run / "scores.jsonl" if job.run.is_dir() else job.run
+    if not scores.is_file():
+        raise ReconScoreError(
+            f"{scores} not found: pass a run folder made by `reconscore score` or its scores.jsonl"
+        )
+    try:
+        rows = read_jsonl(scores)
+    except ValueError as err:
+        raise ReconScoreError(str(err)) from err
+    if not rows:
+        raise ReconScoreError(f"{scores} has no rows")
+    refs_by_image: dict[str, list[str]] = {}
+    needs_refs = [n for n in names if get_metric_info(n).needs_references]
+    if needs_refs:
+        if job.references is None:
+            raise ReconScoreError(f"{', '.join(needs_refs)} need reference captions: pass --references FILE")
+        try:
+            refs_by_image = load_references(job.references)
+        except PreferenceFormatError as err:
+            raise ReconScoreError(str(err)) from err
+        images = {str(r.get("image")) for r in rows}
+        if not images & set(refs_by_image):
+            raise ReconScoreError(
+                f"no image of {scores.name} (e.g. {next(iter(images))!r}) is in {job.references} (e.g. "
+                f"{next(iter(refs_by_image), None)!r}); references are matched on the `image` value exactly"
+            )
+    captions = [
+        r["caption"] if isinstance(r.get("caption"), str) and r["caption"].strip() else None for r in rows
+    ]
+    image_sources = None
+    if any(get_metric_info(n).needs_images for n in names):
+        root = _images_root(job, scores)
+        image_sources = []
+        for r in rows:
+            try:
+                image_sources.append(resolve_under(root, str(r.get("image") or "")))
+            except InputError as err:
+                image_sources.append(err)
+    batch = CaptionBatch(
+        candidates=[" ".join(c.split()) if c else None for c in captions],
+        references=[refs_by_image.get(str(r.get("image")), []) for r in rows],
+        images=image_sources,
+    )
+    opts = metric_options(encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device)
+    table, report = compute_metrics(names, batch, options=opts)
+    out = job.out or scores.with_name(f"{scores.stem}.metrics.jsonl")
+    records = [
+        {**row, **{col: _json_value(table[col].iloc[i]) for col in table.columns}}
+        for i, row in enumerate(rows)
+    ]
+    write_jsonl_atomic(out, records)
+    means = {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names}
+    scored = {n: int(table[n].notna().sum()) for n in names}
+    write_json_atomic(
+        out.with_suffix(".json"),
+        {
+            "command": "metrics add",
+            "scores": str(scores.resolve()),
+            "references": str(job.references.resolve()) if job.references else None,
+            "metrics": names,
+            "means": means,
+            "scored_rows": scored,
+            "rows": len(rows),
+            "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
+            "metric_reports": report,
+            "started": started,
+            "finished": utc_now(),
+            "provenance": provenance(),
+        },
+    )
+    return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored)

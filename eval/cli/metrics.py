@@ -1,0 +1,102 @@
+"""`reconscore metrics`: the caption metric registry, and adding metric columns to a scored run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group("metrics")
+def command() -> None:
+    """List caption metrics; add metric columns to a run's scores.jsonl."""
+
+
+@command.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_cmd(as_json: bool) -> int:
+    """Every registered metric: direction, what it needs, range, backend."""
+    import json
+
+    from eval.metrics import list_metrics
+
+    infos = list_metrics()
+    if as_json:
+        keys = (
+            "name",
+            "higher_is_better",
+            "needs_references",
+            "needs_images",
+            "value_range",
+            "backend",
+            "description",
+        )
+        click.echo(json.dumps([{k: getattr(m, k) for k in keys} for m in infos], indent=2))
+        return 0
+    click.echo(f"{'name':13s} {'better':7s} {'refs':5s} {'images':7s} {'range':11s} description")
+    for m in infos:
+        click.echo(
+            f"{m.name:13s} {'higher' if m.higher_is_better else 'lower':7s} {'yes' if m.needs_references else 'no':5s} "
+            f"{'yes' if m.needs_images else 'no':7s} {m.value_range:11s} {m.description}"
+        )
+    return 0
+
+
+@command.command(
+    "add",
+    epilog="""\b
+Examples:
+  reconscore score --preset smoke --out runs/sample
+  reconscore metrics add runs/sample --references recon_score/sample/references.json \\
+      --metrics bleu4,meteor,rouge,cider,clipscore --encoder open_clip:smoke
+\b
+Writes SCORES.metrics.jsonl next to the scores file (each row as it was, plus one column per metric and the
+metrics' extra columns, null where a row cannot be scored) and SCORES.metrics.json (settings, provenance,
+means). References are matched to rows by the `image` column; a references file is a JSON list of
+{"image", "captions"} (like recon_score/sample/references.json), a JSON object image -> [captions], or JSONL
+of {"image", "references"}.""",
+)
+@click.argument("run", type=click.Path(exists=True, path_type=Path))
+@click.option("--metrics", required=True, help="Comma-separated metric names (`reconscore metrics list`).")
+@click.option(
+    "--references",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Reference captions per image (needed by reference-based metrics).",
+)
+@click.option(
+    "--images",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Image root for image metrics (default: the run's images_root from run.json).",
+)
+@click.option("--encoder", default="open_clip:ViT-B-32/openai", show_default=True, help="clipscore encoder.")
+@click.option(
+    "--long-text", type=click.Choice(["truncate", "sliding-window"]), default="truncate", show_default=True
+)
+@click.option("--preset", default="paper", show_default=True, help="Preset for the reconscore metric.")
+@click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if available).")
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
+)
+def add_cmd(run, metrics, references, images, encoder, long_text, preset, device, out) -> int:
+    """Add metric columns to RUN's scores.jsonl (RUN: a run folder or a scores.jsonl file)."""
+    from eval.add_metrics import AddMetricsJob, add_metrics
+
+    job = AddMetricsJob(
+        run=run,
+        metrics=metrics,
+        references=references,
+        images=images,
+        encoder=encoder,
+        long_text=long_text,
+        preset=preset,
+        device=device,
+        out=out,
+    )
+    result = add_metrics(job)
+    click.echo(f"wrote {result.path} ({result.rows} rows)")
+    for name, mean in result.means.items():
+        shown = "n/a" if mean is None else f"{mean:.4f}"
+        click.echo(f"  {name:13s} mean {shown}  ({result.scored[name]} rows scored)")
+    return 0

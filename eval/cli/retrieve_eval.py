@@ -1,0 +1,164 @@
+"""`reconscore retrieve-eval`: score a composed retrieval method on a features bundle (.npz), no model needed."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import click
+
+# Kept in sync with retrieval.metrics / retrieval.aggregate (not imported here: --help must not load torch).
+AP_CHOICES = ("non-interpolated", "trapezoidal")
+TIES_CHOICES = ("index", "pessimistic", "optimistic")
+EMPTY_CHOICES = ("zero", "skip", "error")
+GROUP_MEAN_CHOICES = ("queries", "subgroups")
+BUNDLE_METHODS = ("text", "image", "sum", "product", "weicom", "basic")
+KS = (1, 5, 10)
+
+
+def parse_sets(values: tuple[str, ...], method: str) -> dict[str, str]:
+    """KEY=VALUE (or METHOD.KEY=VALUE) pairs."""
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+        prefix, dot, rest = key.partition(".")
+        if dot:
+            if prefix != method:
+                raise click.BadParameter(
+                    f"{item!r} is for method {prefix!r}, not {method!r}", param_hint="--set"
+                )
+            key = rest
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _nan_to_none(obj):
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    return None if isinstance(obj, float) and math.isnan(obj) else obj
+
+
+@click.command(
+    "retrieve-eval",
+    epilog="""\b
+Examples:
+  reconscore retrieve-eval --bundle feats.npz --method weicom --lambda 0.5 --json
+  reconscore retrieve-eval --bundle icir.npz --method basic --ap trapezoidal --set query_expansion=false
+\b
+The bundle holds query_image [Q,D], query_text [Q,D], database [N,D] (float32, L2-normalised rows), positives
+int [P,2] (query index, database index), query_group str [Q]; optional query_subgroup [Q], database_group [N] +
+query_db_group [Q] (a query ranks only its group's database, as in i-CIR), corpus_pos, corpus_neg, image_mean,
+text_mean, norm_image, norm_text (BASIC), exclude int [E,2], query_id [Q]. Values are fractions in [0, 1].
+--json prints {"method", "ap", "map_overall", "map_macro", "per_group", "recall@1", "recall@5", "recall@10"}.
+freedom and cirevl encode new texts per query: they need `reconscore retrieve` with an encoder.""",
+)
+@click.option(
+    "--bundle", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Features bundle (.npz)."
+)
+@click.option("--method", required=True, help=f"{' | '.join(BUNDLE_METHODS)}.")
+@click.option(
+    "--lambda",
+    "lam",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="WeiCom's modality weight (default 0.5).",
+)
+@click.option(
+    "--ap",
+    "ap_variant",
+    type=click.Choice(AP_CHOICES),
+    default="non-interpolated",
+    show_default=True,
+    help="AP variant: rscir (PatternCom, xView2-CIR) or trapezoidal (i-CIR, FreeDom).",
+)
+@click.option(
+    "--ties", type=click.Choice(TIES_CHOICES), default="index", show_default=True, help="Tie-breaking rule."
+)
+@click.option(
+    "--empty-positives",
+    type=click.Choice(EMPTY_CHOICES),
+    default="zero",
+    show_default=True,
+    help="What a query without positives adds to the means.",
+)
+@click.option(
+    "--group-mean",
+    type=click.Choice(GROUP_MEAN_CHOICES),
+    default="queries",
+    show_default=True,
+    help="A group's mean over its queries (rscir) or over its subgroups' means.",
+)
+@click.option(
+    "--recall",
+    type=click.Choice(["hit", "fraction"]),
+    default="hit",
+    show_default=True,
+    help="recall@K: any positive in the top K (CIRR/FashionIQ/EDIR), or the fraction of positives (rscir).",
+)
+@click.option("--set", "sets", multiple=True, help="Hyperparameter KEY=VALUE of the method (repeatable).")
+@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Queries scored at once.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def command(
+    bundle, method, lam, ap_variant, ties, empty_positives, group_mean, recall, sets, chunk_size, as_json
+) -> int:
+    """Evaluate one composed retrieval method on your own embeddings (a .npz bundle)."""
+    from retrieval.bundle import load_bundle
+    from retrieval.evaluate import evaluate
+    from retrieval.methods import METHODS, build_method
+
+    if method not in METHODS:
+        raise click.BadParameter(
+            f"unknown method {method!r}; known: {', '.join(METHODS)}", param_hint="--method"
+        )
+    overrides = parse_sets(sets, method)
+    if lam is not None:
+        if method != "weicom":
+            raise click.BadParameter(
+                "--lambda is WeiCom's weight; use --set harris_lambda=X for BASIC", param_hint="--lambda"
+            )
+        overrides["lam"] = str(lam)
+    if method == "basic" and "contextualize" not in overrides:
+        overrides["contextualize"] = "false"
+        click.echo(
+            "basic: text contextualisation needs the text encoder, which a bundle does not have; using query_text "
+            "as given (store contextualised text embeddings there to reproduce the full method)",
+            err=True,
+        )
+    m = build_method(method, overrides)
+    if method not in BUNDLE_METHODS:
+        from retrieval.methods.base import Resources
+
+        m.check(Resources())  # a bundle has no text encoder, captioner or checkpoint: say what is missing
+    b = load_bundle(bundle)
+    res = evaluate(m, b.data, resources=b.resources, ap=ap_variant, ks=KS, ties=ties, chunk_size=chunk_size)
+    summary = res.summary(b.data, "ap", empty_positives=empty_positives, group_mean=group_mean)
+    report = {
+        "method": method,
+        "ap": ap_variant,
+        "map_overall": summary.overall,
+        "map_macro": summary.macro,
+        "per_group": summary.per_group,
+    }
+    name = "hit" if recall == "hit" else "recall"
+    for k in KS:
+        report[f"recall@{k}"] = res.summary(b.data, f"{name}@{k}", empty_positives=empty_positives).overall
+    if as_json:  # an undefined mean (a group whose queries were all skipped) is null, keeping the JSON strict
+        click.echo(json.dumps(_nan_to_none(report)))
+    else:
+        click.echo(f"{method} on {bundle} ({b.data.n_queries} queries, {b.data.n_database} database items)")
+        click.echo(f"  mAP ({ap_variant}): overall {summary.overall:.4f}, macro {summary.macro:.4f}")
+        for g, v in summary.per_group.items():
+            click.echo(f"    {g}: {v:.4f} ({summary.group_counts[g]} queries)")
+        click.echo("  " + ", ".join(f"recall@{k} {report[f'recall@{k}']:.4f}" for k in KS))
+        for note in res.notes:
+            click.echo(f"  note: {note}")
+    if summary.n_empty:
+        click.echo(
+            f"{summary.n_empty} queries have no positive (empty_positives={empty_positives})", err=True
+        )
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,420 @@
+"""`reconscore study NAME`: the seed 004 experiments as commands, each writing its table (markdown + CSV, the
+paper's layout) and a run.json with the full configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+_METRIC_OPTS = [
+    click.option("--preset", default="paper", show_default=True, help="ReconScore preset for `reconscore`."),
+    click.option(
+        "--encoder", default="open_clip:ViT-B-32/openai", show_default=True, help="CLIPScore encoder."
+    ),
+    click.option(
+        "--long-text", type=click.Choice(["truncate", "window"]), default="truncate", show_default=True
+    ),
+    click.option("--device", default=None),
+]
+
+
+def metric_opts(f):
+    for opt in reversed(_METRIC_OPTS):
+        f = opt(f)
+    return f
+
+
+def _options(preset, encoder, long_text, device) -> dict:
+    from eval.metrics import metric_options
+
+    return metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
+
+
+def _note(preset: str) -> str | None:
+    from recon_score.presets import PRESETS, SMOKE_NOTE
+
+    p = PRESETS.get(preset)
+    return SMOKE_NOTE if p is not None and p.meaningless else None
+
+
+def _finish(out: Path, tables: dict, study: str, config: dict, started: str, *, note=None, **extra) -> int:
+    from eval.studies.common import write_run, write_table
+
+    for name, (df, title) in tables.items():
+        write_table(out, name, df, title=title)
+        click.echo(f"{title}\n")
+        click.echo((out / f"{name}.md").read_text().split("\n", 2)[2])
+    write_run(out, study, config, started=started, note=note, **extra)
+    return 0
+
+
+@click.group("study")
+def command() -> None:
+    """The seed 004 experiments (Tables 3, 4, 5, 7, 8, 9; Fig. 4) on your models and data."""
+
+
+@command.command("models")
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    required=True,
+    help="LABEL=NAME:ROOT[:SPLIT], e.g. ucm=ucm-captions:/data/ucm:test (repeatable).",
+)
+@click.option(
+    "--captions",
+    "captions",
+    multiple=True,
+    required=True,
+    help="MODEL@LABEL=captions.jsonl: a model's captions on a dataset (repeatable).",
+)
+@click.option(
+    "--metrics", default="reconscore", show_default=True, help="Comma-separated; the first is tabled."
+)
+@metric_opts
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def models(datasets, captions, metrics, preset, encoder, long_text, device, out) -> int:
+    """Table 3: several captioning models on several datasets (ReconScore; other metrics in all_metrics.csv)."""
+    import pandas as pd
+
+    from eval.datasets import load_dataset
+    from eval.evaluate import evaluate_join, join_captions, read_model_captions
+    from eval.metrics import parse_metric_names
+    from eval.studies.common import PAPER_NAMES, parse_pairs
+    from recon_score.runtime import utc_now
+
+    started, names = utc_now(), parse_metric_names(metrics)
+    ds_specs = parse_pairs(datasets, "--dataset")
+    loaded = {}
+    for label, spec in ds_specs.items():
+        parts = spec.split(":")
+        if len(parts) not in (2, 3):
+            raise click.UsageError(f"--dataset {label}={spec}: expected NAME:ROOT[:SPLIT]")
+        loaded[label] = load_dataset(parts[0], parts[1], parts[2] if len(parts) == 3 else "test")
+    runs = parse_pairs(captions, "--captions")
+    long_rows, joins = [], {}
+    options = _options(preset, encoder, long_text, device)
+    for key, path in runs.items():
+        model, sep, label = key.partition("@")
+        if not sep or label not in loaded:
+            raise click.UsageError(
+                f"--captions {key}=...: expected MODEL@LABEL with LABEL one of {list(loaded)}"
+            )
+        join = join_captions(loaded[label], read_model_captions(Path(path)))
+        _, summary, _ = evaluate_join(join, names, options=options)
+        joins[key] = {
+            "unmatched": len(join.unmatched),
+            "uncaptioned": sum(r["error"] is not None for r in join.rows),
+        }
+        for m, v in summary.items():
+            long_rows.append({"model": model, "dataset": label, "metric": m, "value": v})
+    long = pd.DataFrame(long_rows)
+    first = names[0]
+    main = long[long.metric == first].pivot(index="model", columns="dataset", values="value")
+    main = main.reindex(index=list(dict.fromkeys(k.split("@")[0] for k in runs)), columns=list(loaded))
+    wide = long.assign(col=lambda d: d.dataset + " " + d.metric.map(lambda m: PAPER_NAMES.get(m, m))).pivot(
+        index="model", columns="col", values="value"
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    return _finish(
+        out,
+        {
+            "table": (main, f"Table 3 layout: {PAPER_NAMES.get(first, first)} per model and dataset"),
+            "all_metrics": (wide, "All metrics (x100 except ReconScore)"),
+        },
+        "models",
+        {"datasets": ds_specs, "captions": runs, "metrics": names, "preset": preset, "encoder": encoder},
+        started,
+        note=_note(preset),
+        joins=joins,
+    )
+
+
+@command.command("n-sweep")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    required=True,
+    help="LABEL=DESCRIBE_RUN_DIR: a `reconscore describe` run with >= max(N) candidates (repeatable).",
+)
+@click.option("--ns", default="1,2,4,6,8,10", show_default=True, help="Pool sizes N.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def n_sweep(runs, ns, out) -> int:
+    """Table 8: selected score vs pool size N, from one pool per image (the first N samples; no resampling)."""
+    from eval.studies.common import parse_pairs
+    from eval.studies.tables import n_sweep_table
+    from recon_score.runtime import utc_now
+
+    started = utc_now()
+    labels = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
+    n_values = tuple(int(x) for x in ns.split(","))
+    df, counts = n_sweep_table(labels, n_values)
+    curve = {
+        "x": list(n_values),
+        "xlabel": "candidates N",
+        "ylabel": "selected score",
+        "title": "N-sweep",
+        "series": {c: [float(v) for v in df[c]] for c in df.columns if c != "Total"},
+    }
+    return _finish(
+        out,
+        {"table": (df, "Table 8 layout: mean selected score per pool size N")},
+        "n-sweep",
+        {"runs": {k: str(v) for k, v in labels.items()}, "ns": list(n_values)},
+        started,
+        images_per_n=counts,
+        curve=curve,
+    )
+
+
+@command.command("selection")
+@click.option(
+    "--run",
+    "run_dir",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="A `reconscore describe` run (its candidate pool).",
+)
+@click.option(
+    "--selectors",
+    default="meteor,clipscore,reconscore",
+    show_default=True,
+    help="Selection metrics to compare.",
+)
+@click.option(
+    "--metrics",
+    default="reconscore,clipscore,bleu4,meteor,cider",
+    show_default=True,
+    help="How the picks are rated.",
+)
+@click.option(
+    "--human",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="JSONL {image_id, index}: the candidate humans chose; adds the preference rate (Table 7).",
+)
+@click.option(
+    "--images",
+    "images_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Images folder (default: the describe run's).",
+)
+@metric_opts
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def selection(
+    run_dir, selectors, metrics, human, images_root, preset, encoder, long_text, device, out
+) -> int:
+    """Table 7: what each selection metric picks from the same pool, and how often humans agree."""
+    from eval.metrics import parse_metric_names
+    from eval.studies.tables import selection_table
+    from recon_score.runtime import utc_now
+
+    started = utc_now()
+    sel, names = parse_metric_names(selectors), parse_metric_names(metrics)
+    df, info = selection_table(
+        run_dir,
+        sel,
+        names,
+        options=_options(preset, encoder, long_text, device),
+        human=human,
+        images_root=images_root,
+    )
+    return _finish(
+        out,
+        {"table": (df, "Table 7 layout: selection metric -> rating of its picks")},
+        "selection",
+        {
+            "run": str(run_dir),
+            "selectors": sel,
+            "metrics": names,
+            "human": str(human) if human else None,
+            "preset": preset,
+            "encoder": encoder,
+        },
+        started,
+        note=_note(preset),
+        details=info,
+    )
+
+
+@command.command("encoders")
+@click.option(
+    "--run",
+    "runs",
+    multiple=True,
+    required=True,
+    help="SYSTEM=SCORE_RUN_DIR: a `reconscore score` run per captioning system (repeatable).",
+)
+@click.option(
+    "--encoders",
+    required=True,
+    help="Comma-separated encoder specs, e.g. dreamsim:ensemble,"
+    "open_clip:ViT-L-14/openai,hf:facebook/dinov2-base,lpips:alex.",
+)
+@click.option("--device", default=None)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def encoders(runs, encoders, device, out) -> int:
+    """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b)."""
+    from eval.studies.common import parse_pairs
+    from eval.studies.tables import encoders_table
+    from recon_score.runtime import utc_now
+
+    started = utc_now()
+    systems = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
+    specs = [e.strip() for e in encoders.split(",") if e.strip()]
+    table, tau = encoders_table(systems, specs, device=device)
+    return _finish(
+        out,
+        {
+            "table": (table, "Fig. 4 data: mean ReconScore per system (rows) and encoder (columns)"),
+            "rank_consistency": (tau, "Kendall tau-b between the system rankings of two encoders"),
+        },
+        "encoders",
+        {"runs": {k: str(v) for k, v in systems.items()}, "encoders": specs},
+        started,
+    )
+
+
+@command.command("t2i")
+@click.option("--captions", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True)
+@click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--presets", default="paper,fast,flux1-dev,flux2-dev,flux2-klein", show_default=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None)
+@click.option("--device", default=None)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
+    """Table 9: several T2I presets on the same captions: token limit, seconds per image, ReconScore."""
+    from eval.studies.robustness import t2i_table
+    from recon_score.errors import InputError
+    from recon_score.images import load_image
+    from recon_score.inputs import read_caption_rows
+    from recon_score.runtime import utc_now
+
+    started = utc_now()
+    rows = [r for r in read_caption_rows(captions, root=images_root) if r.error is None][:limit]
+    pairs = []
+    for r in rows:
+        try:
+            pairs.append((load_image(r.image_path, name=r.image), r.caption))
+        except InputError as err:
+            pairs.append((err, r.caption))
+    names = [p.strip() for p in presets.split(",") if p.strip()]
+    df, configs = t2i_table(names, pairs, device=device, batch_size=batch_size)
+    notes = {_note(n) for n in names} - {None}
+    return _finish(
+        out,
+        {"table": (df, "Table 9 layout: T2I model -> max tokens, seconds per image, ReconScore")},
+        "t2i",
+        {"captions": str(captions), "presets": names, "rows": len(pairs), "batch_size": batch_size},
+        started,
+        note=next(iter(notes), None),
+        preset_configs=configs,
+    )
+
+
+@command.command("paraphrase")
+@click.option(
+    "--paraphrased",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="generated.jsonl of `reconscore generate paraphrase`.",
+)
+@click.option(
+    "--perturbed",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="generated.jsonl of `reconscore generate perturb`.",
+)
+@click.option(
+    "--references",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="GT captions table (image, caption); default: the generated rows' source captions.",
+)
+@click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
+)
+@metric_opts
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def paraphrase(
+    paraphrased, perturbed, references, images_root, metrics, preset, encoder, long_text, device, out
+) -> int:
+    """Table 4: paraphrased vs one-fact-perturbed captions; a faithful metric prefers the paraphrase (Δ > 0)."""
+    from eval.metrics import parse_metric_names
+    from eval.studies.robustness import paraphrase_table, read_generated
+    from recon_score.runtime import utc_now
+
+    started, names = utc_now(), parse_metric_names(metrics)
+    df = paraphrase_table(
+        read_generated(paraphrased),
+        read_generated(perturbed),
+        names,
+        options=_options(preset, encoder, long_text, device),
+        images_root=images_root,
+        references=references,
+    )
+    return _finish(
+        out,
+        {"table": (df, "Table 4 layout: paraphrased vs perturbed GT (x100 except ReconScore)")},
+        "paraphrase",
+        {
+            "paraphrased": str(paraphrased),
+            "perturbed": str(perturbed),
+            "metrics": names,
+            "preset": preset,
+            "encoder": encoder,
+        },
+        started,
+        note=_note(preset),
+    )
+
+
+@command.command("length")
+@click.option(
+    "--generated",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="generated.jsonl of `reconscore generate length`.",
+)
+@click.option(
+    "--references",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="GT captions table (image, caption); default: the references kept in the generated rows.",
+)
+@click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option(
+    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
+)
+@metric_opts
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def length(generated, references, images_root, metrics, preset, encoder, long_text, device, out) -> int:
+    """Table 5: short / medium / long captions from the same triplets: mean per length and σ."""
+    from eval.metrics import parse_metric_names
+    from eval.studies.robustness import length_table, read_generated
+    from recon_score.presets import get_preset
+    from recon_score.runtime import utc_now
+
+    started, names = utc_now(), parse_metric_names(metrics)
+    limits = {"clipscore": 77, "refclipscore": 77, "reconscore": get_preset(preset).max_sequence_length}
+    df = length_table(
+        read_generated(generated),
+        names,
+        options=_options(preset, encoder, long_text, device),
+        images_root=images_root,
+        references=references,
+        token_limits=limits,
+    )
+    return _finish(
+        out,
+        {"table": (df, "Table 5 layout: mean per caption length and σ (x100 except ReconScore)")},
+        "length",
+        {"generated": str(generated), "metrics": names, "preset": preset, "encoder": encoder},
+        started,
+        note=_note(preset),
+    )

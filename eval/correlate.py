@@ -1,0 +1,140 @@
+"""`reconscore correlate` as a function: load a human-judgment set, score every row with the chosen metrics,
+correlate (see eval.correlation), write correlations.csv, per_item.parquet and run.json atomically."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import pandas as pd
+
+from eval.correlation import HEADLINE, TauVariant, correlate
+from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
+from eval.metrics.clip import DEFAULT_ENCODER
+from preference_data import PreferenceFormatError, load_preferences
+from recon_score.cache import atomic_write_bytes, atomic_write_text
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.images import resolve_under
+from recon_score.results import write_json_atomic
+from recon_score.runtime import provenance, utc_now
+
+FORMATS_WITHOUT_IMAGES = ("flickr8k-expert", "flickr8k-crowdflower", "thumb")  # no images ship with them
+
+
+@dataclass
+class CorrelateJob:
+    preferences: Path
+    fmt: str
+    metrics: str | list[str]
+    out: Path
+    images: Path | None = (
+        None  # root the `image` column is relative to (default: the file's folder, ranking/csv)
+    )
+    references: Path | None = (
+        None  # separate caption/reference file (flickr8k, thumb); default: next to the file
+    )
+    preset: str = "paper"  # for reconscore
+    encoder: str = DEFAULT_ENCODER  # for clipscore / refclipscore
+    long_text: str = "truncate"  # CLIP's 77-token limit: truncate | sliding-window
+    device: str | None = None
+    headline: str | None = None  # b | c; default per dataset (HEADLINE)
+    n_boot: int = 1000
+    seed: int = 0
+    metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
+
+
+@dataclass
+class CorrelateResult:
+    correlations: pd.DataFrame
+    per_item: pd.DataFrame
+    run: dict
+
+
+def _image_sources(table: pd.DataFrame, root: Path) -> list:
+    resolved: dict[str, object] = {}
+    for image in table["image"].unique():
+        try:
+            resolved[image] = resolve_under(root, image)
+        except InputError as err:
+            resolved[image] = err
+    return [resolved[i] for i in table["image"]]
+
+
+def run_correlate(job: CorrelateJob) -> CorrelateResult:
+    started = utc_now()
+    names = parse_metric_names(job.metrics)
+    headline = TauVariant(job.headline) if job.headline else HEADLINE[job.fmt]
+    try:
+        table = load_preferences(job.preferences, job.fmt, references=job.references)
+    except (PreferenceFormatError, ValueError) as err:
+        raise ReconScoreError(str(err)) from err
+    needs_images = [n for n in names if get_metric_info(n).needs_images]
+    images_root = job.images
+    if images_root is None and needs_images and job.fmt not in FORMATS_WITHOUT_IMAGES:
+        images_root = job.preferences.parent
+    if images_root is not None and not images_root.is_dir():
+        raise ReconScoreError(f"--images {images_root} is not a folder")
+    if needs_images and images_root is None:
+        raise ReconScoreError(
+            f"{', '.join(needs_images)} need images, and {job.fmt} ships none: pass --images ROOT (the folder its "
+            "image file names are relative to), or keep to the text metrics"
+        )
+    batch = CaptionBatch(
+        candidates=table["candidate"].tolist(),
+        references=table["references"].tolist(),
+        images=_image_sources(table, images_root) if needs_images else None,
+    )
+    scores, report = compute_metrics(
+        names,
+        batch,
+        options=metric_options(
+            encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
+        ),
+        metrics=job.metric_instances,
+    )
+    correlations = correlate(
+        table,
+        {n: scores[n].to_numpy() for n in names},
+        headline=headline,
+        higher_is_better_by_metric={n: get_metric_info(n).higher_is_better for n in names},
+        n_boot=job.n_boot,
+        seed=job.seed,
+    )
+    per_item = pd.concat([table.reset_index(drop=True), scores], axis=1)
+    job.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(job.out / "correlations.csv", correlations.to_csv(index=False, float_format="%.4f"))
+    buf = io.BytesIO()
+    per_item.to_parquet(buf, index=False)
+    atomic_write_bytes(job.out / "per_item.parquet", buf.getvalue())
+    run = {
+        "command": "correlate",
+        "preferences": str(job.preferences.resolve()),
+        "format": job.fmt,
+        "references": str(job.references.resolve()) if job.references else None,
+        "images_root": str(images_root.resolve()) if images_root else None,
+        "metrics": names,
+        "protocol": {
+            "flattening": "one observation per (image, candidate, human judgment) row; no averaging over raters",
+            "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100",
+            "orientation": "judgments oriented larger = better (ranks negated: rank 1 = best)",
+            "headline": f"tau_{headline.value}",
+            "ci": f"percentile bootstrap over images of tau_{headline.value}, {job.n_boot} resamples, seed {job.seed}",
+            "pairwise_acc": "within-image pairs of different candidates people order strictly; metric ties = 1/2",
+            "dataset_notes": table.attrs.get("notes", []),
+        },
+        "counts": {"rows": len(table), "images": int(table["image"].nunique())},
+        "job": {
+            f.name: str(v) if isinstance(v := getattr(job, f.name), Path) else v
+            for f in fields(job)
+            if f.name != "metric_instances"
+        },
+        "metric_reports": report,
+        "started": started,
+        "finished": utc_now(),
+        "provenance": provenance(),
+    }
+    run["meaningless"] = "meaningless" in json.dumps(report, default=str)
+    write_json_atomic(job.out / "run.json", run)
+    return CorrelateResult(correlations=correlations, per_item=per_item, run=run)

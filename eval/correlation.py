@@ -1,0 +1,163 @@
+"""Agreement of caption metrics with human judgments: the CLIPScore protocol (Hessel et al. 2021, section 4 and
+appendix A; their `flickr8k_example/compute_metrics.py`).
+
+Every (image, candidate, human judgment) row is one observation: judgments are never averaged over raters.
+Kendall τ-b and τ-c come from `scipy.stats.kendalltau(metric, human, variant=...)`, times 100. Human judgments
+are oriented so that larger means better before correlating (ranks are negated: rank 1 = best), and so are
+metrics whose `higher_is_better` is False, so a positive τ always means "agrees with people".
+
+Headline variant per dataset, as published: Flickr8K-Expert τ-c, Flickr8K-CrowdFlower τ-b; τ-b elsewhere
+(seed 004's UCM-preference table reports both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+from preference_data import higher_is_better
+
+
+class TauVariant(StrEnum):
+    """scipy's `variant=`: τ-b corrects for ties in both variables; τ-c (Stuart's) for rectangular tables."""
+
+    B = "b"
+    C = "c"
+
+
+HEADLINE: dict[str, TauVariant] = {
+    "flickr8k-expert": TauVariant.C,
+    "flickr8k-crowdflower": TauVariant.B,
+    "ranking": TauVariant.B,
+    "thumb": TauVariant.B,
+    "csv": TauVariant.B,
+}
+
+CORRELATION_COLUMNS = ("metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n")
+
+
+@dataclass
+class Flattened:
+    """Aligned arrays over the usable rows (metric and judgment both finite)."""
+
+    rows: np.ndarray  # indices into the preference table
+    human: np.ndarray  # oriented judgment: larger = better
+    metric: np.ndarray  # oriented metric score: larger = better
+    image: np.ndarray  # image group code per row
+    candidate: np.ndarray  # candidate code per row (same text of the same image = same code)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def oriented_judgments(table: pd.DataFrame) -> np.ndarray:
+    """Human judgments with larger = better (ranks negated)."""
+    sign = table["judgment_kind"].map(lambda k: 1.0 if higher_is_better(k) else -1.0).to_numpy(dtype=float)
+    return sign * table["judgment"].to_numpy(dtype=float)
+
+
+def flatten(table: pd.DataFrame, scores, *, metric_higher_is_better: bool = True) -> Flattened:
+    """The one flattening routine: one observation per judgment row of `table` (the tidy preference table),
+    paired with that row's metric score; rows where either is NaN are dropped."""
+    scores = np.asarray(scores, dtype=float)
+    if len(scores) != len(table):
+        raise ValueError(f"{len(scores)} metric scores for {len(table)} judgment rows")
+    human = oriented_judgments(table)
+    metric = scores if metric_higher_is_better else -scores
+    keep = np.flatnonzero(np.isfinite(human) & np.isfinite(metric))
+    image = pd.factorize(table["image"].to_numpy()[keep])[0]
+    pair = (
+        table["image"].astype(str).to_numpy()[keep] + "\x00" + table["candidate"].astype(str).to_numpy()[keep]
+    )
+    candidate = pd.factorize(pair)[0]
+    return Flattened(rows=keep, human=human[keep], metric=metric[keep], image=image, candidate=candidate)
+
+
+def kendall(metric, human, variant: TauVariant | str) -> float:
+    """Kendall τ (variant b or c) x 100; NaN when either side is constant or fewer than 2 rows."""
+    variant = TauVariant(variant)
+    x, y = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
+    if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
+        return float("nan")
+    return 100.0 * float(kendalltau(x, y, variant=variant.value).statistic)
+
+
+def _groups(image: np.ndarray) -> list[np.ndarray]:
+    """Row indices of each image group."""
+    if not len(image):
+        return []
+    order = np.argsort(image, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(image[order])) + 1)
+
+
+def pairwise_accuracy(flat: Flattened) -> float:
+    """Share of within-image pairs of different candidates that people order strictly, which the metric orders
+    the same way (a metric tie counts one half). NaN when there is no such pair."""
+    agree, total = 0.0, 0
+    for idx in _groups(flat.image):
+        if len(idx) < 2:
+            continue
+        i, j = np.triu_indices(len(idx), k=1)
+        a, b = idx[i], idx[j]
+        dh = np.sign(flat.human[a] - flat.human[b])
+        usable = (dh != 0) & (flat.candidate[a] != flat.candidate[b])
+        if not usable.any():
+            continue
+        dm = np.sign(flat.metric[a[usable]] - flat.metric[b[usable]])
+        agree += float(np.sum(dm == dh[usable])) + 0.5 * float(np.sum(dm == 0))
+        total += int(usable.sum())
+    return agree / total if total else float("nan")
+
+
+def bootstrap_ci(
+    flat: Flattened, variant: TauVariant | str, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of Kendall τ (x100) resampling images with replacement (all rows of a drawn image
+    come along: judgments of one image are not independent). Seeded: the same inputs give the same interval."""
+    groups = _groups(flat.image)
+    if len(groups) < 2 or n_boot < 1:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    stats = np.empty(n_boot)
+    for b in range(n_boot):
+        rows = np.concatenate([groups[g] for g in rng.integers(0, len(groups), size=len(groups))])
+        stats[b] = kendall(flat.metric[rows], flat.human[rows], variant)
+    stats = stats[np.isfinite(stats)]
+    if not len(stats):
+        return float("nan"), float("nan")
+    alpha = (1.0 - level) / 2.0
+    lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def correlate(
+    table: pd.DataFrame,
+    scores: dict[str, np.ndarray],
+    *,
+    headline: TauVariant | str = TauVariant.B,
+    higher_is_better_by_metric: dict[str, bool] | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """One row per metric: tau_b, tau_c (x100), pairwise_acc, the bootstrap CI of the headline τ, n rows used."""
+    out = []
+    for name, values in scores.items():
+        hib = (higher_is_better_by_metric or {}).get(name, True)
+        flat = flatten(table, values, metric_higher_is_better=hib)
+        lo, hi = bootstrap_ci(flat, headline, n_boot=n_boot, seed=seed)
+        out.append(
+            {
+                "metric": name,
+                "tau_b": kendall(flat.metric, flat.human, TauVariant.B),
+                "tau_c": kendall(flat.metric, flat.human, TauVariant.C),
+                "pairwise_acc": pairwise_accuracy(flat),
+                "ci_low": lo,
+                "ci_high": hi,
+                "n": len(flat),
+            }
+        )
+    return pd.DataFrame(out, columns=list(CORRELATION_COLUMNS))

@@ -1,0 +1,88 @@
+"""A captioning dataset split: images, their human references, optional class labels.
+
+Loaders validate as they read: every image file is checked, missing ones are reported (never silently
+dropped from the report), duplicate ids and malformed lines raise errors naming the file and line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recon_score.errors import ReconScoreError
+
+
+class DatasetFormatError(ReconScoreError, ValueError):
+    """An annotation file that does not follow its format; the message names the file and line."""
+
+
+@dataclass
+class CaptionSample:
+    image_id: str  # unique within the split (the file name for most RS sets)
+    image: str  # path relative to the images folder
+    path: Path  # absolute path
+    references: list[str]
+    split: str
+    label: str | None = None  # scene class where the dataset has one
+
+    def as_dict(self) -> dict:
+        return {
+            "image_id": self.image_id,
+            "image": self.image,
+            "references": self.references,
+            "split": self.split,
+            "label": self.label,
+        }
+
+
+@dataclass
+class CaptionDataset:
+    name: str
+    split: str
+    annotations: list[Path]
+    images_dir: Path
+    samples: list[CaptionSample]
+    missing: list[CaptionSample] = field(default_factory=list)  # listed but not on disk
+    notes: list[str] = field(default_factory=list)  # irregularities worth a look (not errors)
+    listed: list[CaptionSample] = field(default_factory=list)  # everything the split lists, in file order
+
+    def __post_init__(self):
+        if not self.listed:
+            self.listed = self.samples + self.missing
+
+    @property
+    def n_references(self) -> int:
+        return sum(len(s.references) for s in self.samples)
+
+    def by_id(self) -> dict[str, CaptionSample]:
+        return {s.image_id: s for s in self.samples}
+
+    def summary(self) -> dict:
+        return {
+            "dataset": self.name,
+            "split": self.split,
+            "images": len(self.samples),
+            "references": self.n_references,
+            "missing_images": [s.image for s in self.missing],
+            "annotations": [str(p) for p in self.annotations],
+            "images_dir": str(self.images_dir),
+            "notes": self.notes,
+        }
+
+
+def split_present(samples: list[CaptionSample], *, images_dir: Path, check: bool = True) -> tuple[list, list]:
+    if not check:
+        return samples, []
+    present, missing = [], []
+    for s in samples:
+        (present if s.path.is_file() else missing).append(s)
+    return present, missing
+
+
+def check_unique(ids: list[tuple[str, str]], what: str) -> None:
+    """ids: (id, location) pairs; raises on the first duplicate, naming both locations."""
+    seen: dict[str, str] = {}
+    for i, loc in ids:
+        if i in seen:
+            raise DatasetFormatError(f"{loc}: duplicate {what} {i!r} (first at {seen[i]})")
+        seen[i] = loc

@@ -1,0 +1,80 @@
+"""Any other caption set (RSIEval, CoTalk dense captions, your own): JSONL or CSV rows with `image`, optional
+`id`, `split`, `label`, and references as a JSON list `references` (JSONL) or columns `reference`,
+`reference_1`, `reference_2`, ... (CSV; JSONL accepts those too)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, split_present
+from recon_score.errors import InputError
+from recon_score.images import resolve_under
+
+
+def _refs(rec: dict, where: str) -> list[str]:
+    refs = rec.get("references")
+    if refs is None:
+        keys = sorted(
+            (k for k in rec if k == "reference" or k.startswith("reference_")),
+            key=lambda k: int(k.split("_")[1]) if "_" in k and k.split("_")[1].isdigit() else 0,
+        )
+        refs = [rec[k] for k in keys if rec[k] not in (None, "")]
+    if isinstance(refs, str):
+        refs = [refs]
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        raise DatasetFormatError(f"{where}: `references` must be a list of strings")
+    return [r.strip() for r in refs if r.strip()]
+
+
+def load_generic(
+    name: str, annotation: Path, images_dir: Path, split: str, *, check_images: bool = True
+) -> CaptionDataset:
+    rows: list[tuple[str, dict]] = []
+    if annotation.suffix.lower() in (".jsonl", ".ndjson"):
+        for lineno, raw in enumerate(annotation.read_text(encoding="utf-8").splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as err:
+                raise DatasetFormatError(f"{annotation.name}:{lineno}: invalid JSON ({err.msg})") from None
+            if not isinstance(rec, dict):
+                raise DatasetFormatError(f"{annotation.name}:{lineno}: expected a JSON object")
+            rows.append((f"{annotation.name}:{lineno}", rec))
+    elif annotation.suffix.lower() == ".csv":
+        with annotation.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f)
+            if "image" not in (reader.fieldnames or []):
+                raise DatasetFormatError(
+                    f"{annotation}: CSV needs an `image` column; found {reader.fieldnames}"
+                )
+            for rec in reader:
+                if None in rec:
+                    raise DatasetFormatError(
+                        f"{annotation.name}:{reader.line_num}: more fields than the header"
+                    )
+                rows.append((f"{annotation.name}:{reader.line_num}", rec))
+    else:
+        raise DatasetFormatError(f"{annotation}: expected .jsonl or .csv")
+    samples, ids = [], []
+    for where, rec in rows:
+        image = rec.get("image")
+        if not isinstance(image, str) or not image.strip():
+            raise DatasetFormatError(f"{where}: missing `image`")
+        rec_split = str(rec.get("split") or split)
+        if split != "all" and rec.get("split") not in (None, "") and rec_split != split:
+            continue
+        try:
+            path = resolve_under(images_dir, image.strip())
+        except InputError as err:
+            raise DatasetFormatError(f"{where}: {err}") from None
+        image_id = str(rec.get("id") or image.strip())
+        ids.append((image_id, where))
+        samples.append(
+            CaptionSample(image_id, image.strip(), path, _refs(rec, where), rec_split, rec.get("label"))
+        )
+    check_unique(ids, "image id")
+    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
+    return CaptionDataset(name, split, [annotation], images_dir, present, missing, listed=samples)

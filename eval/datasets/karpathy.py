@@ -1,0 +1,124 @@
+"""Karpathy-format caption JSON (`images[].filename / split / sentences[].raw`), as shipped for RSICD
+(`dataset_rsicd.json`), UCM-captions (`dataset_ucm.json`), Sydney-captions (`dataset_sydney.json`); and the
+NWPU-Captions file (`dataset_nwpu.json`: {category: [{filename, split, raw, raw_1, ... raw_4}]})."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, split_present
+
+# UC Merced Land Use, alphabetical; UCM-captions image n.tif is class (n-1)//100 (PROVENANCE of ../shared/data).
+UCM_CLASSES = (
+    "agricultural",
+    "airplane",
+    "baseballdiamond",
+    "beach",
+    "buildings",
+    "chaparral",
+    "denseresidential",
+    "forest",
+    "freeway",
+    "golfcourse",
+    "harbor",
+    "intersection",
+    "mediumresidential",
+    "mobilehomepark",
+    "overpass",
+    "parkinglot",
+    "river",
+    "runway",
+    "sparseresidential",
+    "storagetanks",
+    "tenniscourt",
+)
+
+
+def label_from_filename(dataset: str, filename: str) -> str | None:
+    stem = Path(filename).stem
+    if dataset.startswith("ucm"):
+        if stem.isdigit() and 1 <= int(stem) <= 2100:
+            return UCM_CLASSES[(int(stem) - 1) // 100]
+        return None
+    m = re.fullmatch(r"([A-Za-z][A-Za-z_]*?)_?\d+", stem)  # RSICD/RSITMD: airport_348, denseresidential_12
+    return m.group(1).rstrip("_").lower() if m else None
+
+
+def load_karpathy(
+    name: str,
+    annotation: Path,
+    images_dir: Path,
+    split: str,
+    *,
+    check_images: bool = True,
+    label_fn=label_from_filename,
+) -> CaptionDataset:
+    try:
+        data = json.loads(annotation.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DatasetFormatError(f"{annotation}:{err.lineno}: invalid JSON ({err.msg})") from err
+    if isinstance(data, dict) and "images" not in data:
+        return _load_nwpu(name, data, annotation, images_dir, split, check_images=check_images)
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list):
+        raise DatasetFormatError(
+            f"{annotation}: expected a JSON object with an `images` list (Karpathy format)"
+        )
+    samples, ids = [], []
+    for k, im in enumerate(images):
+        where = f"{annotation.name}: images[{k}]"
+        try:
+            filename, im_split = im["filename"], im.get("split", "")
+            refs = [str(s["raw"]).strip() for s in im["sentences"]]
+        except (KeyError, TypeError) as err:
+            raise DatasetFormatError(
+                f"{where}: missing {err} (need filename, split, sentences[].raw)"
+            ) from None
+        if split != "all" and im_split != split:
+            continue
+        sub = im.get("filepath", "")
+        rel = f"{sub}/{filename}" if sub else filename
+        ids.append((filename, where))
+        samples.append(
+            CaptionSample(filename, rel, images_dir / rel, refs, im_split, label_fn(name, filename))
+        )
+    check_unique(ids, "image filename")
+    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
+    return CaptionDataset(name, split, [annotation], images_dir, present, missing, listed=samples)
+
+
+def _load_nwpu(name, data: dict, annotation: Path, images_dir: Path, split: str, *, check_images: bool):
+    samples, ids = [], []
+    for category, entries in data.items():
+        if not isinstance(entries, list):
+            raise DatasetFormatError(
+                f"{annotation}: category {category!r} is not a list (NWPU-Captions format)"
+            )
+        for k, e in enumerate(entries):
+            where = f"{annotation.name}: {category}[{k}]"
+            try:
+                filename, im_split = e["filename"], e["split"]
+            except (KeyError, TypeError) as err:
+                raise DatasetFormatError(f"{where}: missing {err}") from None
+            refs = [str(e[key]).strip() for key in sorted(e, key=_raw_order) if key.startswith("raw")]
+            if split != "all" and im_split != split:
+                continue
+            rel = f"{category}/{filename}"
+            path = (
+                images_dir / rel
+                if (images_dir / rel).exists() or not (images_dir / filename).exists()
+                else (images_dir / filename)
+            )
+            ids.append((filename, where))
+            samples.append(
+                CaptionSample(filename, str(path.relative_to(images_dir)), path, refs, im_split, category)
+            )
+    check_unique(ids, "image filename")
+    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
+    return CaptionDataset(name, split, [annotation], images_dir, present, missing, listed=samples)
+
+
+def _raw_order(key: str) -> int:
+    return 0 if key == "raw" else int(key.split("_")[1]) if key.split("_")[-1].isdigit() else 99

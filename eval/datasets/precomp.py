@@ -1,0 +1,65 @@
+"""The "precomp" text layout of the RS image-text retrieval code bases (AMFMN, PE-RSITR, GaLR):
+`{split}_caps.txt` and `{split}_filename.txt`, one caption per line, the image's file name on the same line of
+the other file; five consecutive lines per image for UCM, RSICD, Sydney and RSITMD."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, split_present
+from eval.datasets.karpathy import label_from_filename
+
+
+def load_precomp(
+    name: str,
+    caps: Path,
+    filenames: Path,
+    images_dir: Path,
+    split: str,
+    *,
+    per_image: int | None = 5,
+    check_images: bool = True,
+) -> CaptionDataset:
+    cap_lines = caps.read_text(encoding="utf-8").splitlines()
+    name_lines = filenames.read_text(encoding="utf-8").splitlines()
+    while cap_lines and not cap_lines[-1].strip():
+        cap_lines.pop()
+    while name_lines and not name_lines[-1].strip():
+        name_lines.pop()
+    if len(cap_lines) != len(name_lines):
+        raise DatasetFormatError(
+            f"{caps.name} has {len(cap_lines)} lines but {filenames.name} has "
+            f"{len(name_lines)}; they must pair line by line"
+        )
+    groups: dict[str, list[str]] = {}
+    first_line: dict[str, int] = {}
+    prev = None
+    for lineno, (cap, fname) in enumerate(zip(cap_lines, name_lines), start=1):
+        fname, cap = fname.strip(), cap.strip()
+        if not fname:
+            raise DatasetFormatError(f"{filenames.name}:{lineno}: empty file name")
+        if not cap:
+            raise DatasetFormatError(f"{caps.name}:{lineno}: empty caption (for {fname})")
+        if fname != prev and fname in groups:
+            raise DatasetFormatError(
+                f"{filenames.name}:{lineno}: {fname!r} reappears after other images "
+                f"(first block at line {first_line[fname]}); an image's captions must be "
+                "consecutive"
+            )
+        groups.setdefault(fname, []).append(cap)
+        first_line.setdefault(fname, lineno)
+        prev = fname
+    notes = []
+    if per_image:
+        odd = {f: len(c) for f, c in groups.items() if len(c) != per_image}
+        if odd:
+            notes.append(
+                f"{len(odd)} images do not have {per_image} captions, e.g. "
+                + ", ".join(f"{f} ({n})" for f, n in list(odd.items())[:3])
+            )
+    samples = [
+        CaptionSample(f, f, images_dir / f, refs, split, label_from_filename(name, f))
+        for f, refs in groups.items()
+    ]
+    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
+    return CaptionDataset(name, split, [caps, filenames], images_dir, present, missing, notes, listed=samples)

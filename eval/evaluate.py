@@ -1,0 +1,164 @@
+"""A captioning model's output on a dataset split: join by image, compute metrics, summarise (seed 004 Table 3).
+
+Join: a caption row matches a split image by `image_id` (or `image`/`id`), compared as given, then by file
+name, then by file name without extension (so `12.tif`, `images/12.tif` and `12` all match `12.tif`).
+Split images without a caption stay in the output with an error; captions matching no split image are
+reported (run.json and the console), never silently dropped.
+
+Summary (one row, Table 3 layout): one column per metric, x100 for every metric except ReconScore. BLEU uses
+the corpus-level value pycocoevalcap reports (as COCO evaluation does); every other metric is the mean over
+images (for METEOR that is the mean of per-caption METEOR, not the jar's corpus aggregate).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval.datasets import CaptionDataset
+from eval.studies.common import PAPER_NAMES, paper_scale
+from recon_score.errors import ReconScoreError
+
+
+@dataclass
+class JoinResult:
+    rows: list[dict]  # one per split image: image_id, image, path, references, caption, error
+    unmatched: list[str]  # caption rows that match no split image
+    duplicates: list[str]  # images captioned more than once (first caption kept)
+
+
+def read_model_captions(path: Path) -> list[tuple[str, str | None, str]]:
+    """(key, caption, location) per row of a JSONL/CSV of model captions (e.g. `reconscore describe`'s
+    captions.jsonl, or any table with image_id/image/id + caption)."""
+    out = []
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError as err:
+                raise ReconScoreError(f"{path.name}:{lineno}: invalid JSON ({err.msg})") from None
+            out.append(_key(rec, f"{path.name}:{lineno}"))
+    elif path.suffix.lower() == ".csv":
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.DictReader(f)
+            for rec in reader:
+                out.append(_key(rec, f"{path.name}:{reader.line_num}"))
+    else:
+        raise ReconScoreError(f"{path}: model captions must be .jsonl or .csv")
+    return out
+
+
+def _key(rec: dict, where: str) -> tuple[str, str | None, str]:
+    key = rec.get("image_id") or rec.get("image") or rec.get("id")
+    if not key:
+        raise ReconScoreError(f"{where}: a caption row needs `image_id`, `image` or `id`")
+    cap = rec.get("caption")
+    return str(key), (cap if isinstance(cap, str) and cap.strip() else None), where
+
+
+def join_captions(ds: CaptionDataset, captions: list[tuple[str, str | None, str]]) -> JoinResult:
+    lookup: dict[str, int] = {}
+    for level in (
+        lambda s: s.image_id,
+        lambda s: s.image,
+        lambda s: Path(s.image).name,
+        lambda s: Path(s.image).stem,
+    ):
+        for i, s in enumerate(ds.listed):
+            lookup.setdefault(level(s), i)
+    found: dict[int, str | None] = {}
+    unmatched, duplicates = [], []
+    for key, cap, where in captions:
+        i = lookup.get(key, lookup.get(Path(key).name, lookup.get(Path(key).stem)))
+        if i is None:
+            unmatched.append(f"{where}: {key}")
+        elif i in found:
+            duplicates.append(f"{where}: {key}")
+        else:
+            found[i] = cap
+    missing = {id(m) for m in ds.missing}
+    rows = []
+    for i, s in enumerate(ds.listed):
+        err = None
+        if id(s) in missing:
+            err = f"image {s.image!r} not found in {ds.images_dir}"
+        elif i not in found:
+            err = "no caption for this image in the model output"
+        elif found[i] is None:
+            err = "empty caption"
+        rows.append(
+            {
+                "image_id": s.image_id,
+                "image": s.image,
+                "path": s.path,
+                "references": s.references,
+                "caption": found.get(i),
+                "error": err,
+            }
+        )
+    return JoinResult(rows, unmatched, duplicates)
+
+
+def evaluate_join(
+    join: JoinResult, metrics: list[str], *, options: dict | None = None
+) -> tuple[pd.DataFrame, dict, dict]:
+    """(per-image table, summary {metric: value in paper scale}, per-metric report)."""
+    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
+
+    usable = [r for r in join.rows if r["error"] is None]
+    per_image = pd.DataFrame([{"image_id": r["image_id"], "caption": r["caption"]} for r in join.rows])
+    if not usable:
+        raise ReconScoreError(
+            "no split image has a usable caption; check that the model output's image ids match "
+            "the split (see the unmatched captions)"
+        )
+    needs_images = any(get_metric_info(m).needs_images for m in metrics)
+    batch = CaptionBatch(
+        [r["caption"] for r in usable],
+        [r["references"] for r in usable],
+        [r["path"] for r in usable] if needs_images else None,
+    )
+    table, report = compute_metrics(metrics, batch, options=options)
+    pos = {r["image_id"]: k for k, r in enumerate(usable)}
+    for col in table.columns:
+        per_image[col] = [table[col].iloc[pos[i]] if i in pos else None for i in per_image["image_id"]]
+    errors = []
+    for r in join.rows:
+        err = r["error"]
+        if err is None:
+            bad = [
+                m for m in metrics if _isnan(per_image.loc[per_image["image_id"] == r["image_id"], m].iloc[0])
+            ]
+            err = f"no value for {', '.join(bad)}" if bad else None
+        errors.append(err)
+    per_image["error"] = errors
+    summary = {}
+    for m in metrics:
+        corpus = report.get(m, {}).get("corpus")
+        vals = np.asarray(table[m], dtype=float)
+        value = (
+            corpus
+            if corpus is not None
+            else (float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan)
+        )
+        summary[m] = value * paper_scale(m)
+        report.setdefault(m, {})["summary"] = "corpus" if corpus is not None else "mean over images"
+    return per_image, summary, report
+
+
+def _isnan(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def summary_frame(summary: dict, *, label: str) -> pd.DataFrame:
+    df = pd.DataFrame([{PAPER_NAMES.get(k, k): v for k, v in summary.items()}], index=[label])
+    df.index.name = "model"
+    return df

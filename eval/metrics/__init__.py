@@ -1,0 +1,40 @@
+"""Caption metrics, reference-based and reference-free, behind one registry (issue 5).
+
+    bleu1..bleu4, meteor, rouge (ROUGE-L), cider (CIDEr-D), spice   pycocoevalcap on PTB tokens
+    clipscore, refclipscore                                          Hessel et al. 2021, any registry encoder
+    reconscore                                                       seed 004, recon_score.ReconScorer
+
+Every metric scores aligned rows of a `CaptionBatch` and returns one value per row (NaN where a row lacks what
+the metric needs). `compute_metrics` runs several at once, sharing one PTB tokenizer pass and the CLIP
+embeddings. Importing this package loads no torch and starts no JVM.
+"""
+
+from eval.metrics import clip, meteor, ngram, recon, spice  # noqa: F401  (registers the metrics)
+from eval.metrics.base import CaptionBatch, Metric, MetricOutput
+from eval.metrics.compute import build_metric, check_inputs, compute_metrics, metric_options
+from eval.metrics.meteor import MeteorProcess
+from eval.metrics.registry import (
+    MetricInfo,
+    UnknownMetricError,
+    get_metric_info,
+    list_metrics,
+    parse_metric_names,
+    register_metric,
+)
+
+__all__ = [
+    "CaptionBatch",
+    "MeteorProcess",
+    "Metric",
+    "MetricInfo",
+    "MetricOutput",
+    "UnknownMetricError",
+    "build_metric",
+    "check_inputs",
+    "compute_metrics",
+    "get_metric_info",
+    "list_metrics",
+    "metric_options",
+    "parse_metric_names",
+    "register_metric",
+]

@@ -1,0 +1,141 @@
+"""What every metric takes (a `CaptionBatch`: aligned rows of candidate, references, image) and returns (a
+`MetricOutput`: one float per row, NaN where the row cannot be scored)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recon_score.errors import InputError, ReconScoreError
+
+ImageSource = Any  # PIL.Image.Image | str | Path | Exception (an image that could not be resolved) | None
+
+
+@dataclass
+class CaptionBatch:
+    """Aligned rows to score. `references[i]` may be empty (reference metrics give NaN there); `images[i]` may be
+    None or an exception (image metrics give NaN there and say why in `<metric>_error`).
+
+    Expensive shared steps (PTB tokenisation, image loading, CLIP embeddings) are memoised on the batch, so
+    BLEU, METEOR, ROUGE, CIDEr and SPICE share one tokenizer pass, and CLIPScore/RefCLIPScore share embeddings.
+    """
+
+    candidates: list[str | None]
+    references: list[list[str]] | None = None
+    images: list[ImageSource] | None = None
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.candidates)
+        for name in ("references", "images"):
+            value = getattr(self, name)
+            if value is not None and len(value) != n:
+                raise ValueError(f"{name} has {len(value)} rows, candidates has {n}")
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def memo(self, key, compute: Callable[[], Any]):
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def tokenized(self) -> tuple[list[str | None], list[list[str]]]:
+        """PTB-tokenised candidates and references (pycocoevalcap's tokenisation), one JVM pass for the batch."""
+
+        def run():
+            from eval.metrics.ptb import ptb_tokenize
+
+            refs = self.references or [[] for _ in self.candidates]
+            texts = [c for c in self.candidates if c is not None] + [r for rs in refs for r in rs]
+            table = dict(zip(texts, ptb_tokenize(texts)))
+            cands = [None if c is None else table[c] for c in self.candidates]
+            return cands, [[table[r] for r in rs] for rs in refs]
+
+        return self.memo("ptb", run)
+
+    def loaded_images(self) -> list:
+        """Each distinct image loaded once: a PIL image, or the InputError explaining why not."""
+
+        def run():
+            from recon_score.images import load_image
+
+            if self.images is None:
+                raise ReconScoreError("no images were given for this batch")
+            cache: dict = {}
+            out = []
+            for src in self.images:
+                key = src if isinstance(src, (str, Path)) else id(src)
+                if key not in cache:
+                    if src is None:
+                        cache[key] = InputError("no image for this row")
+                    elif isinstance(src, Exception):
+                        cache[key] = src
+                    else:
+                        try:
+                            cache[key] = load_image(src)
+                        except InputError as err:
+                            cache[key] = err
+                out.append(cache[key])
+            return out
+
+        return self.memo("images", run)
+
+    def reference_rows(self) -> np.ndarray:
+        """Indices of rows a reference metric can score: a candidate and at least one reference."""
+        refs = self.references or [[] for _ in self.candidates]
+        return np.array(
+            [i for i, (c, r) in enumerate(zip(self.candidates, refs)) if c is not None and r], dtype=int
+        )
+
+
+@dataclass
+class MetricOutput:
+    values: np.ndarray  # (n,) float64, NaN where not scored
+    extra: dict[str, list] = field(default_factory=dict)  # per-row columns kept next to the values
+    info: dict = field(default_factory=dict)  # run-level facts for run.json
+
+
+class Metric:
+    """Base class: subclasses implement `score`. `config()` is what run.json records; `close()` frees processes."""
+
+    info: Any  # MetricInfo, set by @register_metric
+
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        raise NotImplementedError(f"{type(self).__name__} does not implement score()")
+
+    def config(self) -> dict:
+        return {}
+
+    def close(self) -> None:
+        """Nothing to free by default."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def scatter(n: int, rows: Sequence[int], values: Sequence[float]) -> np.ndarray:
+    """(n,) NaN array with `values` at `rows`."""
+    out = np.full(n, np.nan)
+    if len(rows):
+        out[np.asarray(rows, dtype=int)] = np.asarray(values, dtype=float)
+    return out
+
+
+def unique_pairs(
+    cands: Sequence[str], refs: Sequence[Sequence[str]]
+) -> tuple[list[tuple[str, tuple]], np.ndarray]:
+    """Distinct (candidate, references) pairs and, for each input, the index of its pair. Per-caption BLEU, ROUGE,
+    METEOR and SPICE depend on nothing but the pair, so duplicates (Flickr8K-Expert's 3 raters) are scored once."""
+    index: dict[tuple[str, tuple], int] = {}
+    inverse = np.empty(len(cands), dtype=int)
+    for i, (c, r) in enumerate(zip(cands, refs)):
+        inverse[i] = index.setdefault((c, tuple(r)), len(index))
+    return list(index), inverse

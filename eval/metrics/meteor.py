@@ -1,0 +1,174 @@
+"""METEOR 1.5 (Banerjee & Lavie 2005; Denkowski & Lavie 2014) per caption, with the jar and the settings
+pycocoevalcap uses (`-stdio -l en -norm`, 2 GB heap) on PTB-tokenised text.
+
+One JVM per `MeteorProcess`, kept alive and reused for every batch until `close()`: starting METEOR (it loads its
+paraphrase table) costs seconds, scoring a caption costs well under a millisecond. The protocol is the jar's stdio
+mode, as pycocoevalcap drives it: `SCORE ||| ref1 ||| ... ||| hyp` returns a statistics line, and
+`EVAL ||| stats1 ||| stats2 ...` returns one score per statistics line, then the corpus score (ignored here).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import tempfile
+import threading
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+
+from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, unique_pairs
+from eval.metrics.java import java_executable, pycocoevalcap_file, stderr_tail
+from eval.metrics.registry import register_metric
+from recon_score.errors import ReconScoreError
+
+EVAL_CHUNK = 1000  # statistics lines per EVAL request (segment scores do not depend on the other segments)
+
+
+def _clean(text: str) -> str:
+    """'|||' separates fields in METEOR's protocol; pycocoevalcap strips it (and double spaces) from hypotheses."""
+    return text.replace("|||", "").replace("  ", " ")
+
+
+def _shutdown(proc: subprocess.Popen, stderr) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdin, proc.stdout, stderr):
+        with contextlib.suppress(OSError, ValueError):
+            f.close()
+
+
+class MeteorProcess:
+    """A running METEOR jar. Thread-safe; close() (or the context manager, or garbage collection) stops it."""
+
+    def __init__(self, *, heap: str = "2G"):
+        jar = pycocoevalcap_file("meteor/meteor-1.5.jar", "METEOR")
+        self.cmd = [java_executable("METEOR"), f"-Xmx{heap}", "-Dfile.encoding=UTF-8", "-jar", str(jar)]
+        self.cmd += ["-", "-", "-stdio", "-l", "en", "-norm"]
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the process; closed by _shutdown)
+        self._proc = subprocess.Popen(
+            self.cmd, cwd=jar.parent, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
+        )
+        self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _shutdown, self._proc, self._stderr)
+
+    def _fail(self, what: str) -> ReconScoreError:
+        self._stderr.seek(0)
+        return ReconScoreError(f"METEOR (Java) {what}; its stderr: {stderr_tail(self._stderr.read())}")
+
+    def _readline(self) -> str:
+        line = self._proc.stdout.readline()
+        if not line:
+            raise self._fail(f"stopped unexpectedly (exit code {self._proc.poll()})")
+        return line.decode("utf-8").strip()
+
+    def score(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
+        """(n,) METEOR of each hypothesis against its references (each list non-empty)."""
+        if len(hypotheses) != len(references):
+            raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} reference lists")
+        if any(not r for r in references):
+            raise ValueError("every hypothesis needs at least one reference")
+        if not self._finalizer.alive:
+            raise ReconScoreError("this MeteorProcess was closed; create a new one")
+        lines = [
+            " ||| ".join(("SCORE", " ||| ".join(_clean(r) for r in refs), _clean(hyp))) + "\n"
+            for hyp, refs in zip(hypotheses, references)
+        ]
+        with self._lock:
+            stats = self._exchange(lines)
+            scores: list[float] = []
+            for start in range(0, len(stats), EVAL_CHUNK):
+                chunk = stats[start : start + EVAL_CHUNK]
+                self._write(["EVAL ||| " + " ||| ".join(chunk) + "\n"])
+                scores.extend(float(self._readline()) for _ in chunk)
+                self._readline()  # the chunk's aggregate score
+        return np.asarray(scores, dtype=float)
+
+    def _write(self, lines: list[str]) -> None:
+        try:
+            self._proc.stdin.write("".join(lines).encode("utf-8"))
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as err:
+            raise self._fail(f"stopped reading its input ({err})") from err
+
+    def _exchange(self, lines: list[str]) -> list[str]:
+        """Send every line from a helper thread while reading the answers here, so neither pipe fills up."""
+        error: list[BaseException] = []
+
+        def feed():
+            try:
+                for i in range(0, len(lines), 256):
+                    self._write(lines[i : i + 256])
+            except BaseException as err:  # surfaced below, after the reader stops
+                error.append(err)
+
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
+        try:
+            out = [self._readline() for _ in lines]
+        finally:
+            writer.join()
+        if error:
+            raise error[0]
+        return out
+
+    def close(self) -> None:
+        self._finalizer()
+
+    @property
+    def alive(self) -> bool:
+        return self._finalizer.alive and self._proc.poll() is None
+
+    def __enter__(self) -> MeteorProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@register_metric(
+    "meteor",
+    higher_is_better=True,
+    needs_references=True,
+    needs_images=False,
+    description="METEOR 1.5 (pycocoevalcap's jar, -l en -norm) on PTB tokens; one JVM reused for the run",
+    value_range="[0, 1]",
+    backend="pycocoevalcap meteor-1.5.jar (Java)",
+)
+class Meteor(Metric):
+    def __init__(self, *, process: MeteorProcess | None = None):
+        """`process`: share a running METEOR (e.g. across test modules); otherwise one starts on first use."""
+        self._process, self._owned = process, process is None
+
+    @property
+    def process(self) -> MeteorProcess:
+        if self._process is None:
+            self._process = MeteorProcess()
+        return self._process
+
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        cands, refs = batch.tokenized()
+        rows = batch.reference_rows()
+        pairs, inverse = unique_pairs([cands[i] for i in rows], [refs[i] for i in rows])
+        per = self.process.score([c for c, _ in pairs], [list(r) for _, r in pairs]) if pairs else np.zeros(0)
+        values = scatter(len(batch), rows, per[inverse] if len(pairs) else [])
+        return MetricOutput(values, info={"scored_rows": len(rows), "distinct_pairs": len(pairs)})
+
+    def config(self) -> dict:
+        return {
+            "jar": "pycocoevalcap meteor-1.5.jar",
+            "args": "-stdio -l en -norm",
+            "tokenizer": "PTB (pycocoevalcap)",
+        }
+
+    def close(self) -> None:
+        if self._owned and self._process is not None:
+            self._process.close()
+            self._process = None

@@ -1,0 +1,131 @@
+"""BLEU-1..4, ROUGE-L and CIDEr-D per caption, computed by pycocoevalcap's own scorers on PTB-tokenised text (the
+COCO caption protocol, also used by Hessel et al. 2021 for Flickr8K).
+
+- BLEU: `Bleu(4)`, per-sentence scores with the "closest" reference length (pycocoevalcap's choice).
+- ROUGE-L: LCS F-measure with beta = 1.2, best precision and best recall over the references.
+- CIDEr: pycocoevalcap's `Cider` is CIDEr-D (clipped n-gram counts, Gaussian length penalty sigma = 6, x10).
+  Its IDF is computed over the evaluated corpus' references: one document per scored row, i.e. exactly what
+  `Cider().compute_score(gts, res)` does when called with every row, so a row's CIDEr depends on the rest of the
+  corpus (score the whole set at once, as here). Rows without references are left out of that corpus.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, unique_pairs
+from eval.metrics.registry import register_metric
+
+_NO_REFS = "rows without references are NaN"
+
+
+def _bleu_all(batch: CaptionBatch) -> tuple[np.ndarray, np.ndarray, list[float] | None]:
+    """(4, n) BLEU-1..4 for every row (NaN without references), from one BleuScorer pass over distinct pairs, and
+    the corpus-level BLEU-1..4 of all scored rows (what COCO evaluation reports for a test set)."""
+
+    def run():
+        from pycocoevalcap.bleu.bleu import Bleu
+
+        cands, refs = batch.tokenized()
+        rows = batch.reference_rows()
+        pairs, inverse = unique_pairs([cands[i] for i in rows], [refs[i] for i in rows])
+        out = np.full((4, len(batch)), np.nan)
+        corpus = None
+        if pairs:
+            gts = {k: list(r) for k, (_, r) in enumerate(pairs)}
+            res = {k: [c] for k, (c, _) in enumerate(pairs)}
+            corpus, per = Bleu(4).compute_score(gts, res, verbose=0)
+            per = np.asarray(per, dtype=float)  # (4, n_pairs)
+            out[:, rows] = per[:, inverse]
+            if len(pairs) < len(rows):  # duplicated rows weigh in the corpus statistics: recompute over rows
+                gts = {k: list(refs[i]) for k, i in enumerate(rows)}
+                res = {k: [cands[i]] for k, i in enumerate(rows)}
+                corpus, _ = Bleu(4).compute_score(gts, res, verbose=0)
+        return out, rows, corpus
+
+    return batch.memo("bleu", run)
+
+
+class _Bleu(Metric):
+    n = 4
+
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        values, rows, corpus = _bleu_all(batch)
+        info = {"scored_rows": len(rows), "note": _NO_REFS}
+        if corpus is not None:
+            info["corpus"] = float(corpus[self.n - 1])  # corpus BLEU, not the mean of per-caption BLEU
+        return MetricOutput(values[self.n - 1].copy(), info=info)
+
+    def config(self) -> dict:
+        return {"tokenizer": "PTB (pycocoevalcap)", "reference_length": "closest", "max_n": self.n}
+
+
+_BLEU_DOC = "BLEU-{n} (Papineni et al. 2002) per caption, pycocoevalcap Bleu(4) on PTB tokens"
+for _n in (1, 2, 3, 4):
+    register_metric(
+        f"bleu{_n}",
+        higher_is_better=True,
+        needs_references=True,
+        needs_images=False,
+        description=_BLEU_DOC.format(n=_n),
+        value_range="[0, 1]",
+        backend="pycocoevalcap.bleu",
+    )(type(f"Bleu{_n}", (_Bleu,), {"n": _n, "__doc__": _BLEU_DOC.format(n=_n)}))
+
+
+@register_metric(
+    "rouge",
+    higher_is_better=True,
+    needs_references=True,
+    needs_images=False,
+    description="ROUGE-L (Lin 2004): LCS F-measure, beta 1.2, pycocoevalcap Rouge on PTB tokens",
+    value_range="[0, 1]",
+    backend="pycocoevalcap.rouge",
+)
+class RougeL(Metric):
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        from pycocoevalcap.rouge.rouge import Rouge
+
+        cands, refs = batch.tokenized()
+        rows = batch.reference_rows()
+        pairs, inverse = unique_pairs([cands[i] for i in rows], [refs[i] for i in rows])
+        scorer = Rouge()
+        per = np.array([scorer.calc_score([c], list(r)) for c, r in pairs], dtype=float)
+        values = scatter(len(batch), rows, per[inverse] if len(pairs) else [])
+        return MetricOutput(values, info={"scored_rows": len(rows), "note": _NO_REFS})
+
+    def config(self) -> dict:
+        return {"tokenizer": "PTB (pycocoevalcap)", "beta": 1.2}
+
+
+@register_metric(
+    "cider",
+    higher_is_better=True,
+    needs_references=True,
+    needs_images=False,
+    description="CIDEr-D (Vedantam et al. 2015) as pycocoevalcap computes it; IDF over the evaluated corpus' references",
+    value_range="[0, 10]",
+    backend="pycocoevalcap.cider",
+)
+class CIDEr(Metric):
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        from pycocoevalcap.cider.cider_scorer import CiderScorer
+
+        cands, refs = batch.tokenized()
+        rows = batch.reference_rows()
+        scorer = CiderScorer(n=4, sigma=6.0)
+        for i in rows:  # every row is a document for the IDF, duplicates included (as pycocoevalcap)
+            scorer += (cands[i], refs[i])
+        per = scorer.compute_score()[1] if len(rows) else []
+        values = scatter(len(batch), rows, per)
+        return MetricOutput(
+            values,
+            info={"scored_rows": len(rows), "idf_documents": len(rows), "note": _NO_REFS},
+        )
+
+    def config(self) -> dict:
+        return {
+            "variant": "CIDEr-D (pycocoevalcap: clipped counts, Gaussian length penalty sigma=6, x10)",
+            "idf_corpus": "the references of every scored row of this run (one document per row)",
+            "tokenizer": "PTB (pycocoevalcap)",
+        }

@@ -1,0 +1,79 @@
+"""ReconScore as a caption metric: the project's `ReconScorer` (seed 004: reconstruct the caption with a T2I
+model, compare with the image; 100 * (1 + cos) / 2), one seed per image so candidates differ only by their text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eval.metrics.base import CaptionBatch, Metric, MetricOutput
+from eval.metrics.registry import register_metric
+
+
+@register_metric(
+    "reconscore",
+    higher_is_better=True,
+    needs_references=False,
+    needs_images=True,
+    description="ReconScore (seed 004): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
+    value_range="[0, 100]",
+    backend="recon_score.ReconScorer (preset: paper by default)",
+    options=("preset", "device", "batch_size", "overrides", "scorer"),
+)
+class ReconScoreMetric(Metric):
+    def __init__(
+        self,
+        *,
+        preset: str = "paper",
+        device: str | None = None,
+        batch_size: int = 1,
+        overrides: dict | None = None,
+        scorer=None,
+    ):
+        """`scorer`: an existing ReconScorer to reuse (its models stay loaded); otherwise built from `preset`."""
+        self.preset, self.device, self.batch_size, self.overrides = preset, device, batch_size, overrides
+        self._scorer = scorer
+
+    @property
+    def scorer(self):
+        if self._scorer is None:
+            from recon_score.scorer import ReconScorer
+
+            self._scorer = ReconScorer.from_preset(
+                self.preset, overrides=self.overrides, device=self.device, batch_size=self.batch_size
+            )
+            self._scorer.preflight()  # a missing model fails here, before any rendering
+        return self._scorer
+
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        loaded = batch.loaded_images()
+        index: dict[tuple[int, str], int] = {}
+        pairs, inverse = [], np.full(len(batch), -1)
+        for i, (img, cap) in enumerate(zip(loaded, batch.candidates)):
+            if cap is None:
+                continue
+            key = (id(img), cap)
+            if key not in index:
+                index[key] = len(pairs)
+                pairs.append((img, cap))
+            inverse[i] = index[key]
+        results = self.scorer.score_pairs(pairs) if pairs else []
+        values = np.full(len(batch), np.nan)
+        cosine: list[float | None] = [None] * len(batch)
+        truncated = [False] * len(batch)
+        errors: list[str | None] = [None] * len(batch)
+        for i, k in enumerate(inverse):
+            if k < 0:
+                errors[i] = "no caption"
+                continue
+            res = results[k]
+            if res.recon_score is not None:
+                values[i] = res.recon_score
+            cosine[i], errors[i], truncated[i] = res.cosine, res.error, res.truncated
+        extra = {"reconscore_cosine": cosine, "reconscore_truncated": truncated}
+        if any(errors):
+            extra["reconscore_error"] = errors
+        info = {"distinct_pairs": len(pairs), "failed_rows": sum(e is not None for e in errors)}
+        return MetricOutput(values, extra=extra, info=info)
+
+    def config(self) -> dict:
+        return self.scorer.config()

@@ -1,0 +1,1 @@
+"""Static HTML reports of reconscore runs (eval.report.build.build_report)."""

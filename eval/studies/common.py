@@ -1,0 +1,83 @@
+"""What every study shares: tables written as CSV + markdown, run.json with the study's full configuration."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from recon_score.cache import atomic_write_text
+from recon_score.results import write_json_atomic
+from recon_score.runtime import provenance, utc_now
+
+# Paper-style display: percentages x100 for every caption metric except ReconScore (already 0..100).
+PAPER_NAMES = {
+    "bleu1": "BLEU-1",
+    "bleu2": "BLEU-2",
+    "bleu3": "BLEU-3",
+    "bleu4": "BLEU-4",
+    "meteor": "METEOR",
+    "rouge": "ROUGE",
+    "cider": "CIDEr",
+    "spice": "SPICE",
+    "clipscore": "CLIPScore",
+    "refclipscore": "RefCLIPScore",
+    "reconscore": "ReconScore",
+}
+
+
+def paper_scale(metric: str) -> float:
+    return 1.0 if metric == "reconscore" else 100.0
+
+
+def markdown_table(df: pd.DataFrame, *, digits: int = 2, index: bool = True) -> str:
+    def fmt(v) -> str:
+        if isinstance(v, float):
+            return "–" if math.isnan(v) else f"{v:.{digits}f}"
+        return str(v)
+
+    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for idx, row in df.iterrows():
+        cells = ([fmt(idx)] if index else []) + [fmt(v) for v in row.tolist()]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_table(
+    out: Path, name: str, df: pd.DataFrame, *, title: str, digits: int = 2, index: bool = True
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / f"{name}.csv", df.to_csv(index=index))
+    atomic_write_text(out / f"{name}.md", f"**{title}**\n\n" + markdown_table(df, digits=digits, index=index))
+
+
+def write_run(out: Path, study: str, config: dict, *, started: str, note: str | None = None, **extra) -> None:
+    write_json_atomic(
+        out / "run.json",
+        {
+            "command": "study",
+            "study": study,
+            "note": note,
+            "config": config,
+            "started": started,
+            "finished": utc_now(),
+            **extra,
+            "provenance": {**provenance(), "argv": ["reconscore", *sys.argv[1:]]},
+        },
+    )
+
+
+def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
+    """('label=value', ...) -> {label: value}; labels must be unique."""
+    out: dict[str, str] = {}
+    for item in values:
+        label, sep, value = item.partition("=")
+        if not sep or not label or not value:
+            raise ValueError(f"{what}: expected LABEL=VALUE, got {item!r}")
+        if label in out:
+            raise ValueError(f"{what}: label {label!r} given twice")
+        out[label] = value
+    return out

@@ -1,0 +1,163 @@
+"""Seed 004 Tables 4, 5 and 9: metric robustness to paraphrase vs perturbation, to caption length, and the choice
+of T2I model. Inputs are the rows `reconscore generate` writes (each keeps its source caption and image)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval.studies.common import PAPER_NAMES, paper_scale
+from recon_score.errors import ReconScoreError
+
+
+def read_generated(path: Path) -> list[dict]:
+    if not path.exists():
+        raise ReconScoreError(f"{path} not found (a generated.jsonl written by `reconscore generate`)")
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def references_by_image(rows: list[dict], references: Path | None = None) -> dict[str, list[str]]:
+    """Each image's ground-truth captions: from a captions table (image, caption) when given, else the distinct
+    source captions of the generated rows (the GT captions that were paraphrased/perturbed)."""
+    refs: dict[str, list[str]] = {}
+    if references is not None:
+        from recon_score.inputs import read_caption_rows
+
+        for r in read_caption_rows(references):
+            if r.image and isinstance(r.caption, str):
+                refs.setdefault(r.image, []).append(r.caption)
+        return refs
+    for r in rows:
+        if r.get("references"):
+            refs[str(r["image"])] = list(r["references"])
+        else:
+            lst = refs.setdefault(str(r["image"]), [])
+            if r["source_caption"] not in lst:
+                lst.append(r["source_caption"])
+    return refs
+
+
+def _scores(
+    rows: list[dict],
+    refs: dict[str, list[str]],
+    metrics: list[str],
+    *,
+    options: dict,
+    images_root: Path | None,
+) -> pd.DataFrame:
+    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
+
+    ok = [r for r in rows if r.get("caption") and not r.get("error")]
+    if not ok:
+        raise ReconScoreError("no generated row has a caption")
+    need_images = any(get_metric_info(m).needs_images for m in metrics)
+    if need_images and images_root is None:
+        raise ReconScoreError("image metrics (clipscore, reconscore) need --images ROOT")
+    batch = CaptionBatch(
+        [r["caption"] for r in ok],
+        [refs.get(str(r["image"]), []) for r in ok],
+        [images_root / r["image"] for r in ok] if need_images else None,
+    )
+    table, _ = compute_metrics(metrics, batch, options=options)
+    table["kind"] = [r["kind"] for r in ok]
+    table["words"] = [len(r["caption"].split()) for r in ok]
+    return table
+
+
+def paraphrase_table(
+    paraphrased: list[dict],
+    perturbed: list[dict],
+    metrics: list[str],
+    *,
+    options: dict,
+    images_root: Path | None,
+    references: Path | None = None,
+) -> pd.DataFrame:
+    """Table 4: per metric, the mean over paraphrased and perturbed captions (paper scale) and the difference
+    (Paraphrased - Perturbed): a metric that rewards facts should have a positive difference."""
+    rows = [r for r in paraphrased if r.get("kind") == "paraphrase"] + [
+        r for r in perturbed if r.get("kind") == "perturbed"
+    ]
+    refs = references_by_image(rows, references)
+    table = _scores(rows, refs, metrics, options=options, images_root=images_root)
+    out = {}
+    for m in metrics:
+        s = paper_scale(m)
+        para = float(np.nanmean(table.loc[table["kind"] == "paraphrase", m])) * s
+        pert = float(np.nanmean(table.loc[table["kind"] == "perturbed", m])) * s
+        out[PAPER_NAMES.get(m, m)] = {"Paraphrased": para, "Perturbed GT": pert, "±Δ": para - pert}
+    df = pd.DataFrame.from_dict(out, orient="index")
+    df.index.name = "Metric"
+    return df
+
+
+def length_table(
+    generated: list[dict],
+    metrics: list[str],
+    *,
+    options: dict,
+    images_root: Path | None,
+    references: Path | None = None,
+    token_limits: dict[str, int | None] | None = None,
+) -> pd.DataFrame:
+    """Table 5: per metric, the mean for short / medium / long captions written from the same triplets, and their
+    standard deviation (sample, ddof=1, as the paper's σ); plus each metric's input token limit."""
+    rows = [r for r in generated if r.get("kind") in ("short", "medium", "long")]
+    refs = references_by_image(rows, references)
+    table = _scores(rows, refs, metrics, options=options, images_root=images_root)
+    out = {}
+    for m in metrics:
+        s = paper_scale(m)
+        means = [float(np.nanmean(table.loc[table["kind"] == k, m])) * s for k in ("short", "medium", "long")]
+        finite = [x for x in means if not math.isnan(x)]
+        sigma = float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan
+        limit = (token_limits or {}).get(m)
+        out[PAPER_NAMES.get(m, m)] = {
+            "Max Tokens": "-" if limit is None else str(limit),
+            "S.": means[0],
+            "M.": means[1],
+            "L.": means[2],
+            "σ": sigma,
+        }
+    words = [float(table.loc[table["kind"] == k, "words"].mean()) for k in ("short", "medium", "long")]
+    out["(average words)"] = {"Max Tokens": "", "S.": words[0], "M.": words[1], "L.": words[2], "σ": math.nan}
+    df = pd.DataFrame.from_dict(out, orient="index")
+    df.index.name = "Metric"
+    return df
+
+
+def t2i_table(
+    presets: list[str], pairs: list, *, device: str | None, batch_size: int = 1, use_cache: bool = False
+) -> tuple[pd.DataFrame, dict]:
+    """Table 9: per T2I preset, its text-encoder token limit (M. T.), seconds per reconstruction (I. T., wall
+    time of rendering + scoring on this machine, cache off by default so every image is rendered) and mean
+    ReconScore on the same captions."""
+    from recon_score.cache import ArtifactCache
+    from recon_score.scorer import ReconScorer
+
+    rows, configs = {}, {}
+    for name in presets:
+        scorer = ReconScorer.from_preset(
+            name, device=device, batch_size=batch_size, cache=ArtifactCache(enabled=use_cache)
+        )
+        scorer.preflight()
+        scorer.score_pairs(pairs[:1])  # load the models outside the timed region
+        start = time.perf_counter()
+        res = scorer.score_pairs(pairs)
+        seconds = time.perf_counter() - start
+        vals = [r.recon_score for r in res if r.recon_score is not None]
+        rows[f"{name} ({scorer.preset.t2i_model})"] = {
+            "M. T.": scorer.renderer.token_limit,
+            "I. T. (s)": seconds / max(1, len(res)),
+            "ReconScore": float(np.mean(vals)) if vals else math.nan,
+            "truncated": sum(r.truncated for r in res),
+        }
+        configs[name] = scorer.config()
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.name = "T2I model"
+    return df, configs

@@ -1,0 +1,227 @@
+"""The seed 004 studies as functions over runs: each returns pandas tables in the paper's layout.
+
+- models_table      Table 3: ReconScore (and any metric) of several captioning models on several datasets;
+- n_sweep_table     Table 8: RemoteDescriber's selected score for N in {1, 2, 4, 6, 8, 10} from ONE pool of
+                    candidates per image (the first N of the same samples: no resampling per N);
+- selection_table   Table 7: the candidate each selection metric picks from the same pool, how every metric
+                    rates the picks, and the agreement with a human choice file;
+- encoders_table    Fig. 4: the same reconstructions scored by several encoders, and the Kendall tau between
+                    the system rankings each encoder gives;
+- robustness tables Tables 4 and 5 (paraphrase vs perturbation; short/medium/long) - see robustness.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval.studies.common import PAPER_NAMES
+from recon_score.errors import ReconScoreError
+
+N_SWEEP = (1, 2, 4, 6, 8, 10)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        raise ReconScoreError(f"{path} not found")
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _run_json(run_dir: Path) -> dict:
+    p = run_dir / "run.json"
+    if not p.exists():
+        raise ReconScoreError(f"{run_dir} has no run.json: not a reconscore run folder")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
+# --- Table 8 ------------------------------------------------------------------------------------------------
+
+
+def candidate_pool(describe_run: Path) -> tuple[dict[str, list[dict]], str]:
+    """{image_id: candidates in sampling order}, and the selection column of a describe run."""
+    run = _run_json(describe_run)
+    metric = (run.get("selection") or {}).get("metric", "reconscore")
+    pool: dict[str, list[dict]] = {}
+    for c in _read_jsonl(describe_run / "candidates.jsonl"):
+        pool.setdefault(str(c["image_id"]), []).append(c)
+    for cands in pool.values():
+        cands.sort(key=lambda c: c["index"])
+    return pool, metric
+
+
+def best_of_first(cands: list[dict], n: int, column: str) -> dict | None:
+    """The argmax (ties: first) of `column` among the first n candidates; None if none of them has a score."""
+    best = None
+    for c in cands[:n]:
+        v = c.get(column)
+        if c.get("error") or v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if best is None or v > best[column]:
+            best = c
+    return best
+
+
+def n_sweep_table(runs: dict[str, Path], ns: tuple[int, ...] = N_SWEEP) -> tuple[pd.DataFrame, dict]:
+    """Rows N, columns = run labels (datasets) + Total: mean selected score. Also {label: images per N}."""
+    data, counts = {}, {}
+    for label, run_dir in runs.items():
+        pool, metric = candidate_pool(run_dir)
+        pool_size = min(len(c) for c in pool.values())
+        if max(ns) > pool_size:
+            raise ReconScoreError(
+                f"{run_dir}: the pool has {pool_size} candidates per image, N up to {max(ns)} "
+                f"needs more (describe with --n {max(ns)})"
+            )
+        col, cnt = [], []
+        for n in ns:
+            picks = [best_of_first(c, n, metric) for c in pool.values()]
+            vals = [p[metric] for p in picks if p is not None]
+            col.append(float(np.mean(vals)) if vals else math.nan)
+            cnt.append(len(vals))
+        data[label], counts[label] = col, cnt
+    df = pd.DataFrame(data, index=pd.Index(list(ns), name="Candidates (N)"))
+    if len(runs) > 1:
+        df["Total"] = df.sum(axis=1)
+    return df, counts
+
+
+# --- Table 7 ------------------------------------------------------------------------------------------------
+
+
+def selection_table(
+    describe_run: Path,
+    selectors: list[str],
+    metrics: list[str],
+    *,
+    options: dict,
+    human: Path | None = None,
+    images_root: Path | None = None,
+) -> tuple[pd.DataFrame, dict]:
+    """Rows = selection metrics; columns = each evaluation metric's mean over the picks (paper scale), plus the
+    preference rate (share of images where the pick is the human's choice) when a human file is given."""
+    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
+
+    run = _run_json(describe_run)
+    pool, _ = candidate_pool(describe_run)
+    caps = {str(c["image_id"]): c for c in _read_jsonl(describe_run / "captions.jsonl")}
+    root = images_root or (Path(run["images_root"]) if run.get("images_root") else None)
+    ids = [i for i in pool if caps.get(i, {}).get("image")]
+    flat = [(i, c) for i in ids for c in pool[i] if c.get("caption") and not c.get("error")]
+    if not flat:
+        raise ReconScoreError(f"{describe_run}: no valid candidate to select from")
+    refs = [caps[i].get("references") or [] for i, _ in flat]
+    need_images = any(get_metric_info(m).needs_images for m in {*selectors, *metrics})
+    if need_images and root is None:
+        raise ReconScoreError("image metrics need the images: pass --images ROOT")
+    images = [root / caps[i]["image"] for i, _ in flat] if need_images else None
+    all_names = list(dict.fromkeys([*selectors, *metrics]))
+    have = {m for m in all_names if all(m in c for _, c in flat)}  # e.g. reconscore, already in the run
+    compute = [m for m in all_names if m not in have]
+    table = pd.DataFrame(index=range(len(flat)))
+    if compute:
+        computed, _ = compute_metrics(
+            compute, CaptionBatch([c["caption"] for _, c in flat], refs, images), options=options
+        )
+        for m in compute:
+            table[m] = computed[m].to_numpy()
+    for m in have:
+        table[m] = [c[m] for _, c in flat]
+    human_pick = _read_human(human) if human else None
+    rows, agreement = {}, {}
+    for sel in selectors:
+        picks: dict[str, int] = {}
+        for k, (img, _) in enumerate(flat):
+            v = table[sel].iloc[k]
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                continue
+            if img not in picks or v > table[sel].iloc[picks[img]]:
+                picks[img] = k
+        row = {
+            PAPER_NAMES.get(m, m): float(np.nanmean([table[m].iloc[k] for k in picks.values()]))
+            * (1.0 if m == "reconscore" else 100.0)
+            for m in metrics
+        }
+        if human_pick is not None:
+            judged = [img for img in picks if img in human_pick]
+            hits = sum(flat[picks[img]][1]["index"] == human_pick[img] for img in judged)
+            row["Preference rate (%)"] = 100.0 * hits / len(judged) if judged else math.nan
+            agreement[sel] = {"judged_images": len(judged), "agreements": hits}
+        rows[PAPER_NAMES.get(sel, sel)] = row
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.name = "Selection metric"
+    return df, {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
+
+
+def _read_human(path: Path) -> dict[str, int]:
+    """Human choice file: JSONL rows {image_id, index} (the chosen candidate's index in the pool)."""
+    out = {}
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+            out[str(rec["image_id"])] = int(rec["index"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise ReconScoreError(
+                f'{path.name}:{lineno}: expected {{"image_id": ..., "index": N}} ({err})'
+            ) from None
+    return out
+
+
+# --- Fig. 4 -------------------------------------------------------------------------------------------------
+
+
+def encoders_table(
+    systems: dict[str, Path],
+    encoders: list[str],
+    *,
+    device: str | None = None,
+    images_root: dict[str, Path] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Mean ReconScore of each system's existing reconstructions under each encoder (nothing is re-rendered),
+    and the Kendall tau-b between the system rankings of every pair of encoders."""
+    from scipy.stats import kendalltau
+
+    from recon_score.encoders import build_encoder
+    from recon_score.images import load_image
+    from recon_score.scorer import recon_score_from_cosine, recon_score_from_distance
+
+    pairs: dict[str, tuple[list, list]] = {}
+    for name, run_dir in systems.items():
+        run = _run_json(run_dir)
+        root = (images_root or {}).get(name) or Path(run.get("images_root") or "")
+        orig, recon = [], []
+        for row in _read_jsonl(run_dir / "scores.jsonl"):
+            if row.get("reconstruction") and not row.get("error"):
+                orig.append(load_image(root / row["image"]))
+                recon.append(load_image(run_dir / row["reconstruction"]))
+        if not orig:
+            raise ReconScoreError(f"{run_dir}: no scored row with a reconstruction")
+        pairs[name] = (orig, recon)
+    scores = {}
+    for spec in encoders:
+        enc = build_encoder(spec, device=device)
+        col = {}
+        for name, (orig, recon) in pairs.items():
+            d = enc.pair_distance(orig, recon).numpy()
+            if enc.kind == "embedding":
+                col[name] = float(np.mean([recon_score_from_cosine(1.0 - x) for x in d]))
+            else:
+                col[name] = float(np.mean([recon_score_from_distance(x) for x in d]))
+        scores[spec] = col
+    table = pd.DataFrame(scores)
+    table.index.name = "system"
+    tau = pd.DataFrame(index=encoders, columns=encoders, dtype=float)
+    for a in encoders:
+        for b in encoders:
+            if len(systems) < 2:
+                tau.loc[a, b] = math.nan
+                continue
+            t = kendalltau(table[a].to_numpy(), table[b].to_numpy(), variant="b").statistic
+            tau.loc[a, b] = float(t)
+    tau.index.name = "encoder"
+    return table, tau

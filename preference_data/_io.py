@@ -1,0 +1,151 @@
+"""Line-numbered JSONL and CSV reading shared by the loaders: every problem names the file and line."""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+from preference_data.schema import PreferenceFormatError
+
+
+def jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank line."""
+    try:
+        f = path.open("r", encoding="utf-8")
+    except OSError as err:
+        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
+    with f:
+        try:
+            for lineno, raw in enumerate(f, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except json.JSONDecodeError as err:
+                    raise PreferenceFormatError(
+                        path, lineno, f"invalid JSON ({err.msg} at column {err.colno})"
+                    ) from None
+                if not isinstance(obj, dict):
+                    raise PreferenceFormatError(
+                        path, lineno, f"expected a JSON object, got {type(obj).__name__}"
+                    )
+                yield lineno, obj
+        except UnicodeDecodeError as err:
+            raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
+
+
+def csv_records(
+    path: Path, *, required: tuple[str, ...], optional: tuple[str, ...]
+) -> Iterator[tuple[int, dict]]:
+    """(line where the record ends, record) for every CSV record; the header must name every required column."""
+    try:
+        f = path.open("r", encoding="utf-8-sig", newline="")
+    except OSError as err:
+        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
+    with f:
+        reader = csv.DictReader(f)
+        try:
+            fields = reader.fieldnames or []
+        except UnicodeDecodeError as err:
+            raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
+        missing = [c for c in required if c not in fields]
+        if missing:
+            raise PreferenceFormatError(
+                path,
+                1,
+                f"the CSV header must have columns {', '.join(required)} (optional: {', '.join(optional)}); "
+                f"missing {', '.join(missing)}; found {', '.join(fields) or 'no header'}",
+            )
+        check_keys(path, 1, fields, (*required, *optional), what="column")
+        try:
+            for rec in reader:
+                if None in rec:
+                    raise PreferenceFormatError(
+                        path, reader.line_num, f"more fields than the header's {len(fields)}"
+                    )
+                if any(rec[c] is None for c in required):
+                    raise PreferenceFormatError(
+                        path, reader.line_num, f"fewer fields than the header's {len(fields)}"
+                    )
+                yield reader.line_num, rec
+        except csv.Error as err:
+            raise PreferenceFormatError(path, reader.line_num, f"malformed CSV ({err})") from None
+        except UnicodeDecodeError as err:
+            raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
+
+
+def check_keys(path: Path, lineno: int, keys, allowed: tuple[str, ...], *, what: str = "key") -> None:
+    """Unknown keys are an error, not silently ignored: a misspelt `refrences` would drop the references."""
+    for key in keys:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise PreferenceFormatError(
+                path, lineno, f"unknown {what} {key!r}{hint}; allowed: {', '.join(allowed)}"
+            )
+
+
+def text_field(path: Path, lineno: int, value, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise PreferenceFormatError(path, lineno, f"{name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def optional_text(path: Path, lineno: int, value, name: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise PreferenceFormatError(path, lineno, f"{name!r} must be a string, got {value!r}")
+    return value
+
+
+def references_value(path: Path, lineno: int, value) -> list[str]:
+    """A JSON list of strings (JSONL value, or a CSV cell holding one); empty/missing -> []."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise PreferenceFormatError(
+                path, lineno, 'references must be a JSON array of strings, e.g. ["a farm", "fields"]'
+            ) from None
+    if not isinstance(value, list) or not all(isinstance(r, str) and r.strip() for r in value):
+        raise PreferenceFormatError(path, lineno, "references must be a list of non-empty strings")
+    return value
+
+
+def number(path: Path, lineno: int, value, name: str) -> float:
+    if isinstance(value, bool):
+        raise PreferenceFormatError(path, lineno, f"{name!r} must be a number, got {value!r}")
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise PreferenceFormatError(path, lineno, f"{name!r} must be a number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise PreferenceFormatError(path, lineno, f"{name!r} must be finite, got {value!r}")
+    return x
+
+
+def rank(path: Path, lineno: int, value, name: str = "rank") -> int:
+    x = number(path, lineno, value, name)
+    if x != int(x) or x < 1:
+        raise PreferenceFormatError(
+            path, lineno, f"{name!r} must be a whole number >= 1 (1 = best), got {value!r}"
+        )
+    return int(x)
+
+
+def suffix_format(path: Path) -> str:
+    ext = path.suffix.lower()
+    if ext in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if ext == ".csv":
+        return "csv"
+    raise PreferenceFormatError(
+        path, None, f"cannot tell JSONL from CSV by the suffix {ext!r}; use .jsonl or .csv"
+    )

@@ -1,0 +1,232 @@
+"""Robustness sets of seed 004 (Tables 4 and 5), generated with any text LLM:
+
+- paraphrase: same facts, new wording (Table 4, "Paraphrased");
+- perturb: one fact changed - object class, count, colour or spatial relation, recorded per row - with the rest
+  of the wording kept (Table 4, "Perturbed GT");
+- length: triplets <subject, relation, object> extracted from an image's references, then short / medium / long
+  captions written from exactly those triplets (Table 5).
+
+Instructions are text files (preference_data/prompts/*.txt, or your own) with `{caption}`, `{triplets}` and
+`{n}` placeholders. Every generated row keeps its source caption, the filled instruction, the instruction file
+and its sha256. The LLM is any callable `complete(prompts) -> [(text | None, error | None)]`; the CLI wires the
+describer's backends in, this module imports no model code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PERTURBATIONS = ("object", "count", "colour", "spatial")
+LENGTHS = ("short", "medium", "long")
+
+Complete = Callable[[list[str]], list[tuple[str | None, str | None]]]
+
+
+@dataclass(frozen=True)
+class Instruction:
+    name: str
+    path: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def fill(self, **values: str) -> str:
+        out = self.text
+        for key, value in values.items():  # str.replace: captions may contain braces
+            out = out.replace("{" + key + "}", value)
+        return out
+
+
+def load_instruction(name_or_path: str | Path) -> Instruction:
+    """A bundled instruction by name (e.g. 'paraphrase', 'perturb_count') or a text file of your own."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = PROMPTS_DIR / f"{name_or_path}.txt"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in PROMPTS_DIR.glob("*.txt")))
+        raise FileNotFoundError(
+            f"instruction {name_or_path!r} not found (bundled: {known}; or give a .txt path)"
+        )
+    text = path.read_text(encoding="utf-8").strip()
+    if not text:
+        raise ValueError(f"instruction file {path} is empty")
+    return Instruction(path.stem, str(path), text)
+
+
+@dataclass
+class Request:
+    id: str  # unique per generated row: SOURCE_ID:kind
+    source_id: str
+    image: str | None
+    source_caption: str
+    kind: str
+    instruction: Instruction
+    prompt: str
+    extra: dict
+
+    def row(self, text: str | None, error: str | None) -> dict:
+        return {
+            "id": self.id,
+            "source_id": self.source_id,
+            "image": self.image,
+            "source_caption": self.source_caption,
+            "kind": self.kind,
+            **self.extra,
+            "caption": text,
+            "error": error,
+            "instruction": self.prompt,
+            "instruction_file": self.instruction.path,
+            "instruction_sha256": self.instruction.sha256,
+        }
+
+
+def paraphrase_requests(sources: Sequence[dict], *, instruction: str | Path = "paraphrase") -> list[Request]:
+    ins = load_instruction(instruction)
+    return [
+        Request(
+            f"{s['id']}:paraphrase",
+            str(s["id"]),
+            s.get("image"),
+            s["caption"],
+            "paraphrase",
+            ins,
+            ins.fill(caption=s["caption"]),
+            {},
+        )
+        for s in sources
+    ]
+
+
+def perturb_requests(
+    sources: Sequence[dict],
+    *,
+    kinds: Sequence[str] = PERTURBATIONS,
+    every_kind: bool = False,
+    instructions: dict[str, str | Path] | None = None,
+) -> list[Request]:
+    """One perturbation per source caption, the kind cycling through `kinds` in input order (or every kind per
+    caption with `every_kind`); the kind is recorded in `perturbation`."""
+    bad = [k for k in kinds if k not in PERTURBATIONS]
+    if bad:
+        raise ValueError(f"unknown perturbation kind(s) {bad}; choose from {PERTURBATIONS}")
+    ins = {k: load_instruction((instructions or {}).get(k, f"perturb_{k}")) for k in kinds}
+    reqs = []
+    for i, s in enumerate(sources):
+        for k in kinds if every_kind else [kinds[i % len(kinds)]]:
+            reqs.append(
+                Request(
+                    f"{s['id']}:perturb-{k}",
+                    str(s["id"]),
+                    s.get("image"),
+                    s["caption"],
+                    "perturbed",
+                    ins[k],
+                    ins[k].fill(caption=s["caption"]),
+                    {"perturbation": k},
+                )
+            )
+    return reqs
+
+
+def triplet_requests(
+    images: Sequence[dict], *, n: int = 10, instruction: str | Path = "extract_triplets"
+) -> list[Request]:
+    """images: {id, image, references: [...]}: one extraction per image from all of its references."""
+    ins = load_instruction(instruction)
+    return [
+        Request(
+            f"{im['id']}:triplets",
+            str(im["id"]),
+            im.get("image"),
+            " ".join(im["references"]),
+            "triplets",
+            ins,
+            ins.fill(caption="\n".join(im["references"]), n=str(n)),
+            {"references": list(im["references"])},
+        )
+        for im in images
+    ]
+
+
+_TRIPLET = re.compile(r"<\s*([^<>,]+?)\s*,\s*([^<>,]+?)\s*,\s*([^<>]+?)\s*>")
+
+
+def parse_triplets(text: str) -> list[tuple[str, str, str]]:
+    """<subject, relation, object> per line (also 'subject | relation | object'); other lines are ignored."""
+    out = []
+    for line in text.splitlines():
+        m = _TRIPLET.search(line)
+        if m:
+            out.append(tuple(x.strip() for x in m.groups()))
+        elif line.count("|") == 2:
+            parts = [p.strip(" -*•\t") for p in line.split("|")]
+            if all(parts):
+                out.append(tuple(parts))
+    return out
+
+
+def rewrite_requests(
+    triplet_rows: Sequence[dict],
+    *,
+    lengths: Sequence[str] = LENGTHS,
+    instructions: dict[str, str | Path] | None = None,
+) -> list[Request]:
+    bad = [k for k in lengths if k not in LENGTHS]
+    if bad:
+        raise ValueError(f"unknown length(s) {bad}; choose from {LENGTHS}")
+    ins = {k: load_instruction((instructions or {}).get(k, f"rewrite_{k}")) for k in lengths}
+    reqs = []
+    for row in triplet_rows:
+        triplets = row.get("triplets") or []
+        if not triplets:
+            continue
+        listing = "\n".join(f"<{s}, {r}, {o}>" for s, r, o in triplets)
+        for k in lengths:
+            extra = {"triplets": [list(t) for t in triplets]}
+            if row.get("references"):
+                extra["references"] = row["references"]
+            reqs.append(
+                Request(
+                    f"{row['source_id']}:{k}",
+                    row["source_id"],
+                    row.get("image"),
+                    row["source_caption"],
+                    k,
+                    ins[k],
+                    ins[k].fill(triplets=listing),
+                    extra,
+                )
+            )
+    return reqs
+
+
+def run_requests(
+    requests: Sequence[Request],
+    complete: Complete,
+    *,
+    batch_size: int = 16,
+    done: set[str] | None = None,
+    on_rows: Callable[[list[dict]], None] | None = None,
+) -> list[dict]:
+    """Generate every request not in `done`, `batch_size` prompts per `complete` call; `on_rows` receives each
+    batch's rows as soon as they exist (the CLI journals them)."""
+    done = done or set()
+    rows = []
+    todo = [r for r in requests if r.id not in done]
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        outs = complete([r.prompt for r in batch])
+        if len(outs) != len(batch):
+            raise RuntimeError(f"the LLM returned {len(outs)} answers for {len(batch)} prompts")
+        new = [r.row(text, err) for r, (text, err) in zip(batch, outs)]
+        if on_rows:
+            on_rows(new)
+        rows.extend(new)
+    return rows

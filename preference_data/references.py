@@ -1,0 +1,60 @@
+"""Reference captions keyed by image, for scoring a captioning run with reference-based metrics.
+
+Accepted layouts (the bundled `recon_score/sample/references.json` is the first):
+    JSON list   [{"image": "images/UCM_1.tif", "captions": ["...", ...]}, ...]   ("references"/"refs" also work)
+    JSON object {"images/UCM_1.tif": ["...", ...], ...}
+    JSONL       one {"image": ..., "references": [...]} per line
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from preference_data import _io
+from preference_data.schema import PreferenceFormatError, normalize_space
+
+_LIST_KEYS = ("captions", "references", "refs")
+
+
+def _entry(path: Path, where: int | None, obj: dict) -> tuple[str, list[str]]:
+    image = obj.get("image")
+    if not isinstance(image, str) or not image:
+        raise PreferenceFormatError(path, where, "each entry needs an 'image' string")
+    key = next((k for k in _LIST_KEYS if k in obj), None)
+    if key is None:
+        raise PreferenceFormatError(path, where, f"entry for {image!r} has none of {', '.join(_LIST_KEYS)}")
+    return image, [normalize_space(r) for r in _io.references_value(path, where, obj[key])]
+
+
+def load_references(path: str | Path) -> dict[str, list[str]]:
+    """image -> reference captions (whitespace-normalised). Duplicate images are an error."""
+    path = Path(path)
+    out: dict[str, list[str]] = {}
+
+    def add(where: int | None, image: str, refs: list[str]) -> None:
+        if image in out:
+            raise PreferenceFormatError(path, where, f"image {image!r} is listed twice")
+        out[image] = refs
+
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        for lineno, obj in _io.jsonl_objects(path):
+            add(lineno, *_entry(path, lineno, obj))
+        return out
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
+    except json.JSONDecodeError as err:
+        raise PreferenceFormatError(path, err.lineno, f"invalid JSON ({err.msg})") from None
+    if isinstance(data, dict):
+        for image, refs in data.items():
+            add(None, image, [normalize_space(r) for r in _io.references_value(path, None, refs)])
+    elif isinstance(data, list):
+        for i, obj in enumerate(data):
+            if not isinstance(obj, dict):
+                raise PreferenceFormatError(path, None, f"entry {i} is not an object")
+            add(None, *_entry(path, None, obj))
+    else:
+        raise PreferenceFormatError(path, None, "expected a JSON list or object of references")
+    return out

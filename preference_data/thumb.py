@@ -1,0 +1,76 @@
+"""THumB 1.0 (Kasai et al., NAACL 2022): human scores for 5 systems' captions of 500 MSCOCO (Karpathy test) images.
+
+`mscoco_THumB-1.0.jsonl`: one line per (image, system) with `SYS, seg_id, hyp, image, P, R, Fl, Inc, Con,
+human_score` where human_score = (P + R)/2 + Fl + Con + Inc (the penalties are <= 0). The judgment is
+`human_score`; the system is the row's model. References come from `mscoco_references.json` (JSONL despite the
+name: `seg_id, refs`), the MSCOCO captions minus the one scored as the "Human" system.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from preference_data import _io
+from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+
+REFERENCES_FILE = "mscoco_references.json"
+SCORE_KEYS = ("P", "R", "Fl", "Inc", "Con", "human_score")
+
+
+def read_thumb_references(path: str | Path) -> dict[str, list[str]]:
+    path = Path(path)
+    out: dict[str, list[str]] = {}
+    for lineno, obj in _io.jsonl_objects(path):
+        seg = obj.get("seg_id")
+        if seg is None:
+            raise PreferenceFormatError(path, lineno, "missing 'seg_id'")
+        refs = _io.references_value(path, lineno, obj.get("refs"))
+        if not refs:
+            raise PreferenceFormatError(path, lineno, "missing or empty 'refs'")
+        out[str(seg)] = refs
+    return out
+
+
+def load_thumb(path: str | Path, references: str | Path | None = None) -> pd.DataFrame:
+    """THumB 1.0 jsonl -> the tidy table (judgment kind `score`, model = system, rater = None)."""
+    path = Path(path)
+    ref_path = Path(references) if references is not None else path.parent / REFERENCES_FILE
+    if not ref_path.is_file():
+        raise PreferenceFormatError(
+            path,
+            None,
+            f"needs the references file {ref_path} ({REFERENCES_FILE} from THumB); put it next to "
+            "the scores or pass its path (--references)",
+        )
+    refs = read_thumb_references(ref_path)
+    rows = []
+    for lineno, obj in _io.jsonl_objects(path):
+        for key in ("SYS", "seg_id", "hyp", "image", "human_score"):
+            if obj.get(key) in (None, ""):
+                raise PreferenceFormatError(path, lineno, f"missing {key!r} (THumB 1.0 layout)")
+        seg = str(obj["seg_id"])
+        if seg not in refs:
+            raise PreferenceFormatError(path, lineno, f"seg_id {seg!r} has no references in {ref_path.name}")
+        for key in SCORE_KEYS:
+            if key in obj:
+                _io.number(path, lineno, obj[key], key)
+        rows.append(
+            {
+                "image": _io.text_field(path, lineno, obj["image"], "image"),
+                "candidate": normalize_space(_io.text_field(path, lineno, obj["hyp"], "hyp")),
+                "references": [normalize_space(r) for r in refs[seg]],
+                "judgment": float(obj["human_score"]),
+                "judgment_kind": "score",
+                "rater": None,
+                "model": str(obj["SYS"]),
+                "candidate_id": f"{seg}/{obj['SYS']}",
+                "source": f"{path.name}:{lineno}",
+            }
+        )
+    if not rows:
+        raise PreferenceFormatError(path, None, "no THumB rows")
+    systems = sorted({r["model"] for r in rows})
+    notes = [f"{len(rows)} captions of {len({r['image'] for r in rows})} images by {', '.join(systems)}"]
+    return make_table(rows, fmt="thumb", path=path, notes=notes)

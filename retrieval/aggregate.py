@@ -1,0 +1,131 @@
+"""Per-query metrics -> mAP overall, macro over groups, and per group: the averaging rules of the seeds.
+
+- ``overall``: mean over all queries (xView2-CIR's "Total", i-CIR's flattened mAP).
+- ``macro``: mean over groups of the group means (PatternCom's "Avg." over the 6 attribute types, xView2-CIR's
+  "Avg." over disasters, i-CIR's mean over instances).
+- A group's mean, ``group_mean="queries"``: the mean over all its queries. For PatternCom this is what rscir's
+  evaluate.py computes: every (query image, target value) pair of an attribute file is one entry of one list,
+  averaged once (issue 6). ``group_mean="subgroups"``: the mean over subgroups (e.g. target values) of their
+  means, the three-level reading of seed 000's Table 1 caption and DESIGN.md; offered by name, not the default.
+
+Queries without positives have NaN metrics; ``empty_positives`` says what they add: ``zero`` (count them as 0,
+as rscir's and i-CIR's code do), ``skip`` (leave them out), ``error`` (refuse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from retrieval.errors import EmptyPositivesError
+
+EMPTY_ACTIONS = ("zero", "skip", "error")
+GROUP_MEANS = ("queries", "subgroups")
+
+
+@dataclass
+class Summary:
+    overall: float
+    macro: float
+    per_group: dict[str, float]
+    per_subgroup: dict[str, float] = field(default_factory=dict)
+    group_counts: dict[str, int] = field(default_factory=dict)
+    n_queries: int = 0
+    n_empty: int = 0  # queries without positives (counted as 0, skipped, or refused per empty_positives)
+
+    def as_dict(self) -> dict:
+        return {
+            "overall": self.overall,
+            "macro": self.macro,
+            "per_group": self.per_group,
+            "per_subgroup": self.per_subgroup,
+            "group_counts": self.group_counts,
+            "n_queries": self.n_queries,
+            "n_empty": self.n_empty,
+        }
+
+
+def apply_empty_action(values: np.ndarray, empty_positives: str, *, what: str = "metric") -> np.ndarray:
+    """Values with NaN (queries without positives) replaced by 0 (``zero``), kept as NaN to be skipped
+    (``skip``), or refused (``error``)."""
+    if empty_positives not in EMPTY_ACTIONS:
+        raise ValueError(
+            f"empty_positives must be one of {', '.join(EMPTY_ACTIONS)}, got {empty_positives!r}"
+        )
+    values = np.asarray(values, dtype=np.float64)
+    empty = np.isnan(values)
+    if empty.any() and empty_positives == "error":
+        first = np.flatnonzero(empty)[:5].tolist()
+        raise EmptyPositivesError(
+            f"{int(empty.sum())} of {len(values)} queries have no positive, so their {what} is undefined "
+            f"(first query indices: {first}). Fix the positives, or choose empty_positives='zero' (count them "
+            "as 0, as the authors' code does) or 'skip'."
+        )
+    return np.where(empty, 0.0, values) if empty_positives == "zero" else values
+
+
+def _ordered(names: Sequence[str], order: Sequence[str] | None) -> list[str]:
+    seen = list(dict.fromkeys(names))
+    if not order:
+        return seen
+    first = [g for g in order if g in set(seen)]
+    return first + [g for g in seen if g not in set(first)]
+
+
+def _nanmean(x: np.ndarray) -> float:
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else float("nan")
+
+
+def summarize(
+    values: np.ndarray,
+    groups: Sequence[str],
+    *,
+    subgroups: Sequence[str] | None = None,
+    empty_positives: str = "zero",
+    group_mean: str = "queries",
+    order: Sequence[str] | None = None,
+    what: str = "metric",
+) -> Summary:
+    """Overall, macro and per-group means of one per-query metric (see the module docstring).
+
+    Args:
+        values: (Q,) per-query values, NaN for queries without positives.
+        groups: (Q,) group of each query; `subgroups` likewise (needed for ``group_mean="subgroups"``).
+        order: preferred group order for the per-group dict (e.g. the seed table's column order).
+    """
+    if group_mean not in GROUP_MEANS:
+        raise ValueError(f"group_mean must be one of {', '.join(GROUP_MEANS)}, got {group_mean!r}")
+    raw = np.asarray(values, dtype=np.float64)
+    if len(groups) != len(raw):
+        raise ValueError(f"expected one group per query ({len(raw)}), got {len(groups)}")
+    if group_mean == "subgroups" and (subgroups is None or len(subgroups) != len(raw)):
+        raise ValueError("group_mean='subgroups' needs one subgroup per query")
+    vals = apply_empty_action(raw, empty_positives, what=what)
+    groups_arr = np.asarray(groups, dtype=object)
+    sub_arr = np.asarray(subgroups, dtype=object) if subgroups is not None else None
+
+    per_group, counts, per_sub = {}, {}, {}
+    for g in _ordered(list(groups_arr), order):
+        mask = groups_arr == g
+        counts[str(g)] = int(mask.sum())
+        if group_mean == "subgroups":
+            subs = [_nanmean(vals[mask & (sub_arr == s)]) for s in dict.fromkeys(sub_arr[mask])]
+            per_group[str(g)] = _nanmean(np.asarray(subs))
+        else:
+            per_group[str(g)] = _nanmean(vals[mask])
+    if sub_arr is not None:
+        for s in dict.fromkeys(sub_arr):
+            per_sub[str(s)] = _nanmean(vals[sub_arr == s])
+    macro = _nanmean(np.asarray(list(per_group.values()), dtype=np.float64))
+    return Summary(
+        overall=_nanmean(vals),
+        macro=macro,
+        per_group=per_group,
+        per_subgroup=per_sub,
+        group_counts=counts,
+        n_queries=len(raw),
+        n_empty=int(np.isnan(raw).sum()),
+    )

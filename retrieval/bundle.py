@@ -1,0 +1,222 @@
+"""The features-level bundle: one .npz holding everything `reconscore retrieve-eval` needs, for users who bring
+their own embeddings (no model is loaded).
+
+Keys (Q queries, N database items, D dimensions; float arrays float32 with L2-normalised rows):
+
+    query_image      float32 [Q, D]   reference-image embeddings
+    query_text       float32 [Q, D]   modifier-text embeddings
+    database         float32 [N, D]   database-image embeddings
+    positives        int     [P, 2]   (query index, database index) pairs
+    query_group      str     [Q]      group of each query (macro mAP is over groups)
+    query_subgroup   str     [Q]      optional (e.g. target value; group_mean="subgroups")
+    database_group   str     [N]      optional, with query_db_group: a query ranks only the database items
+    query_db_group   str     [Q]      of its group (i-CIR's per-instance databases)
+    corpus_pos       float32 [Cp, D]  optional, BASIC: positive (object) text corpus
+    corpus_neg       float32 [Cn, D]  optional, BASIC: negative (style) text corpus
+    image_mean       float32 [D]      optional, BASIC: image centring mean (e.g. LAION-1M); not normalised
+    text_mean        float32 [D]      optional, BASIC: text centring mean; not normalised
+    norm_image       float32 [M, D]   optional, BASIC: min-normalisation reference images
+    norm_text        float32 [M, D]   optional, BASIC: min-normalisation reference texts
+    exclude          int     [E, 2]   optional, (query, database) pairs never ranked (CIRR: the reference)
+    query_id         str     [Q]      optional identifiers
+
+Strings must be numpy unicode arrays (``np.array(names, dtype=str)``); object arrays would need pickle, which
+we refuse to load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from recon_score.cache import atomic_write_bytes
+from recon_score.errors import InputError
+from retrieval.data import EvalData, check_normalised
+from retrieval.errors import BundleError
+from retrieval.methods.base import Resources
+
+REQUIRED = ("query_image", "query_text", "database", "positives", "query_group")
+OPTIONAL = (
+    "query_subgroup",
+    "database_group",
+    "query_db_group",
+    "corpus_pos",
+    "corpus_neg",
+    "image_mean",
+    "text_mean",
+    "norm_image",
+    "norm_text",
+    "exclude",
+    "query_id",
+)
+_NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
+_STRINGS = ("query_group", "query_subgroup", "database_group", "query_db_group", "query_id")
+
+
+@dataclass
+class Bundle:
+    path: Path
+    data: EvalData
+    resources: Resources
+
+
+def _strings(arr: np.ndarray, key: str, path: str) -> list[str]:
+    if arr.dtype.kind not in ("U", "S"):
+        raise BundleError(
+            path,
+            key,
+            f"must be a string array, got dtype {arr.dtype}",
+            "Save it with np.array(names, dtype=str).",
+        )
+    if arr.ndim != 1:
+        raise BundleError(path, key, f"must be 1-D, got shape {arr.shape}", "Save one name per row.")
+    return [str(x) for x in arr.tolist()]
+
+
+def _float(arr: np.ndarray, key: str, path: str, *, ndim: int) -> torch.Tensor:
+    if arr.dtype != np.float32:
+        raise BundleError(
+            path, key, f"must be float32, got {arr.dtype}", "Convert with arr.astype(np.float32)."
+        )
+    if arr.ndim != ndim:
+        raise BundleError(
+            path,
+            key,
+            f"must have {ndim} dimensions, got shape {arr.shape}",
+            "See the bundle format in the README.",
+        )
+    return torch.from_numpy(np.ascontiguousarray(arr))
+
+
+def _pairs(arr: np.ndarray, key: str, path: str) -> torch.Tensor:
+    if arr.dtype.kind not in ("i", "u") or arr.ndim != 2 or arr.shape[1] != 2:
+        raise BundleError(
+            path,
+            key,
+            f"must be an integer array of shape (P, 2), got {arr.dtype} {arr.shape}",
+            "Store (query index, database index) rows.",
+        )
+    return torch.from_numpy(arr.astype(np.int64))
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    """Read and validate a bundle; every problem names the key and the fix.
+
+    Raises:
+        BundleError: a key is missing, unknown, misshapen, of the wrong dtype or not normalised.
+    """
+    path = Path(path)
+    where = str(path)
+    if not path.is_file():
+        raise InputError(f"bundle {path} does not exist")
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except ValueError as err:
+        raise InputError(
+            f"{path} is not a readable .npz without pickle ({err}); store strings as np.str_ arrays"
+        ) from err
+    with npz:
+        keys = set(npz.files)
+        missing = [k for k in REQUIRED if k not in keys]
+        if missing:
+            raise BundleError(where, missing[0], "is missing", f"A bundle needs {', '.join(REQUIRED)}.")
+        unknown = sorted(keys - set(REQUIRED) - set(OPTIONAL))
+        if unknown:
+            raise BundleError(
+                where, unknown[0], "is not a bundle key", f"Known keys: {', '.join(REQUIRED + OPTIONAL)}."
+            )
+        try:
+            arrays = {k: npz[k] for k in keys}
+        except ValueError as err:
+            raise InputError(
+                f"{path}: an array needs pickle to load ({err}); store strings with dtype=str"
+            ) from err
+
+    tensors = {}
+    for key in (
+        "query_image",
+        "query_text",
+        "database",
+        "corpus_pos",
+        "corpus_neg",
+        "norm_image",
+        "norm_text",
+    ):
+        if key in arrays:
+            tensors[key] = _float(arrays[key], key, where, ndim=2)
+    for key in ("image_mean", "text_mean"):
+        if key in arrays:
+            tensors[key] = _float(arrays[key], key, where, ndim=1)
+    strings = {k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays}
+    dim = tensors["database"].shape[1]
+    for key, t in tensors.items():
+        if t.shape[-1] != dim:
+            raise BundleError(
+                where, key, f"has dimension {t.shape[-1]}, the database has {dim}", "Use one embedding space."
+            )
+    for key in _NORMALISED:
+        if key in tensors:
+            try:
+                check_normalised(tensors[key], key, where=where)
+            except InputError as err:
+                raise BundleError(
+                    where, key, "rows are not L2-normalised", str(err).split(": ", 1)[-1]
+                ) from None
+
+    data = EvalData(
+        query_image=tensors["query_image"],
+        query_text=tensors["query_text"],
+        database=tensors["database"],
+        positives=_pairs(arrays["positives"], "positives", where),
+        query_group=strings["query_group"],
+        query_subgroup=strings.get("query_subgroup"),
+        database_group=strings.get("database_group"),
+        query_db_group=strings.get("query_db_group"),
+        exclude=_pairs(arrays["exclude"], "exclude", where) if "exclude" in arrays else None,
+        query_ids=strings.get("query_id"),
+    ).validate(where=where)
+    resources = Resources(
+        corpus_pos=tensors.get("corpus_pos"),
+        corpus_neg=tensors.get("corpus_neg"),
+        image_mean=tensors.get("image_mean"),
+        text_mean=tensors.get("text_mean"),
+        norm_image=tensors.get("norm_image"),
+        norm_text=tensors.get("norm_text"),
+    )
+    return Bundle(path=path, data=data, resources=resources)
+
+
+def save_bundle(path: str | Path, data: EvalData, resources: Resources | None = None) -> Path:
+    """Write `data` (and BASIC's corpora/means from `resources`) as a bundle, atomically."""
+    import io
+
+    data.validate()
+    r = resources or Resources()
+    arrays: dict[str, np.ndarray] = {
+        "query_image": data.query_image.numpy(),
+        "query_text": data.query_text.numpy(),
+        "database": data.database.numpy(),
+        "positives": data.positives.numpy().astype(np.int64),
+        "query_group": np.array(data.query_group, dtype=str),
+    }
+    optional_strings = {
+        "query_subgroup": data.query_subgroup,
+        "database_group": data.database_group,
+        "query_db_group": data.query_db_group,
+        "query_id": data.query_ids,
+    }
+    arrays.update({k: np.array(v, dtype=str) for k, v in optional_strings.items() if v is not None})
+    if data.exclude is not None:
+        arrays["exclude"] = data.exclude.numpy().astype(np.int64)
+    for key in ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text"):
+        value = getattr(r, key)
+        if value is not None:
+            arrays[key] = value.float().numpy()
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    path = Path(path)
+    atomic_write_bytes(path, buf.getvalue())
+    return path

@@ -1,0 +1,143 @@
+"""The features-level view of a composed retrieval benchmark: what methods and metrics need, nothing about
+files. A benchmark run builds it from cached features; a user's .npz bundle (retrieval.bundle) maps onto it
+one key to one field."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from recon_score.errors import InputError
+
+NORM_TOLERANCE = 1e-3
+
+
+@dataclass
+class EvalData:
+    """Queries, database and relevance as tensors.
+
+    Attributes:
+        query_image: (Q, D) reference-image embeddings, L2-normalised.
+        query_text: (Q, D) modifier-text embeddings, L2-normalised.
+        database: (N, D) database embeddings, L2-normalised.
+        positives: (P, 2) long, (query index, database index) pairs.
+        query_group: Q group names (attribute type, disaster, instance ...): the macro mean is over these.
+        query_subgroup: optional Q subgroup names (target value, EDIR subcategory).
+        database_group, query_db_group: optional N and Q names; a query ranks only the database items of its
+            group (i-CIR's per-instance databases, FashionIQ's per-category galleries).
+        exclude: optional (E, 2) long pairs never ranked for that query (CIRR: the reference image).
+        query_ids: optional Q identifiers for per-query outputs.
+    """
+
+    query_image: Tensor
+    query_text: Tensor
+    database: Tensor
+    positives: Tensor
+    query_group: list[str]
+    query_subgroup: list[str] | None = None
+    database_group: list[str] | None = None
+    query_db_group: list[str] | None = None
+    exclude: Tensor | None = None
+    query_ids: list[str] | None = None
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.query_image.shape[0])
+
+    @property
+    def n_database(self) -> int:
+        return int(self.database.shape[0])
+
+    def validate(self, *, where: str = "EvalData") -> EvalData:
+        """Shapes, normalisation and index ranges; raises InputError naming the field and the fix."""
+        q, n = self.n_queries, self.n_database
+        d = self.database.shape[1] if self.database.ndim == 2 else None
+        for name, t, rows in (("query_image", self.query_image, q), ("query_text", self.query_text, q)):
+            if t.ndim != 2 or t.shape[0] != rows or t.shape[1] != d:
+                raise InputError(f"{where}: {name} must be ({q}, {d}), got {tuple(t.shape)}")
+        for name, t in (
+            ("query_image", self.query_image),
+            ("query_text", self.query_text),
+            ("database", self.database),
+        ):
+            check_normalised(t, name, where=where)
+        _check_pairs(self.positives, q, n, "positives", where)
+        if self.exclude is not None:
+            _check_pairs(self.exclude, q, n, "exclude", where)
+        _check_len(self.query_group, q, "query_group", where)
+        _check_len(self.query_subgroup, q, "query_subgroup", where)
+        _check_len(self.query_ids, q, "query_ids", where)
+        _check_len(self.database_group, n, "database_group", where)
+        _check_len(self.query_db_group, q, "query_db_group", where)
+        if (self.database_group is None) != (self.query_db_group is None):
+            raise InputError(
+                f"{where}: database_group and query_db_group go together (a query ranks the database items of "
+                "its group); give both or neither"
+            )
+        if self.database_group is not None and len(self.positives):
+            names, codes = np.unique(
+                np.asarray(list(self.query_db_group) + list(self.database_group), dtype=object).astype(str),
+                return_inverse=True,
+            )
+            q_codes, d_codes = codes[:q], codes[q:]
+            pairs = self.positives.numpy()
+            bad = np.flatnonzero(q_codes[pairs[:, 0]] != d_codes[pairs[:, 1]])
+            if bad.size:
+                qi, di = pairs[bad[0]].tolist()
+                raise InputError(
+                    f"{where}: {bad.size} positive pairs lie outside the query's database group, e.g. query {qi} "
+                    f"(group {names[q_codes[qi]]!r}) -> database item {di} (group {names[d_codes[di]]!r}); such a "
+                    "positive can never be retrieved. Fix database_group/query_db_group or the positives."
+                )
+        return self
+
+    def db_groups(self) -> list[tuple[str | None, Tensor, Tensor]]:
+        """(group, query indices, database indices) per database group; one entry (None, all, all) without."""
+        if self.database_group is None:
+            return [(None, torch.arange(self.n_queries), torch.arange(self.n_database))]
+        q_names = np.asarray(self.query_db_group, dtype=object)
+        d_names = np.asarray(self.database_group, dtype=object)
+        out = []
+        for g in dict.fromkeys(self.query_db_group):
+            qi = torch.from_numpy(np.flatnonzero(q_names == g))
+            di = torch.from_numpy(np.flatnonzero(d_names == g))
+            out.append((g, qi, di))
+        return out
+
+
+def check_normalised(t: Tensor, name: str, *, where: str = "EvalData") -> None:
+    if t.dtype != torch.float32:
+        raise InputError(f"{where}: {name} must be float32, got {t.dtype}")
+    if t.numel() == 0:
+        return
+    if not torch.isfinite(t).all():
+        raise InputError(f"{where}: {name} has NaN or infinite values")
+    norms = t.norm(dim=-1)
+    worst = int((norms - 1).abs().argmax())
+    if abs(float(norms[worst]) - 1.0) > NORM_TOLERANCE:
+        raise InputError(
+            f"{where}: {name} rows must be L2-normalised (row {worst} has norm {float(norms[worst]):.4f}); "
+            "divide each row by its norm before saving"
+        )
+
+
+def _check_pairs(t: Tensor, q: int, n: int, name: str, where: str) -> None:
+    if t.ndim != 2 or t.shape[1] != 2 or t.dtype not in (torch.int64, torch.int32):
+        raise InputError(
+            f"{where}: {name} must be an integer array of shape (P, 2), got {tuple(t.shape)} {t.dtype}"
+        )
+    if len(t) and (int(t[:, 0].min()) < 0 or int(t[:, 0].max()) >= q):
+        raise InputError(f"{where}: {name}[:, 0] must be query indices in [0, {q}), got {int(t[:, 0].max())}")
+    if len(t) and (int(t[:, 1].min()) < 0 or int(t[:, 1].max()) >= n):
+        raise InputError(
+            f"{where}: {name}[:, 1] must be database indices in [0, {n}), got {int(t[:, 1].max())}"
+        )
+
+
+def _check_len(values: Sequence | None, expected: int, name: str, where: str) -> None:
+    if values is not None and len(values) != expected:
+        raise InputError(f"{where}: {name} must have {expected} entries, got {len(values)}")

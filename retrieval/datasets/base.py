@@ -1,0 +1,172 @@
+"""What every benchmark loader returns: queries (reference image, text, group/subgroup), a database of image
+paths, positives, and the evaluation protocol of its paper. Paths are relative to the benchmark root and are
+checked to exist (and not to leave the root) when the benchmark is loaded, so a misspelt row fails before any
+feature is extracted."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recon_score.images import resolve_under
+from retrieval.errors import DatasetLayoutError
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How a benchmark's paper evaluates.
+
+    ap: "non-interpolated" | "trapezoidal" (retrieval.metrics); ks: cut-offs for recall/hit/precision; map_at:
+    CIRCO's mAP@K cut-offs; headline: the metrics of the seed table (per-query names, e.g. "ap", "hit@1",
+    "map@5"); group_order: the table's column order; source: where the protocol comes from.
+    """
+
+    ap: str
+    ks: tuple[int, ...]
+    headline: tuple[str, ...]
+    source: str
+    map_at: tuple[int, ...] = ()
+    group_order: tuple[str, ...] = ()
+    subgroup_table: bool = False  # also tabulate per subgroup (EDIR's subcategories)
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    reference: str  # image path relative to the root
+    text: str
+    group: str
+    subgroup: str = ""
+    db_group: str | None = None  # i-CIR instance, FashionIQ category: the query searches only that database
+    extra: dict = field(default_factory=dict)  # kept in the per-query output (target, CIRCO aspects, ...)
+
+
+@dataclass
+class Benchmark:
+    name: str
+    root: Path
+    queries: list[Query]
+    database: list[str]  # image paths relative to the root
+    positives: list[tuple[int, int]]  # (query index, database index)
+    protocol: Protocol
+    database_group: list[str] | None = None
+    exclude: list[tuple[int, int]] = field(default_factory=list)
+    options: dict = field(default_factory=dict)  # the loader options used (recorded in run.json)
+    notes: list[str] = field(default_factory=list)
+
+    def limit(self, n: int | None) -> Benchmark:
+        """The first `n` queries only (a quick look; the database is unchanged)."""
+        if n is None or n >= len(self.queries):
+            return self
+        keep = lambda pairs: [(q, d) for q, d in pairs if q < n]  # noqa: E731
+        return dataclasses.replace(
+            self, queries=self.queries[:n], positives=keep(self.positives), exclude=keep(self.exclude)
+        )
+
+    def image_paths(self) -> list[str]:
+        """Every image the run needs (database, then references not in the database), each once."""
+        seen = dict.fromkeys(self.database)
+        for q in self.queries:
+            seen.setdefault(q.reference)
+        return list(seen)
+
+    def texts(self) -> list[str]:
+        return list(dict.fromkeys(q.text for q in self.queries))
+
+    def summary(self) -> dict:
+        return {
+            "benchmark": self.name,
+            "root": str(self.root),
+            "queries": len(self.queries),
+            "database": len(self.database),
+            "positives": len(self.positives),
+            "groups": list(dict.fromkeys(q.group for q in self.queries)),
+            "options": self.options,
+            "protocol": dataclasses.asdict(self.protocol),
+            "notes": self.notes,
+        }
+
+
+# -- helpers shared by the loaders --------------------------------------------------------------------------------
+def find_file(root: Path, candidates: Sequence[str], what: str, *, given: Path | None = None) -> Path:
+    """The first existing candidate under root (or `given`); an error listing every place looked at."""
+    if given is not None:
+        if not given.is_file():
+            raise DatasetLayoutError(f"{what}: {given} does not exist")
+        return given
+    for c in candidates:
+        p = root / c
+        if p.is_file():
+            return p
+    looked = ", ".join(str(root / c) for c in candidates)
+    raise DatasetLayoutError(
+        f"{what} not found; looked for {looked}. Check --root, or pass --annotations FILE."
+    )
+
+
+def check_images(root: Path, paths: Iterable[str], what: str) -> None:
+    """Every path must exist under root; the error names the first missing ones."""
+    missing = []
+    for rel in paths:
+        try:
+            p = resolve_under(root, rel)
+        except Exception as err:
+            raise DatasetLayoutError(f"{what}: {rel!r} {err}") from err
+        if not p.is_file():
+            missing.append(rel)
+            if len(missing) >= 5:
+                break
+    if missing:
+        raise DatasetLayoutError(
+            f"{what}: image(s) not found under {root}: {', '.join(missing)}. Check --root (images are read "
+            "relative to it) or the annotation file."
+        )
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DatasetLayoutError(f"{path} is not valid JSON: {err}") from err
+
+
+def read_csv_rows(path: Path) -> list[list[str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
+
+
+def parse_options(cls: type, values: dict[str, Any], *, benchmark: str) -> Any:
+    """A loader's option dataclass from `--option KEY=VALUE` strings, with an error listing the valid keys."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for key, raw in values.items():
+        if key not in fields:
+            raise DatasetLayoutError(
+                f"benchmark {benchmark!r} has no option {key!r}; its options are: {', '.join(sorted(fields)) or '(none)'}"
+            )
+        hint = hints[key]
+        if isinstance(raw, str) and hint is bool:
+            if raw.strip().lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise DatasetLayoutError(
+                    f"benchmark {benchmark!r}: option {key} expects true or false, got {raw!r}"
+                )
+            raw = raw.strip().lower() in ("1", "true", "yes", "on")
+        elif isinstance(raw, str) and hint is int:
+            try:
+                raw = int(raw)
+            except ValueError:
+                raise DatasetLayoutError(
+                    f"benchmark {benchmark!r}: option {key} expects an integer, got {raw!r}"
+                ) from None
+        out[key] = raw
+    try:
+        return cls(**out)
+    except ValueError as err:
+        raise DatasetLayoutError(f"benchmark {benchmark!r}: {err}") from err

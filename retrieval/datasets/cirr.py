@@ -1,0 +1,90 @@
+"""CIRR (Liu et al., ICCV 2021), validation split, in Cuberick-Orion/CIRR's layout::
+
+    ROOT/captions/cap.rc2.val.json        (also ROOT/cirr/captions/..., or ROOT/cirr_cap.rc2.val.json)
+    ROOT/image_splits/split.rc2.val.json  (also ROOT/cirr/image_splits/..., or ROOT/cirr_split.rc2.val.json)
+    ROOT/dev/dev-*.png                    (the split file maps names to paths like ./dev/dev-244-0-img0.png)
+
+The gallery is every image of the split; each query's reference image is removed from its own ranking (CIRR's
+protocol, repeated in seed 001 appendix B); the positive is ``target_hard``. Recall@K = hit@K for K = 1, 5,
+10, 50. Recall_subset (ranking within ``img_set``) is not computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval.datasets.base import (
+    Benchmark,
+    Protocol,
+    Query,
+    check_images,
+    find_file,
+    parse_options,
+    read_json,
+)
+from retrieval.errors import DatasetLayoutError
+
+PROTOCOL = Protocol(
+    ap="non-interpolated",
+    ks=(1, 5, 10, 50),
+    headline=("hit@1", "hit@5", "hit@10", "hit@50"),
+    source="CIRR (Liu et al. 2021): Recall@K without the reference image; seed 001 appendix B (Recall@1)",
+)
+
+
+@dataclass(frozen=True)
+class CirrOptions:
+    split: str = "val"
+
+
+def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:
+    opts = parse_options(CirrOptions, options, benchmark="cirr")
+    root, s = Path(root), opts.split
+    caps = find_file(
+        root,
+        [f"captions/cap.rc2.{s}.json", f"cirr/captions/cap.rc2.{s}.json", f"cirr_cap.rc2.{s}.json"],
+        "CIRR captions",
+        given=annotations,
+    )
+    split = find_file(
+        root,
+        [
+            f"image_splits/split.rc2.{s}.json",
+            f"cirr/image_splits/split.rc2.{s}.json",
+            f"cirr_split.rc2.{s}.json",
+        ],
+        "CIRR image split",
+    )
+    names = read_json(split)
+    database = [str(Path(p)) for p in names.values()]  # Path() drops the leading "./"
+    index = {name: i for i, name in enumerate(names)}
+    queries, positives, exclude = [], [], []
+    for rec in read_json(caps):
+        ref, target = rec["reference"], rec.get("target_hard")
+        if ref not in index or (target is not None and target not in index):
+            raise DatasetLayoutError(f"{caps}: pair {rec['pairid']} names an image missing from {split}")
+        qi = len(queries)
+        queries.append(
+            Query(
+                id=str(rec["pairid"]),
+                reference=database[index[ref]],
+                text=rec["caption"].strip(),
+                group="cirr",
+                extra={"target": target, "img_set": "|".join(rec.get("img_set", {}).get("members", []))},
+            )
+        )
+        if target is not None:
+            positives.append((qi, index[target]))
+        exclude.append((qi, index[ref]))
+    check_images(root, database, "CIRR gallery")
+    return Benchmark(
+        name="cirr",
+        root=root,
+        queries=queries,
+        database=database,
+        positives=positives,
+        exclude=exclude,
+        protocol=PROTOCOL,
+        options={"split": s, "captions": str(caps), "image_split": str(split)},
+    )

@@ -1,0 +1,123 @@
+"""EDIR (Song et al., 2026; seed 001): 5,000 queries from image editing in 5 categories and 15 subcategories,
+one target each, scored by Recall@1 (and Recall@3, appendix B.3) per subcategory and category.
+
+The paper does not fix a file layout for its release, so reconscore reads this documented one::
+
+    ROOT/edir.jsonl          one query per line: {"id", "reference", "text", "target", "category",
+                             "subcategory"} (also accepted: query_image, query, target_image, sub_category)
+    ROOT/gallery.txt         database image paths, one per line (the paper's 178,645-image gallery);
+                             without it, every image under ROOT/images/ (sorted)
+
+MLLM embedders in the paper receive the instruction "Given an image, find a similar image satisfying the
+query." (appendix B); CLIP-style methods here do not use instructions, so it is recorded, not applied.
+Option ``exclude_reference`` (default false) removes each query's reference image from its ranking.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file, parse_options
+from retrieval.errors import DatasetLayoutError
+
+INSTRUCTION = "Given an image, find a similar image satisfying the query."
+CATEGORIES = ("attribute", "object", "relationship", "global environment", "complex")
+PROTOCOL = Protocol(
+    ap="non-interpolated",
+    ks=(1, 3, 5, 10),
+    headline=("hit@1", "hit@3"),
+    group_order=CATEGORIES,
+    subgroup_table=True,
+    source="seed 001 (EDIR): Recall@1 per subcategory and category (Sec. 4), Recall@3 (appendix B.3)",
+)
+_ALIASES = {
+    "reference": ("reference", "query_image", "reference_image"),
+    "text": ("text", "query", "instruction_query", "modification"),
+    "target": ("target", "target_image"),
+    "category": ("category",),
+    "subcategory": ("subcategory", "sub_category"),
+}
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp", ".tif", ".tiff"}
+
+
+@dataclass(frozen=True)
+class EdirOptions:
+    exclude_reference: bool = False
+
+
+def _field(record: dict, name: str, where: str) -> str:
+    for key in _ALIASES[name]:
+        if key in record and record[key] is not None:
+            return str(record[key]).strip()
+    raise DatasetLayoutError(f"{where}: missing {name!r} (accepted keys: {', '.join(_ALIASES[name])})")
+
+
+def _records(path: Path) -> list[dict]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        data = json.loads(text)
+        return data if isinstance(data, list) else data["queries"]
+    out = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise DatasetLayoutError(f"{path}: line {n} is not valid JSON: {err}") from err
+    return out
+
+
+def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:
+    opts = parse_options(EdirOptions, options, benchmark="edir")
+    root = Path(root)
+    path = find_file(
+        root, ["edir.jsonl", "edir.json", "annotations.jsonl"], "EDIR query file", given=annotations
+    )
+    gallery_file = root / "gallery.txt"
+    notes = [f"instruction for MLLM embedders (recorded, not applied): {INSTRUCTION}"]
+    if gallery_file.is_file():
+        database = [ln.strip() for ln in gallery_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    elif (root / "images").is_dir():
+        database = sorted(
+            str(p.relative_to(root))
+            for p in (root / "images").rglob("*")
+            if p.suffix.lower() in _IMAGE_SUFFIXES
+        )
+        notes.append("gallery.txt not found: the gallery is every image under images/, sorted by path")
+    else:
+        raise DatasetLayoutError(f"EDIR: neither {gallery_file} nor {root / 'images'}/ exists under --root")
+    index = {p: i for i, p in enumerate(database)}
+    queries, positives, exclude = [], [], []
+    for n, rec in enumerate(_records(path), start=1):
+        where = f"{path}: query {n}"
+        ref, target = _field(rec, "reference", where), _field(rec, "target", where)
+        if target not in index:
+            raise DatasetLayoutError(f"{where}: target {target!r} is not in the gallery")
+        qi = len(queries)
+        queries.append(
+            Query(
+                id=str(rec.get("id", n)),
+                reference=ref,
+                text=_field(rec, "text", where),
+                group=_field(rec, "category", where).lower(),
+                subgroup=_field(rec, "subcategory", where).lower(),
+                extra={"target": target},
+            )
+        )
+        positives.append((qi, index[target]))
+        if opts.exclude_reference and ref in index:
+            exclude.append((qi, index[ref]))
+    check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "EDIR")
+    return Benchmark(
+        name="edir",
+        root=root,
+        queries=queries,
+        database=database,
+        positives=positives,
+        exclude=exclude,
+        protocol=PROTOCOL,
+        options={"exclude_reference": opts.exclude_reference, "annotations": str(path)},
+        notes=notes,
+    )

@@ -1,0 +1,95 @@
+"""i-CIR (Psomas et al., NeurIPS 2025; seed 002), the folder layout of the release (icir_v1.0.0.tar.gz)::
+
+    ROOT/query_files.csv       rows: image_path, text, instance   (one composed query per row)
+    ROOT/database_files.csv    rows: image_path, text, instance   (text: the modification the image shows)
+    ROOT/query/ ROOT/database/ images, paths relative to ROOT     (annotations/ may hold the two CSVs)
+
+Protocol of billpsomas/icir (run_retrieval.py, utils_retrieval.map_calc_icir, utils.compute_ap):
+- each instance has its own database, shared by its queries and no other instance (db group = instance);
+- relevant: same instance AND database text == query text; all other items, hard negatives or not, count
+  equally;
+- AP trapezoidal; mAP macro = mean over instances of the mean AP within the instance ("mmAP"), also flattened
+  over all queries ("mAP").
+
+Rows are split on commas with the csv module (the authors' ``line.split(",")`` would break on a text with a
+comma); a header row ("image_path,text,instance") is skipped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file, read_csv_rows
+from retrieval.errors import DatasetLayoutError
+
+PROTOCOL = Protocol(
+    ap="trapezoidal",
+    ks=(1, 5, 10),
+    headline=("ap",),
+    source="billpsomas/icir run_retrieval.py (per-instance databases, mmAP over instances) + utils.compute_ap",
+)
+_HEADER_CELLS = {"image", "image_path", "path", "file", "filename"}
+
+
+def _rows(path: Path) -> list[tuple[str, str, str]]:
+    rows = read_csv_rows(path)
+    if rows and rows[0][0].strip().lower() in _HEADER_CELLS:
+        rows = rows[1:]
+    out = []
+    for n, row in enumerate(rows, start=1):
+        if len(row) < 3:
+            raise DatasetLayoutError(
+                f"{path}: row {n} has {len(row)} columns, expected image_path,text,instance"
+            )
+        out.append((row[0].strip(), row[1].strip(), row[2].strip()))
+    return out
+
+
+def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:
+    if options:
+        raise DatasetLayoutError(f"benchmark 'icir' has no options; got {', '.join(options)}")
+    root = Path(root)
+    folder = Path(annotations) if annotations is not None else None
+    where = [folder] if folder else [root, root / "annotations"]
+    qfile = next((d / "query_files.csv" for d in where if (d / "query_files.csv").is_file()), None)
+    dfile = next((d / "database_files.csv" for d in where if (d / "database_files.csv").is_file()), None)
+    if qfile is None or dfile is None:
+        find_file(root, ["query_files.csv", "annotations/query_files.csv"], "i-CIR query_files.csv")
+        find_file(root, ["database_files.csv", "annotations/database_files.csv"], "i-CIR database_files.csv")
+    q_rows, d_rows = _rows(qfile), _rows(dfile)
+    database = [r[0] for r in d_rows]
+    database_group = [r[2] for r in d_rows]
+    members: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, (_, text, instance) in enumerate(d_rows):
+        members[(instance, text)].append(i)
+    instances = set(database_group)
+    queries, positives = [], []
+    for n, (image, text, instance) in enumerate(q_rows, start=1):
+        if instance not in instances:
+            raise DatasetLayoutError(
+                f"{qfile}: row {n} names instance {instance!r}, which has no database images"
+            )
+        qi = len(queries)
+        queries.append(
+            Query(
+                id=f"{instance}/{Path(image).stem}/{text}",
+                reference=image,
+                text=text,
+                group=instance,
+                subgroup=text,
+                db_group=instance,
+            )
+        )
+        positives.extend((qi, d) for d in members[(instance, text)])
+    check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "i-CIR")
+    return Benchmark(
+        name="icir",
+        root=root,
+        queries=queries,
+        database=database,
+        database_group=database_group,
+        positives=positives,
+        protocol=PROTOCOL,
+        options={"query_files": str(qfile), "database_files": str(dfile)},
+    )

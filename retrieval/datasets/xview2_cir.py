@@ -1,0 +1,104 @@
+"""xView2-CIR (seed 000, Sec. 4.1 and A.1 Table 5): a pre-disaster image plus "post <disaster>" retrieves the
+post-disaster image of the same location, its single positive.
+
+Layout: ``ROOT/<image paths of the CSV>`` (xView2's ``test/images/...``) and the query table
+(billpsomas/rscir's xview2_cir.csv, columns image, query_default, query_alt1, query_alt2, target) at
+``ROOT/xview2_cir.csv`` or given with --annotations. Options: ``phrasing`` = default | alt1 | alt2 (seed 000
+A.6 Table 9: "post fire", "burned area", "fire-affected region"); ``database`` = pre+post (default: every image
+of the table, so the query's own pre-event image and other locations' post-event images are negatives, as
+Sec. 4.1 describes) or post (post-event images only).
+
+Groups are the disasters in seed 000 Table 3's order (hurricane, wildfire, flood, tsunami, earthquake,
+volcano), read from the default phrasing; "Avg." is the macro mean, "Total" the overall mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval.datasets.base import (
+    Benchmark,
+    Protocol,
+    Query,
+    check_images,
+    find_file,
+    parse_options,
+    read_csv_rows,
+)
+from retrieval.errors import DatasetLayoutError
+
+DISASTERS = ("hurricane", "wildfire", "flood", "tsunami", "earthquake", "volcano")
+_ALIASES = {"fire": "wildfire"}
+COLUMNS = ("image", "query_default", "query_alt1", "query_alt2", "target")
+PROTOCOL = Protocol(
+    ap="non-interpolated",
+    ks=(1, 5, 10),
+    headline=("ap",),
+    group_order=DISASTERS,
+    source="seed 000 Sec. 4.1, Table 3 (per-disaster mAP, Avg. = macro, Total = overall); rscir's AP",
+)
+
+
+@dataclass(frozen=True)
+class XView2Options:
+    phrasing: str = "default"
+    database: str = "pre+post"
+
+    def __post_init__(self):
+        if self.phrasing not in ("default", "alt1", "alt2"):
+            raise ValueError(f"phrasing must be default, alt1 or alt2, got {self.phrasing!r}")
+        if self.database not in ("pre+post", "post"):
+            raise ValueError(f"database must be pre+post or post, got {self.database!r}")
+
+
+def disaster(default_query: str) -> str:
+    word = default_query.strip().lower().removeprefix("post").strip(" -_")
+    return _ALIASES.get(word, word)
+
+
+def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:
+    opts = parse_options(XView2Options, options, benchmark="xview2-cir")
+    root = Path(root)
+    table = find_file(root, ["xview2_cir.csv"], "xView2-CIR query table", given=annotations)
+    rows = read_csv_rows(table)
+    if not rows or [c.strip() for c in rows[0][:5]] != list(COLUMNS):
+        raise DatasetLayoutError(f"{table}: expected the header {','.join(COLUMNS)}")
+    rows = rows[1:]
+    column = COLUMNS.index(f"query_{opts.phrasing}")
+    database: list[str] = []
+    index: dict[str, int] = {}
+
+    def add(path: str) -> int:
+        if path not in index:
+            index[path] = len(database)
+            database.append(path)
+        return index[path]
+
+    queries, positives = [], []
+    for n, row in enumerate(rows, start=2):
+        if len(row) < 5:
+            raise DatasetLayoutError(f"{table}: line {n} has {len(row)} columns, expected 5")
+        pre, target = row[0].strip(), row[4].strip()
+        if opts.database == "pre+post":
+            add(pre)
+        positives.append((len(queries), add(target)))
+        queries.append(
+            Query(
+                id=Path(pre).stem,
+                reference=pre,
+                text=row[column].strip(),
+                group=disaster(row[1]),
+                extra={"target": target},
+            )
+        )
+    check_images(root, database + [q.reference for q in queries], "xView2-CIR")
+    return Benchmark(
+        name="xview2-cir",
+        root=root,
+        queries=queries,
+        database=database,
+        positives=positives,
+        protocol=PROTOCOL,
+        options={"phrasing": opts.phrasing, "database": opts.database, "annotations": str(table)},
+    )

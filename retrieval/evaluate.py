@@ -1,0 +1,179 @@
+"""Run one method over EvalData and collect per-query metrics.
+
+For each database group (one, or one per i-CIR instance), the method is prepared once; queries are scored in
+chunks sized so a chunk's (B, N) score matrix stays near 8M entries; each chunk's relevance is built densely
+from the sparse positives, and all metrics come from one sort per query row (retrieval.metrics). Excluded
+(query, item) pairs get score −inf and are never positives.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from recon_score.errors import InputError, ReconScoreError
+from retrieval.aggregate import Summary, summarize
+from retrieval.data import EvalData
+from retrieval.methods.base import Method, MethodContext, Resources
+from retrieval.metrics import AP_VARIANTS, TIES, query_metrics
+
+CHUNK_ENTRIES = 1 << 23
+
+
+@dataclass
+class EvalResult:
+    method: str
+    config: dict
+    per_query: dict[str, np.ndarray]  # metric -> (Q,), NaN for queries without positives
+    ap_variant: str
+    ties: str
+    details: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(
+        self,
+        data: EvalData,
+        metric: str = "ap",
+        *,
+        empty_positives: str = "zero",
+        group_mean: str = "queries",
+        order: Sequence[str] | None = None,
+    ) -> Summary:
+        if metric not in self.per_query:
+            raise KeyError(f"metric {metric!r} was not computed; available: {', '.join(self.per_query)}")
+        return summarize(
+            self.per_query[metric],
+            data.query_group,
+            subgroups=data.query_subgroup,
+            empty_positives=empty_positives,
+            group_mean=group_mean,
+            order=order,
+            what=metric,
+        )
+
+
+def _local_pairs(pairs: Tensor | None, q_map: Tensor, d_map: Tensor, n_q: int) -> tuple[Tensor, Tensor]:
+    """Pairs of this group in local indices, sorted by query, and (n_q + 1,) row pointers."""
+    if pairs is None or len(pairs) == 0:
+        return torch.zeros(0, 2, dtype=torch.long), torch.zeros(n_q + 1, dtype=torch.long)
+    lq, ld = q_map[pairs[:, 0]], d_map[pairs[:, 1]]
+    keep = (lq >= 0) & (ld >= 0)
+    lq, ld = lq[keep], ld[keep]
+    order = torch.argsort(lq, stable=True)
+    local = torch.stack([lq[order], ld[order]], dim=1)
+    ptr = torch.searchsorted(local[:, 0].contiguous(), torch.arange(n_q + 1))
+    return local, ptr
+
+
+def _dense(local: Tensor, ptr: Tensor, start: int, stop: int, n: int) -> Tensor:
+    block = local[ptr[start] : ptr[stop]]
+    out = torch.zeros(stop - start, n, dtype=torch.bool)
+    out[block[:, 0] - start, block[:, 1]] = True
+    return out
+
+
+def evaluate(
+    method: Method,
+    data: EvalData,
+    *,
+    resources: Resources | None = None,
+    ap: str = "non-interpolated",
+    ks: Sequence[int] = (1, 5, 10),
+    map_at: Sequence[int] = (),
+    ties: str = "index",
+    chunk_size: int | None = None,
+    progress: bool = False,
+) -> EvalResult:
+    """Per-query metrics of `method` on `data` (see retrieval.metrics for the names and variants).
+
+    Raises:
+        MethodUnavailableError: the method lacks something in `resources` (checked before any scoring).
+    """
+    if ap not in AP_VARIANTS:
+        raise ValueError(f"ap must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
+    if ties not in TIES:
+        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    resources = resources or Resources()
+    method.check(resources)
+    started = time.perf_counter()
+    q_total, n_total = data.n_queries, data.n_database
+    per_query: dict[str, np.ndarray] = {}
+    details: list[str] | None = None
+    notes: list[str] = []
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=q_total, unit="query", desc=method.name, disable=not progress, leave=False)
+    for _group, qi, di in data.db_groups():
+        if len(qi) == 0:
+            continue
+        if len(di) == 0:
+            raise InputError(f"database group {_group!r} has queries but no database items")
+        q_map = torch.full((q_total,), -1, dtype=torch.long)
+        q_map[qi] = torch.arange(len(qi))
+        d_map = torch.full((n_total,), -1, dtype=torch.long)
+        d_map[di] = torch.arange(len(di))
+        pos, pos_ptr = _local_pairs(data.positives, q_map, d_map, len(qi))
+        exc, exc_ptr = _local_pairs(data.exclude, q_map, d_map, len(qi))
+        ctx = MethodContext(
+            query_image=data.query_image[qi],
+            query_text=data.query_text[qi],
+            database=data.database[di],
+            query_index=qi,
+            resources=resources,
+        )
+        prepared = method.prepare(ctx)
+        for note in prepared.notes:
+            if note not in notes:
+                notes.append(note)
+        if prepared.details is not None:
+            details = details if details is not None else [""] * q_total
+            for j, text in zip(qi.tolist(), prepared.details):
+                details[j] = text
+        n = len(di)
+        step = chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
+        for start in range(0, len(qi), step):
+            stop = min(start + step, len(qi))
+            scores = prepared.score(torch.arange(start, stop))
+            if scores.shape != (stop - start, n):
+                raise RuntimeError(
+                    f"{method.name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
+                )
+            if torch.isnan(scores).any():
+                raise RuntimeError(
+                    f"{method.name} produced NaN scores (queries {start}..{stop - 1} of a group)"
+                )
+            relevant = _dense(pos, pos_ptr, start, stop, n)
+            if len(exc):
+                excluded = _dense(exc, exc_ptr, start, stop, n)
+                scores = scores.masked_fill(excluded, float("-inf"))
+                relevant &= ~excluded
+            try:
+                metrics = query_metrics(scores, relevant, ap=ap, ks=ks, map_at=map_at, ties=ties)
+            except ValueError as err:  # NaN scores: name the method; the run records it as failed
+                raise ReconScoreError(
+                    f"{method.name}: {err} (queries {start}..{stop - 1} of a group)"
+                ) from err
+            rows = qi[start:stop].numpy()
+            for name, values in metrics.items():
+                if name not in per_query:
+                    per_query[name] = np.full(q_total, np.nan)
+                per_query[name][rows] = values.numpy()
+            bar.update(stop - start)
+    bar.close()
+    return EvalResult(
+        method=method.name,
+        config=method.describe()["config"],
+        per_query=per_query,
+        ap_variant=ap,
+        ties=ties,
+        details=details,
+        notes=notes,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,144 @@
+"""Feature extraction through the shared encoder registry (recon_score.encoders), cached on disk as safetensors.
+
+Cache key: sha256 of canonical JSON of the encoder spec, its weights' source (a path, hub id@revision or
+fixture version), the embedding dimension, the modality, and a fingerprint of the items: for images their
+paths relative to the benchmark root with file size and modification time (touching a file re-extracts it),
+for texts the strings themselves. Layout under $RECONSCORE_CACHE (or --cache-dir)::
+
+    retrieval/features/<image|text>-<key[:24]>/shard-00000.safetensors   rows 0..S-1, metadata: shard fingerprint
+                                                /shard-00001.safetensors ...
+
+Extraction runs shard by shard (S = 2,048 items), each shard encoded in batches and written atomically when
+finished, so a killed run resumes at the first missing shard; a tqdm bar counts items.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from recon_score.cache import atomic_write_bytes, sha256_json
+from recon_score.hub import cache_root
+from recon_score.images import load_image, resolve_under
+
+SHARD_SIZE = 2048
+SCHEMA = 1
+
+
+def encoder_identity(encoder) -> dict:
+    info = encoder.info
+    return {"spec": info.spec, "source": info.source, "dim": info.dim}
+
+
+def _image_identity(root: Path, rel: str) -> list:
+    st = os.stat(resolve_under(root, rel))
+    return [rel, st.st_size, st.st_mtime_ns]
+
+
+class FeatureStore:
+    """Embeddings of images and texts for one encoder, computed once and read back from disk afterwards."""
+
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        enabled: bool = True,
+        shard_size: int = SHARD_SIZE,
+        progress: bool = True,
+    ):
+        self.root = Path(root) if root is not None else cache_root() / "retrieval" / "features"
+        self.enabled, self.shard_size, self.progress = enabled, shard_size, progress
+        self.computed = 0  # items encoded by this store (not read from the cache)
+
+    # -- public --------------------------------------------------------------------------------------------------
+    def images(self, encoder, root: Path, paths: Sequence[str], *, batch_size: int | None = None) -> Tensor:
+        """(len(paths), D) image embeddings, read through recon_score.images.load_image."""
+        root = Path(root)
+        items = [_image_identity(root, p) for p in paths]
+
+        def encode(batch: list) -> Tensor:
+            return encoder.encode_images(
+                [load_image(resolve_under(root, it[0])) for it in batch], batch_size=batch_size
+            )
+
+        return self._features(encoder, "image", items, encode, unit="img")
+
+    def texts(self, encoder, texts: Sequence[str], *, batch_size: int | None = None) -> Tensor:
+        """(len(texts), D) text embeddings."""
+        items = list(texts)
+        return self._features(
+            encoder,
+            "text",
+            items,
+            lambda batch: encoder.encode_texts(batch, batch_size=batch_size),
+            unit="text",
+        )
+
+    def text_encoder(self, encoder, *, batch_size: int | None = None):
+        """A texts -> embeddings callable for methods that encode at query time (FreeDom, CIReVL, BASIC's
+        contextualisation), cached like everything else."""
+
+        def encode(texts: list[str]) -> Tensor:
+            return self.texts(encoder, texts, batch_size=batch_size)
+
+        return encode
+
+    # -- internals -----------------------------------------------------------------------------------------------
+    def _features(self, encoder, kind: str, items: list, encode, *, unit: str) -> Tensor:
+        dim = encoder.info.dim or 0
+        if not items:
+            return torch.zeros(0, dim)
+        ident = encoder_identity(encoder)
+        key = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": items})
+        folder = self.root / f"{kind}-{key[:24]}"
+        shards = [items[i : i + self.shard_size] for i in range(0, len(items), self.shard_size)]
+        from tqdm.auto import tqdm
+
+        show = self.progress and len(items) > 256
+        bar = tqdm(total=len(items), unit=unit, desc=f"{kind} features", disable=not show, leave=False)
+        out = []
+        for n, shard in enumerate(shards):
+            fp = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": shard})
+            path = folder / f"shard-{n:05d}.safetensors"
+            cached = self._read(path, fp) if self.enabled else None
+            if cached is None:
+                batch = max(1, getattr(encoder, "batch_size", 32))
+                parts = []
+                for i in range(0, len(shard), batch):
+                    parts.append(encode(shard[i : i + batch]).float().cpu())
+                    bar.update(len(parts[-1]))
+                cached = torch.cat(parts)
+                self.computed += len(shard)
+                if self.enabled:
+                    self._write(path, cached, fp)
+            else:
+                bar.update(len(shard))
+            out.append(cached)
+        bar.close()
+        return torch.cat(out)
+
+    @staticmethod
+    def _read(path: Path, fingerprint: str) -> Tensor | None:
+        if not path.is_file():
+            return None
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                if (f.metadata() or {}).get("fingerprint") != fingerprint:
+                    return None
+                return f.get_tensor("features")
+        except Exception:  # a corrupt shard (disk full, foreign file) is recomputed, not trusted
+            return None
+
+    @staticmethod
+    def _write(path: Path, features: Tensor, fingerprint: str) -> None:
+        from safetensors.torch import save
+
+        atomic_write_bytes(
+            path, save({"features": features.contiguous()}, metadata={"fingerprint": fingerprint})
+        )

@@ -1,0 +1,124 @@
+"""Top-k search for linear methods (text, image, sum, FreeDom, CIReVL: score = q·x): exact dense search in
+chunks, or a FAISS index for archives whose similarity matrix does not fit in memory.
+
+FAISS is an optional extra (``pip install faiss-cpu`` or ``pip install 'reconscore[faiss]'``), imported only
+here. Inner-product indexes on L2-normalised vectors rank by cosine, as the exact search does. `topk_recall`
+measures how much of the exact top-k an approximate index returns (benchmarks/retrieval_eval_speed.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from recon_score.errors import ReconScoreError
+
+INDEX_KINDS = ("exact", "faiss-flat", "faiss-ivf", "faiss-hnsw")
+
+
+def import_faiss():
+    try:
+        import faiss
+    except ImportError as err:
+        raise ReconScoreError(
+            "FAISS indexes need the faiss package: pip install faiss-cpu (or faiss-gpu), or "
+            "pip install 'reconscore[faiss]'; exact search (--index exact) needs nothing extra"
+        ) from err
+    return faiss
+
+
+def exact_topk(
+    queries: Tensor, database: Tensor, k: int, *, chunk_entries: int = 1 << 23
+) -> tuple[Tensor, Tensor]:
+    """(Q, k) best scores and database indices by exact dot product, ties broken by database index."""
+    k = min(k, database.shape[0])
+    step = max(1, chunk_entries // max(database.shape[0], 1))
+    values, indices = [], []
+    for start in range(0, queries.shape[0], step):
+        scores = queries[start : start + step] @ database.T
+        order = torch.sort(scores, dim=1, descending=True, stable=True)
+        values.append(order.values[:, :k])
+        indices.append(order.indices[:, :k])
+    if not values:
+        return torch.zeros(0, k), torch.zeros(0, k, dtype=torch.long)
+    return torch.cat(values), torch.cat(indices)
+
+
+class FaissIndex:
+    """An inner-product FAISS index over `database` (N, D) float32.
+
+    kinds: ``faiss-flat`` (exact, IndexFlatIP), ``faiss-ivf`` (IndexIVFFlat; nlist ≈ 4·sqrt(N) lists by
+    default, `nprobe` probed), ``faiss-hnsw`` (IndexHNSWFlat with `m` links, `ef_search`).
+    """
+
+    def __init__(
+        self,
+        database: Tensor,
+        kind: str = "faiss-hnsw",
+        *,
+        nlist: int | None = None,
+        nprobe: int = 16,
+        m: int = 32,
+        ef_construction: int = 200,
+        ef_search: int = 128,
+        seed: int = 0,
+    ):
+        if kind not in INDEX_KINDS[1:]:
+            raise ValueError(f"FAISS index kind must be one of {', '.join(INDEX_KINDS[1:])}, got {kind!r}")
+        faiss = import_faiss()
+        x = np.ascontiguousarray(database.float().numpy())
+        n, d = x.shape
+        self.kind = kind
+        if kind == "faiss-flat":
+            index = faiss.IndexFlatIP(d)
+        elif kind == "faiss-ivf":
+            nlist = nlist or max(1, min(n // 39, int(4 * np.sqrt(n))))
+            quantizer = faiss.IndexFlatIP(d)
+            index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+            clustering_seed = np.random.default_rng(seed)
+            sample = x[clustering_seed.choice(n, size=min(n, nlist * 64), replace=False)]
+            index.train(sample)
+            index.nprobe = min(nprobe, nlist)
+        else:
+            index = faiss.IndexHNSWFlat(d, m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = ef_construction
+            index.hnsw.efSearch = ef_search
+        index.add(x)
+        self.index = index
+        self.params = {
+            "nlist": nlist,
+            "nprobe": nprobe,
+            "m": m,
+            "ef_search": ef_search,
+            "ef_construction": ef_construction,
+        }
+
+    def search(self, queries: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """(Q, k) scores and database indices (−1 where the index found fewer than k)."""
+        scores, idx = self.index.search(np.ascontiguousarray(queries.float().numpy()), k)
+        return torch.from_numpy(scores), torch.from_numpy(idx.astype(np.int64))
+
+
+def build_index(database: Tensor, kind: str = "exact", **params):
+    """`kind` exact -> None (use exact_topk); otherwise a FaissIndex."""
+    if kind not in INDEX_KINDS:
+        raise ValueError(f"index kind must be one of {', '.join(INDEX_KINDS)}, got {kind!r}")
+    return None if kind == "exact" else FaissIndex(database, kind, **params)
+
+
+def search(
+    queries: Tensor, database: Tensor, k: int, *, index: FaissIndex | None = None
+) -> tuple[Tensor, Tensor]:
+    """Top-k by `index` when given, else exact."""
+    return index.search(queries, k) if index is not None else exact_topk(queries, database, k)
+
+
+def topk_recall(approx: Tensor, exact: Tensor) -> float:
+    """Mean over queries of |approx top-k ∩ exact top-k| / k (recall@k of the index against exact search)."""
+    if approx.shape != exact.shape:
+        raise ValueError(f"expected equal shapes, got {tuple(approx.shape)} and {tuple(exact.shape)}")
+    if approx.numel() == 0:
+        return float("nan")
+    hits = (approx.unsqueeze(2) == exact.unsqueeze(1)).any(dim=2).sum(dim=1).double()
+    return float((hits / exact.shape[1]).mean())

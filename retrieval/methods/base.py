@@ -1,0 +1,171 @@
+"""The contract every composed retrieval method fulfils, and what a run may hand it.
+
+A method is prepared once per database (once per i-CIR instance, once for PatternNet) and then scores chunks of
+queries: ``method.prepare(ctx).score(rows) -> (B, N)``. Linear methods (text, image, sum, FreeDom, CIReVL)
+also expose their composed query vectors, so a FAISS index can serve them at archive scale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+from torch import Tensor
+
+from recon_score.errors import InputError
+from retrieval.errors import MethodUnavailableError
+
+TextEncoder = Callable[[list[str]], Tensor]  # texts -> (n, D) float32, L2-normalised
+Captioner = Callable[[list[Image.Image]], list[str]]  # reference images -> one caption each
+Rewriter = Callable[[list[str], list[str]], list[str]]  # (captions, modifier texts) -> target descriptions
+
+
+@dataclass
+class Resources:
+    """Everything beyond the three feature matrices that some method needs. All optional; a method that lacks
+    something raises MethodUnavailableError naming it.
+
+    Attributes:
+        texts: raw modifier text of every query (FreeDom, CIReVL, BASIC's contextualisation).
+        reference_keys: a key per query identifying its reference image (captions are computed once per key).
+        load_reference: global query index -> PIL image (CIReVL).
+        encode_texts: the run's text tower (FreeDom, CIReVL, BASIC's contextualisation).
+        corpus_pos, corpus_neg: (n, D) text-corpus embeddings for BASIC's projection; corpus_pos_texts: their
+            strings (contextualisation words).
+        image_mean, text_mean: (D,) centring means for BASIC (e.g. the LAION-1M mean of the authors).
+        norm_image, norm_text: (n, D) reference sets for BASIC's min-normalisation (the authors' synthetic set).
+        vocabulary, vocabulary_texts: FreeDom's textual memory, (V, D) and its V strings.
+        captioner, rewriter: CIReVL's captioning and LLM-rewriting callables.
+        checkpoints: method name -> local checkpoint path (learned methods).
+    """
+
+    texts: Sequence[str] | None = None
+    reference_keys: Sequence[str] | None = None
+    load_reference: Callable[[int], Image.Image] | None = None
+    encode_texts: TextEncoder | None = None
+    corpus_pos: Tensor | None = None
+    corpus_pos_texts: Sequence[str] | None = None
+    corpus_neg: Tensor | None = None
+    image_mean: Tensor | None = None
+    text_mean: Tensor | None = None
+    norm_image: Tensor | None = None
+    norm_text: Tensor | None = None
+    vocabulary: Tensor | None = None
+    vocabulary_texts: Sequence[str] | None = None
+    captioner: Captioner | None = None
+    rewriter: Rewriter | None = None
+    checkpoints: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass
+class MethodContext:
+    """One database and the queries that search it."""
+
+    query_image: Tensor  # (Q, D)
+    query_text: Tensor  # (Q, D)
+    database: Tensor  # (N, D)
+    query_index: Tensor  # (Q,) global indices of these queries (to look up Resources.texts & co.)
+    resources: Resources = field(default_factory=Resources)
+
+    def texts(self) -> list[str] | None:
+        t = self.resources.texts
+        return None if t is None else [t[i] for i in self.query_index.tolist()]
+
+
+@dataclass
+class Prepared:
+    """A method ready to score: `score(rows)` takes local query positions and returns (len(rows), N)."""
+
+    score: Callable[[Tensor], Tensor]
+    query_vectors: Tensor | None = None  # linear methods: score(rows) == query_vectors[rows] @ database.T
+    details: list[str] | None = None  # per query, human-readable (FreeDom's words, CIReVL's rewrite)
+    notes: list[str] = field(default_factory=list)  # run-level facts for run.json (which mean was used ...)
+
+
+class Method:
+    """Base class. Subclasses set `name`, `config_cls` and implement `prepare`; `missing(resources)` lists
+    what a run lacks (checked before any feature is extracted)."""
+
+    name: str = ""
+    config_cls: type = object
+
+    def __init__(self, config: Any = None):
+        self.config = config if config is not None else self.config_cls()
+
+    def missing(self, resources: Resources) -> list[str]:
+        return []
+
+    def check(self, resources: Resources) -> None:
+        missing = self.missing(resources)
+        if missing:
+            raise MethodUnavailableError(self.name, "it needs " + "; ".join(missing), self.fix_hint())
+
+    def fix_hint(self) -> str:
+        return "See `reconscore retrieve --help`."
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        raise NotImplementedError(f"{type(self).__name__} does not implement prepare()")
+
+    def describe(self) -> dict:
+        cfg = dataclasses.asdict(self.config) if dataclasses.is_dataclass(self.config) else {}
+        return {"name": self.name, "config": cfg}
+
+
+def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None = None) -> Prepared:
+    """A Prepared whose scores are dot products of composed query vectors with the database."""
+
+    def score(rows: Tensor) -> Tensor:
+        return query_vectors[rows] @ database.T
+
+    return Prepared(score=score, query_vectors=query_vectors, details=details)
+
+
+def sample_rows(t: Tensor, limit: int) -> Tensor:
+    """At most `limit` rows of `t`, evenly spaced (deterministic), for statistics on large databases."""
+    if t.shape[0] <= limit:
+        return t
+    idx = torch.linspace(0, t.shape[0] - 1, limit).round().long()
+    return t[idx]
+
+
+def parse_overrides(config_cls: type, values: dict[str, Any], *, method: str) -> dict[str, Any]:
+    """Strings from the CLI (``--set basic.harris_lambda=0.05``) converted to the config field's type."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    hints = typing.get_type_hints(config_cls)
+    out = {}
+    for key, raw in values.items():
+        if key not in fields:
+            known = ", ".join(sorted(fields)) or "(none)"
+            raise InputError(
+                f"method {method!r} has no hyperparameter {key!r}; its hyperparameters are: {known}"
+            )
+        out[key] = _convert(raw, hints[key], f"{method}.{key}")
+    return out
+
+
+def _convert(raw: Any, hint: Any, name: str) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    args = typing.get_args(hint)
+    if type(None) in args and raw.strip().lower() in ("none", "null", ""):
+        return None
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    try:
+        if base is bool:
+            low = raw.strip().lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if base in (int, float):
+            return base(raw)
+    except ValueError:
+        raise ValueError(f"{name} expects {getattr(base, '__name__', base)}, got {raw!r}") from None
+    return raw

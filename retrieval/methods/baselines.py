@@ -1,0 +1,61 @@
+"""Unimodal and score-fusion baselines (seed 000, Sec. 3.2): text-only s_g = g(t)·f(x), image-only
+s_f = f(y)·f(x), text + image s_f + s_g, text × image s_f · s_g."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from retrieval.methods.base import Method, MethodContext, Prepared, linear
+
+
+@dataclass(frozen=True)
+class NoConfig:
+    """This method has no hyperparameters."""
+
+
+@dataclass(frozen=True)
+class ProductConfig:
+    # i-CIR's run_retrieval clamps both similarities at 0 before multiplying; rscir and FreeDom multiply the raw
+    # cosines (seed 000's s_m = s_f × s_g). The seed formula is the default.
+    rectify: bool = False
+
+
+class TextOnly(Method):
+    name, config_cls = "text", NoConfig
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        return linear(ctx.query_text, ctx.database)
+
+
+class ImageOnly(Method):
+    name, config_cls = "image", NoConfig
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        return linear(ctx.query_image, ctx.database)
+
+
+class Sum(Method):
+    """Text + image: (f(y) + g(t))·f(x) equals s_f + s_g, so the method is linear (FAISS-servable)."""
+
+    name, config_cls = "sum", NoConfig
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        return linear(ctx.query_image + ctx.query_text, ctx.database)
+
+
+class Product(Method):
+    name, config_cls = "product", ProductConfig
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        rectify = self.config.rectify
+
+        def score(rows: Tensor) -> Tensor:
+            s_img = ctx.query_image[rows] @ ctx.database.T
+            s_txt = ctx.query_text[rows] @ ctx.database.T
+            if rectify:
+                s_img, s_txt = s_img.clamp(min=0), s_txt.clamp(min=0)
+            return s_img * s_txt
+
+        return Prepared(score=score)

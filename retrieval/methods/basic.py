@@ -1,0 +1,239 @@
+"""BASIC (Psomas et al., NeurIPS 2025, i-CIR; seed 000 Sec. 3.3 and A.4), following billpsomas/icir's
+utils_retrieval.py step by step. Every component can be switched off for the seed 000 Table 6/7 ablation:
+
+1. Centring (Cen.): image side minus an image mean (the authors' LAION-1M mean when given as
+   Resources.image_mean, else the database mean — their fallback without ``--use_laion_mean``); text side minus
+   the positive corpus mean.
+2. Contrastive projection (Proj.): C = (1 − α) S₊ − α S₋ + 1e-5 from the centred positive (objects) and
+   negative (styles) corpora (the authors add 1e-5 to every entry of C; kept), its top eigenvectors with
+   positive eigenvalue (250 by default; a value < 1 is an energy fraction), P = V Vᵀ. Only the query image is
+   projected ("one projection is enough").
+3. Query expansion (Q. Ex.): the 25 nearest database items of the projected query plus the query itself
+   (similarity 1), weighted by exp(0.1·sim) normalised, averaged, then projected.
+4. Min-normalisation (Norm.): both similarities shifted by their minimum over a reference set and divided by
+   |min image-image similarity|. The authors take the minima on a synthetic SD-generated set we do not have;
+   Resources.norm_image / norm_text may supply one, otherwise the minima come from up to 2,048 evenly spaced
+   database items and positive-corpus texts (recorded in run.json).
+5. Rectify at 0, then Harris fusion (Har.): s = s_t·s_i − λ (s_t + s_i)², λ = 0.1; without Harris, s_t·s_i.
+6. Text contextualisation (Con.): the text embedding is the mean of g("{w} {t}") and g("{t} {w}") over the
+   first 100 positive-corpus words (utils_features.contextualize), renormalised; it needs the text encoder.
+   The authors' csv reader keeps generic_subjects.csv's header ("object_name") as a word; we drop headers.
+
+Defaults are the seed 000 A.4 / i-CIR preset: 250 components, α = 0.2, 25 neighbours, λ_Harris = 0.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from retrieval.errors import MethodUnavailableError
+from retrieval.methods.base import Method, MethodContext, Prepared, Resources, sample_rows
+
+CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class BasicConfig:
+    centering: bool = True
+    image_mean: str = "auto"  # auto: Resources.image_mean if given, else the database mean | database | given
+    projection: bool = True
+    n_components: float = 250.0  # >= 1: number of components; < 1: fraction of the positive spectrum's energy
+    alpha: float = 0.2  # weight of the negative corpus ("aa")
+    query_expansion: bool = True
+    qe_k: int = 25
+    qe_beta: float = 0.1  # neighbour weights exp(beta * similarity)
+    min_normalization: bool = True
+    norm_sample: int = 2048  # reference-set size when no synthetic set is given
+    harris: bool = True
+    harris_lambda: float = 0.1
+    contextualize: bool = True
+    context_words: int = 100
+
+    def __post_init__(self):
+        if self.image_mean not in ("auto", "database", "given"):
+            raise ValueError(f"basic.image_mean must be auto, database or given, got {self.image_mean!r}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"basic.alpha must be in [0, 1], got {self.alpha}")
+
+
+def contrastive_projection(
+    pos: Tensor, neg: Tensor, *, alpha: float, n_components: float
+) -> tuple[Tensor, int]:
+    """(D, D) projection onto the top eigenvectors of (1 − α) S₊ − α S₋ + 1e-5, and how many were kept.
+
+    `pos` and `neg` are already centred (by the positive-corpus mean, as the authors do)."""
+    if pos.shape[0] < 2 or neg.shape[0] < 2:
+        raise ValueError("contrastive projection needs at least 2 texts in each corpus")
+    s_pos = pos.double().T @ pos.double() / (pos.shape[0] - 1)
+    s_neg = neg.double().T @ neg.double() / (neg.shape[0] - 1)
+    c = (1.0 - alpha) * s_pos - alpha * s_neg + 1e-5
+    evals, evecs = torch.linalg.eigh(c)
+    evals, evecs = evals.flip(0), evecs.flip(1)
+    positive = evals[evals > 0]
+    if n_components >= 1:
+        k = min(int(n_components), int(positive.numel()))
+    else:
+        energy = positive.cumsum(0) / positive.sum()
+        k = int(torch.searchsorted(energy, torch.tensor(n_components, dtype=energy.dtype))) + 1
+        k = min(k, int(positive.numel()))
+    v = evecs[:, :k]
+    return (v @ v.T).float(), k
+
+
+def contextual_text_features(text: str, words: list[str], encode) -> Tensor:
+    """(D,) mean of g("{w} {t}") and g("{t} {w}") over `words`, L2-normalised."""
+    feats = encode([f"{w} {text}" for w in words] + [f"{text} {w}" for w in words])
+    return F.normalize(feats.mean(0), dim=-1)
+
+
+class Basic(Method):
+    name, config_cls = "basic", BasicConfig
+
+    def __init__(self, config: BasicConfig | None = None):
+        super().__init__(config)
+        self._projection: dict[tuple, tuple[Tensor, int]] = {}
+        self._context: dict[str, Tensor] = {}
+
+    def missing(self, r: Resources) -> list[str]:
+        c, out = self.config, []
+        if c.projection and (r.corpus_pos is None or r.corpus_neg is None):
+            out.append("positive and negative text corpora for the projection (--corpus-pos, --corpus-neg)")
+        if c.centering and r.text_mean is None and r.corpus_pos is None:
+            out.append("a text mean or a positive corpus for centring (--corpus-pos)")
+        if c.centering and c.image_mean == "given" and r.image_mean is None:
+            out.append("an image mean (image_mean in the bundle), because basic.image_mean=given")
+        if c.min_normalization and r.norm_text is None and r.corpus_pos is None:
+            out.append("a positive corpus (or norm_text) for min-normalisation (--corpus-pos)")
+        if c.contextualize:
+            lacking = [
+                what
+                for what, value in (
+                    ("the text encoder", r.encode_texts),
+                    ("the raw modifier texts", r.texts),
+                    ("the positive corpus strings", r.corpus_pos_texts),
+                )
+                if value is None
+            ]
+            if lacking:
+                out.append("for text contextualisation " + ", ".join(lacking))
+        return out
+
+    def fix_hint(self) -> str:
+        return (
+            "Give the i-CIR corpora (e.g. --corpus-pos icir_generic_subjects.csv --corpus-neg "
+            "icir_generic_styles.csv), or switch the component off for an ablation (e.g. --set "
+            "basic.contextualize=false, basic.projection=false)."
+        )
+
+    # -- pieces ------------------------------------------------------------------------------------------------
+    def _means(self, ctx: MethodContext, notes: list[str]) -> tuple[Tensor, Tensor]:
+        r, c, d = ctx.resources, self.config, ctx.database.shape[1]
+        if not c.centering:
+            return torch.zeros(d), torch.zeros(d)
+        if c.image_mean == "database" or (c.image_mean == "auto" and r.image_mean is None):
+            m_img = ctx.database.mean(0)
+            notes.append("basic: image mean = the database mean (no external image mean given)")
+        else:
+            m_img = r.image_mean.float()
+            notes.append("basic: image mean = the given image_mean")
+        m_txt = r.text_mean.float() if r.text_mean is not None else r.corpus_pos.mean(0)
+        return m_img, m_txt
+
+    def _project(self, r: Resources, m_txt: Tensor, d: int, notes: list[str]) -> Tensor:
+        c = self.config
+        if not c.projection:
+            return torch.eye(d)
+        key = (id(r.corpus_pos), id(r.corpus_neg), id(r.text_mean), c.centering)
+        if key not in self._projection:
+            self._projection[key] = contrastive_projection(
+                r.corpus_pos - m_txt, r.corpus_neg - m_txt, alpha=c.alpha, n_components=c.n_components
+            )
+        proj, k = self._projection[key]
+        notes.append(f"basic: projection onto {k} components")
+        return proj
+
+    def _text_features(self, ctx: MethodContext) -> Tensor:
+        if not self.config.contextualize:
+            return ctx.query_text
+        r = ctx.resources
+        words = [w for w in r.corpus_pos_texts][: self.config.context_words]
+        texts = ctx.texts()
+        for t in dict.fromkeys(texts):
+            if t not in self._context:
+                self._context[t] = contextual_text_features(t, words, r.encode_texts)
+        return torch.stack([self._context[t] for t in texts]) if texts else ctx.query_text
+
+    def _expand(self, q_c: Tensor, db_c: Tensor, proj: Tensor) -> Tensor:
+        c = self.config
+        k = min(c.qe_k, db_c.shape[0])
+        out = []
+        for start in range(0, q_c.shape[0], CHUNK):
+            qc = q_c[start : start + CHUNK]
+            sims = (qc @ proj) @ db_c.T
+            top_v, top_i = torch.topk(sims, k, dim=1)
+            feats = torch.cat([db_c[top_i], qc.unsqueeze(1)], dim=1)
+            vals = torch.cat([top_v, torch.ones(qc.shape[0], 1)], dim=1)
+            w = torch.exp(c.qe_beta * vals)
+            w = w / w.sum(dim=1, keepdim=True)
+            out.append((feats * w.unsqueeze(-1)).sum(1) @ proj)
+        return torch.cat(out) if out else q_c @ proj
+
+    def _minima(
+        self, r: Resources, db: Tensor, m_img: Tensor, m_txt: Tensor, notes: list[str]
+    ) -> tuple[float, float]:
+        c = self.config
+        if r.norm_image is not None:
+            img_ref = r.norm_image.float()
+            notes.append("basic: min-normalisation reference images = the given norm_image")
+        else:
+            img_ref = sample_rows(db, c.norm_sample)
+            notes.append(f"basic: min-normalisation reference images = {img_ref.shape[0]} database items")
+        if r.norm_text is not None:
+            txt_ref = r.norm_text.float()
+            notes.append("basic: min-normalisation reference texts = the given norm_text")
+        else:
+            txt_ref = sample_rows(r.corpus_pos, c.norm_sample)
+            notes.append(
+                f"basic: min-normalisation reference texts = {txt_ref.shape[0]} positive-corpus texts"
+            )
+        img_ref, txt_ref = img_ref - m_img, txt_ref - m_txt
+        img_min = float((img_ref @ img_ref.T).min())
+        txt_min = float((txt_ref @ img_ref.T).min())
+        if img_min == 0.0:
+            raise MethodUnavailableError(
+                self.name,
+                "min-normalisation divides by the minimum image-image similarity, which is 0 here",
+                "Give a larger or more varied reference set, or pass --set basic.min_normalization=false.",
+            )
+        return img_min, txt_min
+
+    # -- the method --------------------------------------------------------------------------------------------
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        self.check(ctx.resources)
+        c, r, notes = self.config, ctx.resources, []
+        m_img, m_txt = self._means(ctx, notes)
+        proj = self._project(r, m_txt, ctx.database.shape[1], notes)
+        db_c = ctx.database - m_img
+        q_c = ctx.query_image - m_img
+        t_c = self._text_features(ctx) - m_txt
+        q_p = self._expand(q_c, db_c, proj) if c.query_expansion else q_c @ proj
+        minima = self._minima(r, ctx.database, m_img, m_txt, notes) if c.min_normalization else None
+
+        def score(rows: Tensor) -> Tensor:
+            s_img = q_p[rows] @ db_c.T
+            s_txt = t_c[rows] @ db_c.T
+            if minima is not None:
+                img_min, txt_min = minima
+                s_txt = (s_txt - txt_min) / abs(img_min)
+                s_img = (s_img - img_min) / abs(img_min)
+            s_txt, s_img = s_txt.clamp(min=0), s_img.clamp(min=0)
+            fused = s_txt * s_img
+            if c.harris:
+                fused = fused - c.harris_lambda * (s_txt + s_img) ** 2
+            return fused
+
+        return Prepared(score=score, notes=notes)

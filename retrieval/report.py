@@ -1,0 +1,120 @@
+"""Tables in the seeds' layout (seed 000 Tables 1-3): one row per method, one column per group, then "Avg."
+(macro mean over groups) and "Total" (mean over all queries), values in percent with two decimals.
+
+A benchmark with one group shows only "Total"; with more than MAX_COLUMNS groups (i-CIR's 202 instances) only
+"Avg." and "Total", the per-group values going to the long-format per_group.csv.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from retrieval.aggregate import summarize
+from retrieval.data import EvalData
+from retrieval.evaluate import EvalResult
+
+MAX_COLUMNS = 24
+METRIC_TITLES = {"ap": "mAP"}
+
+
+def metric_title(metric: str) -> str:
+    if metric in METRIC_TITLES:
+        return METRIC_TITLES[metric]
+    name, _, k = metric.partition("@")
+    return {"hit": "Recall", "recall": "Recall (fraction)", "precision": "Precision", "map": "mAP"}.get(
+        name, name
+    ) + f"@{k}"
+
+
+def seed_table(
+    results: Mapping[str, EvalResult],
+    data: EvalData,
+    metric: str,
+    *,
+    level: str = "group",
+    order: Sequence[str] = (),
+    empty_positives: str = "zero",
+    group_mean: str = "queries",
+) -> pd.DataFrame:
+    """Methods x (groups, Avg., Total) of `metric` in percent; `level="subgroup"` tabulates subgroups."""
+    labels = data.query_group if level == "group" else data.query_subgroup
+    rows = {}
+    for name, res in results.items():
+        s = summarize(
+            res.per_query[metric],
+            labels,
+            subgroups=data.query_subgroup if level == "group" else None,
+            empty_positives=empty_positives,
+            group_mean=group_mean if level == "group" else "queries",
+            order=order,
+            what=metric,
+        )
+        row = dict(s.per_group) if 1 < len(s.per_group) <= MAX_COLUMNS else {}
+        if len(s.per_group) > 1:
+            row["Avg."] = s.macro
+        row["Total"] = s.overall
+        rows[name] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "Method"
+    return (table * 100).round(2)
+
+
+def to_markdown(table: pd.DataFrame, title: str) -> str:
+    cols = [str(c) for c in table.columns]
+    lines = [f"### {title}", "", "| Method | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    for name, row in table.iterrows():
+        cells = ["" if pd.isna(v) else f"{v:.2f}" for v in row.tolist()]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def per_group_long(
+    results: Mapping[str, EvalResult],
+    data: EvalData,
+    metrics: Sequence[str],
+    *,
+    empty_positives: str = "zero",
+) -> pd.DataFrame:
+    """Every (method, level, name, metric) mean with its query count, fractions in [0, 1]."""
+    records = []
+    levels = [("group", data.query_group)] + (
+        [("subgroup", data.query_subgroup)] if data.query_subgroup else []
+    )
+    for method, res in results.items():
+        for metric in metrics:
+            for level, labels in levels:
+                s = summarize(res.per_query[metric], labels, empty_positives=empty_positives, what=metric)
+                for name, value in s.per_group.items():
+                    records.append(
+                        {
+                            "method": method,
+                            "level": level,
+                            "name": name,
+                            "metric": metric,
+                            "value": value,
+                            "n_queries": s.group_counts[name],
+                        }
+                    )
+                records.append(
+                    {
+                        "method": method,
+                        "level": level,
+                        "name": "Avg.",
+                        "metric": metric,
+                        "value": s.macro,
+                        "n_queries": s.n_queries,
+                    }
+                )
+            records.append(
+                {
+                    "method": method,
+                    "level": "all",
+                    "name": "Total",
+                    "metric": metric,
+                    "value": s.overall,
+                    "n_queries": s.n_queries,
+                }
+            )
+    return pd.DataFrame.from_records(records)

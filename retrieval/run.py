@@ -1,0 +1,399 @@
+"""A full benchmark run (`reconscore retrieve`): load the benchmark, extract (or read cached) features through
+the shared encoder, evaluate each method, write the outputs.
+
+Output folder::
+
+    run.json              every setting, encoder identity, benchmark summary, per-method status/summary/notes,
+                          provenance (versions, git, hardware, argv), times
+    per_query.csv/.parquet one row per (method, query): ids, group/subgroup, reference, text, #positives, AP,
+                          recall/hit/precision@K (and mAP@K), the method's per-query detail
+    per_group.csv         long format: method, level (group/subgroup/all), name, metric, value, n_queries
+    table.md              the seed-layout tables of the benchmark's headline metrics (percent)
+    table_<metric>.csv    the same tables as CSV
+    methods/<name>.parquet + .json   per-method results with their fingerprint: a rerun of the same
+                          configuration reads them instead of re-evaluating (features are cached separately)
+    bundle.npz            with --save-bundle: the features-level bundle for `reconscore retrieve-eval`
+
+Exit status: 0 when every requested method ran, 2 when some could not (their reason is in run.json and was
+printed), 1 when the run could not start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from recon_score.cache import atomic_write_bytes, atomic_write_text, sha256_json
+from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
+from recon_score.images import load_image, resolve_under
+from recon_score.runtime import provenance, utc_now
+from retrieval.bundle import save_bundle
+from retrieval.data import EvalData
+from retrieval.datasets import Benchmark, load_benchmark
+from retrieval.evaluate import EvalResult, evaluate
+from retrieval.features import FeatureStore, encoder_identity
+from retrieval.methods import build_method
+from retrieval.methods.base import Resources
+from retrieval.report import metric_title, per_group_long, seed_table, to_markdown
+from retrieval.textlists import read_text_list
+
+SCHEMA = 1
+
+
+@dataclass
+class RetrieveConfig:
+    benchmark: str
+    root: Path
+    encoder: str
+    methods: list[str]
+    out: Path
+    annotations: Path | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # method -> {field: value}
+    vocabulary: Path | None = None
+    corpus_pos: Path | None = None
+    corpus_neg: Path | None = None
+    checkpoints: dict[str, Path] = field(default_factory=dict)
+    captioner: str | None = None  # identities, for run.json; the callables are passed to run_retrieve
+    rewriter: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    weights_dir: Path | None = None
+    cache: bool = True
+    cache_dir: Path | None = None
+    chunk_size: int | None = None
+    ties: str = "index"
+    empty_positives: str = "zero"
+    group_mean: str = "queries"
+    limit: int | None = None
+    save_bundle: bool = False
+    overwrite: bool = False
+
+    def as_dict(self) -> dict:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass
+class RunOutcome:
+    record: dict
+    exit_code: int
+
+
+def _file_digest(path: Path | None) -> str | None:
+    return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def build_eval_data(
+    bench: Benchmark, image_feats: torch.Tensor, paths: list[str], text_feats: torch.Tensor
+) -> EvalData:
+    img_index = {p: i for i, p in enumerate(paths)}
+    txt_index = {t: i for i, t in enumerate(bench.texts())}
+    q_img = image_feats[torch.tensor([img_index[q.reference] for q in bench.queries], dtype=torch.long)]
+    q_txt = text_feats[torch.tensor([txt_index[q.text] for q in bench.queries], dtype=torch.long)]
+    db = image_feats[torch.tensor([img_index[p] for p in bench.database], dtype=torch.long)]
+    pairs = lambda x: torch.tensor(x, dtype=torch.long).reshape(-1, 2)  # noqa: E731
+    with_db_group = bench.database_group is not None
+    return EvalData(
+        query_image=q_img,
+        query_text=q_txt,
+        database=db,
+        positives=pairs(bench.positives),
+        query_group=[q.group for q in bench.queries],
+        query_subgroup=[q.subgroup for q in bench.queries]
+        if any(q.subgroup for q in bench.queries)
+        else None,
+        database_group=bench.database_group,
+        query_db_group=[q.db_group for q in bench.queries] if with_db_group else None,
+        exclude=pairs(bench.exclude) if bench.exclude else None,
+        query_ids=[q.id for q in bench.queries],
+    ).validate(where=f"benchmark {bench.name}")
+
+
+def per_query_frame(bench: Benchmark, result: EvalResult) -> pd.DataFrame:
+    df = pd.DataFrame({"query_index": range(len(bench.queries))})
+    for name, values in result.per_query.items():
+        df[name] = values
+    df["detail"] = result.details if result.details is not None else ""
+    return df
+
+
+def _meta_frame(bench: Benchmark) -> pd.DataFrame:
+    rows = []
+    for i, q in enumerate(bench.queries):
+        row = {
+            "query_index": i,
+            "query_id": q.id,
+            "group": q.group,
+            "subgroup": q.subgroup,
+            "reference": q.reference,
+            "text": q.text,
+        }
+        row.update({f"extra_{k}": v for k, v in q.extra.items()})
+        rows.append(row)
+    return pd.DataFrame.from_records(rows)
+
+
+def _parquet_bytes(df: pd.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def run_retrieve(
+    cfg: RetrieveConfig,
+    *,
+    captioner: Callable | None = None,
+    rewriter: Callable | None = None,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
+    say = log or (lambda _msg: None)
+    started, t0 = utc_now(), time.perf_counter()
+    from recon_score.encoders import build_encoder
+
+    methods = {name: build_method(name, cfg.overrides.get(name)) for name in cfg.methods}
+    unknown_overrides = set(cfg.overrides) - set(cfg.methods)
+    if unknown_overrides:
+        raise InputError(
+            f"--set names method(s) {sorted(unknown_overrides)} that are not in --methods {cfg.methods}"
+        )
+    bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
+        cfg.limit
+    )
+    encoder = build_encoder(
+        cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
+    )
+    if not (encoder.has_images and encoder.has_texts) or encoder.kind != "embedding":
+        raise InputError(
+            f"encoder {cfg.encoder!r} embeds {', '.join(encoder.info.modalities)} ({encoder.kind}); composed retrieval "
+            "needs one image+text embedding space (a CLIP-like spec, e.g. open_clip:ViT-L-14/openai)"
+        )
+    fingerprint = sha256_json(
+        {
+            "schema": SCHEMA,
+            "benchmark": {k: v for k, v in bench.summary().items() if k != "notes"},
+            "limit": cfg.limit,
+            "encoder": encoder_identity(encoder),
+            "ties": cfg.ties,
+            "files": {k: _file_digest(getattr(cfg, k)) for k in ("vocabulary", "corpus_pos", "corpus_neg")},
+            "captioner": cfg.captioner,
+            "rewriter": cfg.rewriter,
+        }
+    )
+    out = Path(cfg.out)
+    previous = out / "run.json"
+    if previous.is_file() and not cfg.overwrite:
+        found = json.loads(previous.read_text()).get("fingerprint")
+        if found != fingerprint:
+            raise ResumeMismatchError(str(out), found=str(found)[:12], wanted=fingerprint[:12])
+    if cfg.overwrite and (out / "methods").is_dir():
+        shutil.rmtree(out / "methods")
+    out.mkdir(parents=True, exist_ok=True)
+
+    store = FeatureStore(cfg.cache_dir, enabled=cfg.cache, progress=progress)
+    encode_texts = store.text_encoder(encoder)
+    resources = Resources(
+        texts=[q.text for q in bench.queries],
+        reference_keys=[q.reference for q in bench.queries],
+        load_reference=lambda i: load_image(resolve_under(bench.root, bench.queries[i].reference)),
+        encode_texts=encode_texts,
+        captioner=captioner,
+        rewriter=rewriter,
+        checkpoints=dict(cfg.checkpoints),
+    )
+    if cfg.corpus_pos is not None:
+        resources.corpus_pos_texts = read_text_list(cfg.corpus_pos)
+        resources.corpus_pos = encode_texts(list(resources.corpus_pos_texts))
+    if cfg.corpus_neg is not None:
+        resources.corpus_neg = encode_texts(read_text_list(cfg.corpus_neg))
+    if cfg.vocabulary is not None:
+        resources.vocabulary_texts = read_text_list(cfg.vocabulary)
+        resources.vocabulary = encode_texts(list(resources.vocabulary_texts))
+
+    status: dict[str, dict] = {}
+    runnable = []
+    for name, method in methods.items():
+        missing = method.missing(resources)
+        if missing:
+            status[name] = {
+                "status": "unavailable",
+                "reason": "it needs " + "; ".join(missing),
+                "fix": method.fix_hint(),
+            }
+            say(f"{name}: not run, it needs {'; '.join(missing)}. {method.fix_hint()}")
+        else:
+            runnable.append(name)
+
+    paths = bench.image_paths()
+    say(
+        f"{bench.name}: {len(bench.queries)} queries, {len(bench.database)} database images; encoder {cfg.encoder}"
+    )
+    image_feats = store.images(encoder, bench.root, paths)
+    text_feats = store.texts(encoder, bench.texts())
+    data = build_eval_data(bench, image_feats, paths, text_feats)
+    proto = bench.protocol
+
+    results: dict[str, EvalResult] = {}
+    meta = _meta_frame(bench)
+    (out / "methods").mkdir(exist_ok=True)
+    for name in runnable:
+        method = methods[name]
+        mfp = sha256_json({"run": fingerprint, "method": method.describe()})
+        done = out / "methods" / f"{name}.json"
+        if done.is_file() and json.loads(done.read_text()).get("fingerprint") == mfp:
+            info = json.loads(done.read_text())
+            df = pd.read_parquet(out / "methods" / f"{name}.parquet")
+            metric_cols = [c for c in df.columns if c not in ("query_index", "detail")]
+            details = df["detail"].tolist() if df["detail"].astype(bool).any() else None
+            results[name] = EvalResult(
+                method=name,
+                config=info["config"],
+                per_query={c: df[c].to_numpy(dtype=float) for c in metric_cols},
+                ap_variant=proto.ap,
+                ties=cfg.ties,
+                details=details,
+                notes=info.get("notes", []),
+                seconds=info.get("seconds", 0.0),
+            )
+            status[name] = {"status": "ok", "resumed": True}
+            say(f"{name}: read from {done.parent}")
+            continue
+        try:
+            res = evaluate(
+                method,
+                data,
+                resources=resources,
+                ap=proto.ap,
+                ks=proto.ks,
+                map_at=proto.map_at,
+                ties=cfg.ties,
+                chunk_size=cfg.chunk_size,
+                progress=progress,
+            )
+        except ReconScoreError as err:
+            status[name] = {"status": "failed", "reason": str(err)}
+            say(f"{name}: failed: {err}")
+            continue
+        results[name] = res
+        atomic_write_bytes(out / "methods" / f"{name}.parquet", _parquet_bytes(per_query_frame(bench, res)))
+        atomic_write_text(
+            done,
+            json.dumps(
+                {"fingerprint": mfp, "config": res.config, "notes": res.notes, "seconds": res.seconds},
+                indent=2,
+            ),
+        )
+        status[name] = {"status": "ok", "resumed": False}
+        say(f"{name}: {res.seconds:.1f} s")
+
+    outputs = _write_outputs(out, bench, data, results, meta, cfg)
+    if cfg.save_bundle:
+        save_bundle(out / "bundle.npz", data, resources)
+        outputs.append("bundle.npz")
+    method_records = {}
+    for name in cfg.methods:
+        rec = {"config": methods[name].describe()["config"], **status[name]}
+        if name in results:
+            res = results[name]
+            rec.update({"seconds": res.seconds, "notes": res.notes, "summary": {}})
+            for metric in proto.headline:
+                s = res.summary(
+                    data,
+                    metric,
+                    empty_positives=cfg.empty_positives,
+                    group_mean=cfg.group_mean,
+                    order=proto.group_order,
+                )
+                rec["summary"][metric] = {
+                    "overall": s.overall,
+                    "macro": s.macro,
+                    "per_group": s.per_group,
+                    "n_empty": s.n_empty,
+                }
+        method_records[name] = rec
+    record = {
+        "command": "retrieve",
+        "fingerprint": fingerprint,
+        "config": cfg.as_dict(),
+        "benchmark": bench.summary(),
+        "encoder": dataclasses.asdict(encoder.info),
+        "metrics": {
+            "ap": proto.ap,
+            "ks": list(proto.ks),
+            "map_at": list(proto.map_at),
+            "ties": cfg.ties,
+            "empty_positives": cfg.empty_positives,
+            "group_mean": cfg.group_mean,
+            "headline": list(proto.headline),
+            "values": "fractions in [0, 1] here; percent in the tables",
+        },
+        "methods": method_records,
+        "features": {"cache": str(store.root) if cfg.cache else None, "computed": store.computed},
+        "outputs": [*outputs, "run.json"],
+        "provenance": provenance(),
+        "started": started,
+        "finished": utc_now(),
+        "seconds": time.perf_counter() - t0,
+    }
+    atomic_write_text(out / "run.json", json.dumps(record, indent=2, sort_keys=True, default=str))
+    exit_code = 0 if all(status[n]["status"] == "ok" for n in cfg.methods) else 2
+    return RunOutcome(record=record, exit_code=exit_code)
+
+
+def _write_outputs(
+    out: Path,
+    bench: Benchmark,
+    data: EvalData,
+    results: dict[str, EvalResult],
+    meta: pd.DataFrame,
+    cfg: RetrieveConfig,
+) -> list[str]:
+    proto = bench.protocol
+    frames = []
+    for name, res in results.items():
+        df = meta.merge(per_query_frame(bench, res), on="query_index")
+        df.insert(0, "method", name)
+        frames.append(df)
+    per_query = pd.concat(frames, ignore_index=True) if frames else meta.assign(method=pd.Series(dtype=str))
+    atomic_write_text(out / "per_query.csv", per_query.to_csv(index=False))
+    atomic_write_bytes(out / "per_query.parquet", _parquet_bytes(per_query))
+    outputs = ["per_query.csv", "per_query.parquet"]
+    if not results:
+        return outputs
+    metrics = list(dict.fromkeys([*proto.headline, "ap"]))
+    atomic_write_text(
+        out / "per_group.csv",
+        per_group_long(results, data, metrics, empty_positives=cfg.empty_positives).to_csv(index=False),
+    )
+    outputs.append("per_group.csv")
+    md = [f"## {bench.name}: {cfg.encoder}", ""]
+    levels = ["group"] + (["subgroup"] if proto.subgroup_table and data.query_subgroup else [])
+    for metric in proto.headline:
+        for level in levels:
+            table = seed_table(
+                results,
+                data,
+                metric,
+                level=level,
+                order=proto.group_order if level == "group" else (),
+                empty_positives=cfg.empty_positives,
+                group_mean=cfg.group_mean,
+            )
+            suffix = "" if level == "group" else "_by_subgroup"
+            atomic_write_text(out / f"table_{metric.replace('@', '_at_')}{suffix}.csv", table.to_csv())
+            outputs.append(f"table_{metric.replace('@', '_at_')}{suffix}.csv")
+            md.append(to_markdown(table, f"{metric_title(metric)} (%) by {level}"))
+    atomic_write_text(out / "table.md", "\n".join(md))
+    outputs.append("table.md")
+    return outputs

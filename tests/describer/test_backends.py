@@ -1,0 +1,192 @@
+"""The OpenAI-compatible client against a local HTTP server, and the vLLM path behind its import guard."""
+
+import base64
+import io
+import json
+import sys
+import threading
+import types
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from describer.backends import CaptionRequest, Sampling, build_captioner
+
+
+class FakeServer:
+    """A loopback OpenAI-compatible /v1/chat/completions: deterministic in the seed, with scripted failures."""
+
+    def __init__(self, *, honour_n=True, fail_first=0, api_key="sk-test"):
+        self.requests: list[dict] = []
+        self.fail_left = fail_first
+        self.honour_n, self.api_key = honour_n, api_key
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(
+                    {"path": self.path, "auth": self.headers.get("Authorization"), "body": body}
+                )
+                if server.fail_left > 0:
+                    server.fail_left -= 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                n = body.get("n", 1) if server.honour_n else 1
+                url = body["messages"][0]["content"][0]["image_url"]["url"]
+                size = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))).size
+                choices = []
+                for k in range(n):
+                    text = f"caption {body['seed'] + k} of a {size[0]}x{size[1]} tile"
+                    finish = "stop"
+                    if "EMPTY" in body["messages"][0]["content"][1]["text"] and k == 1:
+                        text = ""
+                    if "FILTER" in body["messages"][0]["content"][1]["text"] and k == 0:
+                        finish = "content_filter"
+                    choices.append(
+                        {
+                            "index": k,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": finish,
+                        }
+                    )
+                data = json.dumps({"choices": choices}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _reqs(k=2):
+    rng = np.random.default_rng(0)
+    return [
+        CaptionRequest(
+            Image.fromarray(rng.integers(0, 255, (32, 48, 3), dtype=np.uint8)),
+            seed=100 * (i + 1),
+            key=f"img{i}",
+        )
+        for i in range(k)
+    ]
+
+
+def test_openai_client_sends_images_and_seeds(monkeypatch):
+    monkeypatch.setenv("TEST_KEY", "sk-test")
+    with FakeServer(fail_first=1) as srv:  # the first call gets a 503: retried
+        cap = build_captioner("openai", "qwen3-vl", base_url=srv.url, api_key_env="TEST_KEY", concurrency=2)
+        cap.backoff = 0.01
+        out = cap.generate(_reqs(), "Describe.", Sampling(n=3, temperature=0.8, top_p=0.9, max_new_tokens=64))
+    assert [[c.text for c in cs] for cs in out] == [
+        ["caption 100 of a 48x32 tile", "caption 101 of a 48x32 tile", "caption 102 of a 48x32 tile"],
+        ["caption 200 of a 48x32 tile", "caption 201 of a 48x32 tile", "caption 202 of a 48x32 tile"],
+    ]
+    ok = [r for r in srv.requests if r["body"]]
+    body = ok[-1]["body"]
+    assert ok[-1]["path"] == "/v1/chat/completions" and ok[-1]["auth"] == "Bearer sk-test"
+    assert (
+        body["model"] == "qwen3-vl" and body["n"] == 3 and body["temperature"] == 0.8 and body["top_p"] == 0.9
+    )
+    assert body["max_tokens"] == 64
+    assert body["messages"][0]["content"][0]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert len(srv.requests) == 3  # 2 images + 1 retry
+    assert cap.identity()["api_key_env"] == "TEST_KEY" and "sk-test" not in json.dumps(cap.identity())
+
+
+def test_openai_client_fills_n_when_server_ignores_it():
+    with FakeServer(honour_n=False) as srv:
+        cap = build_captioner("openai", "m", base_url=srv.url)
+        out = cap.generate(_reqs(1), "Describe.", Sampling(n=3))
+    assert [c.text for c in out[0]] == [f"caption {s} of a 48x32 tile" for s in (100, 101, 102)]
+    assert [r["body"]["seed"] for r in srv.requests] == [100, 101, 102]
+
+
+def test_openai_per_candidate_errors():
+    with FakeServer() as srv:
+        cap = build_captioner("openai", "m", base_url=srv.url)
+        empty = cap.generate(_reqs(1), "EMPTY please", Sampling(n=3))[0]
+        filtered = cap.generate(_reqs(1), "FILTER please", Sampling(n=2))[0]
+    assert empty[0].text and empty[1].error == "empty generation" and empty[2].text
+    assert "refused" in filtered[0].error and filtered[1].text
+
+
+def test_openai_server_down_is_a_candidate_error():
+    with FakeServer(fail_first=100) as srv:
+        cap = build_captioner("openai", "m", base_url=srv.url)
+        cap.backoff, cap.max_retries = 0.001, 2
+        out = cap.generate(_reqs(1), "Describe.", Sampling(n=2))[0]
+    assert all("failed after 3 attempts" in c.error for c in out)
+
+
+def test_vllm_is_optional():
+    if "vllm" in sys.modules or __import__("importlib").util.find_spec("vllm") is not None:
+        pytest.skip("vLLM installed: the real engine path is exercised by test_vllm_real")
+    from recon_score.errors import ReconScoreError
+
+    cap = build_captioner("vllm", "smoke:qwen3-vl")
+    with pytest.raises(ReconScoreError, match=r"pip install 'reconscore\[vllm\]'"):
+        cap.generate(_reqs(1), "Describe.", Sampling(n=2))
+
+
+def test_vllm_code_path_with_a_stand_in_engine(monkeypatch):
+    """The request/response mapping behind the import guard, against a minimal stand-in of vllm's API."""
+    made = {}
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, **kw):
+            made["llm"] = kw
+
+        def generate(self, inputs, sampling_params, use_tqdm):
+            made["inputs"], made["params"] = inputs, [p.kw for p in sampling_params]
+            outs = []
+            for p in sampling_params:
+                o = [
+                    types.SimpleNamespace(text=f"s{p.kw['seed']}-{k}", finish_reason="stop")
+                    for k in range(p.kw["n"])
+                ]
+                o[-1].text = ""
+                outs.append(types.SimpleNamespace(outputs=o))
+            return outs
+
+    monkeypatch.setitem(
+        sys.modules,
+        "vllm",
+        types.SimpleNamespace(SamplingParams=SamplingParams, LLM=LLM, __version__="stand-in"),
+    )
+    cap = build_captioner("vllm", "smoke:qwen3-vl")
+    out = cap.generate(_reqs(2), "Describe.", Sampling(n=3, temperature=0.8, top_p=0.9, max_new_tokens=512))
+    assert made["params"][0] == {"n": 3, "temperature": 0.8, "top_p": 0.9, "max_tokens": 512, "seed": 100}
+    assert made["params"][1]["seed"] == 200
+    assert made["llm"]["limit_mm_per_prompt"] == {"image": 1} and made["llm"]["trust_remote_code"] is False
+    assert "<|vision_start|><|image_pad|><|vision_end|>" in made["inputs"][0]["prompt"]
+    assert isinstance(made["inputs"][0]["multi_modal_data"]["image"], Image.Image)
+    assert [c.text for c in out[0]] == ["s100-0", "s100-1", None] and out[0][2].error == "empty generation"
+    assert cap.identity()["vllm"] == "stand-in"
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="vLLM not installed")
+def test_vllm_real():
+    cap = build_captioner("vllm", "smoke:qwen3-vl", dtype="float32")
+    out = cap.generate(_reqs(1), "Describe.", Sampling(n=2, max_new_tokens=4))
+    assert len(out[0]) == 2

@@ -1,0 +1,334 @@
+"""RemoteDescriber on the tiny Qwen3-VL + smoke ReconScore: candidates, selection, seeds, resume, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from describer.backends import Candidate, Captioner, Sampling, clean_generation, derive_seed
+from describer.presets import get_describer_preset
+from describer.run import DescribeJob, run_describe
+from describer.selection import ReconScoreSelector, select_best
+from eval.cli import main
+from recon_score.cache import ArtifactCache
+from recon_score.results import read_jsonl
+from recon_score.scorer import ReconScorer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _jsonl(p: Path) -> list[dict]:
+    return [json.loads(x) for x in p.read_text().splitlines()]
+
+
+def test_select_best():
+    assert select_best([1.0, 3.0, 2.0]) == 1
+    assert select_best([3.0, 3.0, 1.0]) == 0  # ties: first
+    assert select_best([None, 2.0, float("nan"), 2.0]) == 1
+    assert select_best([None, None]) is None and select_best([]) is None
+
+
+def test_clean_generation():
+    assert clean_generation("  a  farm\n with trees ").text == "a farm with trees"
+    assert clean_generation("<think>hmm</think> Two planes.").text == "Two planes."
+    assert clean_generation("   ").error == "empty generation"
+    assert clean_generation("<think>never ends").error == "empty generation"
+    assert "refused" in clean_generation("x", "content_filter").error
+
+
+def test_seed_depends_on_pixels_not_position():
+    assert derive_seed(0, "abc") == derive_seed(0, "abc") != derive_seed(1, "abc") != derive_seed(0, "abd")
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("describe") / "run"
+    rc = main(["describe", "--preset", "smoke", "--n", "3", "--out", str(out), "--device", "cpu"])
+    return rc, out
+
+
+def test_smoke_describe_on_the_sample(smoke_run):
+    rc, out = smoke_run
+    assert rc == 0
+    cands, caps = _jsonl(out / "candidates.jsonl"), _jsonl(out / "captions.jsonl")
+    assert len(caps) == 9 and len(cands) == 27
+    for cap in caps:
+        mine = [c for c in cands if c["image_id"] == cap["image_id"]]
+        assert [c["index"] for c in mine] == [0, 1, 2]
+        scores = [c["reconscore"] if not c["error"] else None for c in mine]
+        assert cap["index"] == select_best(scores)  # selection = argmax of the recorded scores
+        assert (
+            cap["caption"] == mine[cap["index"]]["caption"]
+            and cap["score"] == mine[cap["index"]]["reconscore"]
+        )
+        assert [c["selected"] for c in mine] == [c["index"] == cap["index"] for c in mine]
+        assert "meaningless" in cap["note"]
+    run = json.loads((out / "run.json").read_text())
+    assert run["preset"]["name"] == "smoke" and run["captioner"]["backend"] == "transformers"
+    assert run["selection"]["metric"] == "reconscore" and run["selection"]["preset"]["name"] == "smoke"
+    assert run["counts"] == {
+        "images": 9,
+        "described": 9,
+        "failed": 0,
+        "candidates": 27,
+        "valid_candidates": 27,
+    }
+
+
+def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
+    _, out = smoke_run
+    ref = {(c["image_id"], c["index"]): c["caption"] for c in _jsonl(out / "candidates.jsonl")}
+    lst = tmp_path / "list.txt"
+    lst.write_text("\n".join(f"images/UCM_{i}.tif" for i in (5, 3, 1)))  # another order, a subset
+    out2 = tmp_path / "again"
+    assert (
+        main(
+            [
+                "describe",
+                "--preset",
+                "smoke",
+                "--n",
+                "3",
+                "--images",
+                str(lst),
+                "--root",
+                str(sample_dir),
+                "--out",
+                str(out2),
+                "--device",
+                "cpu",
+                "--vlm-batch-size",
+                "1",
+            ]
+        )
+        == 0
+    )
+    for c in _jsonl(out2 / "candidates.jsonl"):
+        assert c["caption"] == ref[(c["image_id"], c["index"])]
+    out3 = tmp_path / "seed7"
+    assert (
+        main(
+            [
+                "describe",
+                "--preset",
+                "smoke",
+                "--n",
+                "3",
+                "--images",
+                str(lst),
+                "--root",
+                str(sample_dir),
+                "--out",
+                str(out3),
+                "--device",
+                "cpu",
+                "--seed",
+                "7",
+            ]
+        )
+        == 0
+    )
+    other = {(c["image_id"], c["index"]): c["caption"] for c in _jsonl(out3 / "candidates.jsonl")}
+    assert any(other[k] != ref[k] for k in other)
+
+
+def test_rerun_is_a_noop(smoke_run):
+    _, out = smoke_run
+    before = {n: (out / n).read_bytes() for n in ("candidates.jsonl", "captions.jsonl", "run.json")}
+    assert main(["describe", "--preset", "smoke", "--n", "3", "--out", str(out), "--device", "cpu"]) == 0
+    assert {n: (out / n).read_bytes() for n in before} == before
+
+
+class ScriptedCaptioner(Captioner):
+    """A backend whose answers the test controls: errors and empty generations per candidate."""
+
+    name = "scripted"
+
+    def __init__(self, script):
+        self.script = script
+        self.calls = 0
+
+    def identity(self):
+        return {"backend": self.name, "model": "scripted"}
+
+    def generate(self, requests, prompt, sampling):
+        self.calls += 1
+        return [
+            [c if isinstance(c, Candidate) else clean_generation(c) for c in self.script(r)] for r in requests
+        ]
+
+
+def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
+    (tmp_path / "corrupt.png").write_bytes(b"nope")
+    for i in (1, 2):
+        Image.open(sample_dir / "images" / f"UCM_{i}.tif").save(tmp_path / f"ok{i}.png")
+    lst = tmp_path / "list.jsonl"
+    lst.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"image": "ok1.png"},
+                {"image": "corrupt.png"},
+                {"image": "ok2.png"},
+                {"image": "../escape.png"},
+            ]
+        )
+        + "\n{bad\n"
+    )
+
+    def script(req):
+        if req.key == "ok2":  # nothing usable for this image
+            return [Candidate(None, error="backend error: HTTP 500"), "   "]
+        return [Candidate(None, error="backend error: timeout"), "a farm with a red barn"]
+
+    scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
+    job = DescribeJob(
+        out=tmp_path / "run",
+        preset=get_describer_preset("smoke").replace(n=2),
+        captioner=ScriptedCaptioner(script),
+        selector=ReconScoreSelector(scorer),
+        images=lst,
+    )
+    summary = run_describe(job)
+    assert summary.exit_code == 2 and summary.images == 5 and summary.described == 1
+    caps = {c["image_id"]: c for c in _jsonl(tmp_path / "run" / "captions.jsonl")}
+    assert caps["ok1"]["caption"] == "a farm with a red barn" and caps["ok1"]["index"] == 1
+    assert caps["ok1"]["n_valid"] == 1
+    assert "no valid candidate" in caps["ok2"]["error"] and "HTTP 500" in caps["ok2"]["error"]
+    assert "corrupt" in caps["corrupt"]["error"]
+    assert "outside the data root" in caps["escape"]["error"]
+    assert "list.jsonl:5" in caps["line5"]["error"]
+    cands = _jsonl(tmp_path / "run" / "candidates.jsonl")
+    assert [c["error"] for c in cands if c["image_id"] == "ok1"] == ["backend error: timeout", None]
+
+
+def test_phases_free_models_between_steps(tmp_path, sample_dir):
+    events = []
+
+    class Recording(ScriptedCaptioner):
+        def generate(self, requests, prompt, sampling):
+            events.append(("caption", len(requests)))
+            return super().generate(requests, prompt, sampling)
+
+        def unload(self):
+            events.append(("free-vlm",))
+
+    class RecordingSelector(ReconScoreSelector):
+        def score_many(self, items):
+            events.append(("score", len(items)))
+            return super().score_many(items)
+
+        def unload(self):
+            events.append(("free-t2i",))
+
+    scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
+    job = DescribeJob(
+        out=tmp_path / "run",
+        preset=get_describer_preset("smoke").replace(n=2),
+        captioner=Recording(lambda r: ["a farm", "a road"]),
+        selector=RecordingSelector(scorer),
+        images=sample_dir / "images",
+        phase_size=4,
+        unload_between_phases=True,
+        limit=6,
+    )
+    assert run_describe(job).exit_code == 0
+    assert events == [("caption", 1)] * 4 + [("free-vlm",), ("score", 4), ("free-t2i",)] + [
+        ("caption", 1)
+    ] * 2 + [("free-vlm",), ("score", 2), ("free-t2i",)]
+
+
+def test_paper_names_its_models_and_fails_clearly(tmp_path, capsys):
+    assert main(["describe", "--preset", "paper", "--out", str(tmp_path / "p"), "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    for needle in ("Qwen/Qwen3-VL-8B-Instruct", "Tongyi-MAI/Z-Image", "dreamsim:ensemble", "--captioner"):
+        assert needle in err
+    assert main(["presets", "show", "paper", "--describer"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (
+        shown["captioner"] == "Qwen/Qwen3-VL-8B-Instruct" and shown["recon"]["encoder"] == "dreamsim:ensemble"
+    )
+    assert (shown["n"], shown["temperature"], shown["top_p"], shown["max_new_tokens"]) == (10, 0.8, 0.9, 512)
+
+
+def test_kill_and_resume(tmp_path, sample_dir):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    args = [
+        sys.executable,
+        "-m",
+        "eval",
+        "describe",
+        "--preset",
+        "smoke",
+        "--n",
+        "3",
+        "--device",
+        "cpu",
+        "--phase-size",
+        "1",
+    ]
+    ref = tmp_path / "ref"
+    r = subprocess.run(
+        [*args, "--out", str(ref)],
+        env=dict(env, RECONSCORE_CACHE=str(tmp_path / "c1")),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = tmp_path / "killed"
+    env2 = dict(env, RECONSCORE_CACHE=str(tmp_path / "c2"))
+    proc = subprocess.Popen(
+        [*args, "--out", str(out)], env=env2, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    journal = out / "journal" / "final-rank-0.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if journal.exists() and journal.read_bytes().count(b"\n") >= 4:
+            break
+        if proc.poll() is not None:
+            pytest.fail("finished before it could be killed")
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(read_jsonl(journal)) - 1
+    assert 3 <= done_before < 9
+    r = subprocess.run(
+        [*args, "--out", str(out)], env=env2, cwd=REPO, capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in ("candidates.jsonl", "captions.jsonl"):
+        assert (out / name).read_bytes() == (ref / name).read_bytes()
+
+
+def test_sampling_validation():
+    with pytest.raises(ValueError):
+        Sampling(n=0)
+    with pytest.raises(ValueError):
+        Sampling(top_p=0)
+
+
+def test_transformers_backend_batches_across_images(sample_dir):
+    """num_return_sequences=N per image, several images per generate call, rows regrouped per image."""
+    from describer.backends.transformers import TransformersCaptioner
+
+    cap = TransformersCaptioner("smoke:qwen3-vl", device="cpu", batch_size=2)
+    from describer.backends import CaptionRequest
+
+    imgs = [
+        Image.fromarray(np.asarray(Image.open(sample_dir / "images" / f"UCM_{i}.tif"))) for i in (1, 2, 3)
+    ]
+    reqs = [CaptionRequest(im, seed=i) for i, im in enumerate(imgs)]
+    out = cap.generate(reqs, "Describe the image.", Sampling(n=4, max_new_tokens=6))
+    assert [len(c) for c in out] == [4, 4, 4]
+    assert all(isinstance(c, Candidate) for cs in out for c in cs)
+    ident = cap.identity()
+    assert ident["backend"] == "transformers" and ident["revision"].startswith("fixture:")

@@ -1,0 +1,75 @@
+"""The metric registry: frozen entries, no silent overrides, helpful unknown-name errors, no heavy imports."""
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from eval.metrics import (
+    MetricInfo,
+    UnknownMetricError,
+    build_metric,
+    get_metric_info,
+    list_metrics,
+    parse_metric_names,
+    register_metric,
+)
+from eval.metrics.base import Metric
+
+EXPECTED = {
+    "bleu1",
+    "bleu2",
+    "bleu3",
+    "bleu4",
+    "meteor",
+    "rouge",
+    "cider",
+    "spice",
+    "clipscore",
+    "refclipscore",
+    "reconscore",
+}
+
+
+def test_every_metric_of_the_issue_is_registered_with_its_needs():
+    infos = {m.name: m for m in list_metrics()}
+    assert set(infos) == EXPECTED
+    assert all(m.higher_is_better for m in infos.values())
+    assert {n for n, m in infos.items() if m.needs_images} == {"clipscore", "refclipscore", "reconscore"}
+    assert {n for n, m in infos.items() if not m.needs_references} == {"clipscore", "reconscore"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        infos["cider"].higher_is_better = False
+    assert isinstance(get_metric_info("cider"), MetricInfo)
+
+
+def test_duplicate_names_raise_instead_of_overriding():
+    with pytest.raises(ValueError, match="'cider' is already registered"):
+
+        @register_metric(
+            "cider",
+            higher_is_better=True,
+            needs_references=True,
+            needs_images=False,
+            description="x",
+            value_range="x",
+            backend="x",
+        )
+        class Other(Metric):
+            pass
+
+    assert get_metric_info("cider").cls.__name__ == "CIDEr"
+
+
+def test_names_are_parsed_and_checked():
+    assert parse_metric_names(" BLEU4, cider,bleu4,,") == ["bleu4", "cider"]
+    with pytest.raises(UnknownMetricError, match="did you mean 'meteor'"):
+        parse_metric_names("meteorr")
+    with pytest.raises(UnknownMetricError, match="known: bleu1"):
+        build_metric("nope")
+
+
+def test_importing_the_registry_loads_no_torch_and_starts_no_java():
+    code = "import sys, eval.metrics; print('torch' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "False", r.stderr

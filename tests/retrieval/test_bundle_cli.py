@@ -1,0 +1,175 @@
+"""The features-level bundle and `reconscore retrieve-eval`: hand-computable mAPs, clear errors."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from eval.cli import main
+from retrieval.bundle import load_bundle, save_bundle
+from retrieval.data import EvalData
+from retrieval.errors import BundleError
+
+COSINES = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]  # image similarity of database item i to every query image
+
+
+def arrays() -> dict[str, np.ndarray]:
+    """Database item i = cos_i e0 + sin_i e1, query images = e0, query texts = e2 (text similarity 0 to all).
+    Image ranking: items 0, 1, ..., 5. Positives: q0 {1, 3}, q1 {0}, q2 {5}; groups a, a, b."""
+    db = np.zeros((6, 4), np.float32)
+    for i, c in enumerate(COSINES):
+        db[i, 0], db[i, 1] = c, math.sqrt(1 - c * c)
+    q_img = np.tile(np.array([[1, 0, 0, 0]], np.float32), (3, 1))
+    q_txt = np.tile(np.array([[0, 0, 1, 0]], np.float32), (3, 1))
+    return {
+        "query_image": q_img,
+        "query_text": q_txt,
+        "database": db,
+        "positives": np.array([[0, 1], [0, 3], [1, 0], [2, 5]], np.int64),
+        "query_group": np.array(["a", "a", "b"]),
+    }
+
+
+def write(path, **changes):
+    data = arrays()
+    data.update(changes)
+    for k in [k for k, v in data.items() if v is None]:
+        del data[k]
+    np.savez(path, **data)
+    return path
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main(["retrieve-eval", *argv, "--json"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_retrieve_eval_reproduces_hand_computed_maps(tmp_path, capsys):
+    """Non-interpolated AP: q0 ranks 2 and 4 -> (1/2 + 2/4)/2 = 0.5; q1 rank 1 -> 1; q2 rank 6 -> 1/6.
+    Overall (0.5 + 1 + 1/6)/3; macro ((0.5 + 1)/2 + 1/6)/2. Recall@1: 1/3, @5: 2/3, @10: 1."""
+    bundle = write(tmp_path / "b.npz")
+    out = run_json(capsys, "--bundle", str(bundle), "--method", "image")
+    assert set(out) == {
+        "method",
+        "ap",
+        "map_overall",
+        "map_macro",
+        "per_group",
+        "recall@1",
+        "recall@5",
+        "recall@10",
+    }
+    assert out["method"] == "image" and out["ap"] == "non-interpolated"
+    assert out["map_overall"] == pytest.approx((0.5 + 1 + 1 / 6) / 3)
+    assert out["map_macro"] == pytest.approx(((0.5 + 1) / 2 + 1 / 6) / 2)
+    assert out["per_group"] == pytest.approx({"a": 0.75, "b": 1 / 6})
+    assert (out["recall@1"], out["recall@5"], out["recall@10"]) == pytest.approx((1 / 3, 2 / 3, 1.0))
+
+
+def test_trapezoidal_and_weicom_extremes(tmp_path, capsys):
+    """Trapezoidal: q0 ((0 + 1/2)/2 + (1/3 + 2/4)/2)/2 = 1/3, q1 1, q2 (0 + 1/6)/2 = 1/12."""
+    bundle = str(write(tmp_path / "b.npz"))
+    out = run_json(capsys, "--bundle", bundle, "--method", "image", "--ap", "trapezoidal")
+    assert out["map_overall"] == pytest.approx((1 / 3 + 1 + 1 / 12) / 3)
+    image = run_json(capsys, "--bundle", bundle, "--method", "image")
+    weicom0 = run_json(capsys, "--bundle", bundle, "--method", "weicom", "--lambda", "0")
+    assert weicom0["map_overall"] == pytest.approx(image["map_overall"])
+
+
+def test_recall_fraction_and_empty_queries(tmp_path, capsys):
+    bundle = str(write(tmp_path / "b.npz", positives=np.array([[0, 1], [0, 3], [1, 0]], np.int64)))
+    out = run_json(
+        capsys, "--bundle", bundle, "--method", "image", "--recall", "fraction", "--empty-positives", "skip"
+    )
+    assert out["map_overall"] == pytest.approx((0.5 + 1) / 2) and out["per_group"] == {"a": 0.75, "b": None}
+    assert out["recall@1"] == pytest.approx((0 + 1) / 2) and out["recall@5"] == pytest.approx(1.0)
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "image", "--empty-positives", "error"]) == 1
+    assert "have no positive" in capsys.readouterr().err
+
+
+def test_database_groups_restrict_the_ranking(tmp_path, capsys):
+    """Items 0-2 belong to instance x, 3-5 to y; q0 (x) has positive 1 -> rank 2 in {0,1,2}: AP 1/2."""
+    bundle = write(
+        tmp_path / "g.npz",
+        positives=np.array([[0, 1], [1, 4], [2, 5]], np.int64),
+        database_group=np.array(["x", "x", "x", "y", "y", "y"]),
+        query_db_group=np.array(["x", "y", "y"]),
+        query_group=np.array(["x", "y", "y"]),
+    )
+    out = run_json(capsys, "--bundle", str(bundle), "--method", "image")
+    assert out["per_group"] == pytest.approx({"x": 0.5, "y": (1 / 2 + 1 / 3) / 2})
+
+
+def test_basic_runs_on_a_bundle_with_corpora(tmp_path, capsys):
+    g = np.random.default_rng(0)
+    corpus = g.normal(size=(20, 4)).astype(np.float32)
+    corpus /= np.linalg.norm(corpus, axis=1, keepdims=True)
+    bundle = write(tmp_path / "b.npz", corpus_pos=corpus, corpus_neg=corpus[:10])
+    assert (
+        main(
+            ["retrieve-eval", "--bundle", str(bundle), "--method", "basic", "--set", "basic.qe_k=2", "--json"]
+        )
+        == 0
+    )
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert 0.0 <= out["map_overall"] <= 1.0 and "contextualisation needs the text encoder" in captured.err
+
+
+@pytest.mark.parametrize("method", ["freedom", "cirevl", "magiclens"])
+def test_methods_needing_more_than_features_say_so(method, tmp_path, capsys):
+    bundle = str(write(tmp_path / "b.npz"))
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", method]) == 1
+    err = capsys.readouterr().err
+    assert f"method {method!r} cannot run" in err
+
+
+def test_cli_argument_errors(tmp_path, capsys):
+    bundle = str(write(tmp_path / "b.npz"))
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "image", "--lambda", "0.3"]) == 2
+    assert "--lambda is WeiCom's weight" in capsys.readouterr().err
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "basic", "--set", "basic.nope=1"]) == 1
+    assert "no hyperparameter 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"database": None}, "'database' is missing"),
+        ({"query_text": arrays()["query_text"].astype(np.float64)}, "must be float32"),
+        ({"database": arrays()["database"] * 2}, "not L2-normalised"),
+        ({"positives": np.array([[0, 9]])}, r"positives\[:, 1\] must be database indices"),
+        ({"query_group": np.array(["a", "b"])}, "query_group must have 3 entries"),
+        ({"querry_text": arrays()["query_text"]}, "'querry_text' is not a bundle key"),
+        ({"query_group": np.array([1, 2, 3])}, "must be a string array"),
+        ({"database_group": np.array(["x"] * 6)}, "database_group and query_db_group go together"),
+    ],
+)
+def test_bundle_errors_name_the_key_and_the_fix(tmp_path, changes, message):
+    with pytest.raises(Exception, match=message):
+        load_bundle(write(tmp_path / "bad.npz", **changes))
+
+
+def test_object_arrays_are_refused(tmp_path):
+    path = write(tmp_path / "obj.npz", query_group=np.array(["a", "a", "b"], dtype=object))
+    with pytest.raises(Exception, match="pickle"):
+        load_bundle(path)
+
+
+def test_save_load_round_trip(tmp_path):
+    a = {k: torch.from_numpy(v) for k, v in arrays().items() if v.dtype != np.dtype("<U1")}
+    data = EvalData(
+        a["query_image"],
+        a["query_text"],
+        a["database"],
+        a["positives"],
+        ["a", "a", "b"],
+        query_subgroup=["s", "t", "s"],
+    )
+    b = load_bundle(save_bundle(tmp_path / "rt.npz", data))
+    assert torch.equal(b.data.database, data.database) and b.data.query_subgroup == ["s", "t", "s"]
+    with pytest.raises(BundleError):
+        np.savez(tmp_path / "x.npz", **{**arrays(), "exclude": np.zeros((1, 3), np.int64)})
+        load_bundle(tmp_path / "x.npz")

@@ -1,0 +1,202 @@
+"""Every loader on a synthetic dataset in its on-disk layout; the real annotation files where present."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from retrieval.datasets import BENCHMARKS, UnknownBenchmarkError, load_benchmark
+from retrieval.datasets.patterncom import file_class
+from retrieval.errors import DatasetLayoutError
+from retrieval.textlists import read_text_list
+from tests.conftest import SHARED_DATA
+from tests.retrieval import layouts
+
+CIR = SHARED_DATA / "cir"
+
+
+def positives_of(bench, qi: int) -> list[str]:
+    return sorted(bench.database[d] for q, d in bench.positives if q == qi)
+
+
+def test_registry_and_unknown_names(tmp_path):
+    assert set(BENCHMARKS) == {"patterncom", "xview2-cir", "icir", "edir", "circo", "cirr", "fashioniq"}
+    with pytest.raises(UnknownBenchmarkError, match="did you mean 'icir'"):
+        load_benchmark("icirr", tmp_path)
+
+
+def test_patterncom_layout_merging_and_relevance(tmp_path):
+    root = layouts.patterncom(tmp_path / "PatternNet")
+    bench = load_benchmark("patterncom", tmp_path)  # finds the nested PatternNet/ folder
+    assert bench.root == root and len(bench.database) == 16
+    assert file_class("overpass002.png") == file_class("bridge001.jpg") == "roadpass"
+    # colour: airplane values {white, purple, gray}; every row queries the two values it does not have
+    color = [q for q in bench.queries if q.group == "color"]
+    assert len(color) == 4 * 2
+    q = next(i for i, x in enumerate(bench.queries) if x.id == "color/1/purple")
+    assert bench.queries[q].text == "purple" and bench.queries[q].subgroup == "purple"
+    assert positives_of(bench, q) == ["images/airplane/airplane003.png"]
+    # context: bridge and overpass are one class, so a bridge query for "water" finds the overpass too
+    q = next(i for i, x in enumerate(bench.queries) if x.id == "context/1/water")
+    assert positives_of(bench, q) == ["images/bridge/bridge002.png", "images/overpass/overpass002.png"]
+    assert bench.queries[q].reference == "images/bridge/bridge001.png"  # itself never a positive
+    assert {q.group for q in bench.queries} == {
+        "color",
+        "context",
+        "density",
+        "existence",
+        "quantity",
+        "shape",
+    }
+    templated = load_benchmark("patterncom", root, text_template="having {value} color", attributes="color")
+    assert {q.text for q in templated.queries} == {
+        "having white color",
+        "having purple color",
+        "having gray color",
+    }
+
+
+def test_patterncom_refuses_unknown_rows(tmp_path):
+    root = layouts.patterncom(tmp_path)
+    layouts.write_csv(root / "PatternCom" / "shape.csv", [["road999.png", "shape", "round"]])
+    with pytest.raises(DatasetLayoutError, match=r"road999\.png"):
+        load_benchmark("patterncom", root)
+    with pytest.raises(DatasetLayoutError, match="no option 'phrasing'"):
+        load_benchmark("patterncom", root, phrasing="alt1")
+
+
+def test_xview2_groups_phrasings_and_database(tmp_path):
+    root = layouts.xview2(tmp_path)
+    bench = load_benchmark("xview2-cir", root)
+    assert len(bench.queries) == 6 and len(bench.database) == 12
+    assert [q.group for q in bench.queries[::2]] == ["hurricane", "wildfire", "flood"]
+    assert bench.queries[2].text == "post fire"
+    assert positives_of(bench, 0) == ["test/images/hurricane-harvey_00000000_post_disaster.png"]
+    assert bench.queries[0].reference in bench.database  # the pre-event image is a negative
+    alt = load_benchmark("xview2-cir", root, phrasing="alt1", database="post")
+    assert alt.queries[2].text == "burned area" and len(alt.database) == 6
+    with pytest.raises(DatasetLayoutError, match="phrasing must be default, alt1 or alt2"):
+        load_benchmark("xview2-cir", root, phrasing="alt3")
+
+
+def test_icir_per_instance_databases(tmp_path):
+    bench = load_benchmark("icir", layouts.icir(tmp_path))
+    assert bench.protocol.ap == "trapezoidal"
+    assert [q.db_group for q in bench.queries] == ["temple", "temple", "plushie"]
+    assert Counter(bench.database_group) == {"temple": 7, "plushie": 5}
+    assert positives_of(bench, 0) == [
+        "database/temple_during_sunset_0.png",
+        "database/temple_during_sunset_1.png",
+    ]
+    assert all(bench.database_group[d] == bench.queries[q].db_group for q, d in bench.positives)
+
+
+def test_edir_categories_and_gallery(tmp_path):
+    bench = load_benchmark("edir", layouts.edir(tmp_path), exclude_reference="true")
+    assert bench.protocol.headline == ("hit@1", "hit@3")
+    assert [(q.group, q.subgroup) for q in bench.queries] == [
+        ("attribute", "color"),
+        ("attribute", "material"),
+        ("object", "addition"),
+    ]
+    assert positives_of(bench, 1) == ["images/tgt_1.png"] and len(bench.exclude) == 3
+    (tmp_path / "gallery.txt").write_text("images/ref_0.png\n")
+    with pytest.raises(DatasetLayoutError, match="is not in the gallery"):
+        load_benchmark("edir", tmp_path)
+
+
+def test_circo_multiple_positives(tmp_path):
+    bench = load_benchmark("circo", layouts.circo(tmp_path))
+    assert len(bench.database) == 6 and bench.protocol.map_at == (5, 10, 25, 50)
+    assert (
+        len(positives_of(bench, 0)) == 2
+        and bench.queries[1].extra["semantic_aspects"] == "viewpoint|addition"
+    )
+
+
+def test_cirr_excludes_the_reference(tmp_path):
+    bench = load_benchmark("cirr", layouts.cirr(tmp_path))
+    assert bench.database[0] == "dev/dev-0-0-img0.png"
+    assert bench.exclude == [(0, 0), (1, 2)] and bench.positives == [(0, 1), (1, 3)]
+
+
+def test_fashioniq_per_category_galleries(tmp_path):
+    bench = load_benchmark("fashioniq", layouts.fashioniq(tmp_path))
+    assert bench.queries[0].text == "is red and shorter sleeves"
+    assert Counter(bench.database_group) == {"dress": 4, "shirt": 4}
+    assert [q.db_group for q in bench.queries] == ["dress", "dress", "shirt", "shirt"]
+    only = load_benchmark("fashioniq", tmp_path, categories="shirt")
+    assert {q.group for q in only.queries} == {"shirt"}
+
+
+def test_missing_images_are_named(tmp_path):
+    root = layouts.xview2(tmp_path)
+    (root / "test/images/socal-fire_00000001_post_disaster.png").unlink()
+    with pytest.raises(DatasetLayoutError, match=r"socal-fire_00000001_post_disaster\.png"):
+        load_benchmark("xview2-cir", root)
+
+
+def _touch_all(root: Path, rels) -> None:
+    for rel in set(rels):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+
+
+@pytest.mark.skipif(not (CIR / "xview2_cir.csv").is_file(), reason="../shared/data/cir not present")
+def test_real_xview2_table_matches_seed_table5(tmp_path):
+    """Seed 000 A.1 Table 5: hurricane 147, wildfire 98, flood 28, tsunami 9, earthquake 5, volcano 4 queries."""
+    import csv
+
+    with (CIR / "xview2_cir.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    _touch_all(tmp_path, [r["image"] for r in rows] + [r["target"] for r in rows])
+    bench = load_benchmark("xview2-cir", tmp_path, annotations=CIR / "xview2_cir.csv")
+    assert Counter(q.group for q in bench.queries) == {
+        "hurricane": 147,
+        "wildfire": 98,
+        "flood": 28,
+        "tsunami": 9,
+        "earthquake": 5,
+        "volcano": 4,
+    }
+    assert len(bench.positives) == 291 and len(bench.database) == 582
+
+
+@pytest.mark.skipif(
+    not (CIR / "fashioniq_cap.dress.val.json").is_file(), reason="../shared/data/cir not present"
+)
+def test_real_fashioniq_dress_annotations(tmp_path):
+    import json
+    import shutil
+
+    for name in ("fashioniq_cap.dress.val.json", "fashioniq_split.dress.val.json"):
+        shutil.copy(CIR / name, tmp_path / name)
+    asins = set(json.loads((CIR / "fashioniq_split.dress.val.json").read_text()))
+    asins |= {r["candidate"] for r in json.loads((CIR / "fashioniq_cap.dress.val.json").read_text())}
+    _touch_all(tmp_path, [f"images/{a}.png" for a in asins])
+    bench = load_benchmark("fashioniq", tmp_path, categories="dress")
+    assert len(bench.queries) == 2017 and len(bench.database) == 3817 and len(bench.positives) == 2017
+
+
+@pytest.mark.skipif(not (CIR / "cirr_cap.rc2.val.json").is_file(), reason="../shared/data/cir not present")
+def test_real_cirr_annotations(tmp_path):
+    import json
+    import shutil
+
+    for name in ("cirr_cap.rc2.val.json", "cirr_split.rc2.val.json"):
+        shutil.copy(CIR / name, tmp_path / name)
+    _touch_all(tmp_path, json.loads((CIR / "cirr_split.rc2.val.json").read_text()).values())
+    bench = load_benchmark("cirr", tmp_path)
+    assert len(bench.queries) == 4181 and len(bench.database) == 2297 and len(bench.exclude) == 4181
+
+
+@pytest.mark.skipif(
+    not (CIR / "openimages_boxable_classes.csv").is_file(), reason="../shared/data/cir not present"
+)
+def test_real_word_lists():
+    vocab = read_text_list(CIR / "openimages_boxable_classes.csv")
+    assert len(vocab) == 601 and vocab[0] == "Tortoise"  # the "class" column, header dropped
+    subjects = read_text_list(CIR / "icir_generic_subjects.csv")
+    assert subjects[0] == "Abacus" and "object_name" not in subjects
+    assert read_text_list(CIR / "icir_generic_styles.csv")[0] == "watercolor painting"

@@ -1,0 +1,86 @@
+"""Feature cache (safetensors, resumable, keyed by encoder and items) and top-k search (exact and FAISS)."""
+
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from recon_score.encoders import build_encoder
+from recon_score.errors import ReconScoreError
+from recon_score.images import load_image
+from retrieval.features import FeatureStore
+from retrieval.index import FaissIndex, build_index, exact_topk, search, topk_recall
+from tests.retrieval import layouts
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return build_encoder("open_clip:smoke", device="cpu")
+
+
+@pytest.fixture
+def images(tmp_path):
+    return tmp_path, [layouts.image(tmp_path / f"im{i}.png", i).rsplit("/", 1)[-1] for i in range(7)]
+
+
+def test_images_are_cached_and_resume_shard_by_shard(tmp_path, images, encoder):
+    root, paths = images
+    store = FeatureStore(tmp_path / "cache", shard_size=3, progress=False)
+    first = store.images(encoder, root, paths)
+    assert first.shape == (7, encoder.info.dim) and store.computed == 7
+    shards = sorted((tmp_path / "cache").rglob("shard-*.safetensors"))
+    assert len(shards) == 3
+    again = FeatureStore(tmp_path / "cache", shard_size=3, progress=False)
+    assert torch.equal(again.images(encoder, root, paths), first) and again.computed == 0
+    shards[1].unlink()  # a run killed during shard 1
+    resumed = FeatureStore(tmp_path / "cache", shard_size=3, progress=False)
+    assert torch.equal(resumed.images(encoder, root, paths), first) and resumed.computed == 3
+    expected = encoder.encode_images([load_image(root / p) for p in paths])
+    torch.testing.assert_close(first, expected, atol=1e-5, rtol=0)
+
+
+def test_changed_files_and_disabled_cache(tmp_path, images, encoder):
+    root, paths = images
+    store = FeatureStore(tmp_path / "cache", progress=False)
+    store.images(encoder, root, paths)
+    st = os.stat(root / paths[0])
+    os.utime(root / paths[0], ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    store.images(encoder, root, paths)
+    assert store.computed == 14  # another fingerprint: extracted again
+    off = FeatureStore(tmp_path / "nocache", enabled=False, progress=False)
+    off.texts(encoder, ["a red car", "a boat"])
+    assert not (tmp_path / "nocache").exists() and off.computed == 2
+    texts = FeatureStore(tmp_path / "cache", progress=False)
+    t = texts.texts(encoder, ["a red car", "a boat"])
+    assert torch.equal(texts.text_encoder(encoder)(["a red car", "a boat"]), t) and texts.computed == 2
+
+
+def test_exact_topk_and_faiss():
+    g = torch.Generator().manual_seed(0)
+    db = F.normalize(torch.randn(300, 16, generator=g), dim=-1)
+    q = F.normalize(torch.randn(20, 16, generator=g), dim=-1)
+    scores, idx = exact_topk(q, db, 5, chunk_entries=1000)
+    full = torch.sort(q @ db.T, dim=1, descending=True, stable=True)
+    assert torch.equal(idx, full.indices[:, :5]) and torch.allclose(scores, full.values[:, :5])
+    flat = build_index(db, "faiss-flat")
+    _, fidx = search(q, db, 5, index=flat)
+    assert topk_recall(fidx, idx) == 1.0
+    hnsw = FaissIndex(db, "faiss-hnsw", m=16, ef_search=64)
+    assert topk_recall(hnsw.search(q, 5)[1], idx) >= 0.9
+    ivf = FaissIndex(db, "faiss-ivf", nlist=4, nprobe=4)  # probing every list is exact
+    assert topk_recall(ivf.search(q, 5)[1], idx) == 1.0
+    assert build_index(db, "exact") is None
+
+
+def test_topk_recall_by_hand():
+    exact = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    approx = torch.tensor([[3, 2, 9], [7, 8, 9]])
+    assert topk_recall(approx, exact) == pytest.approx((2 / 3 + 0) / 2)
+
+
+def test_missing_faiss_gives_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(ReconScoreError, match="pip install faiss-cpu"):
+        FaissIndex(torch.eye(4), "faiss-flat")

@@ -1,0 +1,193 @@
+"""`reconscore retrieve` end to end on synthetic benchmarks with the smoke open_clip encoder (random weights:
+the numbers are meaningless; what is checked is that every training-free method runs, the outputs are complete
+and consistent, and resuming, refusing and bundling work)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from eval.cli import main
+from retrieval.run import RetrieveConfig, run_retrieve
+from tests.retrieval import layouts
+
+ENCODER = "open_clip:smoke"
+
+
+@pytest.fixture(scope="module")
+def word_lists(tmp_path_factory):
+    d = tmp_path_factory.mktemp("words")
+    (d / "vocab.csv").write_text(
+        "label,class\n/m/1,Airplane\n/m/2,Building\n/m/3,Tree\n/m/4,Water\n/m/5,Road\n/m/6,Car\n"
+    )
+    (d / "subjects.csv").write_text(
+        "object_name\n" + "\n".join(["house", "bridge", "ship", "tower", "field", "river"]) + "\n"
+    )
+    (d / "styles.csv").write_text(
+        "\n".join(["watercolor painting", "pencil sketch", "at night", "aerial view"]) + "\n"
+    )
+    return d
+
+
+@pytest.fixture(scope="module")
+def xview2_run(tmp_path_factory, word_lists):
+    root = layouts.xview2(tmp_path_factory.mktemp("xview2"))
+    out = tmp_path_factory.mktemp("run") / "xview2"
+    argv = [
+        "retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", ENCODER, "--out", str(out),
+        "--methods", "text,image,sum,product,weicom,basic,freedom,cirevl",
+        "--vocabulary", str(word_lists / "vocab.csv"),
+        "--corpus-pos", str(word_lists / "subjects.csv"), "--corpus-neg", str(word_lists / "styles.csv"),
+        "--set", "freedom.k=3", "--set", "basic.qe_k=3", "--save-bundle", "--device", "cpu",
+    ]  # fmt: skip
+    code = main(argv)
+    return root, out, argv, code
+
+
+def test_retrieve_writes_every_output(xview2_run):
+    _, out, _, code = xview2_run
+    assert code == 2  # cirevl had no captioner/rewriter: reported, not faked
+    record = json.loads((out / "run.json").read_text())
+    status = {m: r["status"] for m, r in record["methods"].items()}
+    assert status == {
+        **{m: "ok" for m in ("text", "image", "sum", "product", "weicom", "basic", "freedom")},
+        "cirevl": "unavailable",
+    }
+    assert "a captioner" in record["methods"]["cirevl"]["reason"]
+    assert record["encoder"]["spec"] == ENCODER and record["provenance"]["versions"]["torch"]
+    assert record["metrics"]["ap"] == "non-interpolated" and record["benchmark"]["queries"] == 6
+    per_query = pd.read_parquet(out / "per_query.parquet")
+    assert len(per_query) == 7 * 6 and set(per_query["group"]) == {"hurricane", "wildfire", "flood"}
+    assert per_query["ap"].between(0, 1).all() and (per_query["n_positives"] == 1).all()
+    words = {"Airplane", "Building", "Tree", "Water", "Road", "Car"}
+    freedom = per_query[per_query["method"] == "freedom"]
+    assert all(d.split(" (")[0] in words for d in freedom["detail"])
+    table = (out / "table.md").read_text()
+    assert "| Method | hurricane | wildfire | flood | Avg. | Total |" in table and "| weicom |" in table
+    csv_table = pd.read_csv(out / "table_ap.csv", index_col="Method")
+    summary = record["methods"]["weicom"]["summary"]["ap"]
+    assert csv_table.loc["weicom", "Total"] == pytest.approx(round(100 * summary["overall"], 2))
+    assert csv_table.loc["weicom", "Avg."] == pytest.approx(round(100 * summary["macro"], 2))
+    assert any("min-normalisation" in n for n in record["methods"]["basic"]["notes"])
+
+
+def test_bundle_reproduces_the_run(xview2_run, capsys):
+    _, out, _, _ = xview2_run
+    capsys.readouterr()
+    assert main(["retrieve-eval", "--bundle", str(out / "bundle.npz"), "--method", "weicom", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    summary = json.loads((out / "run.json").read_text())["methods"]["weicom"]["summary"]["ap"]
+    assert got["map_overall"] == pytest.approx(summary["overall"]) and got["map_macro"] == pytest.approx(
+        summary["macro"]
+    )
+
+
+def test_rerun_resumes_and_a_changed_setup_is_refused(xview2_run, capsys):
+    _, out, argv, _ = xview2_run
+    assert main(argv) == 2
+    record = json.loads((out / "run.json").read_text())
+    assert record["methods"]["weicom"]["resumed"] is True and record["features"]["computed"] == 0
+    changed = [*argv, "--option", "phrasing=alt1"]
+    assert main(changed) == 1
+    assert "different configuration" in capsys.readouterr().err
+
+
+def test_patterncom_freedom_and_basic_end_to_end(tmp_path, word_lists):
+    root = layouts.patterncom(tmp_path / "PatternNet")
+    cfg = RetrieveConfig(
+        benchmark="patterncom", root=root, encoder=ENCODER, methods=["freedom", "basic", "weicom"], out=tmp_path / "out",
+        vocabulary=word_lists / "vocab.csv", corpus_pos=word_lists / "subjects.csv", corpus_neg=word_lists / "styles.csv",
+        overrides={"freedom": {"k": "4"}, "basic": {"qe_k": "4"}}, device="cpu",
+    )  # fmt: skip
+    outcome = run_retrieve(cfg, progress=False)
+    assert outcome.exit_code == 0
+    summary = outcome.record["methods"]["freedom"]["summary"]["ap"]
+    assert list(summary["per_group"]) == ["color", "context", "density", "existence", "quantity", "shape"]
+    assert summary["macro"] == pytest.approx(sum(summary["per_group"].values()) / 6)
+    assert outcome.record["methods"]["basic"]["config"]["harris_lambda"] == 0.1
+
+
+def test_icir_basic_per_instance_trapezoidal(tmp_path, word_lists):
+    root = layouts.icir(tmp_path / "icir")
+    cfg = RetrieveConfig(
+        benchmark="icir", root=root, encoder=ENCODER, methods=["basic", "product"], out=tmp_path / "out",
+        corpus_pos=word_lists / "subjects.csv", corpus_neg=word_lists / "styles.csv",
+        overrides={"basic": {"qe_k": "2", "context_words": "3"}}, device="cpu",
+    )  # fmt: skip
+    outcome = run_retrieve(cfg, progress=False)
+    assert outcome.exit_code == 0 and outcome.record["metrics"]["ap"] == "trapezoidal"
+    per_group = outcome.record["methods"]["basic"]["summary"]["ap"]["per_group"]
+    assert set(per_group) == {"temple", "plushie"}
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "builder", "headline"),
+    [
+        ("edir", layouts.edir, "hit@1"),
+        ("circo", layouts.circo, "map@5"),
+        ("cirr", layouts.cirr, "hit@1"),
+        ("fashioniq", layouts.fashioniq, "hit@10"),
+    ],
+)
+def test_general_benchmarks_run(tmp_path, benchmark, builder, headline):
+    root = builder(tmp_path / benchmark)
+    cfg = RetrieveConfig(
+        benchmark=benchmark, root=root, encoder=ENCODER, methods=["sum"], out=tmp_path / "out", device="cpu"
+    )
+    outcome = run_retrieve(cfg, progress=False)
+    assert outcome.exit_code == 0
+    assert headline in outcome.record["methods"]["sum"]["summary"]
+    if benchmark == "edir":
+        assert (tmp_path / "out" / "table_hit_at_1_by_subgroup.csv").is_file()
+    if benchmark == "cirr":  # the reference image is never retrieved
+        per_query = pd.read_parquet(tmp_path / "out" / "per_query.parquet")
+        assert per_query["n_positives"].tolist() == [1.0, 1.0]
+
+
+def test_cli_errors_before_any_work(tmp_path, capsys):
+    root = layouts.xview2(tmp_path / "x")
+    base = [
+        "retrieve",
+        "--benchmark",
+        "xview2-cir",
+        "--root",
+        str(root),
+        "--encoder",
+        ENCODER,
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main([*base, "--methods", "wiecom"]) == 1
+    assert "did you mean 'weicom'" in capsys.readouterr().err
+    assert main([*base, "--methods", "text", "--set", "basic.qe_k=3"]) == 1
+    assert "not in --methods" in capsys.readouterr().err
+    assert main([*base, "--methods", "text", "--encoder", "lpips:alex"]) == 1
+    assert "image+text embedding space" in capsys.readouterr().err
+
+
+def test_cirevl_through_the_cli_with_injected_models(tmp_path, monkeypatch, capsys):
+    """The CLI's captioner adapter drives a describer backend (a fake here) and CIReVL runs end to end."""
+    import eval.cli.retrieve as cli
+    from describer.backends import Candidate
+
+    class FakeCaptioner:
+        def generate(self, requests, prompt, sampling):
+            assert sampling.n == 1 and sampling.temperature == 0.0 and "one short sentence" in prompt
+            return [[Candidate(f"an aerial image {r.key}")] for r in requests]
+
+    import describer.backends
+
+    monkeypatch.setattr(describer.backends, "build_captioner", lambda backend, model, **kw: FakeCaptioner())
+    monkeypatch.setattr(
+        cli,
+        "build_rewriter",
+        lambda name, **kw: lambda caps, texts: [f"{c}, {t}" for c, t in zip(caps, texts)],
+    )
+    root = layouts.xview2(tmp_path / "x")
+    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", ENCODER, "--methods", "cirevl",
+            "--captioner", "transformers:fake", "--rewriter", "fake-llm", "--out", str(tmp_path / "o"), "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    per_query = pd.read_csv(tmp_path / "o" / "per_query.csv")
+    assert per_query["detail"].str.contains(r"an aerial image \d+ -> an aerial image \d+, post").all()
+    record = json.loads((tmp_path / "o" / "run.json").read_text())
+    assert record["config"]["captioner"] == "transformers:fake"
