@@ -66,7 +66,22 @@ def runs(tmp_path_factory, sample_dir):
         )
         == 0
     )
-    return root, score, describe
+    corr = root / "corr"
+    example = Path(__file__).resolve().parents[2] / "preference_data" / "examples" / "ranking_example.jsonl"
+    assert main(
+        [
+            "correlate",
+            "--preferences",
+            str(example),
+            "--format",
+            "ranking",
+            "--metrics",
+            "bleu4,rouge",
+            "--out",
+            str(corr),
+        ]
+    ) in (0, 2)
+    return root, score, describe, corr
 
 
 def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -87,9 +102,9 @@ def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_report_pages_and_escaping(runs, tmp_path):
-    _, score, describe = runs
+    _, score, describe, corr = runs
     out = tmp_path / "report.html"
-    assert main(["report", str(score), str(describe), "--out", str(out), "--page-size", "1"]) == 0
+    assert main(["report", str(score), str(describe), str(corr), "--out", str(out), "--page-size", "1"]) == 0
     html = out.read_text()
     assert "&lt;script&gt;document.title" in html and "<script>document.title" not in html
     assert "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")  # only as escaped text
@@ -104,10 +119,11 @@ def test_report_pages_and_escaping(runs, tmp_path):
     assert 'href="report-p2.html"' in html
     # describer: candidates ranked, the selected one outlined, each with its reconstruction
     assert html.count('class="entry selected"') == 1 and "rank 1" in html
+    assert "Agreement with humans" in html and "tau_b" in html and "τ per metric" in html
 
 
 def test_link_mode_writes_thumbnails(runs, tmp_path):
-    _, score, _ = runs
+    _, score, _, _ = runs
     out = tmp_path / "r.html"
     assert main(["report", str(score), "--out", str(out), "--images", "link"]) == 0
     thumbs = list((tmp_path / "r_files").glob("*.jpg"))
@@ -121,9 +137,9 @@ def test_not_a_run_folder(tmp_path, capsys):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
 def test_report_renders_in_headless_chromium(runs, tmp_path):
-    _, score, describe = runs
+    _, score, describe, corr = runs
     out = tmp_path / "report.html"
-    assert main(["report", str(score), str(describe), "--out", str(out)]) == 0
+    assert main(["report", str(score), str(describe), str(corr), "--out", str(out)]) == 0
     dom = _chromium(["--virtual-time-budget=10000", "--dump-dom", out.as_uri()], tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     body = re.search(r"<body([^>]*)>", dom.stdout).group(1)

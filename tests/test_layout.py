@@ -1,0 +1,49 @@
+"""The user's layout and dependency direction: eval may import everything; describer and retrieval import
+recon_score; recon_score and preference_data import none of the others."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("recon_score", "describer", "retrieval", "preference_data", "eval")
+ALLOWED = {
+    "recon_score": set(),
+    "preference_data": set(),
+    "describer": {"recon_score"},
+    "retrieval": {"recon_score"},
+    "eval": set(PACKAGES) - {"eval"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & set(PACKAGES)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_dependency_direction(package):
+    bad = {}
+    for path in (REPO / package).rglob("*.py"):
+        wrong = _imports(path) - ALLOWED[package] - {package}
+        if wrong:
+            bad[str(path.relative_to(REPO))] = sorted(wrong)
+    assert not bad, f"{package} must not import {bad}"
+
+
+def test_importing_packages_loads_no_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, recon_score, describer, retrieval, preference_data, eval; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.stdout.strip() == "False", out.stderr[-1000:]
