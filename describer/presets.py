@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 from describer.prompts import GUIDELINE_PROMPT
 from recon_score.errors import UnknownPresetError
+from recon_score.presets import PresetMixin
 
 
 @dataclass(frozen=True)
-class DescriberPreset:
+class DescriberPreset(PresetMixin):
     name: str
     description: str
     captioner: str  # hub id, local folder or smoke:NAME
@@ -27,18 +27,6 @@ class DescriberPreset:
     recon_preset: str  # ReconScore preset for selection by reconstruction
     select_by: str  # default selection metric
     meaningless: bool = False
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    def replace(self, **changes) -> DescriberPreset:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise ValueError(f"unknown describer preset field(s): {', '.join(sorted(unknown))}")
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
 PAPER = DescriberPreset(

@@ -26,7 +26,7 @@ from recon_score.cache import atomic_write_bytes, png_bytes, sha256_json
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
-from recon_score.results import Journal, read_jsonl, write_json_atomic, write_jsonl_atomic
+from recon_score.results import Journal, load_journals, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
 
 log = logging.getLogger(__name__)
@@ -79,21 +79,6 @@ def _fingerprint(job: DescribeJob) -> str:
     )[:16]
 
 
-def _load_done(folder: Path, prefix: str, fp: str) -> dict[int, dict]:
-    from recon_score.errors import ResumeMismatchError
-
-    done: dict[int, dict] = {}
-    for path in sorted(folder.glob(f"{prefix}-rank-*.jsonl")):
-        recs = read_jsonl(path)
-        if not recs:
-            continue
-        if recs[0].get("fingerprint") != fp:
-            raise ResumeMismatchError(str(folder.parent), found=str(recs[0].get("fingerprint")), wanted=fp)
-        for r in recs[1:]:
-            done[int(r["row"])] = r
-    return done
-
-
 def run_describe(job: DescribeJob) -> DescribeSummary:
     import torch
     from accelerate import PartialState
@@ -114,8 +99,8 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     if job.limit is not None:
         items = items[: job.limit]
     fp = _fingerprint(job)
-    generated = _load_done(journal_dir, "candidates", fp)
-    final = _load_done(journal_dir, "final", fp)
+    generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-")
+    final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
     note = SMOKE_NOTE if job.preset.meaningless else None
     sampling = Sampling(
         n=job.preset.n,
@@ -234,8 +219,10 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     bar.close()
     state.wait_for_everyone()
     if not state.is_main_process:
-        return _summarize(items, _load_done(journal_dir, "final", fp), already_complete=False)
-    final = _load_done(journal_dir, "final", fp)
+        return _summarize(
+            items, load_journals(journal_dir, fingerprint=fp, prefix="final-"), already_complete=False
+        )
+    final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
     _write_outputs(job, items, final, fp, note)
     return _summarize(items, final, already_complete=False)
 

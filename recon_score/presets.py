@@ -12,8 +12,25 @@ from recon_score.errors import UnknownPresetError
 from recon_score.prompts import PERSPECTIVE_TEMPLATE
 
 
+class PresetMixin:
+    """What every preset dataclass (ReconScore, describer) can do: print itself, be overridden by CLI flags."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def replace(self, **changes):
+        """A copy with some values overridden (None = keep the preset's); unknown keys raise."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"unknown preset field(s): {', '.join(sorted(unknown))}")
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
 @dataclass(frozen=True)
-class ReconPreset:
+class ReconPreset(PresetMixin):
     name: str
     description: str
     t2i_model: str  # hub id, local folder, or smoke:NAME
@@ -31,20 +48,6 @@ class ReconPreset:
     vae_tiling: bool
     prompt_template: str  # contains "{caption}" once
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    def replace(self, **changes) -> ReconPreset:
-        """A copy with some values overridden (CLI flags); unknown keys raise."""
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            raise ValueError(f"unknown preset field(s): {', '.join(sorted(unknown))}")
-        changes = {k: v for k, v in changes.items() if v is not None}
-        return dataclasses.replace(self, **changes)
 
     def pixel_fields(self) -> dict:
         """The values that change reconstructed pixels (the reconstruction cache key uses these)."""

@@ -90,8 +90,9 @@ class Journal:
         self.close()
 
 
-def load_journals(folder: Path, *, fingerprint: str) -> dict[int, dict]:
-    """Finished records by row index, from every journal in `folder` (any number of past processes).
+def load_journals(folder: Path, *, fingerprint: str, prefix: str = "") -> dict[int, dict]:
+    """Finished records by row index, from every `{prefix}rank-*.jsonl` journal in `folder` (any number of past
+    processes).
 
     Raises:
         ResumeMismatchError: a journal was written by a run with another configuration.
@@ -99,7 +100,7 @@ def load_journals(folder: Path, *, fingerprint: str) -> dict[int, dict]:
     done: dict[int, dict] = {}
     if not folder.is_dir():
         return done
-    for path in sorted(folder.glob("rank-*.jsonl")):
+    for path in sorted(folder.glob(f"{prefix}rank-*.jsonl")):
         records = read_jsonl(path)
         if not records:
             continue

@@ -1,14 +1,17 @@
 """Offline model fixtures, built once per cache and reused: the `smoke:` model names.
 
-`ensure_fixture("z-image")` returns a folder loadable by the same code as the real checkpoint. Builds go to a
-temporary sibling folder that is renamed into place, so concurrent processes (accelerate workers, parallel
-tests) never see a half-written fixture.
+`ensure_fixture("z-image")` returns a folder loadable by the same code as the real checkpoint. Builds are locked,
+go to a temporary sibling folder that is renamed into place, and run out of process inside torch.distributed
+workers (transformers saves weights on rank 0 only), so concurrent processes never see a partial fixture.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -60,8 +63,58 @@ def fixture_path(name: str) -> Path:
     return cache_root() / "fixtures" / f"v{FIXTURE_VERSION}" / name
 
 
+def _distributed_initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def _missing_weights(folder: Path) -> list[str]:
+    """Component folders with a config but no weight file: what a save from a non-zero torch.distributed rank
+    leaves behind (transformers writes weights on rank 0 only)."""
+    weight_suffixes = (".safetensors", ".bin", ".pt", ".pth")
+    missing = []
+    for cfg in folder.rglob("config.json"):
+        sub = cfg.parent
+        if sub == folder and (folder / "model_index.json").exists():
+            continue
+        if not any(f.name.endswith(weight_suffixes) for f in sub.iterdir()):
+            missing.append(str(sub.relative_to(folder)) or ".")
+    return sorted(missing)
+
+
+def _build(name: str, target: Path) -> None:
+    if _distributed_initialized():
+        # Inside an accelerate/torchrun worker: build in a plain child process so every rank writes a full copy.
+        env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
+        cmd = [sys.executable, "-m", "recon_score.testing.fixtures", name, str(target)]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building fixture {name!r} failed:\n{proc.stderr[-2000:]}")
+    else:
+        _builders()[name][0](target)
+    missing = _missing_weights(target)
+    if missing:
+        raise RuntimeError(f"fixture {name!r} was built without weights in: {', '.join(missing)}")
+
+
+_DIST_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GROUP_RANK",
+)
+
+
 def ensure_fixture(name: str) -> Path:
-    """Folder of fixture `name`, building it on first use."""
+    """Folder of fixture `name`, building it on first use.
+
+    One process builds (an exclusive lock next to the cache) while concurrent ones wait; the build goes to a
+    temporary sibling renamed into place, so nobody ever sees a half-written fixture.
+    """
     if name not in FIXTURE_NAMES:
         raise KeyError(
             f"unknown fixture {name!r}; known: {', '.join(FIXTURE_NAMES)} (use them as 'smoke:NAME')"
@@ -70,17 +123,37 @@ def ensure_fixture(name: str) -> Path:
     if (final / ".complete").exists():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    builder, _ = _builders()[name]
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
-    try:
-        builder(tmp / "model")
-        (tmp / "model" / ".complete").write_text("ok\n")
+    with open(final.parent / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            os.rename(tmp / "model", final)
-        except OSError:
-            if not (final / ".complete").exists():  # someone else's partial folder: replace it
-                shutil.rmtree(final, ignore_errors=True)
+            if (final / ".complete").exists():  # built by the process we waited for
+                return final
+            tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=final.parent))
+            try:
+                _build(name, tmp / "model")
+                (tmp / "model" / ".complete").write_text("ok\n")
+                if final.exists():  # a partial folder from a crashed build before locking existed
+                    shutil.rmtree(final)
                 os.rename(tmp / "model", final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
     return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m recon_score.testing.fixtures NAME TARGET`: build one fixture into TARGET (used by `_build`)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] not in FIXTURE_NAMES:
+        print(
+            f"usage: python -m recon_score.testing.fixtures {{{','.join(FIXTURE_NAMES)}}} TARGET",
+            file=sys.stderr,
+        )
+        return 2
+    _builders()[args[0]][0](Path(args[1]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

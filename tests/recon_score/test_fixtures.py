@@ -85,3 +85,47 @@ def test_qwen3_vl_fixture_samples_reproducibly():
     assert a.shape[0] == 3
     torch.testing.assert_close(a, b)
     assert processor.batch_decode(a[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def _rank_builds_fixture(rank: int, world: int, init_file: str, cache: str) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    os.environ["RECONSCORE_CACHE"] = cache
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        from recon_score.testing.fixtures import _missing_weights, ensure_fixture
+
+        path = ensure_fixture("hf-dinov2")
+        assert not _missing_weights(path), _missing_weights(path)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.multiprocess
+def test_fixture_built_inside_torch_distributed_has_weights(tmp_path):
+    """transformers writes weights on rank 0 only; a fixture built first by rank 1 must still be complete
+    (the CI failure of the two-process scoring test)."""
+    import torch.multiprocessing as mp
+
+    cache = tmp_path / "cache"
+    mp.spawn(_rank_builds_fixture, args=(2, str(tmp_path / "init"), str(cache)), nprocs=2, join=True)
+    from recon_score.testing.fixtures import FIXTURE_VERSION
+
+    path = cache / "fixtures" / f"v{FIXTURE_VERSION}" / "hf-dinov2"
+    assert (path / ".complete").exists() and (path / "model.safetensors").exists()
+
+
+def test_missing_weights_detects_weightless_components(tmp_path):
+    from recon_score.testing.fixtures import _missing_weights
+
+    (tmp_path / "text_encoder").mkdir()
+    (tmp_path / "text_encoder" / "config.json").write_text("{}")
+    (tmp_path / "vae").mkdir()
+    (tmp_path / "vae" / "config.json").write_text("{}")
+    (tmp_path / "vae" / "diffusion_pytorch_model.safetensors").write_bytes(b"")
+    (tmp_path / "model_index.json").write_text("{}")
+    (tmp_path / "config.json").write_text("{}")
+    assert _missing_weights(tmp_path) == ["text_encoder"]
