@@ -211,6 +211,7 @@ def run_retrieve(
         captioner=captioner,
         rewriter=rewriter,
         checkpoints=dict(cfg.checkpoints),
+        encoder=encoder,
     )
     if cfg.corpus_pos is not None:
         resources.corpus_pos_texts = read_text_list(cfg.corpus_pos)
@@ -249,7 +250,10 @@ def run_retrieve(
     (out / "methods").mkdir(exist_ok=True)
     for name in runnable:
         method = methods[name]
-        mfp = sha256_json({"run": fingerprint, "method": method.describe()})
+        checkpoint = cfg.checkpoints.get(name)
+        mfp = sha256_json(
+            {"run": fingerprint, "method": method.describe(), "checkpoint": _file_digest(checkpoint)}
+        )
         done = out / "methods" / f"{name}.json"
         if done.is_file() and json.loads(done.read_text()).get("fingerprint") == mfp:
             info = json.loads(done.read_text())

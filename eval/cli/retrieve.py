@@ -106,8 +106,9 @@ Examples:
       --corpus-pos icir_generic_subjects.csv --corpus-neg icir_generic_styles.csv --set basic.query_expansion=false --out runs/icir
 \b
 Methods: text, image, sum, product, weicom (λ=0.5), basic (needs --corpus-pos/--corpus-neg), freedom (needs
---vocabulary), cirevl (needs --captioner and --rewriter); pic2word, searle, compodiff, magiclens are listed but
-not implemented (reported as unavailable). `all` = every training-free method. Hyperparameters: --set
+--vocabulary), cirevl (needs --captioner and --rewriter), pic2word and searle (need --checkpoint NAME=PATH, the
+released weights, and the CLIP they were trained on as --encoder); compodiff and magiclens are listed but not
+implemented (reported as unavailable). `all` = every training-free method. Hyperparameters: --set
 METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options: --option KEY=VALUE
 (xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
 \b
@@ -154,7 +155,12 @@ Exit status: 0 every method ran, 2 some could not (reasons printed and in run.js
 @click.option(
     "--rewriter", default=None, help="CIReVL rewriting LLM (transformers causal LM: hub id or folder)."
 )
-@click.option("--checkpoint", "checkpoints", multiple=True, help="Learned method checkpoint NAME=PATH.")
+@click.option(
+    "--checkpoint",
+    "checkpoints",
+    multiple=True,
+    help="Learned method checkpoint NAME=PATH (pic2word=pic2word_model.pt, searle=SEARLE_ViT-L14.pt).",
+)
 @click.option(
     "--device", default=None, help="cpu, cuda, cuda:1 ... for the encoder (default: cuda if available)."
 )

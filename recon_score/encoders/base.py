@@ -47,11 +47,14 @@ class Encoder:
         return "text" in self.info.modalities
 
     @torch.inference_mode()
-    def encode_images(self, images: Sequence[Image.Image], *, batch_size: int | None = None) -> torch.Tensor:
-        """(n, d) float32 on CPU, rows L2-normalised."""
+    def encode_images(
+        self, images: Sequence[Image.Image], *, batch_size: int | None = None, normalize: bool = True
+    ) -> torch.Tensor:
+        """(n, d) float32 on CPU, rows L2-normalised unless `normalize=False` (the raw tower output, which
+        textual-inversion networks such as Pic2Word's and SEARLE's were trained on)."""
         if not self.has_images or self.kind != "embedding":
             raise TypeError(f"encoder {self.info.spec!r} does not embed images (kind={self.kind})")
-        return self._batched(self._embed_images, list(images), batch_size)
+        return self._batched(self._embed_images, list(images), batch_size, normalize=normalize)
 
     @torch.inference_mode()
     def encode_texts(self, texts: Sequence[str], *, batch_size: int | None = None) -> torch.Tensor:
@@ -62,12 +65,12 @@ class Encoder:
             )
         return self._batched(self._embed_texts, list(texts), batch_size)
 
-    def _batched(self, fn, items: list, batch_size: int | None) -> torch.Tensor:
+    def _batched(self, fn, items: list, batch_size: int | None, *, normalize: bool = True) -> torch.Tensor:
         bs = batch_size or self.batch_size
         if not items:
             return torch.zeros(0, self.info.dim or 0)
-        chunks = [fn(items[i : i + bs]).float().cpu() for i in range(0, len(items), bs)]
-        return F.normalize(torch.cat(chunks), dim=-1)
+        out = torch.cat([fn(items[i : i + bs]).float().cpu() for i in range(0, len(items), bs)])
+        return F.normalize(out, dim=-1) if normalize else out
 
     # -- pairwise API (both kinds) ----------------------------------------------------------------------------
     @torch.inference_mode()

@@ -51,6 +51,68 @@ class OpenCLIPEncoder(Encoder):
         tokens = self.tokenizer(texts).to(self.device)
         return self.model.encode_text(tokens)
 
+    @property
+    def pseudo_token_width(self) -> int | None:
+        """Width of the text tower's word embeddings when pseudo-tokens can be injected (CLIP-style towers)."""
+        emb = getattr(self.model, "token_embedding", None)
+        return emb.embedding_dim if isinstance(emb, torch.nn.Embedding) else None
+
+    def placeholder_id(self, placeholder: str) -> int:
+        """Token id of `placeholder` ('*' for Pic2Word, '$' for SEARLE); it must be a single BPE token."""
+        ids = self.tokenizer.encode(placeholder) if hasattr(self.tokenizer, "encode") else []
+        if len(ids) != 1:
+            raise ValueError(
+                f"placeholder {placeholder!r} is {len(ids)} tokens for the {self.info.spec} tokenizer; "
+                "textual inversion needs a single token"
+            )
+        return ids[0]
+
+    @torch.inference_mode()
+    def encode_texts_with_pseudo_tokens(
+        self, texts: list[str], pseudo: torch.Tensor, *, placeholder: str, batch_size: int | None = None
+    ) -> torch.Tensor:
+        """(n, d) L2-normalised: each text encoded with the word embedding of its first `placeholder` token
+        replaced by the matching row of `pseudo` (n, width), as Pic2Word's ``encode_text_img_retrieval`` and
+        SEARLE's ``encode_with_pseudo_tokens`` do. Everything after the embedding lookup is open_clip's own
+        `encode_text`, so pooling and projection always match the plain text path."""
+        width = self.pseudo_token_width
+        if width is None:
+            raise TypeError(
+                f"encoder {self.info.spec!r} has no token-embedding table to inject pseudo-tokens into"
+            )
+        if pseudo.shape != (len(texts), width):
+            raise ValueError(
+                f"expected pseudo-tokens of shape ({len(texts)}, {width}), got {tuple(pseudo.shape)}"
+            )
+        ph = self.placeholder_id(placeholder)
+        table = self.model.token_embedding
+        bs = batch_size or self.batch_size
+        out = []
+        for start in range(0, len(texts), bs):
+            tokens = self.tokenizer(texts[start : start + bs]).to(self.device)
+            hit = tokens == ph
+            lost = (~hit.any(dim=1)).nonzero().flatten().tolist()
+            if lost:
+                raise ValueError(
+                    f"text {texts[start + lost[0]]!r} has no {placeholder!r} token after tokenization "
+                    f"(truncated at {self.context_length} tokens?)"
+                )
+            rows = torch.arange(tokens.shape[0], device=self.device)
+            cols = hit.int().argmax(dim=1)  # first occurrence
+            chunk = pseudo[start : start + bs].to(self.device, table.weight.dtype)
+
+            def inject(_module, _args, output, rows=rows, cols=cols, chunk=chunk):
+                output = output.clone()
+                output[rows, cols] = chunk
+                return output
+
+            handle = table.register_forward_hook(inject)
+            try:
+                out.append(self.model.encode_text(tokens).float().cpu())
+            finally:
+                handle.remove()
+        return torch.nn.functional.normalize(torch.cat(out), dim=-1)
+
     def count_tokens(self, text: str) -> int:
         """Tokens including start/end markers; > context_length means the tokenizer truncates."""
         inner = getattr(self.tokenizer, "encode", None)

@@ -78,17 +78,19 @@ METHODS: dict[str, MethodInfo] = {
         ),
         MethodInfo(
             "pic2word",
-            "retrieval.methods.learned:learned",
+            "retrieval.methods.learned:Pic2Word",
             "learned",
-            "textual inversion (MLP)",
-            ("checkpoint",),
+            "textual inversion: IM2TEXT token in 'a photo of * , {text}'",
+            needs=("checkpoint", "image+text encoder", "reference images"),
+            linear=True,
         ),
         MethodInfo(
             "searle",
-            "retrieval.methods.learned:learned",
+            "retrieval.methods.learned:Searle",
             "learned",
-            "textual inversion (phi)",
-            ("checkpoint",),
+            "textual inversion: Phi token in 'a photo of $ that {text}'",
+            needs=("checkpoint", "image+text encoder", "reference images"),
+            linear=True,
         ),
         MethodInfo(
             "compodiff", "retrieval.methods.learned:learned", "learned", "diffusion prior", ("checkpoint",)

@@ -43,6 +43,8 @@ class Resources:
         vocabulary, vocabulary_texts: FreeDom's textual memory, (V, D) and its V strings.
         captioner, rewriter: CIReVL's captioning and LLM-rewriting callables.
         checkpoints: method name -> local checkpoint path (learned methods).
+        encoder: the run's registry encoder, for methods that drive its towers themselves (Pic2Word and SEARLE
+            embed reference images unnormalised and inject pseudo-tokens into the text tower).
     """
 
     texts: Sequence[str] | None = None
@@ -61,6 +63,7 @@ class Resources:
     captioner: Captioner | None = None
     rewriter: Rewriter | None = None
     checkpoints: dict[str, Path] = field(default_factory=dict)
+    encoder: Any = None
 
 
 @dataclass

@@ -1,16 +1,35 @@
-"""Learned composition methods of seed 000 (Pic2Word, SEARLE, CompoDiff, MagicLens). They need their released
-checkpoints and model-specific inference (Pic2Word and SEARLE inject a pseudo-token into the text tower,
-CompoDiff runs a diffusion prior, MagicLens adds its own attention head), none of which reconscore implements
-yet. They are listed so that `reconscore retrieve --methods` can name them, and always report themselves as
-unavailable: with a checkpoint path they say it was found but not used. Nothing is faked.
+"""Learned composition methods of seed 000 (Pic2Word, SEARLE, CompoDiff, MagicLens).
+
+Pic2Word and SEARLE are textual inversion: a small network maps the reference image's CLIP embedding to a
+pseudo word embedding, which replaces the placeholder token of a prompt encoded by the same CLIP text tower.
+Both run here from their released checkpoints, following the authors' inference code:
+
+- Pic2Word (google-research/composed_image_retrieval): ``IM2TEXT`` (n_layer x [Linear, Dropout, ReLU] then
+  ``fc_out``) on the *unnormalised* ``encode_image`` output; prompt "a photo of * , {text}" with '*' replaced
+  (``encode_text_img_retrieval``). Checkpoint: ``pic2word_model.pt`` holding ``state_dict_img2text`` (its
+  ``state_dict`` is the frozen OpenAI CLIP, so the run's encoder must be ``open_clip:ViT-L-14/openai``).
+- SEARLE (miccunifi/SEARLE): ``Phi`` (Linear, GELU, Dropout, Linear, GELU, Dropout, Linear) on the unnormalised
+  image embedding; prompt "a photo of $ that {text}" with '$' replaced (``encode_with_pseudo_tokens``).
+  Checkpoint: ``SEARLE_ViT-B32.pt`` / ``SEARLE_ViT-L14.pt`` holding ``{"Phi": state_dict}``; the encoder is
+  the matching OpenAI CLIP. SEARLE-XL's optimisation-based inversion (OTI) is not implemented.
+
+The query vector is the L2-normalised composed text embedding, scored by dot product with the database, so
+both methods are linear (FAISS-servable). Dimensions are read from the checkpoint and checked against the
+encoder before any image is loaded. CompoDiff (a diffusion prior) and MagicLens (a JAX model) stay listed as
+unavailable: nothing is faked.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+import torch
+from torch import Tensor, nn
+
+from recon_score.errors import InputError
 from retrieval.errors import MethodUnavailableError
-from retrieval.methods.base import Method, MethodContext, Prepared, Resources
+from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
 # name -> (paper, where the released weights are, what inference needs)
 RELEASES = {
@@ -21,8 +40,8 @@ RELEASES = {
     ),
     "searle": (
         "Baldrati et al., ICCV 2023",
-        "miccunifi/SEARLE (searle ViT-L/14 phi checkpoint)",
-        "a textual-inversion network (or 200 test-time optimisation steps) feeding a pseudo-token to the text tower",
+        "miccunifi/SEARLE releases (SEARLE_ViT-B32.pt or SEARLE_ViT-L14.pt)",
+        "a textual-inversion network feeding a pseudo-token to the text tower",
     ),
     "compodiff": (
         "Gu et al., TMLR 2024",
@@ -32,20 +51,241 @@ RELEASES = {
     "magiclens": (
         "Zhang et al., ICML 2024",
         "google-deepmind/magiclens (ViT-L/14 checkpoint)",
-        "its multimodal attention head over CLIP features",
+        "its multimodal attention head over CLIP features (a JAX/Flax model)",
     ),
 }
 
 
+# -- the two inversion networks, shaped like the released state dicts ----------------------------------------
+class Im2Text(nn.Module):
+    """Pic2Word's IM2TEXT: keys ``layers.{i}.0.{weight,bias}`` and ``fc_out.{weight,bias}``."""
+
+    def __init__(self, embed_dim: int, middle_dim: int, output_dim: int, n_layer: int, dropout: float = 0.1):
+        super().__init__()
+        dims = [embed_dim] + [middle_dim] * n_layer
+        self.layers = nn.Sequential(
+            *(
+                nn.Sequential(nn.Linear(dims[i], middle_dim), nn.Dropout(dropout), nn.ReLU())
+                for i in range(n_layer)
+            )
+        )
+        self.fc_out = nn.Linear(middle_dim, output_dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc_out(self.layers(x))
+
+
+class Phi(nn.Module):
+    """SEARLE's Phi: keys ``layers.{0,3,6}.{weight,bias}``."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, output_dim: int, dropout: float = 0.5):
+        super().__init__()
+        self.layers = nn.Sequential(
+            nn.Linear(input_dim, hidden_dim),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_dim, hidden_dim),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden_dim, output_dim),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.layers(x)
+
+
+def read_state(path: Path, key: str) -> dict[str, Tensor]:
+    """The network's state dict from a released checkpoint: ``ckpt[key]`` when present, else the file itself.
+    Loaded with ``weights_only=True`` (or safetensors); DistributedDataParallel's ``module.`` prefix is stripped."""
+    path = Path(path)
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            ckpt = load_file(str(path))
+        else:
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle, zip or safetensors errors: all mean "not a checkpoint we can read"
+        raise InputError(f"cannot read checkpoint {path}: {type(err).__name__}: {err}") from err
+    state = ckpt.get(key, ckpt) if isinstance(ckpt, dict) else None
+    if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
+        raise InputError(f"checkpoint {path} holds no {key!r} state dict of tensors")
+    return {k.removeprefix("module."): v for k, v in state.items()}
+
+
+def _shape(state: dict[str, Tensor], key: str, path: Path, layout: str) -> torch.Size:
+    if key not in state:
+        found = ", ".join(sorted(state)[:6])
+        raise InputError(f"checkpoint {path} lacks {key!r}; expected {layout} (found: {found}, ...)")
+    return state[key].shape
+
+
+def load_im2text(path: Path) -> Im2Text:
+    state = read_state(path, "state_dict_img2text")
+    layout = "Pic2Word's IM2TEXT (layers.N.0.weight, fc_out.weight)"
+    n_layer = len({k.split(".")[1] for k in state if k.startswith("layers.") and k.endswith(".0.weight")})
+    first = _shape(state, "layers.0.0.weight", path, layout)
+    out = _shape(state, "fc_out.weight", path, layout)
+    net = Im2Text(embed_dim=first[1], middle_dim=first[0], output_dim=out[0], n_layer=n_layer)
+    _load(net, state, path)
+    return net
+
+
+def load_phi(path: Path) -> Phi:
+    state = read_state(path, "Phi")
+    layout = "SEARLE's Phi (layers.0/3/6.weight)"
+    first = _shape(state, "layers.0.weight", path, layout)
+    out = _shape(state, "layers.6.weight", path, layout)
+    net = Phi(input_dim=first[1], hidden_dim=first[0], output_dim=out[0])
+    _load(net, state, path)
+    return net
+
+
+def _load(net: nn.Module, state: dict[str, Tensor], path: Path) -> None:
+    try:
+        net.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        raise InputError(f"checkpoint {path} does not fit {type(net).__name__}: {err}") from err
+    net.eval().requires_grad_(False)
+
+
+# -- the methods ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TextualInversionConfig:
+    """`template` holds {text} and exactly the placeholder the network's token replaces."""
+
+    template: str
+    placeholder: str
+    batch_size: int = 64  # reference images per forward pass
+
+    def __post_init__(self):
+        if "{text}" not in self.template or self.placeholder not in self.template.replace("{text}", ""):
+            raise ValueError(
+                f"template {self.template!r} must contain {{text}} and the placeholder {self.placeholder!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Pic2WordConfig(TextualInversionConfig):
+    template: str = "a photo of * , {text}"
+    placeholder: str = "*"
+
+
+@dataclass(frozen=True)
+class SearleConfig(TextualInversionConfig):
+    template: str = "a photo of $ that {text}"
+    placeholder: str = "$"
+
+
+class TextualInversion(Method):
+    """Shared inference of Pic2Word and SEARLE; subclasses name the network loader."""
+
+    loader = staticmethod(load_phi)
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self._net: tuple[Path, nn.Module] | None = None
+
+    def missing(self, r: Resources) -> list[str]:
+        paper, where, _ = RELEASES[self.name]
+        needs = []
+        path = r.checkpoints.get(self.name)
+        if path is None:
+            needs.append(
+                f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"
+            )
+        elif not Path(path).is_file():
+            needs.append(f"its checkpoint, but {path} is not a file")
+        if getattr(r.encoder, "pseudo_token_width", None) is None:
+            needs.append(
+                "a CLIP-style open_clip encoder whose text tower takes pseudo-tokens (run `retrieve`)"
+            )
+        if r.load_reference is None or r.texts is None:
+            needs.append("the reference images and modifier texts (a benchmark run, not a features bundle)")
+        return needs
+
+    def fix_hint(self) -> str:
+        return (
+            f"Download {RELEASES[self.name][1]} and pass --checkpoint {self.name}=PATH with the CLIP the network "
+            "was trained on as --encoder (e.g. open_clip:ViT-L-14/openai)."
+        )
+
+    def network(self, path: Path) -> nn.Module:
+        if self._net is None or self._net[0] != path:
+            self._net = (path, self.loader(path))
+        return self._net[1]
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        self.check(ctx.resources)
+        r = ctx.resources
+        encoder, path = r.encoder, Path(r.checkpoints[self.name])
+        net = self.network(path).to(encoder.device)
+        in_dim, out_dim = _io_dims(net)
+        if in_dim != encoder.info.dim or out_dim != encoder.pseudo_token_width:
+            raise InputError(
+                f"{self.name} checkpoint {path} maps {in_dim}-d image embeddings to {out_dim}-d tokens, but "
+                f"{encoder.info.spec} has {encoder.info.dim}-d embeddings and {encoder.pseudo_token_width}-d tokens; "
+                "use the CLIP it was trained on"
+            )
+        rows = ctx.query_index.tolist()
+        keys = [r.reference_keys[i] if r.reference_keys is not None else str(i) for i in rows]
+        first: dict[str, int] = {}
+        for i, key in zip(rows, keys):
+            first.setdefault(key, i)
+        unique = list(first)
+        tokens = []
+        bs = self.config.batch_size
+        with torch.inference_mode():
+            for start in range(0, len(unique), bs):
+                images = [r.load_reference(first[k]) for k in unique[start : start + bs]]
+                raw = encoder.encode_images(images, normalize=False)
+                tokens.append(net(raw.to(encoder.device)).float().cpu())
+        table = torch.cat(tokens)
+        position = {k: n for n, k in enumerate(unique)}
+        pseudo = table[[position[k] for k in keys]]
+        prompts = [self.config.template.format(text=t) for t in ctx.texts()]
+        try:
+            query = encoder.encode_texts_with_pseudo_tokens(
+                prompts, pseudo, placeholder=self.config.placeholder
+            )
+        except ValueError as err:
+            raise InputError(f"{self.name}: {err}") from err
+        prepared = linear(query, ctx.database, details=prompts)
+        prepared.notes.append(
+            f"{self.name}: {type(net).__name__} from {path}, {len(unique)} reference images"
+        )
+        return prepared
+
+
+def _io_dims(net: nn.Module) -> tuple[int, int]:
+    linears = [
+        m for m in net.modules() if isinstance(m, nn.Linear)
+    ]  # registration order: input first, output last
+    return linears[0].in_features, linears[-1].out_features
+
+
+class Pic2Word(TextualInversion):
+    name, config_cls = "pic2word", Pic2WordConfig
+    loader = staticmethod(load_im2text)
+
+
+class Searle(TextualInversion):
+    name, config_cls = "searle", SearleConfig
+    loader = staticmethod(load_phi)
+
+
+# -- listed, not implemented ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LearnedConfig:
     """Checkpoints are given per run (--checkpoint NAME=PATH), not as hyperparameters."""
 
 
-class Learned(Method):
+class Unavailable(Method):
+    """CompoDiff and MagicLens: named so `--methods` can list them, always reported unavailable."""
+
     config_cls = LearnedConfig
 
-    def __init__(self, config: LearnedConfig | None = None, *, name: str = "pic2word"):
+    def __init__(self, config: LearnedConfig | None = None, *, name: str = "compodiff"):
         super().__init__(config)
         self.name = name
 
@@ -61,7 +301,9 @@ class Learned(Method):
         ]
 
     def fix_hint(self) -> str:
-        return "Learned methods are listed, not faked; run the training-free methods meanwhile."
+        return (
+            "CompoDiff and MagicLens are listed, not faked; Pic2Word and SEARLE run from their checkpoints."
+        )
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         raise MethodUnavailableError(
@@ -70,10 +312,10 @@ class Learned(Method):
 
 
 def learned(name: str):
-    """Factory for the registry: one Learned class per released method."""
+    """Factory for the registry: one Unavailable method per name."""
 
-    def build(config: LearnedConfig | None = None) -> Learned:
-        return Learned(config, name=name)
+    def build(config: LearnedConfig | None = None) -> Unavailable:
+        return Unavailable(config, name=name)
 
     build.config_cls = LearnedConfig
     return build

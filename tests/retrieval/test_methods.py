@@ -250,14 +250,3 @@ def test_cirevl_captions_once_per_reference_and_searches_the_rewrite():
     assert calls == [1] and res.details[0] == "red car -> blue car"
     with pytest.raises(MethodUnavailableError, match="a captioner"):
         evaluate(build_method("cirevl"), data, resources=Resources(encode_texts=encode))
-
-
-@pytest.mark.parametrize("name", ["pic2word", "searle", "compodiff", "magiclens"])
-def test_learned_methods_are_listed_never_faked(name, tmp_path, planted):
-    m = build_method(name)
-    with pytest.raises(MethodUnavailableError, match="released checkpoint"):
-        evaluate(m, planted)
-    ckpt = tmp_path / "model.pt"
-    ckpt.write_bytes(b"not used")
-    with pytest.raises(MethodUnavailableError, match="does not implement yet"):
-        evaluate(m, planted, resources=Resources(checkpoints={name: ckpt}))
