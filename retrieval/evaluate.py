@@ -35,6 +35,8 @@ class EvalResult:
     details: list[str] | None = None
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    topk_ids: np.ndarray | None = None  # (Q, k) global database indices, best first; -1 pads short lists
+    topk_scores: np.ndarray | None = None  # (Q, k) float32, NaN where padded
 
     def summary(
         self,
@@ -89,8 +91,14 @@ def evaluate(
     ties: str = "index",
     chunk_size: int | None = None,
     progress: bool = False,
+    topk: int = 0,
+    index: str = "exact",
 ) -> EvalResult:
     """Per-query metrics of `method` on `data` (see retrieval.metrics for the names and variants).
+
+    With `topk` > 0 the k best database items of every query are kept too (excluded pairs never appear):
+    from the exact scores (ties by database index, as the metrics), or from a FAISS `index`
+    (retrieval.index.INDEX_KINDS) over the composed query vectors of linear methods. Metrics are always exact.
 
     Raises:
         MethodUnavailableError: the method lacks something in `resources` (checked before any scoring).
@@ -106,6 +114,9 @@ def evaluate(
     per_query: dict[str, np.ndarray] = {}
     details: list[str] | None = None
     notes: list[str] = []
+    k = min(topk, n_total)
+    top_ids = np.full((q_total, k), -1, dtype=np.int64) if k else None
+    top_scores = np.full((q_total, k), np.nan, dtype=np.float32) if k else None
 
     from tqdm.auto import tqdm
 
@@ -137,6 +148,15 @@ def evaluate(
             for j, text in zip(qi.tolist(), prepared.details):
                 details[j] = text
         n = len(di)
+        approximate = bool(k) and index != "exact"
+        if approximate and prepared.query_vectors is None:
+            approximate = False
+            note = f"{method.name} is not linear (no composed query vector): top-{k} from exact scores"
+            if note not in notes:
+                notes.append(note)
+        if approximate:
+            ids, sc = _index_topk(prepared.query_vectors, ctx.database, exc, exc_ptr, k, index)
+            _store_topk(top_ids, top_scores, qi.numpy(), di, ids, sc)
         step = chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
         for start in range(0, len(qi), step):
             stop = min(start + step, len(qi))
@@ -161,6 +181,9 @@ def evaluate(
                     f"{method.name}: {err} (queries {start}..{stop - 1} of a group)"
                 ) from err
             rows = qi[start:stop].numpy()
+            if k and not approximate:
+                order = torch.sort(scores, dim=1, descending=True, stable=True)
+                _store_topk(top_ids, top_scores, rows, di, order.indices[:, :k], order.values[:, :k])
             for name, values in metrics.items():
                 if name not in per_query:
                     per_query[name] = np.full(q_total, np.nan)
@@ -176,4 +199,33 @@ def evaluate(
         details=details,
         notes=notes,
         seconds=time.perf_counter() - started,
+        topk_ids=top_ids,
+        topk_scores=top_scores,
     )
+
+
+def _store_topk(ids_out, scores_out, rows, di: Tensor, local: Tensor, scores: Tensor) -> None:
+    """Write local top-k (B, <=k) into the global arrays; -inf (excluded) and -1 (FAISS padding) become pads."""
+    valid = (local >= 0) & torch.isfinite(scores)
+    glob = torch.where(valid, di[local.clamp(min=0)], torch.full_like(local, -1))
+    width = local.shape[1]
+    ids_out[rows, :width] = glob.numpy()
+    scores_out[rows, :width] = torch.where(valid, scores, torch.full_like(scores, float("nan"))).numpy()
+
+
+def _index_topk(queries: Tensor, database: Tensor, exc: Tensor, exc_ptr: Tensor, k: int, kind: str):
+    """(B, k) local ids and scores from a FAISS index, asking for enough extra items to drop excluded pairs."""
+    from retrieval.index import FaissIndex
+
+    extra = int((exc_ptr[1:] - exc_ptr[:-1]).max()) if len(exc) else 0
+    want = min(k + extra, database.shape[0])
+    scores, ids = FaissIndex(database, kind).search(queries, want)
+    if extra:
+        banned = torch.zeros(ids.shape, dtype=torch.bool)
+        for q in range(ids.shape[0]):
+            gone = exc[exc_ptr[q] : exc_ptr[q + 1], 1]
+            banned[q] = torch.isin(ids[q], gone)
+        order = torch.sort(banned.int(), dim=1, stable=True).indices  # kept items first, in rank order
+        ids = torch.where(banned, -1, ids).gather(1, order)
+        scores = scores.gather(1, order)
+    return ids[:, :k], scores[:, :k]

@@ -10,6 +10,8 @@ Output folder::
     per_group.csv         long format: method, level (group/subgroup/all), name, metric, value, n_queries
     table.md              the seed-layout tables of the benchmark's headline metrics (percent)
     table_<metric>.csv    the same tables as CSV
+    topk.csv/.parquet     with --topk K: method, query, rank, retrieved database image, score, relevant
+                          (exact, or from a FAISS --index for linear methods)
     methods/<name>.parquet + .json   per-method results with their fingerprint: a rerun of the same
                           configuration reads them instead of re-evaluating (features are cached separately)
     bundle.npz            with --save-bundle: the features-level bundle for `reconscore retrieve-eval`
@@ -30,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -76,6 +79,8 @@ class RetrieveConfig:
     empty_positives: str = "zero"
     group_mean: str = "queries"
     limit: int | None = None
+    topk: int = 0  # > 0: also write each query's top-k database items (topk.csv/.parquet)
+    index: str = "exact"  # exact | faiss-flat | faiss-ivf | faiss-hnsw (linear methods' top-k)
     save_bundle: bool = False
     overwrite: bool = False
 
@@ -125,6 +130,30 @@ def per_query_frame(bench: Benchmark, result: EvalResult) -> pd.DataFrame:
         df[name] = values
     df["detail"] = result.details if result.details is not None else ""
     return df
+
+
+def topk_frame(bench: Benchmark, data: EvalData, result: EvalResult) -> pd.DataFrame:
+    """One row per (query, rank): the retrieved database image, its score and whether it is a positive."""
+    ids, scores = result.topk_ids, result.topk_scores
+    q, k = ids.shape
+    query = np.repeat(np.arange(q), k)
+    item = ids.reshape(-1)
+    keep = item >= 0
+    positives = data.positives.numpy() if data.positives is not None else np.zeros((0, 2), dtype=np.int64)
+    n = max(len(bench.database), 1)
+    relevant = np.isin(query * n + item, positives[:, 0] * n + positives[:, 1])
+    frame = pd.DataFrame(
+        {
+            "method": result.method,
+            "query_index": query,
+            "query_id": [bench.queries[i].id for i in query],
+            "rank": np.tile(np.arange(1, k + 1), q),
+            "item": [bench.database[i] if i >= 0 else None for i in item],
+            "score": scores.reshape(-1),
+            "relevant": relevant & keep,
+        }
+    )
+    return frame[keep].reset_index(drop=True)
 
 
 def _meta_frame(bench: Benchmark) -> pd.DataFrame:
@@ -252,7 +281,12 @@ def run_retrieve(
         method = methods[name]
         checkpoint = cfg.checkpoints.get(name)
         mfp = sha256_json(
-            {"run": fingerprint, "method": method.describe(), "checkpoint": _file_digest(checkpoint)}
+            {
+                "run": fingerprint,
+                "method": method.describe(),
+                "checkpoint": _file_digest(checkpoint),
+                "topk": [cfg.topk, cfg.index] if cfg.topk else None,
+            }
         )
         done = out / "methods" / f"{name}.json"
         if done.is_file() and json.loads(done.read_text()).get("fingerprint") == mfp:
@@ -260,6 +294,10 @@ def run_retrieve(
             df = pd.read_parquet(out / "methods" / f"{name}.parquet")
             metric_cols = [c for c in df.columns if c not in ("query_index", "detail")]
             details = df["detail"].tolist() if df["detail"].astype(bool).any() else None
+            top_ids = top_scores = None
+            if cfg.topk:
+                top = np.load(out / "methods" / f"{name}.topk.npz")
+                top_ids, top_scores = top["ids"], top["scores"]
             results[name] = EvalResult(
                 method=name,
                 config=info["config"],
@@ -269,6 +307,8 @@ def run_retrieve(
                 details=details,
                 notes=info.get("notes", []),
                 seconds=info.get("seconds", 0.0),
+                topk_ids=top_ids,
+                topk_scores=top_scores,
             )
             status[name] = {"status": "ok", "resumed": True}
             say(f"{name}: read from {done.parent}")
@@ -284,6 +324,8 @@ def run_retrieve(
                 ties=cfg.ties,
                 chunk_size=cfg.chunk_size,
                 progress=progress,
+                topk=cfg.topk,
+                index=cfg.index,
             )
         except ReconScoreError as err:
             status[name] = {"status": "failed", "reason": str(err)}
@@ -291,6 +333,10 @@ def run_retrieve(
             continue
         results[name] = res
         atomic_write_bytes(out / "methods" / f"{name}.parquet", _parquet_bytes(per_query_frame(bench, res)))
+        if res.topk_ids is not None:
+            buf = io.BytesIO()
+            np.savez(buf, ids=res.topk_ids, scores=res.topk_scores)
+            atomic_write_bytes(out / "methods" / f"{name}.topk.npz", buf.getvalue())
         atomic_write_text(
             done,
             json.dumps(
@@ -373,6 +419,12 @@ def _write_outputs(
     atomic_write_text(out / "per_query.csv", per_query.to_csv(index=False))
     atomic_write_bytes(out / "per_query.parquet", _parquet_bytes(per_query))
     outputs = ["per_query.csv", "per_query.parquet"]
+    top = [topk_frame(bench, data, res) for res in results.values() if res.topk_ids is not None]
+    if top:
+        frame = pd.concat(top, ignore_index=True)
+        atomic_write_text(out / "topk.csv", frame.to_csv(index=False))
+        atomic_write_bytes(out / "topk.parquet", _parquet_bytes(frame))
+        outputs += ["topk.csv", "topk.parquet"]
     if not results:
         return outputs
     metrics = list(dict.fromkeys([*proto.headline, "ap"]))

@@ -114,7 +114,8 @@ METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader 
 \b
 Output in --out: per_query.csv/.parquet (AP and recall/hit/precision@K per method and query), per_group.csv,
 table.md + table_<metric>.csv (methods x groups, Avg. = macro, Total = overall, percent), run.json (settings,
-encoder, per-method status and notes, provenance); --save-bundle adds bundle.npz for `retrieve-eval`.
+encoder, per-method status and notes, provenance); --save-bundle adds bundle.npz for `retrieve-eval`; --topk K
+adds topk.csv/.parquet (method, query, rank, item, score, relevant), searched with --index for linear methods.
 Features are cached (safetensors, $RECONSCORE_CACHE/retrieval/features) and extraction resumes after a crash.
 Exit status: 0 every method ran, 2 some could not (reasons printed and in run.json), 1 the run could not start.""",
 )
@@ -189,6 +190,21 @@ Exit status: 0 every method ran, 2 some could not (reasons printed and in run.js
     "--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries (a quick look)."
 )
 @click.option(
+    "--topk",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Also write each query's K best database images (topk.csv/.parquet); 0 = off.",
+)
+@click.option(
+    "--index",
+    "index_kind",
+    type=click.Choice(["exact", "faiss-flat", "faiss-ivf", "faiss-hnsw"]),
+    default="exact",
+    show_default=True,
+    help="How --topk searches for linear methods (FAISS needs the faiss extra). Metrics are always exact.",
+)
+@click.option(
     "--save-bundle", is_flag=True, help="Also write bundle.npz (features-level, for retrieve-eval)."
 )
 @click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
@@ -217,6 +233,8 @@ def command(
     empty_positives,
     group_mean,
     limit,
+    topk,
+    index_kind,
     save_bundle,
     overwrite,
 ) -> int:
@@ -258,6 +276,8 @@ def command(
         empty_positives=empty_positives,
         group_mean=group_mean,
         limit=limit,
+        topk=topk,
+        index=index_kind,
         save_bundle=save_bundle,
         overwrite=overwrite,
     )

@@ -4,6 +4,7 @@ and consistent, and resuming, refusing and bundling work)."""
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -191,3 +192,40 @@ def test_cirevl_through_the_cli_with_injected_models(tmp_path, monkeypatch, caps
     assert per_query["detail"].str.contains(r"an aerial image \d+ -> an aerial image \d+, post").all()
     record = json.loads((tmp_path / "o" / "run.json").read_text())
     assert record["config"]["captioner"] == "transformers:fake"
+
+
+@pytest.mark.parametrize("index", ["exact", "faiss-flat"])
+def test_topk_lists_agree_with_the_metrics(tmp_path, index):
+    """topk.parquet: best first, the reference image never listed (CIRR excludes it), rank 1 relevant exactly
+    when hit@1 says so; a FAISS flat index returns the exact lists for linear methods."""
+    root = layouts.cirr(tmp_path / "cirr")
+    cfg = RetrieveConfig(
+        benchmark="cirr", root=root, encoder=ENCODER, methods=["sum", "product"], out=tmp_path / index,
+        topk=3, index=index, device="cpu",
+    )  # fmt: skip
+    outcome = run_retrieve(cfg, progress=False)
+    assert outcome.exit_code == 0 and "topk.parquet" in outcome.record["outputs"]
+    top = pd.read_parquet(tmp_path / index / "topk.parquet")
+    per_query = pd.read_parquet(tmp_path / index / "per_query.parquet")
+    assert set(top["method"]) == {"sum", "product"}
+    for (method, q), rows in top.groupby(["method", "query_index"]):
+        assert rows["rank"].tolist() == list(range(1, len(rows) + 1))
+        assert rows["score"].is_monotonic_decreasing
+        reference = per_query.loc[
+            (per_query["method"] == method) & (per_query["query_index"] == q), "reference"
+        ]
+        assert reference.iloc[0] not in rows["item"].tolist()
+        hit = per_query.loc[(per_query["method"] == method) & (per_query["query_index"] == q), "hit@1"].iloc[
+            0
+        ]
+        assert bool(rows["relevant"].iloc[0]) == bool(hit)
+    notes = outcome.record["methods"]["product"]["notes"]
+    assert any("not linear" in n for n in notes) == (index != "exact")
+    if index != "exact":
+        exact = RetrieveConfig(**{**cfg.__dict__, "index": "exact", "out": tmp_path / "exact-check"})
+        run_retrieve(exact, progress=False)
+        want = pd.read_parquet(tmp_path / "exact-check" / "topk.parquet")
+        pd.testing.assert_frame_equal(
+            top[["method", "query_index", "rank", "item"]], want[["method", "query_index", "rank", "item"]]
+        )
+        np.testing.assert_allclose(top["score"], want["score"], atol=1e-5)
