@@ -5,9 +5,10 @@ name, then by file name without extension (so `12.tif`, `images/12.tif` and `12`
 Split images without a caption stay in the output with an error; captions matching no split image are
 reported (run.json and the console), never silently dropped.
 
-Summary (one row, Table 3 layout): one column per metric, x100 for every metric except ReconScore. BLEU uses
-the corpus-level value pycocoevalcap reports (as COCO evaluation does); every other metric is the mean over
-images (for METEOR that is the mean of per-caption METEOR, not the jar's corpus aggregate).
+Summary (one row, Table 3 layout): one column per metric, x100 for every metric except ReconScore. BLEU and
+METEOR use the corpus-level values pycocoevalcap's `compute_score` reports (aggregated statistics, as COCO
+evaluation and the papers' tables do); every other metric is the mean over images, which is also what
+pycocoevalcap reports for ROUGE-L, CIDEr-D and SPICE.
 """
 
 from __future__ import annotations

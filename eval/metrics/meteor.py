@@ -4,7 +4,9 @@ pycocoevalcap uses (`-stdio -l en -norm`, 2 GB heap) on PTB-tokenised text.
 One JVM per `MeteorProcess`, kept alive and reused for every batch until `close()`: starting METEOR (it loads its
 paraphrase table) costs seconds, scoring a caption costs well under a millisecond. The protocol is the jar's stdio
 mode, as pycocoevalcap drives it: `SCORE ||| ref1 ||| ... ||| hyp` returns a statistics line, and
-`EVAL ||| stats1 ||| stats2 ...` returns one score per statistics line, then the corpus score (ignored here).
+`EVAL ||| stats1 ||| stats2 ...` returns one score per statistics line, then the corpus score. METEOR's corpus
+score is computed from the summed statistics, not the mean of segment scores; it is what pycocoevalcap's
+`compute_score` returns and what captioning papers report, so the metric keeps it in `info["corpus"]`.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, uniqu
 from eval.metrics.java import java_executable, pycocoevalcap_file, stderr_tail
 from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
-
-EVAL_CHUNK = 1000  # statistics lines per EVAL request (segment scores do not depend on the other segments)
 
 
 def _clean(text: str) -> str:
@@ -71,25 +71,39 @@ class MeteorProcess:
 
     def score(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> np.ndarray:
         """(n,) METEOR of each hypothesis against its references (each list non-empty)."""
+        return self.evaluate(self.statistics(hypotheses, references))[0]
+
+    def statistics(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> list[str]:
+        """METEOR's sufficient statistics line of each (hypothesis, references) pair."""
         if len(hypotheses) != len(references):
             raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} reference lists")
         if any(not r for r in references):
             raise ValueError("every hypothesis needs at least one reference")
-        if not self._finalizer.alive:
-            raise ReconScoreError("this MeteorProcess was closed; create a new one")
+        self._check_open()
         lines = [
             " ||| ".join(("SCORE", " ||| ".join(_clean(r) for r in refs), _clean(hyp))) + "\n"
             for hyp, refs in zip(hypotheses, references)
         ]
         with self._lock:
-            stats = self._exchange(lines)
-            scores: list[float] = []
-            for start in range(0, len(stats), EVAL_CHUNK):
-                chunk = stats[start : start + EVAL_CHUNK]
-                self._write(["EVAL ||| " + " ||| ".join(chunk) + "\n"])
-                scores.extend(float(self._readline()) for _ in chunk)
-                self._readline()  # the chunk's aggregate score
-        return np.asarray(scores, dtype=float)
+            return self._exchange(lines)
+
+    def evaluate(self, stats: Sequence[str]) -> tuple[np.ndarray, float | None]:
+        """Segment scores of `stats` lines and the corpus score over all of them (None when empty), from one
+        EVAL request as pycocoevalcap sends it."""
+        if not stats:
+            return np.zeros(0), None
+        self._check_open()
+        with self._lock:
+            self._write(
+                ["EVAL ||| " + " ||| ".join(stats) + "\n"]
+            )  # the jar reads the whole line, then answers
+            scores = [float(self._readline()) for _ in stats]
+            corpus = float(self._readline())
+        return np.asarray(scores, dtype=float), corpus
+
+    def _check_open(self) -> None:
+        if not self._finalizer.alive:
+            raise ReconScoreError("this MeteorProcess was closed; create a new one")
 
     def _write(self, lines: list[str]) -> None:
         try:
@@ -157,9 +171,14 @@ class Meteor(Metric):
         cands, refs = batch.tokenized()
         rows = batch.reference_rows()
         pairs, inverse = unique_pairs([cands[i] for i in rows], [refs[i] for i in rows])
-        per = self.process.score([c for c, _ in pairs], [list(r) for _, r in pairs]) if pairs else np.zeros(0)
-        values = scatter(len(batch), rows, per[inverse] if len(pairs) else [])
-        return MetricOutput(values, info={"scored_rows": len(rows), "distinct_pairs": len(pairs)})
+        stats = self.process.statistics([c for c, _ in pairs], [list(r) for _, r in pairs]) if pairs else []
+        # every scored row (duplicates included) enters the corpus statistics, as in pycocoevalcap
+        per, corpus = self.process.evaluate([stats[i] for i in inverse]) if pairs else (np.zeros(0), None)
+        values = scatter(len(batch), rows, per)
+        info = {"scored_rows": len(rows), "distinct_pairs": len(pairs)}
+        if corpus is not None:
+            info["corpus"] = corpus  # METEOR over the summed statistics, pycocoevalcap's reported value
+        return MetricOutput(values, info=info)
 
     def config(self) -> dict:
         return {

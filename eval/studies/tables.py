@@ -101,9 +101,10 @@ def selection_table(
     human: Path | None = None,
     images_root: Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Rows = selection metrics; columns = each evaluation metric's mean over the picks (paper scale), plus the
-    preference rate (share of images where the pick is the human's choice) when a human file is given."""
-    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
+    """Rows = selection metrics; columns = each evaluation metric over the picks (paper scale): the corpus value
+    where pycocoevalcap reports one (BLEU, METEOR; as `reconscore evaluate`), else the mean; plus the preference
+    rate (share of images where the pick is the human's choice) when a human file is given."""
+    from eval.metrics import CaptionBatch, build_metric, compute_metrics, get_metric_info
 
     run = _run_json(describe_run)
     pool, _ = candidate_pool(describe_run)
@@ -122,38 +123,51 @@ def selection_table(
     have = {m for m in all_names if all(m in c for _, c in flat)}  # e.g. reconscore, already in the run
     compute = [m for m in all_names if m not in have]
     table = pd.DataFrame(index=range(len(flat)))
+    corpus_level: list[str] = []
     if compute:
-        computed, _ = compute_metrics(
+        computed, report = compute_metrics(
             compute, CaptionBatch([c["caption"] for _, c in flat], refs, images), options=options
         )
         for m in compute:
             table[m] = computed[m].to_numpy()
+        corpus_level = [m for m in metrics if "corpus" in report.get(m, {})]
+    shared = {m: build_metric(m, **options.get(m, {})) for m in corpus_level}  # one METEOR JVM for all rows
     for m in have:
         table[m] = [c[m] for _, c in flat]
     human_pick = _read_human(human) if human else None
     rows, agreement = {}, {}
-    for sel in selectors:
-        picks: dict[str, int] = {}
-        for k, (img, _) in enumerate(flat):
-            v = table[sel].iloc[k]
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                continue
-            if img not in picks or v > table[sel].iloc[picks[img]]:
-                picks[img] = k
-        row = {
-            PAPER_NAMES.get(m, m): float(np.nanmean([table[m].iloc[k] for k in picks.values()]))
-            * (1.0 if m == "reconscore" else 100.0)
-            for m in metrics
-        }
-        if human_pick is not None:
-            judged = [img for img in picks if img in human_pick]
-            hits = sum(flat[picks[img]][1]["index"] == human_pick[img] for img in judged)
-            row["Preference rate (%)"] = 100.0 * hits / len(judged) if judged else math.nan
-            agreement[sel] = {"judged_images": len(judged), "agreements": hits}
-        rows[PAPER_NAMES.get(sel, sel)] = row
+    try:
+        for sel in selectors:
+            picks: dict[str, int] = {}
+            for k, (img, _) in enumerate(flat):
+                v = table[sel].iloc[k]
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    continue
+                if img not in picks or v > table[sel].iloc[picks[img]]:
+                    picks[img] = k
+            chosen = list(picks.values())
+            values = {m: float(np.nanmean([table[m].iloc[k] for k in chosen])) for m in metrics}
+            if corpus_level and chosen:
+                batch = CaptionBatch([flat[k][1]["caption"] for k in chosen], [refs[k] for k in chosen])
+                _, rep = compute_metrics(corpus_level, batch, metrics=shared)
+                values.update({m: rep[m].get("corpus", math.nan) for m in corpus_level})
+            row = {
+                PAPER_NAMES.get(m, m): v * (1.0 if m == "reconscore" else 100.0) for m, v in values.items()
+            }
+            if human_pick is not None:
+                judged = [img for img in picks if img in human_pick]
+                hits = sum(flat[picks[img]][1]["index"] == human_pick[img] for img in judged)
+                row["Preference rate (%)"] = 100.0 * hits / len(judged) if judged else math.nan
+                agreement[sel] = {"judged_images": len(judged), "agreements": hits}
+            rows[PAPER_NAMES.get(sel, sel)] = row
+    finally:
+        for metric in shared.values():
+            metric.close()
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "Selection metric"
-    return df, {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
+    info = {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
+    info["corpus_level"] = corpus_level
+    return df, info
 
 
 def _read_human(path: Path) -> dict[str, int]:

@@ -87,8 +87,10 @@ def test_evaluate_end_to_end(split, tmp_path):
     assert run["join"]["unmatched_captions"] == ["captions.jsonl:3: 77"]
     assert run["join"]["duplicate_captions"] == ["captions.jsonl:4: 1"]
     assert run["dataset"]["missing_images"] == ["4.tif"] and run["failed_images"] == 2
-    # BLEU is corpus-level as in COCO evaluation (pycocoevalcap on the same PTB tokens), the rest are means
+    # BLEU and METEOR are corpus-level as in COCO evaluation (pycocoevalcap on the same PTB tokens), the rest
+    # are means
     from pycocoevalcap.bleu.bleu import Bleu
+    from pycocoevalcap.meteor.meteor import Meteor
 
     from eval.metrics.ptb import ptb_tokenize
 
@@ -104,7 +106,17 @@ def test_evaluate_end_to_end(split, tmp_path):
     corpus, _ = Bleu(4).compute_score({0: tok[2:4], 1: tok[4:6]}, {0: [tok[0]], 1: [tok[1]]}, verbose=0)
     assert summary["BLEU-4"].iloc[0] == pytest.approx(100 * corpus[3])
     assert run["metric_reports"]["bleu4"]["summary"] == "corpus"
-    assert run["metric_reports"]["meteor"]["summary"] == "mean over images"
+    m = Meteor()
+    try:
+        meteor, _ = m.compute_score({0: tok[2:4], 1: tok[4:6]}, {0: [tok[0]], 1: [tok[1]]})
+    finally:
+        m.meteor_p.kill()
+        m.meteor_p.wait()
+        for f in (m.meteor_p.stdin, m.meteor_p.stdout, m.meteor_p.stderr):
+            f.close()
+    assert summary["METEOR"].iloc[0] == pytest.approx(100 * meteor, abs=1e-9)
+    assert run["metric_reports"]["meteor"]["summary"] == "corpus"
+    assert run["metric_reports"]["rouge"]["summary"] == "mean over images"
 
 
 def test_evaluate_text_metrics_only(split, tmp_path):

@@ -112,14 +112,16 @@ def _pycoco(cands, refs):
     gts = tok.tokenize({i: [{"caption": r} for r in rs] for i, rs in enumerate(refs)})
     res = tok.tokenize({i: [{"caption": c}] for i, c in enumerate(cands)})
     out = {}
-    _, bleu = Bleu(4).compute_score(gts, res, verbose=0)
+    bleu_corpus, bleu = Bleu(4).compute_score(gts, res, verbose=0)
     for n in range(4):
         out[f"bleu{n + 1}"] = np.array(bleu[n])
+        out[f"bleu{n + 1}_corpus"] = bleu_corpus[n]
     out["rouge"] = np.array(Rouge().compute_score(gts, res)[1])
     out["cider"] = np.array(Cider().compute_score(gts, res)[1])
     m = CocoMeteor()
     try:
-        out["meteor"] = np.array(m.compute_score(gts, res)[1])
+        out["meteor_corpus"], meteor = m.compute_score(gts, res)
+        out["meteor"] = np.array(meteor)
     finally:  # pycocoevalcap leaves its pipes open; close them so no ResourceWarning fires later
         m.meteor_p.kill()
         m.meteor_p.wait()
@@ -135,9 +137,13 @@ def test_agrees_with_pycocoevalcap(flickr_rows, meteor):
     ours_c, ours_r = batch.tokenized()
     assert ours_c == [res[i][0] for i in range(len(cands))]
     assert ours_r == [gts[i] for i in range(len(cands))]
-    table, _ = compute_metrics(TEXT, batch, metrics={"meteor": meteor})
+    table, report = compute_metrics(TEXT, batch, metrics={"meteor": meteor})
     for name in TEXT:
         np.testing.assert_allclose(table[name].to_numpy(), expected[name], rtol=0, atol=1e-12, err_msg=name)
+    # the corpus values pycocoevalcap reports: BLEU and METEOR aggregate statistics, not per-caption means
+    for name in ("bleu1", "bleu2", "bleu3", "bleu4", "meteor"):
+        assert report[name]["corpus"] == pytest.approx(expected[f"{name}_corpus"], abs=1e-12), name
+    assert report["meteor"]["corpus"] != pytest.approx(float(expected["meteor"].mean()), abs=1e-6)
 
 
 def test_duplicate_rows_score_like_pycocoevalcap_on_every_row(meteor):

@@ -96,6 +96,18 @@ def test_selection_study(pool, tmp_path):
     assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["score"] for c in caps]))
     assert df.loc["ReconScore", "Preference rate (%)"] == 100.0  # humans chose what ReconScore chose
     assert df.loc["ReconScore", "ReconScore"] >= df.loc["BLEU-4", "ReconScore"]
+    # BLEU over the picks is corpus-level, as pycocoevalcap reports it (and as `evaluate` summarises)
+    from pycocoevalcap.bleu.bleu import Bleu
+
+    from eval.metrics.ptb import ptb_tokenize
+
+    hyps = ptb_tokenize([c["caption"] for c in caps])
+    refs = [ptb_tokenize(c["references"]) for c in caps]
+    corpus, _ = Bleu(4).compute_score(
+        {i: r for i, r in enumerate(refs)}, {i: [h] for i, h in enumerate(hyps)}, verbose=0
+    )
+    assert df.loc["ReconScore", "BLEU-1"] == pytest.approx(100 * corpus[0])
+    assert json.loads((out / "run.json").read_text())["details"]["corpus_level"] == ["bleu1"]
 
 
 def test_encoders_study(tmp_path, sample_dir):
