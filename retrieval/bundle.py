@@ -18,6 +18,7 @@ Keys (Q queries, N database items, D dimensions; float arrays float32 with L2-no
     norm_image       float32 [M, D]   optional, BASIC: min-normalisation reference images
     norm_text        float32 [M, D]   optional, BASIC: min-normalisation reference texts
     exclude          int     [E, 2]   optional, (query, database) pairs never ranked (CIRR: the reference)
+    subset           int     [S, 2]   optional, (query, database) pairs of each query's subset (CIRR img_set)
     query_id         str     [Q]      optional identifiers
 
 Strings must be numpy unicode arrays (``np.array(names, dtype=str)``); object arrays would need pickle, which
@@ -50,6 +51,7 @@ OPTIONAL = (
     "norm_image",
     "norm_text",
     "exclude",
+    "subset",
     "query_id",
 )
 _NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
@@ -176,6 +178,7 @@ def load_bundle(path: str | Path) -> Bundle:
         database_group=strings.get("database_group"),
         query_db_group=strings.get("query_db_group"),
         exclude=_pairs(arrays["exclude"], "exclude", where) if "exclude" in arrays else None,
+        subset=_pairs(arrays["subset"], "subset", where) if "subset" in arrays else None,
         query_ids=strings.get("query_id"),
     ).validate(where=where)
     resources = Resources(
@@ -209,8 +212,9 @@ def save_bundle(path: str | Path, data: EvalData, resources: Resources | None = 
         "query_id": data.query_ids,
     }
     arrays.update({k: np.array(v, dtype=str) for k, v in optional_strings.items() if v is not None})
-    if data.exclude is not None:
-        arrays["exclude"] = data.exclude.numpy().astype(np.int64)
+    for key in ("exclude", "subset"):
+        if getattr(data, key) is not None:
+            arrays[key] = getattr(data, key).numpy().astype(np.int64)
     for key in ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text"):
         value = getattr(r, key)
         if value is not None:

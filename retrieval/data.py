@@ -30,6 +30,8 @@ class EvalData:
         database_group, query_db_group: optional N and Q names; a query ranks only the database items of its
             group (i-CIR's per-instance databases, FashionIQ's per-category galleries).
         exclude: optional (E, 2) long pairs never ranked for that query (CIRR: the reference image).
+        subset: optional (S, 2) long pairs: the database items of each query's subset; `subset_hit@K` ranks the
+            full-gallery scores within it (CIRR's Recall_subset@K over the query's img_set).
         query_ids: optional Q identifiers for per-query outputs.
     """
 
@@ -42,6 +44,7 @@ class EvalData:
     database_group: list[str] | None = None
     query_db_group: list[str] | None = None
     exclude: Tensor | None = None
+    subset: Tensor | None = None
     query_ids: list[str] | None = None
 
     @property
@@ -68,6 +71,8 @@ class EvalData:
         _check_pairs(self.positives, q, n, "positives", where)
         if self.exclude is not None:
             _check_pairs(self.exclude, q, n, "exclude", where)
+        if self.subset is not None:
+            _check_pairs(self.subset, q, n, "subset", where)
         _check_len(self.query_group, q, "query_group", where)
         _check_len(self.query_subgroup, q, "query_subgroup", where)
         _check_len(self.query_ids, q, "query_ids", where)

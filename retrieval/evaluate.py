@@ -88,6 +88,7 @@ def evaluate(
     ap: str = "non-interpolated",
     ks: Sequence[int] = (1, 5, 10),
     map_at: Sequence[int] = (),
+    subset_ks: Sequence[int] = (),
     ties: str = "index",
     chunk_size: int | None = None,
     progress: bool = False,
@@ -99,6 +100,9 @@ def evaluate(
     With `topk` > 0 the k best database items of every query are kept too (excluded pairs never appear):
     from the exact scores (ties by database index, as the metrics), or from a FAISS `index`
     (retrieval.index.INDEX_KINDS) over the composed query vectors of linear methods. Metrics are always exact.
+    With `subset_ks` and `data.subset`, `subset_hit@K` ranks the same scores within each query's subset
+    (CIRR's Recall_subset@K: scores are never recomputed on the subset, so database-dependent methods such as
+    WeiCom keep their full-gallery calibration).
 
     Raises:
         MethodUnavailableError: the method lacks something in `resources` (checked before any scoring).
@@ -132,6 +136,7 @@ def evaluate(
         d_map[di] = torch.arange(len(di))
         pos, pos_ptr = _local_pairs(data.positives, q_map, d_map, len(qi))
         exc, exc_ptr = _local_pairs(data.exclude, q_map, d_map, len(qi))
+        sub, sub_ptr = _local_pairs(data.subset if subset_ks else None, q_map, d_map, len(qi))
         ctx = MethodContext(
             query_image=data.query_image[qi],
             query_text=data.query_text[qi],
@@ -180,6 +185,16 @@ def evaluate(
                 raise ReconScoreError(
                     f"{method.name}: {err} (queries {start}..{stop - 1} of a group)"
                 ) from err
+            if len(sub):
+                member = _dense(sub, sub_ptr, start, stop, n)
+                in_subset = query_metrics(
+                    scores.masked_fill(~member, float("-inf")),
+                    relevant & member,
+                    ap=ap,
+                    ks=subset_ks,
+                    ties=ties,
+                )
+                metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in subset_ks)})
             rows = qi[start:stop].numpy()
             if k and not approximate:
                 order = torch.sort(scores, dim=1, descending=True, stable=True)

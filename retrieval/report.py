@@ -23,9 +23,14 @@ def metric_title(metric: str) -> str:
     if metric in METRIC_TITLES:
         return METRIC_TITLES[metric]
     name, _, k = metric.partition("@")
-    return {"hit": "Recall", "recall": "Recall (fraction)", "precision": "Precision", "map": "mAP"}.get(
-        name, name
-    ) + f"@{k}"
+    titles = {
+        "hit": "Recall",
+        "recall": "Recall (fraction)",
+        "precision": "Precision",
+        "map": "mAP",
+        "subset_hit": "Recall_subset",
+    }
+    return titles.get(name, name) + f"@{k}"
 
 
 def seed_table(

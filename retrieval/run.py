@@ -120,6 +120,7 @@ def build_eval_data(
         database_group=bench.database_group,
         query_db_group=[q.db_group for q in bench.queries] if with_db_group else None,
         exclude=pairs(bench.exclude) if bench.exclude else None,
+        subset=pairs(bench.subset) if bench.subset else None,
         query_ids=[q.id for q in bench.queries],
     ).validate(where=f"benchmark {bench.name}")
 
@@ -321,6 +322,7 @@ def run_retrieve(
                 ap=proto.ap,
                 ks=proto.ks,
                 map_at=proto.map_at,
+                subset_ks=proto.subset_ks,
                 ties=cfg.ties,
                 chunk_size=cfg.chunk_size,
                 progress=progress,

@@ -16,6 +16,7 @@ EMPTY_CHOICES = ("zero", "skip", "error")
 GROUP_MEAN_CHOICES = ("queries", "subgroups")
 BUNDLE_METHODS = ("text", "image", "sum", "product", "weicom", "basic")
 KS = (1, 5, 10)
+SUBSET_KS = (1, 2, 3)  # CIRR's Recall_subset@K
 
 
 def parse_sets(values: tuple[str, ...], method: str) -> dict[str, str]:
@@ -52,8 +53,9 @@ Examples:
 The bundle holds query_image [Q,D], query_text [Q,D], database [N,D] (float32, L2-normalised rows), positives
 int [P,2] (query index, database index), query_group str [Q]; optional query_subgroup [Q], database_group [N] +
 query_db_group [Q] (a query ranks only its group's database, as in i-CIR), corpus_pos, corpus_neg, image_mean,
-text_mean, norm_image, norm_text (BASIC), exclude int [E,2], query_id [Q]. Values are fractions in [0, 1].
---json prints {"method", "ap", "map_overall", "map_macro", "per_group", "recall@1", "recall@5", "recall@10"}.
+text_mean, norm_image, norm_text (BASIC), exclude int [E,2], subset int [S,2], query_id [Q]. Values are
+fractions in [0, 1]. --json prints {"method", "ap", "map_overall", "map_macro", "per_group", "recall@1",
+"recall@5", "recall@10"}, plus "recall_subset@1/2/3" when the bundle has subsets (CIRR).
 freedom and cirevl encode new texts per query: they need `reconscore retrieve` with an encoder.""",
 )
 @click.option(
@@ -134,7 +136,17 @@ def command(
 
         m.check(Resources())  # a bundle has no text encoder, captioner or checkpoint: say what is missing
     b = load_bundle(bundle)
-    res = evaluate(m, b.data, resources=b.resources, ap=ap_variant, ks=KS, ties=ties, chunk_size=chunk_size)
+    subset_ks = SUBSET_KS if b.data.subset is not None else ()
+    res = evaluate(
+        m,
+        b.data,
+        resources=b.resources,
+        ap=ap_variant,
+        ks=KS,
+        subset_ks=subset_ks,
+        ties=ties,
+        chunk_size=chunk_size,
+    )
     summary = res.summary(b.data, "ap", empty_positives=empty_positives, group_mean=group_mean)
     report = {
         "method": method,
@@ -146,6 +158,10 @@ def command(
     name = "hit" if recall == "hit" else "recall"
     for k in KS:
         report[f"recall@{k}"] = res.summary(b.data, f"{name}@{k}", empty_positives=empty_positives).overall
+    for k in subset_ks:  # CIRR's Recall_subset@K, when the bundle has subsets
+        report[f"recall_subset@{k}"] = res.summary(
+            b.data, f"subset_hit@{k}", empty_positives=empty_positives
+        ).overall
     if as_json:  # an undefined mean (a group whose queries were all skipped) is null, keeping the JSON strict
         click.echo(json.dumps(_nan_to_none(report)))
     else:
@@ -154,6 +170,10 @@ def command(
         for g, v in summary.per_group.items():
             click.echo(f"    {g}: {v:.4f} ({summary.group_counts[g]} queries)")
         click.echo("  " + ", ".join(f"recall@{k} {report[f'recall@{k}']:.4f}" for k in KS))
+        if subset_ks:
+            click.echo(
+                "  " + ", ".join(f"recall_subset@{k} {report[f'recall_subset@{k}']:.4f}" for k in subset_ks)
+            )
         for note in res.notes:
             click.echo(f"  note: {note}")
     if summary.n_empty:

@@ -34,6 +34,7 @@ class Protocol:
     map_at: tuple[int, ...] = ()
     group_order: tuple[str, ...] = ()
     subgroup_table: bool = False  # also tabulate per subgroup (EDIR's subcategories)
+    subset_ks: tuple[int, ...] = ()  # hit@K within each query's subset (CIRR's Recall_subset@K)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class Benchmark:
     protocol: Protocol
     database_group: list[str] | None = None
     exclude: list[tuple[int, int]] = field(default_factory=list)
+    subset: list[tuple[int, int]] = field(default_factory=list)  # (query, database): CIRR's img_set members
     options: dict = field(default_factory=dict)  # the loader options used (recorded in run.json)
     notes: list[str] = field(default_factory=list)
 
@@ -66,7 +68,11 @@ class Benchmark:
             return self
         keep = lambda pairs: [(q, d) for q, d in pairs if q < n]  # noqa: E731
         return dataclasses.replace(
-            self, queries=self.queries[:n], positives=keep(self.positives), exclude=keep(self.exclude)
+            self,
+            queries=self.queries[:n],
+            positives=keep(self.positives),
+            exclude=keep(self.exclude),
+            subset=keep(self.subset),
         )
 
     def image_paths(self) -> list[str]:

@@ -6,7 +6,8 @@
 
 The gallery is every image of the split; each query's reference image is removed from its own ranking (CIRR's
 protocol, repeated in seed 001 appendix B); the positive is ``target_hard``. Recall@K = hit@K for K = 1, 5,
-10, 50. Recall_subset (ranking within ``img_set``) is not computed.
+10, 50; Recall_subset@K = subset_hit@K for K = 1, 2, 3: the same full-gallery scores ranked within the query's
+``img_set`` members (reference removed), as CIRR's evaluation and SEARLE's ``cirr_compute_val_metrics`` do.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from retrieval.errors import DatasetLayoutError
 PROTOCOL = Protocol(
     ap="non-interpolated",
     ks=(1, 5, 10, 50),
-    headline=("hit@1", "hit@5", "hit@10", "hit@50"),
-    source="CIRR (Liu et al. 2021): Recall@K without the reference image; seed 001 appendix B (Recall@1)",
+    headline=("hit@1", "hit@5", "hit@10", "hit@50", "subset_hit@1", "subset_hit@2", "subset_hit@3"),
+    source="CIRR (Liu et al. 2021): Recall@K without the reference image, Recall_subset@K within img_set; "
+    "seed 001 appendix B (Recall@1)",
+    subset_ks=(1, 2, 3),
 )
 
 
@@ -59,7 +62,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     names = read_json(split)
     database = [str(Path(p)) for p in names.values()]  # Path() drops the leading "./"
     index = {name: i for i, name in enumerate(names)}
-    queries, positives, exclude = [], [], []
+    queries, positives, exclude, subset = [], [], [], []
     for rec in read_json(caps):
         ref, target = rec["reference"], rec.get("target_hard")
         if ref not in index or (target is not None and target not in index):
@@ -77,6 +80,12 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         if target is not None:
             positives.append((qi, index[target]))
         exclude.append((qi, index[ref]))
+        for member in rec.get("img_set", {}).get("members", []):
+            if member not in index:
+                raise DatasetLayoutError(
+                    f"{caps}: pair {rec['pairid']}'s img_set names {member!r}, missing from {split}"
+                )
+            subset.append((qi, index[member]))
     check_images(root, database, "CIRR gallery")
     return Benchmark(
         name="cirr",
@@ -85,6 +94,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database=database,
         positives=positives,
         exclude=exclude,
+        subset=subset,
         protocol=PROTOCOL,
         options={"split": s, "captions": str(caps), "image_split": str(split)},
     )

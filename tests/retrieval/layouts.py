@@ -199,7 +199,7 @@ def cirr(root: Path) -> Path:
             "target_hard": names[1],
             "target_soft": {names[1]: 1.0},
             "caption": "show two",
-            "img_set": {"id": 1, "members": names},
+            "img_set": {"id": 1, "members": names[:3]},
         },
         {
             "pairid": 2,
@@ -207,7 +207,7 @@ def cirr(root: Path) -> Path:
             "target_hard": names[3],
             "target_soft": {names[3]: 1.0},
             "caption": "fewer",
-            "img_set": {"id": 1, "members": names},
+            "img_set": {"id": 2, "members": names[2:]},
         },
     ]
     (root / "captions").mkdir(parents=True, exist_ok=True)

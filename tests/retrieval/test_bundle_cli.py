@@ -102,6 +102,17 @@ def test_database_groups_restrict_the_ranking(tmp_path, capsys):
     assert out["per_group"] == pytest.approx({"x": 0.5, "y": (1 / 2 + 1 / 3) / 2})
 
 
+def test_subset_recall_from_a_bundle(tmp_path, capsys):
+    """q1's positive 0 ranks 1st, q2's positive 5 ranks 6th in the gallery but 2nd in its subset {2, 5};
+    q0's subset {3, 4} holds positive 3 at rank 1. Bundles without `subset` report no recall_subset."""
+    subset = np.array([[0, 3], [0, 4], [1, 0], [1, 1], [2, 2], [2, 5]], np.int64)
+    out = run_json(capsys, "--bundle", str(write(tmp_path / "s.npz", subset=subset)), "--method", "image")
+    assert out["recall@1"] == pytest.approx(1 / 3)
+    assert out["recall_subset@1"] == pytest.approx(2 / 3) and out["recall_subset@2"] == pytest.approx(1.0)
+    plain = run_json(capsys, "--bundle", str(write(tmp_path / "p.npz")), "--method", "image")
+    assert not any(k.startswith("recall_subset") for k in plain)
+
+
 def test_basic_runs_on_a_bundle_with_corpora(tmp_path, capsys):
     g = np.random.default_rng(0)
     corpus = g.normal(size=(20, 4)).astype(np.float32)

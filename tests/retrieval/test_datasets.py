@@ -118,6 +118,8 @@ def test_cirr_excludes_the_reference(tmp_path):
     bench = load_benchmark("cirr", layouts.cirr(tmp_path))
     assert bench.database[0] == "dev/dev-0-0-img0.png"
     assert bench.exclude == [(0, 0), (1, 2)] and bench.positives == [(0, 1), (1, 3)]
+    assert bench.subset == [(0, 0), (0, 1), (0, 2), (1, 2), (1, 3), (1, 4)]  # img_set members
+    assert bench.protocol.subset_ks == (1, 2, 3) and "subset_hit@1" in bench.protocol.headline
 
 
 def test_fashioniq_per_category_galleries(tmp_path):
@@ -189,6 +191,7 @@ def test_real_cirr_annotations(tmp_path):
     _touch_all(tmp_path, json.loads((CIR / "cirr_split.rc2.val.json").read_text()).values())
     bench = load_benchmark("cirr", tmp_path)
     assert len(bench.queries) == 4181 and len(bench.database) == 2297 and len(bench.exclude) == 4181
+    assert len(bench.subset) == 6 * 4181 and set(bench.positives) <= set(bench.subset)
 
 
 @pytest.mark.skipif(

@@ -136,3 +136,34 @@ def test_summaries_overall_macro_and_subgroups():
     by_values = summarize(values, groups, subgroups=subs, group_mean="subgroups")
     assert by_values.per_group["color"] == pytest.approx((0.5 + 0.5) / 2)  # white 0.5, purple 0.5
     assert s.per_subgroup["white"] == 0.5 and s.group_counts == {"shape": 2, "color": 3}
+
+
+def test_subset_recall_ranks_full_gallery_scores_within_the_subset():
+    """CIRR's Recall_subset: the target is 2nd in the gallery (a non-member outranks it) but 1st in its img_set;
+    the reference is excluded from both rankings; WeiCom keeps its full-gallery calibration."""
+    import torch.nn.functional as F
+
+    from retrieval.data import EvalData
+    from retrieval.evaluate import evaluate
+    from retrieval.methods import build_method
+
+    e = torch.eye(4)
+    # database: 0 reference (member, excluded), 1 target (member), 2 non-member distractor, 3 member distractor
+    database = F.normalize(torch.stack([e[0], e[1] + 0.2 * e[3], e[1] + 0.1 * e[0], e[3]]), dim=-1)
+    query = F.normalize(e[1] + 0.5 * e[0], dim=-1)[None]
+    data = EvalData(
+        query_image=query,
+        query_text=query,
+        database=database,
+        positives=torch.tensor([[0, 1]]),
+        query_group=["cirr"],
+        exclude=torch.tensor([[0, 0]]),
+        subset=torch.tensor([[0, 0], [0, 1], [0, 3]]),
+    ).validate()
+    scores = (query @ database.T)[0]
+    assert scores[2] > scores[1] > scores[3]  # the planted order
+    res = evaluate(build_method("image"), data, ks=(1, 2), subset_ks=(1, 2))
+    assert res.per_query["hit@1"].tolist() == [0.0] and res.per_query["hit@2"].tolist() == [1.0]
+    assert res.per_query["subset_hit@1"].tolist() == [1.0] and res.per_query["subset_hit@2"].tolist() == [1.0]
+    plain = evaluate(build_method("image"), data, ks=(1, 2))
+    assert "subset_hit@1" not in plain.per_query
