@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
 
 
@@ -55,20 +57,9 @@ Exit status: 0 done, 2 some metric could not score any row (e.g. images not foun
     "--preferences.",
 )
 @click.option("--preset", default="paper", show_default=True, help="ReconScore preset (reconscore metric).")
-@click.option(
-    "--encoder",
-    default="open_clip:ViT-B-32/openai",
-    show_default=True,
-    help="Encoder spec for clipscore/refclipscore (`reconscore models list`).",
-)
-@click.option(
-    "--long-text",
-    type=click.Choice(["truncate", "sliding-window"]),
-    default="truncate",
-    show_default=True,
-    help="Captions over CLIP's 77 tokens: truncate (with a warning) or average over word windows.",
-)
-@click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if available).")
+@opt.clip_encoder()
+@opt.long_text()
+@opt.device()
 @click.option(
     "--headline",
     type=click.Choice(["b", "c"]),

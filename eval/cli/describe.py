@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 
 @click.command(
     "describe",
@@ -102,7 +104,7 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
     show_default=True,
     help="openai backend: requests in flight.",
 )
-@click.option("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda if available).")
+@opt.device()
 @click.option(
     "--vlm-batch-size",
     type=click.IntRange(min=1),
@@ -133,23 +135,12 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
     default=None,
     help="ReconScore preset used for selection (default: the describer preset's).",
 )
-@click.option(
-    "--weights-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Local weights for DreamSim & co.",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Reconstruction/embedding cache.",
-)
-@click.option("--no-cache", is_flag=True, help="Do not read or write the reconstruction cache.")
+@opt.weights_dir()
+@opt.cache("reconstruction/embedding")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the VLM's custom code (off by default).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N images.")
-@click.option("--retry-errors", is_flag=True, help="On resume, redo images that got no caption before.")
-@click.option("--overwrite", is_flag=True, help="Discard earlier results in --out.")
+@opt.retry_errors("images (no caption)")
+@opt.overwrite()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
 def command(
     images,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 
 @click.command(
     "evaluate",
@@ -60,15 +62,9 @@ Exit status: 0 every split image was scored, 2 some were not (their `error` says
     help="Comma-separated (`reconscore metrics list`).",
 )
 @click.option("--preset", default="paper", show_default=True, help="ReconScore preset.")
-@click.option("--encoder", default="open_clip:ViT-B-32/openai", show_default=True, help="CLIPScore encoder.")
-@click.option(
-    "--long-text",
-    type=click.Choice(["truncate", "window"]),
-    default="truncate",
-    show_default=True,
-    help="CLIPScore on captions over 77 tokens.",
-)
-@click.option("--device", default=None)
+@opt.clip_encoder()
+@opt.long_text()
+@opt.device()
 @click.option(
     "--label", default=None, help="Row label of summary.csv (default: the captions file's folder name)."
 )

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 KINDS = ("paraphrase", "perturb", "length")
 
 
@@ -45,7 +47,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @click.option("--base-url", default=None, help="openai backend endpoint.")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--device", default=None)
+@opt.device()
 @click.option(
     "--instruction",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -74,7 +76,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
     "--seed", type=int, default=0, show_default=True, help="Per prompt: derived from it and the prompt."
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N sources.")
-@click.option("--overwrite", is_flag=True)
+@opt.overwrite()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def command(
     kind,

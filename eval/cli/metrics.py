@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 
 @click.group("metrics")
 def command() -> None:
@@ -70,12 +72,10 @@ of {"image", "references"}.""",
     default=None,
     help="Image root for image metrics (default: the run's images_root from run.json).",
 )
-@click.option("--encoder", default="open_clip:ViT-B-32/openai", show_default=True, help="clipscore encoder.")
-@click.option(
-    "--long-text", type=click.Choice(["truncate", "sliding-window"]), default="truncate", show_default=True
-)
+@opt.clip_encoder()
+@opt.long_text()
 @click.option("--preset", default="paper", show_default=True, help="Preset for the reconscore metric.")
-@click.option("--device", default=None, help="cpu, cuda, ... (default: cuda if available).")
+@opt.device()
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
 )

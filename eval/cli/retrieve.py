@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 # Kept in sync with retrieval.datasets.BENCHMARKS / retrieval.methods.METHODS (not imported: --help loads no torch).
 BENCHMARK_NAMES = ("patterncom", "xview2-cir", "icir", "edir", "circo", "cirr", "fashioniq")
 TRAINING_FREE = ("text", "image", "sum", "product", "weicom", "basic", "freedom", "cirevl")
@@ -162,20 +164,10 @@ Exit status: 0 every method ran, 2 some could not (reasons printed and in run.js
     multiple=True,
     help="Learned method checkpoint NAME=PATH (pic2word=pic2word_model.pt, searle=SEARLE_ViT-L14.pt).",
 )
-@click.option(
-    "--device", default=None, help="cpu, cuda, cuda:1 ... for the encoder (default: cuda if available)."
-)
+@opt.device(" Places the encoder (and CIReVL's models).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Encoder batch size.")
-@click.option(
-    "--weights-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Local weights."
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Feature cache folder.",
-)
-@click.option("--no-cache", is_flag=True, help="Do not read or write cached features.")
+@opt.weights_dir()
+@opt.cache("feature")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Queries scored at once.")
 @click.option(
     "--ties", type=click.Choice(["index", "pessimistic", "optimistic"]), default="index", show_default=True
@@ -207,7 +199,7 @@ Exit status: 0 every method ran, 2 some could not (reasons printed and in run.js
 @click.option(
     "--save-bundle", is_flag=True, help="Also write bundle.npz (features-level, for retrieve-eval)."
 )
-@click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
+@opt.overwrite()
 def command(
     benchmark,
     root,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 PRESET_HELP = "paper | fast | flux1-dev | flux2-dev | flux2-klein | smoke (`reconscore presets list`)."
 
 
@@ -60,12 +62,7 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
 )
 @click.option("--preset", default="paper", show_default=True, help=PRESET_HELP)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
-@click.option(
-    "--device",
-    default=None,
-    help="cpu, cuda, cuda:1 ... (default: cuda if available). Under "
-    "`accelerate launch` each process takes its own GPU.",
-)
+@opt.device(" Under `accelerate launch` each process takes its own GPU.")
 @click.option(
     "--batch-size",
     type=click.IntRange(min=1),
@@ -95,19 +92,8 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
     default=None,
     help="'perspective', 'plain', a text file, or a template containing {caption}.",
 )
-@click.option(
-    "--weights-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Local weights for DreamSim & co. (default $RECONSCORE_WEIGHTS).",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Reconstruction/embedding cache (default $RECONSCORE_CACHE or ~/.cache/reconscore).",
-)
-@click.option("--no-cache", is_flag=True, help="Do not read or write the reconstruction/embedding cache.")
+@opt.weights_dir()
+@opt.cache("reconstruction/embedding")
 @click.option(
     "--offload",
     type=click.Choice(["none", "model", "sequential"]),
@@ -121,8 +107,8 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
     default=None,
     help="Only the first N rows (a quick look; recorded in run.json).",
 )
-@click.option("--retry-errors", is_flag=True, help="On resume, recompute rows that failed before.")
-@click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
+@opt.retry_errors("rows")
+@opt.overwrite()
 def command(
     captions,
     images_root,

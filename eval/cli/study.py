@@ -7,22 +7,17 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 _METRIC_OPTS = [
     click.option("--preset", default="paper", show_default=True, help="ReconScore preset for `reconscore`."),
-    click.option(
-        "--encoder", default="open_clip:ViT-B-32/openai", show_default=True, help="CLIPScore encoder."
-    ),
-    click.option(
-        "--long-text", type=click.Choice(["truncate", "window"]), default="truncate", show_default=True
-    ),
-    click.option("--device", default=None),
+    opt.clip_encoder(),
+    opt.long_text(),
+    opt.device(),
 ]
 
 
-def metric_opts(f):
-    for opt in reversed(_METRIC_OPTS):
-        f = opt(f)
-    return f
+metric_opts = opt.options(*_METRIC_OPTS)
 
 
 def _options(preset, encoder, long_text, device) -> dict:
@@ -254,7 +249,7 @@ def selection(
     help="Comma-separated encoder specs, e.g. dreamsim:ensemble,"
     "open_clip:ViT-L-14/openai,hf:facebook/dinov2-base,lpips:alex.",
 )
-@click.option("--device", default=None)
+@opt.device()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def encoders(runs, encoders, device, out) -> int:
     """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b)."""
@@ -284,7 +279,7 @@ def encoders(runs, encoders, device, out) -> int:
 @click.option("--presets", default="paper,fast,flux1-dev,flux2-dev,flux2-klein", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
-@click.option("--device", default=None)
+@opt.device()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     """Table 9: several T2I presets on the same captions: token limit, seconds per image, ReconScore."""

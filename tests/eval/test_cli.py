@@ -112,3 +112,14 @@ def test_help_does_not_import_torch():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_shared_options_agree_with_the_code_behind_them(capsys):
+    """`--long-text` takes the same values in every subcommand, and they are the ones the CLIP metrics accept."""
+    from eval.cli import options
+    from eval.metrics.clip import LONG_TEXT_MODES
+
+    assert options.LONG_TEXT_CHOICES == LONG_TEXT_MODES
+    for argv in (["evaluate"], ["correlate"], ["metrics", "add"], ["study", "selection"]):
+        assert main([*argv, "--help"]) == 0
+        assert "[truncate|sliding-window]" in " ".join(capsys.readouterr().out.split()), argv

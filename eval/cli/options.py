@@ -1,0 +1,81 @@
+"""Options several subcommands share, defined once so their names, choices, defaults and help agree.
+
+Kept free of torch imports (`--help` stays instant); tests check the choices against the code that uses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+LONG_TEXT_CHOICES = ("truncate", "sliding-window")  # eval.metrics.clip.LONG_TEXT_MODES
+CLIP_ENCODER = "open_clip:ViT-B-32/openai"  # Hessel et al.'s CLIPScore backbone
+
+
+def options(*decorators: Callable) -> Callable:
+    """Apply several click options as one decorator, in the order given (as they appear in --help)."""
+
+    def wrap(f):
+        for decorator in reversed(decorators):
+            f = decorator(f)
+        return f
+
+    return wrap
+
+
+def device(extra: str = "") -> Callable:
+    return click.option(
+        "--device", default=None, help=f"cpu, cuda, cuda:1 ... (default: cuda if available).{extra}"
+    )
+
+
+def long_text() -> Callable:
+    return click.option(
+        "--long-text",
+        type=click.Choice(LONG_TEXT_CHOICES),
+        default="truncate",
+        show_default=True,
+        help="clipscore/refclipscore on captions over CLIP's 77 tokens: truncate (with a warning) or average "
+        "over overlapping word windows.",
+    )
+
+
+def clip_encoder() -> Callable:
+    return click.option(
+        "--encoder",
+        default=CLIP_ENCODER,
+        show_default=True,
+        help="Encoder spec for clipscore/refclipscore (`reconscore models list`).",
+    )
+
+
+def weights_dir() -> Callable:
+    return click.option(
+        "--weights-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Local weights for DreamSim & co. (default $RECONSCORE_WEIGHTS).",
+    )
+
+
+def cache(what: str) -> Callable:
+    """--cache-dir and --no-cache for the cache of `what`."""
+    return options(
+        click.option(
+            "--cache-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=None,
+            help=f"Folder of the {what} cache (default under $RECONSCORE_CACHE or ~/.cache/reconscore).",
+        ),
+        click.option("--no-cache", is_flag=True, help=f"Do not read or write the {what} cache."),
+    )
+
+
+def retry_errors(what: str) -> Callable:
+    return click.option("--retry-errors", is_flag=True, help=f"On resume, redo {what} that failed before.")
+
+
+def overwrite() -> Callable:
+    return click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
