@@ -1,4 +1,5 @@
-"""`reconscore report`: one static HTML page (paginated for big runs) of score/describe/correlate/study runs."""
+"""`reconscore report`: one static HTML page (paginated for big runs) of score/describe/correlate/study/retrieve
+runs."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ Examples:
 \b
 Shows, per image, the original and the reconstruction of every caption with its scores, the describer's
 candidates ranked (the selected one outlined), correlation tables with tau bars, study tables and curves,
-score histograms. Self-contained by default (thumbnails and plots embedded); opens offline.""",
+score histograms, retrieval tables and (for `retrieve --topk K` runs) each query's reference image with every
+method's top-K images, positives outlined. Self-contained by default (thumbnails and plots embedded); opens
+offline.""",
 )
 @click.argument(
     "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path)

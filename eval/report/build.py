@@ -1,4 +1,4 @@
-"""`reconscore report`: static HTML pages for score, describe, correlate and study runs.
+"""`reconscore report`: static HTML pages for score, describe, correlate, study and retrieve runs.
 
 Self-contained by default: thumbnails (originals, which may be TIFFs browsers cannot show, and
 reconstructions) are embedded as JPEG data URIs and plots as PNG data URIs, so the page opens offline and can be
@@ -40,6 +40,7 @@ class Card:
     original: str | None
     original_error: str | None
     entries: list[Entry]
+    original_label: str = "original"
 
 
 @dataclass
@@ -303,11 +304,61 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
     return sec
 
 
+def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
+    """Seed-layout tables, and with `--topk` one card per query: the reference image, its text, and each
+    method's top-k database images (positives highlighted)."""
+    import pandas as pd
+
+    cfg = run.get("config") or {}
+    bench = run.get("benchmark") or {}
+    sec = Section(
+        "retrieve",
+        str(d),
+        f"Composed retrieval — {bench.get('name', cfg.get('benchmark'))} — {d.name}",
+        [],
+        None,
+    )
+    sec.meta = [("encoder", str(cfg.get("encoder"))), ("finished", str(run.get("finished")))]
+    sec.meta += [(name, rec.get("status", "?")) for name, rec in (run.get("methods") or {}).items()]
+    from retrieval.report import metric_title
+
+    for metric in (run.get("metrics") or {}).get("headline", []):  # the protocol's order
+        for suffix, level in (("", "group"), ("_by_subgroup", "subgroup")):
+            path = d / f"table_{metric.replace('@', '_at_')}{suffix}.csv"
+            if path.exists():
+                sec.tables.append(_csv_table(path, f"{metric_title(metric)} (%) by {level}"))
+    top_path = d / "topk.parquet"
+    if not top_path.exists():
+        return sec
+    root = Path(cfg["root"]) if cfg.get("root") else None
+    top = pd.read_parquet(top_path)
+    queries = pd.read_parquet(d / "per_query.parquet").drop_duplicates("query_index").set_index("query_index")
+    for q, rows in top.groupby("query_index", sort=True):
+        meta = queries.loc[q]
+        src, err = store.src(root / meta["reference"] if root is not None else None)
+        entries = []
+        for r in rows.itertuples(index=False):
+            item_src, item_err = store.src(root / r.item if root is not None else None)
+            entries.append(
+                Entry(
+                    str(r.item),
+                    [(str(r.method), f"#{r.rank}"), ("score", _fmt(float(r.score), 4))]
+                    + ([("positive", "yes")] if r.relevant else []),
+                    item_src,
+                    item_err,
+                    selected=bool(r.relevant),
+                )
+            )
+        sec.cards.append(Card(f"{meta['query_id']}: {meta['text']}", src, err, entries, "reference image"))
+    return sec
+
+
 LOADERS = {
     "score": _score_section,
     "describe": _describe_section,
     "correlate": _correlate_section,
     "study": _study_section,
+    "retrieve": _retrieve_section,
 }
 
 

@@ -160,3 +160,33 @@ def test_report_renders_in_headless_chromium(runs, tmp_path):
     assert px.shape[:2] == (1600, 1280)
     # the page shows pictures, not just text on a flat background: many distinct colours, high variance
     assert px.std() > 25 and len(np.unique(px.reshape(-1, 3)[::7], axis=0)) > 2000
+
+
+def test_retrieve_run_shows_tables_and_top_k(tmp_path):
+    """A retrieve run: seed-layout tables, one card per query (reference image + every method's top-k, positives
+    outlined), the query text escaped."""
+    import pandas as pd
+
+    from tests.retrieval import layouts
+
+    root = layouts.cirr(tmp_path / "cirr")
+    caps = root / "captions" / "cap.rc2.val.json"
+    pairs = json.loads(caps.read_text())
+    pairs[0]["caption"] = EVIL
+    caps.write_text(json.dumps(pairs))
+    run = tmp_path / "run"
+    argv = ["retrieve", "--benchmark", "cirr", "--root", str(root), "--encoder", "open_clip:smoke"]
+    argv += ["--methods", "image,sum", "--topk", "2", "--out", str(run), "--device", "cpu"]
+    assert main(argv) == 0
+    out = tmp_path / "r.html"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert "Composed retrieval — cirr" in html
+    assert (
+        html.index("Recall@1 (%) by group") < html.index("Recall@5 (%)") < html.index("Recall_subset@1 (%)")
+    )
+    assert html.count('class="card"') == 2 and html.count("reference image") == 2
+    top = pd.read_parquet(run / "topk.parquet")
+    assert html.count('class="entry selected"') == int(top["relevant"].sum()) > 0
+    assert html.count('class="entry') == len(top) == 2 * 2 * 2  # queries x methods x k
+    assert "&lt;script&gt;document.title" in html and "<script>document.title" not in html
