@@ -24,8 +24,10 @@ from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
+from recon_score.progress import Progress
 from recon_score.results import Journal, load_journals, read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, resolve_device, utc_now
+from recon_score.sanity import references_vs_distractors
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +125,8 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
                 rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
                 atomic_write_bytes(out / rel, png_bytes(res.reconstruction))
                 rec["reconstruction"] = str(rel)
+    for key, value in (row.extra or {}).items():  # the input's own columns (e.g. `kind`) travel through
+        rec.setdefault(key, value)
     if note:
         rec["note"] = note
     return rec
@@ -185,17 +189,12 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     if todo_chunks:
         scorer.preflight()  # a missing model fails here, before any image is read
     with Journal(journal_dir / f"rank-{rank}.jsonl", fingerprint=fp, header=header) as journal:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=len(mine),
+        bar = Progress(
+            len(mine),
             initial=len(mine) - sum(len(c) for c in todo_chunks),
             desc=f"score[{rank}]",
             unit="caption",
             position=rank,
-            disable=None,
-            file=sys.stderr,
-            dynamic_ncols=True,
         )
         for chunk in todo_chunks:
             partial = any(is_done(r) for r in chunk)
@@ -220,7 +219,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
             journal.write(records)
             for r in records:
                 done[r["row"]] = r
-            bar.update(len(chunk))
+            bar.update(len(chunk), failed=sum(1 for r in records if r["result"].get("error")))
         bar.close()
     state.wait_for_everyone()
 
@@ -276,7 +275,11 @@ def run_score(job: ScoreJob) -> ScoreSummary:
             "rendered_this_session": summary.rendered,
             "reconstruction_cache_hits": summary.cached,
         },
-        "summary": {"recon_score_mean": summary.mean, "recon_score_std": summary.std},
+        "summary": {
+            "recon_score_mean": summary.mean,
+            "recon_score_std": summary.std,
+            "references_vs_distractors": references_vs_distractors(ordered),
+        },
         "provenance": {**provenance(), "argv": job.argv or sys.argv},
     }
     if run_info["config"] is None:

@@ -30,7 +30,7 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
     "--captions",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles x 5 captions).",
+    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
 )
 @click.option(
     "--images",
@@ -211,6 +211,17 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     if summary.mean is not None:
         table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
+    kinds = _kinds_summary(out)
+    if kinds:
+        ref, dis = kinds["reference_mean"], kinds["distractor_mean"]
+        if ref is not None and dis is not None:
+            table.add_row("references vs distractors (mean)", f"{ref:.2f} vs {dis:.2f}")
+        if kinds["images"]:
+            table.add_row(
+                "images: every reference above every distractor",
+                f"{kinds['images_all_references_above_distractors']}/{kinds['images']}"
+                f" ({100 * kinds['share_all_references_above_distractors']:.0f}%)",
+            )
     table.add_row("results", str(out / "scores.jsonl"))
     console.print(table)
     from rich.markup import escape
@@ -221,3 +232,12 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
         console.print(f"... and {len(summary.failures) - 10} more (see `error` in scores.jsonl)")
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
+
+
+def _kinds_summary(out: Path) -> dict | None:
+    """The reference-vs-distractor check of a finished run (rows with `kind`, e.g. the bundled sample)."""
+    from recon_score.results import read_jsonl
+    from recon_score.sanity import references_vs_distractors
+
+    path = out / "scores.jsonl"
+    return references_vs_distractors(read_jsonl(path)) if path.exists() else None

@@ -41,7 +41,9 @@ def _training_corpus() -> list[str]:
     from recon_score.prompts import PERSPECTIVE_TEMPLATE
 
     sample = Path(__file__).resolve().parent.parent / "sample" / "captions.jsonl"
-    lines = [json.loads(line)["caption"] for line in sample.read_text(encoding="utf-8").splitlines() if line]
+    rows = [json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines() if line]
+    # the human references only: adding distractor rows to the sample must not change the fixtures' vocabulary
+    lines = [r["caption"] for r in rows if r.get("kind", "reference") == "reference"]
     extra = [
         PERSPECTIVE_TEMPLATE,
         "two planes are parked on the apron next to the terminal of an airport",

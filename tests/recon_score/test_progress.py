@@ -1,0 +1,74 @@
+"""Progress lines when stderr is a file (SLURM, nohup, CI): done/total, rate, ETA and failures, not a bar."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+
+from recon_score.progress import Progress
+
+LINE = re.compile(
+    r"^\[\d\d:\d\d:\d\d\] (?P<desc>\S+) (?P<done>\d+)/(?P<total>\d+) (?P<unit>\w+)s \([\d.]+%\) "
+    r"[\d.e+-]+ \w+/s ETA (\S+) elapsed \d+:\d\d:\d\d failed (?P<failed>\d+)"
+)
+
+
+def test_plain_lines_when_not_a_terminal():
+    buf = io.StringIO()
+    with Progress(4, desc="score[0]", unit="caption", file=buf, interval=0) as p:
+        p.update(1)
+        p.update(2, failed=1)
+        p.stage("phase 2/3: rendering")
+        p.update(1)
+    lines = [LINE.match(x) for x in buf.getvalue().splitlines()]
+    assert all(lines), buf.getvalue()
+    assert [(m["done"], m["failed"]) for m in lines] == [
+        ("0", "0"),
+        ("1", "0"),
+        ("3", "1"),
+        ("3", "1"),
+        ("4", "1"),
+        ("4", "1"),
+    ]
+    assert "phase 2/3: rendering" in buf.getvalue().splitlines()[3]
+    assert "\r" not in buf.getvalue()
+
+
+def test_interval_throttles_lines():
+    buf = io.StringIO()
+    p = Progress(100, desc="d", unit="image", file=buf, interval=3600)
+    for _ in range(100):
+        p.update(1)
+    p.close()
+    assert len(buf.getvalue().splitlines()) == 2  # the first and the last
+
+
+def test_score_with_stderr_in_a_file(tmp_path):
+    log = tmp_path / "stderr.log"
+    env = {**os.environ, "RECONSCORE_PROGRESS_INTERVAL": "0", "HF_HUB_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "eval",
+        "score",
+        "--preset",
+        "smoke",
+        "--limit",
+        "3",
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    with log.open("w") as err:
+        rc = subprocess.run(cmd, stderr=err, stdout=subprocess.DEVNULL, env=env, timeout=600).returncode
+    assert rc == 0
+    matches = [LINE.match(x) for x in log.read_text().splitlines()]
+    progress = [m for m in matches if m and m["desc"] == "score[0]"]
+    assert (
+        progress
+        and progress[-1]["done"] == progress[-1]["total"] == "3"
+        and progress[-1]["unit"] == "caption"
+    )
+    assert "\r" not in log.read_text()
