@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import warnings
 from pathlib import Path
 
@@ -138,23 +139,38 @@ def load_image(source: Image.Image | str | Path, *, name: str | None = None) -> 
     raise ImageLoadError(f"image {label!r} is corrupt or not an image: {pil_error}") from pil_error
 
 
-def resolve_under(root: Path, relative: str, *, what: str = "image") -> Path:
-    """`root / relative`, refusing anything that resolves outside `root` (``..``, absolute paths, symlinks).
+def follow_symlinks() -> bool:
+    """The symlink policy: follow links present on disk (default) unless RECONSCORE_FOLLOW_SYMLINKS=0
+    (`reconscore --no-follow-symlinks ...` sets it for the run and its worker processes)."""
+    return os.environ.get("RECONSCORE_FOLLOW_SYMLINKS", "1").strip().lower() not in ("0", "false", "no")
+
+
+def resolve_under(root: Path, relative: str, *, what: str = "image", follow: bool | None = None) -> Path:
+    """`root / relative` with its symlinks resolved, refusing paths that escape the data root.
+
+    Two checks: the path *as written* (``..``, an absolute path) must stay inside `root` — always refused
+    otherwise; and, when symlinks are not followed (`follow=False` or the policy), where it *resolves* must
+    stay inside the resolved root too. A root that is itself a symlink is fine either way.
 
     Raises:
         InputError: the path escapes the data root.
     """
     if not relative or not str(relative).strip():
         raise InputError(f"empty {what} path")
+    root_abs = Path(os.path.normpath(os.path.abspath(root)))
     root_resolved = root.resolve()
-    candidate = (root / relative).resolve()
-    try:
-        candidate.relative_to(root_resolved)
-    except ValueError:
+    written = Path(os.path.normpath(os.path.join(root_abs, relative)))
+    if not (written.is_relative_to(root_abs) or written.is_relative_to(root_resolved)):
         raise InputError(
-            f"{what} path {relative!r} resolves to {candidate}, outside the data root {root_resolved}; "
+            f"{what} path {relative!r} is {written}, outside the data root {root_abs}; "
             "paths must stay inside --images ROOT (or the captions file's folder)"
-        ) from None
+        )
+    candidate = written.resolve()
+    if not (follow_symlinks() if follow is None else follow) and not candidate.is_relative_to(root_resolved):
+        raise InputError(
+            f"{what} path {relative!r} is a symlink to {candidate}, outside the data root {root_resolved} "
+            "(refused: --no-follow-symlinks)"
+        )
     return candidate
 
 

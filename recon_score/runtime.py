@@ -105,9 +105,12 @@ def hardware_info() -> dict:
 
 
 def provenance() -> dict:
+    from recon_score.images import follow_symlinks
+
     return {
         "versions": package_versions(),
         "git": git_revision(),
         "hardware": hardware_info(),
         "argv": sys.argv,
+        "follow_symlinks": follow_symlinks(),
     }

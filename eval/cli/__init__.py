@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 
 import click
@@ -49,7 +50,13 @@ def _version() -> str:
 )
 @click.version_option(_version(), "--version", prog_name="reconscore")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
-def cli(verbose: int) -> None:
+@click.option(
+    "--no-follow-symlinks",
+    is_flag=True,
+    help="Refuse input paths that are symlinks to files outside their data root (default: follow links on "
+    "disk; textual escapes such as '..' are always refused).",
+)
+def cli(verbose: int, no_follow_symlinks: bool) -> None:
     """Judge remote-sensing image captions by what they let you see.
 
     \b
@@ -58,6 +65,8 @@ def cli(verbose: int) -> None:
     With real models (Z-Image + DreamSim, the seed 004 protocol):
       reconscore score --preset paper --captions captions.jsonl --out runs/mine
     """
+    if no_follow_symlinks:  # an environment variable, so accelerate's worker processes inherit it
+        os.environ["RECONSCORE_FOLLOW_SYMLINKS"] = "0"
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
     if verbose < 2:

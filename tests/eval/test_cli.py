@@ -123,3 +123,33 @@ def test_shared_options_agree_with_the_code_behind_them(capsys):
     for argv in (["evaluate"], ["correlate"], ["metrics", "add"], ["study", "selection"]):
         assert main([*argv, "--help"]) == 0
         assert "[truncate|sliding-window]" in " ".join(capsys.readouterr().out.split()), argv
+
+
+def test_symlinked_dataset_and_no_follow_symlinks(tmp_path, monkeypatch, sample_dir):
+    """A dataset folder that is a link, holding a linked file: scored by default, refused per row on request."""
+    monkeypatch.setenv(
+        "RECONSCORE_FOLLOW_SYMLINKS", "1"
+    )  # restored after the test: main() sets it in-process
+    store, outside = tmp_path / "store", tmp_path / "outside"
+    store.mkdir(), outside.mkdir()
+    (store / "a.tif").write_bytes((sample_dir / "images" / "UCM_1.tif").read_bytes())
+    (outside / "b.tif").write_bytes((sample_dir / "images" / "UCM_2.tif").read_bytes())
+    (store / "b.tif").symlink_to(outside / "b.tif")
+    (tmp_path / "data").symlink_to(store, target_is_directory=True)
+    caps = tmp_path / "data" / "caps.jsonl"
+    caps.write_text(
+        '{"id": "a", "image": "a.tif", "caption": "farmland"}\n{"id": "b", "image": "b.tif", "caption": "farmland"}\n'
+    )
+    for flags, out, expect_b in (
+        ([], "follow", None),
+        (["--no-follow-symlinks"], "refuse", "no-follow-symlinks"),
+    ):
+        rc = main(
+            [*flags, "score", "--preset", "smoke", "--captions", str(caps), "--out", str(tmp_path / out)]
+        )
+        rows = [json.loads(x) for x in (tmp_path / out / "scores.jsonl").read_text().splitlines()]
+        assert rows[0]["error"] is None and rows[0]["recon_score"] is not None
+        if expect_b is None:
+            assert rc == 0 and rows[1]["error"] is None
+        else:
+            assert rc != 0 and expect_b in rows[1]["error"] and "caps.jsonl:2" in rows[1]["error"]

@@ -99,8 +99,38 @@ def test_paths_may_not_escape_the_root(tmp_path):
         with pytest.raises(InputError, match="outside the data root"):
             resolve_under(root, bad)
     (root / "link.png").symlink_to(tmp_path / "secret.png")
-    with pytest.raises(InputError, match="outside the data root"):
-        resolve_under(root, "link.png")
+    with pytest.raises(InputError, match=r"symlink to .*outside the data root"):
+        resolve_under(root, "link.png", follow=False)
+
+
+def test_symlink_policy(tmp_path, monkeypatch):
+    """Links on disk are followed by default; `--no-follow-symlinks` refuses those pointing outside the root."""
+    store = tmp_path / "store"
+    (store / "scenes").mkdir(parents=True)
+    (store / "scenes" / "a.png").write_bytes(b"x")
+    (tmp_path / "outside.png").write_bytes(b"y")
+    (tmp_path / "data").symlink_to(store)  # the dataset folder itself is a link
+    root = tmp_path / "data"
+    (store / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "b.png").write_bytes(b"z")
+    (store / "file-link.png").symlink_to(tmp_path / "outside.png")
+    monkeypatch.delenv("RECONSCORE_FOLLOW_SYMLINKS", raising=False)
+    assert resolve_under(root, "scenes/a.png") == (store / "scenes" / "a.png").resolve()
+    assert resolve_under(root, "linked/b.png") == (tmp_path / "elsewhere" / "b.png").resolve()
+    assert resolve_under(root, "file-link.png") == (tmp_path / "outside.png").resolve()
+    assert resolve_under(root, str(root / "scenes" / "a.png")) == (store / "scenes" / "a.png").resolve()
+    with pytest.raises(
+        InputError, match="outside the data root"
+    ):  # textual escapes: refused whatever the policy
+        resolve_under(root, "../outside.png")
+    monkeypatch.setenv("RECONSCORE_FOLLOW_SYMLINKS", "0")
+    assert (
+        resolve_under(root, "scenes/a.png") == (store / "scenes" / "a.png").resolve()
+    )  # a linked root is fine
+    for linked in ("linked/b.png", "file-link.png"):
+        with pytest.raises(InputError, match="no-follow-symlinks"):
+            resolve_under(root, linked)
 
 
 def test_digest_depends_on_pixels_only(tmp_path):
