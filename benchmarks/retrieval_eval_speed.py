@@ -1,17 +1,24 @@
 """Composed-retrieval evaluation speed on a PatternCom-sized synthetic bundle, and FAISS top-k recall vs exact.
 
-The bundle mimics PatternCom's shape (seed 000 A.1): 38 classes x 800 = 30,400 database items, 20,000 composed
-queries over 6 attribute types, D = 768, L2-normalised; each query's positives are the items of its class with
+The bundle mimics PatternCom's shape (seed 000 A.1): 38 classes x 800 = 30,400 database items, 21,566 composed
+queries over 6 attribute types, D = 768, L2-normalised (the scale is a flag: --queries/--database/--dim); each query's positives are the items of its class with
 the target attribute value (about 270 per query, 5.4M pairs). Features are random but structured (class
 centroid + attribute direction + noise), so rankings are neither trivial nor random.
 
 For every method, prints:
   vectorised   seconds for the full mAP evaluation (retrieval.evaluate: chunked scores, one sort per query row,
                metrics from cumulative hit counts) over all queries
-  loop         a straightforward per-query loop over a sorted ranking (score the query, argsort, walk the ranking
-               in Python accumulating precision at each relevant rank, as rscir's evaluate.py does), timed on
-               --loop-queries queries and extrapolated linearly to all of them
-  speed-up     loop / vectorised
+  rscir loop   rscir's per-query evaluation (evaluate.py metrics_calc, re-written from its description): argsort
+               the query's scores, then for every database item in ranking order take the basename of its path,
+               look it up in the attribute file's filename -> row dict, and compare the row's value string with
+               the prompt and its (merged) class string with the query's; then AP, P@K, R@K rounded to 2
+               decimals. Timed on --rscir-queries queries, extrapolated linearly
+  light loop   a lighter per-query loop (argsort, walk the ranking testing membership in a set of positive
+               indices), timed on --loop-queries queries and extrapolated
+  x rscir, x light   the two loops' time / vectorised
+  peak MB      the process's peak resident memory during the vectorised evaluation, minus its resident
+               memory before the first one (the bundle itself is not counted); the first method's figure is
+               the evaluator's peak, later ones can only show growth beyond it
   |dAP| same   the largest AP difference between the loop and our vectorised metrics on the same score rows
                (must be < 1e-6); |dAP| batch: against the full evaluation's APs, whose batched matrix products may
                round differently from one-query products (a few near-equal items swap)
@@ -20,18 +27,19 @@ against exact top-K search, with build and search times.
 
 Prints figures, asserts nothing; the machine may be shared, so read ratios rather than seconds.
 
-Usage: .venv/bin/python benchmarks/retrieval_eval_speed.py [--queries 20000] [--database 30400] [--dim 768]
-       [--loop-queries 1000] [--methods text,image,sum,product,weicom,basic] [--faiss-queries 2000] [--k 10,100]
+Usage: .venv/bin/python benchmarks/retrieval_eval_speed.py [--queries 21566] [--database 30400] [--dim 768]
+       [--loop-queries 1000] [--rscir-queries 200] [--methods text,image,sum,product,weicom,basic]
+       [--faiss-queries 2000] [--k 10,100]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 
 def make_bundle(n_queries: int, n_database: int, dim: int, seed: int):
-    import numpy as np
     import torch
     import torch.nn.functional as F
 
@@ -90,7 +98,87 @@ def make_bundle(n_queries: int, n_database: int, dim: int, seed: int):
     )
     corpus_neg = F.normalize(torch.randn(500, dim, generator=g) + gap, dim=-1)
     resources = Resources(corpus_pos=corpus_pos, corpus_neg=corpus_neg)
-    return data, resources, np.asarray
+    labels = RscirLabels.build(cls, val, ref, target, attr_of_class, attributes)
+    return data, resources, labels
+
+
+@dataclass
+class RscirLabels:
+    """What rscir's metrics_calc reads per database item: its path, the attribute file's filename -> row map,
+    each row's value string and raw class label (merged through a class-mapping dict), per query the prompt
+    (target value string) and class string."""
+
+    paths: list[str]
+    row_of: dict[str, int]
+    row_values: list[str]
+    row_labels: list[str]
+    prompts: list[str]
+    query_classes: list[str]
+
+    @classmethod
+    def build(cls_, cls, val, ref, target, attr_of_class, attributes) -> RscirLabels:
+        names = [f"class{c:02d}{i:04d}.jpg" for i, c in enumerate(cls.tolist())]
+        paths = [f"/data/PatternNet/images/class{c:02d}/{n}" for c, n in zip(cls.tolist(), names)]
+        value_name = lambda a, v: f"{attributes[a]}-value{v}"  # noqa: E731
+        row_values = [value_name(attr_of_class[c].item(), v) for c, v in zip(cls.tolist(), val.tolist())]
+        return cls_(
+            paths=paths,
+            row_of={n: i for i, n in enumerate(names)},
+            row_values=row_values,
+            row_labels=[f"class{c:02d}" for c in cls.tolist()],
+            prompts=[
+                value_name(attr_of_class[cls[r]].item(), t) for r, t in zip(ref.tolist(), target.tolist())
+            ],
+            query_classes=[f"class{c:02d}" for c in cls[ref].tolist()],
+        )
+
+
+CLASS_MAPPING = {
+    "class00": "class00",
+    "class01": "class01",
+}  # a dict look-up per item, as rscir's class merge
+AT = (5, 10, 15, 20)
+
+
+def rscir_loop(prepared, queries, labels: RscirLabels):
+    """rscir's per-query cost: argsort, then per ranked item a basename, a dict look-up and string compares."""
+    import os
+
+    import torch
+
+    t0 = time.perf_counter()
+    aps = []
+    for q in queries:
+        scores = prepared.score(torch.tensor([q]))[0]
+        rankings = torch.argsort(scores, descending=True).tolist()
+        prompt, query_class = (
+            labels.prompts[q],
+            CLASS_MAPPING.get(labels.query_classes[q], labels.query_classes[q]),
+        )
+        retrieved = [labels.row_of.get(os.path.basename(labels.paths[i]), -1) for i in rankings]
+        relevant = [
+            idx != -1
+            and labels.row_values[idx] == prompt
+            and CLASS_MAPPING.get(labels.row_labels[idx], labels.row_labels[idx]) == query_class
+            for idx in retrieved
+        ]
+        precisions, hits = [], 0
+        for k, rel in enumerate(relevant, start=1):
+            if rel:
+                hits += 1
+                precisions.append(hits / k)
+        aps.append(round(sum(precisions) / len(precisions) * 100, 2) / 100 if precisions else 0.0)
+        total = sum(relevant)
+        for k in AT:
+            at_k = sum(relevant[:k])
+            _ = (round(at_k / k * 100, 2), round(at_k / total * 100, 2) if total else 0)
+    return time.perf_counter() - t0, aps
+
+
+def peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
 def loop_ap(prepared, queries, pos_ptr, pos_sorted):
@@ -117,12 +205,13 @@ def loop_ap(prepared, queries, pos_ptr, pos_sorted):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--queries", type=int, default=20000)
+    ap.add_argument("--queries", type=int, default=21566, help="PatternCom: 21,566 composed queries")
     ap.add_argument("--database", type=int, default=30400)
     ap.add_argument("--dim", type=int, default=768)
-    ap.add_argument("--loop-queries", type=int, default=1000, help="queries timed in the per-query loop")
+    ap.add_argument("--loop-queries", type=int, default=1000, help="queries timed in the light loop")
+    ap.add_argument("--rscir-queries", type=int, default=200, help="queries timed in rscir's loop")
     ap.add_argument("--methods", default="text,image,sum,product,weicom,basic")
-    ap.add_argument("--faiss-queries", type=int, default=2000)
+    ap.add_argument("--faiss-queries", type=int, default=2000, help="0 skips the FAISS comparison")
     ap.add_argument("--k", default="10,100", help="cut-offs for FAISS recall@K")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -137,7 +226,7 @@ def main() -> None:
     from retrieval.metrics import query_metrics
 
     t0 = time.perf_counter()
-    data, resources, _ = make_bundle(args.queries, args.database, args.dim, args.seed)
+    data, resources, labels = make_bundle(args.queries, args.database, args.dim, args.seed)
     data.validate()
     print(
         f"bundle: {data.n_queries} queries, {data.n_database} database items, D={data.query_image.shape[1]}, "
@@ -149,22 +238,22 @@ def main() -> None:
     pos_ptr = torch.searchsorted(
         data.positives[order, 0].contiguous(), torch.arange(data.n_queries + 1)
     ).tolist()
-    loop_queries = (
-        np.linspace(0, data.n_queries - 1, min(args.loop_queries, data.n_queries))
-        .round()
-        .astype(int)
-        .tolist()
+    spaced = lambda n: (  # noqa: E731
+        np.linspace(0, data.n_queries - 1, min(n, data.n_queries)).round().astype(int).tolist()
     )
+    loop_queries, rscir_queries = spaced(args.loop_queries), spaced(args.rscir_queries)
 
     print()
     print(
-        f"{'method':<9} {'vectorised s':>12} {'loop s (extrap.)':>17} {'speed-up':>9} {'|dAP| same':>10} "
-        f"{'|dAP| batch':>11} {'mAP':>7} {'macro':>7}"
+        f"{'method':<9} {'vectorised s':>12} {'rscir s (extr.)':>15} {'light s (extr.)':>15} {'x rscir':>8} "
+        f"{'x light':>8} {'peak MB':>8} {'|dAP| same':>10} {'|dAP| batch':>11} {'|dAP| rscir':>11} {'mAP':>7}"
     )
+    rss_before = peak_rss_mb()
     for name in args.methods.split(","):
         overrides = {"contextualize": "false"} if name == "basic" else {}
         method = build_method(name, overrides)
         res = evaluate(method, data, resources=resources)
+        peak = peak_rss_mb() - rss_before
         summary = res.summary(data)
         ctx = MethodContext(
             data.query_image, data.query_text, data.database, torch.arange(data.n_queries), resources
@@ -172,6 +261,10 @@ def main() -> None:
         prepared = method.prepare(ctx)
         loop_s, loop_aps, loop_scores = loop_ap(prepared, loop_queries, pos_ptr, pos_sorted)
         extrapolated = loop_s * data.n_queries / len(loop_queries)
+        rscir_s, rscir_aps = rscir_loop(prepared, rscir_queries, labels)
+        rscir_extra = rscir_s * data.n_queries / len(rscir_queries)
+        # rscir rounds each AP to 2 decimals of a percent: agreement within 5e-5 (plus near-tie swaps)
+        diff_rscir = float(np.max(np.abs(np.asarray(rscir_aps) - res.per_query["ap"][rscir_queries])))
         relevant = torch.zeros(loop_scores.shape, dtype=torch.bool)
         for i, q in enumerate(loop_queries):
             relevant[i, pos_sorted[pos_ptr[q] : pos_ptr[q + 1]]] = True
@@ -179,16 +272,20 @@ def main() -> None:
         diff_same = float(np.max(np.abs(np.asarray(loop_aps) - same)))
         diff_batched = float(np.max(np.abs(np.asarray(loop_aps) - res.per_query["ap"][loop_queries])))
         print(
-            f"{name:<9} {res.seconds:>12.1f} {extrapolated:>17.1f} {extrapolated / res.seconds:>8.1f}x "
-            f"{diff_same:>10.1e} {diff_batched:>11.1e} {summary.overall:>7.4f} {summary.macro:>7.4f}"
+            f"{name:<9} {res.seconds:>12.1f} {rscir_extra:>15.1f} {extrapolated:>15.1f} "
+            f"{rscir_extra / res.seconds:>7.1f}x {extrapolated / res.seconds:>7.1f}x {peak:>8.0f} "
+            f"{diff_same:>10.1e} {diff_batched:>11.1e} {diff_rscir:>11.1e} {summary.overall:>7.4f}"
         )
     print(
-        f"(loop timed on {len(loop_queries)} evenly spaced queries, extrapolated "
-        f"x{data.n_queries / len(loop_queries):.0f}; |dAP| same: our metrics on the loop's own score rows; "
+        f"(rscir loop timed on {len(rscir_queries)} and light loop on {len(loop_queries)} evenly spaced queries, "
+        f"extrapolated to {data.n_queries}; rscir: {1000 * rscir_s / len(rscir_queries):.0f} ms/query on the "
+        f"last method; |dAP| same: our metrics on the light loop's own score rows; "
         "|dAP| batch: against the full evaluation, whose batched matrix products may round differently from "
         "one-query products and so swap near-equal items)"
     )
 
+    if args.faiss_queries == 0:  # --faiss-queries 0: evaluation timings only
+        return
     ks = [int(k) for k in args.k.split(",")]
     kmax = max(ks)
     fq = torch.linspace(0, data.n_queries - 1, min(args.faiss_queries, data.n_queries)).round().long()

@@ -2,11 +2,14 @@
 
 - ``overall``: mean over all queries (xView2-CIR's "Total", i-CIR's flattened mAP).
 - ``macro``: mean over groups of the group means (PatternCom's "Avg." over the 6 attribute types, xView2-CIR's
-  "Avg." over disasters, i-CIR's mean over instances).
+  "Avg." over disasters, i-CIR's mean over instances, ``mmAP``).
+- ``min_macro``: mean over groups of the group's lowest per-query value (i-CIR's ``minmAP``, run_retrieval.py).
 - A group's mean, ``group_mean="queries"``: the mean over all its queries. For PatternCom this is what rscir's
   evaluate.py computes: every (query image, target value) pair of an attribute file is one entry of one list,
-  averaged once (issue 6). ``group_mean="subgroups"``: the mean over subgroups (e.g. target values) of their
-  means, the three-level reading of seed 000's Table 1 caption and DESIGN.md; offered by name, not the default.
+  averaged once (issue 6). ``group_mean="subgroups"``: the mean over subgroups of their means, the three-level
+  reading of seed 000's Table 1 caption and DESIGN.md; offered by name, not the default. A subgroup is the
+  string the loader gives; PatternCom's is the (class, value) pair "class/value", so one value string shared
+  by several classes is several subgroups.
 
 Queries without positives have NaN metrics; ``empty_positives`` says what they add: ``zero`` (count them as 0,
 as rscir's and i-CIR's code do), ``skip`` (leave them out), ``error`` (refuse).
@@ -34,6 +37,7 @@ class Summary:
     group_counts: dict[str, int] = field(default_factory=dict)
     n_queries: int = 0
     n_empty: int = 0  # queries without positives (counted as 0, skipped, or refused per empty_positives)
+    min_macro: float = float("nan")  # mean over groups of each group's minimum (i-CIR's minmAP)
 
     def as_dict(self) -> dict:
         return {
@@ -44,6 +48,7 @@ class Summary:
             "group_counts": self.group_counts,
             "n_queries": self.n_queries,
             "n_empty": self.n_empty,
+            "min_macro": self.min_macro,
         }
 
 
@@ -107,10 +112,12 @@ def summarize(
     groups_arr = np.asarray(groups, dtype=object)
     sub_arr = np.asarray(subgroups, dtype=object) if subgroups is not None else None
 
-    per_group, counts, per_sub = {}, {}, {}
+    per_group, counts, per_sub, minima = {}, {}, {}, []
     for g in _ordered(list(groups_arr), order):
         mask = groups_arr == g
         counts[str(g)] = int(mask.sum())
+        kept = vals[mask][~np.isnan(vals[mask])]
+        minima.append(float(kept.min()) if kept.size else float("nan"))
         if group_mean == "subgroups":
             subs = [_nanmean(vals[mask & (sub_arr == s)]) for s in dict.fromkeys(sub_arr[mask])]
             per_group[str(g)] = _nanmean(np.asarray(subs))
@@ -128,4 +135,5 @@ def summarize(
         group_counts=counts,
         n_queries=len(raw),
         n_empty=int(np.isnan(raw).sum()),
+        min_macro=_nanmean(np.asarray(minima, dtype=np.float64)),
     )

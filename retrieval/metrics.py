@@ -9,10 +9,10 @@ AP variants (DESIGN.md, "Composed retrieval metrics"), for the j-th positive (0-
 n positives in the whole ranking:
 
 - ``non-interpolated`` (rscir's evaluate.py, PatternCom / xView2-CIR): AP = (1/n) * sum_j (j+1)/(r+1).
-- ``trapezoidal`` (revisited Oxford ``compute_ap``; i-CIR's and FreeDom's utils.py): AP = (1/n) *
-  sum_j (p0 + p1)/2 with p1 = (j+1)/(r+1), p0 = j/r (1 when r = 0). i-CIR and FreeDom divide by
-  n + 1e-5 instead of n; we divide by n exactly, which changes an AP by less than 1e-5 relative (invisible in
-  the two-decimal percentages they report).
+- ``trapezoidal`` (revisited Oxford ``compute_ap``): AP = (1/n) * sum_j (p0 + p1)/2 with p1 = (j+1)/(r+1),
+  p0 = j/r (1 when r = 0).
+- ``trapezoidal-eps`` (i-CIR's and FreeDom's utils.py ``compute_ap``, recall step 1/(n + 1e-5)): the same sum
+  divided by n + 1e-5, exactly as their code; below ``trapezoidal`` by a factor n/(n + 1e-5) (i-CIR's default).
 
 Ties (equal scores) need a rule, because sorting alone leaves their order unspecified (the authors' code uses
 an unstable ``torch.argsort``): ``index`` breaks ties by database index (a stable sort: what "sort the
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-AP_VARIANTS = ("non-interpolated", "trapezoidal")
+AP_VARIANTS = ("non-interpolated", "trapezoidal", "trapezoidal-eps")
 TIES = ("index", "pessimistic", "optimistic")
 
 
@@ -113,7 +113,8 @@ class RankedChunk:
             p0 = torch.where(r == 0, torch.ones_like(r), (self.hits - 1.0) / r.clamp(min=1.0))
             contrib = (p0 + p1) / 2.0
         total = torch.zeros(self.b, dtype=torch.float64).index_add_(0, self.rows, contrib)
-        return self._undefined_where_empty(total / self.n_pos.clamp(min=1.0))
+        denominator = self.n_pos + 1e-5 if variant == "trapezoidal-eps" else self.n_pos.clamp(min=1.0)
+        return self._undefined_where_empty(total / denominator)
 
     def recall_at(self, k: int) -> Tensor:
         """Fraction of the query's positives within the top k (rscir's R@k)."""

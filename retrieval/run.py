@@ -45,10 +45,12 @@ from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
 from retrieval.evaluate import EvalResult, evaluate
 from retrieval.features import FeatureStore, encoder_identity
+from retrieval.means import bundled_image_mean
 from retrieval.methods import build_method
 from retrieval.methods.base import Resources
 from retrieval.report import metric_title, per_group_long, seed_table, to_markdown
-from retrieval.textlists import read_text_list
+from retrieval.textlists import read_phrases, read_text_list
+from retrieval.vocabularies import load_vocabulary
 
 SCHEMA = 1
 
@@ -64,6 +66,7 @@ class RetrieveConfig:
     options: dict[str, str] = field(default_factory=dict)
     overrides: dict[str, dict[str, str]] = field(default_factory=dict)  # method -> {field: value}
     vocabulary: Path | None = None
+    phrases: Path | None = None  # SEARLE-OTI's concept -> phrases
     corpus_pos: Path | None = None
     corpus_neg: Path | None = None
     checkpoints: dict[str, Path] = field(default_factory=dict)
@@ -201,6 +204,12 @@ def run_retrieve(
     bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
         cfg.limit
     )
+    for (
+        name,
+        defaults,
+    ) in bench.protocol.method_defaults.items():  # the benchmark authors' setting, then --set
+        if name in methods:
+            methods[name] = build_method(name, {**defaults, **cfg.overrides.get(name, {})})
     encoder = build_encoder(
         cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
     )
@@ -209,6 +218,7 @@ def run_retrieve(
             f"encoder {cfg.encoder!r} embeds {', '.join(encoder.info.modalities)} ({encoder.kind}); composed retrieval "
             "needs one image+text embedding space (a CLIP-like spec, e.g. open_clip:ViT-L-14/openai)"
         )
+    vocab = load_vocabulary(cfg.vocabulary) if cfg.vocabulary is not None else None
     fingerprint = sha256_json(
         {
             "schema": SCHEMA,
@@ -216,7 +226,8 @@ def run_retrieve(
             "limit": cfg.limit,
             "encoder": encoder_identity(encoder),
             "ties": cfg.ties,
-            "files": {k: _file_digest(getattr(cfg, k)) for k in ("vocabulary", "corpus_pos", "corpus_neg")},
+            "files": {k: _file_digest(getattr(cfg, k)) for k in ("phrases", "corpus_pos", "corpus_neg")},
+            "vocabulary": None if vocab is None else {k: v for k, v in vocab.record.items() if k != "path"},
             "captioner": cfg.captioner,
             "rewriter": cfg.rewriter,
         }
@@ -243,14 +254,19 @@ def run_retrieve(
         checkpoints=dict(cfg.checkpoints),
         encoder=encoder,
     )
+    bundled = bundled_image_mean(encoder.info.spec, encoder.info.dim)
+    if bundled is not None:  # BASIC's LAION-1M mean for the CLIP it was computed with
+        resources.image_mean, resources.image_mean_source = bundled
     if cfg.corpus_pos is not None:
         resources.corpus_pos_texts = read_text_list(cfg.corpus_pos)
         resources.corpus_pos = encode_texts(list(resources.corpus_pos_texts))
     if cfg.corpus_neg is not None:
         resources.corpus_neg = encode_texts(read_text_list(cfg.corpus_neg))
-    if cfg.vocabulary is not None:
-        resources.vocabulary_texts = read_text_list(cfg.vocabulary)
-        resources.vocabulary = encode_texts(list(resources.vocabulary_texts))
+    if vocab is not None:
+        resources.vocabulary_texts = vocab.entries
+        resources.vocabulary = encode_texts(list(vocab.entries))
+    if cfg.phrases is not None:
+        resources.concept_phrases = read_phrases(cfg.phrases)
 
     status: dict[str, dict] = {}
     runnable = []
@@ -371,6 +387,7 @@ def run_retrieve(
                     "overall": s.overall,
                     "macro": s.macro,
                     "per_group": s.per_group,
+                    "min_macro": s.min_macro,
                     "n_empty": s.n_empty,
                 }
         method_records[name] = rec
@@ -392,6 +409,7 @@ def run_retrieve(
         },
         "methods": method_records,
         "features": {"cache": str(store.root) if cfg.cache else None, "computed": store.computed},
+        "vocabulary": None if vocab is None else vocab.record,
         "outputs": [*outputs, "run.json"],
         "provenance": provenance(),
         "started": started,

@@ -39,3 +39,40 @@ def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
     if not out:
         raise InputError(f"word list {path} has no entries")
     return out
+
+
+def read_phrases(path: str | Path) -> dict[str, list[str]]:
+    """SEARLE-OTI's GPT phrases: a CSV of ``concept,phrase`` rows (a header row naming them is skipped), or
+    JSON {concept: [phrases]}. A phrase that does not contain its concept is refused, naming its line."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"phrases file {path} does not exist")
+    out: dict[str, list[str]] = {}
+    if path.suffix.lower() == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+            raise InputError(f"{path}: expected a JSON object {{concept: [phrases]}}")
+        items = [(n, str(c), str(p)) for n, (c, ps) in enumerate(data.items(), start=1) for p in ps]
+    else:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        if rows and [x.strip().lower() for x in rows[0][:2]] == ["concept", "phrase"]:
+            rows = [[], *rows[1:]]  # keep line numbers
+        items = []
+        for n, row in enumerate(rows, start=1):
+            if not row:
+                continue
+            if len(row) < 2:
+                raise InputError(f"{path}: line {n} has {len(row)} column(s), expected concept,phrase")
+            items.append((n, row[0].strip(), row[1].strip()))
+    for n, concept, phrase in items:
+        if concept not in phrase:
+            raise InputError(
+                f"{path}: line {n}: the phrase {phrase!r} does not contain its concept {concept!r}"
+            )
+        out.setdefault(concept, []).append(phrase)
+    if not out:
+        raise InputError(f"phrases file {path} has no entries")
+    return out

@@ -19,12 +19,20 @@ def list_models(as_json: bool) -> int:
     from recon_score.encoders import list_encoders
     from recon_score.presets import PRESETS
     from recon_score.testing.fixtures import describe_fixtures
+    from retrieval.backbones import list_backbones
 
     encoders = list_encoders()
     t2i = sorted({p.t2i_model for p in PRESETS.values()})
     fixtures = describe_fixtures()
+    backbones = list_backbones()
     if as_json:
-        click.echo(json.dumps({"encoders": encoders, "t2i_models": t2i, "fixtures": fixtures}, indent=2))
+        payload = {
+            "encoders": encoders,
+            "t2i_models": t2i,
+            "fixtures": fixtures,
+            "retrieval_backbones": backbones,
+        }
+        click.echo(json.dumps(payload, indent=2))
         return 0
     click.echo("Encoders (spec = FAMILY:NAME):")
     for row in encoders:
@@ -36,6 +44,11 @@ def list_models(as_json: bool) -> int:
     )
     for m in t2i:
         click.echo(f"  {m}")
+    click.echo("\nComposed-retrieval backbones of seed 000 (WEIGHTS = where you put the downloaded file):")
+    for b in backbones:
+        click.echo(f"  {b['name']}\n      {b['spec']}\n      weights: {b['weights']}")
+        if b["note"]:
+            click.echo(f"      note: {b['note']}")
     click.echo("\nOffline fixtures (tiny random weights, built on first use; use as smoke:NAME):")
     for name, desc in fixtures.items():
         click.echo(f"  smoke:{name:18s} {desc}")
@@ -46,11 +59,20 @@ def list_models(as_json: bool) -> int:
 @click.argument("spec")
 @click.option("--weights-dir", default=None, help="Local weights folder (default $RECONSCORE_WEIGHTS).")
 def check(spec: str, weights_dir: str | None) -> int:
-    """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...) or a
-    T2I model (hub id, local folder, smoke:NAME). Downloads nothing. Exit 0 if available, 1 if not."""
+    """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
+    T2I model (hub id, local folder, smoke:NAME) or a learned retrieval method that cannot run here (compodiff,
+    magiclens: the reason is printed). Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
 
+    if spec in ("compodiff", "magiclens"):
+        from retrieval.methods.learned import REFUSALS, RELEASES
+
+        paper, where, _ = RELEASES[spec]
+        click.echo(f"{spec}: NOT available")
+        click.echo(f"  source: {where} ({paper})")
+        click.echo(f"  detail: {REFUSALS[spec]}")
+        return 1
     family = spec.partition(":")[0]
     info = (
         check_encoder(spec, weights_dir=weights_dir)

@@ -109,8 +109,9 @@ Examples:
 \b
 Methods: text, image, sum, product, weicom (λ=0.5), basic (needs --corpus-pos/--corpus-neg), freedom (needs
 --vocabulary), cirevl (needs --captioner and --rewriter), pic2word and searle (need --checkpoint NAME=PATH, the
-released weights, and the CLIP they were trained on as --encoder); compodiff and magiclens are listed but not
-implemented (reported as unavailable). `all` = every training-free method. Hyperparameters: --set
+released weights, and the CLIP they were trained on as --encoder), searle-oti (seed 000's SEARLE: needs
+--vocabulary and --phrases, or --set searle-oti.lambda_gpt=0); compodiff and magiclens are refused with the
+reason (`reconscore models check compodiff`). `all` = every training-free method. Hyperparameters: --set
 METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options: --option KEY=VALUE
 (xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
 \b
@@ -140,7 +141,13 @@ Exit status: 0 every method ran, 2 some could not (reasons printed and in run.js
     "--vocabulary",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="FreeDom's vocabulary (.csv/.txt).",
+    help="FreeDom's / SEARLE-OTI's vocabulary (.csv/.txt), or a bundled one by name (freedom:openimages-v7).",
+)
+@click.option(
+    "--phrases",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="SEARLE-OTI's LLM phrases per concept (.csv concept,phrase or .json).",
 )
 @click.option(
     "--corpus-pos",
@@ -210,6 +217,7 @@ def command(
     options,
     sets,
     vocabulary,
+    phrases,
     corpus_pos,
     corpus_neg,
     captioner,
@@ -253,6 +261,7 @@ def command(
         options=_pairs(options, "--option"),
         overrides=overrides,
         vocabulary=vocabulary,
+        phrases=phrases,
         corpus_pos=corpus_pos,
         corpus_neg=corpus_neg,
         checkpoints={k: Path(v) for k, v in _pairs(checkpoints, "--checkpoint").items()},
@@ -277,7 +286,7 @@ def command(
     if "cirevl" in cfg.methods and captioner and rewriter:
         prompts = build_method("cirevl", overrides.get("cirevl")).config
         caption_fn = build_captioner(captioner, device=device, prompt=prompts.caption_prompt)
-        rewrite_fn = build_rewriter(rewriter, device=device, template=prompts.rewrite_prompt)
+        rewrite_fn = build_rewriter(rewriter, device=device, template=prompts.rewrite_template)
     if limit:
         click.echo(
             f"--limit {limit}: only the first {limit} queries; the numbers are not the benchmark's.", err=True

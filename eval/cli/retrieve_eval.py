@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 # Kept in sync with retrieval.metrics / retrieval.aggregate (not imported here: --help must not load torch).
-AP_CHOICES = ("non-interpolated", "trapezoidal")
+AP_CHOICES = ("non-interpolated", "trapezoidal", "trapezoidal-eps")
 TIES_CHOICES = ("index", "pessimistic", "optimistic")
 EMPTY_CHOICES = ("zero", "skip", "error")
 GROUP_MEAN_CHOICES = ("queries", "subgroups")
@@ -153,6 +153,7 @@ def command(
         "ap": ap_variant,
         "map_overall": summary.overall,
         "map_macro": summary.macro,
+        "min_map_macro": summary.min_macro,  # i-CIR's minmAP: mean over groups of the lowest AP
         "per_group": summary.per_group,
     }
     name = "hit" if recall == "hit" else "recall"
@@ -166,7 +167,10 @@ def command(
         click.echo(json.dumps(_nan_to_none(report)))
     else:
         click.echo(f"{method} on {bundle} ({b.data.n_queries} queries, {b.data.n_database} database items)")
-        click.echo(f"  mAP ({ap_variant}): overall {summary.overall:.4f}, macro {summary.macro:.4f}")
+        click.echo(
+            f"  mAP ({ap_variant}): overall {summary.overall:.4f}, macro {summary.macro:.4f}, "
+            f"min-macro {summary.min_macro:.4f}"
+        )
         for g, v in summary.per_group.items():
             click.echo(f"    {g}: {v:.4f} ({summary.group_counts[g]} queries)")
         click.echo("  " + ", ".join(f"recall@{k} {report[f'recall@{k}']:.4f}" for k in KS))

@@ -84,34 +84,44 @@ class OpenCLIPEncoder(Encoder):
             raise ValueError(
                 f"expected pseudo-tokens of shape ({len(texts)}, {width}), got {tuple(pseudo.shape)}"
             )
+        bs = batch_size or self.batch_size
+        out = [
+            self.pseudo_token_features(texts[s : s + bs], pseudo[s : s + bs], placeholder=placeholder)
+            .float()
+            .cpu()
+            for s in range(0, len(texts), bs)
+        ]
+        return torch.nn.functional.normalize(torch.cat(out), dim=-1)
+
+    def pseudo_token_features(
+        self, texts: list[str], pseudo: torch.Tensor, *, placeholder: str
+    ) -> torch.Tensor:
+        """(n, d) unnormalised text features of one batch, the first `placeholder` token's word embedding
+        replaced by `pseudo` (n, width); differentiable with respect to `pseudo` (SEARLE's OTI optimises it)."""
         ph = self.placeholder_id(placeholder)
         table = self.model.token_embedding
-        bs = batch_size or self.batch_size
-        out = []
-        for start in range(0, len(texts), bs):
-            tokens = self.tokenizer(texts[start : start + bs]).to(self.device)
-            hit = tokens == ph
-            lost = (~hit.any(dim=1)).nonzero().flatten().tolist()
-            if lost:
-                raise ValueError(
-                    f"text {texts[start + lost[0]]!r} has no {placeholder!r} token after tokenization "
-                    f"(truncated at {self.context_length} tokens?)"
-                )
-            rows = torch.arange(tokens.shape[0], device=self.device)
-            cols = hit.int().argmax(dim=1)  # first occurrence
-            chunk = pseudo[start : start + bs].to(self.device, table.weight.dtype)
+        tokens = self.tokenizer(texts).to(self.device)
+        hit = tokens == ph
+        lost = (~hit.any(dim=1)).nonzero().flatten().tolist()
+        if lost:
+            raise ValueError(
+                f"text {texts[lost[0]]!r} has no {placeholder!r} token after tokenization "
+                f"(truncated at {self.context_length} tokens?)"
+            )
+        rows = torch.arange(tokens.shape[0], device=self.device)
+        cols = hit.int().argmax(dim=1)  # first occurrence
+        chunk = pseudo.to(self.device, table.weight.dtype)
 
-            def inject(_module, _args, output, rows=rows, cols=cols, chunk=chunk):
-                output = output.clone()
-                output[rows, cols] = chunk
-                return output
+        def inject(_module, _args, output):
+            output = output.clone()
+            output[rows, cols] = chunk
+            return output
 
-            handle = table.register_forward_hook(inject)
-            try:
-                out.append(self.model.encode_text(tokens).float().cpu())
-            finally:
-                handle.remove()
-        return torch.nn.functional.normalize(torch.cat(out), dim=-1)
+        handle = table.register_forward_hook(inject)
+        try:
+            return self.model.encode_text(tokens)
+        finally:
+            handle.remove()
 
     def count_tokens(self, text: str) -> int:
         """Tokens including start/end markers; > context_length means the tokenizer truncates."""

@@ -22,7 +22,7 @@ from retrieval.errors import DatasetLayoutError
 class Protocol:
     """How a benchmark's paper evaluates.
 
-    ap: "non-interpolated" | "trapezoidal" (retrieval.metrics); ks: cut-offs for recall/hit/precision; map_at:
+    ap: "non-interpolated" | "trapezoidal" | "trapezoidal-eps" (retrieval.metrics); ks: cut-offs for recall/hit/precision; map_at:
     CIRCO's mAP@K cut-offs; headline: the metrics of the seed table (per-query names, e.g. "ap", "hit@1",
     "map@5"); group_order: the table's column order; source: where the protocol comes from.
     """
@@ -35,6 +35,9 @@ class Protocol:
     group_order: tuple[str, ...] = ()
     subgroup_table: bool = False  # also tabulate per subgroup (EDIR's subcategories)
     subset_ks: tuple[int, ...] = ()  # hit@K within each query's subset (CIRR's Recall_subset@K)
+    # method -> {field: value}: the benchmark authors' setting of a shared method (i-CIR's rectified product);
+    # --set overrides it, run.json records the resulting config
+    method_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

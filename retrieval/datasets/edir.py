@@ -10,7 +10,11 @@ The paper does not fix a file layout for its release, so reconscore reads this d
 
 MLLM embedders in the paper receive the instruction "Given an image, find a similar image satisfying the
 query." (appendix B); CLIP-style methods here do not use instructions, so it is recorded, not applied.
-Option ``exclude_reference`` (default false) removes each query's reference image from its ranking.
+Reference images in the gallery: seed 001 (appendix B, "Benchmark Settings") removes the reference image from
+the retrieval corpus for CIRR only ("CIRR excludes the reference image from the retrieval corpus") and scores
+EDIR on its 178,645-image gallery as released, so the default keeps a reference that is in the gallery as a
+ranked negative (a hard one: image-only retrieval puts it first) and says so in the run's notes. Option
+``exclude_reference=true`` removes each query's reference from its ranking (CIRR's rule).
 """
 
 from __future__ import annotations
@@ -89,7 +93,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     else:
         raise DatasetLayoutError(f"EDIR: neither {gallery_file} nor {root / 'images'}/ exists under --root")
     index = {p: i for i, p in enumerate(database)}
-    queries, positives, exclude = [], [], []
+    queries, positives, exclude, in_gallery = [], [], [], 0
     for n, rec in enumerate(_records(path), start=1):
         where = f"{path}: query {n}"
         ref, target = _field(rec, "reference", where), _field(rec, "target", where)
@@ -107,9 +111,19 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             )
         )
         positives.append((qi, index[target]))
-        if opts.exclude_reference and ref in index:
-            exclude.append((qi, index[ref]))
+        if ref in index:
+            in_gallery += 1
+            if opts.exclude_reference:
+                exclude.append((qi, index[ref]))
     check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "EDIR")
+    if in_gallery:
+        rule = (
+            "excluded from their own rankings (exclude_reference=true, CIRR's rule)"
+            if opts.exclude_reference
+            else "ranked as negatives (seed 001 excludes the reference for CIRR only; exclude_reference=true "
+            "removes it)"
+        )
+        notes.append(f"{in_gallery} of {len(queries)} reference images are in the gallery: {rule}")
     return Benchmark(
         name="edir",
         root=root,

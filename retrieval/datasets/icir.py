@@ -24,7 +24,8 @@ from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, fi
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
-    ap="trapezoidal",
+    ap="trapezoidal-eps",  # utils.compute_ap divides by n + 1e-5
+    method_defaults={"product": {"rectify": "true"}},  # utils_retrieval.calculate_rankings clamps at 0
     ks=(1, 5, 10),
     headline=("ap",),
     source="billpsomas/icir run_retrieval.py (per-instance databases, mmAP over instances) + utils.compute_ap",

@@ -13,8 +13,11 @@ Protocol of rscir's evaluate.py (with utils.py's class merging, commit 25a1206):
   for its (merged) class, one composed query each.
 - Relevant: a database image listed in the same attribute file, of the same merged class, whose value equals
   the text. Images not listed in the file are never relevant (the query image itself stays a negative).
-- group = attribute type, subgroup = target value; mAP per attribute = mean AP over its (query, value) pairs,
-  macro = mean over the 6 attributes (seed 000 Tables 1-2 "Avg.").
+- group = attribute type, subgroup = the (merged class, target value) pair, written "class/value" (seed 000
+  Table 4 lists such pairs; "white" of airplanes and "white" of crosswalks are two subgroups). mAP per
+  attribute = mean AP over its (query, value) pairs, macro = mean over the 6 attributes: rscir's evaluate.py,
+  which produced its README table (``group_mean="queries"``). The papers' captions average per subgroup, then
+  per attribute, then across attributes (``group_mean="subgroups"``); docs/retrieval.md has a worked example.
 
 rscir rounds each AP to two decimals (in percent) before averaging; we do not (a difference below 0.005
 points). rscir skips query rows whose image is not in the database and then misaligns the remaining rows; we refuse
@@ -167,7 +170,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
                         reference=database[by_name[name]],
                         text=opts.text_template.format(value=target),
                         group=attribute,
-                        subgroup=target,
+                        subgroup=f"{cls}/{target}",  # a (class, value) pair, never the value alone
                         extra={"class": cls, "value": own},
                     )
                 )

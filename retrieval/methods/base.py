@@ -38,9 +38,12 @@ class Resources:
         encode_texts: the run's text tower (FreeDom, CIReVL, BASIC's contextualisation).
         corpus_pos, corpus_neg: (n, D) text-corpus embeddings for BASIC's projection; corpus_pos_texts: their
             strings (contextualisation words).
-        image_mean, text_mean: (D,) centring means for BASIC (e.g. the LAION-1M mean of the authors).
+        image_mean, text_mean: (D,) centring means for BASIC (e.g. the LAION-1M mean of the authors);
+            image_mean_source: where image_mean comes from (recorded in the method's notes).
         norm_image, norm_text: (n, D) reference sets for BASIC's min-normalisation (the authors' synthetic set).
-        vocabulary, vocabulary_texts: FreeDom's textual memory, (V, D) and its V strings.
+        vocabulary, vocabulary_texts: FreeDom's textual memory, (V, D) and its V strings (also SEARLE-OTI's
+            concepts).
+        concept_phrases: concept -> LLM phrases naming it (SEARLE-OTI's GPT loss).
         captioner, rewriter: CIReVL's captioning and LLM-rewriting callables.
         checkpoints: method name -> local checkpoint path (learned methods).
         encoder: the run's registry encoder, for methods that drive its towers themselves (Pic2Word and SEARLE
@@ -55,11 +58,13 @@ class Resources:
     corpus_pos_texts: Sequence[str] | None = None
     corpus_neg: Tensor | None = None
     image_mean: Tensor | None = None
+    image_mean_source: str | None = None
     text_mean: Tensor | None = None
     norm_image: Tensor | None = None
     norm_text: Tensor | None = None
     vocabulary: Tensor | None = None
     vocabulary_texts: Sequence[str] | None = None
+    concept_phrases: dict[str, list[str]] | None = None
     captioner: Captioner | None = None
     rewriter: Rewriter | None = None
     checkpoints: dict[str, Path] = field(default_factory=dict)

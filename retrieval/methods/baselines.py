@@ -17,8 +17,9 @@ class NoConfig:
 
 @dataclass(frozen=True)
 class ProductConfig:
-    # i-CIR's run_retrieval clamps both similarities at 0 before multiplying; rscir and FreeDom multiply the raw
-    # cosines (seed 000's s_m = s_f × s_g). The seed formula is the default.
+    # i-CIR's calculate_rankings clamps both similarities at 0 before multiplying (the i-CIR benchmark sets
+    # rectify=true through its protocol's method_defaults); rscir and FreeDom multiply the raw cosines (seed 000's
+    # s_m = s_f × s_g), the default elsewhere.
     rectify: bool = False
 
 

@@ -139,7 +139,7 @@ class Basic(Method):
             notes.append("basic: image mean = the database mean (no external image mean given)")
         else:
             m_img = r.image_mean.float()
-            notes.append("basic: image mean = the given image_mean")
+            notes.append(f"basic: image mean = {r.image_mean_source or 'the given image_mean'}")
         m_txt = r.text_mean.float() if r.text_mean is not None else r.corpus_pos.mean(0)
         return m_img, m_txt
 

@@ -15,23 +15,61 @@ import torch
 
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
-# The instruction handed to the rewriting model; {caption} and {text} are filled per query.
-REWRITE_PROMPT = (
-    "Image description: {caption}\n"
-    "Requested change: {text}\n"
-    "Write one short description of the image after the requested change. Keep everything the change does not "
-    "touch. Answer with the description only."
-)
+# The instructions handed to the rewriting model; {caption} and {text} are filled per query. Both follow CIReVL's
+# layout (ExplainableML/Vision_by_Language src/prompts.py: an "Image Content:" line, an "Instruction:" line, the
+# answer after "Edited Description:"), written here in our own words.
+# - "patterncom" (default): seed 000 A.4's domain-specific modifier prompt, which the paper describes but does
+#   not print ("covering the six attribute types to enforce faithful attribute changes while preserving scene
+#   semantics"); this text is our rendering of that description, not the seed authors' exact wording.
+# - "generic": CIReVL's general-purpose setting (edit the caption as instructed, nothing imaginary added).
+REWRITE_PROMPTS = {
+    "patterncom": (
+        "I have a remote sensing image, an aerial or satellite view of one scene class. Given an instruction that "
+        "names a target attribute value, write a short description of the edited image. The image content begins "
+        'with "Image Content:" and the instruction with "Instruction:". The instruction changes one attribute of '
+        "the main object or scene, of one of six types: color, context (what surrounds it), density (how densely "
+        "it is built or packed), existence (whether something is present), quantity (how many there are) or "
+        "shape. Change only that attribute to the instructed value, keep the scene class and everything else, "
+        'and add nothing imaginary. Reply with one line beginning with "Edited Description:".\n'
+        "Image Content: {caption}\n"
+        "Instruction: {text}\n"
+        "Edited Description:"
+    ),
+    "generic": (
+        "I have an image. Given an instruction to edit it, write a short description of the edited image. The "
+        'image content begins with "Image Content:" and the instruction with "Instruction:". Describe only the '
+        "edited image, keep it as short as possible and add nothing imaginary. Reply with one line beginning "
+        'with "Edited Description:".\n'
+        "Image Content: {caption}\n"
+        "Instruction: {text}\n"
+        "Edited Description:"
+    ),
+}
+REWRITE_PROMPT = REWRITE_PROMPTS["patterncom"]
 CAPTION_PROMPT = "Describe this image in one short sentence."
+ANSWER_PREFIX = "Edited Description:"
+
+
+def edited_description(answer: str) -> str:
+    """The rewriter's answer without CIReVL's "Edited Description:" prefix (the model may repeat it)."""
+    text = answer.strip()
+    if text.lower().startswith(ANSWER_PREFIX.lower()):
+        text = text[len(ANSWER_PREFIX) :].strip()
+    return text.splitlines()[0].strip() if text else text
 
 
 @dataclass(frozen=True)
 class CIReVLConfig:
     caption_prompt: str = CAPTION_PROMPT
-    rewrite_prompt: str = REWRITE_PROMPT
+    rewrite_prompt: str = "patterncom"  # a name in REWRITE_PROMPTS, or a template with {caption} and {text}
+
+    @property
+    def rewrite_template(self) -> str:
+        return REWRITE_PROMPTS.get(self.rewrite_prompt, self.rewrite_prompt)
 
     def __post_init__(self):
-        if "{caption}" not in self.rewrite_prompt or "{text}" not in self.rewrite_prompt:
+        t = REWRITE_PROMPTS.get(self.rewrite_prompt, self.rewrite_prompt)
+        if "{caption}" not in t or "{text}" not in t:
             raise ValueError(
                 f"cirevl.rewrite_prompt must contain {{caption}} and {{text}}, got {self.rewrite_prompt!r}"
             )
@@ -75,6 +113,7 @@ class CIReVL(Method):
         rewritten = r.rewriter(captions, ctx.texts())
         if len(rewritten) != len(captions):
             raise ValueError(f"the rewriter returned {len(rewritten)} texts for {len(captions)} queries")
+        rewritten = [edited_description(t) for t in rewritten]
         vectors = r.encode_texts(list(rewritten)) if rewritten else torch.zeros(0, ctx.database.shape[1])
         details = [f"{c} -> {t}" for c, t in zip(captions, rewritten)]
         return linear(vectors, ctx.database, details=details)

@@ -2,17 +2,23 @@
 ``calculate_rankings``:
 
 1. Proxies: the k = 20 database images most similar to the query image. If the query is not itself in the
-   database (best similarity < 0.98), it replaces the last proxy, at the front. The authors decide this once for
-   the whole batch of queries; we decide per query, so the result does not depend on how queries are chunked.
+   database (best similarity < 0.98), it replaces the last proxy, at the front. ``self_proxy`` says who decides:
+   ``query`` (default) decides per query, so the result does not depend on which queries are scored together;
+   ``batch`` is the authors' rule: the query image joins the proxies of *every* query when the worst best
+   similarity of the whole query set of a database (one ``prepare`` call, their one call per domain pair) is
+   below the threshold. The two agree whenever all queries are in the database or none is (ImageNet-R, LTLL,
+   NICO, MiniDN, PatternCom, xView2-CIR), so both reproduce the authors' tables there; they differ only on a
+   query set that mixes both, where a query's result should not depend on the others (hence the default).
 2. Memory: for every proxy, the n = 7 vocabulary words whose text embeddings are most similar to it.
 3. The m = 7 most frequent of those k·n words; ties keep first-appearance order (proxy by proxy, then by
    word rank), as Python's stable sort does in ``keep_k_most_frequent``. Weights = count / max count.
 4. Each word is composed with the modifier and encoded with the text tower; the query is the weighted sum of
    those embeddings, scored by dot product with the database.
 
-The composition template is "{text} {word}", seed 000's EO adaptation ("{attribute_value} {w}", A.4);
-the FreeDom code composes "{word} {text}" (set ``template`` to reproduce it). The vocabulary is configurable
-(seed 000 uses Open Images v7 / HybridText-23k; ../shared/data/cir has the Open Images boxable class list).
+The composition template defaults to the authors' code, ``text_to_multi``: ``word + " " + domain``, i.e.
+"{word} {text}". Seed 000's EO adaptation writes "{attribute_value} {w}" (A.4): ``template="{text} {word}"``.
+The vocabulary is configurable (``--vocabulary``; see docs/retrieval.md for FreeDom's Open Images list,
+RSText and HybridText-23k and their provenance).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from torch import Tensor
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
 CHUNK = 512
+SELF_PROXY = ("query", "batch")
 CHUNK_ENTRIES = 1 << 25  # bounds the (B, k, V) proxy-to-word similarity block (a 23k vocabulary: B = 72)
 
 
@@ -33,24 +40,32 @@ class FreedomConfig:
     k: int = 20  # proxy images ("kappa")
     n: int = 7  # words per proxy ("ni")
     m: int = 7  # most frequent words kept ("miu")
-    template: str = "{text} {word}"
+    template: str = "{word} {text}"  # NikosEfth/freedom text_to_multi; seed 000 A.4: "{text} {word}"
     self_threshold: float = 0.98  # below this best database similarity the query image joins its proxies
+    self_proxy: str = "query"  # query: decided per query | batch: the authors' one decision per query set
 
     def __post_init__(self):
         if min(self.k, self.n, self.m) < 1:
             raise ValueError(f"freedom k, n, m must be >= 1, got {self.k}, {self.n}, {self.m}")
         if "{text}" not in self.template or "{word}" not in self.template:
             raise ValueError(f"freedom template must contain {{text}} and {{word}}, got {self.template!r}")
+        if self.self_proxy not in SELF_PROXY:
+            raise ValueError(
+                f"freedom self_proxy must be one of {', '.join(SELF_PROXY)}, got {self.self_proxy!r}"
+            )
 
 
-def proxy_features(q_img: Tensor, database: Tensor, *, k: int, self_threshold: float) -> Tensor:
+def proxy_features(
+    q_img: Tensor, database: Tensor, *, k: int, self_threshold: float, add_self: Tensor | None = None
+) -> Tensor:
     """(B, k, D): the k nearest database items of each query; the query itself first (and the last neighbour
-    dropped) when its best database similarity is below `self_threshold`."""
+    dropped) when its best database similarity is below `self_threshold`, or where `add_self` (B,) says so."""
     sims = q_img @ database.T
     k_eff = min(k, database.shape[0])
     top_v, top_i = torch.topk(sims, k_eff, dim=1)
     neighbours = database[top_i]
-    add_self = top_v[:, 0] < self_threshold
+    if add_self is None:
+        add_self = top_v[:, 0] < self_threshold
     if add_self.any():
         with_self = torch.cat([q_img.unsqueeze(1), neighbours[:, : k_eff - 1]], dim=1)
         neighbours = torch.where(add_self[:, None, None], with_self, neighbours)
@@ -86,7 +101,7 @@ class Freedom(Method):
     def missing(self, r: Resources) -> list[str]:
         out = []
         if r.encode_texts is None:
-            out.append("a text encoder at query time (it encodes the '{text} {word}' compositions)")
+            out.append("a text encoder at query time (it encodes the '{word} {text}' compositions)")
         if r.texts is None:
             out.append("the raw modifier texts")
         if r.vocabulary is None or r.vocabulary_texts is None:
@@ -113,9 +128,21 @@ class Freedom(Method):
         texts = ctx.texts()
         vectors, details = [], []
         step = max(1, min(CHUNK, CHUNK_ENTRIES // (c.k * vocab.shape[0])))
+        batch_self = None
+        if c.self_proxy == "batch" and ctx.query_image.shape[0]:
+            best = torch.cat(
+                [
+                    (ctx.query_image[i : i + CHUNK] @ ctx.database.T).max(dim=1).values
+                    for i in range(0, ctx.query_image.shape[0], CHUNK)
+                ]
+            )
+            batch_self = bool(best.min() < c.self_threshold)
         for start in range(0, ctx.query_image.shape[0], step):
             q = ctx.query_image[start : start + step]
-            proxies = proxy_features(q, ctx.database, k=c.k, self_threshold=c.self_threshold)
+            add_self = None if batch_self is None else torch.full((q.shape[0],), batch_self)
+            proxies = proxy_features(
+                q, ctx.database, k=c.k, self_threshold=c.self_threshold, add_self=add_self
+            )
             word_sims = proxies @ vocab.T  # (B, k, V)
             top_words = torch.topk(word_sims, min(c.n, vocab.shape[0]), dim=2).indices
             idx, weights = frequent_words(top_words.flatten(1), vocab.shape[0], c.m)

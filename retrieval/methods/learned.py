@@ -5,18 +5,24 @@ pseudo word embedding, which replaces the placeholder token of a prompt encoded 
 Both run here from their released checkpoints, following the authors' inference code:
 
 - Pic2Word (google-research/composed_image_retrieval): ``IM2TEXT`` (n_layer x [Linear, Dropout, ReLU] then
-  ``fc_out``) on the *unnormalised* ``encode_image`` output; prompt "a photo of * , {text}" with '*' replaced
-  (``encode_text_img_retrieval``). Checkpoint: ``pic2word_model.pt`` holding ``state_dict_img2text`` (its
+  ``fc_out``) on the *unnormalised* ``encode_image`` output; '*' replaced (``encode_text_img_retrieval``). The
+  prompt is seed 000's EO template "{attribute_value} {*}" (A.4), i.e. ``template="{text} *"``; the authors'
+  natural-image prompt is "a photo of * , {text}". Checkpoint: ``pic2word_model.pt`` holding ``state_dict_img2text`` (its
   ``state_dict`` is the frozen OpenAI CLIP, so the run's encoder must be ``open_clip:ViT-L-14/openai``).
 - SEARLE (miccunifi/SEARLE): ``Phi`` (Linear, GELU, Dropout, Linear, GELU, Dropout, Linear) on the unnormalised
-  image embedding; prompt "a photo of $ that {text}" with '$' replaced (``encode_with_pseudo_tokens``).
-  Checkpoint: ``SEARLE_ViT-B32.pt`` / ``SEARLE_ViT-L14.pt`` holding ``{"Phi": state_dict}``; the encoder is
-  the matching OpenAI CLIP. SEARLE-XL's optimisation-based inversion (OTI) is not implemented.
+  image embedding; '$' replaced (``encode_with_pseudo_tokens``); prompt seed 000's "{attribute_value} {$}"
+  (``template="{text} $"``; the authors' natural-image prompt is "a photo of $ that {text}"). Checkpoint:
+  ``SEARLE_ViT-B32.pt`` / ``SEARLE_ViT-L14.pt`` holding ``{"Phi": state_dict}``; the encoder is the matching
+  OpenAI CLIP. Seed 000 evaluates SEARLE with optimisation-based inversion instead: method ``searle-oti``
+  (retrieval.methods.oti).
 
 The query vector is the L2-normalised composed text embedding, scored by dot product with the database, so
 both methods are linear (FAISS-servable). Dimensions are read from the checkpoint and checked against the
-encoder before any image is loaded. CompoDiff (a diffusion prior) and MagicLens (a JAX model) stay listed as
-unavailable: nothing is faked.
+encoder before any image is loaded.
+
+CompoDiff and MagicLens are refused with the precise reason (``REFUSALS``, also printed by
+``reconscore models check compodiff|magiclens``): their released checkpoints hold architectures reconscore has
+no port of, and nothing is faked.
 """
 
 from __future__ import annotations
@@ -45,13 +51,31 @@ RELEASES = {
     ),
     "compodiff": (
         "Gu et al., TMLR 2024",
-        "navervision/CompoDiff (compodiff ViT-L/14)",
-        "a diffusion prior in CLIP space (10 steps, source weight 0.4 in seed 000)",
+        "the Hugging Face hub repo navervision/CompoDiff-Aesthetic (code: github.com/navervision/CompoDiff)",
+        "a diffusion prior in CLIP-L/14 image space (10 steps, source weight 0.4 in seed 000)",
     ),
     "magiclens": (
         "Zhang et al., ICML 2024",
-        "google-deepmind/magiclens (ViT-L/14 checkpoint)",
-        "its multimodal attention head over CLIP features (a JAX/Flax model)",
+        "gs://gresearch/magiclens/models (magic_lens_clip_large.pkl; code: github.com/google-deepmind/magiclens)",
+        "its multimodal transformer head over CLIP ViT-L/14 (a JAX/Flax model)",
+    ),
+}
+# Why each cannot run here, precisely (what the release is, what loading it would take).
+REFUSALS = {
+    "compodiff": (
+        "CompoDiff is released as a transformers PreTrainedModel (navervision/CompoDiff-Aesthetic, loaded by "
+        "compodiff.build_model via CompoDiffModel.from_pretrained) whose network is the authors' own diffusion-prior "
+        "transformer and sampler (compodiff/models.py: build_compodiff, sample() with image/text classifier-free "
+        "guidance) conditioned on the text tower of OpenCLIP ViT-bigG-14 (laion/CLIP-ViT-bigG-14-laion2B-39B-b160k) "
+        "and producing CLIP ViT-L/14 image embeddings; transformers cannot build that architecture without the "
+        "authors' package (not a dependency: it pins its own training stack), and reconscore has no port of it"
+    ),
+    "magiclens": (
+        "MagicLens is released by Google DeepMind as JAX/Flax parameters: magic_lens_clip_{base,large}.pkl, a "
+        "pickle wrapping flax.serialization msgpack bytes, restored by inference.py into scenic's CLIP plus the "
+        "MagicLens fusion layers (model.py, layers.py); running it needs JAX, Flax and google-research/scenic "
+        "(not dependencies) or a PyTorch port of that architecture, which reconscore does not have; reconscore "
+        "also never unpickles a downloaded file"
     ),
 }
 
@@ -167,13 +191,13 @@ class TextualInversionConfig:
 
 @dataclass(frozen=True)
 class Pic2WordConfig(TextualInversionConfig):
-    template: str = "a photo of * , {text}"
+    template: str = "{text} *"  # seed 000 A.4; the authors' natural-image prompt: "a photo of * , {text}"
     placeholder: str = "*"
 
 
 @dataclass(frozen=True)
 class SearleConfig(TextualInversionConfig):
-    template: str = "a photo of $ that {text}"
+    template: str = "{text} $"  # seed 000 A.4; the authors' natural-image prompt: "a photo of $ that {text}"
     placeholder: str = "$"
 
 
@@ -290,19 +314,15 @@ class Unavailable(Method):
         self.name = name
 
     def missing(self, r: Resources) -> list[str]:
-        paper, where, needs = RELEASES[self.name]
         path = r.checkpoints.get(self.name)
-        if path is None:
-            return [f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"]
-        if not path.exists():
-            return [f"its checkpoint, but {path} does not exist"]
-        return [
-            f"inference code reconscore does not implement yet ({needs}); the checkpoint at {path} is unused"
-        ]
+        given = "" if path is None else f" (the checkpoint given, {path}, is not read)"
+        return [f"an implementation reconscore does not have: {REFUSALS[self.name]}{given}"]
 
     def fix_hint(self) -> str:
+        paper, where, _ = RELEASES[self.name]
         return (
-            "CompoDiff and MagicLens are listed, not faked; Pic2Word and SEARLE run from their checkpoints."
+            f"{self.name} ({paper}) is listed, not faked: its weights are at {where}. Pic2Word, SEARLE and "
+            "SEARLE-OTI run here."
         )
 
     def prepare(self, ctx: MethodContext) -> Prepared:

@@ -56,12 +56,14 @@ def test_retrieve_eval_reproduces_hand_computed_maps(tmp_path, capsys):
         "ap",
         "map_overall",
         "map_macro",
+        "min_map_macro",
         "per_group",
         "recall@1",
         "recall@5",
         "recall@10",
     }
     assert out["method"] == "image" and out["ap"] == "non-interpolated"
+    assert out["min_map_macro"] == pytest.approx((0.5 + 1 / 6) / 2)  # i-CIR's minmAP: mean of group minima
     assert out["map_overall"] == pytest.approx((0.5 + 1 + 1 / 6) / 3)
     assert out["map_macro"] == pytest.approx(((0.5 + 1) / 2 + 1 / 6) / 2)
     assert out["per_group"] == pytest.approx({"a": 0.75, "b": 1 / 6})

@@ -34,7 +34,7 @@ def test_patterncom_layout_merging_and_relevance(tmp_path):
     color = [q for q in bench.queries if q.group == "color"]
     assert len(color) == 4 * 2
     q = next(i for i, x in enumerate(bench.queries) if x.id == "color/1/purple")
-    assert bench.queries[q].text == "purple" and bench.queries[q].subgroup == "purple"
+    assert bench.queries[q].text == "purple" and bench.queries[q].subgroup == "airplane/purple"
     assert positives_of(bench, q) == ["images/airplane/airplane003.png"]
     # context: bridge and overpass are one class, so a bridge query for "water" finds the overpass too
     q = next(i for i, x in enumerate(bench.queries) if x.id == "context/1/water")
@@ -81,7 +81,8 @@ def test_xview2_groups_phrasings_and_database(tmp_path):
 
 def test_icir_per_instance_databases(tmp_path):
     bench = load_benchmark("icir", layouts.icir(tmp_path))
-    assert bench.protocol.ap == "trapezoidal"
+    assert bench.protocol.ap == "trapezoidal-eps"  # utils.compute_ap: recall step 1 / (n + 1e-5)
+    assert bench.protocol.method_defaults == {"product": {"rectify": "true"}}
     assert [q.db_group for q in bench.queries] == ["temple", "temple", "plushie"]
     assert Counter(bench.database_group) == {"temple": 7, "plushie": 5}
     assert positives_of(bench, 0) == [
@@ -203,3 +204,74 @@ def test_real_word_lists():
     subjects = read_text_list(CIR / "icir_generic_subjects.csv")
     assert subjects[0] == "Abacus" and "object_name" not in subjects
     assert read_text_list(CIR / "icir_generic_styles.csv")[0] == "watercolor painting"
+
+
+def test_patterncom_subgroups_are_class_value_pairs_and_both_averagings(tmp_path):
+    """'white' of airplanes and 'white' of residential areas are two subgroups (seed 000 Table 4 lists
+    (class, value) pairs). The two averagings, re-derived here from rscir's evaluate.py (one list per attribute
+    of every (query, value) AP, averaged once, then the attributes) and from the papers' caption (subgroup,
+    then attribute, then across attributes)."""
+    import numpy as np
+
+    from retrieval.aggregate import summarize
+
+    root = layouts.patterncom(tmp_path)
+    layouts.write_csv(
+        root / "PatternCom" / "color.csv",
+        [
+            ["airplane001.png", "color", "white"],
+            ["airplane002.png", "color", "white"],
+            ["airplane003.png", "color", "gray"],
+            ["denseresidential001.png", "color", "white"],
+            ["denseresidential002.png", "color", "red"],
+            ["denseresidential003.png", "color", "red"],
+        ],
+    )
+    bench = load_benchmark("patterncom", root)
+    color = [q for q in bench.queries if q.group == "color"]
+    assert {q.subgroup for q in color} == {
+        "airplane/white",
+        "airplane/gray",
+        "residential/white",
+        "residential/red",
+    }
+    values = np.random.default_rng(0).random(len(bench.queries))
+    groups = [q.group for q in bench.queries]
+    subs = [q.subgroup for q in bench.queries]
+    # rscir: per attribute, mean over its (query image, target value) APs; then mean over attributes
+    per_attr: dict[str, list[float]] = {}
+    for q, v in zip(bench.queries, values):
+        per_attr.setdefault(q.group, []).append(v)
+    rscir = np.mean([np.mean(v) for v in per_attr.values()])
+    # captions: per (class, value), then per attribute, then across attributes
+    nested: dict[str, dict[tuple[str, str], list[float]]] = {}
+    for q, v in zip(bench.queries, values):
+        target = q.id.rsplit("/", 1)[1]
+        nested.setdefault(q.group, {}).setdefault((q.extra["class"], target), []).append(v)
+    caption = np.mean([np.mean([np.mean(x) for x in d.values()]) for d in nested.values()])
+    pooled_white = np.mean([np.mean([np.mean(x) for x in _by_value(d).values()]) for d in nested.values()])
+    by_queries = summarize(values, groups, subgroups=subs, group_mean="queries")
+    by_subgroups = summarize(values, groups, subgroups=subs, group_mean="subgroups")
+    assert by_queries.macro == pytest.approx(rscir, abs=1e-12)
+    assert by_subgroups.macro == pytest.approx(caption, abs=1e-12)
+    assert abs(caption - pooled_white) > 1e-6  # keying by the value alone would give another number
+
+
+def _by_value(d: dict) -> dict:
+    out: dict[str, list[float]] = {}
+    for (_cls, value), xs in d.items():
+        out.setdefault(value, []).extend(xs)
+    return out
+
+
+def test_edir_keeps_the_reference_as_seed_001_does_and_cirr_excludes_it(tmp_path):
+    """Seed 001 appendix B: "CIRR excludes the reference image from the retrieval corpus"; EDIR is scored on
+    its gallery as released, so a reference in the gallery stays a (hard) negative unless asked otherwise."""
+    edir = load_benchmark("edir", layouts.edir(tmp_path / "edir"))
+    assert edir.exclude == [] and edir.options["exclude_reference"] is False
+    assert any("3 of 3 reference images are in the gallery: ranked as negatives" in n for n in edir.notes)
+    refs = [edir.database.index(q.reference) for q in edir.queries]
+    excluded = load_benchmark("edir", tmp_path / "edir", exclude_reference="true")
+    assert sorted(excluded.exclude) == sorted(enumerate(refs))
+    cirr = load_benchmark("cirr", layouts.cirr(tmp_path / "cirr"))
+    assert cirr.exclude and all(cirr.database[d] == cirr.queries[q].reference for q, d in cirr.exclude)

@@ -4,6 +4,7 @@ What is checked is the mechanism the published numbers rest on: the network read
 embedding, its token is what the text tower sees at the placeholder, and the released files load as they are."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -158,16 +159,16 @@ def _setup(tmp_path, encoder, n_refs: int = 3):
 
 def test_searle_query_is_the_template_with_the_network_token(tmp_path, encoder):
     """A Phi that always emits the embedding of 'airport' turns every query into the plain text
-    'a photo of airport that {text}': the composition is exactly the authors' prompt."""
+    '{text} airport': the composition is exactly seed 000's prompt "{attribute_value} {$}"."""
     ckpt = tmp_path / "SEARLE_const.pt"
     torch.save({"Phi": phi_state(encoder.info.dim, 32, constant=word_embedding(encoder, "airport"))}, ckpt)
     data, resources, _, _, texts, loaded = _setup(tmp_path, encoder)
     resources.checkpoints = {"searle": ckpt}
     res = evaluate(build_method("searle"), data, resources=resources)
-    assert res.details == [f"a photo of $ that {t}" for t in texts]
+    assert res.details == [f"{t} $" for t in texts]
     assert sorted(loaded) == [0, 1, 3]  # each reference image is embedded once
     prepared = build_method("searle").prepare(_context(data, resources))
-    want = encoder.encode_texts([f"a photo of airport that {t}" for t in texts])
+    want = encoder.encode_texts([f"{t} airport" for t in texts])
     torch.testing.assert_close(prepared.query_vectors, want, rtol=0, atol=1e-6)
 
 
@@ -178,7 +179,7 @@ def test_pic2word_feeds_the_unnormalised_image_embedding(checkpoints, tmp_path, 
     raw = encoder.encode_images([images[i] for i in refs], normalize=False)
     assert not torch.allclose(raw.norm(dim=-1), torch.ones(4))  # the raw tower output, not unit vectors
     tokens = load_im2text(checkpoints["pic2word"])(raw)
-    prompts = [f"a photo of * , {t}" for t in texts]
+    prompts = [f"{t} *" for t in texts]  # seed 000's "{attribute_value} {*}"
     want = encoder.encode_texts_with_pseudo_tokens(prompts, tokens, placeholder="*")
     torch.testing.assert_close(prepared.query_vectors, want, rtol=0, atol=1e-5)
     torch.testing.assert_close(prepared.score(torch.arange(4)), want @ data.database.T, rtol=0, atol=1e-5)
@@ -207,16 +208,25 @@ def test_what_is_missing_is_said(checkpoints, tmp_path, encoder):
         evaluate(build_method("searle"), data, resources=resources)
 
 
-@pytest.mark.parametrize("name", ["compodiff", "magiclens"])
-def test_unimplemented_learned_methods_are_listed_never_faked(name, tmp_path, encoder):
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("compodiff", r"navervision/CompoDiff-Aesthetic.*diffusion-prior transformer.*ViT-bigG-14"),
+        ("magiclens", r"JAX/Flax parameters: magic_lens_clip_\{base,large\}.pkl.*scenic"),
+    ],
+)
+def test_unimplemented_learned_methods_are_refused_with_the_reason(name, reason, tmp_path, encoder, capsys):
     data, resources, *_ = _setup(tmp_path, encoder)
-    with pytest.raises(MethodUnavailableError, match="released checkpoint"):
+    with pytest.raises(MethodUnavailableError, match=reason):
         evaluate(build_method(name), data, resources=resources)
     ckpt = tmp_path / "model.pt"
     ckpt.write_bytes(b"not used")
     resources.checkpoints = {name: ckpt}
-    with pytest.raises(MethodUnavailableError, match="does not implement yet"):
+    with pytest.raises(MethodUnavailableError, match="is not read"):
         evaluate(build_method(name), data, resources=resources)
+    assert main(["models", "check", name]) == 1
+    out = capsys.readouterr().out
+    assert f"{name}: NOT available" in out and re.search(reason, out)
 
 
 def test_retrieve_cli_runs_both_and_resumes(checkpoints, tmp_path, capsys):
@@ -234,7 +244,7 @@ def test_retrieve_cli_runs_both_and_resumes(checkpoints, tmp_path, capsys):
     assert {record["methods"][m]["status"] for m in ("pic2word", "searle")} == {"ok"}
     per_query = pd.read_parquet(out / "per_query.parquet")
     details = per_query.loc[per_query["method"] == "searle", "detail"].tolist()
-    assert details and all(d.startswith("a photo of $ that ") for d in details)
+    assert details and all(d.endswith(" $") for d in details)
     capsys.readouterr()
     assert main(argv) == 0
     assert "searle: read from" in capsys.readouterr().err

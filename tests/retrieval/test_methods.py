@@ -250,3 +250,80 @@ def test_cirevl_captions_once_per_reference_and_searches_the_rewrite():
     assert calls == [1] and res.details[0] == "red car -> blue car"
     with pytest.raises(MethodUnavailableError, match="a captioner"):
         evaluate(build_method("cirevl"), data, resources=Resources(encode_texts=encode))
+
+
+def _freedom_reference(q_img, db, vocab, words, texts, encode, *, kappa, ni, miu):
+    """NikosEfth/freedom utils_retrieval.calculate_rankings, re-derived: one self-feature decision for the
+    whole query set, keep_k_most_frequent (dict counts, Python's stable sort), text_to_multi (word + " " +
+    text), weights count / max count, weighted sum of the encoded compositions."""
+    sim = q_img @ db.T
+    ranks_img = torch.topk(sim, kappa, dim=1).indices
+    feats = db[ranks_img]
+    if torch.min(torch.max(sim, 1)[0]).item() < 0.98:
+        feats = torch.cat((q_img.unsqueeze(1), feats[:, :-1, :]), 1)
+    top = torch.topk(feats @ vocab.T, ni, dim=2).indices.tolist()
+    out = []
+    for qi, per_query in enumerate(top):
+        counts: dict[str, int] = {}
+        for neighbour in per_query:
+            for w in neighbour:
+                counts[words[w]] = counts.get(words[w], 0) + 1
+        common = sorted(counts, key=lambda x: counts[x], reverse=True)[:miu]
+        weights = torch.tensor([counts[x] / max(max(counts[c] for c in common), 1e-4) for x in common])
+        composed = encode([w + " " + texts[qi] for w in common])
+        out.append((composed * weights[:, None]).sum(0))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("mix", [False, True])
+def test_freedom_defaults_match_the_authors_code(mix):
+    """Default template and the 'batch' self-proxy rule against the authors' procedure; with a query set that
+    mixes in-database and outside queries, 'query' (per query) differs from it and 'batch' does not."""
+    g = torch.Generator().manual_seed(3)
+    db = F.normalize(torch.randn(30, D, generator=g), dim=-1)
+    q_img = db[:4].clone()
+    if mix:
+        q_img[2] = F.normalize(torch.randn(D, generator=g), dim=-1)
+    words = [f"w{i}" for i in range(12)]
+    vocab = F.normalize(torch.randn(12, D, generator=g), dim=-1)
+    table: dict[str, torch.Tensor] = {}
+
+    def encode(texts):
+        for t in texts:
+            if t not in table:
+                seed = sum((i + 1) * ord(c) for i, c in enumerate(t))
+                table[t] = F.normalize(torch.randn(D, generator=torch.Generator().manual_seed(seed)), dim=0)
+        return torch.stack([table[t] for t in texts])
+
+    texts = ["red", "two", "red", "dense"]
+    r = Resources(texts=texts, encode_texts=encode, vocabulary=vocab, vocabulary_texts=words)
+    want = _freedom_reference(q_img, db, vocab, words, texts, encode, kappa=4, ni=3, miu=3)
+    c = ctx(q_img, encode(texts), db, r)
+    batch = build_method("freedom", {"k": "4", "n": "3", "m": "3", "self_proxy": "batch"}).prepare(c)
+    torch.testing.assert_close(batch.query_vectors, want, atol=1e-5, rtol=0)
+    per_query = build_method("freedom", {"k": "4", "n": "3", "m": "3"}).prepare(c).query_vectors
+    gap = (per_query - want).abs().amax(dim=1)
+    if mix:  # the in-database queries differ (the authors add them to their own proxies); the outsider agrees
+        assert gap[[0, 1, 3]].min() > 1e-4 and gap[2] < 1e-5
+    else:
+        assert gap.max() < 1e-5
+
+
+def test_cirevl_prompt_follows_cirevls_layout_and_names_patterncoms_six_attributes():
+    from retrieval.methods.cirevl import REWRITE_PROMPTS, edited_description
+
+    cfg = build_method("cirevl").config
+    assert cfg.rewrite_prompt == "patterncom"
+    prompt = cfg.rewrite_template.format(caption="an airport with white planes", text="gray")
+    # CIReVL's layout (src/prompts.py + its query format): content, instruction, answer after the prefix
+    assert "Image Content: an airport with white planes\nInstruction: gray\nEdited Description:" in prompt
+    for attribute in ("color", "context", "density", "existence", "quantity", "shape"):
+        assert attribute in REWRITE_PROMPTS["patterncom"]
+    assert edited_description("Edited Description: an airport with gray planes\nmore") == (
+        "an airport with gray planes"
+    )
+    assert build_method("cirevl", {"rewrite_prompt": "{caption} / {text}"}).config.rewrite_template == (
+        "{caption} / {text}"
+    )
+    with pytest.raises(InputError, match="must contain"):
+        build_method("cirevl", {"rewrite_prompt": "no slots"})

@@ -167,3 +167,33 @@ def test_subset_recall_ranks_full_gallery_scores_within_the_subset():
     assert res.per_query["subset_hit@1"].tolist() == [1.0] and res.per_query["subset_hit@2"].tolist() == [1.0]
     plain = evaluate(build_method("image"), data, ks=(1, 2))
     assert "subset_hit@1" not in plain.per_query
+
+
+def icir_compute_ap(ranks: list[int], nres: int) -> float:
+    """billpsomas/icir utils.compute_ap, re-derived: recall step 1 / (nres + 1e-5)."""
+    ap, step = 0.0, 1.0 / (nres + 1e-5)
+    for j, rank in enumerate(ranks):
+        p0 = 1.0 if rank == 0 else j / rank
+        ap += (p0 + (j + 1) / (rank + 1)) * step / 2.0
+    return ap
+
+
+def test_trapezoidal_eps_is_icir_compute_ap_and_min_macro_is_minmap():
+    g = torch.Generator().manual_seed(5)
+    scores = torch.rand(12, 80, generator=g)
+    rel = torch.rand(12, 80, generator=g) < 0.1
+    rel[:, 0] = True  # every query has a positive
+    got = average_precision(scores, rel, variant="trapezoidal-eps")
+    aps = []
+    for i in range(12):
+        order = torch.sort(scores[i], descending=True, stable=True).indices
+        ranks = [k for k, r in enumerate(rel[i][order].tolist()) if r]
+        aps.append(icir_compute_ap(ranks, len(ranks)))
+        assert got[i].item() == pytest.approx(aps[-1], abs=1e-12)
+    plain = average_precision(scores, rel, variant="trapezoidal")
+    assert (plain > got).all()
+    instances = ["a"] * 5 + ["b"] * 7
+    s = summarize(np.array(aps), instances)
+    # run_retrieval.save_results: minmAP = mean over instances of np.min(APs of the instance)
+    assert s.min_macro == pytest.approx((min(aps[:5]) + min(aps[5:])) / 2, abs=1e-12)
+    assert s.macro == pytest.approx((np.mean(aps[:5]) + np.mean(aps[5:])) / 2, abs=1e-12)

@@ -36,7 +36,7 @@ def xview2_run(tmp_path_factory, word_lists):
     out = tmp_path_factory.mktemp("run") / "xview2"
     argv = [
         "retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", ENCODER, "--out", str(out),
-        "--methods", "text,image,sum,product,weicom,basic,freedom,cirevl",
+        "--methods", "text,image,sum,product,weicom,basic,freedom,cirevl,compodiff,magiclens",
         "--vocabulary", str(word_lists / "vocab.csv"),
         "--corpus-pos", str(word_lists / "subjects.csv"), "--corpus-neg", str(word_lists / "styles.csv"),
         "--set", "freedom.k=3", "--set", "basic.qe_k=3", "--save-bundle", "--device", "cpu",
@@ -52,9 +52,11 @@ def test_retrieve_writes_every_output(xview2_run):
     status = {m: r["status"] for m, r in record["methods"].items()}
     assert status == {
         **{m: "ok" for m in ("text", "image", "sum", "product", "weicom", "basic", "freedom")},
-        "cirevl": "unavailable",
+        **{m: "unavailable" for m in ("cirevl", "compodiff", "magiclens")},
     }
     assert "a captioner" in record["methods"]["cirevl"]["reason"]
+    assert "navervision/CompoDiff-Aesthetic" in record["methods"]["compodiff"]["reason"]
+    assert "JAX/Flax" in record["methods"]["magiclens"]["reason"]
     assert record["encoder"]["spec"] == ENCODER and record["provenance"]["versions"]["torch"]
     assert record["metrics"]["ap"] == "non-interpolated" and record["benchmark"]["queries"] == 6
     per_query = pd.read_parquet(out / "per_query.parquet")
@@ -70,6 +72,9 @@ def test_retrieve_writes_every_output(xview2_run):
     assert csv_table.loc["weicom", "Total"] == pytest.approx(round(100 * summary["overall"], 2))
     assert csv_table.loc["weicom", "Avg."] == pytest.approx(round(100 * summary["macro"], 2))
     assert any("min-normalisation" in n for n in record["methods"]["basic"]["notes"])
+    # the smoke CLIP has no bundled LAION-1M mean: the database-mean fallback is recorded
+    assert any("image mean = the database mean" in n for n in record["methods"]["basic"]["notes"])
+    assert record["vocabulary"]["entries"] == 6 and len(record["vocabulary"]["sha256"]) == 64
 
 
 def test_bundle_reproduces_the_run(xview2_run, capsys):
@@ -116,9 +121,12 @@ def test_icir_basic_per_instance_trapezoidal(tmp_path, word_lists):
         overrides={"basic": {"qe_k": "2", "context_words": "3"}}, device="cpu",
     )  # fmt: skip
     outcome = run_retrieve(cfg, progress=False)
-    assert outcome.exit_code == 0 and outcome.record["metrics"]["ap"] == "trapezoidal"
-    per_group = outcome.record["methods"]["basic"]["summary"]["ap"]["per_group"]
-    assert set(per_group) == {"temple", "plushie"}
+    assert outcome.exit_code == 0 and outcome.record["metrics"]["ap"] == "trapezoidal-eps"
+    basic = outcome.record["methods"]["basic"]["summary"]["ap"]
+    assert set(basic["per_group"]) == {"temple", "plushie"}
+    assert basic["min_macro"] <= basic["macro"]
+    # i-CIR's product baseline clamps at 0 (its calculate_rankings); --set still wins over the protocol
+    assert outcome.record["methods"]["product"]["config"] == {"rectify": True}
 
 
 @pytest.mark.parametrize(
