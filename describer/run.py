@@ -23,7 +23,7 @@ from describer.inputs import ImageItem, discover_images
 from describer.presets import DescriberPreset
 from describer.selection import CandidateSelector, select_best
 from recon_score.cache import atomic_write_bytes, png_bytes, sha256_json
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.results import Journal, load_journals, write_json_atomic, write_jsonl_atomic
@@ -64,7 +64,7 @@ class DescribeSummary:
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.failed else 0
+        return EXIT_PARTIAL if self.failed else EXIT_OK
 
 
 def _fingerprint(job: DescribeJob) -> str:

@@ -7,6 +7,15 @@ from __future__ import annotations
 
 import difflib
 
+# Exit statuses, the same for every command (docs/cli.md has the table).
+EXIT_OK = 0  # everything asked for was done
+EXIT_ERROR = (
+    1  # the run could not start, or stopped (unreadable input file, missing model, conflicting settings)
+)
+EXIT_USAGE = 2  # the command line itself is wrong (click's usage errors)
+EXIT_PARTIAL = 3  # the run finished, but some rows / images / methods failed: their `error` says why
+EXIT_INTERRUPTED = 130  # Ctrl-C / SIGINT
+
 
 class ReconScoreError(Exception):
     """Base class: a problem the user can act on (bad input, missing model, conflicting flags)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recon_score.cache import ArtifactCache, atomic_write_bytes, png_bytes, sha256_json
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
@@ -70,7 +70,7 @@ class ScoreSummary:
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.failed else 0
+        return EXIT_PARTIAL if self.failed else EXIT_OK
 
 
 def _slug(text: str) -> str:

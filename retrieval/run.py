@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 from recon_score.cache import atomic_write_bytes, atomic_write_text, sha256_json
-from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, ResumeMismatchError
 from recon_score.images import load_image, resolve_under
 from recon_score.runtime import provenance, utc_now
 from retrieval.bundle import save_bundle
@@ -417,7 +417,7 @@ def run_retrieve(
         "seconds": time.perf_counter() - t0,
     }
     atomic_write_text(out / "run.json", json.dumps(record, indent=2, sort_keys=True, default=str))
-    exit_code = 0 if all(status[n]["status"] == "ok" for n in cfg.methods) else 2
+    exit_code = EXIT_OK if all(status[n]["status"] == "ok" for n in cfg.methods) else EXIT_PARTIAL
     return RunOutcome(record=record, exit_code=exit_code)
 
 

@@ -76,7 +76,7 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (tests call it in-process)."""
-    from recon_score.errors import ReconScoreError
+    from recon_score.errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, ReconScoreError
 
     try:
         rv = cli.main(args=argv, prog_name="reconscore", standalone_mode=False)
@@ -87,11 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         return err.exit_code
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except ReconScoreError as err:
         click.echo(f"error: {err}", err=True)
-        return 1
-    return rv if isinstance(rv, int) else 0
+        return EXIT_ERROR
+    return rv if isinstance(rv, int) else EXIT_OK
 
 
 if __name__ == "__main__":

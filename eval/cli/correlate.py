@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
 FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
 
@@ -106,7 +107,7 @@ def command(
     )
     result = run_correlate(job)
     print_correlations(result.correlations, result.run, out)
-    return 2 if (result.correlations["n"] == 0).any() else 0
+    return EXIT_PARTIAL if (result.correlations["n"] == 0).any() else EXIT_OK
 
 
 def print_correlations(table, run: dict, out: Path | None = None) -> None:

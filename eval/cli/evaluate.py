@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
 
 @click.command(
@@ -144,4 +145,4 @@ def command(
         click.echo(
             f"{failed} of {len(join.rows)} split images not scored (see `error` in per_image.jsonl)", err=True
         )
-    return 2 if failed else 0
+    return EXIT_PARTIAL if failed else EXIT_OK

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
 KINDS = ("paraphrase", "perturb", "length")
 
@@ -192,7 +193,7 @@ def command(
         },
     )
     click.echo(f"{len(rows)} rows ({failed} failed) -> {out / 'generated.jsonl'}")
-    return 2 if failed else 0
+    return EXIT_PARTIAL if failed else EXIT_OK
 
 
 def _sources(captions: Path | None, dataset: str | None, root: Path | None, split: str) -> list[dict]:

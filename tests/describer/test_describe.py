@@ -197,7 +197,7 @@ def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
         images=lst,
     )
     summary = run_describe(job)
-    assert summary.exit_code == 2 and summary.images == 5 and summary.described == 1
+    assert summary.exit_code == 3 and summary.images == 5 and summary.described == 1
     caps = {c["image_id"]: c for c in _jsonl(tmp_path / "run" / "captions.jsonl")}
     assert caps["ok1"]["caption"] == "a farm with a red barn" and caps["ok1"]["index"] == 1
     assert caps["ok1"]["n_valid"] == 1

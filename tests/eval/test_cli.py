@@ -153,3 +153,21 @@ def test_symlinked_dataset_and_no_follow_symlinks(tmp_path, monkeypatch, sample_
             assert rc == 0 and rows[1]["error"] is None
         else:
             assert rc != 0 and expect_b in rows[1]["error"] and "caps.jsonl:2" in rows[1]["error"]
+
+
+def test_exit_statuses_mean_one_thing(tmp_path, capsys):
+    """0 done, 1 could not start, 2 usage error, 3 finished with failed rows; the docs table lists exactly these."""
+    import re
+    from pathlib import Path
+
+    from recon_score import errors
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    table = {int(m) for m in re.findall(r"^\| (\d+) \|", doc, re.M)}
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+    assert table == codes == {0, 1, 2, 3, 130}
+    assert main(["score", "--no-such-option"]) == errors.EXIT_USAGE
+    bad = tmp_path / "caps.csv"
+    bad.write_text("wrong,header\n1,2\n")
+    assert main(["score", "--preset", "smoke", "--captions", str(bad), "--out", str(tmp_path / "o")]) == 1
+    assert "must have columns image, caption" in capsys.readouterr().err

@@ -41,7 +41,7 @@ def test_score_a_split_references(precomp_split, tmp_path):
         ]
     )
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
-    assert rc == 2 and len(rows) == 15
+    assert rc == 3 and len(rows) == 15
     assert [r["id"] for r in rows[:6]] == ["1.tif#0", "1.tif#1", "1.tif#2", "1.tif#3", "1.tif#4", "2.tif#0"]
     assert all(r["error"] is None for r in rows[:10])
     assert all("not found" in r["error"] for r in rows[10:])
@@ -70,5 +70,5 @@ def test_describe_a_split(precomp_split, tmp_path):
         ]
     )
     caps = [json.loads(x) for x in (out / "captions.jsonl").read_text().splitlines()]
-    assert rc == 2 and [c["image_id"] for c in caps] == ["1.tif", "2.tif", "3.tif"]
+    assert rc == 3 and [c["image_id"] for c in caps] == ["1.tif", "2.tif", "3.tif"]
     assert caps[0]["caption"] and caps[2]["caption"] is None and "not found" in caps[2]["error"]

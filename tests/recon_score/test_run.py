@@ -79,7 +79,7 @@ def test_messy_input_end_to_end(messy, tmp_path):
             "cpu",
         ]
     )
-    assert rc == 2  # some rows failed
+    assert rc == 3  # some rows failed (EXIT_PARTIAL)
     rows = _scores(out)
     assert len(rows) == 17  # one per input line, in input order
     by_id = {}
@@ -129,7 +129,7 @@ def test_messy_input_end_to_end(messy, tmp_path):
                 "cpu",
             ]
         )
-        == 2
+        == 3
     )
     assert {p: p.read_bytes() for p in before} == before  # a finished run rerun is a no-op
 
@@ -179,7 +179,7 @@ def test_csv_input(tmp_path, sample_dir):
         ]
     )
     rows = _scores(out)
-    assert rc == 2 and [r["id"] for r in rows] == ["a", "b", "c"]
+    assert rc == 3 and [r["id"] for r in rows] == ["a", "b", "c"]
     assert rows[0]["caption"] == "There is a piece of farmland, green." and rows[0]["error"] is None
     assert "caps.csv:3" in rows[1]["error"] and rows[2]["error"] is None
     (tmp_path / "bad.csv").write_text("path,text\nx,y\n")

@@ -47,7 +47,7 @@ def xview2_run(tmp_path_factory, word_lists):
 
 def test_retrieve_writes_every_output(xview2_run):
     _, out, _, code = xview2_run
-    assert code == 2  # cirevl had no captioner/rewriter: reported, not faked
+    assert code == 3  # cirevl had no captioner/rewriter: reported, not faked
     record = json.loads((out / "run.json").read_text())
     status = {m: r["status"] for m, r in record["methods"].items()}
     assert status == {
@@ -90,7 +90,7 @@ def test_bundle_reproduces_the_run(xview2_run, capsys):
 
 def test_rerun_resumes_and_a_changed_setup_is_refused(xview2_run, capsys):
     _, out, argv, _ = xview2_run
-    assert main(argv) == 2
+    assert main(argv) == 3
     record = json.loads((out / "run.json").read_text())
     assert record["methods"]["weicom"]["resumed"] is True and record["features"]["computed"] == 0
     changed = [*argv, "--option", "phrasing=alt1"]
