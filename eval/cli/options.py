@@ -6,6 +6,7 @@ Kept free of torch imports (`--help` stays instant); tests check the choices aga
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 from pathlib import Path
 
 import click
@@ -79,3 +80,54 @@ def retry_errors(what: str) -> Callable:
 
 def overwrite() -> Callable:
     return click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
+
+
+# One name per concept across every subcommand (tests/eval/test_vocabulary.py walks them all).
+VOCABULARY = {
+    "--root": "a dataset folder (annotations + images/), read by a dataset loader or benchmark",
+    "--images": "the folder that image paths in the inputs are relative to",
+    "--inputs": "what `describe` captions: a folder, one image, a .txt list or a .jsonl",
+    "--captions": "a captions table (.jsonl/.csv/.tsv with image and caption)",
+    "--annotations": "a dataset annotation file, if not at its default place under --root",
+    "--dataset": "a registered caption dataset name",
+    "--out": "where the command writes its results",
+    "--preset": "a named ReconScore configuration (`reconscore presets list`)",
+    "--encoder": "an encoder spec of the one registry (`reconscore models list`)",
+    "--device": "where models run",
+    "--seed": "the seed the command's randomness derives from",
+}
+
+_warned: set[str] = set()
+
+
+class RenamedOptions(click.Command):
+    """A command whose old option spellings still parse, as hidden aliases that warn once per process.
+
+    `renamed = {"--old": "--new"}`: every `--old` / `--old=VALUE` token is rewritten to `--new` before click
+    parses, so the old spelling shares the new option's type, checks and default.
+    """
+
+    renamed: ClassVar[dict[str, str]] = {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        out, rest = [], list(args)
+        while rest:
+            tok = rest.pop(0)
+            if tok == "--":  # everything after is an argument, never an option
+                out += [tok, *rest]
+                break
+            name, eq, value = tok.partition("=")
+            new = self.renamed.get(name)
+            if new is None:
+                out.append(tok)
+                continue
+            if name not in _warned:
+                _warned.add(name)
+                click.echo(f"warning: {self.name} {name} is now {new}; the old name will be removed", err=True)
+            out.append(f"{new}{eq}{value}")
+        return super().parse_args(ctx, out)
+
+
+def renamed(mapping: dict[str, str]) -> type[RenamedOptions]:
+    """`@click.command(..., cls=renamed({"--images-dir": "--images"}))`."""
+    return type("Renamed", (RenamedOptions,), {"renamed": dict(mapping)})
