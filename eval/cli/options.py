@@ -6,8 +6,8 @@ Kept free of torch imports (`--help` stays instant); tests check the choices aga
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import click
 
@@ -123,7 +123,9 @@ class RenamedOptions(click.Command):
                 continue
             if name not in _warned:
                 _warned.add(name)
-                click.echo(f"warning: {self.name} {name} is now {new}; the old name will be removed", err=True)
+                click.echo(
+                    f"warning: {self.name} {name} is now {new}; the old name will be removed", err=True
+                )
             out.append(f"{new}{eq}{value}")
         return super().parse_args(ctx, out)
 
