@@ -188,6 +188,7 @@ def load_bundle(path: str | Path) -> Bundle:
         text_mean=tensors.get("text_mean"),
         norm_image=tensors.get("norm_image"),
         norm_text=tensors.get("norm_text"),
+        origin="bundle",
     )
     return Bundle(path=path, data=data, resources=resources)
 

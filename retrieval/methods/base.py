@@ -48,6 +48,7 @@ class Resources:
         checkpoints: method name -> local checkpoint path (learned methods).
         encoder: the run's registry encoder, for methods that drive its towers themselves (Pic2Word and SEARLE
             embed reference images unnormalised and inject pseudo-tokens into the text tower).
+        origin: where the resources come from, "cli" (`reconscore retrieve`) or "bundle" (`retrieve-eval`).
     """
 
     texts: Sequence[str] | None = None
@@ -69,6 +70,9 @@ class Resources:
     rewriter: Rewriter | None = None
     checkpoints: dict[str, Path] = field(default_factory=dict)
     encoder: Any = None
+    origin: str = (
+        "cli"  # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
+    )
 
 
 @dataclass
@@ -112,10 +116,14 @@ class Method:
     def check(self, resources: Resources) -> None:
         missing = self.missing(resources)
         if missing:
-            raise MethodUnavailableError(self.name, "it needs " + "; ".join(missing), self.fix_hint())
+            hint = self.bundle_hint() if resources.origin == "bundle" else self.fix_hint()
+            raise MethodUnavailableError(self.name, "it needs " + "; ".join(missing), hint)
 
     def fix_hint(self) -> str:
         return "See `reconscore retrieve --help`."
+
+    def bundle_hint(self) -> str:
+        return "Store what it needs in the bundle (`reconscore retrieve-eval --help` lists the keys)."
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         raise NotImplementedError(f"{type(self).__name__} does not implement prepare()")

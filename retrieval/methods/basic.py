@@ -100,14 +100,19 @@ class Basic(Method):
 
     def missing(self, r: Resources) -> list[str]:
         c, out = self.config, []
+        bundle = r.origin == "bundle"
+        pos = "corpus_pos in the bundle" if bundle else "--corpus-pos"
+        pair = "corpus_pos, corpus_neg in the bundle" if bundle else "--corpus-pos, --corpus-neg"
         if c.projection and (r.corpus_pos is None or r.corpus_neg is None):
-            out.append("positive and negative text corpora for the projection (--corpus-pos, --corpus-neg)")
+            out.append(f"positive and negative text corpora for the projection ({pair})")
         if c.centering and r.text_mean is None and r.corpus_pos is None:
-            out.append("a text mean or a positive corpus for centring (--corpus-pos)")
+            out.append(
+                f"a text mean or a positive corpus for centring ({'text_mean or ' if bundle else ''}{pos})"
+            )
         if c.centering and c.image_mean == "given" and r.image_mean is None:
             out.append("an image mean (image_mean in the bundle), because basic.image_mean=given")
         if c.min_normalization and r.norm_text is None and r.corpus_pos is None:
-            out.append("a positive corpus (or norm_text) for min-normalisation (--corpus-pos)")
+            out.append(f"a positive corpus (or norm_text) for min-normalisation ({pos})")
         if c.contextualize:
             lacking = [
                 what
@@ -127,6 +132,13 @@ class Basic(Method):
             "Give the i-CIR corpora (e.g. --corpus-pos icir_generic_subjects.csv --corpus-neg "
             "icir_generic_styles.csv), or switch the component off for an ablation (e.g. --set "
             "basic.contextualize=false, basic.projection=false)."
+        )
+
+    def bundle_hint(self) -> str:
+        return (
+            "Store the text-corpus embeddings in the bundle (corpus_pos, corpus_neg: float32 [C, D], e.g. i-CIR's "
+            "generic subject and style corpora encoded with your text tower), or switch the components off for an "
+            "ablation (--set projection=false --set centering=false --set min_normalization=false)."
         )
 
     # -- pieces ------------------------------------------------------------------------------------------------

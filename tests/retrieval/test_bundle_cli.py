@@ -186,3 +186,18 @@ def test_save_load_round_trip(tmp_path):
     with pytest.raises(BundleError):
         np.savez(tmp_path / "x.npz", **{**arrays(), "exclude": np.zeros((1, 3), np.int64)})
         load_bundle(tmp_path / "x.npz")
+
+
+def test_basic_hint_names_what_retrieve_eval_has(tmp_path, capsys):
+    """On a bundle, BASIC's missing corpora are named as bundle keys and every option the hint names exists."""
+    import re
+
+    from eval.cli.retrieve_eval import command
+
+    bundle = str(write(tmp_path / "b.npz"))
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "basic"]) == 1
+    err = capsys.readouterr().err
+    assert "corpus_pos, corpus_neg in the bundle" in err
+    options = {o for p in command.params for o in p.opts}
+    named = set(re.findall(r"(--[a-z][a-z-]+)", err))
+    assert named and named <= options, named - options
