@@ -79,3 +79,15 @@ def retry_errors(what: str) -> Callable:
 
 def overwrite() -> Callable:
     return click.option("--overwrite", is_flag=True, help="Discard earlier results in --out and start again.")
+
+
+def recon_seeds() -> Callable:
+    return click.option(
+        "--seeds",
+        "recon_seeds",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="reconscore: K renders per caption (the preset's seed, then derived ones); the value is the mean "
+        "over seeds and the 95% bootstrap CI over images and seeds is printed beside it.",
+    )
