@@ -26,14 +26,24 @@ class DescriberPreset(PresetMixin):
     dtype: str  # VLM dtype on GPU (CPU runs use float32)
     recon_preset: str  # ReconScore preset for selection by reconstruction
     select_by: str  # default selection metric
+    top_k: int  # 0 = off; see describer.backends.sampling
+    repetition_penalty: float  # 1.0 = off
+    selection_seed: int  # T2I seed of the selection renders (must differ from eval_seed)
+    selection_seeds: int  # K: a candidate's selection score is its mean over K seeds
+    eval_seed: int  # T2I seed of the held-out render that scores the chosen caption (the authors': 42)
+    eval_candidates: (
+        str  # "selected" (only the chosen caption) | "all" (every candidate; for `study n-sweep`)
+    )
     meaningless: bool = False
 
 
 PAPER = DescriberPreset(
     name="paper",
     description="RemoteDescriber as in seed 004: Qwen3-VL-8B-Instruct, the authors' guideline prompt, N=10, "
-    "temperature 0.8, top_p 0.9, up to 512 new tokens; best candidate by ReconScore (paper preset), every "
-    "candidate of an image rendered with the same T2I seed.",
+    "temperature 0.8, top_p 0.9, top_k 20 (inherited from the checkpoint in the authors' code), up to 512 new "
+    "tokens; best candidate by ReconScore (paper preset), every candidate of an image rendered with one "
+    "selection seed (0); the chosen caption scored by an independent render with seed 42, as the authors' "
+    "batch_generate.py/batch_evaluate.py do.",
     captioner="Qwen/Qwen3-VL-8B-Instruct",
     captioner_revision=None,
     backend="transformers",
@@ -46,6 +56,14 @@ PAPER = DescriberPreset(
     dtype="bfloat16",
     recon_preset="paper",
     select_by="reconscore",
+    # the authors called transformers' generate with temperature/top_p only, so Qwen3-VL-8B-Instruct's
+    # generation_config.json supplied top_k 20; it sets no repetition penalty (transformers' default 1.0)
+    top_k=20,
+    repetition_penalty=1.0,
+    selection_seed=0,
+    selection_seeds=1,
+    eval_seed=42,  # batch_generate.py --seed default, used by run_pipeline.sh for the reported scores
+    eval_candidates="selected",
 )
 
 FAST = dataclasses.replace(

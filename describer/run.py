@@ -12,6 +12,7 @@ Multi-process runs (`accelerate launch`) shard images i -> process i mod N and m
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import statistics
 import sys
@@ -58,7 +59,8 @@ class DescribeSummary:
     failed: int
     candidates: int
     valid_candidates: int
-    mean_selected: float | None
+    mean_selected: float | None  # in-sample: the selection render's score of the chosen caption
+    mean_held_out: float | None  # the chosen caption re-rendered with the evaluation seed
     already_complete: bool
     failures: list[tuple[str, str]]
 
@@ -75,8 +77,28 @@ def _fingerprint(job: DescribeJob) -> str:
             "select_by": job.selector.name,
             "captioner": job.captioner.identity().get("name") or job.captioner.identity().get("model"),
             "backend": job.captioner.name,
+            "selection_plan": _plan(job.selector),
         }
     )[:16]
+
+
+def _sampling(p: DescriberPreset) -> Sampling:
+    """The one resolved sampling configuration, applied in full by every backend."""
+    return Sampling(
+        n=p.n,
+        temperature=p.temperature,
+        top_p=p.top_p,
+        max_new_tokens=p.max_new_tokens,
+        seed=p.seed,
+        top_k=p.top_k,
+        repetition_penalty=p.repetition_penalty,
+    )
+
+
+def _plan(selector) -> dict | None:
+    """The selector's seeds (ReconScore); None for deterministic metrics, which need no held-out render."""
+    plan = getattr(selector, "plan", None)
+    return plan() if plan is not None else None
 
 
 def run_describe(job: DescribeJob) -> DescribeSummary:
@@ -102,13 +124,12 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-")
     final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
     note = SMOKE_NOTE if job.preset.meaningless else None
-    sampling = Sampling(
-        n=job.preset.n,
-        temperature=job.preset.temperature,
-        top_p=job.preset.top_p,
-        max_new_tokens=job.preset.max_new_tokens,
-        seed=job.preset.seed,
-    )
+    sampling = _sampling(job.preset)
+    job.captioner.sampling_request(sampling)  # a backend that cannot apply it fails before any work
+    if job.preset.eval_candidates not in ("selected", "all"):
+        raise ReconScoreError(
+            f"eval_candidates must be 'selected' or 'all', got {job.preset.eval_candidates!r}"
+        )
 
     def finished(item: ImageItem) -> bool:
         rec = final.get(item.index)
@@ -210,6 +231,7 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
                         note=note,
                     )
                 )
+            _held_out(job, out, records, loaded)
             final_journal.write(records)
             for r in records:
                 final[r["row"]] = r
@@ -225,6 +247,40 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
     _write_outputs(job, items, final, fp, note)
     return _summarize(items, final, already_complete=False)
+
+
+def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
+    """Score each chosen caption with an independent render (the selector's evaluation seed): its selection
+    score is the maximum of N noisy values and overstates it. With eval_candidates "all" every valid candidate
+    is evaluated (what `study n-sweep` needs for smaller pools)."""
+    evaluate = getattr(job.selector, "evaluate", None)
+    if evaluate is None:
+        return
+    todo = []  # (record, candidate row or None for the selected caption only)
+    for rec in records:
+        res = rec["result"]
+        if res["index"] is None:
+            continue
+        rows = res["candidates"]
+        if job.preset.eval_candidates == "all":
+            todo += [(rec, r) for r in rows if r.get("caption") and not r.get("error")]
+        else:
+            todo.append((rec, rows[res["index"]]))
+    if not todo:
+        return
+    scored = evaluate([(loaded[rec["row"]], row["caption"]) for rec, row in todo])
+    for (rec, row), s in zip(todo, scored):
+        row["recon_score"], row["recon_score_cosine"] = s["score"], s["cosine"]
+        if s["error"]:
+            row["recon_score_error"] = s["error"]
+        res = rec["result"]
+        if row["index"] != res["index"]:
+            continue
+        res.update(recon_score=s["score"], eval_seed=s["seed"], recon_score_error=s["error"])
+        if s.get("_image") is not None:
+            rel = Path("reconstructions") / f"{rec['row']:06d}_eval.png"
+            atomic_write_bytes(out / rel, png_bytes(s["_image"]))
+            res["eval_reconstruction"] = str(rel)
 
 
 def _has_candidates(generated: dict[int, dict], item: ImageItem) -> bool:
@@ -251,7 +307,7 @@ def _final_record(
         "image_id": item.id,
         "image": item.image,
         "caption": rows[best]["caption"] if best is not None else None,
-        "score": rows[best].get(metric) if best is not None else None,
+        "selection_score": rows[best].get(metric) if best is not None else None,  # in-sample maximum
         "index": best,
         "n_candidates": len(rows),
         "n_valid": sum(1 for r in rows if not r.get("error")),
@@ -317,7 +373,12 @@ def _write_outputs(job: DescribeJob, items: list[ImageItem], final: dict[int, di
             "selection": {
                 "metric": job.selector.name,
                 "rule": "argmax, ties -> first candidate",
+                "eval_candidates": job.preset.eval_candidates,
                 **job.selector.config(),
+            },
+            "sampling": {
+                "resolved": dataclasses.asdict(_sampling(job.preset)),
+                "request": job.captioner.sampling_request(_sampling(job.preset)),
             },
             "vlm_batch_size": job.vlm_batch_size,
             "phase_size": job.phase_size,
@@ -331,7 +392,15 @@ def _write_outputs(job: DescribeJob, items: list[ImageItem], final: dict[int, di
                 "candidates": summary.candidates,
                 "valid_candidates": summary.valid_candidates,
             },
-            "summary": {"selected_score_mean": summary.mean_selected},
+            "summary": {
+                "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)
+                "recon_score_mean": summary.mean_held_out,  # held-out (evaluation seed)
+                "in_sample_gap": (
+                    summary.mean_selected - summary.mean_held_out
+                    if summary.mean_selected is not None and summary.mean_held_out is not None
+                    else None
+                ),
+            },
             "provenance": {**provenance(), "argv": job.argv or sys.argv},
         },
     )
@@ -347,15 +416,20 @@ def _images_root(items: list[ImageItem]) -> str | None:
 
 
 def _summarize(items, final, *, already_complete: bool) -> DescribeSummary:
-    selected, failures, n_c, n_v = [], [], 0, 0
+    """Means over the images that have both scores, so the in-sample/held-out gap compares like with like."""
+    selected, held, failures, n_c, n_v = [], [], [], 0, 0
     for item in items:
         res = final.get(item.index, {}).get("result", {})
         n_c += res.get("n_candidates", 0)
         n_v += res.get("n_valid", 0)
         if res.get("caption") is None:
             failures.append((item.id, res.get("error") or "not processed"))
-        elif res.get("score") is not None:
-            selected.append(res["score"])
+        elif res.get("selection_score") is not None:
+            if res.get("recon_score") is not None:
+                held.append(res["recon_score"])
+                selected.append(res["selection_score"])
+            elif "recon_score" not in res:  # a deterministic selection metric: no held-out render
+                selected.append(res["selection_score"])
     return DescribeSummary(
         images=len(items),
         described=len(items) - len(failures),
@@ -363,6 +437,7 @@ def _summarize(items, final, *, already_complete: bool) -> DescribeSummary:
         candidates=n_c,
         valid_candidates=n_v,
         mean_selected=statistics.fmean(selected) if selected else None,
+        mean_held_out=statistics.fmean(held) if held else None,
         already_complete=already_complete,
         failures=failures,
     )

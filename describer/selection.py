@@ -37,15 +37,37 @@ def select_best(scores: Sequence[float | None]) -> int | None:
 
 
 class ReconScoreSelector:
-    """Selection by ReconScore: every candidate of an image is rendered with the same seed (the preset's), so
-    candidates differ only by their text. (The authors seeded candidate k with 42 + k.)"""
+    """Selection by ReconScore, then a held-out evaluation of the chosen caption.
+
+    Every candidate of an image is rendered with the same selection seed(s), so candidates differ only by their
+    text (the authors seeded candidate k with 42 + k). The winner's selection score is a maximum over N noisy
+    values (in-sample, optimistic); `evaluate` renders the chosen caption again with an independent seed (the
+    authors' 42, as their batch_generate.py / batch_evaluate.py do) and that is the score a table reports.
+    With `selection_seeds` K > 1 a candidate's selection score is its mean over K seeds.
+    """
 
     name = "reconscore"
 
-    def __init__(self, scorer):
+    def __init__(self, scorer, *, selection_seed: int = 0, selection_seeds: int = 1, eval_seed: int = 42):
+        from recon_score.errors import ReconScoreError
+        from recon_score.seeds import derive_seeds
+
+        if selection_seed == eval_seed:
+            raise ReconScoreError(
+                f"--selection-seed {selection_seed} equals --eval-seed: the reported score would be the render "
+                "that selected the caption (an in-sample maximum); choose another selection seed"
+            )
         self.scorer = scorer
+        self.seeds = derive_seeds(selection_seed, selection_seeds, exclude={eval_seed})
+        self.eval_seed = eval_seed
+
+    def plan(self) -> dict:
+        """The seeds, for the run's fingerprint and run.json."""
+        return {"selection_seeds": self.seeds, "eval_seed": self.eval_seed}
 
     def score_many(self, items):
+        from recon_score.seeds import score_with_seeds
+
         pairs, owners = [], []
         for i, (image, cands, _refs) in enumerate(items):
             for k, c in enumerate(cands):
@@ -53,7 +75,7 @@ class ReconScoreSelector:
                 owners.append((i, k))
         out: list[list[dict]] = [[{} for _ in cands] for _, cands, _ in items]
         if pairs:
-            results = self.scorer.score_pairs(pairs)
+            results = score_with_seeds(self.scorer, pairs, self.seeds)
             for (i, k), r in zip(owners, results):
                 out[i][k] = {
                     "score": r.recon_score,
@@ -62,10 +84,26 @@ class ReconScoreSelector:
                     "truncated": r.truncated,
                     "_image": r.reconstruction,  # saved by the run as reconstructions/*.png
                 }
+                if len(self.seeds) > 1:
+                    out[i][k]["reconscore_per_seed"] = r.per_seed
         return out
 
+    def evaluate(self, pairs) -> list[dict]:
+        """Held-out ReconScore of (image, caption) pairs, rendered with the evaluation seed."""
+        results = self.scorer.score_pairs(list(pairs), seeds=[self.eval_seed] * len(pairs))
+        return [
+            {
+                "score": r.recon_score,
+                "cosine": r.cosine,
+                "error": r.error,
+                "seed": r.seed,
+                "_image": r.reconstruction,
+            }
+            for r in results
+        ]
+
     def config(self) -> dict:
-        return {"metric": "reconscore", **self.scorer.config()}
+        return {"metric": "reconscore", **self.plan(), **self.scorer.config()}
 
     def unload(self) -> None:
         from recon_score.encoders import release_encoders

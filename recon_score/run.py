@@ -28,6 +28,7 @@ from recon_score.progress import Progress
 from recon_score.results import Journal, load_journals, read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, resolve_device, utc_now
 from recon_score.sanity import references_vs_distractors
+from recon_score.seeds import derive_seeds, score_with_seeds, seed_summary
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class ScoreJob:
         None  # precomputed input rows (e.g. from a dataset split) instead of `captions`
     )
     source: dict | None = None  # what `rows` came from, for run.json
+    seeds: int = 1  # K renders per caption (recon_score.seeds); 1 = the preset's seed only, as the paper
 
 
 @dataclass
@@ -67,6 +69,7 @@ class ScoreSummary:
     cached: int
     already_complete: bool
     failures: list[tuple[str, str]]
+    ci: dict | None = None  # K > 1: bootstrap CI of the mean over images and seeds
 
     @property
     def exit_code(self) -> int:
@@ -87,6 +90,8 @@ def _fingerprint(job: ScoreJob, device: str) -> str:
             "dtype": effective_dtype(job.preset.dtype, device),
             "device_type": device.split(":")[0],
             "batch_size": job.batch_size,
+            # K = 1 keeps the fingerprint of a run without --seeds
+            **({"seeds": job.seeds} if job.seeds > 1 else {}),
         }
     )[:16]
 
@@ -116,6 +121,8 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
         )
         if res.distance is not None and res.cosine is None:
             rec["distance"] = res.distance
+        if getattr(res, "per_seed", None) is not None:  # --seeds K > 1 (recon_score.seeds)
+            rec.update(seeds=res.seeds, recon_score_per_seed=res.per_seed, recon_score_std=res.std)
         if res.error is None:
             if res.recon_score is None or not math.isfinite(res.recon_score):
                 rec.update(
@@ -159,6 +166,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     if job.limit is not None:
         rows = rows[: job.limit]
     fp = _fingerprint(job, device)
+    seeds = derive_seeds(job.preset.seed, job.seeds)
     done = load_journals(journal_dir, fingerprint=fp)
     note = SMOKE_NOTE if job.preset.meaningless else None
 
@@ -207,7 +215,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
                     pairs.append((load_image(row.image_path, name=row.image), row.caption))
                 except InputError as err:
                     pairs.append((err, row.caption))
-            results = scorer.score_pairs(pairs, force_render=partial)
+            results = score_with_seeds(scorer, pairs, seeds, force_render=partial)
             records = []
             for row, res in zip(chunk, results):
                 if row.error is not None:
@@ -280,11 +288,13 @@ def run_score(job: ScoreJob) -> ScoreSummary:
             "recon_score_std": summary.std,
             "references_vs_distractors": references_vs_distractors(ordered),
         },
+        **({"seed_noise": seed_summary(ordered, seeds)} if job.seeds > 1 else {}),
         "provenance": {**provenance(), "argv": job.argv or sys.argv},
     }
     if run_info["config"] is None:
         run_info["config"] = scorer.config()
     write_json_atomic(out / "run.json", run_info)
+    summary.ci = (run_info.get("seed_noise") or {}).get("recon_score_ci")
     return summary
 
 

@@ -37,6 +37,7 @@ def build_captioner(
     base_url: str | None = None,
     api_key_env: str = "OPENAI_API_KEY",
     concurrency: int = 8,
+    sampling_extensions: bool = True,
 ) -> Captioner:
     if backend == "transformers":
         from describer.backends.transformers import TransformersCaptioner
@@ -57,6 +58,10 @@ def build_captioner(
         from describer.backends.openai import OpenAICaptioner
 
         return OpenAICaptioner(
-            model, base_url=base_url or "", api_key_env=api_key_env, concurrency=concurrency
+            model,
+            base_url=base_url or "",
+            api_key_env=api_key_env,
+            concurrency=concurrency,
+            extensions=sampling_extensions,
         )
     raise ValueError(f"unknown captioner backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -11,19 +11,32 @@ from PIL import Image
 
 @dataclass(frozen=True)
 class Sampling:
-    """Sampling parameters (seed 004: temperature 0.8, top_p 0.9, up to 512 new tokens, N = 10)."""
+    """The one resolved sampling configuration every backend applies in full (describer.backends.sampling).
+
+    Seed 004 / the authors' `RemoteDescriber.py`: temperature 0.8, top_p 0.9, 512 new tokens, N = 10, through
+    transformers' `generate`, which also applied the checkpoint's generation_config.json (Qwen3-VL-8B-Instruct:
+    top_k 20). Every field is sent explicitly, so no backend inherits a checkpoint's or a server's defaults.
+    `top_k = 0` and `repetition_penalty = 1.0` mean off.
+    """
 
     n: int = 10
     temperature: float = 0.8
     top_p: float = 0.9
     max_new_tokens: int = 512
     seed: int = 0
+    top_k: int = 0
+    repetition_penalty: float = 1.0
 
     def __post_init__(self):
         if self.n < 1:
             raise ValueError(f"n must be >= 1, got {self.n}")
         if self.temperature < 0 or not (0 < self.top_p <= 1):
             raise ValueError(f"invalid sampling: temperature={self.temperature}, top_p={self.top_p}")
+        if self.top_k < 0 or self.repetition_penalty <= 0 or self.max_new_tokens < 1:
+            raise ValueError(
+                f"invalid sampling: top_k={self.top_k} (>= 0; 0 = off), repetition_penalty="
+                f"{self.repetition_penalty} (> 0; 1 = off), max_new_tokens={self.max_new_tokens} (>= 1)"
+            )
 
 
 @dataclass
@@ -86,6 +99,11 @@ class Captioner:
     def identity(self) -> dict:
         """What produced the candidates (model id + revision, backend, dtype): recorded in run.json."""
         raise NotImplementedError
+
+    def sampling_request(self, sampling: Sampling) -> dict:
+        """The sampling fields this backend sends for `sampling` (seed: per image), recorded in run.json; raises
+        if the backend cannot apply all of them. A backend that does not say records None."""
+        return {"request": None}
 
     def unload(self) -> None:
         """Free accelerator memory before the T2I phase."""

@@ -17,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling, clean_generation
+from describer.backends.sampling import openai_body
 from recon_score.errors import ReconScoreError
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ class OpenAICaptioner(Captioner):
         max_retries: int = 5,
         timeout: float = 120.0,
         backoff: float = 1.0,
+        extensions: bool = True,
     ):
         try:
             import httpx
@@ -52,6 +54,7 @@ class OpenAICaptioner(Captioner):
             raise ReconScoreError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
         self.model, self.base_url = model, base_url.rstrip("/")
         self.api_key_env = api_key_env
+        self.extensions = extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
         self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
@@ -66,7 +69,12 @@ class OpenAICaptioner(Captioner):
             "base_url": self.base_url,
             "api_key_env": self.api_key_env,
             "concurrency": self.concurrency,
+            "sampling_extensions": self.extensions,
         }
+
+    def sampling_request(self, sampling: Sampling) -> dict:
+        body = openai_body(sampling, seed=0, n=sampling.n, extensions=self.extensions)
+        return {"body": {**body, "seed": "per image (+k for servers that ignore n)"}}
 
     def unload(self) -> None:
         pass
@@ -106,20 +114,21 @@ class OpenAICaptioner(Captioner):
                 ],
             }
         ]
-        base = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "max_tokens": sampling.max_new_tokens,
-        }
+
+        def body(n: int, seed: int) -> dict:
+            return {
+                "model": self.model,
+                "messages": messages,
+                **openai_body(sampling, seed=seed, n=n, extensions=self.extensions),
+            }
+
         cands: list[Candidate] = []
         try:
-            data = self._post({**base, "n": sampling.n, "seed": req.seed})
+            data = self._post(body(sampling.n, req.seed))
             cands = [self._candidate(c) for c in data.get("choices", [])[: sampling.n]]
             k = len(cands)
             while len(cands) < sampling.n:  # servers that ignore `n`
-                data = self._post({**base, "n": 1, "seed": req.seed + k})
+                data = self._post(body(1, req.seed + k))
                 choices = data.get("choices", [])
                 cands.append(
                     self._candidate(choices[0]) if choices else Candidate(None, error="no choices returned")

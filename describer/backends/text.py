@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from dataclasses import replace
 
 from describer.backends.base import Candidate, Sampling, clean_generation, derive_seed
+from describer.backends.sampling import generation_config, openai_body, vllm_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
 
 log = logging.getLogger(__name__)
@@ -98,14 +100,9 @@ class TransformersTextLLM(TextLLM):
                 text = prompt
             enc = self._tok([text], return_tensors="pt").to(self.device)
             torch.manual_seed(prompt_seed(sampling.seed, prompt))
+            config = generation_config(replace(sampling, n=1), self._model.generation_config)
             with torch.inference_mode():
-                ids = self._model.generate(
-                    **enc,
-                    do_sample=sampling.temperature > 0,
-                    temperature=sampling.temperature if sampling.temperature > 0 else None,
-                    top_p=sampling.top_p if sampling.temperature > 0 else None,
-                    max_new_tokens=sampling.max_new_tokens,
-                )
+                ids = self._model.generate(**enc, generation_config=config)
             new = ids[0, enc["input_ids"].shape[1] :]
             eos = self._model.generation_config.eos_token_id
             eos = set(eos) if isinstance(eos, list) else {eos}
@@ -133,11 +130,9 @@ class OpenAITextLLM(TextLLM):
         payload = {
             "model": self._client.model,
             "messages": [{"role": "user", "content": prompt}],
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
-            "max_tokens": sampling.max_new_tokens,
-            "n": 1,
-            "seed": prompt_seed(sampling.seed, prompt),
+            **openai_body(
+                sampling, seed=prompt_seed(sampling.seed, prompt), n=1, extensions=self._client.extensions
+            ),
         }
         try:
             choices = self._client._post(payload).get("choices", [])
@@ -190,13 +185,7 @@ class VLLMTextLLM(TextLLM):
             )
         messages = [[{"role": "user", "content": p}] for p in prompts]
         params = [
-            self._vllm.SamplingParams(
-                n=1,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                max_tokens=sampling.max_new_tokens,
-                seed=prompt_seed(sampling.seed, p),
-            )
+            self._vllm.SamplingParams(**vllm_kwargs(sampling, seed=prompt_seed(sampling.seed, p), n=1))
             for p in prompts
         ]
         try:

@@ -15,6 +15,7 @@ from describer.backends.base import (
     clean_generation,
     derive_seed,
 )
+from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
 from recon_score.hub import resolve_model
 from recon_score.runtime import parse_dtype
@@ -85,6 +86,9 @@ class TransformersCaptioner(Captioner):
         tok.padding_side = "left"  # decoder-only generation continues from the right end of every row
         self._processor, self._model = processor, model.to(self.device).eval()
 
+    def sampling_request(self, sampling: Sampling) -> dict:
+        return {"generation_config": transformers_kwargs(sampling), "seed": "per image (torch.manual_seed)"}
+
     def unload(self) -> None:
         self._model = self._processor = None
         if torch.cuda.is_available():
@@ -120,14 +124,9 @@ class TransformersCaptioner(Captioner):
                 else derive_seed(sampling.seed, *(str(r.seed) for r in chunk))
             )
             torch.manual_seed(seed)  # also seeds CUDA
-            ids = self._model.generate(
-                **inputs,
-                do_sample=sampling.temperature > 0,
-                temperature=sampling.temperature if sampling.temperature > 0 else None,
-                top_p=sampling.top_p,
-                max_new_tokens=sampling.max_new_tokens,
-                num_return_sequences=sampling.n,
-            )
+            # every sampling field explicit: nothing is inherited from the checkpoint's generation_config.json
+            config = generation_config(sampling, self._model.generation_config)
+            ids = self._model.generate(**inputs, generation_config=config)
         except (RuntimeError, ValueError) as err:  # OOM, a processor error on an odd image, ...
             log.warning("generation failed for %s: %s", [r.key for r in chunk], err)
             return [[Candidate(None, error=f"generation failed: {err}"[:500])] * sampling.n for _ in chunk]

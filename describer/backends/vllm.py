@@ -5,6 +5,7 @@ torch): `pip install 'reconscore[vllm]'` in a separate environment."""
 from __future__ import annotations
 
 from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling, clean_generation
+from describer.backends.sampling import vllm_kwargs
 from recon_score.errors import ReconScoreError
 from recon_score.hub import resolve_model
 
@@ -72,6 +73,9 @@ class VLLMCaptioner(Captioner):
             max_model_len=self.max_model_len,
         )
 
+    def sampling_request(self, sampling: Sampling) -> dict:
+        return {"SamplingParams": {**vllm_kwargs(sampling, seed=0), "seed": "per image"}}
+
     def unload(self) -> None:
         self._llm = None
         try:
@@ -91,16 +95,7 @@ class VLLMCaptioner(Captioner):
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
         text = self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         inputs = [{"prompt": text, "multi_modal_data": {"image": r.image}} for r in requests]
-        params = [
-            vllm.SamplingParams(
-                n=sampling.n,
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                max_tokens=sampling.max_new_tokens,
-                seed=r.seed,
-            )
-            for r in requests
-        ]
+        params = [vllm.SamplingParams(**vllm_kwargs(sampling, seed=r.seed)) for r in requests]
         try:
             outputs = self._llm.generate(inputs, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors are per batch; report them per candidate

@@ -22,7 +22,8 @@ Examples:
 --images: a folder (searched recursively), one image, a .txt list of paths, or a .jsonl with `image`, optional
 `id` and `references` (paths relative to --root, default the list's folder). Output in --out:
 candidates.jsonl (image, candidate index, caption, error, one column per score, selected), captions.jsonl
-(image, the selected caption, its score and index), run.json. Rerun the same command to resume.
+(image, the selected caption, its index, selection_score = the in-sample score that selected it, recon_score =
+its held-out ReconScore from an independent render with --eval-seed), run.json. Rerun the same command to resume.
 Exit status: 0 every image got a caption, 2 some images had no valid candidate, 1 the run could not start.""",
 )
 @click.option(
@@ -87,6 +88,46 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
 @click.option("--temperature", type=float, default=None, help="Sampling temperature (paper: 0.8).")
 @click.option("--top-p", type=float, default=None, help="Nucleus sampling (paper: 0.9).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Paper: 512.")
+@click.option(
+    "--top-k",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Top-k filter, 0 = off (paper: 20, what the authors' transformers call inherited from the checkpoint).",
+)
+@click.option(
+    "--repetition-penalty", type=click.FloatRange(min=0, min_open=True), default=None, help="1 = off (paper)."
+)
+@click.option(
+    "--sampling-extensions/--no-sampling-extensions",
+    default=True,
+    show_default=True,
+    help="openai backend: send top_k/repetition_penalty/min_p (vLLM, SGLang); off for strict OpenAI endpoints "
+    "(then top_k must be 0 and repetition_penalty 1).",
+)
+@click.option(
+    "--selection-seed",
+    type=int,
+    default=None,
+    help="T2I seed of the selection renders (preset: 0; must differ from --eval-seed).",
+)
+@click.option(
+    "--selection-seeds",
+    type=click.IntRange(min=1),
+    default=None,
+    help="K: a candidate's selection score is its mean over K seeds (K x the renders; preset: 1).",
+)
+@click.option(
+    "--eval-seed",
+    type=int,
+    default=None,
+    help="T2I seed of the held-out render that scores the chosen caption (preset: 42, the authors').",
+)
+@click.option(
+    "--eval-candidates",
+    type=click.Choice(["selected", "all"]),
+    default=None,
+    help="Held-out render for the chosen caption only (preset), or for every candidate (`study n-sweep`).",
+)
 @click.option(
     "--seed", type=int, default=None, help="Sampling seed (per image: derived from it and the pixels)."
 )
@@ -159,6 +200,13 @@ def command(
     temperature,
     top_p,
     max_new_tokens,
+    top_k,
+    repetition_penalty,
+    sampling_extensions,
+    selection_seed,
+    selection_seeds,
+    eval_seed,
+    eval_candidates,
     seed,
     base_url,
     api_key_env,
@@ -195,6 +243,12 @@ def command(
         temperature=temperature,
         top_p=top_p,
         max_new_tokens=max_new_tokens,
+        top_k=top_k,
+        repetition_penalty=repetition_penalty,
+        selection_seed=selection_seed,
+        selection_seeds=selection_seeds,
+        eval_seed=eval_seed,
+        eval_candidates=eval_candidates,
         seed=seed,
         recon_preset=recon_preset,
         select_by=select_by,
@@ -211,9 +265,15 @@ def command(
         base_url=base_url,
         api_key_env=api_key_env,
         concurrency=concurrency,
+        sampling_extensions=sampling_extensions,
     )
     selector = build_selector(
         p.select_by,
+        seeds={
+            "selection_seed": p.selection_seed,
+            "selection_seeds": p.selection_seeds,
+            "eval_seed": p.eval_seed,
+        },
         recon_preset=p.recon_preset,
         device=device,
         batch_size=t2i_batch_size,
@@ -268,8 +328,11 @@ def build_selector(
     use_cache: bool,
     weights_dir,
     overrides: dict | None = None,
+    seeds: dict | None = None,
 ):
-    """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry."""
+    """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry.
+
+    `seeds`: ReconScoreSelector's selection_seed / selection_seeds / eval_seed."""
     if name == "reconscore":
         from describer.selection import ReconScoreSelector
         from recon_score.cache import ArtifactCache
@@ -283,7 +346,7 @@ def build_selector(
             cache=ArtifactCache(cache_dir, enabled=use_cache),
             weights_dir=weights_dir,
         )
-        return ReconScoreSelector(scorer)
+        return ReconScoreSelector(scorer, **(seeds or {}))
     from eval.selection import metric_selector
 
     return metric_selector(name, device=device)
@@ -321,7 +384,11 @@ def _print_summary(summary, out: Path, preset) -> None:
     table.add_row("no valid candidate", str(summary.failed))
     table.add_row("candidates (valid)", f"{summary.candidates} ({summary.valid_candidates})")
     if summary.mean_selected is not None:
-        table.add_row(f"mean {preset.select_by} of selected", f"{summary.mean_selected:.2f}")
+        held_out = summary.mean_held_out is not None
+        label = "in-sample (selection render)" if held_out else "of selected"
+        table.add_row(f"mean {preset.select_by} {label}", f"{summary.mean_selected:.2f}")
+    if summary.mean_held_out is not None:
+        table.add_row(f"mean ReconScore held-out (seed {preset.eval_seed})", f"{summary.mean_held_out:.2f}")
     table.add_row("results", str(out / "captions.jsonl"))
     console.print(table)
     for image_id, error in summary.failures[:10]:

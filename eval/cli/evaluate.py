@@ -63,6 +63,7 @@ Exit status: 0 every split image was scored, 2 some were not (their `error` says
     help="Comma-separated (`reconscore metrics list`).",
 )
 @click.option("--preset", default="paper", show_default=True, help="ReconScore preset.")
+@opt.recon_seeds()
 @opt.clip_encoder()
 @opt.long_text()
 @opt.device()
@@ -79,6 +80,7 @@ def command(
     captions,
     metrics,
     preset,
+    recon_seeds,
     encoder,
     long_text,
     device,
@@ -97,7 +99,9 @@ def command(
     names = parse_metric_names(metrics)
     ds = load_dataset(dataset, root, split, annotations=annotations, images_dir=images_dir)
     join = join_captions(ds, read_model_captions(captions))
-    options = metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
+    options = metric_options(
+        encoder=encoder, long_text=long_text, preset=preset, device=device, recon_seeds=recon_seeds
+    )
     per_image, summary, report = evaluate_join(join, names, options=options)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(
@@ -137,6 +141,14 @@ def command(
         },
     )
     click.echo((out / "summary.md").read_text())
+    ci = report.get("reconscore", {}).get("ci")
+    if ci is not None:
+        from recon_score.seeds import format_ci
+
+        click.echo(
+            f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci['images']} images x {ci['seeds']} seeds]: "
+            f"{format_ci(ci)}"
+        )
     if join.unmatched:
         click.echo(
             f"{len(join.unmatched)} caption rows match no {split} image, e.g. {join.unmatched[0]}", err=True

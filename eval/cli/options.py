@@ -133,3 +133,15 @@ class RenamedOptions(click.Command):
 def renamed(mapping: dict[str, str]) -> type[RenamedOptions]:
     """`@click.command(..., cls=renamed({"--images-dir": "--images"}))`."""
     return type("Renamed", (RenamedOptions,), {"renamed": dict(mapping)})
+
+
+def recon_seeds() -> Callable:
+    return click.option(
+        "--seeds",
+        "recon_seeds",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="reconscore: K renders per caption (the preset's seed, then derived ones); the value is the mean "
+        "over seeds and the 95% bootstrap CI over images and seeds is printed beside it.",
+    )

@@ -22,7 +22,8 @@ Examples:
 \b
 Input: JSONL or CSV with columns `image` (path relative to --images, default the file's folder) and
 `caption`, optional `id`. Output in --out: scores.jsonl (one row per input row, in input order: id, image,
-caption, recon_score, cosine, reconstruction, error, width, height, truncated), run.json (every setting, model
+caption, recon_score, cosine, reconstruction, error, width, height, truncated; with --seeds K > 1 also seeds,
+recon_score_per_seed, recon_score_std, recon_score and cosine being the means over seeds), run.json (every setting, model
 revisions, versions, times, counts) and reconstructions/*.png. Rerun the same command to resume after a crash.
 Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the run could not start.""",
 )
@@ -79,6 +80,15 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
 @click.option("--guidance-scale", type=float, default=None, help="Override guidance scale.")
 @click.option("--seed", type=int, default=None, help="Override the per-image seed.")
 @click.option(
+    "--seeds",
+    "n_seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
+    "mean and std, run.json a bootstrap CI over images and seeds. 1 = the paper's protocol, output unchanged.",
+)
+@click.option(
     "--max-side", type=click.IntRange(min=16), default=None, help="Override the long-side cap (px)."
 )
 @click.option(
@@ -126,6 +136,7 @@ def command(
     steps,
     guidance_scale,
     seed,
+    n_seeds,
     max_side,
     dtype,
     prompt_template,
@@ -188,6 +199,7 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         rows=rows,
         source=source,
+        seeds=n_seeds,
     )
     summary = run_score(job)
     from accelerate import PartialState
@@ -210,6 +222,13 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("failed", str(summary.failed))
     if summary.mean is not None:
         table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
+    if summary.ci is not None:
+        from recon_score.seeds import format_ci
+
+        table.add_row(
+            f"mean [{summary.ci['level']:.0%} CI, {summary.ci['images']} images x {summary.ci['seeds']} seeds]",
+            format_ci(summary.ci),
+        )
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
     kinds = _kinds_summary(out)
     if kinds:

@@ -46,7 +46,7 @@ def _finish(out: Path, tables: dict, study: str, config: dict, started: str, *, 
 
 @click.group("study")
 def command() -> None:
-    """The seed 004 experiments (Tables 3, 4, 5, 7, 8, 9; Fig. 4) on your models and data."""
+    """The seed 004 experiments (Tables 3, 4, 5, 6, 7, 8, 9; Fig. 4) on your models and data."""
 
 
 @command.command("models")
@@ -68,8 +68,9 @@ def command() -> None:
     "--metrics", default="reconscore", show_default=True, help="Comma-separated; the first is tabled."
 )
 @metric_opts
+@opt.recon_seeds()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-def models(datasets, captions, metrics, preset, encoder, long_text, device, out) -> int:
+def models(datasets, captions, metrics, preset, encoder, long_text, device, recon_seeds, out) -> int:
     """Table 3: several captioning models on several datasets (ReconScore; other metrics in all_metrics.csv)."""
     import pandas as pd
 
@@ -88,8 +89,9 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, out)
             raise click.UsageError(f"--dataset {label}={spec}: expected NAME:ROOT[:SPLIT]")
         loaded[label] = load_dataset(parts[0], parts[1], parts[2] if len(parts) == 3 else "test")
     runs = parse_pairs(captions, "--captions")
-    long_rows, joins = [], {}
+    long_rows, joins, cis = [], {}, {}
     options = _options(preset, encoder, long_text, device)
+    options["reconscore"]["seeds"] = recon_seeds
     for key, path in runs.items():
         model, sep, label = key.partition("@")
         if not sep or label not in loaded:
@@ -97,7 +99,9 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, out)
                 f"--captions {key}=...: expected MODEL@LABEL with LABEL one of {list(loaded)}"
             )
         join = join_captions(loaded[label], read_model_captions(Path(path)))
-        _, summary, _ = evaluate_join(join, names, options=options)
+        _, summary, report = evaluate_join(join, names, options=options)
+        if report.get("reconscore", {}).get("ci") is not None:
+            cis[(model, label)] = report["reconscore"]["ci"]
         joins[key] = {
             "unmatched": len(join.unmatched),
             "uncaptioned": sum(r["error"] is not None for r in join.rows),
@@ -112,17 +116,41 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, out)
         index="model", columns="col", values="value"
     )
     out.mkdir(parents=True, exist_ok=True)
+    tables = {
+        "table": (main, f"Table 3 layout: {PAPER_NAMES.get(first, first)} per model and dataset"),
+        "all_metrics": (wide, "All metrics (x100 except ReconScore)"),
+    }
+    if cis:
+        from recon_score.seeds import format_ci
+
+        ci_df = pd.DataFrame(
+            {
+                lab: {m: format_ci(cis[(m, lab)]) if (m, lab) in cis else "–" for m in main.index}
+                for lab in loaded
+            }
+        ).reindex(index=main.index)
+        ci_df.index.name = "model"
+        k = next(iter(cis.values()))["seeds"]
+        tables["reconscore_ci"] = (
+            ci_df,
+            f"ReconScore mean [95% bootstrap CI over images x {k} seed(s)] per model and dataset",
+        )
     return _finish(
         out,
-        {
-            "table": (main, f"Table 3 layout: {PAPER_NAMES.get(first, first)} per model and dataset"),
-            "all_metrics": (wide, "All metrics (x100 except ReconScore)"),
-        },
+        tables,
         "models",
-        {"datasets": ds_specs, "captions": runs, "metrics": names, "preset": preset, "encoder": encoder},
+        {
+            "datasets": ds_specs,
+            "captions": runs,
+            "metrics": names,
+            "preset": preset,
+            "encoder": encoder,
+            "recon_seeds": recon_seeds,
+        },
         started,
         note=_note(preset),
         joins=joins,
+        reconscore_ci={f"{m}@{lab}": ci for (m, lab), ci in cis.items()},
     )
 
 
@@ -137,7 +165,9 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, out)
 @click.option("--ns", default="1,2,4,6,8,10", show_default=True, help="Pool sizes N.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def n_sweep(runs, ns, out) -> int:
-    """Table 8: selected score vs pool size N, from one pool per image (the first N samples; no resampling)."""
+    """Table 8: held-out score of the selected caption vs pool size N (in-sample beside it), from one pool per
+    image (the first N samples; no resampling). Held-out scores for every N need `describe --eval-candidates
+    all`."""
     from eval.studies.common import parse_pairs
     from eval.studies.tables import n_sweep_table
     from recon_score.runtime import utc_now
@@ -145,21 +175,38 @@ def n_sweep(runs, ns, out) -> int:
     started = utc_now()
     labels = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
     n_values = tuple(int(x) for x in ns.split(","))
-    df, counts = n_sweep_table(labels, n_values)
+    held, insample, counts, lacking = n_sweep_table(labels, n_values)
     curve = {
         "x": list(n_values),
         "xlabel": "candidates N",
         "ylabel": "selected score",
         "title": "N-sweep",
-        "series": {c: [float(v) for v in df[c]] for c in df.columns if c != "Total"},
+        "series": {
+            **{f"{c} held-out": [float(v) for v in held[c]] for c in held.columns if c != "Total"},
+            **{f"{c} in-sample": [float(v) for v in insample[c]] for c in insample.columns if c != "Total"},
+        },
     }
+    for label, miss in lacking.items():
+        if any(miss):
+            click.echo(
+                f"{label}: {sum(miss)} picks have no held-out score (NaN rows); rerun `reconscore describe` "
+                "with --eval-candidates all",
+                err=True,
+            )
     return _finish(
         out,
-        {"table": (df, "Table 8 layout: mean selected score per pool size N")},
+        {
+            "table": (
+                held,
+                "Table 8 layout: mean held-out ReconScore of the selected caption per pool size N",
+            ),
+            "in_sample": (insample, "In-sample: the selection score of the same picks (optimistic)"),
+        },
         "n-sweep",
         {"runs": {k: str(v) for k, v in labels.items()}, "ns": list(n_values)},
         started,
         images_per_n=counts,
+        picks_without_held_out=lacking,
         curve=curve,
     )
 
@@ -412,4 +459,78 @@ def length(generated, references, images_root, metrics, preset, encoder, long_te
         {"generated": str(generated), "metrics": names, "preset": preset, "encoder": encoder},
         started,
         note=_note(preset),
+    )
+
+
+@command.command("paradigms")
+@click.option(
+    "--ranking",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="Ranking file (.jsonl/.csv, UCM-preference format) whose candidates name their `model`.",
+)
+@click.option(
+    "--paradigms",
+    "paradigms_spec",
+    required=True,
+    help="MODEL=PARADIGM,... or a .json object / .csv (model, paradigm), e.g. GeoChat=Fine-Tuned,"
+    "Qwen3-VL-8B=Zero-Shot.",
+)
+@click.option(
+    "--scores",
+    "score_run",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A `reconscore score` run over the candidates (matched by image + caption); else they are scored now.",
+)
+@click.option(
+    "--images",
+    "images_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder the ranking's `image` paths are relative to (to score the candidates now).",
+)
+@click.option("--preset", default="paper", show_default=True, help="ReconScore preset (scoring now).")
+@opt.device()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device, out) -> int:
+    """Table 6: zero-shot vs fine-tuned models: human wins, preference share and mean ReconScore per paradigm."""
+    from eval.studies.paradigms import paradigms_table, parse_paradigms, read_score_run
+    from preference_data.ranking import load_ranking
+    from recon_score.runtime import utc_now
+
+    started = utc_now()
+    table = load_ranking(ranking)
+    mapping = parse_paradigms(paradigms_spec)
+    if score_run is not None:
+        recon = read_score_run(score_run)
+    elif images_root is not None:
+        from eval.metrics import CaptionBatch, compute_metrics
+
+        distinct = table.drop_duplicates(["image", "candidate"])
+        batch = CaptionBatch(
+            list(distinct["candidate"]),
+            [[] for _ in range(len(distinct))],
+            [images_root / i for i in distinct["image"]],
+        )
+        opts = {"reconscore": {"preset": preset, "device": device}}
+        scored, _ = compute_metrics(["reconscore"], batch, options=opts)
+        recon = dict(zip(zip(distinct["image"], distinct["candidate"]), scored["reconscore"].tolist()))
+    else:
+        raise click.UsageError("give --scores RUN_DIR or --images ROOT (to score the candidates)")
+    df, info = paradigms_table(table, mapping, recon)
+    out.mkdir(parents=True, exist_ok=True)
+    return _finish(
+        out,
+        {"table": (df, "Table 6 layout: human preference of each model paradigm")},
+        "paradigms",
+        {
+            "ranking": str(ranking),
+            "paradigms": mapping,
+            "scores": str(score_run) if score_run else None,
+            "preset": None if score_run else preset,
+        },
+        started,
+        note=None if score_run else _note(preset),
+        details=info,
     )

@@ -25,10 +25,13 @@ def build_metric(name: str, **options) -> Metric:
     return info.cls(**options)
 
 
-def metric_options(*, encoder: str, long_text: str, preset: str, device: str | None) -> dict[str, dict]:
+def metric_options(
+    *, encoder: str, long_text: str, preset: str, device: str | None, recon_seeds: int = 1
+) -> dict[str, dict]:
     """Command-line settings -> constructor options of the metrics that take them."""
     clip = {"encoder": encoder, "long_text": long_text, "device": device}
-    return {"clipscore": clip, "refclipscore": clip, "reconscore": {"preset": preset, "device": device}}
+    recon = {"preset": preset, "device": device, "seeds": recon_seeds}
+    return {"clipscore": clip, "refclipscore": clip, "reconscore": recon}
 
 
 def check_inputs(names: Sequence[str], batch: CaptionBatch) -> None:

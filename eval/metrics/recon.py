@@ -17,7 +17,7 @@ from eval.metrics.registry import register_metric
     description="ReconScore (seed 004): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
     value_range="[0, 100]",
     backend="recon_score.ReconScorer (preset: paper by default)",
-    options=("preset", "device", "batch_size", "overrides", "scorer"),
+    options=("preset", "device", "batch_size", "overrides", "scorer", "seeds"),
 )
 class ReconScoreMetric(Metric):
     def __init__(
@@ -28,9 +28,13 @@ class ReconScoreMetric(Metric):
         batch_size: int = 1,
         overrides: dict | None = None,
         scorer=None,
+        seeds: int = 1,
     ):
-        """`scorer`: an existing ReconScorer to reuse (its models stay loaded); otherwise built from `preset`."""
+        """`scorer`: an existing ReconScorer to reuse (its models stay loaded); otherwise built from `preset`.
+        `seeds`: K renders per caption (recon_score.seeds); the value is the mean over them, and `info["ci"]`
+        the bootstrap CI of the mean over rows and seeds."""
         self.preset, self.device, self.batch_size, self.overrides = preset, device, batch_size, overrides
+        self.seeds = seeds
         self._scorer = scorer
 
     @property
@@ -56,7 +60,10 @@ class ReconScoreMetric(Metric):
                 index[key] = len(pairs)
                 pairs.append((img, cap))
             inverse[i] = index[key]
-        results = self.scorer.score_pairs(pairs) if pairs else []
+        from recon_score.seeds import bootstrap_ci, derive_seeds, score_with_seeds
+
+        seeds = derive_seeds(self.scorer.preset.seed, self.seeds)
+        results = score_with_seeds(self.scorer, pairs, seeds) if pairs else []
         values = np.full(len(batch), np.nan)
         cosine: list[float | None] = [None] * len(batch)
         truncated = [False] * len(batch)
@@ -70,10 +77,25 @@ class ReconScoreMetric(Metric):
                 values[i] = res.recon_score
             cosine[i], errors[i], truncated[i] = res.cosine, res.error, res.truncated
         extra = {"reconscore_cosine": cosine, "reconscore_truncated": truncated}
+        if len(seeds) > 1:
+            extra["reconscore_std"] = [results[k].std if k >= 0 else None for k in inverse]
         if any(errors):
             extra["reconscore_error"] = errors
-        info = {"distinct_pairs": len(pairs), "failed_rows": sum(e is not None for e in errors)}
+        info = {
+            "distinct_pairs": len(pairs),
+            "failed_rows": sum(e is not None for e in errors),
+            "seeds": seeds,
+        }
+        per_seed = [
+            results[k].per_seed if len(seeds) > 1 else [results[k].recon_score]
+            for i, k in enumerate(inverse)
+            if k >= 0 and errors[i] is None and not np.isnan(values[i])
+        ]
+        if per_seed:
+            info["ci"] = bootstrap_ci(np.asarray(per_seed))
         return MetricOutput(values, extra=extra, info=info)
 
     def config(self) -> dict:
-        return self.scorer.config()
+        from recon_score.seeds import derive_seeds
+
+        return {**self.scorer.config(), "seeds": derive_seeds(self.scorer.preset.seed, self.seeds)}

@@ -195,14 +195,11 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     cands = _read_jsonl(d / "candidates.jsonl")
     metric = (run.get("selection") or {}).get("metric", "score")
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), run.get("note"))
-    sel = [c["score"] for c in caps if c.get("score") is not None]
-    if sel:
-        sec.figures.append(
-            Figure(
-                f"selected {metric}",
-                _png_src(plots.histogram(sel, title=f"selected {metric}", xlabel=metric)),
-            )
-        )
+    for key, what in (("recon_score", "held-out ReconScore"), ("selection_score", f"in-sample {metric}")):
+        sel = [c[key] for c in caps if c.get(key) is not None]
+        if sel:
+            title = f"selected caption: {what}"
+            sec.figures.append(Figure(title, _png_src(plots.histogram(sel, title=title, xlabel=metric))))
     root = _root(run)
     by_image: dict[str, list[dict]] = {}
     for c in cands:

@@ -65,9 +65,17 @@ def best_of_first(cands: list[dict], n: int, column: str) -> dict | None:
     return best
 
 
-def n_sweep_table(runs: dict[str, Path], ns: tuple[int, ...] = N_SWEEP) -> tuple[pd.DataFrame, dict]:
-    """Rows N, columns = run labels (datasets) + Total: mean selected score. Also {label: images per N}."""
-    data, counts = {}, {}
+def n_sweep_table(
+    runs: dict[str, Path], ns: tuple[int, ...] = N_SWEEP
+) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """Rows N, columns = run labels (datasets) + Total: (held-out table, in-sample table, {label: images per N},
+    {label: picks per N without a held-out score}).
+
+    In-sample: the pick's own selection score (the maximum over N noisy renders, optimistic). Held-out: the
+    pick's `recon_score`, rendered with the run's evaluation seed (describe --eval-candidates all gives it for
+    every candidate; otherwise only the final pick has one). An N whose picks lack it is NaN, never in-sample.
+    """
+    held, insample, counts, lacking = {}, {}, {}, {}
     for label, run_dir in runs.items():
         pool, metric = candidate_pool(run_dir)
         pool_size = min(len(c) for c in pool.values())
@@ -76,17 +84,25 @@ def n_sweep_table(runs: dict[str, Path], ns: tuple[int, ...] = N_SWEEP) -> tuple
                 f"{run_dir}: the pool has {pool_size} candidates per image, N up to {max(ns)} "
                 f"needs more (describe with --n {max(ns)})"
             )
-        col, cnt = [], []
+        col_h, col_i, cnt, miss = [], [], [], []
         for n in ns:
-            picks = [best_of_first(c, n, metric) for c in pool.values()]
-            vals = [p[metric] for p in picks if p is not None]
-            col.append(float(np.mean(vals)) if vals else math.nan)
+            picks = [p for p in (best_of_first(c, n, metric) for c in pool.values()) if p is not None]
+            vals = [p[metric] for p in picks]
+            out_vals = [p.get("recon_score") for p in picks]
+            absent = sum(v is None for v in out_vals)
+            col_i.append(float(np.mean(vals)) if vals else math.nan)
+            col_h.append(float(np.mean(out_vals)) if picks and not absent else math.nan)
             cnt.append(len(vals))
-        data[label], counts[label] = col, cnt
-    df = pd.DataFrame(data, index=pd.Index(list(ns), name="Candidates (N)"))
-    if len(runs) > 1:
-        df["Total"] = df.sum(axis=1)
-    return df, counts
+            miss.append(absent)
+        held[label], insample[label], counts[label], lacking[label] = col_h, col_i, cnt, miss
+    index = pd.Index(list(ns), name="Candidates (N)")
+    tables = []
+    for data in (held, insample):
+        df = pd.DataFrame(data, index=index)
+        if len(runs) > 1:
+            df["Total"] = df.sum(axis=1)
+        tables.append(df)
+    return tables[0], tables[1], counts, lacking
 
 
 # --- Table 7 ------------------------------------------------------------------------------------------------

@@ -176,7 +176,18 @@ def test_vllm_code_path_with_a_stand_in_engine(monkeypatch):
     )
     cap = build_captioner("vllm", "smoke:qwen3-vl")
     out = cap.generate(_reqs(2), "Describe.", Sampling(n=3, temperature=0.8, top_p=0.9, max_new_tokens=512))
-    assert made["params"][0] == {"n": 3, "temperature": 0.8, "top_p": 0.9, "max_tokens": 512, "seed": 100}
+    assert made["params"][0] == {
+        "n": 3,
+        "temperature": 0.8,
+        "top_p": 0.9,
+        "top_k": -1,  # Sampling's default top_k 0 = off; -1 is vLLM's "off"
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "max_tokens": 512,
+        "seed": 100,
+    }
     assert made["params"][1]["seed"] == 200
     assert made["llm"]["limit_mm_per_prompt"] == {"image": 1} and made["llm"]["trust_remote_code"] is False
     assert "<|vision_start|><|image_pad|><|vision_end|>" in made["inputs"][0]["prompt"]

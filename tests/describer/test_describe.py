@@ -66,7 +66,7 @@ def test_smoke_describe_on_the_sample(smoke_run):
         assert cap["index"] == select_best(scores)  # selection = argmax of the recorded scores
         assert (
             cap["caption"] == mine[cap["index"]]["caption"]
-            and cap["score"] == mine[cap["index"]]["reconscore"]
+            and cap["selection_score"] == mine[cap["index"]]["reconscore"]
         )
         assert [c["selected"] for c in mine] == [c["index"] == cap["index"] for c in mine]
         assert "meaningless" in cap["note"]

@@ -35,6 +35,8 @@ def pool(tmp_path_factory):
                 "cpu",
                 "--t2i-batch-size",
                 "10",
+                "--eval-candidates",
+                "all",
             ]
         )
         == 0
@@ -47,17 +49,21 @@ def test_n_sweep_reuses_one_pool(pool, tmp_path):
     assert (
         main(["study", "n-sweep", "--run", f"ucm={pool}", "--run", f"again={pool}", "--out", str(out)]) == 0
     )
-    df = pd.read_csv(out / "table.csv", index_col=0)
+    df = pd.read_csv(out / "table.csv", index_col=0)  # held-out
+    ins = pd.read_csv(out / "in_sample.csv", index_col=0)
     assert list(df.index) == [1, 2, 4, 6, 8, 10] and list(df.columns) == ["ucm", "again", "Total"]
     cands = _jsonl(pool / "candidates.jsonl")
     for n in (1, 4, 10):
-        best = [
-            max(c["reconscore"] for c in cands if c["image_id"] == i and c["index"] < n)
-            for i in ("UCM_1", "UCM_2", "UCM_3")
-        ]
-        assert df.loc[n, "ucm"] == pytest.approx(np.mean(best))
-    assert (df["ucm"].diff().dropna() >= -1e-9).all()  # more candidates never lower the best-of-N mean
-    assert df.loc[10, "ucm"] == pytest.approx(np.mean([c["score"] for c in _jsonl(pool / "captions.jsonl")]))
+        picks = []
+        for i in ("UCM_1", "UCM_2", "UCM_3"):
+            mine = [c for c in cands if c["image_id"] == i and c["index"] < n]
+            picks.append(max(mine, key=lambda c: (c["reconscore"], -c["index"])))
+        assert ins.loc[n, "ucm"] == pytest.approx(np.mean([p["reconscore"] for p in picks]))
+        assert df.loc[n, "ucm"] == pytest.approx(np.mean([p["recon_score"] for p in picks]))
+    assert (ins["ucm"].diff().dropna() >= -1e-9).all()  # more candidates never lower the in-sample max
+    caps = _jsonl(pool / "captions.jsonl")
+    assert df.loc[10, "ucm"] == pytest.approx(np.mean([c["recon_score"] for c in caps]))
+    assert ins.loc[10, "ucm"] == pytest.approx(np.mean([c["selection_score"] for c in caps]))
     run = json.loads((out / "run.json").read_text())
     assert run["study"] == "n-sweep" and run["curve"]["x"] == [1, 2, 4, 6, 8, 10]
     assert main(["study", "n-sweep", "--run", f"x={pool}", "--ns", "1,20", "--out", str(tmp_path / "m")]) == 1
@@ -93,7 +99,7 @@ def test_selection_study(pool, tmp_path):
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
     assert list(df.index) == ["ReconScore", "BLEU-4"]
-    assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["score"] for c in caps]))
+    assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["selection_score"] for c in caps]))
     assert df.loc["ReconScore", "Preference rate (%)"] == 100.0  # humans chose what ReconScore chose
     assert df.loc["ReconScore", "ReconScore"] >= df.loc["BLEU-4", "ReconScore"]
     # BLEU over the picks is corpus-level, as pycocoevalcap reports it (and as `evaluate` summarises)
