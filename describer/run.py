@@ -27,6 +27,7 @@ from recon_score.cache import atomic_write_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
+from recon_score.progress import Progress
 from recon_score.results import Journal, load_journals, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
 
@@ -145,23 +146,15 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
         unload = torch.cuda.is_available()
     mine = [i for i in items if i.index % world == rank and not finished(i)]
     header = {"preset": job.preset.to_dict(), "select_by": job.selector.name, "started": utc_now()}
-    from tqdm.auto import tqdm
-
-    bar = tqdm(
-        total=len(mine),
-        desc=f"describe[{rank}]",
-        unit="image",
-        position=rank,
-        disable=None,
-        file=sys.stderr,
-        dynamic_ncols=True,
-    )
+    bar = Progress(len(mine), desc=f"describe[{rank}]", unit="image", position=rank)
+    phases = -(-len(mine) // max(1, job.phase_size))
     with (
         Journal(journal_dir / f"candidates-rank-{rank}.jsonl", fingerprint=fp, header=header) as cand_journal,
         Journal(journal_dir / f"final-rank-{rank}.jsonl", fingerprint=fp, header=header) as final_journal,
     ):
         for start in range(0, len(mine), job.phase_size):
             phase = mine[start : start + job.phase_size]
+            where = f"phase {start // job.phase_size + 1}/{phases}"
             loaded: dict[int, object] = {}
             failed_now: list[dict] = []
             for item in phase:
@@ -173,7 +166,7 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
                     failed_now.append(_final_record(item, [], None, None, error=str(err), note=note))
             if failed_now:
                 final_journal.write(failed_now)
-                bar.update(len(failed_now))
+                bar.update(len(failed_now), failed=len(failed_now))
             # phase 1: captions for every image of the phase that has none yet
             need = [i for i in phase if i.index in loaded and not _has_candidates(generated, i)]
             for s in range(0, len(need), max(1, job.vlm_batch_size)):
@@ -192,6 +185,7 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
                 cand_journal.write(recs)
                 for r in recs:
                     generated[r["row"]] = r
+                bar.stage(f"{where}: captioned {min(s + len(batch), len(need))}/{len(need)} images")
             if unload and need:
                 job.captioner.unload()
             # phase 2: score every valid candidate, keep the best
@@ -201,41 +195,16 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
                 cands = generated[item.index]["candidates"]
                 valid = [(k, c["caption"]) for k, c in enumerate(cands) if c["caption"] and not c["error"]]
                 work.append((item, cands, valid))
-            scored = job.selector.score_many(
-                [(loaded[item.index], [t for _, t in valid], item.references) for item, _, valid in work]
-            )
-            records = []
-            for (item, cands, valid), scores in zip(work, scored):
-                rows = [dict(c, index=k) for k, c in enumerate(cands)]
-                for (k, _), s in zip(valid, scores):
-                    rows[k][job.selector.name] = s.get("score")
-                    rows[k].update(
-                        {key: v for key, v in s.items() if key not in ("score", "error", "_image")}
-                    )
-                    if s.get("_image") is not None:
-                        rel = Path("reconstructions") / f"{item.index:06d}_{k:02d}.png"
-                        atomic_write_bytes(out / rel, png_bytes(s["_image"]))
-                        rows[k]["reconstruction"] = str(rel)
-                    if s.get("error"):
-                        rows[k]["error"] = s["error"]
-                best = select_best([r.get(job.selector.name) if not r.get("error") else None for r in rows])
-                err = None if best is not None else _no_candidate_reason(rows)
-                records.append(
-                    _final_record(
-                        item,
-                        rows,
-                        best,
-                        job.selector.name,
-                        seed=generated[item.index]["seed"],
-                        error=err,
-                        note=note,
-                    )
-                )
-            _held_out(job, out, records, loaded)
-            final_journal.write(records)
-            for r in records:
-                final[r["row"]] = r
-            bar.update(len(records))
+            # journal and report every few images (not once per phase), with enough candidates to fill a render batch
+            step = max(1, job.vlm_batch_size, 8 // max(1, max((len(v) for _, _, v in work), default=1)))
+            for w0 in range(0, len(work), step):
+                part = work[w0 : w0 + step]
+                records = _select(job, out, part, generated, loaded, note)
+                final_journal.write(records)
+                for r in records:
+                    final[r["row"]] = r
+                bar.update(len(records), failed=sum(1 for r in records if r["result"].get("error")))
+                bar.stage(f"{where}: scored {min(w0 + step, len(work))}/{len(work)} images")
             if unload and work:
                 job.selector.unload()
     bar.close()
@@ -247,6 +216,40 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
     _write_outputs(job, items, final, fp, note)
     return _summarize(items, final, already_complete=False)
+
+
+def _select(job, out: Path, work: list, generated: dict, loaded: dict, note) -> list[dict]:
+    """Score every valid candidate of these images, keep each image's best, render the held-out evaluation."""
+    scored = job.selector.score_many(
+        [(loaded[item.index], [t for _, t in valid], item.references) for item, _, valid in work]
+    )
+    records = []
+    for (item, cands, valid), scores in zip(work, scored):
+        rows = [dict(c, index=k) for k, c in enumerate(cands)]
+        for (k, _), s in zip(valid, scores):
+            rows[k][job.selector.name] = s.get("score")
+            rows[k].update({key: v for key, v in s.items() if key not in ("score", "error", "_image")})
+            if s.get("_image") is not None:
+                rel = Path("reconstructions") / f"{item.index:06d}_{k:02d}.png"
+                atomic_write_bytes(out / rel, png_bytes(s["_image"]))
+                rows[k]["reconstruction"] = str(rel)
+            if s.get("error"):
+                rows[k]["error"] = s["error"]
+        best = select_best([r.get(job.selector.name) if not r.get("error") else None for r in rows])
+        err = None if best is not None else _no_candidate_reason(rows)
+        records.append(
+            _final_record(
+                item,
+                rows,
+                best,
+                job.selector.name,
+                seed=generated[item.index]["seed"],
+                error=err,
+                note=note,
+            )
+        )
+    _held_out(job, out, records, loaded)
+    return records
 
 
 def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
