@@ -42,11 +42,13 @@ class ReconPreset(PresetMixin):
     )  # passed to pipelines that accept it (Z-Image, FLUX); None = model default
     seed: int  # one seed per image, shared by all of its candidate captions
     max_side: int  # scale the long side down to this, never up ...
-    size_multiple: int  # ... then round each side down to a multiple of this
+    size_multiple: int  # ... then snap each side to a multiple of this ...
+    size_rounding: str  # ... by this rule: "nearest" (the authors' code) or "floor" (recon_score.sizing)
     encoder: str  # an encoder spec, e.g. "dreamsim:ensemble"
     dtype: str  # T2I weights dtype on GPU; CPU runs use float32 unless `cpu_dtype` says otherwise
     vae_tiling: bool
     prompt_template: str  # contains "{caption}" once
+    collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
 
     def pixel_fields(self) -> dict:
@@ -65,10 +67,35 @@ class ReconPreset(PresetMixin):
         }
 
 
+# Where each value comes from. "seed 004" is the ReconScore paper; "authors' code" is github.com/hhu-czy/ReconScore
+# (scripts/image_generator.py, batch_generate.py, batch_evaluate.py). A preset derived from `paper` inherits the
+# sources of the values it does not change.
+_SEC52 = "seed 004 Sec. 5.2: 'denoising steps to 28 for all T2I models'"
+_TOKENS = "seed 004 Sec. 5.2 and Table 9 (M. T. = 512 tokens)"
+_GEN = "authors' code scripts/image_generator.py"
+_SILENT = "not stated in seed 004"
+PAPER_SOURCES: dict[str, str] = {
+    "t2i_model": "seed 004 Sec. 3.2 and Table 9 (Z-Image); authors' README (huggingface.co/Tongyi-MAI/Z-Image)",
+    "t2i_revision": f"{_SILENT}; the hub's default branch",
+    "steps": f"{_SEC52}; authors' code batch_generate.py --steps 28",
+    "guidance_scale": f"{_GEN} generate_image(guidance_scale=0.0); {_SILENT}",
+    "max_sequence_length": f"{_TOKENS}; ZImagePipeline's default (the authors' code does not pass it)",
+    "seed": "seed 004 Sec. 5.2 ('fixed random seeds'); authors' code batch_generate.py --seed 42",
+    "max_side": f"seed 004 Sec. 5.2 (maximum dimension capped at 1024); {_GEN} max_side=1024",
+    "size_multiple": f"{_GEN} get_closest_multiple_of_16",
+    "size_rounding": f"{_GEN}: int(round(side / 16) * 16), Python's round",
+    "encoder": "seed 004 Sec. 3.3 (DreamSim); authors' code batch_evaluate.py dreamsim(pretrained=True) = ensemble",
+    "dtype": "authors' code batch_generate.py (bfloat16 on CUDA, float32 on CPU)",
+    "vae_tiling": "authors' code batch_generate.py pipe.vae.enable_tiling()",
+    "prompt_template": f"{_GEN} generate_image (verbatim); seed 004 Table 1(a)",
+    "collapse_whitespace": f"{_GEN} concatenates the caption as given",
+}
+
 PAPER = ReconPreset(
     name="paper",
-    description="Seed 004 protocol: Z-Image, 28 steps, guidance 0.0, 512 tokens, seed 42, long side <= 1024, "
-    "multiples of 16, DreamSim ensemble, bf16, VAE tiling, perspective prompt.",
+    description="Seed 004 protocol as the authors' code runs it: Z-Image, 28 steps, guidance 0.0, 512 tokens, "
+    "seed 42, long side <= 1024, nearest multiple of 16, DreamSim ensemble, bf16, VAE tiling, perspective prompt, "
+    "raw captions.",
     t2i_model="Tongyi-MAI/Z-Image",
     t2i_revision=None,
     steps=28,
@@ -77,34 +104,29 @@ PAPER = ReconPreset(
     seed=42,
     max_side=1024,
     size_multiple=16,
+    size_rounding="nearest",
     encoder="dreamsim:ensemble",
     dtype="bfloat16",
     vae_tiling=True,
     prompt_template=PERSPECTIVE_TEMPLATE,
+    collapse_whitespace=False,
 )
 
 FAST = dataclasses.replace(
     PAPER,
     name="fast",
     description="Z-Image-Turbo (distilled), 9 steps (8 DiT evaluations), guidance 0.0 as its model card "
-    "recommends; everything else as `paper`. Scores are not comparable with `paper` numbers.",
+    "recommends; everything else as `paper`. Not a seed 004 setting: scores are not comparable with `paper`.",
     t2i_model="Tongyi-MAI/Z-Image-Turbo",
     steps=9,
 )
 
-FLUX2_KLEIN = dataclasses.replace(
-    PAPER,
-    name="flux2-klein",
-    description="FLUX.2 [klein] 4B (seed 004 Table 9): 4 steps, guidance 1.0 as distilled; else as `paper`.",
-    t2i_model="black-forest-labs/FLUX.2-klein-4B",
-    steps=4,
-    guidance_scale=1.0,
-)
-
+# Seed 004 Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
+# not give guidance scales, so each model runs with the default of its diffusers pipeline / model card.
 FLUX1_DEV = dataclasses.replace(
     PAPER,
     name="flux1-dev",
-    description="FLUX.1-dev (seed 004 Table 9): 28 steps, guidance 3.5 (its default), T5 512 tokens.",
+    description="FLUX.1 [dev] (seed 004 Table 9): 28 steps, 512 tokens, guidance 3.5 (FluxPipeline's default).",
     t2i_model="black-forest-labs/FLUX.1-dev",
     guidance_scale=3.5,
 )
@@ -112,8 +134,38 @@ FLUX1_DEV = dataclasses.replace(
 FLUX2_DEV = dataclasses.replace(
     PAPER,
     name="flux2-dev",
-    description="FLUX.2-dev (seed 004 Table 9): 28 steps, guidance 4.0 (its default).",
+    description="FLUX.2 [dev] (seed 004 Table 9): 28 steps, 512 tokens, guidance 4.0 (Flux2Pipeline's default).",
     t2i_model="black-forest-labs/FLUX.2-dev",
+    guidance_scale=4.0,
+)
+
+FLUX2_KLEIN = dataclasses.replace(
+    PAPER,
+    name="flux2-klein",
+    description="FLUX.2 [klein] 4B (seed 004 Table 9): 28 steps, 512 tokens, guidance 1.0 (the distilled "
+    "model's setting; Flux2KleinPipeline ignores guidance for distilled checkpoints).",
+    t2i_model="black-forest-labs/FLUX.2-klein-4B",
+    guidance_scale=1.0,
+)
+
+FLUX2_KLEIN_FAST = dataclasses.replace(
+    FLUX2_KLEIN,
+    name="flux2-klein-fast",
+    description="FLUX.2 [klein] 4B with its distilled 4-step setting (model card), guidance 1.0. Not a seed 004 "
+    "setting: scores are not comparable with `flux2-klein`.",
+    steps=4,
+)
+
+TEXT2EARTH = dataclasses.replace(
+    PAPER,
+    name="text2earth",
+    description="Text2Earth (seed 004 Table 9; Liu et al. 2025): a Stable-Diffusion-format remote-sensing model, "
+    "CLIP text encoder with a 77-token limit (longer prompts are truncated and flagged), 28 steps, guidance 4.0 "
+    "(its README). Its README loads it with custom_pipeline='pipeline_text2earth_diffusion' and an "
+    "EulerDiscreteScheduler; `reconscore models check lcybuaa/Text2Earth` says whether stock diffusers loads the "
+    "folder.",
+    t2i_model="lcybuaa/Text2Earth",
+    max_sequence_length=None,
     guidance_scale=4.0,
 )
 
@@ -131,7 +183,65 @@ SMOKE = dataclasses.replace(
     meaningless=True,
 )
 
-PRESETS: dict[str, ReconPreset] = {p.name: p for p in (PAPER, FAST, FLUX1_DEV, FLUX2_DEV, FLUX2_KLEIN, SMOKE)}
+PRESETS: dict[str, ReconPreset] = {
+    p.name: p for p in (PAPER, FAST, FLUX1_DEV, FLUX2_DEV, FLUX2_KLEIN, FLUX2_KLEIN_FAST, TEXT2EARTH, SMOKE)
+}
+
+_T9 = "seed 004 Table 9"
+SOURCES: dict[str, dict[str, str]] = {
+    "paper": PAPER_SOURCES,
+    "fast": {
+        "t2i_model": "not in seed 004: the distilled Z-Image-Turbo (huggingface.co/Tongyi-MAI/Z-Image-Turbo)",
+        "steps": "Z-Image-Turbo model card (9 steps = 8 DiT evaluations)",
+    },
+    "flux1-dev": {
+        "t2i_model": f"{_T9} FLUX.1 [dev] (huggingface.co/black-forest-labs/FLUX.1-dev)",
+        "guidance_scale": f"{_SILENT}; FluxPipeline's default (3.5)",
+    },
+    "flux2-dev": {
+        "t2i_model": f"{_T9} FLUX.2 [dev] (huggingface.co/black-forest-labs/FLUX.2-dev)",
+        "guidance_scale": f"{_SILENT}; Flux2Pipeline's default (4.0)",
+    },
+    "flux2-klein": {
+        "t2i_model": f"{_T9} FLUX.2 [klein] 4B (huggingface.co/black-forest-labs/FLUX.2-klein-4B)",
+        "guidance_scale": f"{_SILENT}; the distilled model card's 1.0 (no classifier-free guidance)",
+    },
+    "flux2-klein-fast": {
+        "t2i_model": f"{_T9} FLUX.2 [klein] 4B (huggingface.co/black-forest-labs/FLUX.2-klein-4B)",
+        "steps": "FLUX.2 [klein] model card (4-step distilled); not seed 004, which runs 28",
+        "guidance_scale": "FLUX.2 [klein] model card (1.0)",
+    },
+    "text2earth": {
+        "t2i_model": f"{_T9} Text2Earth; released as huggingface.co/lcybuaa/Text2Earth (its GitHub README)",
+        "max_sequence_length": f"{_T9} (M. T. = 77): the CLIP tokenizer's own limit, the pipeline takes no "
+        "max_sequence_length",
+        "guidance_scale": f"{_SILENT}; Text2Earth README example (4.0)",
+    },
+    "smoke": {
+        "t2i_model": "offline fixture (tiny random ZImagePipeline)",
+        "steps": "smoke: fewer steps, same code path",
+        "max_side": "smoke: small renders, same code path",
+        "encoder": "offline fixture (DreamSim-shaped tiny ensemble)",
+        "dtype": "smoke: float32 on every device",
+    },
+}
+
+
+def preset_sources(preset: ReconPreset) -> dict[str, str]:
+    """field -> where the value of the named preset `preset.name` comes from."""
+    return {**PAPER_SOURCES, **SOURCES.get(preset.name, {})}
+
+
+def format_preset(preset: ReconPreset) -> str:
+    """`key: value  # source` lines (YAML with comments): every value exactly as it runs, and where it is from."""
+    sources = preset_sources(preset)
+    lines = []
+    for key, value in sorted(preset.to_dict().items()):
+        text = value if isinstance(value, str) and value.replace("-", "").replace("_", "").isalnum() else None
+        text = text if text is not None else json.dumps(value)
+        lines.append(f"{key}: {text}" + (f"  # {sources[key]}" if key in sources else ""))
+    return "\n".join(lines)
+
 
 SMOKE_NOTE = "smoke preset: tiny random models, these numbers are meaningless"
 

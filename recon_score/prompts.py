@@ -30,8 +30,12 @@ def load_template(value: str) -> str:
     return value
 
 
-def clean_caption(caption: object) -> str:
-    """Whitespace-normalised caption text; rejects what cannot be a caption.
+def clean_caption(caption: object, *, collapse_whitespace: bool = False) -> str:
+    """The caption text the prompt is built from; rejects what cannot be a caption.
+
+    By default the caption is passed on exactly as given, as the authors' ``generate_image`` does (it concatenates
+    the raw caption into the prompt). `collapse_whitespace=True` (a named variant, off in `paper`) joins runs of
+    whitespace, newlines included, into single spaces and strips the ends.
 
     Raises:
         InputError: None, not a string, empty or whitespace-only.
@@ -40,10 +44,9 @@ def clean_caption(caption: object) -> str:
         raise InputError("caption is missing")
     if not isinstance(caption, str):
         raise InputError(f"caption must be text, got {type(caption).__name__}: {caption!r}")
-    text = " ".join(caption.split())
-    if not text:
+    if not caption.strip():
         raise InputError("caption is empty or whitespace-only")
-    return text
+    return " ".join(caption.split()) if collapse_whitespace else caption
 
 
 def format_prompt(template: str, caption: str) -> str:

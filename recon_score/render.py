@@ -8,9 +8,11 @@ do not depend on its batch; the pixels agree with one-by-one generation up to fl
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,6 +43,97 @@ def effective_dtype(preset_dtype: str, device: str) -> str:
         if not str(device).startswith("cuda")
         else str(parse_dtype(preset_dtype)).replace("torch.", "")
     )
+
+
+def load_pipeline(path, dtype: str, *, name: str | None = None):
+    """`DiffusionPipeline.from_pretrained(path, dtype=...)`, then a check that the weights really are in `dtype`.
+
+    diffusers before 0.40 does not know the `dtype` argument (only `torch_dtype`) and leaves its own models in
+    float32; pyproject.toml requires diffusers>=0.40, and the check turns any such silent fallback into an error.
+    """
+    from diffusers import DiffusionPipeline
+
+    name = name or str(path)
+    problem, _ = pipeline_format(Path(path))
+    if problem:
+        raise ReconScoreError(f"cannot load the diffusers pipeline {name!r} from {path}: {problem}")
+    try:
+        pipe = DiffusionPipeline.from_pretrained(str(path), dtype=parse_dtype(dtype))
+    except (OSError, ValueError) as err:
+        raise ReconScoreError(f"could not load the diffusers pipeline {name!r} from {path}: {err}") from err
+    check_component_dtypes(pipe, dtype, name=name)
+    return pipe
+
+
+def pipeline_format(path: Path) -> tuple[str | None, str | None]:
+    """(problem, note) about loading folder `path` with the installed diffusers, from its model_index.json.
+
+    problem: why stock diffusers cannot build it (e.g. Text2Earth-style releases whose pipeline class lives in a
+    Python file of the repo, loaded with `custom_pipeline=` -- remote code, which reconscore never executes);
+    note: a loadable folder that also ships such a file (the run uses the stock class, not that file).
+    """
+    import json
+
+    import diffusers
+
+    index = path / "model_index.json"
+    if not index.is_file():
+        return f"no model_index.json in {path}: not a diffusers pipeline folder", None
+    try:
+        spec = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{index} is not valid JSON ({err})", None
+    scripts = sorted(p.name for p in path.glob("*.py"))
+    custom = (
+        f"; the folder ships {', '.join(scripts)} (a custom pipeline for `custom_pipeline=`: remote code, which "
+        "reconscore does not execute)"
+        if scripts
+        else ""
+    )
+    cls = spec.get("_class_name", "")
+    version = f"diffusers {diffusers.__version__}"
+    if not hasattr(diffusers, cls):
+        return (
+            f"model_index.json names the pipeline class {cls!r}, which {version} does not define{custom}",
+            None,
+        )
+    for comp, entry in spec.items():
+        if comp.startswith("_") or not isinstance(entry, list) or len(entry) != 2 or entry[0] is None:
+            continue
+        library, comp_cls = entry
+        if library == "diffusers" and not hasattr(diffusers, comp_cls):
+            return f"component {comp!r} is {comp_cls!r}, which {version} does not define{custom}", None
+        if importlib.util.find_spec(library.split(".")[0]) is None:
+            return (
+                f"component {comp!r} comes from {library!r}, which is not an installed package (a module shipped "
+                f"with the repository: remote code, which reconscore does not execute){custom}"
+            ), None
+    note = (
+        f"loads as diffusers' {cls}{custom}; the run uses {cls} as diffusers defines it" if scripts else None
+    )
+    return None, note
+
+
+def check_component_dtypes(pipe, dtype: str, *, name: str) -> None:
+    """Every torch component holds most of its floating-point weights in `dtype` (a few modules may stay
+    float32 by design, e.g. T5's `wo` layers in transformers)."""
+    import diffusers
+
+    want = parse_dtype(dtype)
+    for comp_name, comp in getattr(pipe, "components", {}).items():
+        if not isinstance(comp, torch.nn.Module):
+            continue
+        counts: dict[torch.dtype, int] = {}
+        for param in comp.parameters():
+            if param.is_floating_point():
+                counts[param.dtype] = counts.get(param.dtype, 0) + param.numel()
+        if counts and max(counts, key=counts.get) != want:
+            got = max(counts, key=counts.get)
+            raise ReconScoreError(
+                f"the diffusers pipeline {name!r} loaded its {comp_name} in {str(got).replace('torch.', '')}, not "
+                f"the requested {dtype} (diffusers {diffusers.__version__}; reconscore needs diffusers>=0.40, "
+                "whose from_pretrained understands `dtype`)"
+            )
 
 
 class Renderer:
@@ -112,7 +205,6 @@ class Renderer:
     def _load(self):
         import diffusers.utils.logging as dlog
         import transformers.utils.logging as tlog
-        from diffusers import DiffusionPipeline
 
         if not self.show_progress:  # per-component loading bars drown the run's own progress bar
             dlog.disable_progress_bar()
@@ -121,12 +213,7 @@ class Renderer:
         log.info(
             "loading %s (%s) from %s as %s", self.preset.t2i_model, self.pipeline_class, path, self.dtype
         )
-        try:
-            pipe = DiffusionPipeline.from_pretrained(str(path), dtype=parse_dtype(self.dtype))
-        except (OSError, ValueError) as err:
-            raise ReconScoreError(
-                f"could not load the diffusers pipeline {self.preset.t2i_model!r} from {path}: {err}"
-            ) from err
+        pipe = load_pipeline(path, self.dtype, name=self.preset.t2i_model)
         if self.preset.vae_tiling and hasattr(pipe, "vae") and hasattr(pipe.vae, "enable_tiling"):
             pipe.vae.enable_tiling()
         if self.offload == "model":

@@ -142,7 +142,7 @@ class ReconScorer:
         out = {
             "preset": self.preset.to_dict(),
             "t2i": {**self.renderer.resolved.as_dict(), **self.renderer.identity()},
-            "encoder": {"spec": enc.spec, "kind": enc.kind, "source": enc.source, "dim": enc.dim},
+            "encoder": enc.identity(),
             "device": self.device,
             "batch_size": self.batch_size,
             "score_formula": "100*(1+cos)/2" if enc.kind == "embedding" else "100*(1-min(d,1))",
@@ -233,7 +233,7 @@ class ReconScorer:
         try:
             if isinstance(img, Exception):
                 raise img
-            text = clean_caption(caption)
+            text = clean_caption(caption, collapse_whitespace=self.preset.collapse_whitespace)
             item.caption = text
             if len(text) > MAX_CAPTION_CHARS:
                 raise InputError(
@@ -241,7 +241,11 @@ class ReconScorer:
                     "is a whole file in one field?"
                 )
             w, h = reconstruction_size(
-                img.width, img.height, max_side=self.preset.max_side, multiple=self.preset.size_multiple
+                img.width,
+                img.height,
+                max_side=self.preset.max_side,
+                multiple=self.preset.size_multiple,
+                rounding=self.preset.size_rounding,
             )
             item.image = img
             item.digest = image_digest(img)
@@ -327,6 +331,7 @@ class ReconScorer:
                 "kind": "encoder",
                 "spec": info.spec,
                 "source": info.source,
+                **info.extra,  # e.g. the activation open_clip built (GELU vs QuickGELU embeddings differ)
                 "device_type": torch.device(self.device).type,
             }
         )

@@ -1,19 +1,30 @@
 """The one size rule for reconstructions (seed 004, Sec. 5.1: "All synthetic images strictly preserved the aspect
-ratio of the original image").
+ratio of the original image", long side capped at 1024).
 
-1. keep the aspect ratio; scale the long side down to at most `max_side` (never up: a 256 px UCM tile is
-   reconstructed at 256 px, not blown up to 1024 px);
-2. round each side *down* to a multiple of `multiple` (the T2I latent grid: VAE factor x patch size = 16 for
-   Z-Image and FLUX). Rounding down keeps the "never up" promise; the aspect ratio moves by < multiple/side.
+1. keep the aspect ratio; if the long side exceeds `max_side`, scale both sides by max_side / long side (never up:
+   a 256 px UCM tile is reconstructed at 256 px, not blown up to 1024 px);
+2. snap each side to a multiple of `multiple` (the T2I latent grid: VAE factor x patch size = 16 for Z-Image and
+   FLUX), by one of two named rules:
+
+   ``nearest`` (the `paper` rule): the authors' ``scripts/image_generator.py`` exactly --
+       ``calculate_target_size`` scales by ``max_side / long_side if long_side > max_side else 1.0`` and
+       ``get_closest_multiple_of_16`` returns ``int(round(side / 16) * 16)``: Python's ``round``, which rounds
+       halves to even (600x400 -> 608x400, 250x250 -> 256x256, 2048x1365 -> 1024x688, 40 px -> 32 px);
+   ``floor``: round each side down, so a side never grows past the original (600x400 -> 592x400). Not what the
+       authors ran; kept as a named variant.
 """
 
 from __future__ import annotations
 
+import math
+
 from recon_score.errors import InputError
+
+SIZE_ROUNDINGS = ("nearest", "floor")
 
 
 def reconstruction_size(
-    width: int, height: int, *, max_side: int = 1024, multiple: int = 16
+    width: int, height: int, *, max_side: int = 1024, multiple: int = 16, rounding: str = "nearest"
 ) -> tuple[int, int]:
     """(width, height) of the reconstruction for an original of `width` x `height` pixels.
 
@@ -22,23 +33,28 @@ def reconstruction_size(
 
     Example:
         >>> reconstruction_size(600, 400)
+        (608, 400)
+        >>> reconstruction_size(600, 400, rounding="floor")
         (592, 400)
-        >>> reconstruction_size(4000, 3000)
-        (1024, 768)
-        >>> reconstruction_size(256, 256)
-        (256, 256)
+        >>> reconstruction_size(2048, 1365)
+        (1024, 688)
     """
+    if rounding not in SIZE_ROUNDINGS:
+        raise ValueError(f"size rounding must be one of {', '.join(SIZE_ROUNDINGS)}, got {rounding!r}")
     if width <= 0 or height <= 0:
         raise InputError(f"image has no pixels ({width}x{height})")
     if max_side < multiple or multiple <= 0:
         raise ValueError(f"max_side ({max_side}) must be >= multiple ({multiple}) > 0")
-    scale = min(1.0, max_side / max(width, height))
-    # round() before flooring so 1024.0000001 from float error does not lose a whole grid step
-    w = int(round(width * scale, 6)) // multiple * multiple
-    h = int(round(height * scale, 6)) // multiple * multiple
+    long_side = max(width, height)
+    scale = max_side / long_side if long_side > max_side else 1.0
+    if rounding == "nearest":
+        w, h = (int(round(side * scale / multiple) * multiple) for side in (width, height))
+    else:
+        # round(., 6) first so 1024.0000001 from float error does not lose a whole grid step
+        w, h = (math.floor(round(side * scale, 6) / multiple) * multiple for side in (width, height))
     if w < multiple or h < multiple:
         raise InputError(
             f"image of {width}x{height} px is too small to reconstruct: each side must be at least {multiple} px "
-            f"after scaling the long side to <= {max_side} (got {w}x{h})"
+            f"after scaling the long side to <= {max_side} and rounding ({rounding}) (got {w}x{h})"
         )
     return w, h

@@ -31,7 +31,7 @@ SCHEMA = 1
 
 def encoder_identity(encoder) -> dict:
     info = encoder.info
-    return {"spec": info.spec, "source": info.source, "dim": info.dim}
+    return {"spec": info.spec, "source": info.source, "dim": info.dim, **info.extra}
 
 
 def _image_identity(root: Path, rel: str) -> list:

@@ -22,7 +22,8 @@ ENTRY = ("reconscore", "./dev reconscore", "python -m eval")
 
 
 def _blocks(page: Path, lang: str) -> list[tuple[str, str]]:
-    return [(m[2].strip(), m[3]) for m in FENCE.finditer(page.read_text(encoding="utf-8")) if m[1] == lang]
+    langs = ("bash", "shell", "sh") if lang == "bash" else (lang,)
+    return [(m[2].strip(), m[3]) for m in FENCE.finditer(page.read_text(encoding="utf-8")) if m[1] in langs]
 
 
 def _command_lines(block: str) -> list[str]:

@@ -60,8 +60,9 @@ def list_models(as_json: bool) -> int:
 @click.option("--weights-dir", default=None, help="Local weights folder (default $RECONSCORE_WEIGHTS).")
 def check(spec: str, weights_dir: str | None) -> int:
     """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
-    T2I model (hub id, local folder, smoke:NAME) or a learned retrieval method that cannot run here (compodiff,
-    magiclens: the reason is printed). Downloads nothing. Exit 0 if available, 1 if not."""
+    T2I model (hub id, local folder, smoke:NAME; a folder is also checked for a format the installed diffusers can
+    build) or a learned retrieval method that cannot run here (compodiff, magiclens: the reason is printed).
+    Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
 
@@ -79,6 +80,18 @@ def check(spec: str, weights_dir: str | None) -> int:
         if family in FAMILIES
         else {"spec": spec, **check_model(spec)}
     )
+    if family not in FAMILIES and info["available"]:
+        from pathlib import Path
+
+        from recon_score.render import pipeline_format
+
+        folder = Path(info["location"])
+        if (folder / "model_index.json").is_file():
+            problem, note = pipeline_format(folder)
+            if problem:
+                info = {**info, "available": False, "detail": f"not loadable by diffusers: {problem}"}
+            elif note:
+                info = {**info, "detail": note}
     status = "available" if info["available"] else "NOT available"
     click.echo(f"{spec}: {status}")
     for key in ("location", "source", "detail"):

@@ -31,13 +31,14 @@ def list_presets() -> int:
 @command.command("show")
 @click.argument("name")
 @click.option(
-    "--describer", is_flag=True, help="Show the describer preset NAME (with its ReconScore preset)."
+    "--describer", is_flag=True, help="Show the describer preset NAME (with its ReconScore preset), as JSON."
 )
-def show(name: str, describer: bool) -> int:
-    """Print every value of preset NAME as JSON (what run.json records)."""
+@click.option("--json", "as_json", is_flag=True, help="JSON exactly as run.json records it, without sources.")
+def show(name: str, describer: bool, as_json: bool) -> int:
+    """Print every value of preset NAME with its source (`key: value  # source`), or as JSON."""
     import json
 
-    from recon_score.presets import get_preset
+    from recon_score.presets import format_preset, get_preset
 
     if describer:
         from describer.presets import get_describer_preset
@@ -49,5 +50,6 @@ def show(name: str, describer: bool) -> int:
             )
         )
         return 0
-    click.echo(get_preset(name).to_json())
+    preset = get_preset(name)
+    click.echo(preset.to_json() if as_json else format_preset(preset))
     return 0

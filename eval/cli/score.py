@@ -92,6 +92,17 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
     "--max-side", type=click.IntRange(min=16), default=None, help="Override the long-side cap (px)."
 )
 @click.option(
+    "--size-rounding",
+    type=click.Choice(["nearest", "floor"]),
+    default=None,
+    help="Snap each side to the nearest multiple of 16 (the authors' code, `paper`) or round it down.",
+)
+@click.option(
+    "--collapse-whitespace/--raw-captions",
+    default=None,
+    help="Join whitespace runs in captions before prompting (a variant; `paper` passes captions as given).",
+)
+@click.option(
     "--dtype",
     type=click.Choice(["bfloat16", "float16", "float32"]),
     default=None,
@@ -138,6 +149,8 @@ def command(
     seed,
     n_seeds,
     max_side,
+    size_rounding,
+    collapse_whitespace,
     dtype,
     prompt_template,
     weights_dir,
@@ -161,6 +174,8 @@ def command(
         guidance_scale=guidance_scale,
         seed=seed,
         max_side=max_side,
+        size_rounding=size_rounding,
+        collapse_whitespace=collapse_whitespace,
         dtype=dtype,
         prompt_template=load_template(prompt_template) if prompt_template else None,
     )

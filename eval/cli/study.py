@@ -323,7 +323,7 @@ def encoders(runs, encoders, device, out) -> int:
 @command.command("t2i")
 @click.option("--captions", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True)
 @click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--presets", default="paper,fast,flux1-dev,flux2-dev,flux2-klein", show_default=True)
+@click.option("--presets", default="paper,text2earth,flux1-dev,flux2-dev,flux2-klein", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
 @opt.device()

@@ -290,6 +290,7 @@ class _ClipMetric(Metric):
         if self._encoder is not None:
             info = self._encoder.info
             out.update(encoder_source=info.source, encoder_dim=info.dim, device=str(self._encoder.device))
+            out.update({f"encoder_{k}": v for k, v in info.extra.items()})  # e.g. encoder_activation
         return out
 
 

@@ -23,7 +23,12 @@ class EncoderInfo:
     source: str  # where the weights came from: a path, a hub id@revision, or "fixture (random weights)"
     dim: int | None = None
     notes: str = ""
+    # what else changes the embeddings, e.g. {"activation": "quick_gelu"}
     extra: dict = field(default_factory=dict)
+
+    def identity(self) -> dict:
+        """Everything that determines the embeddings: for run.json and embedding cache keys."""
+        return {"spec": self.spec, "kind": self.kind, "source": self.source, "dim": self.dim, **self.extra}
 
 
 class Encoder:

@@ -6,13 +6,20 @@ DreamSim's own preprocessing is kept: bicubic squash to 224x224 (no crop, the as
 
 Weights: DreamSim always reads its unzipped release files from a `cache_dir`; we use
 RECONSCORE_WEIGHTS/dreamsim (or --weights-dir DIR/dreamsim). With network access missing files are downloaded
-by DreamSim itself; offline, a clear error lists what is missing.
+by DreamSim itself; offline, a clear error lists what is missing. DreamSim also uses that folder as the torch.hub
+dir: DINO backbones come from `torch.hub.load('facebookresearch/dino:main', ...)`, whose hubconf downloads
+`checkpoints/dino_vitbase16_pretrain.pth` there. The checked list (`required_files`) is read from the installed
+dreamsim's code and the downloaded hubconf, with dreamsim 0.2.1's values as the fallback.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
+import textwrap
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 
@@ -20,8 +27,10 @@ from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import ModelNotAvailableError
 from recon_score.hub import is_offline, weights_root
 
-# dreamsim.model.download_weights' table, plus the torch-hub repos the backbones are built from
-REQUIRED = {
+# Fallbacks, used only when the installed dreamsim's code cannot be read: dreamsim 0.2.1's
+# `download_weights` table, and the checkpoints the torch-hub entry points download (facebookresearch/dino
+# hubconf.py `dino_vitb16`; facebookresearch/dinov2 hub/backbones.py `dinov2_vitb14`).
+_FALLBACK_RELEASE = {
     "ensemble": [
         "dino_vitb16_pretrain.pth",
         "open_clip_vitb16_pretrain.pth.tar",
@@ -33,12 +42,116 @@ REQUIRED = {
     "open_clip_vitb32": ["open_clip_vitb32_pretrain.pth.tar", "open_clip_vitb32_single_lora"],
     "clip_vitb32": ["clip_vitb32_pretrain.pth.tar", "clip_vitb32_single_lora"],
 }
-HUB_REPOS = {
-    "ensemble": ["facebookresearch_dino_main"],
-    "dino_vitb16": ["facebookresearch_dino_main"],
-    "dinov2_vitb14": ["facebookresearch_dinov2_main"],
+_FALLBACK_HUB = {"dino": "facebookresearch/dino:main", "dinov2": "facebookresearch/dinov2"}
+HUB_WEIGHTS = {
+    "dino_vitb16": "https://dl.fbaipublicfiles.com/dino/dino_vitbase16_pretrain/dino_vitbase16_pretrain.pth",
+    "dinov2_vitb14": "https://dl.fbaipublicfiles.com/dinov2/dinov2_vitb14/dinov2_vitb14_pretrain.pth",
 }
+REQUIRED = _FALLBACK_RELEASE  # the DreamSim models reconscore offers
 NAMES = (*REQUIRED, "smoke")
+
+
+def _source_tree(func) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+
+
+def release_files(name: str) -> list[str]:
+    """The unzipped release files `dreamsim.model.download_weights` checks for `name`, read from the installed
+    dreamsim's own table (so a new dreamsim release cannot silently need a file this check does not list)."""
+    from dreamsim import model as ds_model
+
+    tree = _source_tree(ds_model.download_weights)
+    for node in ast.walk(tree) if tree else ():
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "dreamsim_required_ckpts" for t in node.targets
+        ):
+            try:
+                return list(ast.literal_eval(node.value)[name])
+            except (ValueError, KeyError):
+                break
+    return list(_FALLBACK_RELEASE[name])
+
+
+def backbones(name: str) -> list[str]:
+    """The ViT backbones of DreamSim model `name` (dreamsim.config), e.g. ensemble -> dino_vitb16, clip_vitb16,
+    open_clip_vitb16."""
+    from dreamsim.config import dreamsim_args
+
+    return dreamsim_args["model_config"][name]["model_type"].split(",")
+
+
+def hub_repo(backbone: str) -> str | None:
+    """The torch.hub repo ("owner/name[:ref]") the installed dreamsim's `ViTExtractor.create_model` loads
+    `backbone` from: its if/elif chain on substrings of the model type, read from its source."""
+    from dreamsim.feature_extraction.extractor import ViTExtractor
+
+    tree = _source_tree(ViTExtractor.create_model)
+    if tree is None:
+        return next((r for k, r in sorted(_FALLBACK_HUB.items(), reverse=True) if k in backbone), None)
+    node = next((n for n in ast.walk(tree) if isinstance(n, ast.If)), None)
+    while isinstance(node, ast.If):
+        test = node.test
+        if (
+            isinstance(test, ast.Compare)
+            and isinstance(test.left, ast.Constant)
+            and isinstance(test.ops[0], ast.In)
+            and test.left.value in backbone
+        ):
+            for call in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+                if (
+                    isinstance(call, ast.Call)
+                    and ast.unparse(call.func) == "torch.hub.load"
+                    and isinstance(call.args[0], ast.Constant)
+                ):
+                    return call.args[0].value
+            return None
+        node = node.orelse[0] if len(node.orelse) == 1 else None
+    return None
+
+
+def hub_folder(repo: str) -> str:
+    """torch.hub's cache folder for `repo`: owner_name_ref; without a ref torch tries `main` first."""
+    info, _, ref = repo.partition(":")
+    owner, name = info.split("/")
+    return f"{owner}_{name}_{ref or 'main'}"
+
+
+def hub_checkpoint_urls(repo_dir: Path, entry: str) -> list[str]:
+    """URLs the hub entry point `entry` passes to torch.hub.load_state_dict_from_url, read from the downloaded
+    repo's hubconf.py; [] when there is no such literal (then HUB_WEIGHTS says)."""
+    try:
+        tree = ast.parse((repo_dir / "hubconf.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return []
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == entry:
+            return [
+                kw.value.value
+                for call in ast.walk(fn)
+                if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("load_state_dict_from_url")
+                for kw in [*call.keywords, *(ast.keyword(arg="url", value=a) for a in call.args[:1])]
+                if kw.arg == "url" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+            ]
+    return []
+
+
+def required_files(name: str, cache_dir: Path) -> list[str]:
+    """Every file or folder the real loader opens in `cache_dir` (DreamSim's cache_dir is also the torch.hub dir):
+    the release files, each backbone's torch.hub repo folder, and the checkpoint its hub entry point downloads
+    into `checkpoints/` (torch.hub.load_state_dict_from_url's destination)."""
+    need = release_files(name)
+    for backbone in backbones(name):
+        repo = hub_repo(backbone)
+        if repo is None:
+            continue
+        folder = hub_folder(repo)
+        need.append(f"{folder}/hubconf.py")
+        urls = hub_checkpoint_urls(cache_dir / folder, backbone) or [HUB_WEIGHTS[backbone]]
+        need.extend(f"checkpoints/{os.path.basename(urlparse(u).path)}" for u in urls)
+    return list(dict.fromkeys(need))
 
 
 def dreamsim_dir(weights_dir: Path | None) -> Path:
@@ -49,8 +162,7 @@ def dreamsim_dir(weights_dir: Path | None) -> Path:
 
 
 def _missing(name: str, cache_dir: Path) -> list[str]:
-    need = REQUIRED[name] + HUB_REPOS.get(name, [])
-    return [f for f in need if not (cache_dir / f).exists()]
+    return [f for f in required_files(name, cache_dir) if not (cache_dir / f).exists()]
 
 
 class DreamSimEncoder(Encoder):
@@ -96,7 +208,8 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     fix = (
         f"Put DreamSim's unzipped release files for {name!r} there (from "
         "https://github.com/ssundaram21/dreamsim/releases, plus the torch-hub repo folders), "
-        "set RECONSCORE_WEIGHTS=DIR (files in DIR/dreamsim), or pass --weights-dir DIR."
+        "set RECONSCORE_WEIGHTS=DIR (files in DIR/dreamsim), or pass --weights-dir DIR. "
+        "`reconscore models check dreamsim:NAME` lists every file."
     )
     if missing and is_offline():
         raise ModelNotAvailableError(
@@ -157,6 +270,7 @@ def check(name: str, *, weights_dir: Path | None) -> dict:
     return {
         "available": not missing,
         "location": str(cache_dir),
-        "source": "DreamSim GitHub release (downloaded by dreamsim on first use when online)",
+        "source": "DreamSim GitHub release zip + torch.hub repos and their checkpoints (downloaded into this "
+        "folder by dreamsim and torch.hub on first use when online)",
         "detail": f"missing: {', '.join(missing)}" if missing else "all release files present",
     }

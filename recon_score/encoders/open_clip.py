@@ -6,6 +6,12 @@ Names:
     hf-hub:ORG/REPO      open_clip's hub format
     local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
     smoke                a tiny random ViT in local-dir format, with the real CLIP BPE tokenizer
+
+Activation: OpenAI's CLIP was trained with QuickGELU. open_clip 3.x builds `ViT-B-32` with nn.GELU even for
+`pretrained="openai"` and only warns ("QuickGELU mismatch"), which shifts every embedding. A tag whose pretrained
+config says `quick_gelu` (every `openai` tag, some LAION/DFN ones) is built with `force_quick_gelu=True`, as the
+CLIPScore authors' `clip.load` builds it; the activation that ran is part of the encoder's identity
+(`EncoderInfo.extra["activation"]`, in run.json and the embedding cache keys).
 """
 
 from __future__ import annotations
@@ -131,6 +137,28 @@ class OpenCLIPEncoder(Encoder):
         return len(inner(text)) + 2
 
 
+def needs_quick_gelu(model_name: str, pretrained: str | None) -> bool:
+    """What open_clip's own pretrained config says for ARCH/TAG (False for checkpoints and folders)."""
+    import open_clip
+
+    if not pretrained:
+        return False
+    return bool((open_clip.get_pretrained_cfg(model_name, pretrained) or {}).get("quick_gelu", False))
+
+
+def activation_of(model: torch.nn.Module) -> str:
+    """The MLP activation the built model really uses: "quick_gelu", "gelu", or the class name."""
+    from open_clip.transformer import QuickGELU
+
+    kinds = set()
+    for module in model.modules():
+        if isinstance(module, QuickGELU):
+            kinds.add("quick_gelu")
+        elif isinstance(module, torch.nn.GELU):
+            kinds.add("gelu")
+    return "+".join(sorted(kinds)) or "none"
+
+
 def _fix(spec: str) -> str:
     return (
         f"Download the weights on a machine with network (open_clip caches them in the HF cache) and copy the "
@@ -155,6 +183,7 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
             modalities=("image", "text"),
             source=f"fixture:v{FIXTURE_VERSION} {path} (random weights; numbers are meaningless)",
             dim=model.text_projection.shape[1] if model.text_projection is not None else None,
+            extra={"activation": activation_of(model)},
         )
         return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 
@@ -182,7 +211,11 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
             )
     try:
         model, _, preprocess = open_clip.create_model_and_transforms(
-            model_name, pretrained=pretrained, load_weights=True
+            model_name,
+            pretrained=pretrained,
+            load_weights=True,
+            device=device,
+            force_quick_gelu=how == "tag" and needs_quick_gelu(model_name, pretrained),
         )
         tokenizer = open_clip.get_tokenizer(model_name)
     except (OSError, RuntimeError, ValueError) as err:
@@ -201,6 +234,7 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
         modalities=("image", "text"),
         source=_location(model_name, pretrained, how),
         dim=dim,
+        extra={"activation": activation_of(model)},
     )
     return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 

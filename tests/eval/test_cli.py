@@ -65,7 +65,7 @@ def test_presets(capsys):
     assert main(["presets", "list"]) == 0
     out = capsys.readouterr().out
     assert "paper" in out and "smoke" in out and "fast" in out
-    assert main(["presets", "show", "paper"]) == 0
+    assert main(["presets", "show", "paper", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["t2i_model"] == "Tongyi-MAI/Z-Image" and shown["steps"] == 28 and shown["seed"] == 42
     assert main(["presets", "show", "papr"]) == 1

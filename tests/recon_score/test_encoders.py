@@ -175,3 +175,121 @@ def test_open_clip_local_checkpoint_path(tmp_path):
     with torch.no_grad():
         ref = model.encode_image(enc.preprocess(Image.fromarray(x)).unsqueeze(0))
     torch.testing.assert_close(e, torch.nn.functional.normalize(ref, dim=-1))
+
+
+@pytest.mark.parametrize(
+    "name, activation",
+    [
+        ("ViT-B-32/openai", "quick_gelu"),  # the CLIPScore default
+        ("ViT-L-14/openai", "quick_gelu"),
+        ("ViT-B-32/laion2b_s34b_b79k", "gelu"),  # a tag trained with nn.GELU stays GELU
+    ],
+)
+def test_open_clip_activation_follows_the_pretrained_config(monkeypatch, name, activation):
+    """OpenAI CLIP uses QuickGELU (the CLIPScore authors' `clip.load` builds it so); open_clip 3.x would build
+    nn.GELU and only warn. The weights are absent: open_clip's own tag resolution runs and returns a stand-in
+    path, loading is recorded instead of done, and the model is built on the meta device (no memory, no init)."""
+    import warnings
+
+    import open_clip
+    import open_clip.factory
+    from open_clip.transformer import QuickGELU
+
+    from recon_score.encoders import open_clip as oc_family
+
+    resolved, loaded = [], []
+
+    def fake_download(cfg, cache_dir=None, **_):
+        resolved.append(cfg)
+        return "/absent/open_clip_model.safetensors"
+
+    monkeypatch.setattr(open_clip.factory, "download_pretrained", fake_download)
+    monkeypatch.setattr(open_clip.factory, "load_checkpoint", lambda model, path, **kw: loaded.append(path))
+    arch, tag = name.split("/")
+    assert oc_family.needs_quick_gelu(arch, tag) is (activation == "quick_gelu")
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("error")  # open_clip's "QuickGELU mismatch" warning would be an error here
+        enc = oc_family.build(name, device="meta", weights_dir=None)
+    assert resolved == [open_clip.get_pretrained_cfg(arch, tag)]  # same resolution path as real loading
+    assert loaded == ["/absent/open_clip_model.safetensors"]
+    mlp_act = type(enc.model.visual.transformer.resblocks[0].mlp.gelu)
+    text_act = type(enc.model.transformer.resblocks[0].mlp.gelu)
+    expected = QuickGELU if activation == "quick_gelu" else torch.nn.GELU
+    assert mlp_act is expected and text_act is expected
+    assert enc.info.extra["activation"] == activation
+    assert enc.info.identity()["activation"] == activation  # what run.json and the cache keys record
+
+
+def test_dreamsim_offline_layout_lists_every_download(tmp_path, monkeypatch):
+    """Run the real loader (dreamsim + torch.hub) on an empty cache dir with every network entry point recording
+    and refusing; after each refusal put a stand-in where the download would have gone and run it again. Every
+    destination must be in what `models check` lists, and with everything listed present nothing is fetched."""
+    import urllib.error
+    import urllib.request
+
+    import requests
+    import torch.hub
+    from dreamsim import dreamsim as load_dreamsim
+
+    attempts: list[tuple[str, str | None]] = []
+
+    def refuse(url, dst=None, *args, **kwargs):
+        attempts.append((str(getattr(url, "full_url", url)), None if dst is None else str(dst)))
+        raise urllib.error.URLError("network blocked by the test")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", refuse)
+    monkeypatch.setattr(torch.hub, "urlopen", refuse)
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(requests.Session, "request", lambda self, method, url, **kw: refuse(url))
+    monkeypatch.setattr(torch.hub, "_hub_dir", torch.hub._hub_dir)  # dreamsim calls torch.hub.set_dir
+    cache = tmp_path / "dreamsim"
+    listed = check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["detail"].removeprefix("missing: ")
+    listed = listed.split(", ")
+
+    def run():
+        attempts.clear()
+        with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises once the network is refused
+            load_dreamsim(pretrained=True, device="cpu", cache_dir=str(cache), dreamsim_type="ensemble")
+        return list(attempts)
+
+    # 1. empty folder: the release zip. Its unzipped files are the listed release files.
+    (url, dst), *_ = run()
+    assert "dreamsim_ensemble_checkpoint.zip" in url and dst == str(cache / "pretrained.zip")
+    for name in (
+        "dino_vitb16_pretrain.pth",
+        "clip_vitb16_pretrain.pth.tar",
+        "open_clip_vitb16_pretrain.pth.tar",
+    ):
+        assert name in listed
+        (cache / name).write_bytes(b"stand-in")
+    (cache / "ensemble_lora").mkdir()
+    assert "ensemble_lora" in listed
+    # 2. release files present: torch.hub fetches the DINO repo into the cache dir (its hub dir)
+    tried = run()
+    assert tried and all("facebookresearch/dino" in u for u, _ in tried)
+    assert [d for _, d in tried if d] in ([], [str(cache / "main.zip")])
+    assert "facebookresearch_dino_main/hubconf.py" in listed  # where torch.hub unzips that repo
+    # 3. the repo present: its hubconf's entry point downloads the DINO weights into checkpoints/
+    repo = cache / "facebookresearch_dino_main"
+    repo.mkdir()
+    stand_in_url = "https://example.invalid/dino/stand_in_vitbase16.pth"
+    (repo / "hubconf.py").write_text(
+        "import torch\ndependencies = ['torch']\n\n\ndef dino_vitb16(pretrained=True, **kwargs):\n"
+        f"    return torch.hub.load_state_dict_from_url(url={stand_in_url!r}, map_location='cpu')\n"
+    )
+    tried = run()
+    assert tried == [(stand_in_url, str(cache / "checkpoints" / "stand_in_vitbase16.pth"))]
+    now_listed = check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["detail"]
+    assert now_listed == "missing: checkpoints/stand_in_vitbase16.pth"  # read from the hubconf that is there
+    # the real hubconf's checkpoint (facebookresearch/dino dino_vitb16) is what is listed without a hubconf
+    real = torch.hub.load_state_dict_from_url  # torch.hub's own destination rule for that URL
+    torch.hub.set_dir(str(cache))
+    with pytest.raises(urllib.error.URLError):
+        real("https://dl.fbaipublicfiles.com/dino/dino_vitbase16_pretrain/dino_vitbase16_pretrain.pth")
+    assert attempts[-1][1] == str(cache / "checkpoints" / "dino_vitbase16_pretrain.pth")
+    assert "checkpoints/dino_vitbase16_pretrain.pth" in listed
+    # 4. everything listed present: the loader asks the network for nothing more
+    (cache / "checkpoints").mkdir(exist_ok=True)
+    (cache / "checkpoints" / "stand_in_vitbase16.pth").write_bytes(b"stand-in")
+    assert check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["available"] is True
+    assert run() == []  # it fails on the stand-in bytes, not on a download

@@ -1,9 +1,58 @@
-"""The reconstruction size rule (seed 004): keep aspect, long side <= max_side (never up), multiples of 16."""
+"""The reconstruction size rule (seed 004): keep aspect, long side <= max_side (never up), multiples of 16.
+
+`nearest` (the `paper` rule) is checked against the authors' two functions from hhu-czy/ReconScore
+scripts/image_generator.py, re-implemented below from their code; `floor` is the named variant.
+"""
 
 import pytest
 
 from recon_score.errors import InputError
 from recon_score.sizing import reconstruction_size
+
+
+def _authors_closest_multiple_of_16(val):
+    # get_closest_multiple_of_16 in the authors' scripts/image_generator.py
+    return int(round(val / 16) * 16)
+
+
+def _authors_target_size(raw_w, raw_h, max_side=1024):
+    # calculate_target_size in the authors' scripts/image_generator.py
+    long_side = max(raw_w, raw_h)
+    scale = max_side / long_side if long_side > max_side else 1.0
+    return _authors_closest_multiple_of_16(raw_w * scale), _authors_closest_multiple_of_16(raw_h * scale)
+
+
+# odd shapes: halves (round-half-to-even), scaled long sides, primes, near-1024 and near-multiple sides
+ODD_SHAPES = [
+    (600, 400), (250, 250), (2048, 1365), (500, 500), (24, 24), (40, 40), (56, 72), (1023, 767),
+    (1025, 17 * 16), (1999, 1001), (4000, 3000), (3001, 2999), (777, 333), (511, 257), (263, 1031),
+    (1536, 1025), (100, 33), (4096, 1100), (8000, 1212), (1280, 720), (1920, 1080), (2592, 1944),
+    (5000, 330), (1100, 1100), (313, 937), (12345, 6789), (1040, 1032), (1048, 1047), (999, 1),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("w, h", ODD_SHAPES)
+def test_nearest_is_the_authors_arithmetic(w, h):
+    expected = _authors_target_size(w, h)
+    if min(expected) < 16:  # the authors would ask the pipeline for a 0-px side; we refuse the image instead
+        with pytest.raises(InputError, match="too small"):
+            reconstruction_size(w, h)
+        return
+    assert reconstruction_size(w, h) == expected
+    assert reconstruction_size(w, h, rounding="nearest") == expected
+
+
+def test_issue_examples():
+    assert reconstruction_size(600, 400) == (608, 400)
+    assert reconstruction_size(250, 250) == (256, 256)
+    assert reconstruction_size(2048, 1365) == (1024, 688)
+    assert reconstruction_size(600, 400, rounding="floor") == (592, 400)
+
+
+def test_nearest_differs_from_floor_where_it_should():
+    differs = [s for s in ODD_SHAPES if min(_authors_target_size(*s)) >= 16]
+    differs = [s for s in differs if reconstruction_size(*s) != reconstruction_size(*s, rounding="floor")]
+    assert len(differs) >= 5  # the variants are not the same rule under two names
 
 
 @pytest.mark.parametrize(
@@ -21,30 +70,40 @@ from recon_score.sizing import reconstruction_size
         (2048, 1536, (1024, 768)),
     ],
 )
-def test_size_rule(w, h, expected):
-    assert reconstruction_size(w, h) == expected
+def test_floor_rule(w, h, expected):
+    assert reconstruction_size(w, h, rounding="floor") == expected
 
 
 @pytest.mark.parametrize("w, h", [(7, 300), (300, 15), (15, 15), (5000, 40)])
 def test_too_small_is_an_error(w, h):
     with pytest.raises(InputError, match="too small"):
-        reconstruction_size(w, h)
+        reconstruction_size(w, h, rounding="floor")
 
 
-@pytest.mark.parametrize("w", range(16, 2600, 37))
+def test_unknown_rounding_is_refused():
+    with pytest.raises(ValueError, match="nearest, floor"):
+        reconstruction_size(100, 100, rounding="ceil")
+
+
+@pytest.mark.parametrize("rounding", ["nearest", "floor"])
+@pytest.mark.parametrize("w", range(16, 2600, 53))
 @pytest.mark.parametrize("h", [16, 33, 250, 511, 777, 1024, 1999])
-def test_invariants(w, h):
+def test_invariants(w, h, rounding):
     try:
-        rw, rh = reconstruction_size(w, h)
+        rw, rh = reconstruction_size(w, h, rounding=rounding)
     except InputError:
-        assert max(w, h) / min(w, h) > 1024 / 16 or min(w, h) < 16 * max(1.0, max(w, h) / 1024)
+        assert max(w, h) / min(w, h) > 1024 / 24 or min(w, h) < 16 * max(1.0, max(w, h) / 1024)
         return
     assert rw % 16 == 0 and rh % 16 == 0
-    assert rw <= w and rh <= h  # never up
     assert max(rw, rh) <= 1024
     scale = min(1.0, 1024 / max(w, h))
-    assert abs(rw - w * scale) < 16 and abs(rh - h * scale) < 16  # aspect kept up to one grid step
+    if rounding == "floor":
+        assert rw <= w and rh <= h  # never up
+        assert abs(rw - w * scale) < 16 and abs(rh - h * scale) < 16  # aspect kept up to one grid step
+    else:
+        assert abs(rw - w * scale) <= 8 and abs(rh - h * scale) <= 8  # nearest: at most half a grid step
 
 
 def test_other_grid():
-    assert reconstruction_size(300, 200, max_side=128, multiple=8) == (128, 80)
+    assert reconstruction_size(300, 200, max_side=128, multiple=8, rounding="floor") == (128, 80)
+    assert reconstruction_size(300, 200, max_side=128, multiple=8) == (128, 88)  # 85.33 -> 88
