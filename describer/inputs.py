@@ -49,7 +49,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         rels = [p.relative_to(source).as_posix() for p in files]
         return [ImageItem(i, rel, rel, p) for i, (rel, p) in enumerate(zip(rels, files))]
     if not source.is_file():
-        raise ReconScoreError(f"--images {source} does not exist")
+        raise ReconScoreError(f"--inputs {source} does not exist")
     if source.suffix.lower() in IMAGE_SUFFIXES:
         return [ImageItem(0, source.stem, source.name, source)]
     base = Path(root) if root else source.parent

@@ -12,41 +12,45 @@ from eval.cli import options as opt
 
 @click.command(
     "describe",
+    cls=opt.renamed({"--dataset-root": "--root"}),
     epilog="""\b
 Examples:
   reconscore describe --preset smoke --n 3 --out runs/describe-smoke            # bundled sample, offline
   reconscore describe --preset paper --images /data/ucm/test --out runs/rd      # Qwen3-VL-8B + Z-Image + DreamSim
   reconscore describe --preset paper --backend openai --base-url http://localhost:8000/v1 \\
-      --captioner Qwen/Qwen3-VL-8B-Instruct --images list.txt --out runs/rd-server
+      --captioner Qwen/Qwen3-VL-8B-Instruct --inputs list.txt --images /data/ucm --out runs/rd-server
 \b
---images: a folder (searched recursively), one image, a .txt list of paths, or a .jsonl with `image`, optional
-`id` and `references` (paths relative to --root, default the list's folder). Output in --out:
+--inputs: a folder (searched recursively), one image, a .txt list of paths, or a .jsonl with `image`, optional
+`id` and `references` (paths relative to --images, default the list's folder); --images DIR alone describes
+every image under DIR. Output in --out:
 candidates.jsonl (image, candidate index, caption, error, one column per score, selected), captions.jsonl
 (image, the selected caption, its index, selection_score = the in-sample score that selected it, recon_score =
 its held-out ReconScore from an independent render with --eval-seed), run.json. Rerun the same command to resume.
-Exit status: 0 every image got a caption, 2 some images had no valid candidate, 1 the run could not start.""",
+Exit status: 0 every image got a caption, 3 some images had no valid candidate, 1 the run could not start.""",
+)
+@click.option(
+    "--inputs",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="What to caption: a folder (recursive), one image, a .txt list or a .jsonl (default: every image under "
+    "--images, else the bundled UC Merced sample).",
 )
 @click.option(
     "--images",
+    "images_root",
     type=click.Path(path_type=Path),
     default=None,
-    help="Folder, image, .txt list or .jsonl (default: the bundled UC Merced sample).",
-)
-@click.option(
-    "--root",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder that list entries are relative to (default: the list's folder).",
+    help="Folder that image paths are relative to (default: the list's folder).",
 )
 @click.option(
     "--dataset",
     default=None,
     help="Describe the images of a dataset split (rsicd, ucm-captions, sydney-captions, nwpu-captions, rsitmd, "
-    "...; needs --dataset-root); its references are kept.",
+    "...; needs --root); its references are kept.",
 )
 @click.option(
-    "--dataset-root",
+    "--root",
+    "dataset_root",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Dataset folder (annotations + images/).",
@@ -56,7 +60,7 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
     "--annotations",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Dataset annotation file, if not at its default place under --dataset-root.",
+    help="Dataset annotation file, if not at its default place under --root.",
 )
 @click.option(
     "--preset", default="paper", show_default=True, help="paper | fast | smoke (`reconscore presets list`)."
@@ -184,7 +188,7 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
 @opt.overwrite()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
 def command(
-    images,
+    inputs,
     images_root,
     dataset,
     dataset_root,
@@ -282,12 +286,13 @@ def command(
         weights_dir=weights_dir,
         overrides={"t2i_model": t2i_model, "encoder": encoder},
     )
+    inputs, images_root, dataset_root = _old_spellings(inputs, images_root, dataset_root, dataset)
     items = source = None
     if dataset:
-        if images is not None:
-            raise click.UsageError("give either --images or --dataset, not both")
+        if inputs is not None or images_root is not None:
+            raise click.UsageError("give either --inputs/--images or --dataset, not both")
         if dataset_root is None:
-            raise click.UsageError("--dataset needs --dataset-root")
+            raise click.UsageError("--dataset needs --root")
         from eval.datasets import load_dataset
         from eval.datasets.adapters import describe_items
 
@@ -299,7 +304,7 @@ def command(
         preset=p,
         captioner=cap,
         selector=selector,
-        images=images,
+        images=inputs if inputs is not None else images_root,
         images_root=images_root,
         vlm_batch_size=vlm_batch_size,
         phase_size=phase_size,
@@ -397,3 +402,20 @@ def _print_summary(summary, out: Path, preset) -> None:
         console.print(
             "[yellow]smoke preset: tiny random models, these captions and numbers are meaningless.[/]"
         )
+
+
+def _old_spellings(inputs, images_root, dataset_root, dataset):
+    """Until the vocabulary was unified, `--images` was the input list and `--root` the folder list entries are
+    relative to. Those calls keep working: a file given to --images is the input list, --root without --dataset
+    is the image folder. Each says so once."""
+    if images_root is not None and inputs is None and images_root.is_file():
+        click.echo("warning: describe --images FILE: the input list is now --inputs FILE", err=True)
+        inputs, images_root = images_root, None
+    if dataset_root is not None and dataset is None:
+        click.echo(
+            "warning: describe --root without --dataset: treated as --images (the image folder)", err=True
+        )
+        if images_root is None:
+            images_root = dataset_root
+        dataset_root = None
+    return inputs, images_root, dataset_root

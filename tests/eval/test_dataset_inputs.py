@@ -61,7 +61,7 @@ def test_describe_a_split(precomp_split, tmp_path):
             "2",
             "--dataset",
             "ucm-precomp",
-            "--dataset-root",
+            "--root",
             str(precomp_split),
             "--out",
             str(out),
