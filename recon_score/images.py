@@ -180,3 +180,70 @@ def image_digest(img: Image.Image) -> str:
     h.update(f"{img.mode}:{img.width}x{img.height}:".encode())
     h.update(img.tobytes())
     return h.hexdigest()
+
+
+def is_array_image(x: object) -> bool:
+    """A numpy array or a torch tensor (checked without importing torch)."""
+    return isinstance(x, np.ndarray) or (type(x).__module__.startswith("torch") and hasattr(x, "detach"))
+
+
+def to_pil_image(x, *, name: str = "image") -> Image.Image:
+    """One in-memory image (torch tensor or numpy array) -> 8-bit RGB, with fixed value ranges.
+
+    Unlike files (whose 16-bit or float bands are percentile-stretched, see the module docstring), arrays come
+    from code that knows their range, so nothing is stretched:
+    - uint8: 0..255 as is; bool: False/True -> 0/255;
+    - float (16/32/64, bfloat16): 0..1, mapped to round(255 * x); values outside [0, 1] (beyond 1e-3) or NaN
+      are refused, since they mean normalised (ImageNet mean/std) or 0..255 floats;
+    - other integer dtypes are refused (cast 0..255 data to uint8; save 16-bit rasters as TIFF and pass the path).
+    Layouts: (H, W), (C, H, W) or (H, W, C) with C = 1 (replicated to gray) or 3. When both ends could be
+    channels (a 3x?x3 array) torch tensors are read as CHW and numpy arrays as HWC, as torchvision does.
+
+    Raises:
+        ImageLoadError: another dtype, shape, channel count or value range; the message says which.
+    """
+    is_tensor = not isinstance(x, np.ndarray)
+    if is_tensor:
+        t = x.detach().cpu()
+        if t.is_floating_point():
+            t = t.float()  # bfloat16 has no numpy dtype
+        arr = t.numpy()
+    else:
+        arr = x
+    kind = "tensor" if is_tensor else "array"
+    if arr.ndim == 3:
+        first, last = arr.shape[0] in (1, 3), arr.shape[-1] in (1, 3)
+        if first and (not last or is_tensor):
+            arr = np.moveaxis(arr, 0, -1)
+        elif not last:
+            raise ImageLoadError(
+                f"{name}: {kind} of shape {tuple(arr.shape)} has no channel axis of size 1 or 3 "
+                "(expected (H, W), (C, H, W) or (H, W, C) with C = 1 or 3; drop alpha or extra bands first)"
+            )
+    elif arr.ndim != 2:
+        raise ImageLoadError(
+            f"{name}: {kind} of shape {tuple(arr.shape)} is not one image "
+            "(expected (H, W), (C, H, W) or (H, W, C); pass a batch as a list or a 4-D tensor to score())"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ImageLoadError(f"{name}: {kind} of shape {tuple(arr.shape)} is empty")
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8) * 255
+    elif np.issubdtype(arr.dtype, np.floating):
+        lo, hi = float(np.min(arr)), float(np.max(arr))
+        if not (np.isfinite(lo) and np.isfinite(hi)) or lo < -1e-3 or hi > 1.0 + 1e-3:
+            raise ImageLoadError(
+                f"{name}: float {kind} values must lie in [0, 1], found {lo:.4g}..{hi:.4g} "
+                "(divide 0..255 floats by 255; undo mean/std normalisation first)"
+            )
+        arr = np.rint(np.clip(arr.astype(np.float64), 0.0, 1.0) * 255.0).astype(np.uint8)
+    elif arr.dtype != np.uint8:
+        raise ImageLoadError(
+            f"{name}: {kind} dtype {arr.dtype} is not uint8 (0..255) or float (0..1); cast 0..255 data to "
+            "uint8, or save a 16-bit raster as TIFF and pass its path (percentile-stretched)"
+        )
+    if arr.ndim == 2:
+        arr = arr[..., None]
+    if arr.shape[-1] == 1:
+        arr = np.repeat(arr, 3, axis=-1)
+    return Image.fromarray(np.ascontiguousarray(arr), mode="RGB")

@@ -24,7 +24,7 @@ from PIL import Image
 from recon_score.cache import ArtifactCache, sha256_json
 from recon_score.encoders import Encoder, build_encoder
 from recon_score.errors import InputError, ReconScoreWarning
-from recon_score.images import image_digest, load_image
+from recon_score.images import image_digest, is_array_image, load_image, to_pil_image
 from recon_score.presets import SMOKE_NOTE, ReconPreset, get_preset
 from recon_score.prompts import clean_caption, format_prompt
 from recon_score.render import Renderer, RenderRequest
@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 # Captions longer than this (characters) are refused: no T2I text encoder sees past a few thousand tokens, and
 # such a "caption" is almost always a parsing error (a whole file in one field).
 MAX_CAPTION_CHARS = 20_000
+
+# what `score` takes as one image: a file, a PIL image, or a torch tensor / numpy array (see images.to_pil_image)
+ImageInput = Image.Image | str | Path | np.ndarray | torch.Tensor
 
 
 def recon_score_from_cosine(cos: float | np.ndarray | torch.Tensor):
@@ -154,7 +157,7 @@ class ReconScorer:
     # -- public API -------------------------------------------------------------------------------------------
     def score(
         self,
-        images: Image.Image | str | Path | Sequence[Image.Image | str | Path],
+        images: ImageInput | Sequence[ImageInput],
         captions: str | Sequence[str],
         *,
         seeds: int | Sequence[int] | None = None,
@@ -162,10 +165,15 @@ class ReconScorer:
         """One result per (image, caption) pair.
 
         `images` and `captions` are single items or equal-length lists; one image with several captions scores
-        every caption against that image (the describer's case: each rendered with the same seed). Bad items
-        get `error` set instead of raising, so one corrupt file never loses the batch.
+        every caption against that image (the describer's case: each rendered with the same seed). An image is
+        a path, a PIL image, or a torch tensor / numpy array (uint8 0..255 or float 0..1, CHW or HWC; a 4-D
+        tensor or array is a batch): see `recon_score.images.to_pil_image`. Bad items get `error` set instead
+        of raising, so one corrupt file never loses the batch.
         """
-        img_list = [images] if isinstance(images, (str, Path, Image.Image)) else list(images)
+        if isinstance(images, (str, Path, Image.Image)) or (is_array_image(images) and images.ndim < 4):
+            img_list = [images]
+        else:
+            img_list = list(images)
         cap_list = [captions] if isinstance(captions, str) else list(captions)
         if len(img_list) == 1 and len(cap_list) > 1:
             img_list = img_list * len(cap_list)
@@ -179,11 +187,14 @@ class ReconScorer:
         seed_list = self._seeds(seeds, len(cap_list))
         loaded: dict[int, Image.Image | InputError] = {}
         pairs = []
-        for img, cap in zip(img_list, cap_list):
+        for i, (img, cap) in enumerate(zip(img_list, cap_list)):
             k = id(img)
             if k not in loaded:
                 try:
-                    loaded[k] = load_image(img)
+                    if is_array_image(img):
+                        loaded[k] = to_pil_image(img, name=f"image {i}")
+                    else:
+                        loaded[k] = load_image(img)
                 except InputError as err:
                     loaded[k] = err
             pairs.append((loaded[k], cap))

@@ -396,6 +396,7 @@ def run_retrieve(
         "fingerprint": fingerprint,
         "config": cfg.as_dict(),
         "benchmark": bench.summary(),
+        "images_root": str(Path(bench.root).resolve()),  # absolute: the report finds images from any folder
         "encoder": dataclasses.asdict(encoder.info),
         "metrics": {
             "ap": proto.ap,

@@ -5,7 +5,11 @@ reconstructions) are embedded as JPEG data URIs and plots as PNG data URIs, so t
 mailed. `--images link` writes the thumbnails next to the page instead (smaller pages for big runs). Runs of
 thousands of images are split into pages of `page_size` images per run, with lazy-loading images.
 Everything that comes from a run (captions, ids, paths, errors, table cells) is HTML-escaped by jinja2's
-autoescaping; nothing user-provided is ever marked safe.
+autoescaping; nothing user-provided is ever marked safe. Images are read only from inside a run's recorded
+(absolute) image root or its own folder, never from a path a run file points elsewhere.
+
+Every page of a run whose numbers mean nothing (smoke models, directly or through the runs a study read) carries
+the smoke banner; see `smoke_note`.
 """
 
 from __future__ import annotations
@@ -16,12 +20,40 @@ import hashlib
 import io
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recon_score.errors import ReconScoreError
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.presets import SMOKE_NOTE
 
-THUMB_SIDE = 256
+THUMB_SIDE = 256  # px, long side of every thumbnail (originals and reconstructions)
+THUMB_QUALITY = 80  # JPEG: ~10-20 kB per thumbnail, so a page of 50 images stays a few MB
+
+# Readable names for run.json keys shown in a run's header; other keys: "some_key" -> "Some key".
+LABELS = {
+    "preset": "Preset",
+    "finished": "Finished (UTC)",
+    "processes": "Processes",
+    "limit": "Row limit",
+    "rows": "Rows",
+    "images": "Images",
+    "ok": "Scored",
+    "failed": "Failed",
+    "mean": "Mean",
+    "recon_score_mean": "Mean ReconScore",
+    "recon_score_std": "ReconScore std",
+    "rendered_this_session": "Rendered (this session)",
+    "encoder": "Encoder",
+    "dataset": "Dataset",
+    "split": "Split",
+    "headline": "Headline τ",
+    "metrics": "Metrics",
+    "n_boot": "Bootstrap resamples",
+}
+# Encoder / model specs of the offline smoke fixtures (random weights): "smoke:z-image", "dreamsim:smoke",
+# "open_clip:smoke", "hf:smoke-clip".
+_SMOKE_SPEC = re.compile(r"^(smoke:\S+|[\w.-]+:smoke(-[\w.-]+)?)$")
 
 
 @dataclass
@@ -32,6 +64,7 @@ class Entry:
     error: str | None = None
     selected: bool = False
     rank: int | None = None
+    badges: list[str] = field(default_factory=list)  # "best", "reference", "distractor", "positive"
 
 
 @dataclass
@@ -41,6 +74,7 @@ class Card:
     original_error: str | None
     entries: list[Entry]
     original_label: str = "original"
+    references: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -86,23 +120,39 @@ class ImageStore:
         self.mode, self.assets, self.page_dir = mode, assets, page_dir
         self._memo: dict[str, str] = {}
 
-    def src(self, path: Path | None) -> tuple[str | None, str | None]:
-        """(src, error) for an image file; an unreadable file gives an error to show instead."""
-        if path is None:
+    def src(self, root: Path | str | None, relative: str | None) -> tuple[str | None, str | None]:
+        """(src, error) for `root / relative`; a missing, unreadable or out-of-root file gives an error to show.
+
+        `root` must be absolute (a run's recorded root or its folder), so the page never depends on the folder
+        `report` is called from, and `relative` may not leave it (``..``, absolute paths, symlinks).
+        """
+        if root is None:
+            return None, "no image root recorded in run.json"
+        if not relative or relative == "None":
             return None, "no image path recorded"
+        root = Path(root)
+        if not root.is_absolute():
+            return None, (
+                f"image root {str(root)!r} was recorded as a relative path, so it depends on the folder the run "
+                "was started from; rerun with an absolute root"
+            )
+        from recon_score.errors import ImageLoadError
+        from recon_score.images import load_image, resolve_under
+
+        try:
+            path = resolve_under(root, str(relative))
+        except InputError as err:
+            return None, str(err)
         key = str(path)
         if key in self._memo:
             return self._memo[key], None
-        from recon_score.errors import ImageLoadError
-        from recon_score.images import load_image
-
         try:
-            img = load_image(path)
+            img = load_image(path, name=str(relative))
         except ImageLoadError as err:
             return None, str(err)
         img.thumbnail((THUMB_SIDE, THUMB_SIDE))
         buf = io.BytesIO()
-        img.save(buf, format="JPEG", quality=85)
+        img.save(buf, format="JPEG", quality=THUMB_QUALITY)
         data = buf.getvalue()
         if self.mode == "embed":
             src = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
@@ -126,8 +176,13 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def _root(run: dict) -> Path | None:
+    """The run's recorded image root (absolute for runs of this version; see ImageStore.src)."""
     root = run.get("images_root") or (run.get("source") or {}).get("images_dir")
     return Path(root) if root else None
+
+
+def _label(key: str) -> str:
+    return LABELS.get(key) or key.replace("_", " ").capitalize()
 
 
 def _meta(run: dict) -> list[tuple[str, str]]:
@@ -135,21 +190,83 @@ def _meta(run: dict) -> list[tuple[str, str]]:
     preset = run.get("preset") or (run.get("config") or {}).get("preset")
     if isinstance(preset, dict):
         out.append(("preset", str(preset.get("name"))))
+    elif isinstance(preset, str):
+        out.append(("preset", preset))
     for key in ("finished", "processes", "limit"):
         if run.get(key) is not None:
             out.append((key, str(run[key])))
     for k, v in (run.get("counts") or {}).items():
         out.append((k, str(v)))
     for k, v in (run.get("summary") or {}).items():
-        out.append((k, _fmt(v)))
-    return out
+        if not isinstance(v, (dict, list)):
+            out.append((k, _fmt(v)))
+    return [(_label(k), v) for k, v in out]
+
+
+def _smoke_flags(obj) -> bool:
+    """A run record says its numbers are meaningless: a note saying so, a preset with `meaningless: true`, or a
+    smoke model/encoder spec anywhere in it (provenance excluded: argv is not configuration)."""
+    if isinstance(obj, dict):
+        if obj.get("meaningless") is True:
+            return True
+        return any(_smoke_flags(v) for k, v in obj.items() if k != "provenance")
+    if isinstance(obj, list):
+        return any(_smoke_flags(v) for v in obj)
+    return isinstance(obj, str) and ("meaningless" in obj or bool(_SMOKE_SPEC.match(obj)))
+
+
+def smoke_note(run: dict) -> str | None:
+    """The banner for a run: its own note, or SMOKE_NOTE when it, or a run it read (a study's `--run`
+    folders), used smoke models. Studies and retrieve/evaluate runs record no note of their own."""
+    if run.get("note"):
+        return str(run["note"])
+    if _smoke_flags(run):
+        return SMOKE_NOTE
+    cfg = run.get("config") or {}
+    upstream = list((cfg.get("runs") or {}).values()) + ([cfg["run"]] if cfg.get("run") else [])
+    for folder in upstream:
+        path = Path(str(folder)) / "run.json"
+        try:
+            up = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if up.get("note") or _smoke_flags(up):
+            return f"{SMOKE_NOTE} (input run {folder})"
+    return None
+
+
+def _caption_kinds(run: dict) -> dict[str, str]:
+    """id -> "reference" / "distractor" for a score run's captions: the captions file's `kind` field when
+    present; for the bundled sample without one, whether the caption is one of the image's references."""
+    from recon_score.inputs import read_caption_rows
+    from recon_score.run import SAMPLE_DIR
+
+    path = Path(run["captions"]) if run.get("captions") else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        rows = read_caption_rows(path, root=_root(run) or path.parent)
+    except ReconScoreError:
+        return {}
+    kinds = {r.id: str((r.extra or {}).get("kind")) for r in rows if (r.extra or {}).get("kind")}
+    if kinds or path.resolve() != (SAMPLE_DIR / "captions.jsonl").resolve():
+        return kinds
+    refs = {
+        r["image"]: set(r["captions"])
+        for r in json.loads((SAMPLE_DIR / "references.json").read_text(encoding="utf-8"))
+    }
+    return {
+        r.id: "reference" if r.caption in refs.get(r.image, ()) else "distractor"
+        for r in rows
+        if r.image in refs
+    }
 
 
 def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
     rows = _read_jsonl(d / "scores.jsonl")
-    sec = Section("score", str(d), f"ReconScore — {d.name}", _meta(run), run.get("note"))
+    sec = Section("score", str(d), f"ReconScore — {d.name}", _meta(run), smoke_note(run))
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
     if ok:
         sec.figures.append(
@@ -168,20 +285,30 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             )
         )
     root = _root(run)
+    kinds = _caption_kinds(run)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(str(r.get("image")), []).append(r)
     for image, items in groups.items():
-        src, err = store.src(root / image if root and image != "None" else None)
+        src, err = store.src(root, image)
+        scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
+        best = max(scored) if len(scored) > 1 else None
         entries = []
         for r in items:
-            rsrc = store.src(d / r["reconstruction"])[0] if r.get("reconstruction") else None
+            rsrc, rerr = (
+                store.src(d.resolve(), r["reconstruction"]) if r.get("reconstruction") else (None, None)
+            )
+            kind = r.get("kind") or kinds.get(str(r.get("id")))
+            badges = (["best"] if best is not None and r.get("recon_score") == best else []) + (
+                [str(kind)] if kind in ("reference", "distractor") else []
+            )
             entries.append(
                 Entry(
                     r.get("caption"),
                     [("ReconScore", _fmt(r.get("recon_score"))), ("cos", _fmt(r.get("cosine"), 4))],
                     rsrc,
-                    r.get("error"),
+                    r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
+                    badges=badges,
                 )
             )
         sec.cards.append(Card(image, src, err, entries))
@@ -194,7 +321,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     caps = _read_jsonl(d / "captions.jsonl")
     cands = _read_jsonl(d / "candidates.jsonl")
     metric = (run.get("selection") or {}).get("metric", "score")
-    sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), run.get("note"))
+    sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
     for key, what in (("recon_score", "held-out ReconScore"), ("selection_score", f"in-sample {metric}")):
         sel = [c[key] for c in caps if c.get(key) is not None]
         if sel:
@@ -205,14 +332,14 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     for c in cands:
         by_image.setdefault(str(c["image_id"]), []).append(c)
     for cap in caps:
-        src, err = store.src(root / cap["image"] if root and cap.get("image") else None)
+        src, err = store.src(root, cap.get("image"))
         ranked = sorted(
             by_image.get(str(cap["image_id"]), []),
             key=lambda c: (c.get(metric) is None, -(c.get(metric) or 0.0), c["index"]),
         )
         entries = []
         for rank, c in enumerate(ranked, start=1):
-            rsrc = store.src(d / c["reconstruction"])[0] if c.get("reconstruction") else None
+            rsrc = store.src(d.resolve(), c["reconstruction"])[0] if c.get("reconstruction") else None
             entries.append(
                 Entry(
                     c.get("caption"),
@@ -221,10 +348,12 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
                     c.get("error"),
                     selected=bool(c.get("selected")),
                     rank=rank,
+                    badges=["selected"] if c.get("selected") else [],
                 )
             )
         title = str(cap["image_id"]) + (f" — {cap['error']}" if cap.get("error") else "")
-        sec.cards.append(Card(title, src, err, entries))
+        refs = [str(x) for x in cap.get("references") or []]
+        sec.cards.append(Card(title, src, err, entries, references=refs))
     return sec
 
 
@@ -246,7 +375,7 @@ def _csv_table(path: Path, title: str, digits: int = 2) -> Table:
 def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
-    sec = Section("correlate", str(d), f"Agreement with humans — {d.name}", _meta(run), run.get("note"))
+    sec = Section("correlate", str(d), f"Agreement with humans — {d.name}", _meta(run), smoke_note(run))
     path = d / "correlations.csv"
     if path.exists():
         table = _csv_table(path, "Kendall τ ×100 (flattened rows)")
@@ -255,19 +384,28 @@ def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
         if "metric" in cols:
             with path.open(encoding="utf-8", newline="") as f:
                 recs = list(csv.DictReader(f))
-            series = {}
-            for tau in ("tau_b", "tau_c"):
-                if tau in cols:
-                    series[tau.replace("_", "-")] = [
-                        float(r[tau]) if r[tau] not in ("", "nan") else 0.0 for r in recs
-                    ]
+            num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
+            headline = str((run.get("protocol") or {}).get("headline", "tau_b"))
+            series = {t.replace("_", "-"): [num(r[t]) for r in recs] for t in ("tau_b", "tau_c") if t in cols}
+            errors = {}
+            if {"ci_low", "ci_high"} <= set(cols) and headline in cols:
+                errors[headline.replace("_", "-")] = (
+                    [num(r["ci_low"]) for r in recs],
+                    [num(r["ci_high"]) for r in recs],
+                )
             if series:
+                ci = run.get("protocol", {}).get("ci", "bootstrap CI")
                 sec.figures.append(
                     Figure(
-                        "τ per metric",
+                        f"τ per metric; whiskers: {ci}",
                         _png_src(
                             plots.bars(
-                                [r["metric"] for r in recs], series, title="Kendall τ ×100", ylabel="τ ×100"
+                                [r["metric"] for r in recs],
+                                series,
+                                title="Kendall τ ×100",
+                                ylabel="τ ×100",
+                                errors=errors,
+                                headline=headline.replace("_", "-"),
                             )
                         ),
                     )
@@ -279,9 +417,20 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
     name = run.get("study", "study")
-    sec = Section("study", str(d), f"Study `{name}` — {d.name}", _meta(run), run.get("note"))
+    sec = Section(f"study {name}", str(d), f"Study `{name}` — {d.name}", _meta(run), smoke_note(run))
     for path in sorted(d.glob("*.csv")):
         sec.tables.append(_csv_table(path, path.stem))
+    if name == "encoders" and (d / "table.csv").exists() and (d / "rank_consistency.csv").exists():
+        import pandas as pd
+
+        means = pd.read_csv(d / "table.csv", index_col=0)
+        tau = pd.read_csv(d / "rank_consistency.csv", index_col=0)
+        sec.figures.append(
+            Figure(
+                "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
+                _png_src(plots.encoders(means, tau, title="Encoders")),
+            )
+        )
     curve = run.get("curve")  # {"x": [...], "xlabel": str, "series": {name: [...]}, "ylabel": str}
     if curve:
         sec.figures.append(
@@ -294,6 +443,7 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
                         title=curve.get("title", name),
                         xlabel=curve.get("xlabel", ""),
                         ylabel=curve.get("ylabel", ""),
+                        integer_x=name == "n-sweep" or all(float(x).is_integer() for x in curve["x"]),
                     )
                 ),
             )
@@ -313,10 +463,12 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
         str(d),
         f"Composed retrieval — {bench.get('name', cfg.get('benchmark'))} — {d.name}",
         [],
-        None,
+        smoke_note(run),
     )
-    sec.meta = [("encoder", str(cfg.get("encoder"))), ("finished", str(run.get("finished")))]
-    sec.meta += [(name, rec.get("status", "?")) for name, rec in (run.get("methods") or {}).items()]
+    sec.meta = [("Encoder", str(cfg.get("encoder"))), (_label("finished"), str(run.get("finished")))]
+    sec.meta += [
+        (f"Method {name}", rec.get("status", "?")) for name, rec in (run.get("methods") or {}).items()
+    ]
     from retrieval.report import metric_title
 
     for metric in (run.get("metrics") or {}).get("headline", []):  # the protocol's order
@@ -327,30 +479,75 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
     top_path = d / "topk.parquet"
     if not top_path.exists():
         return sec
-    root = Path(cfg["root"]) if cfg.get("root") else None
+    # images_root: the absolute root (recorded since this version); older runs only have --root as typed
+    root = run.get("images_root") or cfg.get("root")
     top = pd.read_parquet(top_path)
     queries = pd.read_parquet(d / "per_query.parquet").drop_duplicates("query_index").set_index("query_index")
     for q, rows in top.groupby("query_index", sort=True):
         meta = queries.loc[q]
-        src, err = store.src(root / meta["reference"] if root is not None else None)
+        src, err = store.src(root, meta["reference"])
         entries = []
         for r in rows.itertuples(index=False):
-            item_src, item_err = store.src(root / r.item if root is not None else None)
+            item_src, item_err = store.src(root, str(r.item))
             entries.append(
                 Entry(
                     str(r.item),
-                    [(str(r.method), f"#{r.rank}"), ("score", _fmt(float(r.score), 4))]
-                    + ([("positive", "yes")] if r.relevant else []),
+                    [(str(r.method), f"#{r.rank}"), ("score", _fmt(float(r.score), 4))],
                     item_src,
                     item_err,
                     selected=bool(r.relevant),
+                    badges=["positive"] if r.relevant else [],
                 )
             )
         sec.cards.append(Card(f"{meta['query_id']}: {meta['text']}", src, err, entries, "reference image"))
     return sec
 
 
+def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
+    """`reconscore evaluate`: the Table 3 summary (x100 except ReconScore) and the join report."""
+    ds = run.get("dataset") or {}
+    title = f"Evaluate — {ds.get('dataset', '?')}/{ds.get('split', '?')} — {d.name}"
+    meta = [
+        (_label(k), str(ds[k])) for k in ("dataset", "split", "images", "references") if ds.get(k) is not None
+    ]
+    meta += [
+        ({"images": "Images joined"}.get(k) or _label(k), str(v))
+        for k, v in (run.get("join") or {}).items()
+        if not isinstance(v, (list, dict))
+    ]
+    meta += [("Metrics", ", ".join(run.get("metrics") or [])), (_label("finished"), str(run.get("finished")))]
+    sec = Section("evaluate", str(d), title, meta, smoke_note(run))
+    if (d / "summary.csv").exists():
+        from eval.report import plots
+
+        table = _csv_table(d / "summary.csv", "Summary (x100 except ReconScore)")
+        sec.tables.append(table)
+        with (d / "summary.csv").open(encoding="utf-8", newline="") as f:
+            recs = list(csv.DictReader(f))
+        metrics = table.columns[1:]
+        if recs and metrics:
+            num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
+            series = {str(r[table.columns[0]]): [num(r[m]) for m in metrics] for r in recs}
+            sec.figures.append(
+                Figure(
+                    "corpus score per metric (x100 except ReconScore)",
+                    _png_src(plots.bars(metrics, series, title="Summary", ylabel="score")),
+                )
+            )
+    failed = [r for r in _read_jsonl(d / "per_image.jsonl") if r.get("error")]
+    if failed:
+        sec.tables.append(
+            Table(
+                f"Failed images ({len(failed)})",
+                ["image", "error"],
+                [[str(r.get("image_id")), str(r.get("error"))] for r in failed[:200]],
+            )
+        )
+    return sec
+
+
 LOADERS = {
+    "evaluate": _evaluate_section,
     "score": _score_section,
     "describe": _describe_section,
     "correlate": _correlate_section,
@@ -370,7 +567,7 @@ def load_section(d: Path, store: ImageStore) -> Section:
     kind = run.get("command")
     loader = LOADERS.get(kind)
     if loader is None:
-        return Section(str(kind), str(d), f"{kind} — {d.name}", _meta(run), run.get("note"))
+        return Section(str(kind), str(d), f"{kind} — {d.name}", _meta(run), smoke_note(run))
     return loader(d, run, store)
 
 

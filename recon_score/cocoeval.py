@@ -1,0 +1,115 @@
+"""ReconScore as a pycocoevalcap scorer: `compute_score(gts, res)` beside Bleu, Meteor, Rouge and Cider.
+
+    scorers = [(Bleu(4), ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4"]), (Cider(), "CIDEr"),
+               (ReconScoreCOCO("images/", pattern="{id}.jpg", preset="paper"), "ReconScore")]
+    for scorer, method in scorers:
+        score, scores = scorer.compute_score(gts, res)
+
+The contract follows pycocoevalcap's scorers: `gts` and `res` map the same ids ({id: [references]} and
+{id: [one caption]}); the return value is (corpus score, per-item scores in `gts` key order). ReconScore is
+reference-free: `gts` only fixes the ids and their order, so the per-item list lines up with Bleu's. Images are
+found by id, in a folder (`pattern` names the file) or through a mapping id -> path.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+from recon_score.cache import ArtifactCache
+from recon_score.errors import InputError, ReconScoreWarning
+from recon_score.images import resolve_under
+from recon_score.presets import ReconPreset
+from recon_score.scorer import ReconScorer
+
+
+class ReconScoreCOCO:
+    """pycocoevalcap-style ReconScore scorer.
+
+    Args:
+        images: a folder (each id's file is `pattern.format(id=id)` inside it, never outside) or a mapping
+            id -> image path (any object `ReconScorer.score` takes: path, PIL image, tensor, array).
+        pattern: file name template for a folder, e.g. "{id}.jpg" or "COCO_val2014_{id:012d}.jpg".
+        preset, overrides, scorer, device, batch_size, cache: as for `ReconScorer.from_preset`; a given
+            `scorer` is used as is.
+
+    An item whose image or caption is unusable scores NaN (its id and reason in `errors` and one
+    ReconScoreWarning per call) and is left out of the corpus mean: one bad file never loses the evaluation.
+    """
+
+    def __init__(
+        self,
+        images: str | Path | Mapping,
+        *,
+        pattern: str = "{id}.jpg",
+        preset: str | ReconPreset = "paper",
+        overrides: dict | None = None,
+        scorer: ReconScorer | None = None,
+        device: str | None = None,
+        batch_size: int = 1,
+        cache: ArtifactCache | None = None,
+    ):
+        if not isinstance(images, Mapping) and not Path(images).is_dir():
+            raise InputError(f"images folder {images} not found (pass a folder or a mapping id -> path)")
+        self.images, self.pattern = images, pattern
+        self.scorer = scorer or ReconScorer.from_preset(
+            preset, overrides=overrides, device=device, batch_size=batch_size, cache=cache
+        )
+        self.errors: dict = {}
+
+    def method(self) -> str:
+        return "ReconScore"
+
+    def _image(self, key):
+        if isinstance(self.images, Mapping):
+            if key not in self.images:
+                raise InputError(f"id {key!r}: no image in the id -> path mapping")
+            return self.images[key]
+        try:
+            name = self.pattern.format(id=key)
+        except (KeyError, IndexError, ValueError) as err:
+            raise InputError(f"id {key!r}: pattern {self.pattern!r} cannot name its file ({err})") from None
+        return resolve_under(Path(self.images), name)
+
+    def compute_score(self, gts: dict, res: dict) -> tuple[float, list[float]]:
+        """(mean ReconScore over the scored ids, [ReconScore per id in gts order]); NaN for failed ids."""
+        if gts.keys() != res.keys():  # pycocoevalcap's scorers assert the same
+            only_g, only_r = (
+                sorted(map(str, gts.keys() - res.keys())),
+                sorted(map(str, res.keys() - gts.keys())),
+            )
+            raise ValueError(
+                f"gts and res must have the same ids; only in gts: {only_g[:5]}, only in res: {only_r[:5]}"
+            )
+        ids = list(gts.keys())
+        self.errors = {}
+        todo: list[tuple[int, object, str]] = []
+        for i, key in enumerate(ids):
+            hypo = res[key]
+            if not isinstance(hypo, list) or len(hypo) != 1:
+                self.errors[key] = f"res[{key!r}] must be a list with one caption, got {hypo!r:.80}"
+                continue
+            try:
+                todo.append((i, self._image(key), hypo[0]))
+            except InputError as err:
+                self.errors[key] = str(err)
+        per_item = [math.nan] * len(ids)
+        if todo:
+            results = self.scorer.score([t[1] for t in todo], [t[2] for t in todo])
+            for (i, _, _), r in zip(todo, results):
+                if r.ok:
+                    per_item[i] = float(r.recon_score)
+                else:
+                    self.errors[ids[i]] = r.error
+        if self.errors:
+            shown = "; ".join(f"{k}: {v}" for k, v in list(self.errors.items())[:3])
+            more = f" (+{len(self.errors) - 3} more)" if len(self.errors) > 3 else ""
+            warnings.warn(
+                f"ReconScore: {len(self.errors)} of {len(ids)} ids not scored (NaN): {shown}{more}",
+                ReconScoreWarning,
+                stacklevel=2,
+            )
+        ok = [v for v in per_item if not math.isnan(v)]
+        return (sum(ok) / len(ok) if ok else math.nan), per_item

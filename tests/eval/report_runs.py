@@ -1,0 +1,186 @@
+"""One small run of every kind `reconscore report` renders (smoke models), shared by the report tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from eval.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+EVIL = '<script>document.title="pwned"</script> farmland <img src=x onerror=alert(1)>'
+
+
+@contextmanager
+def _cwd(path: Path):
+    old = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _ok(argv: list[str], codes=(0,)) -> None:
+    rc = main(argv)
+    assert rc in codes, f"{argv[0]} exited {rc}"
+
+
+def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
+    """{kind: run folder} for score, describe, correlate, n-sweep, encoders, evaluate and retrieve."""
+    cpu = ["--device", "cpu"]
+    caps = root / "caps.jsonl"
+    rows = [
+        {
+            "id": "a",
+            "image": "images/UCM_1.tif",
+            "caption": "There is a piece of farmland .",
+            "kind": "reference",
+        },
+        {"id": "b<b>", "image": "images/UCM_1.tif", "caption": EVIL, "kind": "distractor"},
+        {"id": "c", "image": "images/UCM_2.tif", "caption": "farmland with a road"},
+        {"id": "d", "image": "images/missing.tif", "caption": "nothing here"},
+    ]
+    caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = {"score": root / "score"}
+    _ok(
+        [
+            "score",
+            "--preset",
+            "smoke",
+            "--captions",
+            str(caps),
+            "--images",
+            str(sample_dir),
+            "--out",
+            str(runs["score"]),
+            *cpu,
+        ],
+        codes=(2,),
+    )  # row d: missing image
+    runs["describe"] = root / "describe"
+    _ok(["describe", "--preset", "smoke", "--n", "2", "--limit", "2", "--out", str(runs["describe"]), *cpu])
+    runs["correlate"] = root / "corr"
+    example = REPO / "preference_data" / "examples" / "ranking_example.jsonl"
+    _ok(
+        [
+            "correlate",
+            "--preferences",
+            str(example),
+            "--format",
+            "ranking",
+            "--metrics",
+            "bleu4,rouge,clipscore",  # clipscore on the smoke encoder: a run the banner must flag
+            "--encoder",
+            "open_clip:smoke",
+            "--images",
+            str(sample_dir),
+            "--out",
+            str(runs["correlate"]),
+            "--device",
+            "cpu",
+        ],
+        codes=(0, 2),
+    )
+    runs["n-sweep"] = root / "nsweep"
+    _ok(
+        ["study", "n-sweep", "--run", f"ucm={runs['describe']}", "--ns", "1,2", "--out", str(runs["n-sweep"])]
+    )
+    terse = root / "terse.jsonl"
+    terse.write_text(
+        "".join(json.dumps({"image": f"images/UCM_{i}.tif", "caption": "farm"}) + "\n" for i in (1, 2))
+    )
+    runs["terse"] = root / "terse"
+    _ok(
+        [
+            "score",
+            "--preset",
+            "smoke",
+            "--captions",
+            str(terse),
+            "--images",
+            str(sample_dir),
+            "--out",
+            str(runs["terse"]),
+            *cpu,
+        ]
+    )
+    runs["encoders"] = root / "enc"
+    _ok(
+        [
+            "study",
+            "encoders",
+            "--run",
+            f"rich={runs['score']}",
+            "--run",
+            f"terse={runs['terse']}",
+            "--encoders",
+            "dreamsim:smoke,hf:smoke-dinov2",
+            "--out",
+            str(runs["encoders"]),
+            *cpu,
+        ]
+    )
+    split = root / "ucm"
+    (split / "images").mkdir(parents=True)
+    for i in (1, 2):
+        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", split / "images" / f"{i}.tif")
+    images = [
+        {"filename": f"{i}.tif", "split": "test", "sentences": [{"raw": "There is a piece of farmland ."}]}
+        for i in (1, 2)
+    ]
+    (split / "dataset_ucm.json").write_text(json.dumps({"images": images, "dataset": "ucm"}))
+    model = root / "model.jsonl"
+    model.write_text(
+        "".join(json.dumps({"image_id": f"{i}.tif", "caption": "a farm"}) + "\n" for i in (1, 2))
+    )
+    runs["evaluate"] = root / "eval"
+    _ok(
+        [
+            "evaluate",
+            "--dataset",
+            "ucm-captions",
+            "--root",
+            str(split),
+            "--captions",
+            str(model),
+            "--metrics",
+            "bleu4,reconscore",
+            "--preset",
+            "smoke",
+            "--out",
+            str(runs["evaluate"]),
+            *cpu,
+        ]
+    )
+    from tests.retrieval import layouts
+
+    layouts.cirr(root / "cirr")
+    pairs_path = root / "cirr" / "captions" / "cap.rc2.val.json"
+    pairs = json.loads(pairs_path.read_text())
+    pairs[0]["caption"] = EVIL
+    pairs_path.write_text(json.dumps(pairs))
+    runs["retrieve"] = root / "retrieve"
+    with _cwd(root):  # a relative --root: the report must still find the images from any folder
+        _ok(
+            [
+                "retrieve",
+                "--benchmark",
+                "cirr",
+                "--root",
+                "cirr",
+                "--encoder",
+                "open_clip:smoke",
+                "--methods",
+                "image,sum",
+                "--topk",
+                "2",
+                "--out",
+                "retrieve",
+                *cpu,
+            ]
+        )
+    return runs

@@ -1,0 +1,80 @@
+"""ReconScoreCOCO.compute_score(gts, res) in a COCOEvalCap-style loop, next to pycocoevalcap's own Bleu."""
+
+import math
+import shutil
+
+import pytest
+
+from recon_score.cocoeval import ReconScoreCOCO
+from recon_score.errors import InputError, ReconScoreWarning
+
+pytest.importorskip("pycocoevalcap.bleu.bleu")
+from pycocoevalcap.bleu.bleu import Bleu
+
+GTS = {
+    "UCM_2": ["there is a piece of farmland", "farmland with a road"],
+    "UCM_1": ["two planes are parked near the terminal"],
+}
+RES = {"UCM_2": ["a piece of farmland"], "UCM_1": ["planes near a terminal"]}
+
+
+@pytest.fixture
+def folder(tmp_path, sample_dir):
+    for name in ("UCM_1", "UCM_2"):
+        shutil.copy(sample_dir / "images" / f"{name}.tif", tmp_path / f"{name}.tif")
+    return tmp_path
+
+
+def test_same_contract_as_pycocoevalcap_bleu(folder, smoke_scorer):
+    bleu_score, bleu_items = Bleu(4).compute_score(GTS, RES, verbose=0)
+    recon = ReconScoreCOCO(folder, pattern="{id}.tif", scorer=smoke_scorer)
+    score, items = recon.compute_score(GTS, RES)
+    # Bleu: ([corpus per n], [[per item in gts order] per n]); ours: one metric, so (corpus, [per item])
+    assert type(score) is type(bleu_score[3]) is float
+    assert type(items) is type(bleu_items[3]) is list and len(items) == len(bleu_items[3]) == len(GTS)
+    assert all(type(v) is float for v in items)
+    # per-item order is gts key order, like Bleu's: check it against a direct ReconScorer call per id
+    direct = [smoke_scorer.score(folder / f"{k}.tif", RES[k][0])[0].recon_score for k in GTS]
+    assert items == pytest.approx(direct, abs=1e-9)
+    assert score == pytest.approx(sum(direct) / 2, abs=1e-9)
+    assert recon.method() == "ReconScore"
+
+
+def test_a_cocoevalcap_loop_with_a_mapping(folder, smoke_scorer):
+    scorers = [
+        (Bleu(4), ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4"]),
+        (ReconScoreCOCO({k: folder / f"{k}.tif" for k in GTS}, scorer=smoke_scorer), "ReconScore"),
+    ]
+    evals, img_evals = {}, {k: {} for k in GTS}
+    for scorer, method in scorers:  # pycocoevalcap's COCOEvalCap.evaluate body
+        score, scores = scorer.compute_score(GTS, RES)
+        if isinstance(method, list):
+            for sc, scs, m in zip(score, scores, method):
+                evals[m] = sc
+                for k, s in zip(GTS, scs):
+                    img_evals[k][m] = s
+        else:
+            evals[method] = score
+            for k, s in zip(GTS, scores):
+                img_evals[k][method] = s
+    assert set(evals) == {"Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4", "ReconScore"}
+    assert 0 <= evals["ReconScore"] <= 100 and all("ReconScore" in v for v in img_evals.values())
+
+
+def test_bad_items_are_nan_and_named(folder, smoke_scorer):
+    gts = {**GTS, "gone": ["x"], "two": ["y"]}
+    res = {**RES, "gone": ["a caption"], "two": ["a", "b"]}
+    recon = ReconScoreCOCO(folder, pattern="{id}.tif", scorer=smoke_scorer)
+    with pytest.warns(ReconScoreWarning, match="2 of 4 ids not scored"):
+        score, items = recon.compute_score(gts, res)
+    assert not math.isnan(score) and math.isnan(items[2]) and math.isnan(items[3])
+    assert "gone.tif" in recon.errors["gone"] and "not found" in recon.errors["gone"]
+    assert "one caption" in recon.errors["two"]
+    with pytest.raises(ValueError, match="same ids; only in gts: \\['gone'\\]"):
+        recon.compute_score({**GTS, "gone": ["x"]}, RES)
+    escape = ReconScoreCOCO(folder, pattern="../{id}.tif", scorer=smoke_scorer)
+    with pytest.warns(ReconScoreWarning):
+        _, items = escape.compute_score(GTS, RES)
+    assert all(math.isnan(v) for v in items) and "outside the data root" in escape.errors["UCM_1"]
+    with pytest.raises(InputError, match="not found"):
+        ReconScoreCOCO(folder / "nope", scorer=smoke_scorer)
