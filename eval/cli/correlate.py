@@ -28,7 +28,7 @@ their image; Flickr8K-CrowdFlower removes every caption rated for an image from 
 \b
 Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, ci_low, ci_high, n; the CI is the
 headline tau's), per_item.parquet (every row with its scores), run.json (settings, protocol, provenance).
-Exit status: 0 done, 2 some metric could not score any row (e.g. images not found), 1 the run could not start.""",
+Exit status: 0 done, 3 some metric could not score any row (e.g. images not found), 1 the run could not start.""",
 )
 @click.option(
     "--preferences",
@@ -45,6 +45,7 @@ Exit status: 0 done, 2 some metric could not score any row (e.g. images not foun
 )
 @click.option(
     "--images",
+    "images_root",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Folder the image column is relative to (default for ranking/csv: the file's folder). Only image "
@@ -76,7 +77,7 @@ def command(
     preferences,
     fmt,
     metrics,
-    images,
+    images_root,
     references,
     preset,
     encoder,
@@ -95,7 +96,7 @@ def command(
         fmt=fmt,
         metrics=metrics,
         out=out,
-        images=images,
+        images=images_root,
         references=references,
         preset=preset,
         encoder=encoder,

@@ -13,6 +13,7 @@ from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
 @click.command(
     "evaluate",
+    cls=opt.renamed({"--images-dir": "--images"}),
     epilog="""\b
 Examples:
   reconscore evaluate --dataset ucm-captions --root /data/ucm --captions runs/rd/captions.jsonl \\
@@ -23,7 +24,7 @@ Examples:
 match split images by id, file name, or file name without extension. Output in --out: per_image.jsonl (one row
 per split image: image_id, caption, one field per metric, error), summary.csv (one row, one column per metric,
 x100 except ReconScore), run.json (dataset summary, join report, metric configs, versions).
-Exit status: 0 every split image was scored, 2 some were not (their `error` says why), 1 nothing could run.""",
+Exit status: 0 every split image was scored, 3 some were not (their `error` says why), 1 nothing could run.""",
 )
 @click.option(
     "--dataset",
@@ -33,6 +34,7 @@ Exit status: 0 every split image was scored, 2 some were not (their `error` says
 )
 @click.option(
     "--root",
+    "dataset_root",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     required=True,
     help="Dataset folder (annotations + images/).",
@@ -45,10 +47,11 @@ Exit status: 0 every split image was scored, 2 some were not (their `error` says
     help="Annotation file if not at its default place under --root.",
 )
 @click.option(
-    "--images-dir",
+    "--images",
+    "images_root",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Images folder if not ROOT/images.",
+    help="Folder that image paths are relative to, if not ROOT/images.",
 )
 @click.option(
     "--captions",
@@ -73,10 +76,10 @@ Exit status: 0 every split image was scored, 2 some were not (their `error` says
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 def command(
     dataset,
-    root,
+    dataset_root,
     split,
     annotations,
-    images_dir,
+    images_root,
     captions,
     metrics,
     preset,
@@ -97,7 +100,7 @@ def command(
 
     started = utc_now()
     names = parse_metric_names(metrics)
-    ds = load_dataset(dataset, root, split, annotations=annotations, images_dir=images_dir)
+    ds = load_dataset(dataset, dataset_root, split, annotations=annotations, images_dir=images_root)
     join = join_captions(ds, read_model_captions(captions))
     options = metric_options(
         encoder=encoder, long_text=long_text, preset=preset, device=device, recon_seeds=recon_seeds

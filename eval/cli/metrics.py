@@ -68,6 +68,7 @@ of {"image", "references"}.""",
 )
 @click.option(
     "--images",
+    "images_root",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Image root for image metrics (default: the run's images_root from run.json).",
@@ -79,7 +80,7 @@ of {"image", "references"}.""",
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
 )
-def add_cmd(run, metrics, references, images, encoder, long_text, preset, device, out) -> int:
+def add_cmd(run, metrics, references, images_root, encoder, long_text, preset, device, out) -> int:
     """Add metric columns to RUN's scores.jsonl (RUN: a run folder or a scores.jsonl file)."""
     from eval.add_metrics import AddMetricsJob, add_metrics
 
@@ -87,7 +88,7 @@ def add_cmd(run, metrics, references, images, encoder, long_text, preset, device
         run=run,
         metrics=metrics,
         references=references,
-        images=images,
+        images=images_root,
         encoder=encoder,
         long_text=long_text,
         preset=preset,

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import click
 
+from eval.cli.options import renamed
+
 
 @click.command(
     "report",
+    cls=renamed({"--images": "--thumbnails"}),
     epilog="""\b
 Examples:
   reconscore report runs/sample runs/describe-smoke runs/corr --out report.html
-  reconscore report runs/big --out big.html --images link --page-size 100
+  reconscore report runs/big --out big.html --thumbnails link --page-size 100
 \b
 Shows, per image, the original and the reconstruction of every caption with its scores, the describer's
 candidates ranked (the selected one outlined), correlation tables with tau bars, study tables and curves,
@@ -28,7 +31,7 @@ offline.""",
     "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write."
 )
 @click.option(
-    "--images",
+    "--thumbnails",
     type=click.Choice(["embed", "link"]),
     default="embed",
     show_default=True,
@@ -42,10 +45,10 @@ offline.""",
     help="Images per run per page; more pages are written as OUT-p2.html, ...",
 )
 @click.option("--title", default="reconscore report", show_default=True, help="Page title.")
-def command(run_dirs, out, images, page_size, title) -> int:
+def command(run_dirs, out, thumbnails, page_size, title) -> int:
     """Render runs as a static HTML report (originals, reconstructions, scores, candidates, tables, plots)."""
     from eval.report.build import build_report
 
-    pages = build_report(list(run_dirs), out, images=images, page_size=page_size, title=title)
+    pages = build_report(list(run_dirs), out, images=thumbnails, page_size=page_size, title=title)
     click.echo(f"wrote {pages[0]}" + (f" (+{len(pages) - 1} more pages)" if len(pages) > 1 else ""))
     return 0

@@ -120,10 +120,16 @@ table.md + table_<metric>.csv (methods x groups, Avg. = macro, Total = overall, 
 encoder, per-method status and notes, provenance); --save-bundle adds bundle.npz for `retrieve-eval`; --topk K
 adds topk.csv/.parquet (method, query, rank, item, score, relevant), searched with --index for linear methods.
 Features are cached (safetensors, $RECONSCORE_CACHE/retrieval/features) and extraction resumes after a crash.
-Exit status: 0 every method ran, 2 some could not (reasons printed and in run.json), 1 the run could not start.""",
+Exit status: 0 every method ran, 3 some could not (reasons printed and in run.json), 1 the run could not start.""",
 )
 @click.option("--benchmark", required=True, type=click.Choice(BENCHMARK_NAMES), help="Benchmark loader.")
-@click.option("--root", type=click.Path(file_okay=False, path_type=Path), required=True, help="Dataset root.")
+@click.option(
+    "--root",
+    "dataset_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Dataset folder (annotations + images).",
+)
 @click.option("--encoder", required=True, help="Image+text encoder spec (`reconscore models list`).")
 @click.option(
     "--methods", default="text,image,sum,product,weicom", show_default=True, help="Comma-separated, or `all`."
@@ -209,7 +215,7 @@ Exit status: 0 every method ran, 2 some could not (reasons printed and in run.js
 @opt.overwrite()
 def command(
     benchmark,
-    root,
+    dataset_root,
     encoder,
     methods,
     out,
@@ -253,7 +259,7 @@ def command(
     overrides = _method_sets(sets)
     cfg = RetrieveConfig(
         benchmark=benchmark,
-        root=root,
+        root=dataset_root,
         encoder=encoder,
         methods=list(dict.fromkeys(names)),
         out=out,

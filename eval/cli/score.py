@@ -25,7 +25,7 @@ Input: JSONL or CSV with columns `image` (path relative to --images, default the
 caption, recon_score, cosine, reconstruction, error, width, height, truncated; with --seeds K > 1 also seeds,
 recon_score_per_seed, recon_score_std, recon_score and cosine being the means over seeds), run.json (every setting, model
 revisions, versions, times, counts) and reconstructions/*.png. Rerun the same command to resume after a crash.
-Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the run could not start.""",
+Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the run could not start.""",
 )
 @click.option(
     "--captions",
@@ -81,7 +81,7 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
 @click.option("--seed", type=int, default=None, help="Override the per-image seed.")
 @click.option(
     "--seeds",
-    "n_seeds",
+    "recon_seeds",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
@@ -147,7 +147,7 @@ def command(
     steps,
     guidance_scale,
     seed,
-    n_seeds,
+    recon_seeds,
     max_side,
     size_rounding,
     collapse_whitespace,
@@ -214,7 +214,7 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         rows=rows,
         source=source,
-        seeds=n_seeds,
+        seeds=recon_seeds,
     )
     summary = run_score(job)
     from accelerate import PartialState

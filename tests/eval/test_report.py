@@ -146,7 +146,7 @@ def test_never_embeds_files_outside_the_roots(runs, tmp_path):
 
 
 def test_link_mode_writes_thumbnails(runs, tmp_path):
-    html = _report([runs["score"]], tmp_path / "r.html", "--images", "link")
+    html = _report([runs["score"]], tmp_path / "r.html", "--thumbnails", "link")
     thumbs = list((tmp_path / "r_files").glob("*.jpg"))
     assert len(thumbs) >= 4 and "r_files/" in html
 
