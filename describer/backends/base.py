@@ -105,5 +105,8 @@ class Captioner:
         if the backend cannot apply all of them. A backend that does not say records None."""
         return {"request": None}
 
+    def preflight(self) -> None:
+        """Check, once before any image is read, that the backend can serve at all (raises ReconScoreError)."""
+
     def unload(self) -> None:
         """Free accelerator memory before the T2I phase."""

@@ -79,6 +79,40 @@ class OpenAICaptioner(Captioner):
     def unload(self) -> None:
         pass
 
+    def preflight(self) -> None:
+        """One GET of the models endpoint, no retries: an unreachable server, a rejected key or an unknown model
+        name fail here in seconds, before the run, instead of after six attempts per candidate."""
+        import httpx
+
+        url = f"{self.base_url}/models"
+        try:
+            resp = self._client.get("/models", timeout=10.0)
+        except httpx.TransportError as err:
+            raise ReconScoreError(
+                f"openai backend: cannot reach {url} ({type(err).__name__}: {err}); is the server running at "
+                "--base-url?"
+            ) from None
+        if resp.status_code in (401, 403):
+            raise ReconScoreError(
+                f"openai backend: {url} rejected the request (HTTP {resp.status_code}); the API key is read from "
+                f"${self.api_key_env} ({'set' if os.environ.get(self.api_key_env) else 'not set'})"
+            )
+        if resp.status_code == 404:  # some servers do not list models: the first request will tell
+            log.warning("%s: no models endpoint (HTTP 404); not checking that %r is served", url, self.model)
+            return
+        if resp.status_code >= 400:
+            raise ReconScoreError(
+                f"openai backend: {url} returned HTTP {resp.status_code}: {resp.text[:200]}"
+            )
+        try:
+            served = [m.get("id") for m in resp.json().get("data", []) if isinstance(m, dict)]
+        except (ValueError, AttributeError):
+            return
+        if served and self.model not in served:
+            raise ReconScoreError(
+                f"openai backend: {self.base_url} does not serve {self.model!r}; it serves {', '.join(map(str, served))}"
+            )
+
     def _post(self, payload: dict) -> dict:
         import httpx
 

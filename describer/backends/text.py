@@ -31,6 +31,9 @@ class TextLLM:
     def identity(self) -> dict:
         raise NotImplementedError
 
+    def preflight(self) -> None:
+        """Check once, before any prompt, that the backend can serve (the openai backend asks the server)."""
+
 
 class TransformersTextLLM(TextLLM):
     name = "transformers"
@@ -125,6 +128,9 @@ class OpenAITextLLM(TextLLM):
 
     def identity(self) -> dict:
         return self._client.identity()
+
+    def preflight(self) -> None:
+        self._client.preflight()
 
     def _one(self, prompt: str, sampling: Sampling) -> Candidate:
         payload = {

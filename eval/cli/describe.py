@@ -361,6 +361,7 @@ def _preflight(captioner, selector) -> None:
     """Resolve every model before any work, and report all that are missing at once."""
     from recon_score.errors import ModelNotAvailableError, ReconScoreError
 
+    captioner.preflight()  # a server that cannot answer fails now, in seconds
     missing = []
     checks = [("captioner", captioner.identity)]
     scorer = getattr(selector, "scorer", None)

@@ -123,6 +123,7 @@ def command(
         api_key_env=api_key_env,
         concurrency=concurrency,
     )
+    llm.preflight()
     sampling = Sampling(n=1, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed)
 
     def complete(prompts: list[str]) -> list[tuple[str | None, str | None]]:

@@ -22,11 +22,27 @@ class FakeServer:
         self.requests: list[dict] = []
         self.fail_left = fail_first
         self.honour_n, self.api_key = honour_n, api_key
+        self.served = ["m"]
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):
+                server.requests.append(
+                    {"path": self.path, "auth": self.headers.get("Authorization"), "body": None}
+                )
+                if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                data = json.dumps({"object": "list", "data": [{"id": m} for m in server.served]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -201,3 +217,49 @@ def test_vllm_real():
     cap = build_captioner("vllm", "smoke:qwen3-vl", dtype="float32")
     out = cap.generate(_reqs(1), "Describe.", Sampling(n=2, max_new_tokens=4))
     assert len(out[0]) == 2
+
+
+def test_openai_preflight_checks_the_server_once(monkeypatch):
+    """Unreachable server, rejected key and unknown model fail before any image, in one request, naming why."""
+    import socket
+
+    from recon_score.errors import ReconScoreError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeServer() as srv:
+        build_captioner("openai", "m", base_url=srv.url).preflight()
+        assert [r["path"] for r in srv.requests] == ["/v1/models"]
+        with pytest.raises(ReconScoreError, match="does not serve 'other'; it serves m"):
+            build_captioner("openai", "other", base_url=srv.url).preflight()
+        monkeypatch.setenv("OPENAI_API_KEY", "wrong")
+        with pytest.raises(
+            ReconScoreError, match=r"rejected the request \(HTTP 401\).*OPENAI_API_KEY \(set\)"
+        ):
+            build_captioner("openai", "m", base_url=srv.url).preflight()
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ReconScoreError, match="cannot reach"):
+        build_captioner("openai", "m", base_url=f"http://127.0.0.1:{port}/v1").preflight()
+
+
+def test_describe_fails_fast_when_the_server_is_down(tmp_path, capsys):
+    import socket
+
+    from eval.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [
+        "describe",
+        "--preset",
+        "smoke",
+        "--backend",
+        "openai",
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+    ]
+    assert main([*argv, "--captioner", "m", "--out", str(tmp_path / "d")]) == 1
+    assert "cannot reach" in capsys.readouterr().err
+    assert not (tmp_path / "d" / "candidates.jsonl").exists()
