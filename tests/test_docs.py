@@ -131,7 +131,9 @@ def test_offline_blocks_run(page, block, tmp_path):
     shim.mkdir()
     (shim / "reconscore").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m eval "$@"\n')
     (shim / "reconscore").chmod(0o755)
-    (shim / "python").symlink_to(sys.executable)
+    for name in ("python", "python3"):  # a script, not a link: a linked venv python would lose its packages
+        (shim / name).write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        (shim / name).chmod(0o755)
     env = {
         **os.environ,
         "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
