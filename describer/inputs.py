@@ -22,11 +22,13 @@ class ImageItem:
     path: Path | None
     references: list[str] | None = None
     error: str | None = None
+    digest: str | None = None  # sha256 of the file's bytes, set by the run (recon_score.results.FileDigests)
 
     def key(self) -> str:
-        from recon_score.cache import sha256_json
+        """Resume key: a journaled result is reused only for the same id, path and file bytes."""
+        from recon_score.results import resume_key
 
-        return sha256_json({"id": self.id, "image": self.image})[:24]
+        return resume_key({"id": self.id, "image": self.image, "image_sha256": self.digest})
 
 
 def _sample_items() -> list[ImageItem]:

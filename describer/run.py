@@ -28,7 +28,14 @@ from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreErro
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
-from recon_score.results import Journal, load_journals, write_json_atomic, write_jsonl_atomic
+from recon_score.results import (
+    FileDigests,
+    Journal,
+    RunLock,
+    load_journals,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 from recon_score.runtime import provenance, utc_now
 
 log = logging.getLogger(__name__)
@@ -103,6 +110,17 @@ def _plan(selector) -> dict | None:
 
 
 def run_describe(job: DescribeJob) -> DescribeSummary:
+    """Describe every image; process 0 holds the --out lock for the whole run (docs/runs.md)."""
+    import torch
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    job.out.mkdir(parents=True, exist_ok=True)
+    with RunLock(job.out, enabled=state.is_main_process):
+        return _run_describe(job)
+
+
+def _run_describe(job: DescribeJob) -> DescribeSummary:
     import torch
     from accelerate import PartialState
 
@@ -121,9 +139,13 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     items = job.items if job.items is not None else discover_images(job.images, root=job.images_root)
     if job.limit is not None:
         items = items[: job.limit]
+    digests = FileDigests()
+    for item in items:  # part of the resume key: a replaced image file is described again
+        item.digest = digests(item.path)
     fp = _fingerprint(job)
-    generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-")
-    final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
+    keys = {item.index: item.key() for item in items}
+    generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-", keys=keys)
+    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys)
     note = SMOKE_NOTE if job.preset.meaningless else None
     sampling = _sampling(job.preset)
     job.captioner.sampling_request(sampling)  # a backend that cannot apply it fails before any work
@@ -211,9 +233,11 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     state.wait_for_everyone()
     if not state.is_main_process:
         return _summarize(
-            items, load_journals(journal_dir, fingerprint=fp, prefix="final-"), already_complete=False
+            items,
+            load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys),
+            already_complete=False,
         )
-    final = load_journals(journal_dir, fingerprint=fp, prefix="final-")
+    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys)
     _write_outputs(job, items, final, fp, note)
     return _summarize(items, final, already_complete=False)
 

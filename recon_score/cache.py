@@ -3,8 +3,11 @@
 Key = sha256 of canonical JSON (sorted keys, fixed separators, a schema version) of exactly what changes the
 output. For a reconstruction: T2I model id + resolved revision, pipeline class, diffusers version, steps,
 guidance, max_sequence_length, dtype, VAE tiling, device type, the *full* prompt (template applied), width,
-height and seed. For an embedding: encoder spec + weights identity + sha256 of the decoded pixels.
-Re-scoring a caption that was already rendered therefore costs no T2I call, across runs and commands.
+height and seed. For an embedding: encoder spec + weights identity + sha256 of the decoded pixels. Both are then
+combined with the composition of the batch the artifact was computed in (`batch_cache_key`): batched kernels
+are not bit-identical across batch shapes (pixels differ by up to 1 grey level between batch 1 and 4, see
+docs/runs.md), so an entry is only reused by a computation that would have produced the same bytes.
+Re-scoring captions already rendered in the same batches therefore costs no T2I call, across runs and commands.
 
 Layout under RECONSCORE_CACHE (default ~/.cache/reconscore):
     recon/ab/<key>.png + <key>.json    reconstruction (lossless PNG) + its metadata (prompt, size, truncation)
@@ -36,6 +39,11 @@ def canonical_json(obj) -> str:
 
 def sha256_json(obj) -> str:
     return hashlib.sha256(canonical_json({"_schema": SCHEMA_VERSION, **obj}).encode()).hexdigest()
+
+
+def batch_cache_key(item_key: str, batch: list[str]) -> str:
+    """Cache key of one item computed in a batch of these item keys (in order; the item is one of them)."""
+    return sha256_json({"kind": "batched", "item": item_key, "batch": batch})
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

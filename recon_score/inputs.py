@@ -28,12 +28,6 @@ class InputRow:
     error: str | None = None
     extra: dict | None = None
 
-    def key(self) -> str:
-        """Identity of the row's content: a resumed run recomputes a row whose content changed."""
-        from recon_score.cache import sha256_json
-
-        return sha256_json({"id": self.id, "image": self.image, "caption": self.caption})[:24]
-
 
 def _fail(path: Path, line: int, msg: str) -> str:
     return f"{path.name}:{line}: {msg}"

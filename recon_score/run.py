@@ -1,12 +1,15 @@
 """`reconscore score`: a captions table in, scores.jsonl + run.json + reconstructions/ out.
 
-Resumable and multi-process:
-- rows are sharded deterministically (row i -> process i mod world_size) when launched with
-  `accelerate launch`; each process appends to its own journal, process 0 merges them, in input order, into
-  one scores.jsonl identical to a single-process run;
-- rows are processed in fixed chunks of `batch_size` consecutive rows of the shard. A killed run restarted with
-  the same --out skips finished chunks and re-renders a half-finished chunk whole, in the same composition, so
-  its numbers match an uninterrupted run bit for bit; a finished run rerun is a no-op.
+Resumable and multi-process (docs/runs.md):
+- rows are processed in fixed chunks of `batch_size` consecutive rows of the *input* (chunk j = rows
+  j*B .. j*B+B-1), whatever the number of processes; with `accelerate launch` chunk j goes to process
+  j mod world_size, so every batch is composed the same way whichever process runs it. Each process appends to
+  its own journal; process 0 merges them, in input order, into one scores.jsonl;
+- a killed run restarted with the same --out skips finished chunks and re-renders a half-finished chunk whole,
+  in the same composition; a finished run rerun is a no-op. A row whose inputs changed (caption, id, image
+  path, the image file's bytes) is recomputed, and the run logs how many and why;
+- process 0 holds an fcntl lock on --out for the run: a second command on the same folder exits at once;
+- run.json lists every invocation that worked on the folder (journal/invocations.jsonl).
 """
 
 from __future__ import annotations
@@ -25,7 +28,18 @@ from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
 from recon_score.progress import Progress
-from recon_score.results import Journal, load_journals, read_jsonl, write_json_atomic, write_jsonl_atomic
+from recon_score.results import (
+    FileDigests,
+    InvocationLog,
+    Journal,
+    RunLock,
+    changed_fields,
+    load_journals,
+    read_jsonl,
+    resume_key,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 from recon_score.runtime import provenance, resolve_device, utc_now
 from recon_score.sanity import references_vs_distractors
 from recon_score.seeds import derive_seeds, score_with_seeds, seed_summary
@@ -100,6 +114,18 @@ def _chunks(rows: list[InputRow], size: int) -> list[list[InputRow]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
 
+def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
+    """Everything a row's result is computed from, journaled with it (the resume key hashes it)."""
+    caption = row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption)
+    return {
+        "id": row.id,
+        "image": row.image,
+        "caption": caption,
+        "image_sha256": digests(row.image_path),
+        "error": row.error,
+    }
+
+
 def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
     rec = {
         "id": row.id,
@@ -147,11 +173,17 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     # cpu=True is what turns a torchrun/`accelerate launch --multi_gpu` launch on a GPU-less machine into
     # gloo-backed MULTI_CPU; a plain single-process call is unaffected
     state = PartialState(cpu=job.device == "cpu" or not torch.cuda.is_available())
-    rank, world = state.process_index, state.num_processes
-    device = resolve_device(job.device) if world == 1 else str(state.device)
-    out = job.out
+    world = state.num_processes
+    # accelerate names a CPU process's device "cpu:0": normalise it, the Z-Image DiT gives other floats on "cpu:0"
+    device = resolve_device(job.device if world == 1 else str(state.device))
     started = utc_now()
-    out.mkdir(parents=True, exist_ok=True)
+    job.out.mkdir(parents=True, exist_ok=True)
+    with RunLock(job.out, enabled=state.is_main_process):
+        return _run_locked(job, state, device, started)
+
+
+def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary:
+    rank, world, out = state.process_index, state.num_processes, job.out
     journal_dir = out / "journal"
     if job.overwrite and state.is_main_process:
         import shutil
@@ -165,20 +197,37 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
     if job.limit is not None:
         rows = rows[: job.limit]
+    digests = FileDigests()
+    inputs = {r.index: _row_inputs(r, digests) for r in rows}
+    keys = {i: resume_key(v) for i, v in inputs.items()}
     fp = _fingerprint(job, device)
     seeds = derive_seeds(job.preset.seed, job.seeds)
-    done = load_journals(journal_dir, fingerprint=fp)
+    done = load_journals(journal_dir, fingerprint=fp, keys=keys)
     note = SMOKE_NOTE if job.preset.meaningless else None
 
     def is_done(row: InputRow) -> bool:
         rec = done.get(row.index)
-        if rec is None or rec.get("key") != row.key():
+        if rec is None or rec.get("key") != keys[row.index]:
             return False
         return not (job.retry_errors and rec["result"].get("error"))
 
     complete = all(is_done(r) for r in rows)
     if complete and (out / "scores.jsonl").exists() and (out / "run.json").exists():
         return _summarize(rows, done, already_complete=True, rendered=0, cached=0)
+    changed = _changed_inputs(rows, done, inputs, keys)
+    if changed and state.is_main_process:
+        why = ", ".join(f"{n} {field}" for field, n in sorted(changed.items()))
+        log.warning(
+            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(changed.values()), why
+        )
+
+    log_file = InvocationLog(journal_dir)
+    inv = log_file.next_index()
+    state.wait_for_everyone()  # every rank has read the log's length before process 0 appends to it
+    if state.is_main_process:
+        log_file.start(
+            inv, started=started, argv=job.argv or sys.argv, processes=world, batch_size=job.batch_size
+        )
 
     from recon_score.scorer import ReconScorer
 
@@ -192,14 +241,16 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         offload=job.offload,
     )
     header = {"preset": job.preset.to_dict(), "captions": str(job.captions), "started": started}
-    mine = [r for r in rows if r.index % world == rank]
-    todo_chunks = [c for c in _chunks(mine, job.batch_size) if not all(is_done(r) for r in c)]
+    # chunks of the global row order, chunk j -> process j mod world: a batch is the same whoever runs it
+    mine_chunks = [c for j, c in enumerate(_chunks(rows, job.batch_size)) if j % world == rank]
+    todo_chunks = [c for c in mine_chunks if not all(is_done(r) for r in c)]
+    n_mine = sum(len(c) for c in mine_chunks)
     if todo_chunks:
         scorer.preflight()  # a missing model fails here, before any image is read
     with Journal(journal_dir / f"rank-{rank}.jsonl", fingerprint=fp, header=header) as journal:
         bar = Progress(
-            len(mine),
-            initial=len(mine) - sum(len(c) for c in todo_chunks),
+            n_mine,
+            initial=n_mine - sum(len(c) for c in todo_chunks),
             desc=f"score[{rank}]",
             unit="caption",
             position=rank,
@@ -223,7 +274,15 @@ def run_score(job: ScoreJob) -> ScoreSummary:
                 if is_done(row):
                     continue
                 rec = _row_record(row, res, out, note=note)
-                records.append({"row": row.index, "key": row.key(), "result": rec})
+                records.append(
+                    {
+                        "row": row.index,
+                        "key": keys[row.index],
+                        "inv": inv,
+                        "inputs": inputs[row.index],
+                        "result": rec,
+                    }
+                )
             journal.write(records)
             for r in records:
                 done[r["row"]] = r
@@ -234,16 +293,16 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     if not state.is_main_process:
         return _summarize(
             rows,
-            load_journals(journal_dir, fingerprint=fp),
+            load_journals(journal_dir, fingerprint=fp, keys=keys),
             already_complete=False,
             rendered=scorer.stats["rendered"],
             cached=scorer.stats["reconstruction_cache_hits"],
         )
-    done = load_journals(journal_dir, fingerprint=fp)
+    done = load_journals(journal_dir, fingerprint=fp, keys=keys)
     ordered = []
     for row in rows:
         rec = done.get(row.index)
-        if rec is None or rec.get("key") != row.key():
+        if rec is None or rec.get("key") != keys[row.index]:
             raise ReconScoreError(
                 f"row {row.index} (id {row.id!r}) has no result after all processes finished; "
                 "rerun the same command to complete it"
@@ -258,6 +317,18 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         cached=scorer.stats["reconstruction_cache_hits"],
     )
     previous = _previous_run(out)
+    finished = utc_now()
+    log_file.end(
+        inv,
+        finished=finished,
+        exit="finished" if not summary.failed else "finished with failed rows",
+        rendered=summary.rendered,
+        recomputed_changed_inputs=sum(changed.values()),
+    )
+    rows_by_inv: dict[int, int] = {}
+    for rec in done.values():
+        rows_by_inv[int(rec.get("inv") or 0)] = rows_by_inv.get(int(rec.get("inv") or 0), 0) + 1
+    history = log_file.history(rows_by_inv)
     run_info = {
         "command": "score",
         "note": note,
@@ -273,15 +344,17 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         "processes": world,
         "limit": job.limit,
         "cache": {"enabled": job.use_cache, "root": str(cache.root)},
-        "started": previous.get("started", started),
-        "finished": utc_now(),
-        "resumed": bool(previous) or (len(done) > 0 and not todo_chunks),
+        "started": history[0].get("started", started) if history else started,
+        "finished": finished,
+        "resumed": len(history) > 1,
+        "invocations": history,
         "counts": {
             "rows": summary.total,
             "ok": summary.ok,
             "failed": summary.failed,
             "rendered_this_session": summary.rendered,
             "reconstruction_cache_hits": summary.cached,
+            "recomputed_changed_inputs": sum(changed.values()),
         },
         "summary": {
             "recon_score_mean": summary.mean,
@@ -296,6 +369,18 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     write_json_atomic(out / "run.json", run_info)
     summary.ci = (run_info.get("seed_noise") or {}).get("recon_score_ci")
     return summary
+
+
+def _changed_inputs(rows, done, inputs, keys) -> dict[str, int]:
+    """Rows with a journaled result for other inputs, counted by the input that changed (for the log)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        rec = done.get(row.index)
+        if rec is None or rec.get("key") == keys[row.index]:
+            continue
+        for name in changed_fields(rec.get("inputs"), inputs[row.index]):
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _previous_run(out: Path) -> dict:

@@ -27,8 +27,12 @@ def default_device() -> str:
 
 
 def resolve_device(device: str | None) -> str:
+    """ "auto"/None -> cuda or cpu; "cpu:N" -> "cpu" (one CPU device: an index only changes which kernels some
+    diffusers models pick, e.g. the Z-Image DiT's floats on "cpu:0", which accelerate hands every CPU rank)."""
     if device in (None, "", "auto"):
         return default_device()
+    if str(device).split(":")[0] == "cpu":
+        return "cpu"
     return device
 
 

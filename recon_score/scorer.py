@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from recon_score.cache import ArtifactCache, sha256_json
+from recon_score.cache import ArtifactCache, batch_cache_key, sha256_json
 from recon_score.encoders import Encoder, build_encoder
 from recon_score.errors import InputError, ReconScoreWarning
 from recon_score.images import image_digest, is_array_image, load_image, to_pil_image
@@ -280,31 +280,33 @@ class ReconScorer:
     def _reconstruct(
         self, items: list[_Item], *, force_render: bool
     ) -> dict[str, tuple[Image.Image, dict, bool]]:
+        """Reconstructions by item key. Batches are formed before the cache is looked at (unique requests, grouped
+        by size in input order, then `batch_size` at a time), and each image is cached under its key *and* its
+        batch's composition: batched kernels are not bit-identical across batch shapes, so a batch-4 entry
+        must never answer a batch-1 request (the same command gives the same bytes whatever the cache held)."""
         out: dict[str, tuple[Image.Image, dict, bool]] = {}
-        todo: list[_Item] = []
-        seen: set[str] = set()
+        unique: dict[str, _Item] = {}
         for it in items:
-            if it.key in seen:
-                continue
-            seen.add(it.key)
-            hit = None if force_render else self.cache.get_reconstruction(it.key)
-            if hit is not None:
-                out[it.key] = (hit[0], hit[1], True)
-                self.stats["reconstruction_cache_hits"] += 1
-            else:
-                todo.append(it)
-        # group by size in input order, then batches of batch_size: a deterministic composition
+            unique.setdefault(it.key, it)
         by_size: dict[tuple[int, int], list[_Item]] = {}
-        for it in todo:
+        for it in unique.values():
             by_size.setdefault((it.request.width, it.request.height), []).append(it)
         for group in by_size.values():
             for start in range(0, len(group), self.batch_size):
                 batch = group[start : start + self.batch_size]
+                members = [it.key for it in batch]
+                keys = [batch_cache_key(k, members) for k in members]
+                hits = [] if force_render else [self.cache.get_reconstruction(k) for k in keys]
+                if hits and all(h is not None for h in hits):
+                    for it, hit in zip(batch, hits):
+                        out[it.key] = (hit[0], hit[1], True)
+                    self.stats["reconstruction_cache_hits"] += len(batch)
+                    continue
                 images = self.renderer.render([it.request for it in batch])
                 self.stats["rendered"] += len(batch)
-                for it, img in zip(batch, images):
-                    meta = self._render_meta(it)
-                    self.cache.put_reconstruction(it.key, img, meta)
+                for it, ck, img in zip(batch, keys, images):
+                    meta = {**self._render_meta(it), "batch": members}
+                    self.cache.put_reconstruction(ck, img, meta)
                     out[it.key] = (img, meta, False)
         return out
 
@@ -348,24 +350,24 @@ class ReconScorer:
         )
 
     def _embed(self, images: list[Image.Image], digests: list[str], *, force: bool = False) -> np.ndarray:
+        """Embeddings of the unique images of one call, encoded as one batch; cached under the pixel digest and
+        the batch's composition, for the same reason as reconstructions (see `_reconstruct`)."""
         ekey = self._encoder_key()
-        vecs: dict[str, np.ndarray] = {}
-        missing: dict[str, Image.Image] = {}
+        unique: dict[str, Image.Image] = {}
         for img, dg in zip(images, digests):
-            if dg in vecs or dg in missing:
-                continue
-            hit = None if force else self.cache.get_embedding(ekey, dg)
-            if hit is not None:
-                vecs[dg] = hit
-                self.stats["embedding_cache_hits"] += 1
-            else:
-                missing[dg] = img
-        if missing:
-            emb = self.encoder.encode_images(list(missing.values())).numpy()
-            self.stats["embedded"] += len(missing)
-            for dg, vec in zip(missing, emb):
-                vecs[dg] = vec
-                self.cache.put_embedding(ekey, dg, vec)
+            unique.setdefault(dg, img)
+        members = list(unique)
+        keys = [batch_cache_key(dg, members) for dg in members]
+        hits = [] if force else [self.cache.get_embedding(ekey, k) for k in keys]
+        if hits and all(h is not None for h in hits):
+            vecs = dict(zip(members, hits))
+            self.stats["embedding_cache_hits"] += len(members)
+        else:
+            emb = self.encoder.encode_images(list(unique.values())).numpy()
+            self.stats["embedded"] += len(members)
+            vecs = dict(zip(members, emb))
+            for k, vec in zip(keys, emb):
+                self.cache.put_embedding(ekey, k, vec)
         return np.stack([vecs[dg] for dg in digests])
 
     def _similarity(self, items: list[_Item], results: list[ReconResult], *, force: bool = False) -> None:
