@@ -33,10 +33,6 @@ from recon_score.sizing import reconstruction_size
 
 log = logging.getLogger(__name__)
 
-# Captions longer than this (characters) are refused: no T2I text encoder sees past a few thousand tokens, and
-# such a "caption" is almost always a parsing error (a whole file in one field).
-MAX_CAPTION_CHARS = 20_000
-
 
 def recon_score_from_cosine(cos: float | np.ndarray | torch.Tensor):
     """100 * (1 + cos) / 2, i.e. 100 * (1 - d/2) with d = 1 - cos. Range [0, 100]."""
@@ -235,11 +231,6 @@ class ReconScorer:
                 raise img
             text = clean_caption(caption)
             item.caption = text
-            if len(text) > MAX_CAPTION_CHARS:
-                raise InputError(
-                    f"caption has {len(text):,} characters (limit {MAX_CAPTION_CHARS:,}); "
-                    "is a whole file in one field?"
-                )
             w, h = reconstruction_size(
                 img.width, img.height, max_side=self.preset.max_side, multiple=self.preset.size_multiple
             )

@@ -9,10 +9,10 @@ keeping first occurrences: a repeated word would count twice in FreeDom's freque
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from recon_score.errors import InputError
+from recon_score.textfiles import csv_rows, read_lines
 
 TEXT_COLUMNS = ("class", "name", "object_name", "text", "word", "prompt", "concept", "label_name")
 
@@ -22,10 +22,9 @@ def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
     if not path.is_file():
         raise InputError(f"word list {path} does not exist")
     if path.suffix.lower() != ".csv":
-        items = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        items = [line.strip() for _, line in read_lines(path)]
     else:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = [r for r in csv.reader(f) if r]
+        rows = [r for _, r in csv_rows(path)]
         header = [c.strip().lower() for c in rows[0]] if rows else []
         wanted = column.lower() if column else next((c for c in TEXT_COLUMNS if c in header), None)
         if column and wanted not in header:

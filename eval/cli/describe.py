@@ -141,7 +141,7 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N images.")
 @opt.retry_errors("images (no caption)")
 @opt.overwrite()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
+@click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 def command(
     images,
     images_root,
@@ -199,6 +199,21 @@ def command(
         recon_preset=recon_preset,
         select_by=select_by,
     )
+    items = source = None
+    if dataset:
+        if images is not None:
+            raise click.UsageError("give either --images or --dataset, not both")
+        if dataset_root is None:
+            raise click.UsageError("--dataset needs --dataset-root")
+        from eval.datasets import load_dataset
+        from eval.datasets.adapters import describe_items
+
+        ds = load_dataset(dataset, dataset_root, split, annotations=annotations)
+        items, source = describe_items(ds), ds.summary()
+    elif images is not None:  # read and validate the inputs before any model is built
+        from describer.inputs import discover_images
+
+        items = discover_images(images, root=images_root)
     device = resolve_device(device)
     cap = build_captioner(
         p.backend,
@@ -222,17 +237,6 @@ def command(
         weights_dir=weights_dir,
         overrides={"t2i_model": t2i_model, "encoder": encoder},
     )
-    items = source = None
-    if dataset:
-        if images is not None:
-            raise click.UsageError("give either --images or --dataset, not both")
-        if dataset_root is None:
-            raise click.UsageError("--dataset needs --dataset-root")
-        from eval.datasets import load_dataset
-        from eval.datasets.adapters import describe_items
-
-        ds = load_dataset(dataset, dataset_root, split, annotations=annotations)
-        items, source = describe_items(ds), ds.summary()
     _preflight(cap, selector)
     job = DescribeJob(
         out=out,

@@ -68,7 +68,7 @@ def command() -> None:
     "--metrics", default="reconscore", show_default=True, help="Comma-separated; the first is tabled."
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def models(datasets, captions, metrics, preset, encoder, long_text, device, out) -> int:
     """Table 3: several captioning models on several datasets (ReconScore; other metrics in all_metrics.csv)."""
     import pandas as pd
@@ -135,7 +135,7 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, out)
     help="LABEL=DESCRIBE_RUN_DIR: a `reconscore describe` run with >= max(N) candidates (repeatable).",
 )
 @click.option("--ns", default="1,2,4,6,8,10", show_default=True, help="Pool sizes N.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def n_sweep(runs, ns, out) -> int:
     """Table 8: selected score vs pool size N, from one pool per image (the first N samples; no resampling)."""
     from eval.studies.common import parse_pairs
@@ -198,7 +198,7 @@ def n_sweep(runs, ns, out) -> int:
     help="Images folder (default: the describe run's).",
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def selection(
     run_dir, selectors, metrics, human, images_root, preset, encoder, long_text, device, out
 ) -> int:
@@ -250,7 +250,7 @@ def selection(
     "open_clip:ViT-L-14/openai,hf:facebook/dinov2-base,lpips:alex.",
 )
 @opt.device()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def encoders(runs, encoders, device, out) -> int:
     """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b)."""
     from eval.studies.common import parse_pairs
@@ -280,7 +280,7 @@ def encoders(runs, encoders, device, out) -> int:
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
 @opt.device()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     """Table 9: several T2I presets on the same captions: token limit, seconds per image, ReconScore."""
     from eval.studies.robustness import t2i_table
@@ -335,7 +335,7 @@ def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def paraphrase(
     paraphrased, perturbed, references, images_root, metrics, preset, encoder, long_text, device, out
 ) -> int:
@@ -387,7 +387,7 @@ def paraphrase(
     "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def length(generated, references, images_root, metrics, preset, encoder, long_text, device, out) -> int:
     """Table 5: short / medium / long captions from the same triplets: mean per length and σ."""
     from eval.metrics import parse_metric_names

@@ -11,15 +11,14 @@ autoescaping; nothing user-provided is ever marked safe.
 from __future__ import annotations
 
 import base64
-import csv
 import hashlib
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from recon_score.errors import ReconScoreError
+from recon_score.textfiles import csv_dicts, csv_rows, json_objects, read_json
 
 THUMB_SIDE = 256
 
@@ -122,7 +121,7 @@ def _png_src(data: bytes) -> str:
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [obj for _, obj in json_objects(path)]
 
 
 def _root(run: dict) -> Path | None:
@@ -232,8 +231,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
 
 
 def _csv_table(path: Path, title: str, digits: int = 2) -> Table:
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
+    rows = [r for _, r in csv_rows(path)]
     if not rows:
         return Table(title, [], [])
 
@@ -256,8 +254,7 @@ def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
         sec.tables.append(table)
         cols = table.columns
         if "metric" in cols:
-            with path.open(encoding="utf-8", newline="") as f:
-                recs = list(csv.DictReader(f))
+            recs = [r for _, r in csv_dicts(path)[1]]
             series = {}
             for tau in ("tau_b", "tau_c"):
                 if tau in cols:
@@ -366,10 +363,7 @@ def load_section(d: Path, store: ImageStore) -> Section:
     run_path = d / "run.json"
     if not run_path.exists():
         raise ReconScoreError(f"{d} has no run.json: not a reconscore run folder")
-    try:
-        run = json.loads(run_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ReconScoreError(f"{run_path}: invalid JSON ({err})") from err
+    run = read_json(run_path, expect=dict)
     kind = run.get("command")
     loader = LOADERS.get(kind)
     if loader is None:
