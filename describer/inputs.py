@@ -4,11 +4,13 @@ with `image`, optional `id` and `references`)."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
+from recon_score.textfiles import read_lines, safe_text, unencodable
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "recon_score" / "sample"
@@ -39,6 +41,26 @@ def _sample_items() -> list[ImageItem]:
     ]
 
 
+def _check_references(refs: object) -> str | None:
+    """Why `references` cannot be used (None if it can): a list of non-empty strings, or absent."""
+    if refs is None:
+        return None
+    if not isinstance(refs, list) or not all(isinstance(r, str) and r.strip() for r in refs):
+        return f"`references` must be a list of non-empty strings, got {safe_text(refs)!r}"[:300]
+    return None
+
+
+def _list_id(rel: str, base: Path) -> str:
+    """The path relative to the root without its suffix: unique where two folders hold the same file name."""
+    full, top = os.path.abspath(base / rel), os.path.abspath(base)
+    inside = os.path.commonpath([full, top]) == top
+    return (
+        PurePosixPath(Path(os.path.relpath(full, top)).as_posix() if inside else rel)
+        .with_suffix("")
+        .as_posix()
+    )
+
+
 def discover_images(source: Path | None, *, root: Path | None = None) -> list[ImageItem]:
     """Images to caption, in a stable order (folders: sorted relative paths)."""
     if source is None:
@@ -48,53 +70,68 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
             raise ReconScoreError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {source}")
-        rels = [p.relative_to(source).as_posix() for p in files]
-        return [ImageItem(i, rel, rel, p) for i, (rel, p) in enumerate(zip(rels, files))]
+        items = []
+        for i, p in enumerate(files):
+            rel = p.relative_to(source).as_posix()
+            item = ImageItem(i, rel, rel, p)
+            try:  # a symlink to a file outside the folder is refused, like a path escaping a list's root
+                item.path = resolve_under(source, rel)
+            except InputError as err:
+                item.path, item.error = None, f"{source.name}/{rel}: {err}"
+            items.append(item)
+        return items
     if not source.is_file():
         raise ReconScoreError(f"--inputs {source} does not exist")
     if source.suffix.lower() in IMAGE_SUFFIXES:
         return [ImageItem(0, source.stem, source.name, source)]
+    kind = source.suffix.lower()
+    if kind not in (".jsonl", ".ndjson", ".txt"):
+        raise ReconScoreError(f"--images {source}: expected a folder, an image, a .txt list or a .jsonl file")
     base = Path(root) if root else source.parent
     items: list[ImageItem] = []
     seen: dict[str, int] = {}
-    lines = source.read_text(encoding="utf-8").splitlines()
-    for lineno, raw in enumerate(lines, start=1):
+    for lineno, raw in read_lines(source):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        refs, rid = None, None
-        if source.suffix.lower() in (".jsonl", ".ndjson"):
+        where = f"{source.name}:{lineno}"
+        refs, rid, problem = None, None, None
+        if kind == ".txt":
+            rel = raw.strip()
+        else:
             try:
                 rec = json.loads(raw)
                 rel = rec["image"]
                 rid = rec.get("id")
                 refs = rec.get("references")
-            except (json.JSONDecodeError, KeyError, TypeError) as err:
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
                 items.append(
                     ImageItem(
                         len(items),
                         f"line{lineno}",
                         raw[:80],
                         None,
-                        error=f"{source.name}:{lineno}: not a JSON object with `image` ({err})",
+                        error=f"{where}: not a JSON object with `image` ({safe_text(str(err))})",
                     )
                 )
                 continue
-        elif source.suffix.lower() == ".txt":
-            rel = raw.strip()
-        else:
-            raise ReconScoreError(
-                f"--images {source}: expected a folder, an image, a .txt list or a .jsonl file"
-            )
-        item = ImageItem(
-            len(items), str(rid) if rid is not None else Path(str(rel)).stem, str(rel), None, refs
-        )
-        if item.id in seen:
-            item.error = f"{source.name}:{lineno}: duplicate id {item.id!r} (first on line {seen[item.id]})"
-        else:
-            seen[item.id] = lineno
+            problem = unencodable(rec, "the row") or _check_references(refs)
+            if problem:
+                rel, rid, refs = safe_text(rel), safe_text(rid), None
+        if not isinstance(rel, str) or not rel.strip():
+            problem = problem or f"`image` must be a non-empty path, got {rel!r}"
+            rel = str(rel)
+        item = ImageItem(len(items), str(rid) if rid is not None else "", rel, None, refs)
+        if problem is None:
             try:
-                item.path = resolve_under(base, str(rel))
+                item.path = resolve_under(base, rel)
             except InputError as err:
-                item.error = f"{source.name}:{lineno}: {err}"
+                problem = str(err)
+        if not item.id:
+            item.id = _list_id(rel, base) if rel.strip() else f"line{lineno}"
+        if problem is None and item.id in seen:
+            problem = f"duplicate id {item.id!r} (first on line {seen[item.id]})"
+        seen.setdefault(item.id, lineno)
+        if problem is not None:
+            item.path, item.error = None, f"{where}: {problem}"
         items.append(item)
     return items

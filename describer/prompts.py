@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from recon_score.textfiles import read_text
+
 # Seed 004, RemoteDescriber guideline prompt (authors' text, verbatim, including its missing spaces).
 GUIDELINE_PROMPT = (
     "You are a professional expert in the field of remote sensing, specializing in captioning remote sensing "
@@ -28,7 +30,7 @@ def load_prompt(value: str) -> str:
         return PROMPTS[value]
     path = Path(value).expanduser()
     if len(value) < 4096 and path.suffix in (".txt", ".md", ".prompt") and path.is_file():
-        text = path.read_text(encoding="utf-8").strip()
+        text = read_text(path, what="prompt file").strip()
         if not text:
             raise ValueError(f"prompt file {path} is empty")
         return text

@@ -13,8 +13,6 @@ pycocoevalcap reports for ROUGE-L, CIDEr-D and SPICE.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,8 @@ import pandas as pd
 
 from eval.datasets import CaptionDataset
 from eval.studies.common import PAPER_NAMES, paper_scale
-from recon_score.errors import ReconScoreError
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.textfiles import csv_dicts, json_objects, safe_text, unencodable
 
 
 @dataclass
@@ -39,19 +38,11 @@ def read_model_captions(path: Path) -> list[tuple[str, str | None, str]]:
     captions.jsonl, or any table with image_id/image/id + caption)."""
     out = []
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise ReconScoreError(f"{path.name}:{lineno}: invalid JSON ({err.msg})") from None
+        for lineno, rec in json_objects(path):
             out.append(_key(rec, f"{path.name}:{lineno}"))
-    elif path.suffix.lower() == ".csv":
-        with path.open(encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            for rec in reader:
-                out.append(_key(rec, f"{path.name}:{reader.line_num}"))
+    elif path.suffix.lower() in (".csv", ".tsv"):
+        for lineno, rec in csv_dicts(path)[1]:
+            out.append(_key(rec, f"{path.name}:{lineno}"))
     else:
         raise ReconScoreError(f"{path}: model captions must be .jsonl or .csv")
     return out
@@ -61,6 +52,9 @@ def _key(rec: dict, where: str) -> tuple[str, str | None, str]:
     key = rec.get("image_id") or rec.get("image") or rec.get("id")
     if not key:
         raise ReconScoreError(f"{where}: a caption row needs `image_id`, `image` or `id`")
+    bad = unencodable(rec, "the row")
+    if bad:  # that image's row gets the error; the rest of the file is fine
+        return str(safe_text(key)), InputError(f"{where}: {bad}"), where
     cap = rec.get("caption")
     return str(key), (cap if isinstance(cap, str) and cap.strip() else None), where
 
@@ -95,6 +89,8 @@ def join_captions(ds: CaptionDataset, captions: list[tuple[str, str | None, str]
             err = "no caption for this image in the model output"
         elif found[i] is None:
             err = "empty caption"
+        elif isinstance(found[i], InputError):
+            err, found[i] = str(found[i]), None
         rows.append(
             {
                 "image_id": s.image_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import io
 import json
 import math
 from collections.abc import Iterator
@@ -12,46 +13,55 @@ from pathlib import Path
 from preference_data.schema import PreferenceFormatError
 
 
+def read_text(path: Path) -> str:
+    """The project's text policy (`recon_score.textfiles`, which this package may not import): strict UTF-8,
+    a leading BOM dropped, an invalid byte reported with its file:line, never replaced by U+FFFD."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror or err})") from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise PreferenceFormatError(
+            path,
+            line,
+            f"not valid utf-8 text (byte 0x{data[err.start]:02x} at column {column}); save the file as UTF-8",
+        ) from None
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) for every line, numbered by "\\n" as editors do."""
+    for lineno, line in enumerate(read_text(path).split("\n"), start=1):
+        yield lineno, line.removesuffix("\r")
+
+
 def jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) for every non-blank line."""
-    try:
-        f = path.open("r", encoding="utf-8")
-    except OSError as err:
-        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
-    with f:
+    for lineno, raw in text_lines(path):
+        if not raw.strip():
+            continue
         try:
-            for lineno, raw in enumerate(f, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    obj = json.loads(raw)
-                except json.JSONDecodeError as err:
-                    raise PreferenceFormatError(
-                        path, lineno, f"invalid JSON ({err.msg} at column {err.colno})"
-                    ) from None
-                if not isinstance(obj, dict):
-                    raise PreferenceFormatError(
-                        path, lineno, f"expected a JSON object, got {type(obj).__name__}"
-                    )
-                yield lineno, obj
-        except UnicodeDecodeError as err:
-            raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
+            obj = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise PreferenceFormatError(
+                path, lineno, f"invalid JSON ({err.msg} at column {err.colno})"
+            ) from None
+        if not isinstance(obj, dict):
+            raise PreferenceFormatError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+        yield lineno, obj
 
 
 def csv_records(
     path: Path, *, required: tuple[str, ...], optional: tuple[str, ...]
 ) -> Iterator[tuple[int, dict]]:
     """(line where the record ends, record) for every CSV record; the header must name every required column."""
-    try:
-        f = path.open("r", encoding="utf-8-sig", newline="")
-    except OSError as err:
-        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
+    f = io.StringIO(read_text(path), newline="")
     with f:
         reader = csv.DictReader(f)
-        try:
-            fields = reader.fieldnames or []
-        except UnicodeDecodeError as err:
-            raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
+        fields = reader.fieldnames or []
         missing = [c for c in required if c not in fields]
         if missing:
             raise PreferenceFormatError(
@@ -74,8 +84,6 @@ def csv_records(
                 yield reader.line_num, rec
         except csv.Error as err:
             raise PreferenceFormatError(path, reader.line_num, f"malformed CSV ({err})") from None
-        except UnicodeDecodeError as err:
-            raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
 
 
 def check_keys(path: Path, lineno: int, keys, allowed: tuple[str, ...], *, what: str = "key") -> None:

@@ -21,22 +21,17 @@ from pathlib import Path
 
 import pandas as pd
 
+from preference_data._io import text_lines
 from preference_data.schema import PreferenceFormatError, make_table, normalize_space
 
 CAPTIONS_FILE = "Flickr8k.token.txt"
 
 
 def _lines(path: Path):
-    try:
-        with path.open("r", encoding="utf-8") as f:
-            for lineno, raw in enumerate(f, start=1):
-                line = raw.strip()
-                if line:
-                    yield lineno, line
-    except UnicodeDecodeError as err:
-        raise PreferenceFormatError(path, None, f"not UTF-8 text ({err})") from err
-    except OSError as err:
-        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
+    for lineno, raw in text_lines(path):
+        line = raw.strip()
+        if line:
+            yield lineno, line
 
 
 def read_captions(path: str | Path) -> tuple[dict[str, str], dict[str, list[str]]]:

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from preference_data._io import read_text
+
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 PERTURBATIONS = ("object", "count", "colour", "spatial")
 LENGTHS = ("short", "medium", "long")
@@ -54,7 +56,7 @@ def load_instruction(name_or_path: str | Path) -> Instruction:
         raise FileNotFoundError(
             f"instruction {name_or_path!r} not found (bundled: {known}; or give a .txt path)"
         )
-    text = path.read_text(encoding="utf-8").strip()
+    text = read_text(path).strip()
     if not text:
         raise ValueError(f"instruction file {path} is empty")
     return Instruction(path.stem, str(path), text)

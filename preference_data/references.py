@@ -42,9 +42,7 @@ def load_references(path: str | Path) -> dict[str, list[str]]:
             add(lineno, *_entry(path, lineno, obj))
         return out
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise PreferenceFormatError(path, None, f"cannot be read ({err.strerror})") from err
+        data = json.loads(_io.read_text(path))
     except json.JSONDecodeError as err:
         raise PreferenceFormatError(path, err.lineno, f"invalid JSON ({err.msg})") from None
     if isinstance(data, dict):

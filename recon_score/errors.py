@@ -6,6 +6,10 @@ Every message names the item, what was expected, and what to do next.
 from __future__ import annotations
 
 import difflib
+import re
+
+# "<_io.BytesIO object at 0x7f...>" and the like: an address differs between two identical runs
+_OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
 
 # Exit statuses, the same for every command (docs/cli.md has the table).
 EXIT_OK = 0  # everything asked for was done
@@ -60,7 +64,14 @@ class UnknownPresetError(ReconScoreError, KeyError):
 
 
 class InputError(ReconScoreError, ValueError):
-    """One input item is unusable; the run records it and continues."""
+    """One input item is unusable; the run records it and continues.
+
+    The message is kept free of memory addresses (libraries' messages quote object reprs), so two identical
+    runs write byte-identical error texts.
+    """
+
+    def __init__(self, message: object = "", *args):
+        super().__init__(_OBJECT_REPR.sub(r"<\1>", str(message)), *args)
 
 
 class ImageLoadError(InputError):

@@ -1,18 +1,19 @@
-"""Caption files: JSONL or CSV with columns `image` and `caption`, optional `id`.
+"""Caption files: JSONL, CSV or TSV with columns `image` and `caption`, optional `id`.
 
-A malformed line becomes an error row naming the file and line; it never stops the run. Only a file that
-cannot be a captions table at all (no `image`/`caption` columns, unreadable) is fatal.
+A malformed line becomes an error row naming the file and line; it never stops the run. So does text that
+could never be written to the results (a lone surrogate from a JSON escape), found here when the row is read.
+Only a file that cannot be a captions table at all (no `image`/`caption` columns, unreadable, not UTF-8: the
+project's text policy, `recon_score.textfiles`) is fatal.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
+from recon_score.textfiles import csv_dicts, json_lines, safe_text, unencodable
 
 REQUIRED = ("image", "caption")
 
@@ -27,6 +28,8 @@ class InputRow:
     image_path: Path | None = None
     error: str | None = None
     extra: dict | None = None
+    where: str = ""  # "FILE:LINE", prefixed to errors found after reading (image, scoring)
+    image_error: bool = False  # `error` is only about the image path (text-only commands ignore it)
 
 
 def _fail(path: Path, line: int, msg: str) -> str:
@@ -35,50 +38,34 @@ def _fail(path: Path, line: int, msg: str) -> str:
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict | None, str | None]]:
     out = []
-    with path.open("r", encoding="utf-8", errors="replace") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except json.JSONDecodeError as err:
-                out.append(
-                    (lineno, None, _fail(path, lineno, f"invalid JSON ({err.msg} at column {err.colno})"))
-                )
-                continue
-            if not isinstance(obj, dict):
-                out.append(
-                    (lineno, None, _fail(path, lineno, f"expected a JSON object, got {type(obj).__name__}"))
-                )
-                continue
-            out.append((lineno, obj, None))
+    for lineno, obj, err in json_lines(path):
+        if err is None and not isinstance(obj, dict):
+            err = _fail(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+        out.append((lineno, obj if err is None else None, err))
     return out
 
 
 def _read_csv(path: Path) -> list[tuple[int, dict | None, str | None]]:
     out = []
-    with path.open("r", encoding="utf-8-sig", newline="", errors="replace") as f:
-        reader = csv.DictReader(f)
-        fields = reader.fieldnames or []
-        missing = [c for c in REQUIRED if c not in fields]
-        if missing:
-            raise ReconScoreError(
-                f"{path}: CSV header must have columns {', '.join(REQUIRED)} (optional: id); "
-                f"missing {', '.join(missing)}; found {', '.join(fields) or 'no header'}"
+    fields, records = csv_dicts(path)
+    missing = [c for c in REQUIRED if c not in fields]
+    if missing:
+        raise ReconScoreError(
+            f"{path}: header must have columns {', '.join(REQUIRED)} (optional: id); "
+            f"missing {', '.join(missing)}; found {', '.join(fields) or 'no header'}"
+        )
+    for lineno, rec in records:
+        if None in rec:  # more fields than the header: keep the id for the error row, drop the rest
+            extra = rec.pop(None)
+            msg = _fail(
+                path,
+                lineno,
+                f"{len(fields) + len(extra)} fields, header has {len(fields)} "
+                "(quote fields that contain the delimiter)",
             )
-        for rec in reader:
-            lineno = reader.line_num
-            if None in rec:  # more fields than the header: keep the id for the error row, drop the rest
-                extra = rec.pop(None)
-                msg = _fail(
-                    path,
-                    lineno,
-                    f"{len(fields) + len(extra)} fields, header has {len(fields)} "
-                    "(quote fields that contain commas)",
-                )
-                out.append((lineno, {"id": rec.get("id")}, msg))
-                continue
-            out.append((lineno, dict(rec), None))
+            out.append((lineno, {"id": rec.get("id")}, msg))
+            continue
+        out.append((lineno, dict(rec), None))
     return out
 
 
@@ -97,7 +84,7 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
     elif suffix in (".csv", ".tsv"):
         records = _read_csv(path)
     else:
-        raise ReconScoreError(f"captions file {path}: unknown format {suffix!r}; use .jsonl or .csv")
+        raise ReconScoreError(f"captions file {path}: unknown format {suffix!r}; use .jsonl, .csv or .tsv")
     base = Path(root) if root is not None else path.parent
     if not base.is_dir():
         raise ReconScoreError(f"image root {base} is not a folder")
@@ -106,14 +93,34 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
     for index, (lineno, rec, err) in enumerate(records):
         raw_id = rec.get("id") if rec else None
         row_id = str(raw_id) if raw_id not in (None, "") else str(index)
-        row = InputRow(index=index, line=lineno, id=row_id, image=None, caption=None, error=err)
-        if rec is not None and err is None:
+        bad_text = next(
+            (
+                m
+                for k, v in (rec or {}).items()
+                if (m := unencodable(k, "a field name") or unencodable(v, f"`{safe_text(k)}`"))
+            ),
+            None,
+        )
+        if bad_text:  # validated on read: such text could never be written to the results
+            rec, row_id = safe_text(rec), str(safe_text(row_id))
+            err = err or _fail(path, lineno, bad_text)
+        row = InputRow(
+            index=index,
+            line=lineno,
+            id=row_id,
+            image=None,
+            caption=None,
+            error=err,
+            where=f"{path.name}:{lineno}",
+        )
+        if rec is not None and (err is None or bad_text):
             row.image = rec.get("image")
             row.caption = rec.get("caption")
             row.extra = {k: v for k, v in rec.items() if k not in ("id", "image", "caption")} or None
-            if suffix == ".jsonl" and not ({"image", "caption"} <= rec.keys()):
-                missing = [c for c in REQUIRED if c not in rec]
-                row.error = _fail(path, lineno, f"missing field(s) {', '.join(missing)}")
+        jsonl = suffix in (".jsonl", ".ndjson")
+        if rec is not None and err is None and jsonl and not ({"image", "caption"} <= rec.keys()):
+            missing = [c for c in REQUIRED if c not in rec]
+            row.error = _fail(path, lineno, f"missing field(s) {', '.join(missing)}")
         if row.error is None and row_id in first_line_of_id:
             row.error = _fail(
                 path, lineno, f"duplicate id {row_id!r} (first used on line {first_line_of_id[row_id]})"
@@ -127,5 +134,6 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
                     row.image_path = resolve_under(base, row.image.strip())
                 except InputError as e:
                     row.error = _fail(path, lineno, str(e))
+            row.image_error = row.error is not None
         rows.append(row)
     return rows

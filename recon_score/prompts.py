@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from recon_score.errors import InputError
+from recon_score.textfiles import read_text
 
 # Seed 004 and its authors' code, verbatim (including the single spaces around {caption}).
 PERSPECTIVE_TEMPLATE = (
@@ -24,7 +25,7 @@ def load_template(value: str) -> str:
         return TEMPLATES[value]
     path = Path(value)
     if "{caption}" not in value and path.suffix in (".txt", ".jinja", ".tmpl") and path.is_file():
-        value = path.read_text(encoding="utf-8").strip("\n")
+        value = read_text(path, what="prompt template").strip("\n")
     if value.count("{caption}") != 1:
         raise ValueError(f"a prompt template must contain '{{caption}}' exactly once, got {value!r}")
     return value

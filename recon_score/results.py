@@ -27,6 +27,7 @@ from pathlib import Path
 
 from recon_score.cache import atomic_write_text, sha256_json
 from recon_score.errors import ReconScoreError, ResumeMismatchError
+from recon_score.textfiles import TextFileError
 
 
 def _dumps(obj) -> str:
@@ -49,11 +50,13 @@ def read_jsonl(path: Path, *, repair: bool = False) -> list[dict]:
             continue
         try:
             records.append(json.loads(line))
-        except json.JSONDecodeError:
+        except ValueError:  # invalid JSON or invalid UTF-8
             if i == len(lines) - 1:  # torn by a crash between write and newline: drop it
                 keep -= len(line) + 1
                 break
-            raise ValueError(f"{path}: line {i + 1} is not valid JSON; the journal is corrupt") from None
+            raise TextFileError(
+                path, i + 1, "not a valid JSON line; the file is corrupt (restore it, or pass --overwrite)"
+            ) from None
     if repair and keep != len(data):
         with path.open("r+b") as f:
             f.truncate(keep)

@@ -158,6 +158,8 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
                 rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
                 atomic_write_bytes(out / rel, png_bytes(res.reconstruction))
                 rec["reconstruction"] = str(rel)
+    if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
+        rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
     for key, value in (row.extra or {}).items():  # the input's own columns (e.g. `kind`) travel through
         rec.setdefault(key, value)
     if note:

@@ -33,10 +33,6 @@ from recon_score.sizing import reconstruction_size
 
 log = logging.getLogger(__name__)
 
-# Captions longer than this (characters) are refused: no T2I text encoder sees past a few thousand tokens, and
-# such a "caption" is almost always a parsing error (a whole file in one field).
-MAX_CAPTION_CHARS = 20_000
-
 # what `score` takes as one image: a file, a PIL image, or a torch tensor / numpy array (see images.to_pil_image)
 ImageInput = Image.Image | str | Path | np.ndarray | torch.Tensor
 
@@ -246,11 +242,6 @@ class ReconScorer:
                 raise img
             text = clean_caption(caption, collapse_whitespace=self.preset.collapse_whitespace)
             item.caption = text
-            if len(text) > MAX_CAPTION_CHARS:
-                raise InputError(
-                    f"caption has {len(text):,} characters (limit {MAX_CAPTION_CHARS:,}); "
-                    "is a whole file in one field?"
-                )
             w, h = reconstruction_size(
                 img.width,
                 img.height,

@@ -27,6 +27,8 @@ we refuse to load.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,6 +106,10 @@ def _pairs(arr: np.ndarray, key: str, path: str) -> torch.Tensor:
     return torch.from_numpy(arr.astype(np.int64))
 
 
+def _reason(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
 def load_bundle(path: str | Path) -> Bundle:
     """Read and validate a bundle; every problem names the key and the fix.
 
@@ -114,28 +120,37 @@ def load_bundle(path: str | Path) -> Bundle:
     where = str(path)
     if not path.is_file():
         raise InputError(f"bundle {path} does not exist")
-    try:
-        npz = np.load(path, allow_pickle=False)
-    except ValueError as err:
-        raise InputError(
-            f"{path} is not a readable .npz without pickle ({err}); store strings as np.str_ arrays"
-        ) from err
-    with npz:
-        keys = set(npz.files)
-        missing = [k for k in REQUIRED if k not in keys]
-        if missing:
-            raise BundleError(where, missing[0], "is missing", f"A bundle needs {', '.join(REQUIRED)}.")
-        unknown = sorted(keys - set(REQUIRED) - set(OPTIONAL))
-        if unknown:
-            raise BundleError(
-                where, unknown[0], "is not a bundle key", f"Known keys: {', '.join(REQUIRED + OPTIONAL)}."
-            )
+    with path.open("rb") as fh:  # ours to close: np.load leaks its own handle when the zip is damaged
         try:
-            arrays = {k: npz[k] for k in keys}
+            npz = np.load(fh, allow_pickle=False)
         except ValueError as err:
             raise InputError(
-                f"{path}: an array needs pickle to load ({err}); store strings with dtype=str"
+                f"{path} is not a readable .npz without pickle ({err}); store strings as np.str_ arrays"
             ) from err
+        except (EOFError, OSError, zipfile.BadZipFile) as err:  # 0 bytes, truncated, not a zip at all
+            raise InputError(
+                f"{path} is not a readable .npz file ({_reason(err)}); write it again with np.savez"
+            ) from err
+        with npz:
+            keys = set(npz.files)
+            missing = [k for k in REQUIRED if k not in keys]
+            if missing:
+                raise BundleError(where, missing[0], "is missing", f"A bundle needs {', '.join(REQUIRED)}.")
+            unknown = sorted(keys - set(REQUIRED) - set(OPTIONAL))
+            if unknown:
+                raise BundleError(
+                    where, unknown[0], "is not a bundle key", f"Known keys: {', '.join(REQUIRED + OPTIONAL)}."
+                )
+            try:
+                arrays = {k: npz[k] for k in keys}
+            except ValueError as err:
+                if "pickle" in str(err):
+                    raise InputError(
+                        f"{path}: an array needs pickle to load ({err}); store strings with dtype=str"
+                    ) from err
+                raise InputError(f"{path} is damaged ({_reason(err)}); write it again with np.savez") from err
+            except (EOFError, OSError, zipfile.BadZipFile, zlib.error) as err:  # a damaged member
+                raise InputError(f"{path} is damaged ({_reason(err)}); write it again with np.savez") from err
 
     tensors = {}
     for key in (

@@ -9,10 +9,10 @@ keeping first occurrences: a repeated word would count twice in FreeDom's freque
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from recon_score.errors import InputError
+from recon_score.textfiles import csv_rows, read_json, read_lines
 
 TEXT_COLUMNS = ("class", "name", "object_name", "text", "word", "prompt", "concept", "label_name")
 
@@ -22,10 +22,9 @@ def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
     if not path.is_file():
         raise InputError(f"word list {path} does not exist")
     if path.suffix.lower() != ".csv":
-        items = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        items = [line.strip() for _, line in read_lines(path)]
     else:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = [r for r in csv.reader(f) if r]
+        rows = [r for _, r in csv_rows(path)]
         header = [c.strip().lower() for c in rows[0]] if rows else []
         wanted = column.lower() if column else next((c for c in TEXT_COLUMNS if c in header), None)
         if column and wanted not in header:
@@ -44,26 +43,21 @@ def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
 def read_phrases(path: str | Path) -> dict[str, list[str]]:
     """SEARLE-OTI's GPT phrases: a CSV of ``concept,phrase`` rows (a header row naming them is skipped), or
     JSON {concept: [phrases]}. A phrase that does not contain its concept is refused, naming its line."""
-    import json
-
     path = Path(path)
     if not path.is_file():
         raise InputError(f"phrases file {path} does not exist")
     out: dict[str, list[str]] = {}
     if path.suffix.lower() == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        data = read_json(path, expect=dict, what="phrases file")
+        if not all(isinstance(v, list) for v in data.values()):
             raise InputError(f"{path}: expected a JSON object {{concept: [phrases]}}")
         items = [(n, str(c), str(p)) for n, (c, ps) in enumerate(data.items(), start=1) for p in ps]
     else:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-        if rows and [x.strip().lower() for x in rows[0][:2]] == ["concept", "phrase"]:
-            rows = [[], *rows[1:]]  # keep line numbers
+        rows = csv_rows(path)
+        if rows and [x.strip().lower() for x in rows[0][1][:2]] == ["concept", "phrase"]:
+            rows = rows[1:]
         items = []
-        for n, row in enumerate(rows, start=1):
-            if not row:
-                continue
+        for n, row in rows:
             if len(row) < 2:
                 raise InputError(f"{path}: line {n} has {len(row)} column(s), expected concept,phrase")
             items.append((n, row[0].strip(), row[1].strip()))

@@ -72,7 +72,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     "--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="CI resamples."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
+@click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 def command(
     preferences,
     fmt,

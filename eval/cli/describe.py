@@ -186,7 +186,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N images.")
 @opt.retry_errors("images (no caption)")
 @opt.overwrite()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
+@click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 def command(
     inputs,
     images_root,
@@ -257,6 +257,24 @@ def command(
         recon_preset=recon_preset,
         select_by=select_by,
     )
+    inputs, images_root, dataset_root = _old_spellings(inputs, images_root, dataset_root, dataset)
+    items = source = None
+    if dataset:
+        if inputs is not None or images_root is not None:
+            raise click.UsageError("give either --inputs/--images or --dataset, not both")
+        if dataset_root is None:
+            raise click.UsageError("--dataset needs --root")
+        from eval.datasets import load_dataset
+        from eval.datasets.adapters import describe_items
+
+        ds = load_dataset(dataset, dataset_root, split, annotations=annotations)
+        items, source = describe_items(ds), ds.summary()
+    elif (
+        inputs is not None or images_root is not None
+    ):  # read and validate the inputs before any model is built
+        from describer.inputs import discover_images
+
+        items = discover_images(inputs if inputs is not None else images_root, root=images_root)
     device = resolve_device(device)
     cap = build_captioner(
         p.backend,
@@ -286,18 +304,6 @@ def command(
         weights_dir=weights_dir,
         overrides={"t2i_model": t2i_model, "encoder": encoder},
     )
-    inputs, images_root, dataset_root = _old_spellings(inputs, images_root, dataset_root, dataset)
-    items = source = None
-    if dataset:
-        if inputs is not None or images_root is not None:
-            raise click.UsageError("give either --inputs/--images or --dataset, not both")
-        if dataset_root is None:
-            raise click.UsageError("--dataset needs --root")
-        from eval.datasets import load_dataset
-        from eval.datasets.adapters import describe_items
-
-        ds = load_dataset(dataset, dataset_root, split, annotations=annotations)
-        items, source = describe_items(ds), ds.summary()
     _preflight(cap, selector)
     job = DescribeJob(
         out=out,

@@ -73,7 +73,7 @@ Exit status: 0 every split image was scored, 3 some were not (their `error` says
 @click.option(
     "--label", default=None, help="Row label of summary.csv (default: the captions file's folder name)."
 )
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def command(
     dataset,
     dataset_root,

@@ -78,7 +78,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 )
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N sources.")
 @opt.overwrite()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def command(
     kind,
     captions,
@@ -112,9 +112,10 @@ def command(
     from recon_score.results import Journal, read_jsonl, write_json_atomic, write_jsonl_atomic
     from recon_score.runtime import provenance, resolve_device, utc_now
 
-    sources = _sources(captions, dataset, dataset_root, split)
+    every_source = _sources(captions, dataset, dataset_root, split)
     if limit:
-        sources = sources[:limit]
+        every_source = every_source[:limit]
+    sources = [s for s in every_source if not s.get("error")]  # the others are error rows, never sent
     llm = build_text_llm(
         backend,
         model,
@@ -176,6 +177,7 @@ def command(
         rows = stage(
             "generated", gen.rewrite_requests(extracted, lengths=tuple(x.strip() for x in lengths.split(",")))
         )
+    rows = _with_error_rows(rows, every_source, kind)
     write_jsonl_atomic(out / "generated.jsonl", rows)
     failed = sum(1 for r in rows if r.get("error"))
     if kind == "length":
@@ -213,15 +215,48 @@ def _sources(captions: Path | None, dataset: str | None, root: Path | None, spli
         ]
     from recon_score.inputs import read_caption_rows
 
-    rows = read_caption_rows(captions)
-    bad = [
-        r for r in rows if r.error and "outside the data root" not in r.error and "not found" not in r.error
+    out = []
+    for r in read_caption_rows(captions):
+        error = None if r.image_error else r.error  # no image is read here: only text problems count
+        if error is None and (not isinstance(r.caption, str) or not r.caption.strip()):
+            kind = (
+                "missing or null"
+                if r.caption is None
+                else "empty"
+                if isinstance(r.caption, str)
+                else "not text"
+            )
+            error = f"{r.where}: caption is {kind}; nothing to send to the LLM"
+        out.append({"id": r.id, "image": r.image, "caption": r.caption, "error": error})
+    return out
+
+
+def _with_error_rows(rows: list[dict], sources: list[dict], kind: str) -> list[dict]:
+    """The generated rows with one error row per source that could not be sent, in input order (for
+    `length`, whose rows are per image, the error rows come last); each counts as failed."""
+    errors = [
+        {
+            "id": f"{s['id']}:{kind}",
+            "source_id": str(s["id"]),
+            "image": s.get("image"),
+            "source_caption": s.get("caption"),
+            "kind": kind,
+            "caption": None,
+            "error": s["error"],
+        }
+        for s in sources
+        if s.get("error")
     ]
-    if bad:
-        raise click.ClickException(f"{len(bad)} malformed rows in {captions}, e.g. {bad[0].error}")
-    return [
-        {"id": r.id, "image": r.image, "caption": str(r.caption)} for r in rows if isinstance(r.caption, str)
-    ]
+    if not errors or kind == "length":
+        return rows + errors
+    by_source: dict[str, list[dict]] = {}
+    for r in rows:
+        by_source.setdefault(str(r["source_id"]), []).append(r)
+    bad = {e["source_id"]: e for e in errors}
+    out = []
+    for s in sources:
+        out.extend([bad[str(s["id"])]] if s.get("error") else by_source.pop(str(s["id"]), []))
+    return out + [r for rs in by_source.values() for r in rs]
 
 
 def _by_image(sources: list[dict]) -> list[dict]:

@@ -145,3 +145,24 @@ def recon_seeds() -> Callable:
         help="reconscore: K renders per caption (the preset's seed, then derived ones); the value is the mean "
         "over seeds and the 95% bootstrap CI over images and seeds is printed beside it.",
     )
+
+
+class _RunFolder(click.Path):
+    """`--out DIR`: a folder to create or resume. An existing file there means the run cannot start (exit 1,
+    as documented), not a usage error (click's 2, which reconscore uses for "some rows failed")."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value, param, ctx):
+        path = Path(super().convert(value, param, ctx))
+        if path.exists() and not path.is_dir():
+            from recon_score.errors import ReconScoreError
+
+            raise ReconScoreError(
+                f"--out {path} is a file, not a folder; choose another --out (a run folder)"
+            )
+        return path
+
+
+RUN_FOLDER = _RunFolder()

@@ -134,7 +134,7 @@ Exit status: 0 every method ran, 3 some could not (reasons printed and in run.js
 @click.option(
     "--methods", default="text,image,sum,product,weicom", show_default=True, help="Comma-separated, or `all`."
 )
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
+@click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 @click.option(
     "--annotations",
     type=click.Path(path_type=Path),

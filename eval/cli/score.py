@@ -62,7 +62,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     help="Dataset annotation file, if not at its default place under --root.",
 )
 @click.option("--preset", default="paper", show_default=True, help=PRESET_HELP)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder.")
+@click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 @opt.device(" Under `accelerate launch` each process takes its own GPU.")
 @click.option(
     "--batch-size",

@@ -69,7 +69,7 @@ def command() -> None:
 )
 @metric_opts
 @opt.recon_seeds()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def models(datasets, captions, metrics, preset, encoder, long_text, device, recon_seeds, out) -> int:
     """Table 3: several captioning models on several datasets (ReconScore; other metrics in all_metrics.csv)."""
     import pandas as pd
@@ -163,7 +163,7 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, reco
     help="LABEL=DESCRIBE_RUN_DIR: a `reconscore describe` run with >= max(N) candidates (repeatable).",
 )
 @click.option("--ns", default="1,2,4,6,8,10", show_default=True, help="Pool sizes N.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def n_sweep(runs, ns, out) -> int:
     """Table 8: held-out score of the selected caption vs pool size N (in-sample beside it), from one pool per
     image (the first N samples; no resampling). Held-out scores for every N need `describe --eval-candidates
@@ -245,7 +245,7 @@ def n_sweep(runs, ns, out) -> int:
     help="Images folder (default: the describe run's).",
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def selection(
     run_dir, selectors, metrics, human, images_root, preset, encoder, long_text, device, out
 ) -> int:
@@ -297,7 +297,7 @@ def selection(
     "open_clip:ViT-L-14/openai,hf:facebook/dinov2-base,lpips:alex.",
 )
 @opt.device()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def encoders(runs, encoders, device, out) -> int:
     """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b)."""
     from eval.studies.common import parse_pairs
@@ -327,7 +327,7 @@ def encoders(runs, encoders, device, out) -> int:
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
 @opt.device()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     """Table 9: several T2I presets on the same captions: token limit, seconds per image, ReconScore."""
     from eval.studies.robustness import t2i_table
@@ -382,7 +382,7 @@ def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def paraphrase(
     paraphrased, perturbed, references, images_root, metrics, preset, encoder, long_text, device, out
 ) -> int:
@@ -434,7 +434,7 @@ def paraphrase(
     "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
 )
 @metric_opts
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def length(generated, references, images_root, metrics, preset, encoder, long_text, device, out) -> int:
     """Table 5: short / medium / long captions from the same triplets: mean per length and σ."""
     from eval.metrics import parse_metric_names

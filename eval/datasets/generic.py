@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 
 from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, split_present
 from recon_score.errors import InputError
 from recon_score.images import resolve_under
+from recon_score.textfiles import TextFileError, csv_dicts, json_objects, unencodable
 
 
 def _refs(rec: dict, where: str) -> list[str]:
@@ -33,33 +32,26 @@ def load_generic(
 ) -> CaptionDataset:
     rows: list[tuple[str, dict]] = []
     if annotation.suffix.lower() in (".jsonl", ".ndjson"):
-        for lineno, raw in enumerate(annotation.read_text(encoding="utf-8").splitlines(), start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as err:
-                raise DatasetFormatError(f"{annotation.name}:{lineno}: invalid JSON ({err.msg})") from None
-            if not isinstance(rec, dict):
-                raise DatasetFormatError(f"{annotation.name}:{lineno}: expected a JSON object")
+        try:
+            for lineno, rec in json_objects(annotation):
+                rows.append((f"{annotation.name}:{lineno}", rec))
+        except TextFileError as err:  # the dataset loaders' own error type, same message
+            raise DatasetFormatError(str(err)) from None
+    elif annotation.suffix.lower() in (".csv", ".tsv"):
+        fields, records = csv_dicts(annotation)
+        if "image" not in fields:
+            raise DatasetFormatError(f"{annotation}: CSV needs an `image` column; found {fields}")
+        for lineno, rec in records:
+            if None in rec:
+                raise DatasetFormatError(f"{annotation.name}:{lineno}: more fields than the header")
             rows.append((f"{annotation.name}:{lineno}", rec))
-    elif annotation.suffix.lower() == ".csv":
-        with annotation.open(encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            if "image" not in (reader.fieldnames or []):
-                raise DatasetFormatError(
-                    f"{annotation}: CSV needs an `image` column; found {reader.fieldnames}"
-                )
-            for rec in reader:
-                if None in rec:
-                    raise DatasetFormatError(
-                        f"{annotation.name}:{reader.line_num}: more fields than the header"
-                    )
-                rows.append((f"{annotation.name}:{reader.line_num}", rec))
     else:
         raise DatasetFormatError(f"{annotation}: expected .jsonl or .csv")
     samples, ids = [], []
     for where, rec in rows:
+        bad = unencodable(rec, "the row")
+        if bad:
+            raise DatasetFormatError(f"{where}: {bad}")
         image = rec.get("image")
         if not isinstance(image, str) or not image.strip():
             raise DatasetFormatError(f"{where}: missing `image`")

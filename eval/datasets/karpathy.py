@@ -4,11 +4,11 @@ NWPU-Captions file (`dataset_nwpu.json`: {category: [{filename, split, raw, raw_
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, split_present
+from recon_score.textfiles import TextFileError, read_json, unencodable
 
 # UC Merced Land Use, alphabetical; UCM-captions image n.tif is class (n-1)//100 (PROVENANCE of ../shared/data).
 UCM_CLASSES = (
@@ -56,9 +56,12 @@ def load_karpathy(
     label_fn=label_from_filename,
 ) -> CaptionDataset:
     try:
-        data = json.loads(annotation.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DatasetFormatError(f"{annotation}:{err.lineno}: invalid JSON ({err.msg})") from err
+        data = read_json(annotation)
+    except TextFileError as err:  # the dataset loaders' own error type, same message
+        raise DatasetFormatError(str(err)) from None
+    bad = unencodable(data, "the file")
+    if bad:  # a caption the results could never be written with
+        raise DatasetFormatError(f"{annotation}: {bad}")
     if isinstance(data, dict) and "images" not in data:
         return _load_nwpu(name, data, annotation, images_dir, split, check_images=check_images)
     images = data.get("images") if isinstance(data, dict) else None

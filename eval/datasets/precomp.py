@@ -8,6 +8,7 @@ from pathlib import Path
 
 from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, split_present
 from eval.datasets.karpathy import label_from_filename
+from recon_score.textfiles import read_lines
 
 
 def load_precomp(
@@ -20,8 +21,8 @@ def load_precomp(
     per_image: int | None = 5,
     check_images: bool = True,
 ) -> CaptionDataset:
-    cap_lines = caps.read_text(encoding="utf-8").splitlines()
-    name_lines = filenames.read_text(encoding="utf-8").splitlines()
+    cap_lines = [line for _, line in read_lines(caps)]
+    name_lines = [line for _, line in read_lines(filenames)]
     while cap_lines and not cap_lines[-1].strip():
         cap_lines.pop()
     while name_lines and not name_lines[-1].strip():

@@ -15,10 +15,8 @@ the smoke banner; see `smoke_note`.
 from __future__ import annotations
 
 import base64
-import csv
 import hashlib
 import io
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from pathlib import Path
 
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.presets import SMOKE_NOTE
+from recon_score.textfiles import csv_dicts, csv_rows, json_objects, read_json
 
 THUMB_SIDE = 256  # px, long side of every thumbnail (originals and reconstructions)
 THUMB_QUALITY = 80  # JPEG: ~10-20 kB per thumbnail, so a page of 50 images stays a few MB
@@ -172,7 +171,7 @@ def _png_src(data: bytes) -> str:
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [obj for _, obj in json_objects(path)]
 
 
 def _root(run: dict) -> Path | None:
@@ -227,8 +226,8 @@ def smoke_note(run: dict) -> str | None:
     for folder in upstream:
         path = Path(str(folder)) / "run.json"
         try:
-            up = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+            up = read_json(path, expect=dict)
+        except (OSError, InputError):
             continue
         if up.get("note") or _smoke_flags(up):
             return f"{SMOKE_NOTE} (input run {folder})"
@@ -251,10 +250,7 @@ def _caption_kinds(run: dict) -> dict[str, str]:
     kinds = {r.id: str((r.extra or {}).get("kind")) for r in rows if (r.extra or {}).get("kind")}
     if kinds or path.resolve() != (SAMPLE_DIR / "captions.jsonl").resolve():
         return kinds
-    refs = {
-        r["image"]: set(r["captions"])
-        for r in json.loads((SAMPLE_DIR / "references.json").read_text(encoding="utf-8"))
-    }
+    refs = {r["image"]: set(r["captions"]) for r in read_json(SAMPLE_DIR / "references.json", expect=list)}
     return {
         r.id: "reference" if r.caption in refs.get(r.image, ()) else "distractor"
         for r in rows
@@ -358,8 +354,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
 
 
 def _csv_table(path: Path, title: str, digits: int = 2) -> Table:
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
+    rows = [r for _, r in csv_rows(path)]
     if not rows:
         return Table(title, [], [])
 
@@ -382,8 +377,7 @@ def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
         sec.tables.append(table)
         cols = table.columns
         if "metric" in cols:
-            with path.open(encoding="utf-8", newline="") as f:
-                recs = list(csv.DictReader(f))
+            recs = [r for _, r in csv_dicts(path)[1]]
             num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
             headline = str((run.get("protocol") or {}).get("headline", "tau_b"))
             series = {t.replace("_", "-"): [num(r[t]) for r in recs] for t in ("tau_b", "tau_c") if t in cols}
@@ -522,8 +516,7 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
 
         table = _csv_table(d / "summary.csv", "Summary (x100 except ReconScore)")
         sec.tables.append(table)
-        with (d / "summary.csv").open(encoding="utf-8", newline="") as f:
-            recs = list(csv.DictReader(f))
+        recs = [r for _, r in csv_dicts(d / "summary.csv")[1]]
         metrics = table.columns[1:]
         if recs and metrics:
             num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
@@ -560,10 +553,7 @@ def load_section(d: Path, store: ImageStore) -> Section:
     run_path = d / "run.json"
     if not run_path.exists():
         raise ReconScoreError(f"{d} has no run.json: not a reconscore run folder")
-    try:
-        run = json.loads(run_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ReconScoreError(f"{run_path}: invalid JSON ({err})") from err
+    run = read_json(run_path, expect=dict)
     kind = run.get("command")
     loader = LOADERS.get(kind)
     if loader is None:

@@ -3,7 +3,6 @@ of T2I model. Inputs are the rows `reconscore generate` writes (each keeps its s
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -13,12 +12,13 @@ import pandas as pd
 
 from eval.studies.common import PAPER_NAMES, paper_scale
 from recon_score.errors import ReconScoreError
+from recon_score.textfiles import json_objects
 
 
 def read_generated(path: Path) -> list[dict]:
     if not path.exists():
         raise ReconScoreError(f"{path} not found (a generated.jsonl written by `reconscore generate`)")
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return [obj for _, obj in json_objects(path)]
 
 
 def references_by_image(rows: list[dict], references: Path | None = None) -> dict[str, list[str]]:

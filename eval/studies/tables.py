@@ -21,6 +21,7 @@ import pandas as pd
 
 from eval.studies.common import PAPER_NAMES
 from recon_score.errors import ReconScoreError
+from recon_score.textfiles import json_objects, read_json, read_lines
 
 N_SWEEP = (1, 2, 4, 6, 8, 10)
 
@@ -28,14 +29,14 @@ N_SWEEP = (1, 2, 4, 6, 8, 10)
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.exists():
         raise ReconScoreError(f"{path} not found")
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return [obj for _, obj in json_objects(path)]
 
 
 def _run_json(run_dir: Path) -> dict:
     p = run_dir / "run.json"
     if not p.exists():
         raise ReconScoreError(f"{run_dir} has no run.json: not a reconscore run folder")
-    return json.loads(p.read_text(encoding="utf-8"))
+    return read_json(p, expect=dict)
 
 
 # --- Table 8 ------------------------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def selection_table(
 def _read_human(path: Path) -> dict[str, int]:
     """Human choice file: JSONL rows {image_id, index} (the chosen candidate's index in the pool)."""
     out = {}
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for lineno, raw in read_lines(path):
         if not raw.strip():
             continue
         try:

@@ -5,15 +5,14 @@ feature is extracted."""
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import json
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from recon_score import textfiles
 from recon_score.images import resolve_under
 from retrieval.errors import DatasetLayoutError
 
@@ -139,15 +138,13 @@ def check_images(root: Path, paths: Iterable[str], what: str) -> None:
 
 
 def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DatasetLayoutError(f"{path} is not valid JSON: {err}") from err
+    """The project's text policy (strict UTF-8, BOM dropped; errors name file:line)."""
+    return textfiles.read_json(path)
 
 
 def read_csv_rows(path: Path) -> list[list[str]]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return [row for row in csv.reader(f) if row and any(cell.strip() for cell in row)]
+    """Non-blank rows; a BOM (Excel's) is dropped, so it never glues itself to the first column name."""
+    return [row for _, row in textfiles.csv_rows(path) if any(cell.strip() for cell in row)]
 
 
 def parse_options(cls: type, values: dict[str, Any], *, benchmark: str) -> Any:

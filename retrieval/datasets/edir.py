@@ -23,7 +23,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file, parse_options
+from recon_score.textfiles import read_lines
+from retrieval.datasets.base import (
+    Benchmark,
+    Protocol,
+    Query,
+    check_images,
+    find_file,
+    parse_options,
+    read_json,
+)
 from retrieval.errors import DatasetLayoutError
 
 INSTRUCTION = "Given an image, find a similar image satisfying the query."
@@ -59,12 +68,11 @@ def _field(record: dict, name: str, where: str) -> str:
 
 
 def _records(path: Path) -> list[dict]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".json":
-        data = json.loads(text)
+        data = read_json(path)
         return data if isinstance(data, list) else data["queries"]
     out = []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in read_lines(path):
         if line.strip():
             try:
                 out.append(json.loads(line))
@@ -82,7 +90,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     gallery_file = root / "gallery.txt"
     notes = [f"instruction for MLLM embedders (recorded, not applied): {INSTRUCTION}"]
     if gallery_file.is_file():
-        database = [ln.strip() for ln in gallery_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        database = [ln.strip() for _, ln in read_lines(gallery_file) if ln.strip()]
     elif (root / "images").is_dir():
         database = sorted(
             str(p.relative_to(root))

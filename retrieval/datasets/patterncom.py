@@ -33,6 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon_score.textfiles import read_lines
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -97,7 +98,7 @@ def _database(base: Path, notes: list[str]) -> list[str]:
     listing = base / "patternnet.csv"
     if listing.is_file():
         paths = []
-        for line in listing.read_text(encoding="utf-8").splitlines():
+        for _, line in read_lines(listing):
             line = line.strip()
             if not line:
                 continue

@@ -110,8 +110,8 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
         )
         == 0
     )
-    for c in _jsonl(out2 / "candidates.jsonl"):
-        assert c["caption"] == ref[(c["image_id"], c["index"])]
+    for c in _jsonl(out2 / "candidates.jsonl"):  # a list's ids are paths under --root: images/UCM_5
+        assert c["caption"] == ref[(c["image_id"].removeprefix("images/"), c["index"])]
     out3 = tmp_path / "seed7"
     assert (
         main(
@@ -135,7 +135,10 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
         )
         == 0
     )
-    other = {(c["image_id"], c["index"]): c["caption"] for c in _jsonl(out3 / "candidates.jsonl")}
+    other = {
+        (c["image_id"].removeprefix("images/"), c["index"]): c["caption"]
+        for c in _jsonl(out3 / "candidates.jsonl")
+    }
     assert any(other[k] != ref[k] for k in other)
 
 
@@ -203,7 +206,7 @@ def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
     assert caps["ok1"]["n_valid"] == 1
     assert "no valid candidate" in caps["ok2"]["error"] and "HTTP 500" in caps["ok2"]["error"]
     assert "corrupt" in caps["corrupt"]["error"]
-    assert "outside the data root" in caps["escape"]["error"]
+    assert "outside the data root" in caps["../escape"]["error"]  # ids: the path without its suffix
     assert "list.jsonl:5" in caps["line5"]["error"]
     cands = _jsonl(tmp_path / "run" / "candidates.jsonl")
     assert [c["error"] for c in cands if c["image_id"] == "ok1"] == ["backend error: timeout", None]

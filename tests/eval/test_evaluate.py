@@ -176,7 +176,7 @@ def test_select_by_a_registry_metric(split, tmp_path):
     caps = [json.loads(x) for x in (out / "captions.jsonl").read_text().splitlines()]
     cands = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
     assert rc == 3 and caps[1]["caption"] is None and "needs reference" in caps[1]["error"]
-    mine = [c for c in cands if c["image_id"] == "1"]
+    mine = [c for c in cands if c["image_id"] == "images/1"]  # the path under --root, without suffix
     assert all("bleu1" in c for c in mine)
     best = max(range(3), key=lambda k: (mine[k]["bleu1"] if mine[k]["bleu1"] is not None else -1, -k))
     assert (

@@ -1,0 +1,185 @@
+"""The one policy for reading the user's text files (captions, lists, annotations, run outputs).
+
+- UTF-8, strictly: an invalid byte is an error naming ``file:line`` and the column, never a silent U+FFFD
+  (replacement characters would be scored, rendered and compared as if the user had typed them). Another
+  encoding is an explicit choice of the caller (``encoding=``), never a guess.
+- A leading byte-order mark is dropped (Excel and Notepad write one; it would otherwise glue itself to the
+  first column name).
+- Lines are numbered by ``\\n`` only, the way editors and ``grep -n`` count, so a reported line is the line
+  the user opens (``str.splitlines`` would also split on U+2028, form feeds and other separators).
+- Text that UTF-8 cannot encode (a lone surrogate such as the valid JSON ``"\\ud800"``) cannot be written to a
+  results file; :func:`unencodable` finds it so each reader makes that row an error when it is read, instead
+  of the run dying when the row is written (and again on every rerun).
+
+Every problem is a :class:`TextFileError` (an :class:`~recon_score.errors.InputError`): the CLI prints its one
+line and exits 1 when the whole file is unusable; per-row readers keep its message in the row's ``error``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from recon_score.errors import InputError
+
+
+class TextFileError(InputError):
+    """A text file (or one of its lines) cannot be read as its format says; the message names file and line."""
+
+    def __init__(self, path: str | Path, line: int | None, message: str):
+        self.path, self.line = str(path), line
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+def read_text(path: str | Path, *, encoding: str = "utf-8", what: str = "file") -> str:
+    """The whole file, decoded strictly, without a leading BOM.
+
+    Raises:
+        TextFileError: missing or unreadable file, or a byte sequence that is not valid `encoding`.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TextFileError(path, None, f"{what} not found") from None
+    except OSError as err:
+        raise TextFileError(path, None, f"{what} cannot be read ({err.strerror or err})") from None
+    try:
+        text = data.decode(encoding)
+    except LookupError:
+        raise TextFileError(path, None, f"unknown text encoding {encoding!r}") from None
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise TextFileError(
+            path,
+            line,
+            f"not valid {encoding} text (byte 0x{data[err.start]:02x} at column {column}); "
+            f"save the file as {encoding.upper()}",
+        ) from None
+    return text.removeprefix("\ufeff")
+
+
+def read_lines(path: str | Path, **kwargs) -> list[tuple[int, str]]:
+    """(1-based line number, line without its end) for every line, blank ones included."""
+    lines = read_text(path, **kwargs).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [(i, line.removesuffix("\r")) for i, line in enumerate(lines, start=1)]
+
+
+def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None, str | None]]:
+    """(line, value, None) for each non-blank JSONL line, or (line, None, message) where it is not JSON.
+
+    The message starts with ``NAME:LINE:``; whether a bad line is fatal is the caller's choice.
+    """
+    path = Path(path)
+    for lineno, raw in read_lines(path, **kwargs):
+        if not raw.strip():
+            continue
+        try:
+            yield lineno, json.loads(raw), None
+        except json.JSONDecodeError as err:
+            yield lineno, None, f"{path.name}:{lineno}: invalid JSON ({err.msg} at column {err.colno})"
+
+
+def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
+    """(line, object) for each non-blank line of a JSONL file whose every line must be a JSON object.
+
+    Raises:
+        TextFileError: at the first line that is not a JSON object.
+    """
+    path = Path(path)
+    for lineno, value, err in json_lines(path, **kwargs):
+        if err is None and not isinstance(value, dict):
+            err = f"{path.name}:{lineno}: expected a JSON object, got {type(value).__name__}"
+        if err is not None:
+            raise TextFileError(path, lineno, err.split(": ", 1)[1])
+        yield lineno, value
+
+
+def read_json(path: str | Path, *, expect: type = object, what: str = "file", **kwargs):
+    """A whole JSON document; `expect` (dict or list) is checked, so a list where an object belongs is a
+    clear error, not an AttributeError later."""
+    path = Path(path)
+    try:
+        value = json.loads(read_text(path, what=what, **kwargs))
+    except json.JSONDecodeError as err:
+        raise TextFileError(path, err.lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    if expect is not object and not isinstance(value, expect):
+        raise TextFileError(
+            path,
+            None,
+            f"expected a JSON {'object' if expect is dict else expect.__name__}, got {type(value).__name__}",
+        )
+    return value
+
+
+def csv_dicts(
+    path: str | Path, *, delimiter: str | None = None, **kwargs
+) -> tuple[list[str], list[tuple[int, dict]]]:
+    """(header, [(line where the record ends, record)]) of a CSV file (a TSV for ``.tsv`` paths).
+
+    A record with more fields than the header keeps the extras under the key None (csv.DictReader's way), so
+    the caller can name the line.
+    """
+    path = Path(path)
+    if delimiter is None:
+        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    reader = csv.DictReader(io.StringIO(read_text(path, **kwargs), newline=""), delimiter=delimiter)
+    try:
+        header = list(reader.fieldnames or [])
+        return header, [(reader.line_num, rec) for rec in reader]
+    except csv.Error as err:
+        raise TextFileError(path, reader.line_num, f"malformed CSV ({err})") from None
+
+
+def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
+    """(line, fields) for every non-empty row of a header-less CSV file."""
+    path = Path(path)
+    reader = csv.reader(io.StringIO(read_text(path, **kwargs), newline=""))
+    try:
+        return [(reader.line_num, row) for row in reader if row]
+    except csv.Error as err:
+        raise TextFileError(path, reader.line_num, f"malformed CSV ({err})") from None
+
+
+def unencodable(value: object, name: str = "value") -> str | None:
+    """Where a JSON-like value holds text UTF-8 cannot encode (lone surrogates), as a message; None if clean."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            bad = value[err.start : err.end].encode("utf-8", "backslashreplace").decode("ascii")
+            return (
+                f"{name} holds text that is not valid Unicode ({bad} at character {err.start + 1}, a lone "
+                "surrogate); fix the \\u escape in the file"
+            )
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = unencodable(k, f"{name} key") or unencodable(v, f"{name}[{safe_text(k)!r}]")
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = unencodable(v, f"{name}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def safe_text(value: object) -> object:
+    """`value` with every unencodable character written as its escape (``\\ud800``), so an error row that
+    carries the user's text can still be written."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {safe_text(k): safe_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_text(v) for v in value]
+    return value
