@@ -52,6 +52,7 @@ class ScoreJob:
         None  # precomputed input rows (e.g. from a dataset split) instead of `captions`
     )
     source: dict | None = None  # what `rows` came from, for run.json
+    bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
 
 
 @dataclass
@@ -78,15 +79,16 @@ def _slug(text: str) -> str:
 def _fingerprint(job: ScoreJob, device: str) -> str:
     from recon_score.render import effective_dtype
 
-    return sha256_json(
-        {
-            "kind": "score-run",
-            "preset": job.preset.to_dict(),
-            "dtype": effective_dtype(job.preset.dtype, device),
-            "device_type": device.split(":")[0],
-            "batch_size": job.batch_size,
-        }
-    )[:16]
+    key = {
+        "kind": "score-run",
+        "preset": job.preset.to_dict(),
+        "dtype": effective_dtype(job.preset.dtype, device),
+        "device_type": device.split(":")[0],
+        "batch_size": job.batch_size,
+    }
+    if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
+        key["bands"] = list(job.bands)
+    return sha256_json(key)[:16]
 
 
 def _chunks(rows: list[InputRow], size: int) -> list[list[InputRow]]:
@@ -205,7 +207,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
                     pairs.append((InputError(row.error), row.caption))
                     continue
                 try:
-                    pairs.append((load_image(row.image_path, name=row.image), row.caption))
+                    pairs.append((load_image(row.image_path, name=row.image, bands=job.bands), row.caption))
                 except InputError as err:
                     pairs.append((err, row.caption))
             results = scorer.score_pairs(pairs, force_render=partial)
@@ -263,6 +265,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         "fingerprint": fp,
         "config": scorer.config() if todo_chunks else previous.get("config"),
         "batch_size": job.batch_size,
+        "bands": list(job.bands) if job.bands else None,
         "processes": world,
         "limit": job.limit,
         "cache": {"enabled": job.use_cache, "root": str(cache.root)},

@@ -135,6 +135,7 @@ Exit status: 0 every image got a caption, 2 some images had no valid candidate, 
     default=None,
     help="ReconScore preset used for selection (default: the describer preset's).",
 )
+@opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the VLM's custom code (off by default).")
@@ -170,6 +171,7 @@ def command(
     t2i_model,
     encoder,
     recon_preset,
+    bands,
     weights_dir,
     cache_dir,
     no_cache,
@@ -249,6 +251,7 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         items=items,
         source=source,
+        bands=bands,
     )
     summary = run_describe(job)
     from accelerate import PartialState

@@ -92,6 +92,7 @@ Exit status: 0 all rows scored, 2 some rows failed (see their `error`), 1 the ru
     default=None,
     help="'perspective', 'plain', a text file, or a template containing {caption}.",
 )
+@opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
 @click.option(
@@ -129,6 +130,7 @@ def command(
     max_side,
     dtype,
     prompt_template,
+    bands,
     weights_dir,
     cache_dir,
     no_cache,
@@ -188,6 +190,7 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         rows=rows,
         source=source,
+        bands=bands,
     )
     summary = run_score(job)
     from accelerate import PartialState
