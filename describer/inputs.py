@@ -74,7 +74,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         for i, p in enumerate(files):
             rel = p.relative_to(source).as_posix()
             item = ImageItem(i, rel, rel, p)
-            try:  # a symlink to a file outside the folder is refused, like a path escaping a list's root
+            try:  # the one symlink policy: a link leaving the folder is refused with --no-follow-symlinks
                 item.path = resolve_under(source, rel)
             except InputError as err:
                 item.path, item.error = None, f"{source.name}/{rel}: {err}"
@@ -86,7 +86,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         return [ImageItem(0, source.stem, source.name, source)]
     kind = source.suffix.lower()
     if kind not in (".jsonl", ".ndjson", ".txt"):
-        raise ReconScoreError(f"--images {source}: expected a folder, an image, a .txt list or a .jsonl file")
+        raise ReconScoreError(f"--inputs {source}: expected a folder, an image, a .txt list or a .jsonl file")
     base = Path(root) if root else source.parent
     items: list[ImageItem] = []
     seen: dict[str, int] = {}

@@ -58,6 +58,7 @@ class DescribeJob:
     argv: list[str] = field(default_factory=list)
     items: list[ImageItem] | None = None  # precomputed images (e.g. a dataset split) instead of `images`
     source: dict | None = None  # what `items` came from, for run.json
+    bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
 
 
 @dataclass
@@ -78,16 +79,17 @@ class DescribeSummary:
 
 
 def _fingerprint(job: DescribeJob) -> str:
-    return sha256_json(
-        {
-            "kind": "describe-run",
-            "preset": job.preset.to_dict(),
-            "select_by": job.selector.name,
-            "captioner": job.captioner.identity().get("name") or job.captioner.identity().get("model"),
-            "backend": job.captioner.name,
-            "selection_plan": _plan(job.selector),
-        }
-    )[:16]
+    key = {
+        "kind": "describe-run",
+        "preset": job.preset.to_dict(),
+        "select_by": job.selector.name,
+        "captioner": job.captioner.identity().get("name") or job.captioner.identity().get("model"),
+        "backend": job.captioner.name,
+        "selection_plan": _plan(job.selector),
+    }
+    if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
+        key["bands"] = list(job.bands)
+    return sha256_json(key)[:16]
 
 
 def _sampling(p: DescriberPreset) -> Sampling:
@@ -183,7 +185,7 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
                 try:
                     if item.error:
                         raise InputError(item.error)
-                    loaded[item.index] = load_image(item.path, name=item.image)
+                    loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
                 except InputError as err:
                     failed_now.append(_final_record(item, [], None, None, error=str(err), note=note))
             if failed_now:
@@ -410,6 +412,7 @@ def _write_outputs(job: DescribeJob, items: list[ImageItem], final: dict[int, di
             "vlm_batch_size": job.vlm_batch_size,
             "phase_size": job.phase_size,
             "limit": job.limit,
+            "bands": list(job.bands) if job.bands else None,
             "started": prev.get("started", utc_now()),
             "finished": utc_now(),
             "counts": {

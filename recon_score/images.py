@@ -3,14 +3,17 @@
 Why one reader: ReconScore, the describer, retrieval and the caption datasets must see the same pixels for the
 same file, or scores computed by different commands stop being comparable.
 
-Conversions (each is deterministic and documented in the README):
-- RGB / RGBA / LA / P / L / 1 / CMYK / YCbCr: PIL's conversion; transparent pixels are composited onto black
-  (transparency in EO quick-looks marks no-data, not white paper).
-- 16-bit, 32-bit integer and float rasters: each band is linearly stretched from its 2nd to its 98th percentile
-  to 0..255 (the usual EO quick-look), because their value range (11/12/14-bit sensors, reflectance) is not
-  the storage range.
-- Multi-band TIFFs PIL cannot open (4+ bands, e.g. RGB+NIR): read with tifffile; bands 1-3 are taken as RGB,
-  a single band is replicated to gray.
+How a file is read is decided from the file itself (docs/images.md has the table per layout):
+- TIFF: tifffile's tags (samples per pixel, planar config, bits, photometric, extra samples, GDAL nodata);
+  bands 1-3 are RGB (one band is gray) unless `bands` says otherwise; only ExtraSamples = associated or
+  unassociated alpha is alpha. Palette, YCbCr, CMYK and 1-4 bit TIFFs go to PIL, which converts them right.
+- 16-bit PNG: all 16 bits (PIL keeps only the high byte of 16-bit colour).
+- Anything else: PIL; transparent pixels are composited onto black (no-data in EO quick-looks, not paper).
+- More than 8 bits (16/32-bit integer, float): each band is stretched linearly from its 2nd to its 98th
+  percentile to 0..255 (the usual EO quick-look; 11/12/14-bit sensors and reflectances do not fill their
+  storage range). NaN, inf, GDAL nodata and fully transparent pixels are left out of the percentiles and
+  become 0.
+- Declared size is checked (MAX_PIXELS, MAX_DECODED_BYTES) before any decoding, on every path.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import hashlib
 import io
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,18 +33,24 @@ from recon_score.errors import ImageLoadError, InputError
 # PIL refuses >178 MP by default; large EO scenes are legitimate, decompression bombs are not our threat model
 # for local files, but keep a ceiling so a mistaken 50k x 50k mosaic fails with a message instead of OOM.
 MAX_PIXELS = 400_000_000
+MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 
 
-def _stretch_to_uint8(band: np.ndarray) -> np.ndarray:
+def _stretch_to_uint8(band: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """One band -> uint8: linear from its 2nd to its 98th percentile over the valid pixels (finite and, when
+    `valid` is given, marked True there); invalid pixels become 0."""
     band = band.astype(np.float64)
-    finite = band[np.isfinite(band)]
-    if finite.size == 0:
+    valid = np.isfinite(band) if valid is None else valid & np.isfinite(band)
+    values = band[valid]
+    if values.size == 0:
         return np.zeros(band.shape, dtype=np.uint8)
-    lo, hi = np.percentile(finite, [2.0, 98.0])
-    if hi <= lo:  # constant band: keep its level if it is already a byte value, else mid-gray
+    lo, hi = np.percentile(values, [2.0, 98.0])
+    if hi <= lo:  # constant band
         hi = lo + 1.0
-    out = (np.nan_to_num(band, nan=lo) - lo) / (hi - lo)
-    return (np.clip(out, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    out = (np.where(valid, band, lo) - lo) / (hi - lo)
+    out = (np.clip(out, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    out[~valid] = 0
+    return out
 
 
 def _array_to_rgb(arr: np.ndarray) -> Image.Image:
@@ -83,25 +93,260 @@ def to_rgb(img: Image.Image) -> Image.Image:
     return _array_to_rgb(np.asarray(img))
 
 
-def _read_with_tifffile(path: Path) -> Image.Image:
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # classic and BigTIFF, both byte orders
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_GDAL_NODATA = 42113  # GDAL's ASCII nodata tag
+# 16-bit PNG colour type -> (PIL mode, rawmodes giving the high and the low byte of each big-endian sample):
+# PIL decodes (unfilters) the stream but keeps only the high byte of 16-bit colour, so decode twice
+_PNG16 = {
+    0: ("I;16", ("I;16B",)),  # gray: PIL keeps all 16 bits
+    2: ("RGB", ("RGB;16B", "RGB;16L")),
+    4: ("RGBA", ("RGBA",)),  # gray+alpha: 4 bytes a pixel, read as 4 plain bytes
+    6: ("RGBA", ("RGBA;16B", "RGBA;16L")),
+}
+
+
+def _check_size(width: int, height: int, label: str, *, nbytes: int = 0) -> None:
+    """Refuse from the declared header size (and decoded byte count), before anything is decoded."""
+    if width * height > MAX_PIXELS:
+        raise ImageLoadError(
+            f"image {label!r} has {width}x{height} pixels, more than {MAX_PIXELS:,}; tile or downsample it first"
+        )
+    if nbytes > MAX_DECODED_BYTES:
+        raise ImageLoadError(
+            f"image {label!r} would decode to {nbytes / 2**30:.1f} GiB, more than "
+            f"{MAX_DECODED_BYTES / 2**30:.0f} GiB; tile it or keep fewer bands"
+        )
+
+
+def _check_bands(bands, label: str) -> tuple[int, ...] | None:
+    if bands is None:
+        return None
+    bands = tuple(bands)
+    if len(bands) not in (1, 3) or not all(isinstance(b, (int, np.integer)) and b >= 1 for b in bands):
+        raise ImageLoadError(
+            f"image {label!r}: bands must be 1 or 3 band numbers counted from 1 (e.g. 4,3,2), got {bands}"
+        )
+    return tuple(int(b) for b in bands)
+
+
+def _compose(
+    stack: np.ndarray,
+    label: str,
+    *,
+    bands: tuple[int, ...] | None,
+    alpha: int | None = None,
+    premultiplied: bool = False,
+    nodata: float | None = None,
+    invert: bool = False,
+) -> Image.Image:
+    """(H, W, S) samples of one file -> 8-bit RGB.
+
+    bands: 1-based sample numbers to show (default: samples 1-3, or sample 1 as gray when there are fewer than
+    three data samples); alpha: index of a true alpha sample (composited onto black unless it is selected);
+    nodata/NaN/inf pixels are left out of the percentiles and become 0.
+    """
+    n = stack.shape[-1]
+    data = [i for i in range(n) if i != alpha]
+    if bands is None:
+        chosen = data[:3] if len(data) >= 3 else data[:1]
+    else:
+        too_big = [b for b in bands if b > n]
+        if too_big:
+            raise ImageLoadError(f"image {label!r} has {n} band(s); band {too_big[0]} was asked for")
+        chosen = [b - 1 for b in bands]
+    use_alpha = alpha is not None and alpha not in chosen
+    shown = np.ones(stack.shape[:2], dtype=bool)
+    if use_alpha:
+        a = stack[..., alpha]
+        if a.dtype.kind == "f":
+            frac = np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
+        else:
+            frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
+        shown = frac > 0  # fully transparent pixels do not shape the stretch
+    out = []
+    for i in chosen:
+        band = stack[..., i]
+        valid = shown & np.isfinite(band) if band.dtype.kind == "f" else shown.copy()
+        if nodata is not None and not np.isnan(nodata):
+            valid &= band != nodata
+        if band.dtype == np.uint8:
+            b = np.where(valid, band, 0).astype(np.uint8)
+        elif band.dtype == np.bool_:
+            b = np.where(valid & band, 255, 0).astype(np.uint8)
+        else:
+            b = _stretch_to_uint8(band, valid)
+        if invert:  # MinIsWhite
+            b = np.where(valid, 255 - b, 0).astype(np.uint8)
+        if use_alpha and not premultiplied:
+            b = (b * frac + 0.5).astype(np.uint8)
+        out.append(b)
+    rgb = np.stack(out * 3 if len(out) == 1 else out, axis=-1)
+    return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
+
+
+def _read_tiff(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.Image:
+    """A TIFF, interpreted from its own tags (samples per pixel, planar config, bits, photometric, extra
+    samples) rather than from the PIL mode they would be squeezed into."""
     import tifffile
 
-    arr = tifffile.imread(path)
-    if arr.ndim == 3 and arr.shape[0] < arr.shape[-1] and arr.shape[0] <= 16 and arr.shape[-1] > 16:
-        arr = np.moveaxis(arr, 0, -1)  # (bands, H, W) -> (H, W, bands)
-    return _array_to_rgb(arr)
+    try:
+        tif = tifffile.TiffFile(io.BytesIO(data))
+    except Exception as err:  # not parseable as TIFF by tifffile; PIL may still know it
+        return _read_pil(data, label, bands, tiff_error=err)
+    with tif:
+        if not tif.pages:
+            raise ImageLoadError(f"image {label!r} is not a readable TIFF: it holds no image")
+        page = tif.pages[0]
+        spp, extras = page.samplesperpixel, tuple(page.extrasamples or ())
+        pages = [page]
+        series = tif.series[0] if tif.series else None
+        n_pages = len(series.pages) if series is not None else 1
+        if spp == 1 and n_pages > 1 and tuple(series.shape) == (n_pages, *page.shape):
+            pages = list(series.pages)  # one band per page (tifffile writes > 4 bands this way)
+        nbytes = int(page.size) * page.dtype.itemsize * len(pages)
+        _check_size(page.imagewidth, page.imagelength, label, nbytes=nbytes)
+        photometric, bits = int(page.photometric), page.bitspersample
+        PH = tifffile.PHOTOMETRIC
+        alpha = None
+        colour = spp - len(extras)
+        if extras and extras[0] in (1, 2) and colour == (3 if photometric == PH.RGB else 1):
+            alpha = colour  # a true alpha channel: ExtraSamples = associated (1) / unassociated (2) alpha
+        if photometric not in (PH.MINISBLACK, PH.MINISWHITE, PH.RGB) or bits < 8:
+            return _read_pil(data, label, bands)  # palette, YCbCr, CMYK, CIELAB, 1-4 bit: PIL converts right
+        try:
+            planes = [_samples_last(p.asarray(), p.axes) for p in pages]
+        except Exception as err:  # e.g. a compression tifffile cannot decode without imagecodecs
+            if bits == 8 and len(pages) == 1 and (spp in (1, 3) or alpha == spp - 1):
+                return _read_pil(data, label, bands, tiff_error=err)  # a layout PIL reads the same way
+            raise ImageLoadError(f"image {label!r} is not a readable TIFF: tifffile said {err}") from err
+        nodata = None
+        tag = page.tags.get(_GDAL_NODATA)
+        if tag is not None:
+            try:
+                nodata = float(str(tag.value).strip().strip("\x00"))
+            except ValueError:
+                nodata = None
+    return _compose(
+        planes[0] if len(planes) == 1 else np.concatenate(planes, axis=-1),
+        label,
+        bands=bands,
+        alpha=alpha,
+        premultiplied=alpha is not None and extras[0] == 1,
+        nodata=nodata,
+        invert=photometric == PH.MINISWHITE,
+    )
 
 
-def load_image(source: Image.Image | str | Path, *, name: str | None = None) -> Image.Image:
-    """Open `source` (a path or a PIL image) as 8-bit RGB.
+def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
+    """One TIFF page as (H, W, samples), whatever its planar configuration ('YXS' contig, 'SYX' separate)."""
+    if "S" in axes:
+        arr = np.moveaxis(arr, axes.index("S"), -1)
+    else:
+        arr = arr[..., None]
+    while arr.ndim > 3:  # depth or other leading axes: the first plane
+        arr = arr[0]
+    return arr
+
+
+def _read_png16(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.Image | None:
+    """A 16-bit PNG with all 16 bits of every sample (PIL keeps only the high byte of 16-bit colour).
+    None when the file is not a 16-bit PNG (the caller then uses PIL)."""
+    import struct
+    import zlib
+
+    pos, idat, header = 8, [], None
+    while pos + 8 <= len(data):
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        if len(body) < length or len(data) < pos + 12 + length:
+            raise ImageLoadError(f"image {label!r} is corrupt or not an image: truncated PNG chunk {kind!r}")
+        if (
+            zlib.crc32(kind + body) & 0xFFFFFFFF
+            != struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])[0]
+        ):
+            raise ImageLoadError(f"image {label!r} is corrupt or not an image: bad CRC in PNG chunk {kind!r}")
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body[:13])
+            if header[2] != 16 or header[3] not in _PNG16:
+                return None
+            _check_size(header[0], header[1], label, nbytes=header[0] * header[1] * 8)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+        pos += 12 + length
+    if header is None or not idat:
+        raise ImageLoadError(f"image {label!r} is corrupt or not an image: PNG without IHDR or IDAT")
+    width, height, _, colour, _, _, interlace = header
+    mode, rawmodes = _PNG16[colour]
+    stream = b"".join(idat)
+    try:
+        parts = [
+            np.asarray(Image.frombytes(mode, (width, height), stream, "zip", r, interlace)) for r in rawmodes
+        ]
+    except (ValueError, OSError) as err:
+        raise ImageLoadError(f"image {label!r} is corrupt or not an image: {err}") from err
+    if colour == 0:
+        stack = parts[0].astype(np.uint16)[..., None]
+    elif colour == 4:
+        b = parts[0].astype(np.uint16)
+        stack = b[..., 0::2] * 256 + b[..., 1::2]
+    else:
+        stack = parts[0].astype(np.uint16) * 256 + parts[1]
+    alpha = {4: 1, 6: 3}.get(colour)
+    return _compose(stack, label, bands=bands, alpha=alpha)
+
+
+def _read_pil(
+    data: bytes, label: str, bands: tuple[int, ...] | None, *, tiff_error: Exception | None = None
+) -> Image.Image:
+    """Everything PIL interprets correctly: JPEG, 8-bit PNG, GIF, BMP, WebP, palette/YCbCr/CMYK TIFFs."""
+    try:
+        # PIL warns (rather than fails) on damaged metadata; decoding below decides whether the pixels are usable
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                _check_size(img.width, img.height, label)
+                img.load()
+                n = 3 if img.mode == "P" else len([b for b in img.getbands() if b not in ("A", "a")])
+                rgb = to_rgb(img)
+    except ImageLoadError:
+        raise
+    except Image.DecompressionBombError as err:
+        raise ImageLoadError(f"image {label!r} is too large: {err}") from err
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+        if tiff_error is not None:
+            raise ImageLoadError(
+                f"image {label!r} is not a readable TIFF: tifffile said {tiff_error}; PIL said {err}"
+            ) from err
+        raise ImageLoadError(f"image {label!r} is corrupt or not an image: {err}") from err
+    if bands is None:
+        return rgb
+    return _compose(np.asarray(rgb)[..., :n], label, bands=bands)
+
+
+def load_image(
+    source: Image.Image | str | Path,
+    *,
+    name: str | None = None,
+    bands: Sequence[int] | None = None,
+) -> Image.Image:
+    """Open `source` (a path or a PIL image) as 8-bit RGB; the rules per file layout are in docs/images.md.
+
+    bands: 1-based band numbers to show as R, G, B (three) or as gray (one), e.g. (4, 3, 2) for a
+    false-colour NIR composite; default bands 1-3 (a single band is gray).
 
     Raises:
-        ImageLoadError: missing, unreadable or corrupt file; the message names the file.
+        ImageLoadError: missing, unreadable, corrupt or too large file, or bands the file does not have; the
+        message names the file.
     """
+    label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
+    bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
-        return to_rgb(source)
+        rgb = to_rgb(source)
+        return rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
     path = Path(source)
-    label = name or str(path)
     if not path.exists():
         raise ImageLoadError(f"image {label!r} not found")
     if not path.is_file():
@@ -112,31 +357,13 @@ def load_image(source: Image.Image | str | Path, *, name: str | None = None) -> 
         raise ImageLoadError(f"image {label!r} could not be read: {err}") from err
     if not data:
         raise ImageLoadError(f"image {label!r} is empty (0 bytes)")
-    pil_error: Exception | None = None
-    try:
-        # PIL warns (rather than fails) on damaged metadata; decoding below decides whether the pixels are usable
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            with Image.open(io.BytesIO(data)) as img:
-                if img.width * img.height > MAX_PIXELS:
-                    raise ImageLoadError(
-                        f"image {label!r} has {img.width}x{img.height} pixels, more than {MAX_PIXELS:,}; "
-                        "tile or downsample it first"
-                    )
-                img.load()
-                return to_rgb(img)
-    except ImageLoadError:
-        raise
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
-        pil_error = err
-    if path.suffix.lower() in (".tif", ".tiff"):
-        try:
-            return _read_with_tifffile(path)
-        except Exception as err:  # tifffile raises a zoo of types on corrupt files
-            raise ImageLoadError(
-                f"image {label!r} is not a readable TIFF: PIL said {pil_error}; tifffile said {err}"
-            ) from err
-    raise ImageLoadError(f"image {label!r} is corrupt or not an image: {pil_error}") from pil_error
+    if data[:4] in _TIFF_MAGIC:
+        return _read_tiff(data, label, bands)
+    if data.startswith(_PNG_MAGIC):
+        img = _read_png16(data, label, bands)
+        if img is not None:
+            return img
+    return _read_pil(data, label, bands)
 
 
 def follow_symlinks() -> bool:

@@ -70,6 +70,7 @@ class ScoreJob:
     )
     source: dict | None = None  # what `rows` came from, for run.json
     seeds: int = 1  # K renders per caption (recon_score.seeds); 1 = the preset's seed only, as the paper
+    bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
 
 
 @dataclass
@@ -97,17 +98,18 @@ def _slug(text: str) -> str:
 def _fingerprint(job: ScoreJob, device: str) -> str:
     from recon_score.render import effective_dtype
 
-    return sha256_json(
-        {
-            "kind": "score-run",
-            "preset": job.preset.to_dict(),
-            "dtype": effective_dtype(job.preset.dtype, device),
-            "device_type": device.split(":")[0],
-            "batch_size": job.batch_size,
-            # K = 1 keeps the fingerprint of a run without --seeds
-            **({"seeds": job.seeds} if job.seeds > 1 else {}),
-        }
-    )[:16]
+    key = {
+        "kind": "score-run",
+        "preset": job.preset.to_dict(),
+        "dtype": effective_dtype(job.preset.dtype, device),
+        "device_type": device.split(":")[0],
+        "batch_size": job.batch_size,
+    }
+    if job.seeds > 1:  # K = 1 keeps the fingerprint of a run without --seeds
+        key["seeds"] = job.seeds
+    if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
+        key["bands"] = list(job.bands)
+    return sha256_json(key)[:16]
 
 
 def _chunks(rows: list[InputRow], size: int) -> list[list[InputRow]]:
@@ -265,7 +267,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
                     pairs.append((InputError(row.error), row.caption))
                     continue
                 try:
-                    pairs.append((load_image(row.image_path, name=row.image), row.caption))
+                    pairs.append((load_image(row.image_path, name=row.image, bands=job.bands), row.caption))
                 except InputError as err:
                     pairs.append((err, row.caption))
             results = score_with_seeds(scorer, pairs, seeds, force_render=partial)
@@ -343,6 +345,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
         "fingerprint": fp,
         "config": scorer.config() if todo_chunks else previous.get("config"),
         "batch_size": job.batch_size,
+        "bands": list(job.bands) if job.bands else None,
         "processes": world,
         "limit": job.limit,
         "cache": {"enabled": job.use_cache, "root": str(cache.root)},

@@ -8,12 +8,15 @@ for texts the strings themselves. Layout under $RECONSCORE_CACHE (or --cache-dir
     retrieval/features/<image|text>-<key[:24]>/shard-00000.safetensors   rows 0..S-1, metadata: shard fingerprint
                                                 /shard-00001.safetensors ...
 
-Extraction runs shard by shard (S = 2,048 items), each shard encoded in batches and written atomically when
+An image the one reader cannot load (recon_score.images.ImageLoadError: corrupt, truncated, too large) is a
+per-item error: its row is zeros, and `skipped` maps its path to the error (kept in the shard's metadata, so a
+cached run reports it too); callers drop such items. Extraction runs shard by shard (S = 2,048 items), each shard encoded in batches and written atomically when
 finished, so a killed run resumes at the first missing shard; a tqdm bar counts items.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +25,7 @@ import torch
 from torch import Tensor
 
 from recon_score.cache import atomic_write_bytes, sha256_json
+from recon_score.errors import ImageLoadError
 from recon_score.hub import cache_root
 from recon_score.images import load_image, resolve_under
 
@@ -53,17 +57,29 @@ class FeatureStore:
         self.root = Path(root) if root is not None else cache_root() / "retrieval" / "features"
         self.enabled, self.shard_size, self.progress = enabled, shard_size, progress
         self.computed = 0  # items encoded by this store (not read from the cache)
+        self.skipped: dict[str, str] = {}  # image path -> why it could not be loaded (its row is zeros)
 
     # -- public --------------------------------------------------------------------------------------------------
     def images(self, encoder, root: Path, paths: Sequence[str], *, batch_size: int | None = None) -> Tensor:
-        """(len(paths), D) image embeddings, read through recon_score.images.load_image."""
+        """(len(paths), D) image embeddings, read through recon_score.images.load_image; rows of images that
+        cannot be loaded are zeros and their paths are in `self.skipped`."""
         root = Path(root)
         items = [_image_identity(root, p) for p in paths]
 
         def encode(batch: list) -> Tensor:
-            return encoder.encode_images(
-                [load_image(resolve_under(root, it[0])) for it in batch], batch_size=batch_size
-            )
+            images, ok = [], []
+            for i, it in enumerate(batch):
+                try:
+                    images.append(load_image(resolve_under(root, it[0]), name=it[0]))
+                    ok.append(i)
+                except ImageLoadError as err:
+                    self.skipped[it[0]] = str(err)
+            feats = encoder.encode_images(images, batch_size=batch_size) if images else None
+            dim = feats.shape[1] if feats is not None else (encoder.info.dim or 0)
+            out = torch.zeros(len(batch), dim, dtype=feats.dtype if feats is not None else torch.float32)
+            if feats is not None:
+                out[ok] = feats.to(out.device)
+            return out
 
         return self._features(encoder, "image", items, encode, unit="img")
 
@@ -104,7 +120,7 @@ class FeatureStore:
         for n, shard in enumerate(shards):
             fp = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": shard})
             path = folder / f"shard-{n:05d}.safetensors"
-            cached = self._read(path, fp) if self.enabled else None
+            cached = self._read(path, fp, self.skipped) if self.enabled else None
             if cached is None:
                 batch = max(1, getattr(encoder, "batch_size", 32))
                 parts = []
@@ -114,7 +130,12 @@ class FeatureStore:
                 cached = torch.cat(parts)
                 self.computed += len(shard)
                 if self.enabled:
-                    self._write(path, cached, fp)
+                    failed = {
+                        it[0]: self.skipped[it[0]]
+                        for it in shard
+                        if kind == "image" and it[0] in self.skipped
+                    }
+                    self._write(path, cached, fp, failed)
             else:
                 bar.update(len(shard))
             out.append(cached)
@@ -122,23 +143,28 @@ class FeatureStore:
         return torch.cat(out)
 
     @staticmethod
-    def _read(path: Path, fingerprint: str) -> Tensor | None:
+    def _read(path: Path, fingerprint: str, skipped: dict[str, str]) -> Tensor | None:
         if not path.is_file():
             return None
         from safetensors import safe_open
 
         try:
             with safe_open(str(path), framework="pt") as f:
-                if (f.metadata() or {}).get("fingerprint") != fingerprint:
+                meta = f.metadata() or {}
+                if meta.get("fingerprint") != fingerprint:
                     return None
-                return f.get_tensor("features")
+                failed = json.loads(meta.get("skipped", "{}"))
+                features = f.get_tensor("features")
         except Exception:  # a corrupt shard (disk full, foreign file) is recomputed, not trusted
             return None
+        skipped.update(failed)
+        return features
 
     @staticmethod
-    def _write(path: Path, features: Tensor, fingerprint: str) -> None:
+    def _write(path: Path, features: Tensor, fingerprint: str, skipped: dict[str, str] | None = None) -> None:
         from safetensors.torch import save
 
-        atomic_write_bytes(
-            path, save({"features": features.contiguous()}, metadata={"fingerprint": fingerprint})
-        )
+        meta = {"fingerprint": fingerprint}
+        if skipped:
+            meta["skipped"] = json.dumps(skipped, sort_keys=True)
+        atomic_write_bytes(path, save({"features": features.contiguous()}, metadata=meta))

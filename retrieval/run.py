@@ -243,6 +243,12 @@ def run_retrieve(
     out.mkdir(parents=True, exist_ok=True)
 
     store = FeatureStore(cfg.cache_dir, enabled=cfg.cache, progress=progress)
+    paths = bench.image_paths()
+    say(
+        f"{bench.name}: {len(bench.queries)} queries, {len(bench.database)} database images; encoder {cfg.encoder}"
+    )
+    image_feats = store.images(encoder, bench.root, paths)
+    bench, paths, image_feats, skipped = _drop_unreadable(bench, paths, image_feats, store.skipped, say)
     encode_texts = store.text_encoder(encoder)
     resources = Resources(
         texts=[q.text for q in bench.queries],
@@ -282,11 +288,6 @@ def run_retrieve(
         else:
             runnable.append(name)
 
-    paths = bench.image_paths()
-    say(
-        f"{bench.name}: {len(bench.queries)} queries, {len(bench.database)} database images; encoder {cfg.encoder}"
-    )
-    image_feats = store.images(encoder, bench.root, paths)
     text_feats = store.texts(encoder, bench.texts())
     data = build_eval_data(bench, image_feats, paths, text_feats)
     proto = bench.protocol
@@ -303,6 +304,7 @@ def run_retrieve(
                 "method": method.describe(),
                 "checkpoint": _file_digest(checkpoint),
                 "topk": [cfg.topk, cfg.index] if cfg.topk else None,
+                "skipped_images": sorted(skipped["items"]),
             }
         )
         done = out / "methods" / f"{name}.json"
@@ -411,6 +413,12 @@ def run_retrieve(
         "methods": method_records,
         "features": {"cache": str(store.root) if cfg.cache else None, "computed": store.computed},
         "vocabulary": None if vocab is None else vocab.record,
+        "skipped_images": {
+            "count": len(skipped["items"]),
+            "queries_dropped": skipped["queries_dropped"],
+            "database_dropped": skipped["database_dropped"],
+            "items": [{"path": p, "error": e} for p, e in sorted(skipped["items"].items())],
+        },
         "outputs": [*outputs, "run.json"],
         "provenance": provenance(),
         "started": started,
@@ -418,8 +426,39 @@ def run_retrieve(
         "seconds": time.perf_counter() - t0,
     }
     atomic_write_text(out / "run.json", json.dumps(record, indent=2, sort_keys=True, default=str))
-    exit_code = EXIT_OK if all(status[n]["status"] == "ok" for n in cfg.methods) else EXIT_PARTIAL
+    ran = all(status[n]["status"] == "ok" for n in cfg.methods)
+    exit_code = EXIT_OK if ran and not skipped["items"] else EXIT_PARTIAL
     return RunOutcome(record=record, exit_code=exit_code)
+
+
+def _drop_unreadable(
+    bench: Benchmark,
+    paths: list[str],
+    feats: torch.Tensor,
+    failed: dict[str, str],
+    say: Callable[[str], None],
+) -> tuple[Benchmark, list[str], torch.Tensor, dict]:
+    """Per-item errors: images the reader refused leave the database, and queries with such a reference leave
+    the query set; the run goes on with the rest and run.json names them."""
+    bad = {p: failed[p] for p in paths if p in failed}
+    info = {"items": bad, "queries_dropped": 0, "database_dropped": 0}
+    if not bad:
+        return bench, paths, feats, info
+    kept = bench.without_images(set(bad))
+    info["queries_dropped"] = len(bench.queries) - len(kept.queries)
+    info["database_dropped"] = len(bench.database) - len(kept.database)
+    first = next(iter(bad.items()))
+    say(
+        f"warning: skipped {len(bad)} unreadable image(s) ({info['queries_dropped']} queries and "
+        f"{info['database_dropped']} database items dropped), e.g. {first[1]}; all listed in run.json "
+        "skipped_images"
+    )
+    if not kept.queries:
+        raise InputError(
+            f"{bench.name}: no query is left once the unreadable images are dropped ({first[1]})"
+        )
+    keep = [i for i, p in enumerate(paths) if p not in bad]
+    return kept, [paths[i] for i in keep], feats[torch.tensor(keep, dtype=torch.long)], info
 
 
 def _write_outputs(

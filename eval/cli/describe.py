@@ -180,6 +180,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     default=None,
     help="ReconScore preset used for selection (default: the describer preset's).",
 )
+@opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
 @click.option("--trust-remote-code", is_flag=True, help="Allow the VLM's custom code (off by default).")
@@ -222,6 +223,7 @@ def command(
     t2i_model,
     encoder,
     recon_preset,
+    bands,
     weights_dir,
     cache_dir,
     no_cache,
@@ -320,6 +322,7 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         items=items,
         source=source,
+        bands=bands,
     )
     summary = run_describe(job)
     from accelerate import PartialState

@@ -166,3 +166,27 @@ class _RunFolder(click.Path):
 
 
 RUN_FOLDER = _RunFolder()
+
+
+def _parse_bands(ctx, param, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        bands = tuple(int(b) for b in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected band numbers like 4,3,2, got {value!r}") from None
+    if len(bands) not in (1, 3) or min(bands) < 1:
+        raise click.BadParameter(f"expected 1 or 3 band numbers counted from 1 (e.g. 4,3,2), got {value!r}")
+    return bands
+
+
+def bands() -> Callable:
+    """--bands for multi-band rasters, read by recon_score.images.load_image (docs/images.md)."""
+    return click.option(
+        "--bands",
+        callback=_parse_bands,
+        default=None,
+        metavar="B[,G,B]",
+        help="Raster bands shown as R,G,B, counted from 1 (e.g. 4,3,2 for NIR false colour; one band: gray). "
+        "Default: bands 1-3. See docs/images.md.",
+    )

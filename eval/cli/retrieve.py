@@ -120,7 +120,9 @@ table.md + table_<metric>.csv (methods x groups, Avg. = macro, Total = overall, 
 encoder, per-method status and notes, provenance); --save-bundle adds bundle.npz for `retrieve-eval`; --topk K
 adds topk.csv/.parquet (method, query, rank, item, score, relevant), searched with --index for linear methods.
 Features are cached (safetensors, $RECONSCORE_CACHE/retrieval/features) and extraction resumes after a crash.
-Exit status: 0 every method ran, 3 some could not (reasons printed and in run.json), 1 the run could not start.""",
+An unreadable image is skipped (with its queries), named in run.json skipped_images.
+Exit status: 0 every method ran on every image, 3 some method could not run or some image was skipped (reasons
+printed and in run.json), 1 the run could not start.""",
 )
 @click.option("--benchmark", required=True, type=click.Choice(BENCHMARK_NAMES), help="Benchmark loader.")
 @click.option(

@@ -113,6 +113,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     default=None,
     help="'perspective', 'plain', a text file, or a template containing {caption}.",
 )
+@opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
 @click.option(
@@ -153,6 +154,7 @@ def command(
     collapse_whitespace,
     dtype,
     prompt_template,
+    bands,
     weights_dir,
     cache_dir,
     no_cache,
@@ -215,6 +217,7 @@ def command(
         rows=rows,
         source=source,
         seeds=recon_seeds,
+        bands=bands,
     )
     summary = run_score(job)
     from accelerate import PartialState

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from recon_score.errors import EXIT_PARTIAL
 
 _METRIC_OPTS = [
     click.option("--preset", default="paper", show_default=True, help="ReconScore preset for `reconscore`."),
@@ -299,7 +300,10 @@ def selection(
 @opt.device()
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
 def encoders(runs, encoders, device, out) -> int:
-    """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b)."""
+    """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b).
+
+    A row whose original or reconstruction cannot be read is skipped and listed in run.json (exit status 3).
+    """
     from eval.studies.common import parse_pairs
     from eval.studies.tables import encoders_table
     from recon_score.runtime import utc_now
@@ -307,8 +311,14 @@ def encoders(runs, encoders, device, out) -> int:
     started = utc_now()
     systems = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
     specs = [e.strip() for e in encoders.split(",") if e.strip()]
-    table, tau = encoders_table(systems, specs, device=device)
-    return _finish(
+    table, tau, skipped = encoders_table(systems, specs, device=device)
+    if skipped:
+        click.echo(
+            f"warning: skipped {len(skipped)} row(s) whose image could not be read, e.g. {skipped[0]['error']}; "
+            "all listed in run.json skipped_images",
+            err=True,
+        )
+    rc = _finish(
         out,
         {
             "table": (table, "Fig. 4 data: mean ReconScore per system (rows) and encoder (columns)"),
@@ -317,7 +327,9 @@ def encoders(runs, encoders, device, out) -> int:
         "encoders",
         {"runs": {k: str(v) for k, v in systems.items()}, "encoders": specs},
         started,
+        skipped_images={"count": len(skipped), "items": skipped},
     )
+    return EXIT_PARTIAL if skipped else rc
 
 
 @command.command("t2i")

@@ -212,24 +212,38 @@ def encoders_table(
     *,
     device: str | None = None,
     images_root: dict[str, Path] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """Mean ReconScore of each system's existing reconstructions under each encoder (nothing is re-rendered),
-    and the Kendall tau-b between the system rankings of every pair of encoders."""
+    the Kendall tau-b between the system rankings of every pair of encoders, and the rows skipped because an
+    image (original or reconstruction) could not be read: [{system, id, path, error}], a per-item error.
+    Originals are read with the score run's --bands, as the run read them."""
     from scipy.stats import kendalltau
 
     from recon_score.encoders import build_encoder
+    from recon_score.errors import ImageLoadError
     from recon_score.images import load_image
     from recon_score.scorer import recon_score_from_cosine, recon_score_from_distance
 
     pairs: dict[str, tuple[list, list]] = {}
+    skipped: list[dict] = []
     for name, run_dir in systems.items():
         run = _run_json(run_dir)
         root = (images_root or {}).get(name) or Path(run.get("images_root") or "")
         orig, recon = [], []
         for row in _read_jsonl(run_dir / "scores.jsonl"):
             if row.get("reconstruction") and not row.get("error"):
-                orig.append(load_image(root / row["image"]))
-                recon.append(load_image(run_dir / row["reconstruction"]))
+                path = root / row["image"]
+                try:
+                    o = load_image(path, bands=run.get("bands"))
+                    path = run_dir / row["reconstruction"]
+                    r = load_image(path)
+                except ImageLoadError as err:
+                    skipped.append(
+                        {"system": name, "id": row.get("id"), "path": str(path), "error": str(err)}
+                    )
+                    continue
+                orig.append(o)
+                recon.append(r)
         if not orig:
             raise ReconScoreError(f"{run_dir}: no scored row with a reconstruction")
         pairs[name] = (orig, recon)
@@ -255,4 +269,4 @@ def encoders_table(
             t = kendalltau(table[a].to_numpy(), table[b].to_numpy(), variant="b").statistic
             tau.loc[a, b] = float(t)
     tau.index.name = "encoder"
-    return table, tau
+    return table, tau, skipped

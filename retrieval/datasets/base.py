@@ -77,6 +77,28 @@ class Benchmark:
             subset=keep(self.subset),
         )
 
+    def without_images(self, bad: set[str]) -> Benchmark:
+        """The benchmark without the images in `bad` (unreadable files): those database items, and the queries
+        whose reference is one of them, are dropped and every index pair is renumbered."""
+        if not bad:
+            return self
+        q_keep = [i for i, q in enumerate(self.queries) if q.reference not in bad]
+        d_keep = [i for i, p in enumerate(self.database) if p not in bad]
+        q_new = {old: new for new, old in enumerate(q_keep)}
+        d_new = {old: new for new, old in enumerate(d_keep)}
+        renumber = lambda pairs: [(q_new[q], d_new[d]) for q, d in pairs if q in q_new and d in d_new]  # noqa: E731
+        return dataclasses.replace(
+            self,
+            queries=[self.queries[i] for i in q_keep],
+            database=[self.database[i] for i in d_keep],
+            database_group=[self.database_group[i] for i in d_keep]
+            if self.database_group is not None
+            else None,
+            positives=renumber(self.positives),
+            exclude=renumber(self.exclude),
+            subset=renumber(self.subset),
+        )
+
     def image_paths(self) -> list[str]:
         """Every image the run needs (database, then references not in the database), each once."""
         seen = dict.fromkeys(self.database)

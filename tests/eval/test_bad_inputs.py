@@ -63,7 +63,7 @@ def test_lone_surrogate_is_a_row_error_and_reruns_finish(images):
         ],
     )
     out = images.parent / "run"
-    assert _score(caps, out) == 2
+    assert _score(caps, out) == 3
     first = (out / "scores.jsonl").read_bytes()
     rows = _jsonl(out / "scores.jsonl")
     assert [r["error"] is None for r in rows] == [True, False, False, False]
@@ -72,7 +72,7 @@ def test_lone_surrogate_is_a_row_error_and_reruns_finish(images):
     )
     assert rows[2]["error"].startswith("caps.jsonl:3: `id`") and rows[2]["id"] == "id\\udc80"
     assert rows[3]["error"].startswith("caps.jsonl:4: `image`")
-    assert _score(caps, out) == 2 and (out / "scores.jsonl").read_bytes() == first  # the rerun is a no-op
+    assert _score(caps, out) == 3 and (out / "scores.jsonl").read_bytes() == first  # the rerun is a no-op
 
 
 # --- item 7: one line naming the file, exit 1, instead of a traceback -------------------------------------
@@ -247,7 +247,7 @@ def test_bom_is_dropped_everywhere(tmp_path):
 # --- item 10: describe inputs -------------------------------------------------------------------------------
 
 
-def test_describe_ids_from_relative_paths_and_symlinks_refused(tmp_path, sample_dir):
+def test_describe_ids_from_relative_paths_and_symlinks_refused(tmp_path, sample_dir, monkeypatch):
     from describer.inputs import discover_images
 
     root = tmp_path / "imgs"
@@ -264,6 +264,10 @@ def test_describe_ids_from_relative_paths_and_symlinks_refused(tmp_path, sample_
     outside = tmp_path / "secret.png"
     Image.open(sample_dir / "images" / "UCM_2.tif").save(outside)
     os.symlink(outside, root / "a" / "link.png")
+    monkeypatch.delenv("RECONSCORE_FOLLOW_SYMLINKS", raising=False)  # the project's policy: links are followed
+    by_id = {i.id: i for i in discover_images(root)}
+    assert by_id["a/x.png"].error is None and by_id["a/link.png"].path == outside.resolve()
+    monkeypatch.setenv("RECONSCORE_FOLLOW_SYMLINKS", "0")  # `reconscore --no-follow-symlinks describe ...`
     by_id = {i.id: i for i in discover_images(root)}
     assert by_id["a/x.png"].error is None
     assert by_id["a/link.png"].path is None and "outside the data root" in by_id["a/link.png"].error
@@ -279,7 +283,7 @@ def test_generate_null_and_empty_captions_are_counted_errors(tmp_path, capsys, s
     out = tmp_path / "gen"
     args = ["generate", "paraphrase", "--captions", str(caps), "--model", "smoke:qwen3-text", "--device", "cpu",
             "--max-new-tokens", "4", "--out", str(out)]  # fmt: skip
-    assert main(args) == 2
+    assert main(args) == 3
     got = _jsonl(out / "generated.jsonl")
     assert [r["source_id"] for r in got] == ["s0", "s1", "s2", "s3", "s4"]
     assert got[1]["error"] == "caps.jsonl:2: caption is missing or null; nothing to send to the LLM"
