@@ -17,6 +17,7 @@ from pathlib import Path
 from recon_score.errors import ModelNotAvailableError
 
 SMOKE_PREFIX = "smoke:"
+SHAPES_PREFIX = "shapes:"  # published model sizes, random weights (recon_score.testing.shapes)
 
 
 def cache_root() -> Path:
@@ -70,7 +71,8 @@ def resolve_model(
     option: str = "--t2i-model",
     downloader: str = "snapshot",
 ) -> ResolvedModel:
-    """A local folder for `name`: a `smoke:` fixture, an existing directory, or a hub id (HF cache first).
+    """A local folder for `name`: a `smoke:` fixture, a `shapes:` folder, an existing directory, or a hub id
+    (HF cache first).
 
     `downloader="diffusers"` uses DiffusionPipeline.download, which fetches only the files a pipeline needs.
 
@@ -81,6 +83,16 @@ def resolve_model(
         from recon_score.testing.fixtures import FIXTURE_VERSION, ensure_fixture
 
         return ResolvedModel(name, ensure_fixture(name[len(SMOKE_PREFIX) :]), f"fixture:v{FIXTURE_VERSION}")
+    if name.startswith(SHAPES_PREFIX):
+        from recon_score.testing.shapes import SHAPES_VERSION, ensure_shapes
+
+        try:
+            path = ensure_shapes(name[len(SHAPES_PREFIX) :])
+        except (KeyError, ValueError) as err:
+            raise ModelNotAvailableError(
+                name, searched=[], fix="Use shapes:z-image or shapes:qwen3-vl-8b.", reason=str(err)
+            ) from err
+        return ResolvedModel(name, path, f"shapes:v{SHAPES_VERSION}")
     local = Path(name).expanduser()
     if local.is_dir():
         return ResolvedModel(name, local.resolve(), local_revision(local))
@@ -139,6 +151,13 @@ def check_model(name: str, *, revision: str | None = None) -> dict:
             "location": str(p),
             "source": "built offline on first use (random weights)",
             "detail": "built" if p.exists() else "not built yet",
+        }
+    if name.startswith(SHAPES_PREFIX):
+        return {
+            "available": True,
+            "location": "",
+            "source": "published sizes, random weights, built on the target device (no download)",
+            "detail": "",
         }
     local = Path(name).expanduser()
     if local.is_dir():

@@ -140,11 +140,22 @@ class Renderer:
     """Loads the T2I pipeline on first use: a run whose reconstructions are all cached never loads it."""
 
     def __init__(
-        self, preset: ReconPreset, *, device: str, offload: str = "none", show_progress: bool = False
+        self,
+        preset: ReconPreset,
+        *,
+        device: str,
+        offload: str = "none",
+        show_progress: bool = False,
+        attention_backend: str | None = None,
+        compile_dit: bool = False,
     ):
+        """attention_backend (a diffusers AttentionBackendName, e.g. "flash", "_native_cudnn") and compile_dit
+        (torch.compile of the DiT) are off by default: no measurement shows yet that they pay off (see
+        docs/performance.md). When set they enter identity(), i.e. cache keys and run.json."""
         if offload not in OFFLOAD_MODES:
             raise ValueError(f"offload must be one of {OFFLOAD_MODES}, got {offload!r}")
         self.preset, self.device, self.offload = preset, device, offload
+        self.attention_backend, self.compile_dit = attention_backend, compile_dit
         self.dtype = effective_dtype(preset.dtype, device)
         self.show_progress = show_progress
         self._resolved: ResolvedModel | None = None
@@ -193,6 +204,8 @@ class Renderer:
             "dtype": self.dtype,
             "vae_tiling": self.preset.vae_tiling,
             "device_type": torch.device(self.device).type,
+            **({"attention_backend": self.attention_backend} if self.attention_backend else {}),
+            **({"compile_dit": True} if self.compile_dit else {}),
         }
 
     # -- loading ----------------------------------------------------------------------------------------------
@@ -206,6 +219,8 @@ class Renderer:
         import diffusers.utils.logging as dlog
         import transformers.utils.logging as tlog
 
+        from recon_score.testing.shapes import build_pipeline, is_shapes_folder
+
         if not self.show_progress:  # per-component loading bars drown the run's own progress bar
             dlog.disable_progress_bar()
             tlog.disable_progress_bar()
@@ -213,7 +228,11 @@ class Renderer:
         log.info(
             "loading %s (%s) from %s as %s", self.preset.t2i_model, self.pipeline_class, path, self.dtype
         )
-        pipe = load_pipeline(path, self.dtype, name=self.preset.t2i_model)
+        if is_shapes_folder(path):  # published sizes, random weights, built straight on the device
+            target = self.device if self.offload == "none" else "cpu"
+            pipe = build_pipeline(path, device=target, dtype=parse_dtype(self.dtype))
+        else:
+            pipe = load_pipeline(path, self.dtype, name=self.preset.t2i_model)
         if self.preset.vae_tiling and hasattr(pipe, "vae") and hasattr(pipe.vae, "enable_tiling"):
             pipe.vae.enable_tiling()
         if self.offload == "model":
@@ -222,6 +241,11 @@ class Renderer:
             pipe.enable_sequential_cpu_offload(device=self.device)
         else:
             pipe.to(self.device)
+        dit = getattr(pipe, "transformer", None)
+        if self.attention_backend and dit is not None:
+            dit.set_attention_backend(self.attention_backend)
+        if self.compile_dit and dit is not None:
+            dit.compile()
         pipe.set_progress_bar_config(disable=not self.show_progress)
         self._tokenizer = getattr(pipe, "tokenizer", None)
         return pipe

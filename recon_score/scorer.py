@@ -98,6 +98,8 @@ class ReconScorer:
         weights_dir: str | Path | None = None,
         offload: str = "none",
         show_progress: bool = False,
+        attention_backend: str | None = None,
+        compile_dit: bool = False,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -106,7 +108,14 @@ class ReconScorer:
         self.batch_size = batch_size
         self.cache = cache if cache is not None else ArtifactCache()
         self.weights_dir = weights_dir
-        self.renderer = Renderer(preset, device=self.device, offload=offload, show_progress=show_progress)
+        self.renderer = Renderer(
+            preset,
+            device=self.device,
+            offload=offload,
+            show_progress=show_progress,
+            attention_backend=attention_backend,
+            compile_dit=compile_dit,
+        )
         self._encoder: Encoder | None = None
         self._warned_truncation = False
         self.stats = {"rendered": 0, "reconstruction_cache_hits": 0, "embedded": 0, "embedding_cache_hits": 0}

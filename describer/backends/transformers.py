@@ -65,13 +65,18 @@ class TransformersCaptioner(Captioner):
         import transformers.utils.logging as tlog
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
+        from recon_score.testing.shapes import build_vlm, is_shapes_folder
+
         tlog.disable_progress_bar()
         path = str(self.resolved.path)
         try:
             processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
-            model = AutoModelForImageTextToText.from_pretrained(
-                path, dtype=parse_dtype(self.dtype), trust_remote_code=self.trust_remote_code
-            )
+            if is_shapes_folder(path):  # published sizes, random weights, built straight on the device
+                model = build_vlm(path, device=self.device, dtype=parse_dtype(self.dtype))
+            else:
+                model = AutoModelForImageTextToText.from_pretrained(
+                    path, dtype=parse_dtype(self.dtype), trust_remote_code=self.trust_remote_code
+                )
         except (OSError, ValueError) as err:
             raise ModelNotAvailableError(
                 self.model_name,

@@ -186,6 +186,8 @@ class DreamSimEncoder(Encoder):
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
+    if name.startswith("shapes:"):
+        return _build_shapes(name, device)
     if name not in NAMES:
         raise ValueError(f"unknown DreamSim model {name!r}; choose one of {', '.join(NAMES)}")
     if name == "smoke":
@@ -253,7 +255,29 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     return DreamSimEncoder(model, info, device)
 
 
+def _build_shapes(name: str, device: str) -> Encoder:
+    """`shapes:ensemble[@SCALE]`: dreamsim's ensemble model (three ViT-B/16 towers + LoRA), random weights."""
+    from recon_score.testing.shapes import SHAPES_NOTE, build_dreamsim_ensemble, parse_name
+
+    base, scale = parse_name(name[len("shapes:") :])
+    if base != "ensemble":
+        raise ValueError(
+            f"dreamsim shapes exist for the ensemble only: dreamsim:shapes:ensemble, got {name!r}"
+        )
+    model = build_dreamsim_ensemble(scale, device=device)
+    info = EncoderInfo(
+        spec=f"dreamsim:{name}",
+        kind="embedding",
+        modalities=("image",),
+        source=SHAPES_NOTE,
+        dim=None,
+    )
+    return DreamSimEncoder(model, info, device)
+
+
 def check(name: str, *, weights_dir: Path | None) -> dict:
+    if name.startswith("shapes:"):
+        return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
     if name == "smoke":
         from recon_score.hub import check_model
 

@@ -187,6 +187,18 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
         )
         return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 
+    if name.startswith("shapes:"):  # the architecture at full size with random weights (benchmarks)
+        from recon_score.testing.shapes import SHAPES_NOTE, build_open_clip
+
+        arch = name[len("shapes:") :]
+        if arch not in open_clip.list_models():
+            raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models()")
+        model, preprocess = build_open_clip(arch, device=device)
+        dim = model.text_projection.shape[1]
+        info = EncoderInfo(
+            spec=spec, kind="embedding", modalities=("image", "text"), source=SHAPES_NOTE, dim=dim
+        )
+        return OpenCLIPEncoder(model, preprocess, open_clip.get_tokenizer(arch), info, device)
     model_name, pretrained, how = _split(name)
     if how == "path":
         ckpt = Path(pretrained).expanduser()
@@ -253,6 +265,8 @@ def _location(model_name: str, pretrained: str | None, how: str) -> str:
 
 
 def check(name: str, *, weights_dir: Path | None) -> dict:
+    if name.startswith("shapes:"):
+        return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
     if name == "smoke":
         from recon_score.hub import check_model
 
