@@ -79,6 +79,11 @@ class DescribeSummary:
 
 
 def _fingerprint(job: DescribeJob) -> str:
+    return sha256_json(_settings(job))[:16]
+
+
+def _settings(job: DescribeJob) -> dict:
+    """What the fingerprint hashes; kept in the journal header so a changed setting is named on resume."""
     key = {
         "kind": "describe-run",
         "preset": job.preset.to_dict(),
@@ -89,7 +94,7 @@ def _fingerprint(job: DescribeJob) -> str:
     }
     if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
         key["bands"] = list(job.bands)
-    return sha256_json(key)[:16]
+    return key
 
 
 def _sampling(p: DescriberPreset) -> Sampling:
@@ -144,10 +149,10 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
     digests = FileDigests()
     for item in items:  # part of the resume key: a replaced image file is described again
         item.digest = digests(item.path)
-    fp = _fingerprint(job)
+    fp, settings = _fingerprint(job), _settings(job)
     keys = {item.index: item.key() for item in items}
-    generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-", keys=keys)
-    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys)
+    generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-", keys=keys, settings=settings)
+    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings)
     note = SMOKE_NOTE if job.preset.meaningless else None
     sampling = _sampling(job.preset)
     job.captioner.sampling_request(sampling)  # a backend that cannot apply it fails before any work
@@ -169,7 +174,7 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
     if unload is None:
         unload = torch.cuda.is_available()
     mine = [i for i in items if i.index % world == rank and not finished(i)]
-    header = {"preset": job.preset.to_dict(), "select_by": job.selector.name, "started": utc_now()}
+    header = {"settings": settings, "select_by": job.selector.name, "started": utc_now()}
     bar = Progress(len(mine), desc=f"describe[{rank}]", unit="image", position=rank)
     phases = -(-len(mine) // max(1, job.phase_size))
     with (
@@ -236,10 +241,10 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
     if not state.is_main_process:
         return _summarize(
             items,
-            load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys),
+            load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings),
             already_complete=False,
         )
-    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys)
+    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings)
     _write_outputs(job, items, final, fp, note)
     return _summarize(items, final, already_complete=False)
 

@@ -79,8 +79,14 @@ class ImageLoadError(InputError):
 
 
 class ResumeMismatchError(ReconScoreError):
-    def __init__(self, path: str, found: str, wanted: str):
+    """`changes`: the settings that differ ("steps: 28 -> 4"), when the earlier run recorded its settings."""
+
+    def __init__(self, path: str, found: str, wanted: str, changes: list[str] | None = None):
+        if changes:
+            shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more" if len(changes) > 8 else "")
+            what = f"a different configuration: {shown}"
+        else:
+            what = f"a different configuration (fingerprint {found}; this run's is {wanted})"
         super().__init__(
-            f"{path} was started with a different configuration (fingerprint {found}); this run's is {wanted}. "
-            "Choose another --out, or pass --overwrite to start again."
+            f"{path} was started with {what}. Choose another --out, or pass --overwrite to start again."
         )

@@ -100,8 +100,35 @@ class Journal:
         self.close()
 
 
+def diff_settings(old: dict | None, new: dict | None) -> list[str]:
+    """`key: old -> new` for every leaf setting that differs (dotted keys), in sorted order; [] if either is
+    unknown (journals written before settings were recorded)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+
+    def flat(d: dict, prefix: str = "") -> dict[str, object]:
+        out: dict[str, object] = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            out.update(flat(v, key + ".") if isinstance(v, dict) and v else {key: v})
+        return out
+
+    a, b = flat(old), flat(new)
+    missing = object()
+    return [
+        f"{k}: {_dumps(a.get(k)) if k in a else '(unset)'} -> {_dumps(b.get(k)) if k in b else '(unset)'}"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k, missing) != b.get(k, missing)
+    ]
+
+
 def load_journals(
-    folder: Path, *, fingerprint: str, prefix: str = "", keys: dict[int, str] | None = None
+    folder: Path,
+    *,
+    fingerprint: str,
+    prefix: str = "",
+    keys: dict[int, str] | None = None,
+    settings: dict | None = None,
 ) -> dict[int, dict]:
     """Finished records by row index, from every `{prefix}rank-*.jsonl` journal in `folder` (any number of past
     processes).
@@ -111,7 +138,8 @@ def load_journals(
     one that does not, then the later invocation (`inv`), then the later line.
 
     Raises:
-        ResumeMismatchError: a journal was written by a run with another configuration.
+        ResumeMismatchError: a journal was written by a run with another configuration (naming the settings
+            that changed when both runs recorded `settings`, the dict the fingerprint hashes).
     """
     done: dict[int, dict] = {}
 
@@ -127,7 +155,13 @@ def load_journals(
             continue
         found = records[0].get("fingerprint")
         if found != fingerprint:
-            raise ResumeMismatchError(str(folder.parent), found=str(found), wanted=fingerprint)
+            before = (records[0].get("header") or {}).get("settings")
+            raise ResumeMismatchError(
+                str(folder.parent),
+                found=str(found),
+                wanted=fingerprint,
+                changes=diff_settings(before, settings),
+            )
         for rec in records[1:]:
             row = int(rec["row"])
             if row not in done or rank(rec) >= rank(done[row]):

@@ -96,6 +96,12 @@ def _slug(text: str) -> str:
 
 
 def _fingerprint(job: ScoreJob, device: str) -> str:
+    return sha256_json(_settings(job, device))[:16]
+
+
+def _settings(job: ScoreJob, device: str) -> dict:
+    """Everything a run's results depend on besides its rows: hashed into the fingerprint, and kept in the
+    journal header so a changed setting on an existing --out is named."""
     from recon_score.render import effective_dtype
 
     key = {
@@ -109,7 +115,7 @@ def _fingerprint(job: ScoreJob, device: str) -> str:
         key["seeds"] = job.seeds
     if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
         key["bands"] = list(job.bands)
-    return sha256_json(key)[:16]
+    return key
 
 
 def _chunks(rows: list[InputRow], size: int) -> list[list[InputRow]]:
@@ -204,9 +210,9 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
     digests = FileDigests()
     inputs = {r.index: _row_inputs(r, digests) for r in rows}
     keys = {i: resume_key(v) for i, v in inputs.items()}
-    fp = _fingerprint(job, device)
+    fp, settings = _fingerprint(job, device), _settings(job, device)
     seeds = derive_seeds(job.preset.seed, job.seeds)
-    done = load_journals(journal_dir, fingerprint=fp, keys=keys)
+    done = load_journals(journal_dir, fingerprint=fp, keys=keys, settings=settings)
     note = SMOKE_NOTE if job.preset.meaningless else None
 
     def is_done(row: InputRow) -> bool:
@@ -244,7 +250,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
         weights_dir=job.weights_dir,
         offload=job.offload,
     )
-    header = {"preset": job.preset.to_dict(), "captions": str(job.captions), "started": started}
+    header = {"settings": settings, "captions": str(job.captions), "started": started}
     # chunks of the global row order, chunk j -> process j mod world: a batch is the same whoever runs it
     mine_chunks = [c for j, c in enumerate(_chunks(rows, job.batch_size)) if j % world == rank]
     todo_chunks = [c for c in mine_chunks if not all(is_done(r) for r in c)]
@@ -297,12 +303,12 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
     if not state.is_main_process:
         return _summarize(
             rows,
-            load_journals(journal_dir, fingerprint=fp, keys=keys),
+            load_journals(journal_dir, fingerprint=fp, keys=keys, settings=settings),
             already_complete=False,
             rendered=scorer.stats["rendered"],
             cached=scorer.stats["reconstruction_cache_hits"],
         )
-    done = load_journals(journal_dir, fingerprint=fp, keys=keys)
+    done = load_journals(journal_dir, fingerprint=fp, keys=keys, settings=settings)
     ordered = []
     for row in rows:
         rec = done.get(row.index)

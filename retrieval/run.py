@@ -39,7 +39,9 @@ import torch
 from recon_score.cache import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, ResumeMismatchError
 from recon_score.images import load_image, resolve_under
+from recon_score.results import diff_settings
 from recon_score.runtime import provenance, utc_now
+from recon_score.textfiles import read_json
 from retrieval.bundle import save_bundle
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
@@ -219,7 +221,7 @@ def run_retrieve(
             "needs one image+text embedding space (a CLIP-like spec, e.g. open_clip:ViT-L-14/openai)"
         )
     vocab = load_vocabulary(cfg.vocabulary) if cfg.vocabulary is not None else None
-    fingerprint = sha256_json(
+    settings = _jsonable(
         {
             "schema": SCHEMA,
             "benchmark": {k: v for k, v in bench.summary().items() if k != "notes"},
@@ -232,12 +234,19 @@ def run_retrieve(
             "rewriter": cfg.rewriter,
         }
     )
+    fingerprint = sha256_json(settings)
     out = Path(cfg.out)
     previous = out / "run.json"
     if previous.is_file() and not cfg.overwrite:
-        found = json.loads(previous.read_text()).get("fingerprint")
+        before = read_json(previous, expect=dict)
+        found = before.get("fingerprint")
         if found != fingerprint:
-            raise ResumeMismatchError(str(out), found=str(found)[:12], wanted=fingerprint[:12])
+            raise ResumeMismatchError(
+                str(out),
+                found=str(found)[:12],
+                wanted=fingerprint[:12],
+                changes=diff_settings(before.get("settings"), settings),
+            )
     if cfg.overwrite and (out / "methods").is_dir():
         shutil.rmtree(out / "methods")
     out.mkdir(parents=True, exist_ok=True)
@@ -396,6 +405,7 @@ def run_retrieve(
     record = {
         "command": "retrieve",
         "fingerprint": fingerprint,
+        "settings": settings,  # what the fingerprint hashes: a changed setting is named on the next run
         "config": cfg.as_dict(),
         "benchmark": bench.summary(),
         "images_root": str(Path(bench.root).resolve()),  # absolute: the report finds images from any folder
@@ -513,3 +523,9 @@ def _write_outputs(
     atomic_write_text(out / "table.md", "\n".join(md))
     outputs.append("table.md")
     return outputs
+
+
+def _jsonable(obj):
+    """The settings as JSON would read them back (tuples as lists, paths as strings), so a diff against run.json
+    compares like with like."""
+    return json.loads(json.dumps(obj, default=str))

@@ -62,7 +62,7 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
     \b
     Quick start (offline, tiny models, meaningless numbers):
       reconscore score --preset smoke --out runs/sample
-    With real models (Z-Image + DreamSim, the seed 004 protocol):
+    With real models (Z-Image + DreamSim, the ReconScore paper's protocol):
       reconscore score --preset paper --captions captions.jsonl --out runs/mine
     """
     if no_follow_symlinks:  # an environment variable, so accelerate's worker processes inherit it

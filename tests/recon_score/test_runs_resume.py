@@ -171,3 +171,22 @@ def test_run_json_records_every_invocation(data, tmp_path, monkeypatch):
     assert [h["exit"] for h in hist] == ["finished", "interrupted", "finished"]
     assert all(h["started"] and "argv" in h and h["processes"] == 1 for h in hist)
     assert "finished" in hist[0] and "finished" not in hist[1] and hist[2]["finished"]
+
+
+def test_changed_settings_are_named(tmp_path, capsys):
+    """A changed setting on an existing --out is refused naming the setting and both values, not two hashes."""
+    from eval.cli import main
+    from recon_score.results import diff_settings
+
+    assert diff_settings(
+        {"a": 1, "p": {"steps": 28, "seed": 42}}, {"a": 1, "p": {"steps": 4, "seed": 42}}
+    ) == ["p.steps: 28 -> 4"]
+    assert diff_settings({"a": 1}, {"a": 1, "b": [1, 2]}) == ["b: (unset) -> [1, 2]"]
+    assert diff_settings(None, {"a": 1}) == []
+    out = str(tmp_path / "run")
+    base = ["score", "--preset", "smoke", "--limit", "1", "--out", out]
+    assert main(base) == 0
+    capsys.readouterr()
+    assert main([*base, "--steps", "2", "--batch-size", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "preset.steps: 4 -> 2" in err and "batch_size: 1 -> 2" in err and "fingerprint" not in err

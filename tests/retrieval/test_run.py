@@ -95,7 +95,8 @@ def test_rerun_resumes_and_a_changed_setup_is_refused(xview2_run, capsys):
     assert record["methods"]["weicom"]["resumed"] is True and record["features"]["computed"] == 0
     changed = [*argv, "--option", "phrasing=alt1"]
     assert main(changed) == 1
-    assert "different configuration" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "different configuration" in err and "phrasing" in err and " -> " in err  # names what changed
 
 
 def test_patterncom_freedom_and_basic_end_to_end(tmp_path, word_lists):
