@@ -59,7 +59,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
             str(runs["score"]),
             *cpu,
         ],
-        codes=(2,),
+        codes=(3,),
     )  # row d: missing image
     runs["describe"] = root / "describe"
     _ok(["describe", "--preset", "smoke", "--n", "2", "--limit", "2", "--out", str(runs["describe"]), *cpu])
@@ -83,7 +83,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
             "--device",
             "cpu",
         ],
-        codes=(0, 2),
+        codes=(0, 3),
     )
     runs["n-sweep"] = root / "nsweep"
     _ok(

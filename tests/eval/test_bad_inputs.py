@@ -195,7 +195,7 @@ def test_non_utf8_txt_list(tmp_path, capsys):
     lst.write_bytes(b"a.png\nb" + BAD_UTF8 + b".png\n")
     with pytest.raises(ReconScoreError, match=r"list.txt:2: not valid utf-8 text \(byte 0xff at column 2\)"):
         discover_images(lst)
-    args = ["describe", "--preset", "smoke", "--images", str(lst), "--out", str(tmp_path / "rd")]
+    args = ["describe", "--preset", "smoke", "--inputs", str(lst), "--out", str(tmp_path / "rd")]
     assert main(args) == 1 and "list.txt:2" in _one_error_line(capsys)
 
 
@@ -310,7 +310,7 @@ def test_errors_name_file_line_and_two_runs_are_byte_identical(images):
         ],
     )
     outs = [images.parent / "run1", images.parent / "run2"]
-    assert [_score(caps, out) for out in outs] == [2, 2]
+    assert [_score(caps, out) for out in outs] == [3, 3]
     rows = _jsonl(outs[0] / "scores.jsonl")
     assert rows[1]["error"].startswith("caps.jsonl:2: image 'corrupt.png' is corrupt")
     assert rows[2]["error"].startswith("caps.jsonl:3: ")

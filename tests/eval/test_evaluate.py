@@ -139,7 +139,7 @@ def test_evaluate_text_metrics_only(split, tmp_path):
                 str(out),
             ]
         )
-        == 2
+        == 3
     )  # 4.tif missing on disk
     assert (out / "summary.md").read_text().startswith("**ucm-captions/test")
 

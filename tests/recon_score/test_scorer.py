@@ -92,9 +92,14 @@ def test_cache_avoids_rendering_again(tmp_path, ucm):
     assert s2.stats["rendered"] == 1 and s2.stats["reconstruction_cache_hits"] == 3
     assert [r.recon_score for r in again[:3]] == [r.recon_score for r in first]
     assert [r.cached for r in again] == [True, True, True, False]
-    s3 = ReconScorer.from_preset("smoke", device="cpu", cache=cache, batch_size=2)
+    s3 = ReconScorer.from_preset("smoke", device="cpu", cache=cache)
     s3.score(ucm, CAPTIONS)
     assert s3.renderer._pipe is None  # a fully cached call never loads the T2I model
+    # batch composition is part of the key (pixels differ across batch shapes, docs/runs.md): at batch size 2
+    # the batch [c0, c1] is new and rendered; the last batch [c2] is the batch-1 render cached above
+    s4 = ReconScorer.from_preset("smoke", device="cpu", cache=cache, batch_size=2)
+    s4.score(ucm, CAPTIONS)
+    assert s4.stats["rendered"] == 2 and s4.stats["reconstruction_cache_hits"] == 1
 
 
 def test_other_settings_miss_the_cache(tmp_path, ucm):
