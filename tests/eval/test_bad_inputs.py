@@ -264,7 +264,9 @@ def test_describe_ids_from_relative_paths_and_symlinks_refused(tmp_path, sample_
     outside = tmp_path / "secret.png"
     Image.open(sample_dir / "images" / "UCM_2.tif").save(outside)
     os.symlink(outside, root / "a" / "link.png")
-    monkeypatch.delenv("RECONSCORE_FOLLOW_SYMLINKS", raising=False)  # the project's policy: links are followed
+    monkeypatch.delenv(
+        "RECONSCORE_FOLLOW_SYMLINKS", raising=False
+    )  # the project's policy: links are followed
     by_id = {i.id: i for i in discover_images(root)}
     assert by_id["a/x.png"].error is None and by_id["a/link.png"].path == outside.resolve()
     monkeypatch.setenv("RECONSCORE_FOLLOW_SYMLINKS", "0")  # `reconscore --no-follow-symlinks describe ...`
