@@ -168,8 +168,6 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
                 rec["reconstruction"] = str(rel)
     if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
         rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
-    for key, value in (row.extra or {}).items():  # the input's own columns (e.g. `kind`) travel through
-        rec.setdefault(key, value)
     if note:
         rec["note"] = note
     return rec
@@ -317,7 +315,10 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
                 f"row {row.index} (id {row.id!r}) has no result after all processes finished; "
                 "rerun the same command to complete it"
             )
-        ordered.append(rec["result"])
+        # the input's own columns (e.g. `kind`) travel through as they are now, never from the journal
+        ordered.append(
+            {**rec["result"], **{k: v for k, v in (row.extra or {}).items() if k not in rec["result"]}}
+        )
     write_jsonl_atomic(out / "scores.jsonl", ordered)
     summary = _summarize(
         rows,

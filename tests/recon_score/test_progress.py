@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -72,3 +73,7 @@ def test_score_with_stderr_in_a_file(tmp_path):
         and progress[-1]["unit"] == "caption"
     )
     assert "\r" not in log.read_text()
+    rows = [json.loads(x) for x in (tmp_path / "run" / "scores.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows] == ["reference"] * 3  # the sample's own columns travel to the output
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())["summary"]["references_vs_distractors"]
+    assert summary["references"] == 3 and summary["distractors"] == 0 and summary["images"] == 0
