@@ -55,7 +55,7 @@ PAPER = DescriberPreset(
     seed=0,
     dtype="bfloat16",
     recon_preset="paper",
-    select_by="reconscore",
+    select_by="recon_score",
     # the authors called transformers' generate with temperature/top_p only, so Qwen3-VL-8B-Instruct's
     # generation_config.json supplied top_k 20; it sets no repetition penalty (transformers' default 1.0)
     top_k=20,

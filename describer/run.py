@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 
 from describer.backends import Captioner, CaptionRequest, Sampling, derive_seed
@@ -24,12 +24,13 @@ from describer.inputs import ImageItem, discover_images
 from describer.presets import DescriberPreset
 from describer.selection import CandidateSelector, select_best
 from recon_score.cache import atomic_write_bytes, png_bytes, sha256_json
-from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, renamed_field
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
 from recon_score.results import (
     FileDigests,
+    InvocationLog,
     Journal,
     RunLock,
     load_journals,
@@ -47,8 +48,8 @@ class DescribeJob:
     preset: DescriberPreset
     captioner: Captioner
     selector: CandidateSelector
-    images: Path | None = None
-    images_root: Path | None = None
+    inputs: Path | None = None  # what to caption: a folder, one image, a .txt list or a .jsonl
+    images_root: Path | None = None  # the folder image paths in `inputs` are relative to
     vlm_batch_size: int = 1
     phase_size: int = 32
     unload_between_phases: bool | None = None  # None: only on CUDA
@@ -56,9 +57,13 @@ class DescribeJob:
     overwrite: bool = False
     retry_errors: bool = False
     argv: list[str] = field(default_factory=list)
-    items: list[ImageItem] | None = None  # precomputed images (e.g. a dataset split) instead of `images`
+    items: list[ImageItem] | None = None  # precomputed images (e.g. a dataset split) instead of `inputs`
     source: dict | None = None  # what `items` came from, for run.json
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
+    images: InitVar[Path | None] = None  # the old name of `inputs` (warns once)
+
+    def __post_init__(self, images: Path | None) -> None:
+        renamed_field(self, "images", "inputs", images)
 
 
 @dataclass
@@ -143,7 +148,7 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
             (out / name).unlink(missing_ok=True)
     state.wait_for_everyone()
 
-    items = job.items if job.items is not None else discover_images(job.images, root=job.images_root)
+    items = job.items if job.items is not None else discover_images(job.inputs, root=job.images_root)
     if job.limit is not None:
         items = items[: job.limit]
     digests = FileDigests()
@@ -174,7 +179,13 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
     if unload is None:
         unload = torch.cuda.is_available()
     mine = [i for i in items if i.index % world == rank and not finished(i)]
-    header = {"settings": settings, "select_by": job.selector.name, "started": utc_now()}
+    started = utc_now()
+    log_file = InvocationLog(journal_dir)
+    inv = log_file.next_index()
+    state.wait_for_everyone()  # every rank has read the log's length before process 0 appends to it
+    if state.is_main_process:
+        log_file.start(inv, started=started, argv=job.argv or sys.argv, processes=world)
+    header = {"settings": settings, "select_by": job.selector.name, "started": started}
     bar = Progress(len(mine), desc=f"describe[{rank}]", unit="image", position=rank)
     phases = -(-len(mine) // max(1, job.phase_size))
     with (
@@ -192,7 +203,7 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
                         raise InputError(item.error)
                     loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
                 except InputError as err:
-                    failed_now.append(_final_record(item, [], None, None, error=str(err), note=note))
+                    failed_now.append(_final_record(item, [], None, error=str(err), note=note, inv=inv))
             if failed_now:
                 final_journal.write(failed_now)
                 bar.update(len(failed_now), failed=len(failed_now))
@@ -228,7 +239,7 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
             step = max(1, job.vlm_batch_size, 8 // max(1, max((len(v) for _, _, v in work), default=1)))
             for w0 in range(0, len(work), step):
                 part = work[w0 : w0 + step]
-                records = _select(job, out, part, generated, loaded, note)
+                records = _select(job, out, part, generated, loaded, note, inv)
                 final_journal.write(records)
                 for r in records:
                     final[r["row"]] = r
@@ -245,20 +256,30 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
             already_complete=False,
         )
     final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings)
-    _write_outputs(job, items, final, fp, note)
-    return _summarize(items, final, already_complete=False)
+    summary = _summarize(items, final, already_complete=False)
+    log_file.end(
+        inv, finished=utc_now(), exit="finished" if not summary.failed else "finished with failed images"
+    )
+    images_by_inv: dict[int, int] = {}
+    for rec in final.values():
+        images_by_inv[int(rec.get("inv") or 0)] = images_by_inv.get(int(rec.get("inv") or 0), 0) + 1
+    _write_outputs(job, items, final, fp, note, log_file.history(images_by_inv))
+    return summary
 
 
-def _select(job, out: Path, work: list, generated: dict, loaded: dict, note) -> list[dict]:
+def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv: int) -> list[dict]:
     """Score every valid candidate of these images, keep each image's best, render the held-out evaluation."""
     scored = job.selector.score_many(
         [(loaded[item.index], [t for _, t in valid], item.references) for item, _, valid in work]
     )
     records = []
+    deterministic = _plan(job.selector) is None  # its value is the metric's own: also under the metric's name
     for (item, cands, valid), scores in zip(work, scored):
         rows = [dict(c, index=k) for k, c in enumerate(cands)]
         for (k, _), s in zip(valid, scores):
-            rows[k][job.selector.name] = s.get("score")
+            rows[k]["selection_score"] = s.get("score")
+            if deterministic:
+                rows[k][job.selector.name] = s.get("score")
             rows[k].update({key: v for key, v in s.items() if key not in ("score", "error", "_image")})
             if s.get("_image") is not None:
                 rel = Path("reconstructions") / f"{item.index:06d}_{k:02d}.png"
@@ -266,17 +287,17 @@ def _select(job, out: Path, work: list, generated: dict, loaded: dict, note) -> 
                 rows[k]["reconstruction"] = str(rel)
             if s.get("error"):
                 rows[k]["error"] = s["error"]
-        best = select_best([r.get(job.selector.name) if not r.get("error") else None for r in rows])
+        best = select_best([r.get("selection_score") if not r.get("error") else None for r in rows])
         err = None if best is not None else _no_candidate_reason(rows)
         records.append(
             _final_record(
                 item,
                 rows,
                 best,
-                job.selector.name,
                 seed=generated[item.index]["seed"],
                 error=err,
                 note=note,
+                inv=inv,
             )
         )
     _held_out(job, out, records, loaded)
@@ -331,17 +352,17 @@ def _final_record(
     item: ImageItem,
     rows: list[dict],
     best: int | None,
-    metric: str | None,
     *,
     seed: int | None = None,
     error: str | None = None,
     note: str | None = None,
+    inv: int = 0,
 ) -> dict:
     result = {
         "image_id": item.id,
         "image": item.image,
         "caption": rows[best]["caption"] if best is not None else None,
-        "selection_score": rows[best].get(metric) if best is not None else None,  # in-sample maximum
+        "selection_score": rows[best].get("selection_score") if best is not None else None,  # in-sample max
         "index": best,
         "n_candidates": len(rows),
         "n_valid": sum(1 for r in rows if not r.get("error")),
@@ -353,10 +374,12 @@ def _final_record(
         result["references"] = item.references
     if note:
         result["note"] = note
-    return {"row": item.index, "key": item.key(), "result": result}
+    return {"row": item.index, "key": item.key(), "inv": inv, "result": result}
 
 
-def _write_outputs(job: DescribeJob, items: list[ImageItem], final: dict[int, dict], fp: str, note) -> None:
+def _write_outputs(
+    job: DescribeJob, items: list[ImageItem], final: dict[int, dict], fp: str, note, history: list[dict]
+) -> None:
     out = job.out
     cand_rows, caption_rows = [], []
     for item in items:
@@ -384,21 +407,13 @@ def _write_outputs(job: DescribeJob, items: list[ImageItem], final: dict[int, di
     write_jsonl_atomic(out / "candidates.jsonl", cand_rows)
     write_jsonl_atomic(out / "captions.jsonl", caption_rows)
     summary = _summarize(items, final, already_complete=False)
-    prev = {}
-    if (out / "run.json").exists():
-        import json
-
-        try:
-            prev = json.loads((out / "run.json").read_text())
-        except ValueError:
-            prev = {}
     write_json_atomic(
         out / "run.json",
         {
             "command": "describe",
             "note": note,
             "out": str(out.resolve()),
-            "images": str(job.images) if job.images else ("bundled sample" if job.items is None else None),
+            "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
             "source": job.source,
             "images_root": _images_root(items),
             "fingerprint": fp,
@@ -418,8 +433,10 @@ def _write_outputs(job: DescribeJob, items: list[ImageItem], final: dict[int, di
             "phase_size": job.phase_size,
             "limit": job.limit,
             "bands": list(job.bands) if job.bands else None,
-            "started": prev.get("started", utc_now()),
+            "started": history[0].get("started") if history else utc_now(),
             "finished": utc_now(),
+            "resumed": len(history) > 1,
+            "invocations": history,  # each invocation that worked on this folder, with the images it did
             "counts": {
                 "images": summary.images,
                 "described": summary.described,

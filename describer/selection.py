@@ -14,7 +14,7 @@ from PIL import Image
 
 
 class CandidateSelector(Protocol):
-    name: str  # the score column, e.g. "reconscore"
+    name: str  # the selection metric, a registry name (e.g. "recon_score")
 
     def score_many(
         self, items: Sequence[tuple[Image.Image, list[str], list[str] | None]]
@@ -25,6 +25,29 @@ class CandidateSelector(Protocol):
     def config(self) -> dict: ...
 
     def unload(self) -> None: ...
+
+
+def candidate_columns(row: dict, run: dict) -> dict:
+    """A `candidates.jsonl` row under today's column names, whatever release wrote it.
+
+    Today: `selection_score` is the value selection compared (the in-sample render for ReconScore; a
+    deterministic metric's value is also under its own name), `selection_cosine` / `selection_per_seed` its
+    ReconScore details, and `recon_score` the held-out render. Runs before the one vocabulary named the
+    selection value after the metric (`reconscore`, `reconscore_cosine`, `reconscore_per_seed`, or e.g.
+    `clipscore`)."""
+    if "selection_score" in row:
+        return row
+    metric = (run.get("selection") or {}).get("metric") or run.get("select_by") or "reconscore"
+    out = dict(row)
+    if metric in out:
+        out["selection_score"] = out.pop(metric) if metric == "reconscore" else out[metric]
+    for old, new in (
+        ("reconscore_cosine", "selection_cosine"),
+        ("reconscore_per_seed", "selection_per_seed"),
+    ):
+        if old in out:
+            out[new] = out.pop(old)
+    return out
 
 
 def select_best(scores: Sequence[float | None]) -> int | None:
@@ -46,7 +69,7 @@ class ReconScoreSelector:
     With `selection_seeds` K > 1 a candidate's selection score is its mean over K seeds.
     """
 
-    name = "reconscore"
+    name = "recon_score"
 
     def __init__(self, scorer, *, selection_seed: int = 0, selection_seeds: int = 1, eval_seed: int = 42):
         from recon_score.errors import ReconScoreError
@@ -80,12 +103,12 @@ class ReconScoreSelector:
                 out[i][k] = {
                     "score": r.recon_score,
                     "error": r.error,
-                    "reconscore_cosine": r.cosine,
+                    "selection_cosine": r.cosine,
                     "truncated": r.truncated,
                     "_image": r.reconstruction,  # saved by the run as reconstructions/*.png
                 }
                 if len(self.seeds) > 1:
-                    out[i][k]["reconscore_per_seed"] = r.per_seed
+                    out[i][k]["selection_per_seed"] = r.per_seed
         return out
 
     def evaluate(self, pairs) -> list[dict]:
@@ -103,7 +126,7 @@ class ReconScoreSelector:
         ]
 
     def config(self) -> dict:
-        return {"metric": "reconscore", **self.plan(), **self.scorer.config()}
+        return {"metric": self.name, **self.plan(), **self.scorer.config()}
 
     def unload(self) -> None:
         from recon_score.encoders import release_encoders

@@ -1,7 +1,5 @@
 """`python -m eval ...` is the same as `reconscore ...`."""
 
-import sys
+from eval.cli import run
 
-from eval.cli import main
-
-sys.exit(main())
+run()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import InputError, ReconScoreError, renamed_field
 from recon_score.images import resolve_under
 from recon_score.results import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
@@ -22,12 +22,16 @@ class AddMetricsJob:
     run: Path  # a run folder (its scores.jsonl) or a scores JSONL file
     metrics: str | list[str]
     references: Path | None = None
-    images: Path | None = None  # default: the run's images_root (run.json)
+    images_root: Path | None = None  # default: the run's images_root (run.json)
     encoder: str = DEFAULT_ENCODER
     long_text: str = "truncate"
     preset: str = "paper"
     device: str | None = None
     out: Path | None = None  # default: <scores stem>.metrics.jsonl next to it
+    images: InitVar[Path | None] = None  # the old name of `images_root` (warns once)
+
+    def __post_init__(self, images: Path | None) -> None:
+        renamed_field(self, "images", "images_root", images)
 
 
 @dataclass
@@ -47,8 +51,8 @@ def _json_value(v):
 
 
 def _images_root(job: AddMetricsJob, scores: Path) -> Path:
-    if job.images is not None:
-        return job.images
+    if job.images_root is not None:
+        return job.images_root
     run_json = scores.parent / "run.json"
     if run_json.is_file():
         root = json.loads(run_json.read_text(encoding="utf-8")).get("images_root")
@@ -71,6 +75,12 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         raise ReconScoreError(str(err)) from err
     if not rows:
         raise ReconScoreError(f"{scores} has no rows")
+    present = [n for n in names if any(n in r for r in rows)]
+    if present:  # never overwrite a column of the run (a score run's own recon_score, with its own preset)
+        raise ReconScoreError(
+            f"{scores} already has a {', '.join(present)} column (e.g. a `reconscore score` run's own "
+            "ReconScore); metrics add adds the metrics it lacks: drop them from --metrics"
+        )
     refs_by_image: dict[str, list[str]] = {}
     needs_refs = [n for n in names if get_metric_info(n).needs_references]
     if needs_refs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import InitVar, dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +15,7 @@ from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_preferences
 from recon_score.cache import atomic_write_bytes, atomic_write_text
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import InputError, ReconScoreError, renamed_field
 from recon_score.images import resolve_under
 from recon_score.results import write_json_atomic
 from recon_score.runtime import provenance, utc_now
@@ -29,13 +29,11 @@ class CorrelateJob:
     fmt: str
     metrics: str | list[str]
     out: Path
-    images: Path | None = (
-        None  # root the `image` column is relative to (default: the file's folder, ranking/csv)
-    )
+    images_root: Path | None = None  # the `image` column is relative to it (default: the file's folder)
     references: Path | None = (
         None  # separate caption/reference file (flickr8k, thumb); default: next to the file
     )
-    preset: str = "paper"  # for reconscore
+    preset: str = "paper"  # for recon_score
     encoder: str = DEFAULT_ENCODER  # for clipscore / refclipscore
     long_text: str = "truncate"  # CLIP's 77-token limit: truncate | sliding-window
     device: str | None = None
@@ -43,6 +41,10 @@ class CorrelateJob:
     n_boot: int = 1000
     seed: int = 0
     metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
+    images: InitVar[Path | None] = None  # the old name of `images_root` (warns once)
+
+    def __post_init__(self, images: Path | None) -> None:
+        renamed_field(self, "images", "images_root", images)
 
 
 @dataclass
@@ -71,7 +73,7 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
     except (PreferenceFormatError, ValueError) as err:
         raise ReconScoreError(str(err)) from err
     needs_images = [n for n in names if get_metric_info(n).needs_images]
-    images_root = job.images
+    images_root = job.images_root
     if images_root is None and needs_images and job.fmt not in FORMATS_WITHOUT_IMAGES:
         images_root = job.preferences.parent
     if images_root is not None and not images_root.is_dir():

@@ -24,7 +24,7 @@ class MetricSelector:
         self.info = get_metric_info(name)
         if not self.info.higher_is_better:
             raise ReconScoreError(f"metric {name!r} is lower-is-better; selection keeps the argmax")
-        self.name = name
+        self.name = self.info.name  # today's name, also for an old alias
         self.options = metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
         self._metric = None
 

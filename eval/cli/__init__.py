@@ -94,5 +94,29 @@ def main(argv: list[str] | None = None) -> int:
     return rv if isinstance(rv, int) else EXIT_OK
 
 
-if __name__ == "__main__":
+def _plain_warnings() -> None:
+    """reconscore's own warnings as one `warning: ...` line (like the renamed-option warnings), not Python's
+    file:line form; other packages' warnings keep theirs."""
+    import warnings
+
+    from recon_score.errors import ReconScoreWarning
+
+    default = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, ReconScoreWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            default(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
+def run() -> None:
+    """The console entry point (`reconscore`, `python -m eval`); tests call `main` in-process."""
+    _plain_warnings()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -17,7 +17,7 @@ FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
     epilog="""\b
 Examples:
   reconscore correlate --preferences preference_data/examples/ranking_example.jsonl --format ranking \\
-      --metrics clipscore,reconscore --images recon_score/sample --preset smoke --encoder open_clip:smoke --out runs/rank
+      --metrics clipscore,recon_score --images recon_score/sample --preset smoke --encoder open_clip:smoke --out runs/rank
   reconscore correlate --preferences ../shared/data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
       --metrics bleu1,bleu4,rouge,meteor,cider --out runs/f8k-expert
 \b
@@ -41,16 +41,9 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     "--metrics",
     required=True,
     help="Comma-separated metric names (bleu1..4, meteor, rouge, cider, spice, clipscore, refclipscore, "
-    "reconscore; `reconscore metrics list`).",
+    "recon_score; `reconscore metrics list`).",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder the image column is relative to (default for ranking/csv: the file's folder). Only image "
-    "metrics need it.",
-)
+@opt.images_root("the preference file's folder for ranking/csv", extra=" Only image metrics need it.")
 @click.option(
     "--references",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -58,7 +51,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     help="Caption file of flickr8k (Flickr8k.token.txt) or thumb (mscoco_references.json); default: next to "
     "--preferences.",
 )
-@click.option("--preset", default="paper", show_default=True, help="ReconScore preset (reconscore metric).")
+@click.option("--preset", default="paper", show_default=True, help="ReconScore preset (recon_score metric).")
 @opt.clip_encoder()
 @opt.long_text()
 @opt.device()
@@ -96,7 +89,7 @@ def command(
         fmt=fmt,
         metrics=metrics,
         out=out,
-        images=images_root,
+        images_root=images_root,
         references=references,
         preset=preset,
         encoder=encoder,

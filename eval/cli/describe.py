@@ -23,7 +23,7 @@ Examples:
 --inputs: a folder (searched recursively), one image, a .txt list of paths, or a .jsonl with `image`, optional
 `id` and `references` (paths relative to --images, default the list's folder); --images DIR alone describes
 every image under DIR. Output in --out:
-candidates.jsonl (image, candidate index, caption, error, one column per score, selected), captions.jsonl
+candidates.jsonl (image, candidate index, caption, error, selection_score, recon_score if evaluated, selected), captions.jsonl
 (image, the selected caption, its index, selection_score = the in-sample score that selected it, recon_score =
 its held-out ReconScore from an independent render with --eval-seed), run.json. Rerun the same command to resume.
 Exit status: 0 every image got a caption, 3 some images had no valid candidate, 1 the run could not start.""",
@@ -35,13 +35,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     help="What to caption: a folder (recursive), one image, a .txt list or a .jsonl (default: every image under "
     "--images, else the bundled UC Merced sample).",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Folder that image paths are relative to (default: the list's folder).",
-)
+@opt.images_root("the list's folder", file_okay=True)
 @click.option(
     "--dataset",
     default=None,
@@ -71,7 +65,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
 @click.option(
     "--select-by",
     default=None,
-    help="Selection metric (default: reconscore). Reference-based metrics "
+    help="Selection metric, a `reconscore metrics list` name (default: recon_score). Reference-based metrics "
     "use the `references` of a .jsonl list.",
 )
 @click.option(
@@ -238,6 +232,7 @@ def command(
     from describer.presets import get_describer_preset
     from describer.prompts import load_prompt
     from describer.run import DescribeJob, run_describe
+    from eval.metrics import get_metric_info
     from recon_score.runtime import resolve_device
 
     p = get_describer_preset(preset).replace(
@@ -257,7 +252,7 @@ def command(
         eval_candidates=eval_candidates,
         seed=seed,
         recon_preset=recon_preset,
-        select_by=select_by,
+        select_by=get_metric_info(select_by).name if select_by else None,  # an old alias -> today's name
     )
     inputs, images_root, dataset_root = _old_spellings(inputs, images_root, dataset_root, dataset)
     items = source = None
@@ -312,7 +307,7 @@ def command(
         preset=p,
         captioner=cap,
         selector=selector,
-        images=inputs if inputs is not None else images_root,
+        inputs=inputs if inputs is not None else images_root,
         images_root=images_root,
         vlm_batch_size=vlm_batch_size,
         phase_size=phase_size,
@@ -347,7 +342,10 @@ def build_selector(
     """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry.
 
     `seeds`: ReconScoreSelector's selection_seed / selection_seeds / eval_seed."""
-    if name == "reconscore":
+    from eval.metrics import get_metric_info
+
+    name = get_metric_info(name).name  # an old alias (reconscore) warns once and means today's name
+    if name == "recon_score":
         from describer.selection import ReconScoreSelector
         from recon_score.cache import ArtifactCache
         from recon_score.scorer import ReconScorer

@@ -17,7 +17,7 @@ from recon_score.errors import EXIT_OK, EXIT_PARTIAL
     epilog="""\b
 Examples:
   reconscore evaluate --dataset ucm-captions --root /data/ucm --captions runs/rd/captions.jsonl \\
-      --metrics reconscore,bleu4,meteor,rouge,cider --preset paper --out runs/rd-eval
+      --metrics recon_score,bleu4,meteor,rouge,cider --preset paper --out runs/rd-eval
   reconscore evaluate --dataset rsitmd --root /data/rsitmd --captions model.jsonl --metrics bleu1,bleu4,cider --out e
 \b
 --captions: JSONL/CSV with `image_id` (or `image`/`id`) and `caption`, e.g. `reconscore describe` output; rows
@@ -46,13 +46,7 @@ Exit status: 0 every split image was scored, 3 some were not (their `error` says
     default=None,
     help="Annotation file if not at its default place under --root.",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder that image paths are relative to, if not ROOT/images.",
-)
+@opt.images_root("ROOT/images")
 @click.option(
     "--captions",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -61,7 +55,7 @@ Exit status: 0 every split image was scored, 3 some were not (their `error` says
 )
 @click.option(
     "--metrics",
-    default="reconscore,bleu1,bleu4,meteor,rouge,cider",
+    default="recon_score,bleu1,bleu4,meteor,rouge,cider",
     show_default=True,
     help="Comma-separated (`reconscore metrics list`).",
 )
@@ -144,7 +138,7 @@ def command(
         },
     )
     click.echo((out / "summary.md").read_text())
-    ci = report.get("reconscore", {}).get("ci")
+    ci = report.get("recon_score", {}).get("ci")
     if ci is not None:
         from recon_score.seeds import format_ci
 

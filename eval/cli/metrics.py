@@ -66,16 +66,10 @@ of {"image", "references"}.""",
     default=None,
     help="Reference captions per image (needed by reference-based metrics).",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Image root for image metrics (default: the run's images_root from run.json).",
-)
+@opt.images_root("the run's images_root in run.json", extra=" Only image metrics need it.")
 @opt.clip_encoder()
 @opt.long_text()
-@click.option("--preset", default="paper", show_default=True, help="Preset for the reconscore metric.")
+@click.option("--preset", default="paper", show_default=True, help="Preset for the recon_score metric.")
 @opt.device()
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
@@ -88,7 +82,7 @@ def add_cmd(run, metrics, references, images_root, encoder, long_text, preset, d
         run=run,
         metrics=metrics,
         references=references,
-        images=images_root,
+        images_root=images_root,
         encoder=encoder,
         long_text=long_text,
         preset=preset,

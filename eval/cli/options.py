@@ -135,6 +135,18 @@ def renamed(mapping: dict[str, str]) -> type[RenamedOptions]:
     return type("Renamed", (RenamedOptions,), {"renamed": dict(mapping)})
 
 
+def images_root(default: str, *, extra: str = "", file_okay: bool = False) -> Callable:
+    """--images DIR, the one meaning of VOCABULARY["--images"]; `default` says where paths are relative to
+    without it. (`file_okay`: describe's old `--images LIST` still parses, with a warning.)"""
+    return click.option(
+        "--images",
+        "images_root",
+        type=click.Path(file_okay=file_okay, path_type=Path),
+        default=None,
+        help=f"Folder that image paths are relative to (default: {default}).{extra}",
+    )
+
+
 def recon_seeds() -> Callable:
     return click.option(
         "--seeds",

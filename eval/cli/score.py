@@ -33,14 +33,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     default=None,
     help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder that image paths are relative to (default: the captions file's folder). Paths may not "
-    "leave it.",
-)
+@opt.images_root("the captions file's folder", extra=" Paths may not leave it.")
 @click.option(
     "--dataset",
     default=None,

@@ -11,7 +11,9 @@ from eval.cli import options as opt
 from recon_score.errors import EXIT_PARTIAL
 
 _METRIC_OPTS = [
-    click.option("--preset", default="paper", show_default=True, help="ReconScore preset for `reconscore`."),
+    click.option(
+        "--preset", default="paper", show_default=True, help="ReconScore preset for the recon_score metric."
+    ),
     opt.clip_encoder(),
     opt.long_text(),
     opt.device(),
@@ -66,7 +68,7 @@ def command() -> None:
     help="MODEL@LABEL=captions.jsonl: a model's captions on a dataset (repeatable).",
 )
 @click.option(
-    "--metrics", default="reconscore", show_default=True, help="Comma-separated; the first is tabled."
+    "--metrics", default="recon_score", show_default=True, help="Comma-separated; the first is tabled."
 )
 @metric_opts
 @opt.recon_seeds()
@@ -92,7 +94,7 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, reco
     runs = parse_pairs(captions, "--captions")
     long_rows, joins, cis = [], {}, {}
     options = _options(preset, encoder, long_text, device)
-    options["reconscore"]["seeds"] = recon_seeds
+    options["recon_score"]["seeds"] = recon_seeds
     for key, path in runs.items():
         model, sep, label = key.partition("@")
         if not sep or label not in loaded:
@@ -101,8 +103,8 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, reco
             )
         join = join_captions(loaded[label], read_model_captions(Path(path)))
         _, summary, report = evaluate_join(join, names, options=options)
-        if report.get("reconscore", {}).get("ci") is not None:
-            cis[(model, label)] = report["reconscore"]["ci"]
+        if report.get("recon_score", {}).get("ci") is not None:
+            cis[(model, label)] = report["recon_score"]["ci"]
         joins[key] = {
             "unmatched": len(join.unmatched),
             "uncaptioned": sum(r["error"] is not None for r in join.rows),
@@ -132,7 +134,7 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, reco
         ).reindex(index=main.index)
         ci_df.index.name = "model"
         k = next(iter(cis.values()))["seeds"]
-        tables["reconscore_ci"] = (
+        tables["recon_score_ci"] = (
             ci_df,
             f"ReconScore mean [95% bootstrap CI over images x {k} seed(s)] per model and dataset",
         )
@@ -151,7 +153,7 @@ def models(datasets, captions, metrics, preset, encoder, long_text, device, reco
         started,
         note=_note(preset),
         joins=joins,
-        reconscore_ci={f"{m}@{lab}": ci for (m, lab), ci in cis.items()},
+        recon_score_ci={f"{m}@{lab}": ci for (m, lab), ci in cis.items()},
     )
 
 
@@ -222,13 +224,13 @@ def n_sweep(runs, ns, out) -> int:
 )
 @click.option(
     "--selectors",
-    default="meteor,clipscore,reconscore",
+    default="meteor,clipscore,recon_score",
     show_default=True,
     help="Selection metrics to compare.",
 )
 @click.option(
     "--metrics",
-    default="reconscore,clipscore,bleu4,meteor,cider",
+    default="recon_score,clipscore,bleu4,meteor,cider",
     show_default=True,
     help="How the picks are rated.",
 )
@@ -238,13 +240,7 @@ def n_sweep(runs, ns, out) -> int:
     default=None,
     help="JSONL {image_id, index}: the candidate humans chose; adds the preference rate (Table 7).",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Images folder (default: the describe run's).",
-)
+@opt.images_root("the describe run's")
 @metric_opts
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
 def selection(
@@ -334,7 +330,7 @@ def encoders(runs, encoders, device, out) -> int:
 
 @command.command("t2i")
 @click.option("--captions", type=click.Path(dir_okay=False, exists=True, path_type=Path), required=True)
-@click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@opt.images_root("the captions file's folder")
 @click.option("--presets", default="paper,text2earth,flux1-dev,flux2-dev,flux2-klein", show_default=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
@@ -389,9 +385,9 @@ def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     default=None,
     help="GT captions table (image, caption); default: the generated rows' source captions.",
 )
-@click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@opt.images_root("none", extra=" Needed by the image metrics (clipscore, recon_score).")
 @click.option(
-    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
+    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,recon_score", show_default=True
 )
 @metric_opts
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
@@ -441,9 +437,9 @@ def paraphrase(
     default=None,
     help="GT captions table (image, caption); default: the references kept in the generated rows.",
 )
-@click.option("--images", "images_root", type=click.Path(file_okay=False, path_type=Path), default=None)
+@opt.images_root("none", extra=" Needed by the image metrics (clipscore, recon_score).")
 @click.option(
-    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,reconscore", show_default=True
+    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,recon_score", show_default=True
 )
 @metric_opts
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
@@ -455,7 +451,7 @@ def length(generated, references, images_root, metrics, preset, encoder, long_te
     from recon_score.runtime import utc_now
 
     started, names = utc_now(), parse_metric_names(metrics)
-    limits = {"clipscore": 77, "refclipscore": 77, "reconscore": get_preset(preset).max_sequence_length}
+    limits = {"clipscore": 77, "refclipscore": 77, "recon_score": get_preset(preset).max_sequence_length}
     df = length_table(
         read_generated(generated),
         names,
@@ -495,16 +491,10 @@ def length(generated, references, images_root, metrics, preset, encoder, long_te
     default=None,
     help="A `reconscore score` run over the candidates (matched by image + caption); else they are scored now.",
 )
-@click.option(
-    "--images",
-    "images_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder the ranking's `image` paths are relative to (to score the candidates now).",
-)
+@opt.images_root("none", extra=" Needed to score the ranking's candidates now (without --scores).")
 @click.option("--preset", default="paper", show_default=True, help="ReconScore preset (scoring now).")
 @opt.device()
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
 def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device, out) -> int:
     """Table 6: zero-shot vs fine-tuned models: human wins, preference share and mean ReconScore per paradigm."""
     from eval.studies.paradigms import paradigms_table, parse_paradigms, read_score_run
@@ -525,9 +515,9 @@ def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device, o
             [[] for _ in range(len(distinct))],
             [images_root / i for i in distinct["image"]],
         )
-        opts = {"reconscore": {"preset": preset, "device": device}}
-        scored, _ = compute_metrics(["reconscore"], batch, options=opts)
-        recon = dict(zip(zip(distinct["image"], distinct["candidate"]), scored["reconscore"].tolist()))
+        opts = {"recon_score": {"preset": preset, "device": device}}
+        scored, _ = compute_metrics(["recon_score"], batch, options=opts)
+        recon = dict(zip(zip(distinct["image"], distinct["candidate"]), scored["recon_score"].tolist()))
     else:
         raise click.UsageError("give --scores RUN_DIR or --images ROOT (to score the candidates)")
     df, info = paradigms_table(table, mapping, recon)

@@ -31,7 +31,7 @@ def metric_options(
     """Command-line settings -> constructor options of the metrics that take them."""
     clip = {"encoder": encoder, "long_text": long_text, "device": device}
     recon = {"preset": preset, "device": device, "seeds": recon_seeds}
-    return {"clipscore": clip, "refclipscore": clip, "reconscore": recon}
+    return {"clipscore": clip, "refclipscore": clip, "recon_score": recon}
 
 
 def check_inputs(names: Sequence[str], batch: CaptionBatch) -> None:
@@ -61,7 +61,10 @@ def compute_metrics(
     `metrics` supplies ready instances (e.g. a shared METEOR process); the others are built from `options[name]`
     and closed afterwards.
     """
-    options, given = options or {}, metrics or {}
+    canon = lambda n: get_metric_info(n).name  # noqa: E731  (old aliases -> today's names and columns)
+    names = [canon(n) for n in names]
+    options = {canon(k): v for k, v in (options or {}).items()}
+    given = {canon(k): v for k, v in (metrics or {}).items()}
     check_inputs(names, batch)
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))

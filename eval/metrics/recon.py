@@ -10,7 +10,7 @@ from eval.metrics.registry import register_metric
 
 
 @register_metric(
-    "reconscore",
+    "recon_score",
     higher_is_better=True,
     needs_references=False,
     needs_images=True,
@@ -18,6 +18,7 @@ from eval.metrics.registry import register_metric
     value_range="[0, 100]",
     backend="recon_score.ReconScorer (preset: paper by default)",
     options=("preset", "device", "batch_size", "overrides", "scorer", "seeds"),
+    aliases=("reconscore",),  # its name before the output columns became one vocabulary (docs/cli.md)
 )
 class ReconScoreMetric(Metric):
     def __init__(
@@ -76,11 +77,11 @@ class ReconScoreMetric(Metric):
             if res.recon_score is not None:
                 values[i] = res.recon_score
             cosine[i], errors[i], truncated[i] = res.cosine, res.error, res.truncated
-        extra = {"reconscore_cosine": cosine, "reconscore_truncated": truncated}
+        extra = {"recon_score_cosine": cosine, "recon_score_truncated": truncated}
         if len(seeds) > 1:
-            extra["reconscore_std"] = [results[k].std if k >= 0 else None for k in inverse]
+            extra["recon_score_std"] = [results[k].std if k >= 0 else None for k in inverse]
         if any(errors):
-            extra["reconscore_error"] = errors
+            extra["recon_score_error"] = errors
         info = {
             "distinct_pairs": len(pairs),
             "failed_rows": sum(e is not None for e in errors),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from recon_score.errors import ReconScoreError
+from recon_score.errors import ReconScoreError, warn_renamed
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class MetricInfo:
     value_range: str  # human-readable, e.g. "[0, 1]"
     backend: str  # what computes it (pycocoevalcap scorer, Java jar, encoder)
     options: tuple[str, ...] = ()  # constructor keyword arguments the metric accepts
+    aliases: tuple[str, ...] = ()  # old names that still resolve to this one, with a warning
 
 
 class UnknownMetricError(ReconScoreError, KeyError):
@@ -37,6 +38,7 @@ class UnknownMetricError(ReconScoreError, KeyError):
 
 
 _REGISTRY: dict[str, MetricInfo] = {}
+_ALIASES: dict[str, str] = {}  # old name -> registered name
 
 
 def register_metric(
@@ -49,12 +51,17 @@ def register_metric(
     value_range: str,
     backend: str,
     options: tuple[str, ...] = (),
+    aliases: tuple[str, ...] = (),
 ):
-    """Class decorator: record the class under `name`. A name registered twice is an error, never an override."""
+    """Class decorator: record the class under `name`. A name registered twice is an error, never an override.
+
+    `aliases`: old spellings of `name`, still accepted wherever a metric is named (with a warning once per
+    process) and read back from old runs' tables, but never written."""
 
     def deco(cls: type) -> type:
-        if name in _REGISTRY:
-            raise ValueError(f"metric {name!r} is already registered (by {_REGISTRY[name].cls.__qualname__})")
+        for n in (name, *aliases):
+            if n in _REGISTRY or n in _ALIASES:
+                raise ValueError(f"metric name {n!r} is already registered")
         info = MetricInfo(
             name=name,
             cls=cls,
@@ -65,8 +72,10 @@ def register_metric(
             value_range=value_range,
             backend=backend,
             options=options,
+            aliases=aliases,
         )
         _REGISTRY[name] = info
+        _ALIASES.update(dict.fromkeys(aliases, name))
         cls.info = info
         return cls
 
@@ -78,9 +87,20 @@ def list_metrics() -> list[MetricInfo]:
     return sorted(_REGISTRY.values(), key=lambda m: (m.needs_images, m.name))
 
 
+def canonical_metric_name(name: str, *, warn: bool = True) -> str:
+    """The registered name for `name` (an old alias -> its new name, warning once per process); unknown names
+    are returned as they are."""
+    new = _ALIASES.get(name)
+    if new is None:
+        return name
+    if warn:
+        warn_renamed("metric", name, new)
+    return new
+
+
 def get_metric_info(name: str) -> MetricInfo:
     try:
-        return _REGISTRY[name]
+        return _REGISTRY[canonical_metric_name(name)]
     except KeyError:
         raise UnknownMetricError(name, [m.name for m in list_metrics()]) from None
 
@@ -93,7 +113,7 @@ def parse_metric_names(spec: str | list[str]) -> list[str]:
         name = raw.strip().lower()
         if not name:
             continue
-        get_metric_info(name)
+        name = get_metric_info(name).name
         if name not in names:
             names.append(name)
     if not names:

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eval.metrics.registry import canonical_metric_name
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.presets import SMOKE_NOTE
 from recon_score.textfiles import csv_dicts, csv_rows, json_objects, read_json
@@ -312,17 +313,21 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
 
 
 def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
+    from describer.selection import candidate_columns
     from eval.report import plots
 
     caps = _read_jsonl(d / "captions.jsonl")
-    cands = _read_jsonl(d / "candidates.jsonl")
-    metric = (run.get("selection") or {}).get("metric", "score")
+    cands = [candidate_columns(c, run) for c in _read_jsonl(d / "candidates.jsonl")]
+    metric = canonical_metric_name((run.get("selection") or {}).get("metric", "score"), warn=False)
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
-    for key, what in (("recon_score", "held-out ReconScore"), ("selection_score", f"in-sample {metric}")):
+    for key, what, unit in (
+        ("recon_score", "held-out ReconScore", "recon_score"),
+        ("selection_score", f"in-sample {metric}", metric),
+    ):
         sel = [c[key] for c in caps if c.get(key) is not None]
         if sel:
             title = f"selected caption: {what}"
-            sec.figures.append(Figure(title, _png_src(plots.histogram(sel, title=title, xlabel=metric))))
+            sec.figures.append(Figure(title, _png_src(plots.histogram(sel, title=title, xlabel=unit))))
     root = _root(run)
     by_image: dict[str, list[dict]] = {}
     for c in cands:
@@ -331,7 +336,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
         src, err = store.src(root, cap.get("image"))
         ranked = sorted(
             by_image.get(str(cap["image_id"]), []),
-            key=lambda c: (c.get(metric) is None, -(c.get(metric) or 0.0), c["index"]),
+            key=lambda c: (c.get("selection_score") is None, -(c.get("selection_score") or 0.0), c["index"]),
         )
         entries = []
         for rank, c in enumerate(ranked, start=1):
@@ -339,7 +344,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
             entries.append(
                 Entry(
                     c.get("caption"),
-                    [(metric, _fmt(c.get(metric))), ("#", str(c["index"]))],
+                    [(metric, _fmt(c.get("selection_score"))), ("#", str(c["index"]))],
                     rsrc,
                     c.get("error"),
                     selected=bool(c.get("selected")),

@@ -24,12 +24,12 @@ PAPER_NAMES = {
     "spice": "SPICE",
     "clipscore": "CLIPScore",
     "refclipscore": "RefCLIPScore",
-    "reconscore": "ReconScore",
+    "recon_score": "ReconScore",
 }
 
 
 def paper_scale(metric: str) -> float:
-    return 1.0 if metric == "reconscore" else 100.0
+    return 1.0 if metric == "recon_score" else 100.0
 
 
 def markdown_table(df: pd.DataFrame, *, digits: int = 2, index: bool = True) -> str:

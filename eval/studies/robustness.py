@@ -57,7 +57,7 @@ def _scores(
         raise ReconScoreError("no generated row has a caption")
     need_images = any(get_metric_info(m).needs_images for m in metrics)
     if need_images and images_root is None:
-        raise ReconScoreError("image metrics (clipscore, reconscore) need --images ROOT")
+        raise ReconScoreError("image metrics (clipscore, recon_score) need --images ROOT")
     batch = CaptionBatch(
         [r["caption"] for r in ok],
         [refs.get(str(r["image"]), []) for r in ok],

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eval.studies.common import PAPER_NAMES
+from eval.studies.common import PAPER_NAMES, paper_scale
 from recon_score.errors import ReconScoreError
 from recon_score.textfiles import json_objects, read_json, read_lines
 
@@ -43,15 +43,18 @@ def _run_json(run_dir: Path) -> dict:
 
 
 def candidate_pool(describe_run: Path) -> tuple[dict[str, list[dict]], str]:
-    """{image_id: candidates in sampling order}, and the selection column of a describe run."""
+    """{image_id: candidates in sampling order}, and the selection column of a describe run (older runs
+    included: describer.selection.candidate_columns)."""
+    from describer.selection import candidate_columns
+
     run = _run_json(describe_run)
-    metric = (run.get("selection") or {}).get("metric", "reconscore")
     pool: dict[str, list[dict]] = {}
     for c in _read_jsonl(describe_run / "candidates.jsonl"):
+        c = candidate_columns(c, run)
         pool.setdefault(str(c["image_id"]), []).append(c)
     for cands in pool.values():
         cands.sort(key=lambda c: c["index"])
-    return pool, metric
+    return pool, "selection_score"
 
 
 def best_of_first(cands: list[dict], n: int, column: str) -> dict | None:
@@ -120,8 +123,13 @@ def selection_table(
 ) -> tuple[pd.DataFrame, dict]:
     """Rows = selection metrics; columns = each evaluation metric over the picks (paper scale): the corpus value
     where pycocoevalcap reports one (BLEU, METEOR; as `reconscore evaluate`), else the mean; plus the preference
-    rate (share of images where the pick is the human's choice) when a human file is given."""
+    rate (share of images where the pick is the human's choice) when a human file is given.
+
+    The run's own selection metric picks by the pool's `selection_score` (what `describe` picked); every
+    evaluation column rates the picks with the metric itself — for ReconScore the held-out render, never the
+    in-sample maximum that selected them."""
     from eval.metrics import CaptionBatch, build_metric, compute_metrics, get_metric_info
+    from eval.metrics.registry import canonical_metric_name
 
     run = _run_json(describe_run)
     pool, _ = candidate_pool(describe_run)
@@ -136,8 +144,11 @@ def selection_table(
     if need_images and root is None:
         raise ReconScoreError("image metrics need the images: pass --images ROOT")
     images = [root / caps[i]["image"] for i, _ in flat] if need_images else None
-    all_names = list(dict.fromkeys([*selectors, *metrics]))
-    have = {m for m in all_names if all(m in c for _, c in flat)}  # e.g. reconscore, already in the run
+    own = canonical_metric_name((run.get("selection") or {}).get("metric") or "", warn=False)
+    if own not in selectors or not all(c.get("selection_score") is not None for _, c in flat):
+        own = None  # the run's selection value is absent: its metric is computed like any other
+    all_names = list(dict.fromkeys([*(s for s in selectors if s != own), *metrics]))
+    have = {m for m in all_names if all(m in c for _, c in flat)}  # e.g. recon_score, already in the run
     compute = [m for m in all_names if m not in have]
     table = pd.DataFrame(index=range(len(flat)))
     corpus_level: list[str] = []
@@ -151,16 +162,19 @@ def selection_table(
     shared = {m: build_metric(m, **options.get(m, {})) for m in corpus_level}  # one METEOR JVM for all rows
     for m in have:
         table[m] = [c[m] for _, c in flat]
+    by = {s: table[s] for s in selectors if s != own}
+    if own is not None:
+        by[own] = pd.Series([c["selection_score"] for _, c in flat])
     human_pick = _read_human(human) if human else None
     rows, agreement = {}, {}
     try:
         for sel in selectors:
             picks: dict[str, int] = {}
             for k, (img, _) in enumerate(flat):
-                v = table[sel].iloc[k]
+                v = by[sel].iloc[k]
                 if v is None or (isinstance(v, float) and math.isnan(v)):
                     continue
-                if img not in picks or v > table[sel].iloc[picks[img]]:
+                if img not in picks or v > by[sel].iloc[picks[img]]:
                     picks[img] = k
             chosen = list(picks.values())
             values = {m: float(np.nanmean([table[m].iloc[k] for k in chosen])) for m in metrics}
@@ -168,9 +182,7 @@ def selection_table(
                 batch = CaptionBatch([flat[k][1]["caption"] for k in chosen], [refs[k] for k in chosen])
                 _, rep = compute_metrics(corpus_level, batch, metrics=shared)
                 values.update({m: rep[m].get("corpus", math.nan) for m in corpus_level})
-            row = {
-                PAPER_NAMES.get(m, m): v * (1.0 if m == "reconscore" else 100.0) for m, v in values.items()
-            }
+            row = {PAPER_NAMES.get(m, m): v * paper_scale(m) for m, v in values.items()}
             if human_pick is not None:
                 judged = [img for img in picks if img in human_pick]
                 hits = sum(flat[picks[img]][1]["index"] == human_pick[img] for img in judged)
@@ -183,6 +195,7 @@ def selection_table(
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "Selection metric"
     info = {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
+    info["selected_by_the_run"] = own  # this selector used the run's selection_score
     info["corpus_level"] = corpus_level
     return df, info
 

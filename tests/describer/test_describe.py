@@ -62,17 +62,17 @@ def test_smoke_describe_on_the_sample(smoke_run):
     for cap in caps:
         mine = [c for c in cands if c["image_id"] == cap["image_id"]]
         assert [c["index"] for c in mine] == [0, 1, 2]
-        scores = [c["reconscore"] if not c["error"] else None for c in mine]
+        scores = [c["selection_score"] if not c["error"] else None for c in mine]
         assert cap["index"] == select_best(scores)  # selection = argmax of the recorded scores
         assert (
             cap["caption"] == mine[cap["index"]]["caption"]
-            and cap["selection_score"] == mine[cap["index"]]["reconscore"]
+            and cap["selection_score"] == mine[cap["index"]]["selection_score"]
         )
         assert [c["selected"] for c in mine] == [c["index"] == cap["index"] for c in mine]
         assert "meaningless" in cap["note"]
     run = json.loads((out / "run.json").read_text())
     assert run["preset"]["name"] == "smoke" and run["captioner"]["backend"] == "transformers"
-    assert run["selection"]["metric"] == "reconscore" and run["selection"]["preset"]["name"] == "smoke"
+    assert run["selection"]["metric"] == "recon_score" and run["selection"]["preset"]["name"] == "smoke"
     assert run["counts"] == {
         "images": 9,
         "described": 9,
@@ -197,7 +197,7 @@ def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
         preset=get_describer_preset("smoke").replace(n=2),
         captioner=ScriptedCaptioner(script),
         selector=ReconScoreSelector(scorer),
-        images=lst,
+        inputs=lst,
     )
     summary = run_describe(job)
     assert summary.exit_code == 3 and summary.images == 5 and summary.described == 1
@@ -237,7 +237,7 @@ def test_phases_free_models_between_steps(tmp_path, sample_dir):
         preset=get_describer_preset("smoke").replace(n=2),
         captioner=Recording(lambda r: ["a farm", "a road"]),
         selector=RecordingSelector(scorer),
-        images=sample_dir / "images",
+        inputs=sample_dir / "images",
         phase_size=4,
         unload_between_phases=True,
         limit=6,
@@ -310,6 +310,14 @@ def test_kill_and_resume(tmp_path, sample_dir):
     assert r.returncode == 0, r.stderr[-2000:]
     for name in ("candidates.jsonl", "captions.jsonl"):
         assert (out / name).read_bytes() == (ref / name).read_bytes()
+    # run.json lists both invocations: the killed one and the one that finished, with the images each did
+    hist = json.loads((out / "run.json").read_text())["invocations"]
+    assert [(h["invocation"], h["exit"]) for h in hist] == [(0, "interrupted"), (1, "finished")]
+    assert [h["rows_done"] for h in hist] == [done_before, 9 - done_before]
+    assert all(h["started"] and h["processes"] == 1 and "describe" in h["argv"] for h in hist)
+    run = json.loads((out / "run.json").read_text())
+    assert run["resumed"] and run["started"] == hist[0]["started"]
+    assert not json.loads((ref / "run.json").read_text())["resumed"]
 
 
 def test_sampling_validation():

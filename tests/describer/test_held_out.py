@@ -94,7 +94,7 @@ def test_in_sample_is_optimistic(tmp_path, sample_dir):
             preset=get_describer_preset("smoke").replace(n=len(captions), eval_candidates="all"),
             captioner=ScriptedCaptioner(lambda r: captions),
             selector=ReconScoreSelector(scorer, selection_seed=sel, eval_seed=ev),
-            images=sample_dir / "images",
+            inputs=sample_dir / "images",
             limit=3,
         )
         run_describe(job)
@@ -104,8 +104,8 @@ def test_in_sample_is_optimistic(tmp_path, sample_dir):
         )
     (caps_a, cands_a), (caps_b, cands_b) = runs["a"], runs["b"]
     for ca, cb in zip(cands_a, cands_b):  # the same renders in both roles
-        assert ca["reconscore"] == pytest.approx(cb["recon_score"], abs=1e-6)
-        assert ca["recon_score"] == pytest.approx(cb["reconscore"], abs=1e-6)
+        assert ca["selection_score"] == pytest.approx(cb["recon_score"], abs=1e-6)
+        assert ca["recon_score"] == pytest.approx(cb["selection_score"], abs=1e-6)
     for a, b in zip(caps_a, caps_b):
         assert a["selection_score"] + b["selection_score"] >= a["recon_score"] + b["recon_score"] - 1e-9
     in_sample = np.mean([c["selection_score"] for c in caps_a + caps_b])
@@ -126,5 +126,5 @@ def test_selection_seeds_average_and_exclude_the_eval_seed(tmp_path, sample_dir)
     image = load_image(sample_dir / "images" / "UCM_1.tif")
     [[row]] = sel.score_many([(image, ["a farm"], None)])
     each = [scorer.score(image, "a farm", seeds=s)[0].recon_score for s in sel.seeds]
-    assert row["reconscore_per_seed"] == pytest.approx(each, abs=1e-3)
+    assert row["selection_per_seed"] == pytest.approx(each, abs=1e-3)
     assert row["score"] == pytest.approx(np.mean(each), abs=1e-3)

@@ -30,7 +30,8 @@ def _ok(argv: list[str], codes=(0,)) -> None:
 
 
 def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
-    """{kind: run folder} for score, describe, correlate, n-sweep, encoders, evaluate and retrieve."""
+    """{kind: run folder} for score, describe, correlate, n-sweep, encoders, evaluate and retrieve (and the
+    scores.metrics.jsonl of `metrics add` on the score run)."""
     cpu = ["--device", "cpu"]
     caps = root / "caps.jsonl"
     rows = [
@@ -61,6 +62,10 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
         ],
         codes=(3,),
     )  # row d: missing image
+    runs["metrics"] = root / "score" / "scores.metrics.jsonl"
+    _ok(
+        ["metrics", "add", str(runs["score"]), "--metrics", "clipscore", "--encoder", "open_clip:smoke", *cpu]
+    )
     runs["describe"] = root / "describe"
     _ok(["describe", "--preset", "smoke", "--n", "2", "--limit", "2", "--out", str(runs["describe"]), *cpu])
     runs["correlate"] = root / "corr"
@@ -148,7 +153,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
             "--captions",
             str(model),
             "--metrics",
-            "bleu4,reconscore",
+            "bleu4,recon_score",
             "--preset",
             "smoke",
             "--out",

@@ -40,7 +40,7 @@ def test_ranking_example_end_to_end_with_reference_free_smoke_metrics(tmp_path, 
         "--format",
         "ranking",
         "--metrics",
-        "clipscore,reconscore",
+        "clipscore,recon_score",
     ]
     argv += [
         "--images",
@@ -55,23 +55,23 @@ def test_ranking_example_end_to_end_with_reference_free_smoke_metrics(tmp_path, 
     printed = capsys.readouterr().out
     assert (
         "clipscore" in printed
-        and "reconscore" in printed
+        and "recon_score" in printed
         and "tau-b *" in printed
         and "meaningless" in printed
     )
     corr = pd.read_csv(out / "correlations.csv")
     assert list(corr.columns) == ["metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n"]
-    assert corr["metric"].tolist() == ["clipscore", "reconscore"] and (corr["n"] == 9).all()
+    assert corr["metric"].tolist() == ["clipscore", "recon_score"] and (corr["n"] == 9).all()
     items = pd.read_parquet(out / "per_item.parquet")
     assert len(items) == 9 and items["judgment"].tolist() == [1.0, 2.0, 3.0] * 3
-    assert items["reconscore"].between(0, 100).all() and items["clipscore"].between(0, 2.5).all()
-    assert items["clipscore_truncated"].eq(False).all() and items["reconscore_cosine"].notna().all()
+    assert items["recon_score"].between(0, 100).all() and items["clipscore"].between(0, 2.5).all()
+    assert items["clipscore_truncated"].eq(False).all() and items["recon_score_cosine"].notna().all()
     assert items["references"].iloc[0][0] == "There is a piece of farmland ."
     run = json.loads((out / "run.json").read_text())
     assert run["protocol"]["headline"] == "tau_b" and run["meaningless"] is True
     assert run["metric_reports"]["clipscore"]["config"]["prefix"] == "A photo depicts"
     assert run["metric_reports"]["clipscore"]["long_text"] == "truncate"
-    assert run["metric_reports"]["reconscore"]["config"]["preset"]["name"] == "smoke"
+    assert run["metric_reports"]["recon_score"]["config"]["preset"]["name"] == "smoke"
     assert run["job"]["encoder"] == "open_clip:smoke" and "versions" in run["provenance"]
 
 
@@ -170,7 +170,7 @@ def test_metrics_list(capsys):
         "spice",
         "clipscore",
         "refclipscore",
-        "reconscore",
+        "recon_score",
     ):
         assert name in out
     assert main(["metrics", "list", "--json"]) == 0
@@ -204,6 +204,15 @@ def test_metrics_add_puts_reference_metrics_next_to_recon_score(tmp_path, capsys
     meta = json.loads((run / "scores.metrics.json").read_text())
     assert meta["scored_rows"] == {"bleu4": 4, "cider": 4, "clipscore": 4} and "provenance" in meta
     assert np.isfinite(meta["means"]["cider"])
+
+
+def test_metrics_add_never_overwrites_a_column_of_the_run(tmp_path, capsys):
+    (tmp_path / "scores.jsonl").write_text(
+        '{"id": "a", "image": "x.png", "caption": "a", "recon_score": 50}\n'
+    )
+    assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4,reconscore"]) == 1
+    err = capsys.readouterr().err
+    assert "already has a recon_score column" in err and not (tmp_path / "scores.metrics.jsonl").exists()
 
 
 def test_metrics_add_errors(tmp_path, capsys):

@@ -59,7 +59,7 @@ def test_evaluate_end_to_end(split, tmp_path):
             "--captions",
             str(caps),
             "--metrics",
-            "bleu1,bleu4,meteor,rouge,cider,reconscore",
+            "bleu1,bleu4,meteor,rouge,cider,recon_score",
             "--preset",
             "smoke",
             "--out",
@@ -75,13 +75,15 @@ def test_evaluate_end_to_end(split, tmp_path):
         "4.tif",
     ]  # the test split, nothing dropped
     assert rows[0]["bleu1"] == pytest.approx(1.0) and rows[0]["meteor"] == pytest.approx(1.0)
-    assert rows[0]["error"] is None and 0 < rows[0]["reconscore"] <= 100
+    assert rows[0]["error"] is None and 0 < rows[0]["recon_score"] <= 100
     assert rows[2]["error"] == "no caption for this image in the model output" and rows[2]["bleu1"] is None
     assert "not found" in rows[3]["error"]
     summary = pd.read_csv(out / "summary.csv", index_col=0)
     assert list(summary.columns) == ["BLEU-1", "BLEU-4", "METEOR", "ROUGE", "CIDEr", "ReconScore"]
     assert summary.index[0] == "model"
-    assert summary["ReconScore"].iloc[0] == pytest.approx((rows[0]["reconscore"] + rows[1]["reconscore"]) / 2)
+    assert summary["ReconScore"].iloc[0] == pytest.approx(
+        (rows[0]["recon_score"] + rows[1]["recon_score"]) / 2
+    )
     assert summary["ROUGE"].iloc[0] == pytest.approx(100 * (rows[0]["rouge"] + rows[1]["rouge"]) / 2)
     run = json.loads((out / "run.json").read_text())
     assert run["join"]["unmatched_captions"] == ["captions.jsonl:3: 77"]

@@ -28,7 +28,7 @@ EXPECTED = {
     "spice",
     "clipscore",
     "refclipscore",
-    "reconscore",
+    "recon_score",
 }
 
 
@@ -36,8 +36,8 @@ def test_every_metric_of_the_issue_is_registered_with_its_needs():
     infos = {m.name: m for m in list_metrics()}
     assert set(infos) == EXPECTED
     assert all(m.higher_is_better for m in infos.values())
-    assert {n for n, m in infos.items() if m.needs_images} == {"clipscore", "refclipscore", "reconscore"}
-    assert {n for n, m in infos.items() if not m.needs_references} == {"clipscore", "reconscore"}
+    assert {n for n, m in infos.items() if m.needs_images} == {"clipscore", "refclipscore", "recon_score"}
+    assert {n for n, m in infos.items() if not m.needs_references} == {"clipscore", "recon_score"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         infos["cider"].higher_is_better = False
     assert isinstance(get_metric_info("cider"), MetricInfo)

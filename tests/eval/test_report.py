@@ -14,7 +14,6 @@ from PIL import Image
 
 from eval.cli import main
 from eval.report import plots
-from tests.eval.report_runs import build_runs
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 KINDS = ("score", "describe", "correlate", "n-sweep", "encoders", "evaluate", "retrieve")
@@ -22,8 +21,8 @@ BANNER_RGB = (255, 244, 214)  # .note background (#fff4d6)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, sample_dir):
-    return build_runs(tmp_path_factory.mktemp("report"), sample_dir)
+def runs(report_runs):
+    return report_runs
 
 
 def _report(run_dirs, out: Path, *extra: str) -> str:

@@ -57,8 +57,8 @@ def test_n_sweep_reuses_one_pool(pool, tmp_path):
         picks = []
         for i in ("UCM_1", "UCM_2", "UCM_3"):
             mine = [c for c in cands if c["image_id"] == i and c["index"] < n]
-            picks.append(max(mine, key=lambda c: (c["reconscore"], -c["index"])))
-        assert ins.loc[n, "ucm"] == pytest.approx(np.mean([p["reconscore"] for p in picks]))
+            picks.append(max(mine, key=lambda c: (c["selection_score"], -c["index"])))
+        assert ins.loc[n, "ucm"] == pytest.approx(np.mean([p["selection_score"] for p in picks]))
         assert df.loc[n, "ucm"] == pytest.approx(np.mean([p["recon_score"] for p in picks]))
     assert (ins["ucm"].diff().dropna() >= -1e-9).all()  # more candidates never lower the in-sample max
     caps = _jsonl(pool / "captions.jsonl")
@@ -84,9 +84,9 @@ def test_selection_study(pool, tmp_path):
                 "--run",
                 str(pool),
                 "--selectors",
-                "reconscore,bleu4",
+                "recon_score,bleu4",
                 "--metrics",
-                "reconscore,bleu1",
+                "recon_score,bleu1",
                 "--preset",
                 "smoke",
                 "--human",
@@ -99,9 +99,10 @@ def test_selection_study(pool, tmp_path):
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
     assert list(df.index) == ["ReconScore", "BLEU-4"]
-    assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["selection_score"] for c in caps]))
+    # ReconScore picks what describe picked (by its selection render) and is rated by the held-out render
+    assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["recon_score"] for c in caps]))
+    assert json.loads((out / "run.json").read_text())["details"]["selected_by_the_run"] == "recon_score"
     assert df.loc["ReconScore", "Preference rate (%)"] == 100.0  # humans chose what ReconScore chose
-    assert df.loc["ReconScore", "ReconScore"] >= df.loc["BLEU-4", "ReconScore"]
     # BLEU over the picks is corpus-level, as pycocoevalcap reports it (and as `evaluate` summarises)
     from pycocoevalcap.bleu.bleu import Bleu
 
@@ -221,7 +222,7 @@ def test_models_study(tmp_path, sample_dir):
                 "--captions",
                 f"B@ucm={b}",
                 "--metrics",
-                "reconscore,bleu1",
+                "recon_score,bleu1",
                 "--preset",
                 "smoke",
                 "--out",
@@ -245,7 +246,7 @@ def test_models_study(tmp_path, sample_dir):
             "--captions",
             str(a),
             "--metrics",
-            "reconscore,bleu1",
+            "recon_score,bleu1",
             "--preset",
             "smoke",
             "--out",
@@ -305,7 +306,7 @@ def test_paraphrase_study(tmp_path, sample_dir):
                 "--images",
                 str(sample_dir),
                 "--metrics",
-                "bleu1,rouge,reconscore",
+                "bleu1,rouge,recon_score",
                 "--preset",
                 "smoke",
                 "--out",
@@ -353,7 +354,7 @@ def test_length_study(tmp_path, sample_dir):
                 "--images",
                 str(sample_dir),
                 "--metrics",
-                "bleu1,reconscore",
+                "bleu1,recon_score",
                 "--preset",
                 "smoke",
                 "--out",
@@ -368,3 +369,30 @@ def test_length_study(tmp_path, sample_dir):
     assert b["S."] > b["M."] > b["L."]  # reference overlap collapses with length
     assert b["σ"] == pytest.approx(np.std([b["S."], b["M."], b["L."]], ddof=1))
     assert str(df.loc["ReconScore", "Max Tokens"]) == "512" and df.loc["(average words)", "S."] == 7
+
+
+def test_describe_runs_before_the_one_vocabulary_still_read(pool, tmp_path):
+    """A describe run written before `selection_score` (selection value under `reconscore`, its cosine under
+    `reconscore_cosine`): n-sweep and the report read it as today's run."""
+    old = tmp_path / "old"
+    shutil.copytree(pool, old)
+    run = json.loads((old / "run.json").read_text())
+    run["selection"]["metric"] = "reconscore"
+    (old / "run.json").write_text(json.dumps(run))
+    rows = []
+    for c in _jsonl(pool / "candidates.jsonl"):
+        c["reconscore"], c["reconscore_cosine"] = c.pop("selection_score"), c.pop("selection_cosine")
+        rows.append(c)
+    (old / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for name, folder in (("new", pool), ("old", old)):
+        assert (
+            main(["study", "n-sweep", "--run", f"ucm={folder}", "--out", str(tmp_path / f"sweep-{name}")])
+            == 0
+        )
+    for table in ("table.csv", "in_sample.csv"):
+        new, was = (pd.read_csv(tmp_path / f"sweep-{n}" / table, index_col=0) for n in ("new", "old"))
+        pd.testing.assert_frame_equal(new, was)
+    assert main(["report", str(old), "--out", str(tmp_path / "old.html")]) == 0
+    html = (tmp_path / "old.html").read_text()
+    best = max(r["reconscore"] for r in rows if r["image_id"] == "UCM_1")
+    assert f"recon_score {best:.2f} · # " in html

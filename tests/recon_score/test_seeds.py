@@ -130,18 +130,18 @@ def test_evaluate_and_study_models_print_the_ci(tmp_path, sample_dir, capsys):
     out = tmp_path / "eval"
     assert (
         main(
-            ["evaluate", *ds, "--captions", str(caps), "--metrics", "reconscore", *common, "--out", str(out)]
+            ["evaluate", *ds, "--captions", str(caps), "--metrics", "recon_score", *common, "--out", str(out)]
         )
         == 0
     )
     assert "bootstrap CI over 3 images x 2 seeds" in capsys.readouterr().out
     run = json.loads((out / "run.json").read_text())
-    ci = run["metric_reports"]["reconscore"]["ci"]
+    ci = run["metric_reports"]["recon_score"]["ci"]
     per = _jsonl(out / "per_image.jsonl")
-    assert ci["mean"] == pytest.approx(np.mean([r["reconscore"] for r in per]))  # the K-seed means
-    assert all(r["reconscore_std"] is not None for r in per)
+    assert ci["mean"] == pytest.approx(np.mean([r["recon_score"] for r in per]))  # the K-seed means
+    assert all(r["recon_score_std"] is not None for r in per)
     st = tmp_path / "st"
     args = ["study", "models", "--dataset", f"ucm=ucm-captions:{root}", "--captions", f"m@ucm={caps}"]
-    assert main([*args, "--metrics", "reconscore", *common, "--out", str(st)]) == 0
-    table = pd.read_csv(st / "reconscore_ci.csv", index_col=0)
+    assert main([*args, "--metrics", "recon_score", *common, "--out", str(st)]) == 0
+    table = pd.read_csv(st / "recon_score_ci.csv", index_col=0)
     assert table.loc["m", "ucm"].startswith(f"{ci['mean']:.2f} [")
