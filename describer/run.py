@@ -260,10 +260,7 @@ def _run_describe(job: DescribeJob) -> DescribeSummary:
     log_file.end(
         inv, finished=utc_now(), exit="finished" if not summary.failed else "finished with failed images"
     )
-    images_by_inv: dict[int, int] = {}
-    for rec in final.values():
-        images_by_inv[int(rec.get("inv") or 0)] = images_by_inv.get(int(rec.get("inv") or 0), 0) + 1
-    _write_outputs(job, items, final, fp, note, log_file.history(images_by_inv))
+    _write_outputs(job, items, final, fp, note, log_file.history(final.values()))
     return summary
 
 

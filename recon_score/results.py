@@ -273,8 +273,13 @@ class InvocationLog:
     def end(self, inv: int, **info) -> None:
         self._append({"event": "end", "inv": inv, **info})
 
-    def history(self, rows_by_inv: dict[int, int]) -> list[dict]:
-        """One entry per invocation: start/end, argv, processes, rows done, exit state."""
+    def history(self, records: Iterable[dict]) -> list[dict]:
+        """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
+        journal `records` (the current result of each row) it computed."""
+        rows_by_inv: dict[int, int] = {}
+        for rec in records:
+            inv = int(rec.get("inv") or 0)
+            rows_by_inv[inv] = rows_by_inv.get(inv, 0) + 1
         out: dict[int, dict] = {}
         for e in self.entries():
             inv = int(e.get("inv", 0))

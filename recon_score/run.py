@@ -336,10 +336,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
         rendered=summary.rendered,
         recomputed_changed_inputs=sum(changed.values()),
     )
-    rows_by_inv: dict[int, int] = {}
-    for rec in done.values():
-        rows_by_inv[int(rec.get("inv") or 0)] = rows_by_inv.get(int(rec.get("inv") or 0), 0) + 1
-    history = log_file.history(rows_by_inv)
+    history = log_file.history(done.values())
     run_info = {
         "command": "score",
         "note": note,
