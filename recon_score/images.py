@@ -7,8 +7,9 @@ How a file is read is decided from the file itself (docs/images.md has the table
 - TIFF: tifffile's tags (samples per pixel, planar config, bits, photometric, extra samples, GDAL nodata);
   bands 1-3 are RGB (one band is gray) unless `bands` says otherwise; only ExtraSamples = associated or
   unassociated alpha is alpha. Palette, YCbCr, CMYK and 1-4 bit TIFFs go to PIL, which converts them right.
-- 16-bit PNG: all 16 bits (PIL keeps only the high byte of 16-bit colour).
-- Anything else: PIL; transparent pixels are composited onto black (no-data in EO quick-looks, not paper).
+- 16-bit PNG: all 16 bits (PIL keeps only the high byte of 16-bit colour); a tRNS colour key is transparency.
+- Anything else: PIL; transparent pixels (alpha, a transparent palette entry, a tRNS colour key) are
+  composited onto black (no-data in EO quick-looks, not paper).
 - More than 8 bits (16/32-bit integer, float): each band is stretched linearly from its 2nd to its 98th
   percentile to 0..255 (the usual EO quick-look; 11/12/14-bit sensors and reflectances do not fill their
   storage range). NaN, inf, GDAL nodata and fully transparent pixels are left out of the percentiles and
@@ -78,9 +79,9 @@ def to_rgb(img: Image.Image) -> Image.Image:
     """Any PIL image -> 8-bit RGB with the rules in the module docstring."""
     img = ImageOps.exif_transpose(img) if hasattr(img, "getexif") else img
     mode = img.mode
-    if mode == "RGB":
+    if mode == "RGB" and "transparency" not in img.info:
         return img
-    if mode == "P":
+    if mode == "P" or (mode in ("L", "RGB") and "transparency" in img.info):  # a palette or a tRNS colour key
         img = img.convert("RGBA")
         mode = "RGBA"
     if mode in ("RGBA", "LA", "PA", "RGBa", "La"):
@@ -255,7 +256,7 @@ def _read_png16(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image
     import struct
     import zlib
 
-    pos, idat, header = 8, [], None
+    pos, idat, header, trns = 8, [], None, None
     while pos + 8 <= len(data):
         (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
         body = data[pos + 8 : pos + 8 + length]
@@ -273,6 +274,8 @@ def _read_png16(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image
             _check_size(header[0], header[1], label, nbytes=header[0] * header[1] * 8)
         elif kind == b"IDAT":
             idat.append(body)
+        elif kind == b"tRNS":
+            trns = body
         elif kind == b"IEND":
             break
         pos += 12 + length
@@ -295,6 +298,11 @@ def _read_png16(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image
     else:
         stack = parts[0].astype(np.uint16) * 256 + parts[1]
     alpha = {4: 1, 6: 3}.get(colour)
+    if trns is not None and colour in (0, 2) and len(trns) >= 2 * stack.shape[-1]:
+        # tRNS colour key (PNG spec 11.3.2.1): pixels of exactly this 16-bit gray / RGB value are transparent
+        key = np.frombuffer(trns[: 2 * stack.shape[-1]], ">u2").astype(np.uint16)
+        opaque = np.where((stack == key).all(axis=-1), 0, 65535).astype(np.uint16)
+        stack, alpha = np.concatenate([stack, opaque[..., None]], axis=-1), stack.shape[-1]
     return _compose(stack, label, bands=bands, alpha=alpha)
 
 

@@ -169,9 +169,9 @@ def test_true_alpha_in_sixteen_bit_rgba_tiff(tmp_path, kind):
     assert (out[:, :16] == 0).all()
 
 
-def _png16(path: Path, arr: np.ndarray) -> Path:
+def _png16(path: Path, arr: np.ndarray, trns: bytes | None = None) -> Path:
     """A 16-bit PNG written by hand (PIL cannot write 16-bit colour), rows cycling through all five filters
-    so the decoder's bytes-per-pixel is exercised."""
+    so the decoder's bytes-per-pixel is exercised; `trns`: the body of a tRNS chunk (PNG spec 11.3.2.1)."""
     h, w, c = arr.shape
     colour = {1: 0, 2: 4, 3: 2, 4: 6}[c]
     raw = np.ascontiguousarray(arr.astype(">u2")).view(np.uint8).reshape(h, w * c * 2).astype(np.int32)
@@ -205,6 +205,7 @@ def _png16(path: Path, arr: np.ndarray) -> Path:
     path.write_bytes(
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", ihdr)
+        + (chunk(b"tRNS", trns) if trns is not None else b"")
         + chunk(b"IDAT", data[:50])
         + chunk(b"IDAT", data[50:])
         + chunk(b"IEND", b"")
@@ -229,6 +230,40 @@ def test_sixteen_bit_png_with_alpha(tmp_path, colour_bands):
     for c in range(3):
         _assert_band(out[..., c], _expected(colour[..., min(c, colour_bands - 1)], shown))
     assert (out[:8] == 0).all()
+
+
+@pytest.mark.parametrize("colour_bands", [1, 3])
+def test_sixteen_bit_png_colour_key_is_transparency(tmp_path, colour_bands):
+    """tRNS in a gray / RGB 16-bit PNG (PNG spec 11.3.2.1): pixels of exactly that 16-bit value are
+    transparent (shown as 0, left out of the stretch); a value differing only in the low byte is not."""
+    stack = _twelve_bit(colour_bands, seed=9)
+    key = np.arange(1000, 1000 + colour_bands, dtype=np.uint16)
+    stack[:6] = key
+    stack[6, :5] = key + 1  # same high byte, another value: opaque
+    out = np.asarray(load_image(_png16(tmp_path / "x.png", stack, trns=key.astype(">u2").tobytes())))
+    shown = ~(stack == key).all(axis=-1)
+    assert shown[6, :5].all() and not shown[:6].any()
+    for c in range(3):
+        _assert_band(out[..., c], _expected(stack[..., min(c, colour_bands - 1)], shown))
+    assert (out[:6] == 0).all()
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L"])
+def test_eight_bit_png_colour_key_matches_pil(tmp_path, mode):
+    """An 8-bit PNG with a tRNS colour key reads as PIL's own RGBA conversion composited onto black."""
+    rng = np.random.default_rng(3)
+    shape = (H, W, 3) if mode == "RGB" else (H, W)
+    arr = rng.integers(0, 256, shape, dtype=np.uint8)
+    key = (10, 20, 30) if mode == "RGB" else 10
+    arr[:5] = key
+    path = tmp_path / "k.png"
+    Image.fromarray(arr, mode).save(path, transparency=key)
+    rgba = np.asarray(Image.open(path).convert("RGBA")).astype(np.float64)
+    want = np.floor(rgba[..., :3] * rgba[..., 3:] / 255.0 + 0.5)
+    got = np.asarray(load_image(path)).astype(np.float64)
+    assert (rgba[:5, ..., 3] == 0).all() and (rgba[5:, ..., 3] == 255).any()
+    np.testing.assert_allclose(got, want, atol=1)
+    assert (got[:5] == 0).all()
 
 
 def _bomb_tiff(path: Path, side: int, dtype, samples: int) -> Path:
