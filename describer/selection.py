@@ -37,7 +37,7 @@ def candidate_columns(row: dict, run: dict) -> dict:
     `clipscore`)."""
     if "selection_score" in row:
         return row
-    metric = (run.get("selection") or {}).get("metric") or run.get("select_by") or "reconscore"
+    metric = (run.get("selection") or {}).get("metric") or "reconscore"
     out = dict(row)
     if metric in out:
         out["selection_score"] = out.pop(metric) if metric == "reconscore" else out[metric]

@@ -42,9 +42,9 @@ def _run_json(run_dir: Path) -> dict:
 # --- Table 8 ------------------------------------------------------------------------------------------------
 
 
-def candidate_pool(describe_run: Path) -> tuple[dict[str, list[dict]], str]:
-    """{image_id: candidates in sampling order}, and the selection column of a describe run (older runs
-    included: describer.selection.candidate_columns)."""
+def candidate_pool(describe_run: Path) -> dict[str, list[dict]]:
+    """{image_id: candidates in sampling order} of a describe run, under today's columns (`selection_score`;
+    older runs included: describer.selection.candidate_columns)."""
     from describer.selection import candidate_columns
 
     run = _run_json(describe_run)
@@ -54,7 +54,7 @@ def candidate_pool(describe_run: Path) -> tuple[dict[str, list[dict]], str]:
         pool.setdefault(str(c["image_id"]), []).append(c)
     for cands in pool.values():
         cands.sort(key=lambda c: c["index"])
-    return pool, "selection_score"
+    return pool
 
 
 def best_of_first(cands: list[dict], n: int, column: str) -> dict | None:
@@ -81,7 +81,7 @@ def n_sweep_table(
     """
     held, insample, counts, lacking = {}, {}, {}, {}
     for label, run_dir in runs.items():
-        pool, metric = candidate_pool(run_dir)
+        pool = candidate_pool(run_dir)
         pool_size = min(len(c) for c in pool.values())
         if max(ns) > pool_size:
             raise ReconScoreError(
@@ -90,8 +90,10 @@ def n_sweep_table(
             )
         col_h, col_i, cnt, miss = [], [], [], []
         for n in ns:
-            picks = [p for p in (best_of_first(c, n, metric) for c in pool.values()) if p is not None]
-            vals = [p[metric] for p in picks]
+            picks = [
+                p for p in (best_of_first(c, n, "selection_score") for c in pool.values()) if p is not None
+            ]
+            vals = [p["selection_score"] for p in picks]
             out_vals = [p.get("recon_score") for p in picks]
             absent = sum(v is None for v in out_vals)
             col_i.append(float(np.mean(vals)) if vals else math.nan)
@@ -132,7 +134,7 @@ def selection_table(
     from eval.metrics.registry import canonical_metric_name
 
     run = _run_json(describe_run)
-    pool, _ = candidate_pool(describe_run)
+    pool = candidate_pool(describe_run)
     caps = {str(c["image_id"]): c for c in _read_jsonl(describe_run / "captions.jsonl")}
     root = images_root or (Path(run["images_root"]) if run.get("images_root") else None)
     ids = [i for i in pool if caps.get(i, {}).get("image")]
