@@ -6,8 +6,8 @@
 - ``min_macro``: mean over groups of the group's lowest per-query value (i-CIR's ``minmAP``, run_retrieval.py).
 - A group's mean, ``group_mean="queries"``: the mean over all its queries. For PatternCom this is what rscir's
   evaluate.py computes: every (query image, target value) pair of an attribute file is one entry of one list,
-  averaged once (issue 6). ``group_mean="subgroups"``: the mean over subgroups of their means, the three-level
-  reading of seed 000's Table 1 caption and DESIGN.md; offered by name, not the default. A subgroup is the
+  averaged once. ``group_mean="subgroups"``: the mean over subgroups of their means, the three-level
+  reading of the RS-CIR benchmark paper's Table 1 caption and DESIGN.md; offered by name, not the default. A subgroup is the
   string the loader gives; PatternCom's is the (class, value) pair "class/value", so one value string shared
   by several classes is several subgroups.
 

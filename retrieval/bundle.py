@@ -19,7 +19,10 @@ Keys (Q queries, N database items, D dimensions; float arrays float32 with L2-no
     norm_text        float32 [M, D]   optional, BASIC: min-normalisation reference texts
     exclude          int     [E, 2]   optional, (query, database) pairs never ranked (CIRR: the reference)
     subset           int     [S, 2]   optional, (query, database) pairs of each query's subset (CIRR img_set)
-    query_id         str     [Q]      optional identifiers
+    query_id         str     [Q]      optional identifiers (each once)
+    protocol         str     []       optional JSON: the benchmark's evaluation protocol, {"benchmark", "ap",
+                                      "method_defaults", "source"}; `retrieve --save-bundle` writes it and
+                                      `retrieve-eval` applies it (AP variant, e.g. i-CIR's rectified product)
 
 Strings must be numpy unicode arrays (``np.array(names, dtype=str)``); object arrays would need pickle, which
 we refuse to load.
@@ -27,6 +30,7 @@ we refuse to load.
 
 from __future__ import annotations
 
+import json
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -38,8 +42,10 @@ import torch
 from recon_score.cache import atomic_write_bytes
 from recon_score.errors import InputError
 from retrieval.data import EvalData, check_normalised
+from retrieval.datasets.base import Protocol
 from retrieval.errors import BundleError
 from retrieval.methods.base import Resources
+from retrieval.metrics import AP_VARIANTS
 
 REQUIRED = ("query_image", "query_text", "database", "positives", "query_group")
 OPTIONAL = (
@@ -55,6 +61,7 @@ OPTIONAL = (
     "exclude",
     "subset",
     "query_id",
+    "protocol",
 )
 _NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
 _STRINGS = ("query_group", "query_subgroup", "database_group", "query_db_group", "query_id")
@@ -65,6 +72,7 @@ class Bundle:
     path: Path
     data: EvalData
     resources: Resources
+    protocol: dict | None = None  # {"benchmark", "ap", "method_defaults", "source"} when the bundle has one
 
 
 def _strings(arr: np.ndarray, key: str, path: str) -> list[str]:
@@ -118,6 +126,38 @@ def load_bundle(path: str | Path) -> Bundle:
     """
     path = Path(path)
     where = str(path)
+    arrays = _read_arrays(path)
+    tensors = _float_tensors(arrays, where)
+    strings = {k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays}
+    data = EvalData(
+        query_image=tensors["query_image"],
+        query_text=tensors["query_text"],
+        database=tensors["database"],
+        positives=_pairs(arrays["positives"], "positives", where),
+        query_group=strings["query_group"],
+        query_subgroup=strings.get("query_subgroup"),
+        database_group=strings.get("database_group"),
+        query_db_group=strings.get("query_db_group"),
+        exclude=_pairs(arrays["exclude"], "exclude", where) if "exclude" in arrays else None,
+        subset=_pairs(arrays["subset"], "subset", where) if "subset" in arrays else None,
+        query_ids=strings.get("query_id"),
+    ).validate(where=where)
+    resources = Resources(
+        corpus_pos=tensors.get("corpus_pos"),
+        corpus_neg=tensors.get("corpus_neg"),
+        image_mean=tensors.get("image_mean"),
+        text_mean=tensors.get("text_mean"),
+        norm_image=tensors.get("norm_image"),
+        norm_text=tensors.get("norm_text"),
+        origin="bundle",
+    )
+    protocol = _protocol(arrays["protocol"], where) if "protocol" in arrays else None
+    return Bundle(path=path, data=data, resources=resources, protocol=protocol)
+
+
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the .npz, without pickle; only bundle keys, the required ones present."""
+    where = str(path)
     if not path.is_file():
         raise InputError(f"bundle {path} does not exist")
     with path.open("rb") as fh:  # ours to close: np.load leaks its own handle when the zip is damaged
@@ -142,7 +182,7 @@ def load_bundle(path: str | Path) -> Bundle:
                     where, unknown[0], "is not a bundle key", f"Known keys: {', '.join(REQUIRED + OPTIONAL)}."
                 )
             try:
-                arrays = {k: npz[k] for k in keys}
+                return {k: npz[k] for k in keys}
             except ValueError as err:
                 if "pickle" in str(err):
                     raise InputError(
@@ -152,6 +192,9 @@ def load_bundle(path: str | Path) -> Bundle:
             except (EOFError, OSError, zipfile.BadZipFile, zlib.error) as err:  # a damaged member
                 raise InputError(f"{path} is damaged ({_reason(err)}); write it again with np.savez") from err
 
+
+def _float_tensors(arrays: dict[str, np.ndarray], where: str) -> dict[str, torch.Tensor]:
+    """The float keys as tensors: dtype, rank, one embedding dimension, L2-normalised rows where required."""
     tensors = {}
     for key in (
         "query_image",
@@ -167,7 +210,6 @@ def load_bundle(path: str | Path) -> Bundle:
     for key in ("image_mean", "text_mean"):
         if key in arrays:
             tensors[key] = _float(arrays[key], key, where, ndim=1)
-    strings = {k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays}
     dim = tensors["database"].shape[1]
     for key, t in tensors.items():
         if t.shape[-1] != dim:
@@ -182,34 +224,48 @@ def load_bundle(path: str | Path) -> Bundle:
                 raise BundleError(
                     where, key, "rows are not L2-normalised", str(err).split(": ", 1)[-1]
                 ) from None
-
-    data = EvalData(
-        query_image=tensors["query_image"],
-        query_text=tensors["query_text"],
-        database=tensors["database"],
-        positives=_pairs(arrays["positives"], "positives", where),
-        query_group=strings["query_group"],
-        query_subgroup=strings.get("query_subgroup"),
-        database_group=strings.get("database_group"),
-        query_db_group=strings.get("query_db_group"),
-        exclude=_pairs(arrays["exclude"], "exclude", where) if "exclude" in arrays else None,
-        subset=_pairs(arrays["subset"], "subset", where) if "subset" in arrays else None,
-        query_ids=strings.get("query_id"),
-    ).validate(where=where)
-    resources = Resources(
-        corpus_pos=tensors.get("corpus_pos"),
-        corpus_neg=tensors.get("corpus_neg"),
-        image_mean=tensors.get("image_mean"),
-        text_mean=tensors.get("text_mean"),
-        norm_image=tensors.get("norm_image"),
-        norm_text=tensors.get("norm_text"),
-        origin="bundle",
-    )
-    return Bundle(path=path, data=data, resources=resources)
+    return tensors
 
 
-def save_bundle(path: str | Path, data: EvalData, resources: Resources | None = None) -> Path:
-    """Write `data` (and BASIC's corpora/means from `resources`) as a bundle, atomically."""
+def protocol_record(benchmark: str, protocol: Protocol) -> dict:
+    """What a bundle keeps of a benchmark's protocol: enough for `retrieve-eval` to score as `retrieve` did."""
+    return {
+        "benchmark": benchmark,
+        "ap": protocol.ap,
+        "method_defaults": {m: dict(v) for m, v in protocol.method_defaults.items()},
+        "source": protocol.source,
+    }
+
+
+def _protocol(arr: np.ndarray, where: str) -> dict:
+    fix = 'Store np.array(json.dumps({"benchmark": ..., "ap": ..., "method_defaults": {...}}), dtype=str).'
+    if arr.dtype.kind != "U" or arr.ndim != 0:
+        raise BundleError(where, "protocol", f"must be one JSON string, got {arr.dtype} {arr.shape}", fix)
+    try:
+        value = json.loads(str(arr))
+    except json.JSONDecodeError as err:
+        raise BundleError(where, "protocol", f"is not valid JSON ({err})", fix) from None
+    defaults = value.get("method_defaults", {}) if isinstance(value, dict) else None
+    if (
+        not isinstance(value, dict)
+        or value.get("ap") not in AP_VARIANTS
+        or not isinstance(defaults, dict)
+        or not all(isinstance(v, dict) for v in defaults.values())
+    ):
+        raise BundleError(
+            where,
+            "protocol",
+            f"needs an 'ap' in {', '.join(AP_VARIANTS)} and method_defaults of objects",
+            fix,
+        )
+    value["method_defaults"] = {m: {k: str(x) for k, x in v.items()} for m, v in defaults.items()}
+    return value
+
+
+def save_bundle(
+    path: str | Path, data: EvalData, resources: Resources | None = None, protocol: dict | None = None
+) -> Path:
+    """Write `data` (BASIC's corpora/means from `resources`, the `protocol_record`) as a bundle, atomically."""
     import io
 
     data.validate()
@@ -235,6 +291,8 @@ def save_bundle(path: str | Path, data: EvalData, resources: Resources | None = 
         value = getattr(r, key)
         if value is not None:
             arrays[key] = value.float().numpy()
+    if protocol is not None:
+        arrays["protocol"] = np.array(json.dumps(protocol, sort_keys=True), dtype=str)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     path = Path(path)

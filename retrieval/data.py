@@ -76,6 +76,8 @@ class EvalData:
         _check_len(self.query_group, q, "query_group", where)
         _check_len(self.query_subgroup, q, "query_subgroup", where)
         _check_len(self.query_ids, q, "query_ids", where)
+        if self.query_ids is not None:
+            check_unique_ids(self.query_ids, where, [f"row {i}" for i in range(q)], what="query_id")
         _check_len(self.database_group, n, "database_group", where)
         _check_len(self.query_db_group, q, "query_db_group", where)
         if (self.database_group is None) != (self.query_db_group is None):
@@ -112,6 +114,23 @@ class EvalData:
             di = torch.from_numpy(np.flatnonzero(d_names == g))
             out.append((g, qi, di))
         return out
+
+
+def check_unique_ids(
+    ids: Sequence[str], where: str, places: Sequence[str], *, what: str = "query id"
+) -> None:
+    """Refuse a repeated query id, naming where each repeat is (`places[i]`: "line 7", "row 3"): a repeated
+    query counts twice in every mean, and per-query outputs could not tell the copies apart."""
+    first: dict[str, int] = {}
+    repeats = []
+    for i, x in enumerate(ids):
+        if x in first:
+            repeats.append(f"{x!r} at {places[first[x]]} and {places[i]}")
+        else:
+            first[x] = i
+    if repeats:
+        shown = "; ".join(repeats[:5]) + ("; ..." if len(repeats) > 5 else "")
+        raise InputError(f"{where}: {len(repeats)} repeated {what}(s): {shown}. Each query must appear once.")
 
 
 def check_normalised(t: Tensor, name: str, *, where: str = "EvalData") -> None:

@@ -59,6 +59,39 @@ class EvalResult:
             what=metric,
         )
 
+    def tie_range(
+        self, data: EvalData, *, empty_positives: str = "zero", group_mean: str = "queries"
+    ) -> dict | None:
+        """How far mAP moves between the pessimistic and optimistic tie rules, or None when no positive
+        shares its score with a negative (then AP does not depend on the database order)."""
+        tied = self.per_query.get("tied_positives")
+        if tied is None or not np.nansum(tied):
+            return None
+        bounds = {}
+        for rule in ("pessimistic", "optimistic"):
+            bounds[rule] = self.summary(
+                data, f"ap_{rule}", empty_positives=empty_positives, group_mean=group_mean
+            )
+        low, high = bounds["pessimistic"], bounds["optimistic"]
+        return {
+            "tied_positives": int(np.nansum(tied)),
+            "queries": int((np.nan_to_num(tied) > 0).sum()),
+            "rule": self.ties,
+            "overall": [low.overall, high.overall],
+            "macro": [low.macro, high.macro],
+        }
+
+
+def tie_message(method: str, rng: dict) -> str:
+    """One line for the console: the mAP range the tie rule spans."""
+    lo, hi = rng["macro"]
+    olo, ohi = rng["overall"]
+    return (
+        f"{method}: {rng['tied_positives']} positives of {rng['queries']} queries share their score with a "
+        f"negative, so AP depends on the tie rule (--ties {rng['rule']}): macro mAP {100 * lo:.2f}-"
+        f"{100 * hi:.2f}%, overall {100 * olo:.2f}-{100 * ohi:.2f}% (pessimistic-optimistic)"
+    )
+
 
 def _local_pairs(pairs: Tensor | None, q_map: Tensor, d_map: Tensor, n_q: int) -> tuple[Tensor, Tensor]:
     """Pairs of this group in local indices, sorted by query, and (n_q + 1,) row pointers."""
@@ -78,6 +111,46 @@ def _dense(local: Tensor, ptr: Tensor, start: int, stop: int, n: int) -> Tensor:
     out = torch.zeros(stop - start, n, dtype=torch.bool)
     out[block[:, 0] - start, block[:, 1]] = True
     return out
+
+
+@dataclass
+class _Options:
+    ap: str
+    ks: Sequence[int]
+    map_at: Sequence[int]
+    subset_ks: Sequence[int]
+    ties: str
+    chunk_size: int | None
+    topk: int
+    index: str
+
+
+@dataclass
+class _Collector:
+    """What every database group adds to the result."""
+
+    q_total: int
+    k: int
+    per_query: dict[str, np.ndarray] = field(default_factory=dict)
+    details: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+    top_ids: np.ndarray | None = None
+    top_scores: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.k:
+            self.top_ids = np.full((self.q_total, self.k), -1, dtype=np.int64)
+            self.top_scores = np.full((self.q_total, self.k), np.nan, dtype=np.float32)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def store(self, rows: np.ndarray, metrics: dict[str, Tensor]) -> None:
+        for name, values in metrics.items():
+            if name not in self.per_query:
+                self.per_query[name] = np.full(self.q_total, np.nan)
+            self.per_query[name][rows] = values.numpy()
 
 
 def evaluate(
@@ -114,109 +187,120 @@ def evaluate(
     resources = resources or Resources()
     method.check(resources)
     started = time.perf_counter()
-    q_total, n_total = data.n_queries, data.n_database
-    per_query: dict[str, np.ndarray] = {}
-    details: list[str] | None = None
-    notes: list[str] = []
-    k = min(topk, n_total)
-    top_ids = np.full((q_total, k), -1, dtype=np.int64) if k else None
-    top_scores = np.full((q_total, k), np.nan, dtype=np.float32) if k else None
+    opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
+    out = _Collector(q_total=data.n_queries, k=min(topk, data.n_database))
 
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=q_total, unit="query", desc=method.name, disable=not progress, leave=False)
-    for _group, qi, di in data.db_groups():
+    bar = tqdm(total=data.n_queries, unit="query", desc=method.name, disable=not progress, leave=False)
+    for group, qi, di in data.db_groups():
         if len(qi) == 0:
             continue
         if len(di) == 0:
-            raise InputError(f"database group {_group!r} has queries but no database items")
-        q_map = torch.full((q_total,), -1, dtype=torch.long)
-        q_map[qi] = torch.arange(len(qi))
-        d_map = torch.full((n_total,), -1, dtype=torch.long)
-        d_map[di] = torch.arange(len(di))
-        pos, pos_ptr = _local_pairs(data.positives, q_map, d_map, len(qi))
-        exc, exc_ptr = _local_pairs(data.exclude, q_map, d_map, len(qi))
-        sub, sub_ptr = _local_pairs(data.subset if subset_ks else None, q_map, d_map, len(qi))
-        ctx = MethodContext(
-            query_image=data.query_image[qi],
-            query_text=data.query_text[qi],
-            database=data.database[di],
-            query_index=qi,
-            resources=resources,
-        )
-        prepared = method.prepare(ctx)
-        for note in prepared.notes:
-            if note not in notes:
-                notes.append(note)
-        if prepared.details is not None:
-            details = details if details is not None else [""] * q_total
-            for j, text in zip(qi.tolist(), prepared.details):
-                details[j] = text
-        n = len(di)
-        approximate = bool(k) and index != "exact"
-        if approximate and prepared.query_vectors is None:
-            approximate = False
-            note = f"{method.name} is not linear (no composed query vector): top-{k} from exact scores"
-            if note not in notes:
-                notes.append(note)
-        if approximate:
-            ids, sc = _index_topk(prepared.query_vectors, ctx.database, exc, exc_ptr, k, index)
-            _store_topk(top_ids, top_scores, qi.numpy(), di, ids, sc)
-        step = chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
-        for start in range(0, len(qi), step):
-            stop = min(start + step, len(qi))
-            scores = prepared.score(torch.arange(start, stop))
-            if scores.shape != (stop - start, n):
-                raise RuntimeError(
-                    f"{method.name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
-                )
-            if torch.isnan(scores).any():
-                raise RuntimeError(
-                    f"{method.name} produced NaN scores (queries {start}..{stop - 1} of a group)"
-                )
-            relevant = _dense(pos, pos_ptr, start, stop, n)
-            if len(exc):
-                excluded = _dense(exc, exc_ptr, start, stop, n)
-                scores = scores.masked_fill(excluded, float("-inf"))
-                relevant &= ~excluded
-            try:
-                metrics = query_metrics(scores, relevant, ap=ap, ks=ks, map_at=map_at, ties=ties)
-            except ValueError as err:  # NaN scores: name the method; the run records it as failed
-                raise ReconScoreError(
-                    f"{method.name}: {err} (queries {start}..{stop - 1} of a group)"
-                ) from err
-            if len(sub):
-                member = _dense(sub, sub_ptr, start, stop, n)
-                in_subset = query_metrics(
-                    scores.masked_fill(~member, float("-inf")),
-                    relevant & member,
-                    ap=ap,
-                    ks=subset_ks,
-                    ties=ties,
-                )
-                metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in subset_ks)})
-            rows = qi[start:stop].numpy()
-            if k and not approximate:
-                order = torch.sort(scores, dim=1, descending=True, stable=True)
-                _store_topk(top_ids, top_scores, rows, di, order.indices[:, :k], order.values[:, :k])
-            for name, values in metrics.items():
-                if name not in per_query:
-                    per_query[name] = np.full(q_total, np.nan)
-                per_query[name][rows] = values.numpy()
-            bar.update(stop - start)
+            raise InputError(f"database group {group!r} has queries but no database items")
+        _evaluate_group(method, data, resources, qi, di, opts, out, bar)
     bar.close()
     return EvalResult(
         method=method.name,
         config=method.describe()["config"],
-        per_query=per_query,
+        per_query=out.per_query,
         ap_variant=ap,
         ties=ties,
-        details=details,
-        notes=notes,
+        details=out.details,
+        notes=out.notes,
         seconds=time.perf_counter() - started,
-        topk_ids=top_ids,
-        topk_scores=top_scores,
+        topk_ids=out.top_ids,
+        topk_scores=out.top_scores,
     )
+
+
+def _evaluate_group(
+    method: Method,
+    data: EvalData,
+    resources: Resources,
+    qi: Tensor,
+    di: Tensor,
+    opts: _Options,
+    out: _Collector,
+    bar,
+) -> None:
+    """Prepare `method` on one database group and score its queries chunk by chunk."""
+    q_total, n_total = data.n_queries, data.n_database
+    q_map = torch.full((q_total,), -1, dtype=torch.long)
+    q_map[qi] = torch.arange(len(qi))
+    d_map = torch.full((n_total,), -1, dtype=torch.long)
+    d_map[di] = torch.arange(len(di))
+    pos, pos_ptr = _local_pairs(data.positives, q_map, d_map, len(qi))
+    exc, exc_ptr = _local_pairs(data.exclude, q_map, d_map, len(qi))
+    sub, sub_ptr = _local_pairs(data.subset if opts.subset_ks else None, q_map, d_map, len(qi))
+    ctx = MethodContext(
+        query_image=data.query_image[qi],
+        query_text=data.query_text[qi],
+        database=data.database[di],
+        query_index=qi,
+        resources=resources,
+    )
+    prepared = method.prepare(ctx)
+    for note in prepared.notes:
+        out.note(note)
+    if prepared.details is not None:
+        out.details = out.details if out.details is not None else [""] * q_total
+        for j, text in zip(qi.tolist(), prepared.details):
+            out.details[j] = text
+    n, k = len(di), out.k
+    approximate = bool(k) and opts.index != "exact"
+    if approximate and prepared.query_vectors is None:
+        approximate = False
+        out.note(f"{method.name} is not linear (no composed query vector): top-{k} from exact scores")
+    if approximate:
+        ids, sc = _index_topk(prepared.query_vectors, ctx.database, exc, exc_ptr, k, opts.index)
+        _store_topk(out.top_ids, out.top_scores, qi.numpy(), di, ids, sc)
+    step = opts.chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
+    for start in range(0, len(qi), step):
+        stop = min(start + step, len(qi))
+        scores = _chunk_scores(method.name, prepared, start, stop, n)
+        relevant = _dense(pos, pos_ptr, start, stop, n)
+        if len(exc):
+            excluded = _dense(exc, exc_ptr, start, stop, n)
+            scores = scores.masked_fill(excluded, float("-inf"))
+            relevant &= ~excluded
+        metrics = _chunk_metrics(method.name, scores, relevant, opts, start, stop)
+        if len(sub):
+            member = _dense(sub, sub_ptr, start, stop, n)
+            in_subset = query_metrics(
+                scores.masked_fill(~member, float("-inf")),
+                relevant & member,
+                ap=opts.ap,
+                ks=opts.subset_ks,
+                ties=opts.ties,
+            )
+            metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in opts.subset_ks)})
+        rows = qi[start:stop].numpy()
+        if k and not approximate:
+            order = torch.sort(scores, dim=1, descending=True, stable=True)
+            _store_topk(out.top_ids, out.top_scores, rows, di, order.indices[:, :k], order.values[:, :k])
+        out.store(rows, metrics)
+        bar.update(stop - start)
+
+
+def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> Tensor:
+    scores = prepared.score(torch.arange(start, stop))
+    if scores.shape != (stop - start, n):
+        raise RuntimeError(
+            f"{name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
+        )
+    if torch.isnan(scores).any():
+        raise RuntimeError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
+    return scores
+
+
+def _chunk_metrics(
+    name: str, scores: Tensor, relevant: Tensor, opts: _Options, start: int, stop: int
+) -> dict[str, Tensor]:
+    try:
+        return query_metrics(scores, relevant, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties)
+    except ValueError as err:  # NaN scores: name the method; the run records it as failed
+        raise ReconScoreError(f"{name}: {err} (queries {start}..{stop - 1} of a group)") from err
 
 
 def _store_topk(ids_out, scores_out, rows, di: Tensor, local: Tensor, scores: Tensor) -> None:

@@ -17,7 +17,9 @@ n positives in the whole ranking:
 Ties (equal scores) need a rule, because sorting alone leaves their order unspecified (the authors' code uses
 an unstable ``torch.argsort``): ``index`` breaks ties by database index (a stable sort: what "sort the
 database and read the ranking" means), ``pessimistic`` puts tied positives after tied negatives,
-``optimistic`` before. Rankings are computed on float32 scores (see `ranking_order`).
+``optimistic`` before. Rankings are computed on float32 scores (see `ranking_order`). Whatever the rule,
+`query_metrics` counts the positives tied with a negative and gives AP under both extreme rules, so a run can
+say when its AP is a range rather than a point.
 """
 
 from __future__ import annotations
@@ -45,13 +47,8 @@ def _check(scores: Tensor, relevant: Tensor) -> None:
 _INDEX_BITS = 30  # the tie-break key holds the database index in 30 bits and the relevance flag in bit 30
 
 
-def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> Tensor:
-    """(B, N) database indices, best score first, ties broken by `ties`.
-
-    One ascending sort of unique int64 keys, (descending-ordered float32 score bits) << 31 | tie-break, with
-    numpy's vectorised sort: ~4x faster than torch's stable float sort on CPU, and exactly the order a stable
-    sort gives. Scores are ranked as float32 (−0.0 equals +0.0); NaN is refused.
-    """
+def _sorted_keys(scores: Tensor, relevant: Tensor | None, ties: str) -> np.ndarray:
+    """(B, N) int64 sort keys in ranking order: the score's order bits above bit 30, the tie-break below."""
     if ties not in TIES:
         raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
     n = scores.shape[1]
@@ -70,6 +67,17 @@ def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str =
         flag = relevant.cpu().numpy() if ties == "pessimistic" else ~relevant.cpu().numpy()
         key |= flag.astype(np.int64) << _INDEX_BITS  # flagged items go after the unflagged among equal scores
     key.sort(axis=1)
+    return key
+
+
+def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> Tensor:
+    """(B, N) database indices, best score first, ties broken by `ties`.
+
+    One ascending sort of unique int64 keys, (descending-ordered float32 score bits) << 31 | tie-break, with
+    numpy's vectorised sort: ~4x faster than torch's stable float sort on CPU, and exactly the order a stable
+    sort gives. Scores are ranked as float32 (−0.0 equals +0.0); NaN is refused.
+    """
+    key = _sorted_keys(scores, relevant, ties)
     key &= (1 << _INDEX_BITS) - 1
     return torch.from_numpy(key)
 
@@ -149,16 +157,20 @@ def query_metrics(
     ties: str = "index",
 ) -> dict[str, Tensor]:
     """Every per-query metric of a chunk, from one sort: ``ap``, ``n_positives``, ``recall@k`` (fraction of
-    positives), ``hit@k``, ``precision@k`` for k in `ks`, and ``map@k`` (CIRCO's AP@k) for k in `map_at`.
+    positives), ``hit@k``, ``precision@k`` for k in `ks`, and ``map@k`` (CIRCO's AP@k) for k in `map_at`; and
+    the tie bounds (`tie_bounds`): ``tied_positives``, ``ap_pessimistic``, ``ap_optimistic``.
 
     Args:
         scores: (B, N) similarity of each query to each database item.
         relevant: (B, N) bool, True for the query's positives.
 
     Returns:
-        name -> (B,) float64 (NaN for queries without positives, except ``n_positives``).
+        name -> (B,) float64 (NaN for queries without positives, except ``n_positives``, ``tied_positives``).
     """
-    chunk = RankedChunk(ranked_relevance(scores, relevant, ties=ties))
+    _check(scores, relevant)
+    key = _sorted_keys(scores, relevant, ties)
+    ranked = relevant.gather(1, torch.from_numpy(key & ((1 << _INDEX_BITS) - 1)))
+    chunk = RankedChunk(ranked)
     out = {"ap": chunk.average_precision(ap), "n_positives": chunk.n_pos}
     for k in ks:
         out[f"recall@{k}"] = chunk.recall_at(k)
@@ -166,7 +178,42 @@ def query_metrics(
         out[f"precision@{k}"] = chunk.precision_at(k)
     for k in map_at:
         out[f"map@{k}"] = chunk.ap_at(k)
+    out.update(tie_bounds(scores, relevant, out["ap"], _mixed_ties(key, ranked), ap=ap))
     return out
+
+
+def _mixed_ties(key: np.ndarray, ranked: Tensor) -> Tensor:
+    """(B,) bool: the row has a positive whose score equals a negative's (such a run always has an adjacent
+    positive/negative pair of equal score in the sorted order)."""
+    if key.shape[1] < 2:
+        return torch.zeros(key.shape[0], dtype=torch.bool)
+    score = key >> 31
+    equal = torch.from_numpy(score[:, 1:] == score[:, :-1])
+    return (equal & (ranked[:, 1:] != ranked[:, :-1])).any(dim=1)
+
+
+def tie_bounds(
+    scores: Tensor, relevant: Tensor, ap_values: Tensor, mixed: Tensor, *, ap: str = "non-interpolated"
+) -> dict[str, Tensor]:
+    """How much AP depends on the tie rule: ``tied_positives`` (positives whose score equals a negative's),
+    ``ap_pessimistic`` and ``ap_optimistic`` (AP with those positives after / before the tied negatives).
+
+    Rows without such ties keep `ap_values` as both bounds; the others are ranked twice more."""
+    b = scores.shape[0]
+    tied = torch.zeros(b, dtype=torch.float64)
+    low, high = ap_values.clone(), ap_values.clone()
+    rows = mixed.nonzero(as_tuple=True)[0]
+    if len(rows):
+        s, r = scores[rows], relevant[rows]
+        worst = RankedChunk(ranked_relevance(s, r, ties="pessimistic"))
+        best = RankedChunk(ranked_relevance(s, r, ties="optimistic"))
+        low[rows] = worst.average_precision(ap)
+        high[rows] = best.average_precision(ap)
+        moved = worst.rows[
+            worst.pos != best.pos
+        ]  # the j-th positive of a row moves iff negatives share its score
+        tied[rows] = torch.bincount(moved, minlength=len(rows)).to(torch.float64)
+    return {"tied_positives": tied, "ap_pessimistic": low, "ap_optimistic": high}
 
 
 def average_precision(

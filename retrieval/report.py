@@ -1,4 +1,4 @@
-"""Tables in the seeds' layout (seed 000 Tables 1-3): one row per method, one column per group, then "Avg."
+"""Tables in the RS-CIR benchmark paper's layout (its Tables 1-3): one row per method, one column per group, then "Avg."
 (macro mean over groups) and "Total" (mean over all queries), values in percent with two decimals.
 
 A benchmark with one group shows only "Total"; with more than MAX_COLUMNS groups (i-CIR's 202 instances) only
@@ -31,6 +31,29 @@ def metric_title(metric: str) -> str:
         "subset_hit": "Recall_subset",
     }
     return titles.get(name, name) + f"@{k}"
+
+
+AP_TITLES = {
+    "non-interpolated": "AP non-interpolated (rscir)",
+    "trapezoidal": "AP trapezoidal (revisited Oxford)",
+    "trapezoidal-eps": "AP trapezoidal, recall step 1/(n+1e-5) (i-CIR)",
+}
+
+
+def averaging_title(group_mean: str, empty_positives: str) -> str:
+    """How the table's columns average, in words (run.json names the same settings)."""
+    inner = "its queries" if group_mean == "queries" else "its subgroups' means"
+    empty = {"zero": "counted as 0", "skip": "left out", "error": "refused"}[empty_positives]
+    return f"group = mean over {inner}; Avg. = mean over groups; Total = mean over queries; no-positive queries {empty}"
+
+
+def table_title(
+    metric: str, level: str, *, ap: str, group_mean: str = "queries", empty_positives: str = "zero"
+) -> str:
+    """A table's title naming the metric, the AP variant (for mAP) and the averaging."""
+    what = metric_title(metric) + (f", {AP_TITLES[ap]}" if metric == "ap" else "")
+    mean = group_mean if level == "group" else "queries"
+    return f"{what} (%) by {level} ({averaging_title(mean, empty_positives)})"
 
 
 def seed_table(
@@ -81,8 +104,10 @@ def per_group_long(
     metrics: Sequence[str],
     *,
     empty_positives: str = "zero",
+    group_mean: str = "queries",
 ) -> pd.DataFrame:
-    """Every (method, level, name, metric) mean with its query count, fractions in [0, 1]."""
+    """Every (method, level, name, metric) mean with its query count, fractions in [0, 1]; the groups average
+    as the tables do (`group_mean`), subgroups over their queries."""
     records = []
     levels = [("group", data.query_group)] + (
         [("subgroup", data.query_subgroup)] if data.query_subgroup else []
@@ -90,7 +115,14 @@ def per_group_long(
     for method, res in results.items():
         for metric in metrics:
             for level, labels in levels:
-                s = summarize(res.per_query[metric], labels, empty_positives=empty_positives, what=metric)
+                s = summarize(
+                    res.per_query[metric],
+                    labels,
+                    subgroups=data.query_subgroup if level == "group" else None,
+                    empty_positives=empty_positives,
+                    group_mean=group_mean if level == "group" else "queries",
+                    what=metric,
+                )
                 for name, value in s.per_group.items():
                     records.append(
                         {
@@ -123,3 +155,19 @@ def per_group_long(
                 }
             )
     return pd.DataFrame.from_records(records)
+
+
+def run_notes(notes: Sequence[str], data: EvalData) -> list[str]:
+    """Console lines for what a run's reader must know before its numbers: the benchmark's notes and the
+    queries without a positive (an excluded pair is no positive)."""
+    lines = [f"note: {n}" for n in notes]
+    pairs = set(map(tuple, data.positives.tolist())) if data.positives is not None else set()
+    if data.exclude is not None:
+        pairs -= set(map(tuple, data.exclude.tolist()))
+    empty = data.n_queries - len({q for q, _ in pairs})
+    if empty:
+        lines.append(
+            f"note: {empty} of {data.n_queries} queries have no positive (their metrics are undefined; "
+            "--empty-positives decides what they add)"
+        )
+    return lines

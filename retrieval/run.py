@@ -42,15 +42,15 @@ from recon_score.images import load_image, resolve_under
 from recon_score.results import diff_settings
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import read_json
-from retrieval.bundle import save_bundle
+from retrieval.bundle import protocol_record, save_bundle
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
-from retrieval.evaluate import EvalResult, evaluate
+from retrieval.evaluate import EvalResult, evaluate, tie_message
 from retrieval.features import FeatureStore, encoder_identity
 from retrieval.means import bundled_image_mean
 from retrieval.methods import build_method
 from retrieval.methods.base import Resources
-from retrieval.report import metric_title, per_group_long, seed_table, to_markdown
+from retrieval.report import per_group_long, run_notes, seed_table, table_title, to_markdown
 from retrieval.textlists import read_phrases, read_text_list
 from retrieval.vocabularies import load_vocabulary
 
@@ -300,6 +300,8 @@ def run_retrieve(
     text_feats = store.texts(encoder, bench.texts())
     data = build_eval_data(bench, image_feats, paths, text_feats)
     proto = bench.protocol
+    for line in run_notes(bench.notes, data):
+        say(line)
 
     results: dict[str, EvalResult] = {}
     meta = _meta_frame(bench)
@@ -378,7 +380,7 @@ def run_retrieve(
 
     outputs = _write_outputs(out, bench, data, results, meta, cfg)
     if cfg.save_bundle:
-        save_bundle(out / "bundle.npz", data, resources)
+        save_bundle(out / "bundle.npz", data, resources, protocol_record(bench.name, proto))
         outputs.append("bundle.npz")
     method_records = {}
     for name in cfg.methods:
@@ -386,6 +388,11 @@ def run_retrieve(
         if name in results:
             res = results[name]
             rec.update({"seconds": res.seconds, "notes": res.notes, "summary": {}})
+            rec["tie_range"] = res.tie_range(
+                data, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
+            )
+            if rec["tie_range"]:
+                say(tie_message(name, rec["tie_range"]))
             for metric in proto.headline:
                 s = res.summary(
                     data,
@@ -500,7 +507,9 @@ def _write_outputs(
     metrics = list(dict.fromkeys([*proto.headline, "ap"]))
     atomic_write_text(
         out / "per_group.csv",
-        per_group_long(results, data, metrics, empty_positives=cfg.empty_positives).to_csv(index=False),
+        per_group_long(
+            results, data, metrics, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
+        ).to_csv(index=False),
     )
     outputs.append("per_group.csv")
     md = [f"## {bench.name}: {cfg.encoder}", ""]
@@ -519,7 +528,10 @@ def _write_outputs(
             suffix = "" if level == "group" else "_by_subgroup"
             atomic_write_text(out / f"table_{metric.replace('@', '_at_')}{suffix}.csv", table.to_csv())
             outputs.append(f"table_{metric.replace('@', '_at_')}{suffix}.csv")
-            md.append(to_markdown(table, f"{metric_title(metric)} (%) by {level}"))
+            title = table_title(
+                metric, level, ap=proto.ap, group_mean=cfg.group_mean, empty_positives=cfg.empty_positives
+            )
+            md.append(to_markdown(table, title))
     atomic_write_text(out / "table.md", "\n".join(md))
     outputs.append("table.md")
     return outputs

@@ -54,8 +54,8 @@ The bundle holds query_image [Q,D], query_text [Q,D], database [N,D] (float32, L
 int [P,2] (query index, database index), query_group str [Q]; optional query_subgroup [Q], database_group [N] +
 query_db_group [Q] (a query ranks only its group's database, as in i-CIR), corpus_pos, corpus_neg, image_mean,
 text_mean, norm_image, norm_text (BASIC), exclude int [E,2], subset int [S,2], query_id [Q]. Values are
-fractions in [0, 1]. --json prints {"method", "ap", "map_overall", "map_macro", "per_group", "recall@1",
-"recall@5", "recall@10"}, plus "recall_subset@1/2/3" when the bundle has subsets (CIRR).
+fractions in [0, 1]. --json prints {"method", "ap", "averaging", "config", "tie_range", "map_overall", "map_macro",
+"min_map_macro", "per_group", "recall@1", "recall@5", "recall@10"}, plus "recall_subset@1/2/3" when the bundle has subsets (CIRR).
 freedom and cirevl encode new texts per query: they need `reconscore retrieve` with an encoder.""",
 )
 @click.option(
@@ -73,9 +73,9 @@ freedom and cirevl encode new texts per query: they need `reconscore retrieve` w
     "--ap",
     "ap_variant",
     type=click.Choice(AP_CHOICES),
-    default="non-interpolated",
-    show_default=True,
-    help="AP variant: rscir (PatternCom, xView2-CIR) or trapezoidal (i-CIR, FreeDom).",
+    default=None,
+    help="AP variant: rscir (PatternCom, xView2-CIR) or trapezoidal (i-CIR, FreeDom). Default: the bundle's "
+    "protocol (written by `retrieve --save-bundle`), else non-interpolated.",
 )
 @click.option(
     "--ties", type=click.Choice(TIES_CHOICES), default="index", show_default=True, help="Tie-breaking rule."
@@ -109,14 +109,25 @@ def command(
 ) -> int:
     """Evaluate one composed retrieval method on your own embeddings (a .npz bundle)."""
     from retrieval.bundle import load_bundle
-    from retrieval.evaluate import evaluate
+    from retrieval.evaluate import evaluate, tie_message
     from retrieval.methods import METHODS, build_method
+    from retrieval.report import AP_TITLES, averaging_title
 
     if method not in METHODS:
         raise click.BadParameter(
             f"unknown method {method!r}; known: {', '.join(METHODS)}", param_hint="--method"
         )
-    overrides = parse_sets(sets, method)
+    b = load_bundle(bundle)
+    protocol = b.protocol or {}
+    ap_variant = ap_variant or protocol.get("ap", "non-interpolated")
+    # the benchmark authors' setting of the method (i-CIR's rectified product), then --set
+    overrides = {**protocol.get("method_defaults", {}).get(method, {}), **parse_sets(sets, method)}
+    if protocol:
+        click.echo(
+            f"protocol of the bundle ({protocol.get('benchmark', '?')}): AP {ap_variant}"
+            + (f", {method} {overrides}" if method in protocol.get("method_defaults", {}) else ""),
+            err=True,
+        )
     if lam is not None:
         if method != "weicom":
             raise click.BadParameter(
@@ -135,7 +146,6 @@ def command(
         from retrieval.methods.base import Resources
 
         m.check(Resources())  # a bundle has no text encoder, captioner or checkpoint: say what is missing
-    b = load_bundle(bundle)
     subset_ks = SUBSET_KS if b.data.subset is not None else ()
     res = evaluate(
         m,
@@ -148,9 +158,13 @@ def command(
         chunk_size=chunk_size,
     )
     summary = res.summary(b.data, "ap", empty_positives=empty_positives, group_mean=group_mean)
+    ties_range = res.tie_range(b.data, empty_positives=empty_positives, group_mean=group_mean)
     report = {
         "method": method,
         "ap": ap_variant,
+        "averaging": averaging_title(group_mean, empty_positives),
+        "config": res.config,
+        "tie_range": ties_range,
         "map_overall": summary.overall,
         "map_macro": summary.macro,
         "min_map_macro": summary.min_macro,  # i-CIR's minmAP: mean over groups of the lowest AP
@@ -168,9 +182,10 @@ def command(
     else:
         click.echo(f"{method} on {bundle} ({b.data.n_queries} queries, {b.data.n_database} database items)")
         click.echo(
-            f"  mAP ({ap_variant}): overall {summary.overall:.4f}, macro {summary.macro:.4f}, "
+            f"  mAP ({AP_TITLES[ap_variant]}): overall {summary.overall:.4f}, macro {summary.macro:.4f}, "
             f"min-macro {summary.min_macro:.4f}"
         )
+        click.echo(f"  ({averaging_title(group_mean, empty_positives)})")
         for g, v in summary.per_group.items():
             click.echo(f"    {g}: {v:.4f} ({summary.group_counts[g]} queries)")
         click.echo("  " + ", ".join(f"recall@{k} {report[f'recall@{k}']:.4f}" for k in KS))
@@ -180,6 +195,8 @@ def command(
             )
         for note in res.notes:
             click.echo(f"  note: {note}")
+    if ties_range:
+        click.echo(tie_message(method, ties_range), err=True)
     if summary.n_empty:
         click.echo(
             f"{summary.n_empty} queries have no positive (empty_positives={empty_positives})", err=True

@@ -1,4 +1,4 @@
-"""EDIR (Song et al., 2026; seed 001): 5,000 queries from image editing in 5 categories and 15 subcategories,
+"""EDIR (Song et al., 2026; the EDIR paper): 5,000 queries from image editing in 5 categories and 15 subcategories,
 one target each, scored by Recall@1 (and Recall@3, appendix B.3) per subcategory and category.
 
 The paper does not fix a file layout for its release, so reconscore reads this documented one::
@@ -10,7 +10,7 @@ The paper does not fix a file layout for its release, so reconscore reads this d
 
 MLLM embedders in the paper receive the instruction "Given an image, find a similar image satisfying the
 query." (appendix B); CLIP-style methods here do not use instructions, so it is recorded, not applied.
-Reference images in the gallery: seed 001 (appendix B, "Benchmark Settings") removes the reference image from
+Reference images in the gallery: the EDIR paper (appendix B, "Benchmark Settings") removes the reference image from
 the retrieval corpus for CIRR only ("CIRR excludes the reference image from the retrieval corpus") and scores
 EDIR on its 178,645-image gallery as released, so the default keeps a reference that is in the gallery as a
 ranked negative (a hard one: image-only retrieval puts it first) and says so in the run's notes. Option
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recon_score.textfiles import read_lines
+from retrieval.data import check_unique_ids
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -43,7 +44,7 @@ PROTOCOL = Protocol(
     headline=("hit@1", "hit@3"),
     group_order=CATEGORIES,
     subgroup_table=True,
-    source="seed 001 (EDIR): Recall@1 per subcategory and category (Sec. 4), Recall@3 (appendix B.3)",
+    source="the EDIR paper: Recall@1 per subcategory and category (Sec. 4), Recall@3 (appendix B.3)",
 )
 _ALIASES = {
     "reference": ("reference", "query_image", "reference_image"),
@@ -67,15 +68,17 @@ def _field(record: dict, name: str, where: str) -> str:
     raise DatasetLayoutError(f"{where}: missing {name!r} (accepted keys: {', '.join(_ALIASES[name])})")
 
 
-def _records(path: Path) -> list[dict]:
+def _records(path: Path) -> list[tuple[str, dict]]:
+    """(where in the file, record) per query: "line N" of a .jsonl, "item N" of a .json list."""
     if path.suffix == ".json":
         data = read_json(path)
-        return data if isinstance(data, list) else data["queries"]
+        items = data if isinstance(data, list) else data["queries"]
+        return [(f"item {n}", rec) for n, rec in enumerate(items, start=1)]
     out = []
     for n, line in read_lines(path):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                out.append((f"line {n}", json.loads(line)))
             except json.JSONDecodeError as err:
                 raise DatasetLayoutError(f"{path}: line {n} is not valid JSON: {err}") from err
     return out
@@ -102,8 +105,9 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         raise DatasetLayoutError(f"EDIR: neither {gallery_file} nor {root / 'images'}/ exists under --root")
     index = {p: i for i, p in enumerate(database)}
     queries, positives, exclude, in_gallery = [], [], [], 0
-    for n, rec in enumerate(_records(path), start=1):
-        where = f"{path}: query {n}"
+    records = _records(path)
+    for n, (place, rec) in enumerate(records, start=1):
+        where = f"{path}: {place}"
         ref, target = _field(rec, "reference", where), _field(rec, "target", where)
         if target not in index:
             raise DatasetLayoutError(f"{where}: target {target!r} is not in the gallery")
@@ -123,12 +127,13 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             in_gallery += 1
             if opts.exclude_reference:
                 exclude.append((qi, index[ref]))
+    check_unique_ids([q.id for q in queries], str(path), [place for place, _ in records])
     check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "EDIR")
     if in_gallery:
         rule = (
             "excluded from their own rankings (exclude_reference=true, CIRR's rule)"
             if opts.exclude_reference
-            else "ranked as negatives (seed 001 excludes the reference for CIRR only; exclude_reference=true "
+            else "ranked as negatives (the EDIR paper excludes the reference for CIRR only; exclude_reference=true "
             "removes it)"
         )
         notes.append(f"{in_gallery} of {len(queries)} reference images are in the gallery: {rule}")

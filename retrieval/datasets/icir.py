@@ -1,4 +1,4 @@
-"""i-CIR (Psomas et al., NeurIPS 2025; seed 002), the folder layout of the release (icir_v1.0.0.tar.gz)::
+"""i-CIR (Psomas et al., NeurIPS 2025; the i-CIR paper), the folder layout of the release (icir_v1.0.0.tar.gz)::
 
     ROOT/query_files.csv       rows: image_path, text, instance   (one composed query per row)
     ROOT/database_files.csv    rows: image_path, text, instance   (text: the modification the image shows)
@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file, read_csv_rows
+from recon_score.textfiles import csv_rows
+from retrieval.data import check_unique_ids
+from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
@@ -33,17 +35,18 @@ PROTOCOL = Protocol(
 _HEADER_CELLS = {"image", "image_path", "path", "file", "filename"}
 
 
-def _rows(path: Path) -> list[tuple[str, str, str]]:
-    rows = read_csv_rows(path)
-    if rows and rows[0][0].strip().lower() in _HEADER_CELLS:
+def _rows(path: Path) -> list[tuple[str, str, str, int]]:
+    """(image_path, text, instance, row number in the file) per row."""
+    rows = [(n, row) for n, row in csv_rows(path) if any(cell.strip() for cell in row)]
+    if rows and rows[0][1][0].strip().lower() in _HEADER_CELLS:
         rows = rows[1:]
     out = []
-    for n, row in enumerate(rows, start=1):
+    for n, row in rows:
         if len(row) < 3:
             raise DatasetLayoutError(
                 f"{path}: row {n} has {len(row)} columns, expected image_path,text,instance"
             )
-        out.append((row[0].strip(), row[1].strip(), row[2].strip()))
+        out.append((row[0].strip(), row[1].strip(), row[2].strip(), n))
     return out
 
 
@@ -62,11 +65,11 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     database = [r[0] for r in d_rows]
     database_group = [r[2] for r in d_rows]
     members: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, (_, text, instance) in enumerate(d_rows):
+    for i, (_, text, instance, _n) in enumerate(d_rows):
         members[(instance, text)].append(i)
     instances = set(database_group)
     queries, positives = [], []
-    for n, (image, text, instance) in enumerate(q_rows, start=1):
+    for image, text, instance, n in q_rows:
         if instance not in instances:
             raise DatasetLayoutError(
                 f"{qfile}: row {n} names instance {instance!r}, which has no database images"
@@ -83,6 +86,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             )
         )
         positives.extend((qi, d) for d in members[(instance, text)])
+    check_unique_ids([q.id for q in queries], str(qfile), [f"row {r[3]}" for r in q_rows], what="query")
     check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "i-CIR")
     return Benchmark(
         name="icir",

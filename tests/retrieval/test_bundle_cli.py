@@ -54,6 +54,9 @@ def test_retrieve_eval_reproduces_hand_computed_maps(tmp_path, capsys):
     assert set(out) == {
         "method",
         "ap",
+        "averaging",
+        "config",
+        "tie_range",
         "map_overall",
         "map_macro",
         "min_map_macro",
@@ -62,7 +65,7 @@ def test_retrieve_eval_reproduces_hand_computed_maps(tmp_path, capsys):
         "recall@5",
         "recall@10",
     }
-    assert out["method"] == "image" and out["ap"] == "non-interpolated"
+    assert out["method"] == "image" and out["ap"] == "non-interpolated" and out["tie_range"] is None
     assert out["min_map_macro"] == pytest.approx((0.5 + 1 / 6) / 2)  # i-CIR's minmAP: mean of group minima
     assert out["map_overall"] == pytest.approx((0.5 + 1 + 1 / 6) / 3)
     assert out["map_macro"] == pytest.approx(((0.5 + 1) / 2 + 1 / 6) / 2)
@@ -201,3 +204,49 @@ def test_basic_hint_names_what_retrieve_eval_has(tmp_path, capsys):
     options = {o for p in command.params for o in p.opts}
     named = set(re.findall(r"(--[a-z][a-z-]+)", err))
     assert named and named <= options, named - options
+
+
+def test_tied_scores_give_the_pessimistic_optimistic_range(tmp_path, capsys):
+    """`text` scores every item 0 (query texts are orthogonal to the database): all items tie. Hand-computed
+    non-interpolated AP: q0 (positives {1, 3} of 6) pessimistic ranks 5, 6 -> (1/5 + 2/6)/2 = 4/15, optimistic
+    ranks 1, 2 -> 1; q1 and q2 (one positive) 1/6 and 1. Index order: q0 ranks 2, 4 -> 1/2; q1 rank 1 -> 1;
+    q2 rank 6 -> 1/6."""
+    bundle = str(write(tmp_path / "b.npz"))
+    out = run_json(capsys, "--bundle", bundle, "--method", "text")
+    rng = out["tie_range"]
+    assert rng["tied_positives"] == 4 and rng["queries"] == 3 and rng["rule"] == "index"
+    assert rng["overall"] == pytest.approx([(4 / 15 + 1 / 6 + 1 / 6) / 3, 1.0])
+    assert rng["macro"] == pytest.approx([((4 / 15 + 1 / 6) / 2 + 1 / 6) / 2, 1.0])
+    assert out["map_overall"] == pytest.approx((0.5 + 1 + 1 / 6) / 3)  # inside the range, by index order
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "text"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "4 positives of 3 queries share their score with a negative" in err
+        and "pessimistic-optimistic" in err
+    )
+
+
+def test_a_bundle_protocol_sets_the_ap_variant_and_the_method_defaults(tmp_path, capsys):
+    """A protocol stored with the bundle (i-CIR's: trapezoidal-eps AP, rectified product) is applied; an
+    explicit --ap or --set still wins."""
+    record = {
+        "benchmark": "icir",
+        "ap": "trapezoidal-eps",
+        "method_defaults": {"product": {"rectify": "true"}},
+    }
+    bundle = str(write(tmp_path / "b.npz", protocol=np.array(json.dumps(record), dtype=str)))
+    out = run_json(capsys, "--bundle", bundle, "--method", "product")
+    assert out["ap"] == "trapezoidal-eps" and out["config"] == {"rectify": True}
+    out = run_json(
+        capsys, "--bundle", bundle, "--method", "product", "--ap", "trapezoidal", "--set", "rectify=false"
+    )
+    assert out["ap"] == "trapezoidal" and out["config"] == {"rectify": False}
+    bad = write(tmp_path / "bad.npz", protocol=np.array(json.dumps({"ap": "eleven-point"}), dtype=str))
+    with pytest.raises(BundleError, match="'protocol' needs an 'ap'"):
+        load_bundle(bad)
+
+
+def test_repeated_query_ids_are_refused_naming_the_rows(tmp_path):
+    bundle = write(tmp_path / "b.npz", query_id=np.array(["q0", "q1", "q0"]))
+    with pytest.raises(Exception, match=r"1 repeated query_id\(s\): 'q0' at row 0 and row 2"):
+        load_bundle(bundle)

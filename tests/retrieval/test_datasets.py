@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from recon_score.errors import InputError
 from retrieval.datasets import BENCHMARKS, UnknownBenchmarkError, load_benchmark
 from retrieval.datasets.patterncom import file_class
 from retrieval.errors import DatasetLayoutError
@@ -275,3 +276,17 @@ def test_edir_keeps_the_reference_as_seed_001_does_and_cirr_excludes_it(tmp_path
     assert sorted(excluded.exclude) == sorted(enumerate(refs))
     cirr = load_benchmark("cirr", layouts.cirr(tmp_path / "cirr"))
     assert cirr.exclude and all(cirr.database[d] == cirr.queries[q].reference for q, d in cirr.exclude)
+
+
+def test_repeated_queries_are_refused_naming_their_lines(tmp_path):
+    """EDIR: two records with one id; i-CIR: one query row twice (same instance, image and text)."""
+    root = layouts.edir(tmp_path / "edir")
+    lines = (root / "edir.jsonl").read_text().splitlines()
+    (root / "edir.jsonl").write_text("\n".join([*lines, "", lines[0]]) + "\n")  # a blank line, then q0 again
+    with pytest.raises(InputError, match=r"repeated query id\(s\): 'q0' at line 1 and line 5"):
+        load_benchmark("edir", root)
+    root = layouts.icir(tmp_path / "icir")
+    rows = (root / "query_files.csv").read_text().splitlines()
+    (root / "query_files.csv").write_text("image_path,text,instance\n" + "\n".join([*rows, rows[1]]) + "\n")
+    with pytest.raises(InputError, match=r"repeated query\(s\): .* at row 3 and row 5"):
+        load_benchmark("icir", root)

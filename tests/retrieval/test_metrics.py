@@ -197,3 +197,21 @@ def test_trapezoidal_eps_is_icir_compute_ap_and_min_macro_is_minmap():
     # run_retrieval.save_results: minmAP = mean over instances of np.min(APs of the instance)
     assert s.min_macro == pytest.approx((min(aps[:5]) + min(aps[5:])) / 2, abs=1e-12)
     assert s.macro == pytest.approx((np.mean(aps[:5]) + np.mean(aps[5:])) / 2, abs=1e-12)
+
+
+def test_tie_bounds_on_a_hand_computed_ranking():
+    """Scores 0.9, 0.5, 0.5, 0.5, 0.1 with positives at items 1 and 3 (both tied with the negative item 2).
+    Non-interpolated AP by hand: index order ranks 2, 4 -> (1/2 + 2/4)/2 = 1/2; pessimistic ranks 3, 4 ->
+    (1/3 + 2/4)/2 = 5/12; optimistic ranks 2, 3 -> (1/2 + 2/3)/2 = 7/12. A second row without ties keeps its
+    AP as both bounds and counts no tied positive."""
+    scores = torch.tensor([[0.9, 0.5, 0.5, 0.5, 0.1], [0.9, 0.5, 0.5, 0.5, 0.1]])
+    relevant = torch.tensor([[0, 1, 0, 1, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    out = query_metrics(scores, relevant)
+    assert out["ap"].tolist() == pytest.approx([1 / 2, 1.0])
+    assert out["tied_positives"].tolist() == [2.0, 0.0]
+    assert out["ap_pessimistic"].tolist() == pytest.approx([5 / 12, 1.0])
+    assert out["ap_optimistic"].tolist() == pytest.approx([7 / 12, 1.0])
+    for rule, expected in (("pessimistic", 5 / 12), ("optimistic", 7 / 12)):  # the bounds are those rules
+        assert query_metrics(scores, relevant, ties=rule)["ap"][0].item() == pytest.approx(expected)
+    only_positives = query_metrics(torch.zeros(1, 3), torch.ones(1, 3, dtype=torch.bool))
+    assert only_positives["tied_positives"].item() == 0  # ties among positives do not move AP

@@ -7,8 +7,11 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from eval.cli import main
+from retrieval.data import EvalData
+from retrieval.report import run_notes
 from retrieval.run import RetrieveConfig, run_retrieve
 from tests.retrieval import layouts
 
@@ -238,3 +241,63 @@ def test_topk_lists_agree_with_the_metrics(tmp_path, index):
             top[["method", "query_index", "rank", "item"]], want[["method", "query_index", "rank", "item"]]
         )
         np.testing.assert_allclose(top["score"], want["score"], atol=1e-5)
+
+
+def test_icir_retrieve_and_retrieve_eval_agree_on_the_same_features(tmp_path, capsys):
+    """The bundle carries i-CIR's protocol (trapezoidal-eps AP, rectified product): retrieve-eval on it gives
+    retrieve's numbers, and every table title names the AP variant and the averaging."""
+    root, out = layouts.icir(tmp_path / "icir"), tmp_path / "out"
+    argv = ["retrieve", "--benchmark", "icir", "--root", str(root), "--encoder", ENCODER, "--out", str(out),
+            "--methods", "product,sum", "--save-bundle", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((out / "run.json").read_text())
+    table = (out / "table.md").read_text()
+    assert "mAP, AP trapezoidal, recall step 1/(n+1e-5) (i-CIR) (%) by group" in table
+    assert "Avg. = mean over groups; Total = mean over queries" in table
+    capsys.readouterr()
+    for method in ("product", "sum"):
+        assert main(["retrieve-eval", "--bundle", str(out / "bundle.npz"), "--method", method, "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        summary = record["methods"][method]["summary"]["ap"]
+        assert got["ap"] == "trapezoidal-eps" and got["config"] == record["methods"][method]["config"]
+        assert got["map_overall"] == pytest.approx(summary["overall"], abs=1e-12)
+        assert got["map_macro"] == pytest.approx(summary["macro"], abs=1e-12)
+    assert record["methods"]["product"]["config"] == {"rectify": True}
+
+
+def test_per_group_csv_follows_group_mean(tmp_path):
+    """With group_mean="subgroups", per_group.csv's group rows equal table_ap.csv's columns."""
+    root = layouts.patterncom(tmp_path / "PatternNet")
+    cfg = RetrieveConfig(
+        benchmark="patterncom", root=root, encoder=ENCODER, methods=["sum", "text"], out=tmp_path / "out",
+        group_mean="subgroups", device="cpu",
+    )  # fmt: skip
+    assert run_retrieve(cfg, progress=False).exit_code == 0
+    table = pd.read_csv(tmp_path / "out" / "table_ap.csv", index_col="Method")
+    long = pd.read_csv(tmp_path / "out" / "per_group.csv")
+    rows = long[(long["level"] == "group") & (long["metric"] == "ap")]
+    for _, row in rows.iterrows():
+        assert table.loc[row["method"], row["name"]] == pytest.approx(round(100 * row["value"], 2))
+    record = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert "group = mean over its subgroups' means" in (tmp_path / "out" / "table.md").read_text()
+    assert "tie_range" in record["methods"]["sum"]
+
+
+def test_retrieve_prints_the_benchmark_notes_and_queries_without_positives(tmp_path, capsys):
+    root = layouts.edir(tmp_path / "edir")
+    out = tmp_path / "out"
+    argv = ["retrieve", "--benchmark", "edir", "--root", str(root), "--encoder", ENCODER, "--out", str(out),
+            "--methods", "image", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "note: 3 of 3 reference images are in the gallery: ranked as negatives" in err
+    # a query without any positive is counted before any method runs
+    data = EvalData(
+        query_image=torch.eye(2), query_text=torch.eye(2), database=torch.eye(2),
+        positives=torch.tensor([[0, 1]]), query_group=["a", "a"],
+    )  # fmt: skip
+    assert run_notes(["x"], data) == [
+        "note: x",
+        "note: 1 of 2 queries have no positive (their metrics are undefined; --empty-positives decides what "
+        "they add)",
+    ]
