@@ -1,6 +1,6 @@
 """Composed-retrieval evaluation speed on a PatternCom-sized synthetic bundle, and FAISS top-k recall vs exact.
 
-The bundle mimics PatternCom's shape (seed 000 A.1): 38 classes x 800 = 30,400 database items, 21,566 composed
+The bundle mimics PatternCom's shape (the RS-CIR benchmark paper, A.1): 38 classes x 800 = 30,400 database items, 21,566 composed
 queries over 6 attribute types, D = 768, L2-normalised (the scale is a flag: --queries/--database/--dim); each query's positives are the items of its class with
 the target attribute value (about 270 per query, 5.4M pairs). Features are random but structured (class
 centroid + attribute direction + noise), so rankings are neither trivial nor random.
@@ -8,17 +8,19 @@ centroid + attribute direction + noise), so rankings are neither trivial nor ran
 For every method, prints:
   vectorised   seconds for the full mAP evaluation (retrieval.evaluate: chunked scores, one sort per query row,
                metrics from cumulative hit counts) over all queries
-  rscir loop   rscir's per-query evaluation (evaluate.py metrics_calc, re-written from its description): argsort
-               the query's scores, then for every database item in ranking order take the basename of its path,
-               look it up in the attribute file's filename -> row dict, and compare the row's value string with
-               the prompt and its (merged) class string with the query's; then AP, P@K, R@K rounded to 2
-               decimals. Timed on --rscir-queries queries, extrapolated linearly
+  rscir loop   rscir's per-query evaluation (evaluate.py calculate_rankings + metrics_calc, commit 1560858,
+               re-written operation for operation): argsort the query's scores into a CPU tensor and iterate
+               that tensor (not a list) taking the basename of each ranked item's path, look it up in the
+               attribute file's filename -> row dict, compare the row's value string with the prompt and its
+               class, merged through apply_class_mapping, with the query's; then AP, P@K, R@K rounded to 2
+               decimals. Timed on --rscir-queries queries, extrapolated linearly. Not included: rscir's
+               per-query tqdm bar and its text encoding (cached after a prompt's first query), so the
+               ratio is still a slight lower bound
   light loop   a lighter per-query loop (argsort, walk the ranking testing membership in a set of positive
                indices), timed on --loop-queries queries and extrapolated
   x rscir, x light   the two loops' time / vectorised
-  peak MB      the process's peak resident memory during the vectorised evaluation, minus its resident
-               memory before the first one (the bundle itself is not counted); the first method's figure is
-               the evaluator's peak, later ones can only show growth beyond it
+  peak MB      the peak resident memory during each method's vectorised evaluation minus the resident memory
+               just before it (the kernel's peak counter is reset first, see PeakMemory)
   |dAP| same   the largest AP difference between the loop and our vectorised metrics on the same score rows
                (must be < 1e-6); |dAP| batch: against the full evaluation's APs, whose batched matrix products may
                round differently from one-query products (a few near-equal items swap)
@@ -136,12 +138,19 @@ class RscirLabels:
 CLASS_MAPPING = {
     "class00": "class00",
     "class01": "class01",
-}  # a dict look-up per item, as rscir's class merge
+}  # rscir's class merge (utils.py class_mapping, read through its apply_class_mapping function)
 AT = (5, 10, 15, 20)
 
 
+def apply_class_mapping(label: str, mapping: dict) -> str:
+    return mapping.get(label, label)
+
+
 def rscir_loop(prepared, queries, labels: RscirLabels):
-    """rscir's per-query cost: argsort, then per ranked item a basename, a dict look-up and string compares."""
+    """rscir's per-query cost, operation for operation as its evaluate.py (calculate_rankings + metrics_calc at
+    commit 1560858): the ranking stays a CPU tensor (`torch.argsort(...).detach().cpu()`) and is iterated
+    element by element (each element a 0-d tensor indexing the path list), then per ranked item a basename, a
+    dict look-up, a value compare and two class-mapping calls; AP, then P@K and R@K rounded to 2 decimals."""
     import os
 
     import torch
@@ -150,16 +159,16 @@ def rscir_loop(prepared, queries, labels: RscirLabels):
     aps = []
     for q in queries:
         scores = prepared.score(torch.tensor([q]))[0]
-        rankings = torch.argsort(scores, descending=True).tolist()
-        prompt, query_class = (
-            labels.prompts[q],
-            CLASS_MAPPING.get(labels.query_classes[q], labels.query_classes[q]),
-        )
-        retrieved = [labels.row_of.get(os.path.basename(labels.paths[i]), -1) for i in rankings]
+        rankings = torch.argsort(scores, descending=True).detach().cpu()
+        prompt, query_class = labels.prompts[q], labels.query_classes[q]
+        retrieved_names = [os.path.basename(labels.paths[idx]) for idx in rankings]
+        retrieved = [labels.row_of.get(name, -1) for name in retrieved_names]
+        query_class_mapped = apply_class_mapping(query_class, CLASS_MAPPING)
         relevant = [
-            idx != -1
-            and labels.row_values[idx] == prompt
-            and CLASS_MAPPING.get(labels.row_labels[idx], labels.row_labels[idx]) == query_class
+            labels.row_values[idx] == prompt
+            and apply_class_mapping(labels.row_labels[idx], CLASS_MAPPING) == query_class_mapped
+            if idx != -1
+            else False
             for idx in retrieved
         ]
         precisions, hits = [], 0
@@ -167,18 +176,64 @@ def rscir_loop(prepared, queries, labels: RscirLabels):
             if rel:
                 hits += 1
                 precisions.append(hits / k)
-        aps.append(round(sum(precisions) / len(precisions) * 100, 2) / 100 if precisions else 0.0)
+        ap = sum(precisions) / len(precisions) if precisions else 0
+        aps.append(round(ap * 100, 2) / 100)
         total = sum(relevant)
         for k in AT:
             at_k = sum(relevant[:k])
-            _ = (round(at_k / k * 100, 2), round(at_k / total * 100, 2) if total else 0)
+            _ = (round(at_k / k * 100, 2), round((at_k / total if total else 0) * 100, 2))
     return time.perf_counter() - t0, aps
 
 
-def peak_rss_mb() -> float:
-    import resource
+class PeakMemory:
+    """Peak resident memory of a block above the resident memory at its start (MB).
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    Linux keeps a process-lifetime peak (VmHWM); writing "5" to /proc/self/clear_refs resets it to the current
+    RSS, so the block's own peak is read, not an earlier one. Where that is not allowed, a thread samples the
+    current RSS every 2 ms (a lower bound: a spike between samples is missed); `how` says which."""
+
+    def __init__(self) -> None:
+        self.how = "VmHWM reset"
+        self.peak_mb = 0.0
+
+    @staticmethod
+    def _status_mb(field: str) -> float:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0  # kB
+        raise RuntimeError(f"{field} not in /proc/self/status")
+
+    def __enter__(self) -> PeakMemory:
+        import threading
+
+        self.start = self._status_mb("VmRSS")
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+            self._thread = None
+        except OSError:
+            self.how, self._stop, self._sampled = (
+                "RSS sampled every 2 ms (lower bound)",
+                threading.Event(),
+                self.start,
+            )
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.002):
+            self._sampled = max(self._sampled, self._status_mb("VmRSS"))
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is None:
+            top = self._status_mb("VmHWM")
+        else:
+            self._stop.set()
+            self._thread.join()
+            top = max(self._sampled, self._status_mb("VmRSS"))
+        self.peak_mb = top - self.start
 
 
 def loop_ap(prepared, queries, pos_ptr, pos_sorted):
@@ -248,12 +303,12 @@ def main() -> None:
         f"{'method':<9} {'vectorised s':>12} {'rscir s (extr.)':>15} {'light s (extr.)':>15} {'x rscir':>8} "
         f"{'x light':>8} {'peak MB':>8} {'|dAP| same':>10} {'|dAP| batch':>11} {'|dAP| rscir':>11} {'mAP':>7}"
     )
-    rss_before = peak_rss_mb()
     for name in args.methods.split(","):
         overrides = {"contextualize": "false"} if name == "basic" else {}
         method = build_method(name, overrides)
-        res = evaluate(method, data, resources=resources)
-        peak = peak_rss_mb() - rss_before
+        with PeakMemory() as memory:
+            res = evaluate(method, data, resources=resources)
+        peak = memory.peak_mb
         summary = res.summary(data)
         ctx = MethodContext(
             data.query_image, data.query_text, data.database, torch.arange(data.n_queries), resources
@@ -283,6 +338,7 @@ def main() -> None:
         "|dAP| batch: against the full evaluation, whose batched matrix products may round differently from "
         "one-query products and so swap near-equal items)"
     )
+    print(f"(peak MB: {memory.how}, above the resident memory just before each evaluation)")
 
     if args.faiss_queries == 0:  # --faiss-queries 0: evaluation timings only
         return
