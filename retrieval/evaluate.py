@@ -239,6 +239,7 @@ def _evaluate_group(
         database=data.database[di],
         query_index=qi,
         resources=resources,
+        database_index=di,
     )
     prepared = method.prepare(ctx)
     for note in prepared.notes:

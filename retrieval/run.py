@@ -263,6 +263,7 @@ def run_retrieve(
         texts=[q.text for q in bench.queries],
         reference_keys=[q.reference for q in bench.queries],
         load_reference=lambda i: load_image(resolve_under(bench.root, bench.queries[i].reference)),
+        load_database=lambda i: load_image(resolve_under(bench.root, bench.database[i])),
         encode_texts=encode_texts,
         captioner=captioner,
         rewriter=rewriter,

@@ -24,6 +24,8 @@ def list_models(as_json: bool) -> int:
     encoders = list_encoders()
     t2i = sorted({p.t2i_model for p in PRESETS.values()})
     fixtures = describe_fixtures()
+    from retrieval.methods.learned import RELEASES as LEARNED
+
     backbones = list_backbones()
     if as_json:
         payload = {
@@ -31,6 +33,7 @@ def list_models(as_json: bool) -> int:
             "t2i_models": t2i,
             "fixtures": fixtures,
             "retrieval_backbones": backbones,
+            "retrieval_methods": {n: {"paper": p, "release": w} for n, (p, w, _) in LEARNED.items()},
         }
         click.echo(json.dumps(payload, indent=2))
         return 0
@@ -49,6 +52,9 @@ def list_models(as_json: bool) -> int:
         click.echo(f"  {b['name']}\n      {b['spec']}\n      weights: {b['weights']}")
         if b["note"]:
             click.echo(f"      note: {b['note']}")
+    click.echo("\nLearned composed-retrieval methods (weights per run: --checkpoint METHOD=PATH):")
+    for name, (paper, where, _) in LEARNED.items():
+        click.echo(f"  {name:10s} {paper}; {where}")
     click.echo("\nOffline fixtures (tiny random weights, built on first use; use as smoke:NAME):")
     for name, desc in fixtures.items():
         click.echo(f"  smoke:{name:18s} {desc}")
@@ -61,12 +67,20 @@ def list_models(as_json: bool) -> int:
 def check(spec: str, weights_dir: str | None) -> int:
     """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
     T2I model (hub id, local folder, smoke:NAME; a folder is also checked for a format the installed diffusers can
-    build) or a learned retrieval method that cannot run here (compodiff, magiclens: the reason is printed).
-    Downloads nothing. Exit 0 if available, 1 if not."""
+    build) or a learned retrieval method (magiclens: its release and whether it can be read here; compodiff: why
+    it cannot run). Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
 
-    if spec in ("compodiff", "magiclens"):
+    if spec == "magiclens":
+        from retrieval.methods.magiclens import magiclens_status
+
+        ok, lines = magiclens_status()
+        click.echo(f"{spec}: {'available' if ok else 'NOT available'}")
+        for line in lines:
+            click.echo(f"  {line}")
+        return 0 if ok else 1
+    if spec == "compodiff":
         from retrieval.methods.learned import REFUSALS, RELEASES
 
         paper, where, _ = RELEASES[spec]
@@ -98,3 +112,22 @@ def check(spec: str, weights_dir: str | None) -> int:
         if info.get(key):
             click.echo(f"  {key}: {info[key]}")
     return 0 if info["available"] else 1
+
+
+@command.command("convert")
+@click.argument("kind", type=click.Choice(["magiclens"]))
+@click.argument("src", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("dst", type=click.Path(dir_okay=False, path_type=str))
+def convert(kind: str, src: str, dst: str) -> int:
+    """Convert a released checkpoint once into safetensors (KIND: magiclens; SRC: magic_lens_clip_*.pkl, read
+    without unpickling; DST: a .safetensors file that `--checkpoint magiclens=DST` loads without msgpack)."""
+    from retrieval.magiclens import convert as convert_magiclens
+
+    if not dst.endswith(".safetensors"):
+        raise click.BadParameter(f"{dst!r} must end in .safetensors", param_hint="DST")
+    cfg = convert_magiclens(src, dst)
+    click.echo(
+        f"{dst}: MagicLens {cfg.embed_dim}-d, CLIP ViT width {cfg.vision_width} /{cfg.patch_size} at "
+        f"{cfg.image_size} px, {cfg.head_layers} fusion layers"
+    )
+    return 0

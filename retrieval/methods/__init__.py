@@ -1,7 +1,7 @@
 """The one registry of composed retrieval methods. The table holds import paths, so listing methods (and
 `--help`) imports no torch; `build_method(name, overrides)` imports the module on first use.
 
-Hyperparameters are frozen dataclasses whose defaults are the seeds' settings (seed 000 A.4, i-CIR's preset,
+Hyperparameters are frozen dataclasses whose defaults are the papers' settings (the RS-CIR benchmark paper A.4, i-CIR's preset,
 FreeDom's run_retrieval); `overrides` (``--set METHOD.KEY=VALUE`` on the CLI) replace single fields.
 """
 
@@ -80,7 +80,7 @@ METHODS: dict[str, MethodInfo] = {
             "pic2word",
             "retrieval.methods.learned:Pic2Word",
             "learned",
-            "textual inversion: IM2TEXT token in '{text} *' (seed 000)",
+            "textual inversion: IM2TEXT token in '{text} *' (the RS-CIR benchmark paper)",
             needs=("checkpoint", "image+text encoder", "reference images"),
             linear=True,
         ),
@@ -88,7 +88,7 @@ METHODS: dict[str, MethodInfo] = {
             "searle",
             "retrieval.methods.learned:Searle",
             "learned",
-            "textual inversion: Phi token in '{text} $' (seed 000)",
+            "textual inversion: Phi token in '{text} $' (the RS-CIR benchmark paper)",
             needs=("checkpoint", "image+text encoder", "reference images"),
             linear=True,
         ),
@@ -96,7 +96,7 @@ METHODS: dict[str, MethodInfo] = {
             "searle-oti",
             "retrieval.methods.oti:SearleOTI",
             "learned",
-            "SEARLE as seed 000 evaluates it: optimisation-based inversion (200 steps), '{text} $'",
+            "SEARLE as the RS-CIR benchmark paper evaluates it: optimisation-based inversion (200 steps), '{text} $'",
             needs=("image+text encoder", "reference images", "vocabulary + phrases (GPT loss)"),
             linear=True,
         ),
@@ -104,7 +104,12 @@ METHODS: dict[str, MethodInfo] = {
             "compodiff", "retrieval.methods.learned:learned", "learned", "diffusion prior", ("checkpoint",)
         ),
         MethodInfo(
-            "magiclens", "retrieval.methods.learned:learned", "learned", "supervised pooling", ("checkpoint",)
+            "magiclens",
+            "retrieval.methods.magiclens:MagicLensMethod",
+            "learned",
+            "the released MagicLens: CLIP + fusion transformer on (image, text); database with the empty text",
+            needs=("checkpoint", "query and database images"),
+            linear=True,
         ),
     )
 }

@@ -35,6 +35,7 @@ class Resources:
         texts: raw modifier text of every query (FreeDom, CIReVL, BASIC's contextualisation).
         reference_keys: a key per query identifying its reference image (captions are computed once per key).
         load_reference: global query index -> PIL image (CIReVL).
+        load_database: global database index -> PIL image (MagicLens embeds the database with its own towers).
         encode_texts: the run's text tower (FreeDom, CIReVL, BASIC's contextualisation).
         corpus_pos, corpus_neg: (n, D) text-corpus embeddings for BASIC's projection; corpus_pos_texts: their
             strings (contextualisation words).
@@ -54,6 +55,7 @@ class Resources:
     texts: Sequence[str] | None = None
     reference_keys: Sequence[str] | None = None
     load_reference: Callable[[int], Image.Image] | None = None
+    load_database: Callable[[int], Image.Image] | None = None
     encode_texts: TextEncoder | None = None
     corpus_pos: Tensor | None = None
     corpus_pos_texts: Sequence[str] | None = None
@@ -84,6 +86,9 @@ class MethodContext:
     database: Tensor  # (N, D)
     query_index: Tensor  # (Q,) global indices of these queries (to look up Resources.texts & co.)
     resources: Resources = field(default_factory=Resources)
+    database_index: Tensor | None = (
+        None  # (N,) global indices of these database items (Resources.load_database)
+    )
 
     def texts(self) -> list[str] | None:
         t = self.resources.texts

@@ -1,4 +1,5 @@
-"""Learned composition methods of seed 000 (Pic2Word, SEARLE, CompoDiff, MagicLens).
+"""Learned composition methods of the RS-CIR benchmark paper (Pic2Word, SEARLE, CompoDiff; MagicLens lives in
+retrieval.methods.magiclens).
 
 Pic2Word and SEARLE are textual inversion: a small network maps the reference image's CLIP embedding to a
 pseudo word embedding, which replaces the placeholder token of a prompt encoded by the same CLIP text tower.
@@ -6,11 +7,11 @@ Both run here from their released checkpoints, following the authors' inference 
 
 - Pic2Word (google-research/composed_image_retrieval): ``IM2TEXT`` (n_layer x [Linear, Dropout, ReLU] then
   ``fc_out``) on the *unnormalised* ``encode_image`` output; '*' replaced (``encode_text_img_retrieval``). The
-  prompt is seed 000's EO template "{attribute_value} {*}" (A.4), i.e. ``template="{text} *"``; the authors'
+  prompt is the RS-CIR benchmark paper's EO template "{attribute_value} {*}" (A.4), i.e. ``template="{text} *"``; the authors'
   natural-image prompt is "a photo of * , {text}". Checkpoint: ``pic2word_model.pt`` holding ``state_dict_img2text`` (its
   ``state_dict`` is the frozen OpenAI CLIP, so the run's encoder must be ``open_clip:ViT-L-14/openai``).
 - SEARLE (miccunifi/SEARLE): ``Phi`` (Linear, GELU, Dropout, Linear, GELU, Dropout, Linear) on the unnormalised
-  image embedding; '$' replaced (``encode_with_pseudo_tokens``); prompt seed 000's "{attribute_value} {$}"
+  image embedding; '$' replaced (``encode_with_pseudo_tokens``); prompt the RS-CIR benchmark paper's "{attribute_value} {$}"
   (``template="{text} $"``; the authors' natural-image prompt is "a photo of $ that {text}"). Checkpoint:
   ``SEARLE_ViT-B32.pt`` / ``SEARLE_ViT-L14.pt`` holding ``{"Phi": state_dict}``; the encoder is the matching
   OpenAI CLIP. Seed 000 evaluates SEARLE with optimisation-based inversion instead: method ``searle-oti``
@@ -20,9 +21,8 @@ The query vector is the L2-normalised composed text embedding, scored by dot pro
 both methods are linear (FAISS-servable). Dimensions are read from the checkpoint and checked against the
 encoder before any image is loaded.
 
-CompoDiff and MagicLens are refused with the precise reason (``REFUSALS``, also printed by
-``reconscore models check compodiff|magiclens``): their released checkpoints hold architectures reconscore has
-no port of, and nothing is faked.
+CompoDiff is refused with the precise reason (``REFUSALS``, also printed by ``reconscore models check
+compodiff``): its released checkpoint holds an architecture reconscore has no port of, and nothing is faked.
 """
 
 from __future__ import annotations
@@ -52,12 +52,13 @@ RELEASES = {
     "compodiff": (
         "Gu et al., TMLR 2024",
         "the Hugging Face hub repo navervision/CompoDiff-Aesthetic (code: github.com/navervision/CompoDiff)",
-        "a diffusion prior in CLIP-L/14 image space (10 steps, source weight 0.4 in seed 000)",
+        "a diffusion prior in CLIP-L/14 image space (10 steps, source weight 0.4 in the RS-CIR benchmark paper)",
     ),
     "magiclens": (
         "Zhang et al., ICML 2024",
         "gs://gresearch/magiclens/models (magic_lens_clip_large.pkl; code: github.com/google-deepmind/magiclens)",
-        "its multimodal transformer head over CLIP ViT-L/14 (a JAX/Flax model)",
+        "its multimodal transformer head over CLIP ViT-L/14 (a Flax release, read here without JAX: "
+        "retrieval.magiclens)",
     ),
 }
 # Why each cannot run here, precisely (what the release is, what loading it would take).
@@ -69,13 +70,6 @@ REFUSALS = {
         "guidance) conditioned on the text tower of OpenCLIP ViT-bigG-14 (laion/CLIP-ViT-bigG-14-laion2B-39B-b160k) "
         "and producing CLIP ViT-L/14 image embeddings; transformers cannot build that architecture without the "
         "authors' package (not a dependency: it pins its own training stack), and reconscore has no port of it"
-    ),
-    "magiclens": (
-        "MagicLens is released by Google DeepMind as JAX/Flax parameters: magic_lens_clip_{base,large}.pkl, a "
-        "pickle wrapping flax.serialization msgpack bytes, restored by inference.py into scenic's CLIP plus the "
-        "MagicLens fusion layers (model.py, layers.py); running it needs JAX, Flax and google-research/scenic "
-        "(not dependencies) or a PyTorch port of that architecture, which reconscore does not have; reconscore "
-        "also never unpickles a downloaded file"
     ),
 }
 
@@ -191,13 +185,13 @@ class TextualInversionConfig:
 
 @dataclass(frozen=True)
 class Pic2WordConfig(TextualInversionConfig):
-    template: str = "{text} *"  # seed 000 A.4; the authors' natural-image prompt: "a photo of * , {text}"
+    template: str = "{text} *"  # the RS-CIR benchmark paper A.4; the authors' natural-image prompt: "a photo of * , {text}"
     placeholder: str = "*"
 
 
 @dataclass(frozen=True)
 class SearleConfig(TextualInversionConfig):
-    template: str = "{text} $"  # seed 000 A.4; the authors' natural-image prompt: "a photo of $ that {text}"
+    template: str = "{text} $"  # the RS-CIR benchmark paper A.4; the authors' natural-image prompt: "a photo of $ that {text}"
     placeholder: str = "$"
 
 
@@ -305,7 +299,7 @@ class LearnedConfig:
 
 
 class Unavailable(Method):
-    """CompoDiff and MagicLens: named so `--methods` can list them, always reported unavailable."""
+    """CompoDiff: named so `--methods` can list it, always reported unavailable."""
 
     config_cls = LearnedConfig
 
@@ -321,8 +315,8 @@ class Unavailable(Method):
     def fix_hint(self) -> str:
         paper, where, _ = RELEASES[self.name]
         return (
-            f"{self.name} ({paper}) is listed, not faked: its weights are at {where}. Pic2Word, SEARLE and "
-            "SEARLE-OTI run here."
+            f"{self.name} ({paper}) is listed, not faked: its weights are at {where}. Pic2Word, SEARLE, "
+            "SEARLE-OTI and MagicLens run here."
         )
 
     def prepare(self, ctx: MethodContext) -> Prepared:

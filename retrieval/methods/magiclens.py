@@ -1,0 +1,133 @@
+"""MagicLens as a retrieval method (retrieval.magiclens holds the model and its loader).
+
+As the authors' ``inference.py`` and the RS-CIR benchmark paper (A.4: "the official pretrained model
+(ViT-L/14) ... applied directly to both queries and database images, without additional adaptation"): a query
+is MagicLens(reference image, modifier text), a database item MagicLens(image, empty text), both
+L2-normalised; scores are their dot products (a linear method). MagicLens has its own CLIP towers, so the
+run's `--encoder` features are not used by it. Texts are tokenized with the CLIP BPE tokenizer (open_clip's,
+the same vocabulary, cleaning and truncation as scenic's) at the checkpoint's context length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
+
+RELEASE = (
+    "gs://gresearch/magiclens/models (magic_lens_clip_large.pkl, magic_lens_clip_base.pkl; code: "
+    "github.com/google-deepmind/magiclens, Apache-2.0)"
+)
+
+
+@dataclass(frozen=True)
+class MagicLensMethodConfig:
+    batch_size: int = 32  # image-text pairs per forward pass
+
+
+class MagicLensMethod(Method):
+    name, config_cls = "magiclens", MagicLensMethodConfig
+
+    def __init__(self, config: MagicLensMethodConfig | None = None):
+        super().__init__(config)
+        self._model: tuple[Path, object] | None = None
+        self._database: dict[int, Tensor] = {}  # global database index -> embedding (one per run)
+
+    def missing(self, r: Resources) -> list[str]:
+        needs = []
+        path = r.checkpoints.get(self.name)
+        if path is None:
+            needs.append(
+                f"its released checkpoint ({RELEASE}) or its `reconscore models convert magiclens` "
+                "safetensors, given with --checkpoint magiclens=PATH"
+            )
+        elif not Path(path).is_file():
+            needs.append(f"its checkpoint, but {path} is not a file")
+        if r.load_reference is None or r.load_database is None or r.texts is None:
+            needs.append(
+                "the query and database images and the texts (a benchmark run, not a features bundle)"
+            )
+        return needs
+
+    def fix_hint(self) -> str:
+        return (
+            f"Download {RELEASE} and pass --checkpoint magiclens=PATH (the .pkl is read without unpickling; "
+            "`reconscore models convert magiclens SRC DST` writes a safetensors copy). Needs `pip install "
+            "'reconscore[magiclens]'` (msgpack) for the .pkl."
+        )
+
+    def model(self, path: Path):
+        from retrieval.magiclens import load_magiclens
+
+        if self._model is None or self._model[0] != path:
+            self._model = (path, load_magiclens(path))
+            self._database = {}
+        return self._model[1]
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        self.check(ctx.resources)
+        r = ctx.resources
+        path = Path(r.checkpoints[self.name])
+        model = self.model(path)
+        device = getattr(r.encoder, "device", None) or torch.device("cpu")
+        model.to(device)
+        n_db = ctx.database.shape[0]
+        db_index = ctx.database_index if ctx.database_index is not None else torch.arange(n_db)
+        todo = [i for i in db_index.tolist() if i not in self._database]
+        pairs = [(r.load_database, i, "") for i in todo]
+        for i, vec in zip(todo, self._embed(model, pairs, device)):
+            self._database[i] = vec
+        database = torch.stack([self._database[i] for i in db_index.tolist()])
+        rows = ctx.query_index.tolist()
+        texts = ctx.texts()
+        queries = torch.stack(
+            self._embed(model, [(r.load_reference, i, t) for i, t in zip(rows, texts)], device)
+        )
+        prepared = linear(queries, database)
+        cfg = model.cfg
+        prepared.notes.append(
+            f"magiclens: {path} (CLIP {cfg.vision_width}-wide ViT/{cfg.patch_size} at {cfg.image_size} px, "
+            f"{cfg.embed_dim}-d, {cfg.head_layers} fusion layers); its own CLIP towers embed queries and database "
+            "(the run's --encoder features are not used); database images with the empty text"
+        )
+        return prepared
+
+    def _embed(self, model, pairs: list[tuple], device) -> list[Tensor]:
+        """MagicLens embeddings of (image loader, index, text) triples, in batches."""
+        from open_clip.tokenizer import SimpleTokenizer
+
+        from retrieval.magiclens import image_pixels
+
+        tokenizer = SimpleTokenizer(context_length=model.cfg.context_length)
+        out: list[Tensor] = []
+        bs = self.config.batch_size
+        with torch.inference_mode():
+            for start in range(0, len(pairs), bs):
+                chunk = pairs[start : start + bs]
+                pixels = image_pixels([load(i) for load, i, _ in chunk], model.cfg.image_size).to(device)
+                ids = tokenizer([t for _, _, t in chunk]).to(device)
+                out.extend(model.embed(pixels, ids).float().cpu())
+        return out
+
+
+def magiclens_status() -> tuple[bool, list[str]]:
+    """(can a release be read here, lines for `models check magiclens`)."""
+    import importlib.util
+
+    lines = [
+        f"source: {RELEASE} (Zhang et al., ICML 2024)",
+        "weights: given per run, --checkpoint magiclens=PATH (a released .pkl, or the .safetensors of "
+        "`reconscore models convert magiclens SRC DST`)",
+    ]
+    if importlib.util.find_spec("msgpack") is None:
+        lines.append(
+            "detail: reading a released .pkl needs msgpack: pip install 'reconscore[magiclens]' "
+            "(a converted .safetensors needs nothing more)"
+        )
+        return False, lines
+    lines.append("detail: the release is read without JAX or unpickling (msgpack installed)")
+    return True, lines
