@@ -444,7 +444,7 @@ def image_pixels(images, size: int) -> Tensor:
     then `model_pixels`."""
     arrays = []
     for im in images:
-        a = torch.from_numpy(np.asarray(im.convert("RGB"))).float()
+        a = torch.from_numpy(np.array(im.convert("RGB"), dtype=np.float32))
         a = a / (a.max() + 1e-12)
         arrays.append(jax_resize(a[None], size)[0])
     return model_pixels(torch.stack(arrays), size)

@@ -210,10 +210,7 @@ def test_what_is_missing_is_said(checkpoints, tmp_path, encoder):
 
 @pytest.mark.parametrize(
     ("name", "reason"),
-    [
-        ("compodiff", r"navervision/CompoDiff-Aesthetic.*diffusion-prior transformer.*ViT-bigG-14"),
-        ("magiclens", r"JAX/Flax parameters: magic_lens_clip_\{base,large\}.pkl.*scenic"),
-    ],
+    [("compodiff", r"navervision/CompoDiff-Aesthetic.*diffusion-prior transformer.*ViT-bigG-14")],
 )
 def test_unimplemented_learned_methods_are_refused_with_the_reason(name, reason, tmp_path, encoder, capsys):
     data, resources, *_ = _setup(tmp_path, encoder)

@@ -59,7 +59,7 @@ def test_retrieve_writes_every_output(xview2_run):
     }
     assert "a captioner" in record["methods"]["cirevl"]["reason"]
     assert "navervision/CompoDiff-Aesthetic" in record["methods"]["compodiff"]["reason"]
-    assert "JAX/Flax" in record["methods"]["magiclens"]["reason"]
+    assert "--checkpoint magiclens=PATH" in record["methods"]["magiclens"]["reason"]
     assert record["encoder"]["spec"] == ENCODER and record["provenance"]["versions"]["torch"]
     assert record["metrics"]["ap"] == "non-interpolated" and record["benchmark"]["queries"] == 6
     per_query = pd.read_parquet(out / "per_query.parquet")
