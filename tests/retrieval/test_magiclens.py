@@ -165,6 +165,10 @@ def test_retrieve_runs_magiclens_on_a_synthetic_patterncom(tmp_path, capsys):
     assert "| magiclens |" in (out / "table.md").read_text()
     assert main(["models", "check", "magiclens"]) == 0
     assert "gs://gresearch/magiclens/models" in capsys.readouterr().out
+    assert main(["models", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["retrieval_methods"]
+    assert "gs://gresearch/magiclens/models" in listed["magiclens"]["release"]
+    assert "navervision/CompoDiff-Aesthetic" in listed["compodiff"]["release"]
 
 
 def test_magiclens_needs_its_checkpoint_and_images(tmp_path, capsys):
