@@ -231,7 +231,9 @@ def config_from_params(params: dict[str, np.ndarray], where: str) -> MagicLensCo
     pos = g("clip/visual/positional_embedding")
     grid = math.isqrt(pos.shape[0] - 1)
     if grid * grid + 1 != pos.shape[0]:
-        raise InputError(f"{where}: {pos.shape[0]} visual positions is not a square grid plus the class token")
+        raise InputError(
+            f"{where}: {pos.shape[0]} visual positions is not a square grid plus the class token"
+        )
     hq = g("multimodal_encoder/x_layers_0/self_attention/query/w")  # (D, N, H)
     pq = g("contrastive_multimodal_pooler/pool_attn/query/w")
     return MagicLensConfig(

@@ -61,7 +61,12 @@ clip_layers.CLIP = TinyHeadCLIP
 import model as magiclens_model  # noqa: E402  (the authors' model.py)
 
 magiclens_model.MagicLensConfig["tiny"] = dict(
-    embed_dim=16, ff_hidden_size=16 * 4, num_layers=2, num_heads=2, num_query_token=1, clip_model_name="vit_tiny"
+    embed_dim=16,
+    ff_hidden_size=16 * 4,
+    num_layers=2,
+    num_heads=2,
+    num_query_token=1,
+    clip_model_name="vit_tiny",
 )
 
 
