@@ -109,9 +109,10 @@ Examples:
 \b
 Methods: text, image, sum, product, weicom (λ=0.5), basic (needs --corpus-pos/--corpus-neg), freedom (needs
 --vocabulary), cirevl (needs --captioner and --rewriter), pic2word and searle (need --checkpoint NAME=PATH, the
-released weights, and the CLIP they were trained on as --encoder), searle-oti (seed 000's SEARLE: needs
---vocabulary and --phrases, or --set searle-oti.lambda_gpt=0); compodiff and magiclens are refused with the
-reason (`reconscore models check compodiff`). `all` = every training-free method. Hyperparameters: --set
+released weights, and the CLIP they were trained on as --encoder), searle-oti (the RS-CIR benchmark paper's
+SEARLE: needs --vocabulary and --phrases, or --set searle-oti.lambda_gpt=0), magiclens (needs --checkpoint
+magiclens=PATH: the released .pkl or its `models convert` safetensors; its own CLIP towers); compodiff is
+refused with the reason (`reconscore models check compodiff`). `all` = every training-free method. Hyperparameters: --set
 METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options: --option KEY=VALUE
 (xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
 \b
