@@ -100,7 +100,14 @@ class RunOutcome:
 
 
 def _file_digest(path: Path | None) -> str | None:
-    return None if path is None else hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """sha256 of a file; of a folder (CompoDiff's release), of its files' names and digests."""
+    if path is None:
+        return None
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return sha256_json({str(p.relative_to(path)): _file_digest(p) for p in files})
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def build_eval_data(

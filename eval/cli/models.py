@@ -67,27 +67,20 @@ def list_models(as_json: bool) -> int:
 def check(spec: str, weights_dir: str | None) -> int:
     """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
     T2I model (hub id, local folder, smoke:NAME; a folder is also checked for a format the installed diffusers can
-    build) or a learned retrieval method (magiclens: its release and whether it can be read here; compodiff: why
-    it cannot run). Downloads nothing. Exit 0 if available, 1 if not."""
+    build) or a learned retrieval method (magiclens, compodiff: its release and whether it can be read here).
+    Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
 
-    if spec == "magiclens":
-        from retrieval.methods.magiclens import magiclens_status
+    if spec in ("magiclens", "compodiff"):
+        from importlib import import_module
 
-        ok, lines = magiclens_status()
+        module = import_module(f"retrieval.methods.{spec}")
+        ok, lines = getattr(module, f"{spec}_status")()
         click.echo(f"{spec}: {'available' if ok else 'NOT available'}")
         for line in lines:
             click.echo(f"  {line}")
         return 0 if ok else 1
-    if spec == "compodiff":
-        from retrieval.methods.learned import REFUSALS, RELEASES
-
-        paper, where, _ = RELEASES[spec]
-        click.echo(f"{spec}: NOT available")
-        click.echo(f"  source: {where} ({paper})")
-        click.echo(f"  detail: {REFUSALS[spec]}")
-        return 1
     family = spec.partition(":")[0]
     info = (
         check_encoder(spec, weights_dir=weights_dir)

@@ -101,7 +101,12 @@ METHODS: dict[str, MethodInfo] = {
             linear=True,
         ),
         MethodInfo(
-            "compodiff", "retrieval.methods.learned:learned", "learned", "diffusion prior", ("checkpoint",)
+            "compodiff",
+            "retrieval.methods.compodiff:CompoDiffMethod",
+            "learned",
+            "diffusion prior in CLIP-L/14 image space: 10 steps, source weight 0.4",
+            needs=("checkpoint", "text encoder (CLIP ViT-bigG-14)", "reference images"),
+            linear=True,
         ),
         MethodInfo(
             "magiclens",
@@ -132,7 +137,7 @@ def method_class(name: str):
         raise UnknownMethodError(name)
     module, attr = METHODS[name].target.split(":")
     obj = getattr(importlib.import_module(module), attr)
-    return obj(name) if attr == "learned" else obj
+    return obj
 
 
 def build_method(name: str, overrides: dict[str, Any] | None = None):

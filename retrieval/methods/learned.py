@@ -1,5 +1,5 @@
-"""Learned composition methods of the RS-CIR benchmark paper (Pic2Word, SEARLE, CompoDiff; MagicLens lives in
-retrieval.methods.magiclens).
+"""Learned composition methods of the RS-CIR benchmark paper: Pic2Word and SEARLE here; MagicLens and CompoDiff
+in retrieval.methods.magiclens and retrieval.methods.compodiff (RELEASES lists all four for `models list`).
 
 Pic2Word and SEARLE are textual inversion: a small network maps the reference image's CLIP embedding to a
 pseudo word embedding, which replaces the placeholder token of a prompt encoded by the same CLIP text tower.
@@ -21,8 +21,6 @@ The query vector is the L2-normalised composed text embedding, scored by dot pro
 both methods are linear (FAISS-servable). Dimensions are read from the checkpoint and checked against the
 encoder before any image is loaded.
 
-CompoDiff is refused with the precise reason (``REFUSALS``, also printed by ``reconscore models check
-compodiff``): its released checkpoint holds an architecture reconscore has no port of, and nothing is faked.
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ import torch
 from torch import Tensor, nn
 
 from recon_score.errors import InputError
-from retrieval.errors import MethodUnavailableError
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
 # name -> (paper, where the released weights are, what inference needs)
@@ -59,17 +56,6 @@ RELEASES = {
         "gs://gresearch/magiclens/models (magic_lens_clip_large.pkl; code: github.com/google-deepmind/magiclens)",
         "its multimodal transformer head over CLIP ViT-L/14 (a Flax release, read here without JAX: "
         "retrieval.magiclens)",
-    ),
-}
-# Why each cannot run here, precisely (what the release is, what loading it would take).
-REFUSALS = {
-    "compodiff": (
-        "CompoDiff is released as a transformers PreTrainedModel (navervision/CompoDiff-Aesthetic, loaded by "
-        "compodiff.build_model via CompoDiffModel.from_pretrained) whose network is the authors' own diffusion-prior "
-        "transformer and sampler (compodiff/models.py: build_compodiff, sample() with image/text classifier-free "
-        "guidance) conditioned on the text tower of OpenCLIP ViT-bigG-14 (laion/CLIP-ViT-bigG-14-laion2B-39B-b160k) "
-        "and producing CLIP ViT-L/14 image embeddings; transformers cannot build that architecture without the "
-        "authors' package (not a dependency: it pins its own training stack), and reconscore has no port of it"
     ),
 }
 
@@ -290,46 +276,3 @@ class Pic2Word(TextualInversion):
 class Searle(TextualInversion):
     name, config_cls = "searle", SearleConfig
     loader = staticmethod(load_phi)
-
-
-# -- listed, not implemented ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LearnedConfig:
-    """Checkpoints are given per run (--checkpoint NAME=PATH), not as hyperparameters."""
-
-
-class Unavailable(Method):
-    """CompoDiff: named so `--methods` can list it, always reported unavailable."""
-
-    config_cls = LearnedConfig
-
-    def __init__(self, config: LearnedConfig | None = None, *, name: str = "compodiff"):
-        super().__init__(config)
-        self.name = name
-
-    def missing(self, r: Resources) -> list[str]:
-        path = r.checkpoints.get(self.name)
-        given = "" if path is None else f" (the checkpoint given, {path}, is not read)"
-        return [f"an implementation reconscore does not have: {REFUSALS[self.name]}{given}"]
-
-    def fix_hint(self) -> str:
-        paper, where, _ = RELEASES[self.name]
-        return (
-            f"{self.name} ({paper}) is listed, not faked: its weights are at {where}. Pic2Word, SEARLE, "
-            "SEARLE-OTI and MagicLens run here."
-        )
-
-    def prepare(self, ctx: MethodContext) -> Prepared:
-        raise MethodUnavailableError(
-            self.name, "it needs " + "; ".join(self.missing(ctx.resources)), self.fix_hint()
-        )
-
-
-def learned(name: str):
-    """Factory for the registry: one Unavailable method per name."""
-
-    def build(config: LearnedConfig | None = None) -> Unavailable:
-        return Unavailable(config, name=name)
-
-    build.config_cls = LearnedConfig
-    return build

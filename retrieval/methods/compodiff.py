@@ -1,0 +1,181 @@
+"""CompoDiff as a retrieval method (retrieval.compodiff holds the model, its loader and the sampler).
+
+As the authors' README ("Usage 2. Composed visual embeddings without mask for CIR") and the RS-CIR benchmark
+paper (A.4): the reference image's CLIP ViT-L/14 embedding (unnormalised, from the run's `--encoder`, which must
+be that CLIP: CompoDiff samples in its image space), the text encoder's last hidden states of the composed
+prompt and of a negative prompt, an empty mask; the sampled embedding is mixed with the reference's,
+``(1 - source_weight) * sample + source_weight * image``, L2-normalised and compared with the run's database
+features by dot product. Defaults: the paper's 10 steps and source weight 0.4, the README's guidance scales
+(1.5 image, 7.5 text), 2 samples averaged, negative prompt "low quality" (the paper's example). The authors'
+code encodes the negative prompt with the *query text's* attention mask (README and demo_search.py);
+``negative_mask="text"`` keeps that, ``"own"`` uses the negative prompt's own mask. Their source mixing adds
+``image_cond[0]`` (the first image of the batch) to every row; here each query mixes its own reference, which is
+the same for the one-query batches of their demo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from recon_score.errors import InputError
+from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
+
+RELEASE = (
+    "the Hugging Face hub repo navervision/CompoDiff-Aesthetic (config.json + weights; code: "
+    "github.com/navervision/CompoDiff, Apache-2.0)"
+)
+
+
+@dataclass(frozen=True)
+class CompoDiffMethodConfig:
+    steps: int = 10  # the RS-CIR benchmark paper (A.4); DDIM over int(linspace(-1, T, steps + 1)[:-1])
+    source_weight: float = 0.4  # the RS-CIR benchmark paper (A.4): (1 - w) * sample + w * reference
+    image_scale: float = 1.5  # the authors' README (cfg_image_scale)
+    text_scale: float = 7.5  # the authors' README (cfg_text_scale)
+    negative_prompt: str = "low quality"
+    negative_mask: str = "text"  # "text": the authors' code; "own": the negative prompt's own attention mask
+    template: str = "{text}"  # the composed prompt
+    num_samples: int = 2  # draws averaged per query (README, demo)
+    seed: int = 0  # torch.manual_seed per batch, as the authors' `random_seed`
+    batch_size: int = 16
+    text_encoder: str = "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k"  # hub id or local folder (CLIPTextModel)
+
+    def __post_init__(self):
+        if self.steps < 2:
+            raise ValueError(f"steps must be >= 2, got {self.steps}")
+        if not 0.0 <= self.source_weight <= 1.0:
+            raise ValueError(f"source_weight must be in [0, 1], got {self.source_weight}")
+        if self.negative_mask not in ("text", "own"):
+            raise ValueError(f"negative_mask must be 'text' or 'own', got {self.negative_mask!r}")
+        if "{text}" not in self.template:
+            raise ValueError(f"template must contain {{text}}, got {self.template!r}")
+
+
+class CompoDiffMethod(Method):
+    name, config_cls = "compodiff", CompoDiffMethodConfig
+
+    def __init__(self, config: CompoDiffMethodConfig | None = None):
+        super().__init__(config)
+        self._loaded: dict[str, object] = {}
+
+    def missing(self, r: Resources) -> list[str]:
+        needs = []
+        path = r.checkpoints.get(self.name)
+        if path is None:
+            needs.append(
+                f"its released checkpoint ({RELEASE}), a folder given with --checkpoint compodiff=DIR"
+            )
+        elif not Path(path).is_dir():
+            needs.append(f"its checkpoint folder, but {path} is not a folder")
+        if r.encoder is None or not hasattr(r.encoder, "encode_images"):
+            needs.append("an image encoder (CLIP ViT-L/14, the space CompoDiff samples in; run `retrieve`)")
+        if r.load_reference is None or r.texts is None:
+            needs.append("the reference images and modifier texts (a benchmark run, not a features bundle)")
+        return needs
+
+    def fix_hint(self) -> str:
+        return (
+            f"Download {RELEASE} (e.g. `hf download navervision/CompoDiff-Aesthetic --local-dir DIR`) and pass "
+            "--checkpoint compodiff=DIR with --encoder open_clip:ViT-L-14-quickgelu/openai; the text encoder "
+            f"({CompoDiffMethodConfig.text_encoder}) comes from the HF cache or --set compodiff.text_encoder=DIR."
+        )
+
+    def _models(self, folder: Path):
+        from recon_score.hub import resolve_model
+        from retrieval.compodiff import load_compodiff
+
+        key = f"{folder}|{self.config.text_encoder}"
+        if key not in self._loaded:
+            from transformers import CLIPTextModel, CLIPTokenizer
+
+            text = resolve_model(
+                self.config.text_encoder, kind="CLIP text encoder", option="--set compodiff.text_encoder"
+            )
+            model = load_compodiff(folder)
+            encoder = CLIPTextModel.from_pretrained(str(text.path), dtype=torch.float32).eval()
+            tokenizer = CLIPTokenizer.from_pretrained(str(text.path))
+            if encoder.config.hidden_size != model.cfg.text_width:
+                raise InputError(
+                    f"compodiff: {folder} projects {model.cfg.text_width}-wide text states, but "
+                    f"{self.config.text_encoder} gives {encoder.config.hidden_size}-wide ones"
+                )
+            self._loaded = {key: (model, encoder, tokenizer)}
+        return self._loaded[key]
+
+    def prepare(self, ctx: MethodContext) -> Prepared:
+        self.check(ctx.resources)
+        r, cfg = ctx.resources, self.config
+        folder = Path(r.checkpoints[self.name])
+        model, text_model, tokenizer = self._models(folder)
+        if r.encoder.info.dim != model.cfg.embed_dim:
+            raise InputError(
+                f"compodiff: {folder} samples {model.cfg.embed_dim}-d image embeddings, but the encoder "
+                f"{r.encoder.info.spec} gives {r.encoder.info.dim}-d ones; use CLIP ViT-L/14 (OpenAI)"
+            )
+        rows, texts = ctx.query_index.tolist(), ctx.texts()
+        out = []
+        for start in range(0, len(rows), cfg.batch_size):
+            batch = rows[start : start + cfg.batch_size]
+            images = [r.load_reference(i) for i in batch]
+            image = r.encoder.encode_images(images, normalize=False).float().cpu().unsqueeze(1)
+            prompts = [cfg.template.format(text=t) for t in texts[start : start + cfg.batch_size]]
+            cond, negative = self._text_states(text_model, tokenizer, prompts)
+            sample = model.sample(
+                image,
+                cond,
+                negative,
+                steps=cfg.steps,
+                scales=(cfg.image_scale, cfg.text_scale),
+                num_samples=cfg.num_samples,
+                seed=cfg.seed,
+            )
+            mixed = (1 - cfg.source_weight) * sample + cfg.source_weight * image[:, 0]
+            out.append(F.normalize(mixed, dim=-1))
+        prepared = linear(torch.cat(out), ctx.database)
+        prepared.notes.append(
+            f"compodiff: {folder}, text encoder {cfg.text_encoder}; {cfg.steps} steps "
+            f"({cfg.steps - 1} denoiser evaluations), source weight {cfg.source_weight}, guidance "
+            f"({cfg.image_scale}, {cfg.text_scale}), negative prompt {cfg.negative_prompt!r} "
+            f"(mask: {cfg.negative_mask}), {cfg.num_samples} samples, seed {cfg.seed} per batch of "
+            f"{cfg.batch_size}"
+        )
+        return prepared
+
+    def _text_states(self, text_model, tokenizer, prompts: list[str]) -> tuple[Tensor, Tensor]:
+        """Last hidden states (B, 77, W) of the prompts and of the negative prompt (padded to max_length)."""
+        enc = lambda t: tokenizer(t, return_tensors="pt", padding="max_length", truncation=True)  # noqa: E731
+        tokens = enc(prompts)
+        negative = enc([self.config.negative_prompt] * len(prompts))
+        mask = tokens["attention_mask"] if self.config.negative_mask == "text" else negative["attention_mask"]
+        with torch.inference_mode():
+            cond = text_model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"])
+            neg = text_model(input_ids=negative["input_ids"], attention_mask=mask)
+        return cond.last_hidden_state.float(), neg.last_hidden_state.float()
+
+
+def compodiff_status() -> tuple[bool, list[str]]:
+    """(are the release and its text encoder here, lines for `models check compodiff`); downloads nothing."""
+    from recon_score.hub import check_model
+
+    lines = [f"source: {RELEASE} (Gu et al., TMLR 2024)"]
+    ok = True
+    for what, name in (
+        ("release", "navervision/CompoDiff-Aesthetic"),
+        ("text encoder", CompoDiffMethodConfig.text_encoder),
+    ):
+        info = check_model(name)
+        ok &= bool(info["available"])
+        where = info.get("location") or info.get("detail") or "not found"
+        lines.append(
+            f"{what}: {name}: {'here, ' + str(where) if info['available'] else 'NOT here (' + str(where) + ')'}"
+        )
+    lines.append(
+        "weights: given per run, --checkpoint compodiff=DIR (a folder), --set compodiff.text_encoder=DIR; "
+        "the run's --encoder must be CLIP ViT-L/14 (OpenAI)"
+    )
+    return ok, lines
