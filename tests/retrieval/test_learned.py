@@ -4,7 +4,6 @@ What is checked is the mechanism the published numbers rest on: the network read
 embedding, its token is what the text tower sees at the placeholder, and the released files load as they are."""
 
 import json
-import re
 
 import pandas as pd
 import pytest
@@ -206,24 +205,6 @@ def test_what_is_missing_is_said(checkpoints, tmp_path, encoder):
     resources.checkpoints = {"searle": small}
     with pytest.raises(InputError, match=r"maps 8-d image embeddings .* use the CLIP it was trained on"):
         evaluate(build_method("searle"), data, resources=resources)
-
-
-@pytest.mark.parametrize(
-    ("name", "reason"),
-    [("compodiff", r"navervision/CompoDiff-Aesthetic.*diffusion-prior transformer.*ViT-bigG-14")],
-)
-def test_unimplemented_learned_methods_are_refused_with_the_reason(name, reason, tmp_path, encoder, capsys):
-    data, resources, *_ = _setup(tmp_path, encoder)
-    with pytest.raises(MethodUnavailableError, match=reason):
-        evaluate(build_method(name), data, resources=resources)
-    ckpt = tmp_path / "model.pt"
-    ckpt.write_bytes(b"not used")
-    resources.checkpoints = {name: ckpt}
-    with pytest.raises(MethodUnavailableError, match="is not read"):
-        evaluate(build_method(name), data, resources=resources)
-    assert main(["models", "check", name]) == 1
-    out = capsys.readouterr().out
-    assert f"{name}: NOT available" in out and re.search(reason, out)
 
 
 def test_retrieve_cli_runs_both_and_resumes(checkpoints, tmp_path, capsys):

@@ -32,7 +32,7 @@ def main() -> None:
     model = CompoDiffModel(config)
     model.model.net.to_text_embeds = nn.Sequential(nn.Linear(32, 16))
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for _name, p in model.named_parameters():
             p.add_(0.1 * torch.randn_like(p))
         model.model.net.to_mask_embeds[1].net[0][0].weight.zero_()
     model.eval()
