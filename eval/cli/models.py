@@ -107,18 +107,22 @@ def check(spec: str, weights_dir: str | None) -> int:
     return 0 if info["available"] else 1
 
 
-@command.command("convert")
-@click.argument("kind", type=click.Choice(["magiclens"]))
+@command.group("convert")
+def convert() -> None:
+    """Convert a released checkpoint once into safetensors."""
+
+
+@convert.command("magiclens")
 @click.argument("src", type=click.Path(dir_okay=False, path_type=str))
 @click.argument("dst", type=click.Path(dir_okay=False, path_type=str))
-def convert(kind: str, src: str, dst: str) -> int:
-    """Convert a released checkpoint once into safetensors (KIND: magiclens; SRC: magic_lens_clip_*.pkl, read
-    without unpickling; DST: a .safetensors file that `--checkpoint magiclens=DST` loads without msgpack)."""
-    from retrieval.magiclens import convert as convert_magiclens
+def convert_magiclens(src: str, dst: str) -> int:
+    """SRC: a released magic_lens_clip_*.pkl (read without unpickling); DST: a .safetensors file that
+    `--checkpoint magiclens=DST` loads without msgpack."""
+    from retrieval.magiclens import convert as convert_release
 
     if not dst.endswith(".safetensors"):
         raise click.BadParameter(f"{dst!r} must end in .safetensors", param_hint="DST")
-    cfg = convert_magiclens(src, dst)
+    cfg = convert_release(src, dst)
     click.echo(
         f"{dst}: MagicLens {cfg.embed_dim}-d, CLIP ViT width {cfg.vision_width} /{cfg.patch_size} at "
         f"{cfg.image_size} px, {cfg.head_layers} fusion layers"
