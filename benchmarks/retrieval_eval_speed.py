@@ -258,6 +258,26 @@ def loop_ap(prepared, queries, pos_ptr, pos_sorted):
     return time.perf_counter() - t0, aps, torch.stack(rows)
 
 
+def compare_loops(prepared, res, loop_queries, rscir_queries, pos_ptr, pos_sorted, labels):
+    """Both loops on the prepared method: (light s, rscir s, |dAP| same rows, |dAP| batch, |dAP| rscir)."""
+    import numpy as np
+    import torch
+
+    from retrieval.metrics import query_metrics
+
+    loop_s, loop_aps, loop_scores = loop_ap(prepared, loop_queries, pos_ptr, pos_sorted)
+    rscir_s, rscir_aps = rscir_loop(prepared, rscir_queries, labels)
+    # rscir rounds each AP to 2 decimals of a percent: agreement within 5e-5 (plus near-tie swaps)
+    diff_rscir = float(np.max(np.abs(np.asarray(rscir_aps) - res.per_query["ap"][rscir_queries])))
+    relevant = torch.zeros(loop_scores.shape, dtype=torch.bool)
+    for i, q in enumerate(loop_queries):
+        relevant[i, pos_sorted[pos_ptr[q] : pos_ptr[q + 1]]] = True
+    same = query_metrics(loop_scores, relevant)["ap"].numpy()
+    diff_same = float(np.max(np.abs(np.asarray(loop_aps) - same)))
+    diff_batched = float(np.max(np.abs(np.asarray(loop_aps) - res.per_query["ap"][loop_queries])))
+    return loop_s, rscir_s, diff_same, diff_batched, diff_rscir
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=21566, help="PatternCom: 21,566 composed queries")
@@ -275,10 +295,8 @@ def main() -> None:
     import torch
 
     from retrieval.evaluate import evaluate
-    from retrieval.index import FaissIndex, exact_topk, topk_recall
     from retrieval.methods import build_method
     from retrieval.methods.base import MethodContext
-    from retrieval.metrics import query_metrics
 
     t0 = time.perf_counter()
     data, resources, labels = make_bundle(args.queries, args.database, args.dim, args.seed)
@@ -314,18 +332,11 @@ def main() -> None:
             data.query_image, data.query_text, data.database, torch.arange(data.n_queries), resources
         )
         prepared = method.prepare(ctx)
-        loop_s, loop_aps, loop_scores = loop_ap(prepared, loop_queries, pos_ptr, pos_sorted)
+        loop_s, rscir_s, diff_same, diff_batched, diff_rscir = compare_loops(
+            prepared, res, loop_queries, rscir_queries, pos_ptr, pos_sorted, labels
+        )
         extrapolated = loop_s * data.n_queries / len(loop_queries)
-        rscir_s, rscir_aps = rscir_loop(prepared, rscir_queries, labels)
         rscir_extra = rscir_s * data.n_queries / len(rscir_queries)
-        # rscir rounds each AP to 2 decimals of a percent: agreement within 5e-5 (plus near-tie swaps)
-        diff_rscir = float(np.max(np.abs(np.asarray(rscir_aps) - res.per_query["ap"][rscir_queries])))
-        relevant = torch.zeros(loop_scores.shape, dtype=torch.bool)
-        for i, q in enumerate(loop_queries):
-            relevant[i, pos_sorted[pos_ptr[q] : pos_ptr[q + 1]]] = True
-        same = query_metrics(loop_scores, relevant)["ap"].numpy()
-        diff_same = float(np.max(np.abs(np.asarray(loop_aps) - same)))
-        diff_batched = float(np.max(np.abs(np.asarray(loop_aps) - res.per_query["ap"][loop_queries])))
         print(
             f"{name:<9} {res.seconds:>12.1f} {rscir_extra:>15.1f} {extrapolated:>15.1f} "
             f"{rscir_extra / res.seconds:>7.1f}x {extrapolated / res.seconds:>7.1f}x {peak:>8.0f} "
@@ -340,8 +351,16 @@ def main() -> None:
     )
     print(f"(peak MB: {memory.how}, above the resident memory just before each evaluation)")
 
-    if args.faiss_queries == 0:  # --faiss-queries 0: evaluation timings only
-        return
+    if args.faiss_queries:  # --faiss-queries 0: evaluation timings only
+        faiss_comparison(data, args)
+
+
+def faiss_comparison(data, args) -> None:
+    """Recall@K of FAISS indexes against exact top-K for `sum`, with build and search times."""
+    import torch
+
+    from retrieval.index import FaissIndex, exact_topk, topk_recall
+
     ks = [int(k) for k in args.k.split(",")]
     kmax = max(ks)
     fq = torch.linspace(0, data.n_queries - 1, min(args.faiss_queries, data.n_queries)).round().long()

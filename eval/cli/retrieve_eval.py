@@ -37,6 +37,39 @@ def parse_sets(values: tuple[str, ...], method: str) -> dict[str, str]:
     return out
 
 
+def _with_protocol(protocol: dict, method: str, ap: str | None, sets: dict) -> tuple[str, dict]:
+    """The AP variant (--ap, else the bundle's protocol, else non-interpolated) and the method settings (the
+    benchmark authors' setting from the protocol, e.g. i-CIR's rectified product, then --set)."""
+    ap = ap or protocol.get("ap", "non-interpolated")
+    defaults = protocol.get("method_defaults", {})
+    overrides = {**defaults.get(method, {}), **sets}
+    if protocol:
+        extra = f", {method} {overrides}" if method in defaults else ""
+        click.echo(f"protocol of the bundle ({protocol.get('benchmark', '?')}): AP {ap}{extra}", err=True)
+    return ap, overrides
+
+
+def _print_report(report: dict, summary, notes: list[str], title: str, data, subset_ks) -> None:
+    """The human-readable summary: mAP (named variant and averaging), per group, recalls, notes."""
+    from retrieval.report import AP_TITLES
+
+    click.echo(f"{title} ({data.n_queries} queries, {data.n_database} database items)")
+    click.echo(
+        f"  mAP ({AP_TITLES[report['ap']]}): overall {summary.overall:.4f}, macro {summary.macro:.4f}, "
+        f"min-macro {summary.min_macro:.4f}"
+    )
+    click.echo(f"  ({report['averaging']})")
+    for g, v in summary.per_group.items():
+        click.echo(f"    {g}: {v:.4f} ({summary.group_counts[g]} queries)")
+    click.echo("  " + ", ".join(f"recall@{k} {report[f'recall@{k}']:.4f}" for k in KS))
+    if subset_ks:
+        click.echo(
+            "  " + ", ".join(f"recall_subset@{k} {report[f'recall_subset@{k}']:.4f}" for k in subset_ks)
+        )
+    for note in notes:
+        click.echo(f"  note: {note}")
+
+
 def _nan_to_none(obj):
     if isinstance(obj, dict):
         return {k: _nan_to_none(v) for k, v in obj.items()}
@@ -111,23 +144,14 @@ def command(
     from retrieval.bundle import load_bundle
     from retrieval.evaluate import evaluate, tie_message
     from retrieval.methods import METHODS, build_method
-    from retrieval.report import AP_TITLES, averaging_title
+    from retrieval.report import averaging_title
 
     if method not in METHODS:
         raise click.BadParameter(
             f"unknown method {method!r}; known: {', '.join(METHODS)}", param_hint="--method"
         )
     b = load_bundle(bundle)
-    protocol = b.protocol or {}
-    ap_variant = ap_variant or protocol.get("ap", "non-interpolated")
-    # the benchmark authors' setting of the method (i-CIR's rectified product), then --set
-    overrides = {**protocol.get("method_defaults", {}).get(method, {}), **parse_sets(sets, method)}
-    if protocol:
-        click.echo(
-            f"protocol of the bundle ({protocol.get('benchmark', '?')}): AP {ap_variant}"
-            + (f", {method} {overrides}" if method in protocol.get("method_defaults", {}) else ""),
-            err=True,
-        )
+    ap_variant, overrides = _with_protocol(b.protocol or {}, method, ap_variant, parse_sets(sets, method))
     if lam is not None:
         if method != "weicom":
             raise click.BadParameter(
@@ -180,21 +204,7 @@ def command(
     if as_json:  # an undefined mean (a group whose queries were all skipped) is null, keeping the JSON strict
         click.echo(json.dumps(_nan_to_none(report)))
     else:
-        click.echo(f"{method} on {bundle} ({b.data.n_queries} queries, {b.data.n_database} database items)")
-        click.echo(
-            f"  mAP ({AP_TITLES[ap_variant]}): overall {summary.overall:.4f}, macro {summary.macro:.4f}, "
-            f"min-macro {summary.min_macro:.4f}"
-        )
-        click.echo(f"  ({averaging_title(group_mean, empty_positives)})")
-        for g, v in summary.per_group.items():
-            click.echo(f"    {g}: {v:.4f} ({summary.group_counts[g]} queries)")
-        click.echo("  " + ", ".join(f"recall@{k} {report[f'recall@{k}']:.4f}" for k in KS))
-        if subset_ks:
-            click.echo(
-                "  " + ", ".join(f"recall_subset@{k} {report[f'recall_subset@{k}']:.4f}" for k in subset_ks)
-            )
-        for note in res.notes:
-            click.echo(f"  note: {note}")
+        _print_report(report, summary, res.notes, f"{method} on {bundle}", b.data, subset_ks)
     if ties_range:
         click.echo(tie_message(method, ties_range), err=True)
     if summary.n_empty:
