@@ -3,7 +3,7 @@
 Modules (importing this package loads no torch):
     datasets/   one loader per benchmark (patterncom, xview2-cir, icir, edir, circo, cirr, fashioniq), one registry
     features    extraction through recon_score.encoders (the project's one encoder registry), cached as safetensors
-    methods/    one registry: text, image, sum, product, weicom, basic, freedom, cirevl, pic2word, searle, searle-oti, magiclens (+ listed: compodiff)
+    methods/    one registry: text, image, sum, product, weicom, basic, freedom, cirevl, pic2word, searle, searle-oti, magiclens, compodiff
     data        EvalData, the features-level view every method and metric works on
     metrics     AP (non-interpolated, trapezoidal), Recall/Precision@K, mAP@K, vectorised over query chunks
     aggregate   overall / macro / per-group means, empty_positives

@@ -111,8 +111,8 @@ Methods: text, image, sum, product, weicom (λ=0.5), basic (needs --corpus-pos/-
 --vocabulary), cirevl (needs --captioner and --rewriter), pic2word and searle (need --checkpoint NAME=PATH, the
 released weights, and the CLIP they were trained on as --encoder), searle-oti (the RS-CIR benchmark paper's
 SEARLE: needs --vocabulary and --phrases, or --set searle-oti.lambda_gpt=0), magiclens (needs --checkpoint
-magiclens=PATH: the released .pkl or its `models convert` safetensors; its own CLIP towers); compodiff is
-refused with the reason (`reconscore models check compodiff`). `all` = every training-free method. Hyperparameters: --set
+magiclens=PATH: the released .pkl or its `models convert` safetensors; its own CLIP towers), compodiff (needs
+--checkpoint compodiff=DIR, the hub folder, CLIP ViT-L/14 as --encoder and the ViT-bigG-14 text tower). `all` = every training-free method. Hyperparameters: --set
 METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options: --option KEY=VALUE
 (xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
 \b
