@@ -254,7 +254,8 @@ def _evaluate_group(
         approximate = False
         out.note(f"{method.name} is not linear (no composed query vector): top-{k} from exact scores")
     if approximate:
-        ids, sc = _index_topk(prepared.query_vectors, ctx.database, exc, exc_ptr, k, opts.index)
+        database = prepared.database if prepared.database is not None else ctx.database
+        ids, sc = _index_topk(prepared.query_vectors, database, exc, exc_ptr, k, opts.index)
         _store_topk(out.top_ids, out.top_scores, qi.numpy(), di, ids, sc)
     step = opts.chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
     for start in range(0, len(qi), step):

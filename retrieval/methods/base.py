@@ -101,6 +101,7 @@ class Prepared:
 
     score: Callable[[Tensor], Tensor]
     query_vectors: Tensor | None = None  # linear methods: score(rows) == query_vectors[rows] @ database.T
+    database: Tensor | None = None  # linear methods: the vectors they score against (MagicLens: its own)
     details: list[str] | None = None  # per query, human-readable (FreeDom's words, CIReVL's rewrite)
     notes: list[str] = field(default_factory=list)  # run-level facts for run.json (which mean was used ...)
 
@@ -144,7 +145,7 @@ def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None
     def score(rows: Tensor) -> Tensor:
         return query_vectors[rows] @ database.T
 
-    return Prepared(score=score, query_vectors=query_vectors, details=details)
+    return Prepared(score=score, query_vectors=query_vectors, database=database, details=details)
 
 
 def sample_rows(t: Tensor, limit: int) -> Tensor:

@@ -154,7 +154,7 @@ def test_retrieve_runs_magiclens_on_a_synthetic_patterncom(tmp_path, capsys):
     root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "out"
     argv = ["retrieve", "--benchmark", "patterncom", "--root", str(root), "--encoder", "open_clip:smoke",
             "--out", str(out), "--methods", "magiclens,sum", "--checkpoint", f"magiclens={release}",
-            "--device", "cpu"]  # fmt: skip
+            "--topk", "5", "--index", "faiss-flat", "--device", "cpu"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     record = json.loads((out / "run.json").read_text())
     assert record["methods"]["magiclens"]["status"] == "ok"
@@ -163,6 +163,10 @@ def test_retrieve_runs_magiclens_on_a_synthetic_patterncom(tmp_path, capsys):
     rows = per_query[per_query["method"] == "magiclens"]
     assert len(rows) == record["benchmark"]["queries"] and rows["ap"].between(0, 1).all()
     assert "| magiclens |" in (out / "table.md").read_text()
+    # FAISS searches MagicLens's own database vectors (not the run encoder's): its top 5 agree with hit@5
+    top = pd.read_parquet(out / "topk.parquet")
+    found = top[top["method"] == "magiclens"].groupby("query_index")["relevant"].any().astype(float)
+    assert (found == rows.set_index("query_index")["hit@5"]).all()
     assert main(["models", "check", "magiclens"]) == 0
     assert "gs://gresearch/magiclens/models" in capsys.readouterr().out
     assert main(["models", "list", "--json"]) == 0
