@@ -98,6 +98,8 @@ def test_hostile_pickles_are_refused_without_running(tmp_path, payload, opcode):
     with pytest.raises(FlaxCheckpointError, match=f"refused: the pickle holds {opcode}"):
         read_flax_pickle(path)
     assert not marker.exists()
+    assert main(["models", "convert", "magiclens", str(path), str(tmp_path / "x.safetensors")]) == 1
+    assert not marker.exists() and not (tmp_path / "x.safetensors").exists()
     assert pickled_bytes(pickle.dumps(b"fine", protocol=3)) == b"fine"
 
 
