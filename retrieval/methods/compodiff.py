@@ -117,8 +117,11 @@ class CompoDiffMethod(Method):
                 f"compodiff: {folder} samples {model.cfg.embed_dim}-d image embeddings, but the encoder "
                 f"{r.encoder.info.spec} gives {r.encoder.info.dim}-d ones; use CLIP ViT-L/14 (OpenAI)"
             )
+        from tqdm.auto import tqdm
+
         rows, texts = ctx.query_index.tolist(), ctx.texts()
         out = []
+        bar = tqdm(total=len(rows), unit="query", desc="compodiff sampling", leave=False)
         for start in range(0, len(rows), cfg.batch_size):
             batch = rows[start : start + cfg.batch_size]
             images = [r.load_reference(i) for i in batch]
@@ -136,6 +139,8 @@ class CompoDiffMethod(Method):
             )
             mixed = (1 - cfg.source_weight) * sample + cfg.source_weight * image[:, 0]
             out.append(F.normalize(mixed, dim=-1))
+            bar.update(len(batch))
+        bar.close()
         prepared = linear(torch.cat(out), ctx.database)
         prepared.notes.append(
             f"compodiff: {folder}, text encoder {cfg.text_encoder}; {cfg.steps} steps "

@@ -79,14 +79,13 @@ class MagicLensMethod(Method):
         db_index = ctx.database_index if ctx.database_index is not None else torch.arange(n_db)
         todo = [i for i in db_index.tolist() if i not in self._database]
         pairs = [(r.load_database, i, "") for i in todo]
-        for i, vec in zip(todo, self._embed(model, pairs, device)):
+        for i, vec in zip(todo, self._embed(model, pairs, device, "database")):
             self._database[i] = vec
         database = torch.stack([self._database[i] for i in db_index.tolist()])
         rows = ctx.query_index.tolist()
         texts = ctx.texts()
-        queries = torch.stack(
-            self._embed(model, [(r.load_reference, i, t) for i, t in zip(rows, texts)], device)
-        )
+        queries = [(r.load_reference, i, t) for i, t in zip(rows, texts)]
+        queries = torch.stack(self._embed(model, queries, device, "queries"))
         prepared = linear(queries, database)
         cfg = model.cfg
         prepared.notes.append(
@@ -96,21 +95,27 @@ class MagicLensMethod(Method):
         )
         return prepared
 
-    def _embed(self, model, pairs: list[tuple], device) -> list[Tensor]:
-        """MagicLens embeddings of (image loader, index, text) triples, in batches."""
+    def _embed(self, model, pairs: list[tuple], device, what: str) -> list[Tensor]:
+        """MagicLens embeddings of (image loader, index, text) triples, in batches (a progress bar counts them)."""
         from open_clip.tokenizer import SimpleTokenizer
+        from tqdm.auto import tqdm
 
         from retrieval.magiclens import image_pixels
 
         tokenizer = SimpleTokenizer(context_length=model.cfg.context_length)
         out: list[Tensor] = []
         bs = self.config.batch_size
+        bar = tqdm(
+            total=len(pairs), unit="image", desc=f"magiclens {what}", leave=False, disable=len(pairs) < bs
+        )
         with torch.inference_mode():
             for start in range(0, len(pairs), bs):
                 chunk = pairs[start : start + bs]
                 pixels = image_pixels([load(i) for load, i, _ in chunk], model.cfg.image_size).to(device)
                 ids = tokenizer([t for _, _, t in chunk]).to(device)
                 out.extend(model.embed(pixels, ids).float().cpu())
+                bar.update(len(chunk))
+        bar.close()
         return out
 
 
