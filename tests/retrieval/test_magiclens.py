@@ -3,7 +3,8 @@ the safetensors conversion is exact, and `retrieve --methods magiclens` runs on 
 
 The reference outputs come from the authors' model.py/layers.py (JAX/Flax) on a tiny random checkpoint in the
 released format (tests/retrieval/data/magiclens/PROVENANCE.md). Tolerance: max abs difference < 1e-5 in float32
-for the pixels, the CLIP embeddings and both MagicLens outputs (measured here: at most 2e-6).
+for the pixels (also of a PNG read as the authors' data_utils.process_img reads it), the CLIP embeddings and both
+MagicLens outputs (measured here: at most 2e-6).
 """
 
 import json
@@ -57,6 +58,22 @@ def test_the_loader_reproduces_the_authors_embeddings(reference):
         embed = model(pixels, ids)
         assert _max_diff(embed, reference["multimodal_embed"]) < TOL
         assert _max_diff(model.normalize(embed), reference["multimodal_embed_norm"]) < TOL
+
+
+def test_a_png_is_read_as_the_authors_process_img_reads_it(reference):
+    """data_utils.process_img: RGB over its maximum, squashed to the model's size with jax.image.resize."""
+    from PIL import Image
+
+    from retrieval.magiclens import image_pixels, jax_resize
+
+    rgb = torch.from_numpy(reference["png_rgb"].astype(np.float32))
+    squashed = jax_resize((rgb / (rgb.max() + 1e-12))[None], 8)
+    assert _max_diff(squashed, reference["png_process_img"]) < TOL
+    model = load_magiclens(RELEASE)
+    pixels = image_pixels([Image.fromarray(reference["png_rgb"])], model.cfg.image_size)
+    with torch.no_grad():
+        embed = model.embed(pixels, torch.from_numpy(reference["ids"][:1]).long())
+    assert _max_diff(embed, reference["png_embed_norm"]) < TOL
 
 
 def test_bfloat16_and_chunked_leaves_as_flax_wrote_them():

@@ -9,7 +9,7 @@ configuration. The CLIP tokenizer there is git-only: token ids are fed directly.
 
 Writes, next to this script:
     magiclens_tiny.pkl          the released format: pickle.dumps(flax.serialization.to_bytes(params))
-    magiclens_reference.npz     inputs (ids, images in [0, 1]) and the authors' outputs for them
+    magiclens_reference.npz     inputs (ids, images in [0, 1], a PNG's RGB) and the authors' outputs for them
     flax_leaves.msgpack         flax.serialization.msgpack_serialize of a bfloat16 leaf and a chunked leaf
     flax_leaves.npz             their values as float32
 """
@@ -75,7 +75,10 @@ def main() -> None:
     length = 8  # token sequence length (the release uses 77)
     params = model.init(
         jax.random.PRNGKey(0),
-        {"ids": jnp.ones((1, 1, length), jnp.int32), "image": jnp.ones((1, 8, 8, 3), jnp.float32)},
+        {
+            "ids": jnp.ones((1, 1, length), jnp.int32),
+            "image": jnp.ones((1, 8, 8, 3), jnp.float32),
+        },
     )
     # non-trivial values everywhere (flax initialises biases, LayerNorm offsets and some embeddings to 0/1)
     leaves, tree = jax.tree_util.tree_flatten(params)
@@ -88,7 +91,16 @@ def main() -> None:
     ids = np.array(
         [
             [62, 5, 17, 33, 63, 0, 0, 0],
-            [62, 63, 0, 0, 0, 0, 0, 0],  # the empty text: how MagicLens embeds database images
+            [
+                62,
+                63,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+            ],  # the empty text: how MagicLens embeds database images
             [62, 40, 2, 9, 11, 29, 50, 63],
         ],
         np.int32,
@@ -97,9 +109,19 @@ def main() -> None:
     images = rng.uniform(0, 1, size=(3, 12, 10, 3)).astype(np.float32)  # cropped to 10x10, resized to 8x8
     out = model.apply(params, {"ids": jnp.asarray(ids), "image": jnp.asarray(images)})
     img_emb, txt_emb = model.apply(
-        params, {"ids": jnp.asarray(ids), "image": jnp.asarray(images)}, method=model.clip_encode
+        params,
+        {"ids": jnp.asarray(ids), "image": jnp.asarray(images)},
+        method=model.clip_encode,
     )
     pixels = model.apply(params, jnp.asarray(images), method=model._preprocess_images)
+    # a PNG through the authors' data_utils.process_img (RGB / max, resized to the model's size)
+    from data_utils import process_img
+    from PIL import Image
+
+    rgb = rng.integers(0, 200, size=(13, 9, 3), dtype=np.uint8)
+    Image.fromarray(rgb).save(HERE / "reference.png")
+    png_image = process_img(str(HERE / "reference.png"), 8)
+    png_embed = model.apply(params, {"ids": jnp.asarray(ids[:1]), "image": jnp.asarray(png_image)})
     np.savez(
         HERE / "magiclens_reference.npz",
         ids=ids,
@@ -109,6 +131,9 @@ def main() -> None:
         clip_text=np.asarray(txt_emb),
         multimodal_embed=np.asarray(out["multimodal_embed"]),
         multimodal_embed_norm=np.asarray(out["multimodal_embed_norm"]),
+        png_rgb=rgb,
+        png_process_img=np.asarray(png_image),
+        png_embed_norm=np.asarray(png_embed["multimodal_embed_norm"]),
     )
 
     # a bfloat16 leaf and a leaf in flax's chunked form (chunks above MAX_CHUNK_SIZE bytes; 2**30 in a release)
