@@ -167,7 +167,7 @@ def test_openai_judge_reads_top_logprobs(monkeypatch):
     assert prompt == REFFLEUR_PROMPT.format(candidate="a farm near a road", references="a farm\nfields")
 
 
-def test_a_server_without_logprobs_is_a_clear_row_error(monkeypatch):
+def test_a_server_without_logprobs_stops_the_metric_with_one_clear_error(monkeypatch):
     cap, _ = server(monkeypatch, {"choices": [{"message": {"content": "0.8"}}]})
     with pytest.raises(ReconScoreError, match="no token log-probabilities"):
         judge_greedy(cap, Image.new("RGB", (8, 8)), "x", max_new_tokens=4)
