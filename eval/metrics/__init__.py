@@ -11,7 +11,7 @@ the metric needs). `compute_metrics` runs several at once, sharing one PTB token
 embeddings. Importing this package loads no torch and starts no JVM.
 """
 
-from eval.metrics import clip, fleur, longclip, meteor, ngram, pacs, recon, spice  # noqa: F401  (registers the metrics)
+from eval.metrics import clip, cyclereward, fleur, longclip, meteor, ngram, pacs, recon, spice  # noqa: F401  (registers the metrics)
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
 from eval.metrics.compute import build_metric, check_inputs, compute_metrics, metric_options
 from eval.metrics.meteor import MeteorProcess

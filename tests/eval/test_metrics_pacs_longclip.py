@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from eval.metrics import CaptionBatch, build_metric
+from recon_score.checkpoints import load_strict
 from recon_score.encoders import build_encoder
 from recon_score.encoders.base import EncoderInfo
-from recon_score.encoders.open_clip import RELEASES, load_strict, release_model, release_state_dict
+from recon_score.encoders.open_clip import RELEASES, release_model, release_state_dict
 from recon_score.errors import ModelNotAvailableError
 from tests.eval.metric_helpers import DATA
 
