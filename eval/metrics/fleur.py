@@ -38,6 +38,7 @@ REFFLEUR_PROMPT = (
 DEFAULT_JUDGE = "llava-hf/llava-1.5-13b-hf"  # the authors' LLaVA-1.5-13B in transformers' format
 JUDGES = {"released": DEFAULT_JUDGE, "smoke": "smoke:qwen3-vl", "shapes": "shapes:qwen3-vl-8b"}
 MAX_NEW_TOKENS = 512  # the authors' setting; generation stops at the end-of-turn token
+SMOKE_MAX_NEW_TOKENS = 16  # the tiny random judge never ends its turn: keep smoke runs short
 OPTIONS = ("model", "weights", "backend", "base_url", "device", "dtype", "max_new_tokens", "captioner")
 
 
@@ -102,7 +103,7 @@ class _Fleur(Metric):
         base_url: str | None = None,
         device: str | None = None,
         dtype: str = "bfloat16",
-        max_new_tokens: int = MAX_NEW_TOKENS,
+        max_new_tokens: int | None = None,
         captioner=None,
     ):
         """`captioner`: a ready describer backend (its model stays loaded); otherwise built from the rest."""
@@ -110,7 +111,8 @@ class _Fleur(Metric):
             raise ReconScoreError(f"weights must be one of {', '.join(JUDGES)}, got {weights!r}")
         self.model = model or JUDGES[weights]
         self.backend, self.base_url, self.device, self.dtype = backend, base_url, device, dtype
-        self.max_new_tokens, self.weights = max_new_tokens, weights
+        default = SMOKE_MAX_NEW_TOKENS if weights == "smoke" else MAX_NEW_TOKENS
+        self.max_new_tokens, self.weights = max_new_tokens or default, weights
         self._captioner = captioner
 
     @property
