@@ -8,7 +8,9 @@ As the authors' `evaluation/pac_score/pac_score.py`: texts are tokenised with CL
 (`truncate=True`), references get the prefix too, and unlike RefCLIP-S the reference similarity is not clipped at
 0. Weights: the authors' fine-tuned ViT-B/32 (`clip_ViT-B-32.pth`, default) or ViT-L/14 (`openClip_ViT-L-14.pth`),
 found in RECONSCORE_WEIGHTS or named as `open_clip:pacs-ViT-L-14@/path/openClip_ViT-L-14.pth`; they are published
-on Google Drive only, so nothing downloads them. Images: CLIP's own preprocessing (bicubic shortest-side resize,
+on Google Drive only, so nothing downloads them. PAC-S++ (the IJCV 2025 extension): `encoder=
+"open_clip:pacs++-ViT-B-32"` or `"open_clip:pacs++-ViT-L-14"` (`PAC++_clip_ViT-*.pth`, LoRA r = 4 folded into the
+weights at load). Images: CLIP's own preprocessing (bicubic shortest-side resize,
 centre crop, OpenAI mean/std).
 """
 

@@ -358,11 +358,30 @@ class Release:
 
 
 _PACS_URL = "https://github.com/aimagelab/pacscore#loading-clip-models (Google Drive)"
+_PACSPP_URL = "https://ailb-web.ing.unimore.it/publicfiles/pac++/"
 RELEASES: dict[str, Release] = {
     "pacs-ViT-B-32": Release(
         "ViT-B-32-quickgelu", 77, "clip_ViT-B-32.pth", None, _PACS_URL, "pacscore", "PAC-S"
     ),
     "pacs-ViT-L-14": Release("ViT-L-14", 77, "openClip_ViT-L-14.pth", None, _PACS_URL, "pacscore", "PAC-S"),
+    "pacs++-ViT-B-32": Release(
+        "ViT-B-32-quickgelu",
+        77,
+        "PAC++_clip_ViT-B-32.pth",
+        None,
+        _PACSPP_URL + "PAC++_clip_ViT-B-32.pth",
+        "pacs++",
+        "PAC-S++",
+    ),
+    "pacs++-ViT-L-14": Release(
+        "ViT-L-14-quickgelu",
+        77,
+        "PAC++_clip_ViT-L-14.pth",
+        None,
+        _PACSPP_URL + "PAC++_clip_ViT-L-14.pth",
+        "pacs++",
+        "PAC-S++",
+    ),
     "longclip-B": Release(
         "ViT-B-16-quickgelu",
         248,
@@ -395,12 +414,39 @@ def release_state_dict(release: Release, checkpoint: dict) -> dict:
     rows of the one and the rest of the other."""
     import torch
 
-    state = checkpoint.get("state_dict", checkpoint) if release.layout == "pacscore" else checkpoint
+    state = checkpoint.get("state_dict", checkpoint) if release.layout != "longclip" else checkpoint
     state = {k: v for k, v in state.items() if k not in _OPENAI_EXTRAS}
+    if release.layout == "pacs++":
+        state = merge_lora(state)
     if release.layout == "longclip" and "positional_embedding_res" in state:
         pos, res = state["positional_embedding"], state.pop("positional_embedding_res")
         state["positional_embedding"] = torch.cat([pos[:LONGCLIP_KEEP], res[LONGCLIP_KEEP:]])
     return state
+
+
+LORA_ALPHA = 1  # the authors' custom_loralib default; clip_lora.load(lora=4) passes only r
+
+
+def merge_lora(state: dict) -> dict:
+    """Fold each LoRA pair into its weight: W + (B @ A).view(W.shape) * alpha / r, which is what the authors'
+    `custom_loralib` layers add in their forward (Linear, Conv2d, and MultiheadAttention's in_proj / out_proj).
+    `X.lora_A` belongs to `X.weight`; `X.in_proj_weight_lora_A` to `X.in_proj_weight`."""
+    out = dict(state)
+    for key in [k for k in state if k.endswith("lora_A")]:
+        stem = key[: -len("lora_A")]
+        target = stem[:-1] if stem.endswith("_") else stem + "weight"
+        b_key = stem + "lora_B"
+        if target not in state or b_key not in state:
+            raise ModelNotAvailableError(
+                key,
+                searched=[],
+                reason=f"LoRA factor without {target} or {b_key}",
+                fix="Use the authors' file.",
+            )
+        weight, a, b = state[target], out.pop(key).float(), out.pop(b_key).float()
+        rank = a.shape[0] // weight.shape[-1] if weight.ndim == 4 else a.shape[0]  # conv: r * kernel rows
+        out[target] = weight.float() + (b @ a).view(weight.shape) * (LORA_ALPHA / rank)
+    return out
 
 
 def release_model(release: Release, *, device: str, mode: str):

@@ -145,7 +145,7 @@ def test_released_key_layout_loads_strictly(name):
     """Every key and shape of the authors' model (as their loader saves/loads it) fits open_clip's CLIP."""
     rel = RELEASES[name]
     state = {k: torch.empty(shape, device="meta") for k, shape in LAYOUTS[name].items()}
-    ckpt = {"state_dict": state} if rel.layout == "pacscore" else state
+    ckpt = {"state_dict": state} if rel.layout != "longclip" else state
     model = release_model(rel, device="cpu", mode="empty")
     load_strict(model, release_state_dict(rel, ckpt), name)
     assert model.positional_embedding.shape[0] == rel.context_length
@@ -153,8 +153,59 @@ def test_released_key_layout_loads_strictly(name):
     broken.pop(next(iter(broken)))
     broken["visual.extra"] = torch.empty(1, device="meta")
     with pytest.raises(ModelNotAvailableError, match=r"1 missing keys.*1 unexpected"):
-        broken = {"state_dict": broken} if rel.layout == "pacscore" else broken
+        broken = {"state_dict": broken} if rel.layout != "longclip" else broken
         load_strict(release_model(rel, device="cpu", mode="empty"), release_state_dict(rel, broken), name)
+
+
+def test_pacs_plus_plus_lora_folds_into_the_weights_as_the_authors_layers_add_it():
+    """custom_loralib (aimagelab/pacscore): Linear adds (x A^T B^T) * s; MultiheadAttention's in_proj adds
+    linear(linear(x, A), B) * s; Conv2d convolves with W + (B A).view(W.shape) * s; s = lora_alpha / r = 1 / 4."""
+    import torch.nn.functional as F
+
+    from recon_score.encoders.open_clip import merge_lora
+
+    g = torch.Generator().manual_seed(0)
+    r, d, k = 4, 6, 2
+    w, b, a, bb = (
+        torch.randn(5, d, generator=g),
+        torch.randn(5, generator=g),
+        torch.randn(r, d, generator=g),
+        torch.randn(5, r, generator=g),
+    )
+    qkv, qa, qb = (
+        torch.randn(3 * d, d, generator=g),
+        torch.randn(r, d, generator=g),
+        torch.randn(3 * d, r, generator=g),
+    )
+    cw, ca, cb = (
+        torch.randn(5, 3, k, k, generator=g),
+        torch.randn(r * k, 3 * k, generator=g),
+        torch.randn(5 * k, r * k, generator=g),
+    )
+    state = {
+        "mlp.c_fc.weight": w,
+        "mlp.c_fc.bias": b,
+        "mlp.c_fc.lora_A": a,
+        "mlp.c_fc.lora_B": bb,
+        "attn.in_proj_weight": qkv,
+        "attn.in_proj_weight_lora_A": qa,
+        "attn.in_proj_weight_lora_B": qb,
+        "conv1.weight": cw,
+        "conv1.lora_A": ca,
+        "conv1.lora_B": cb,
+    }
+    merged = merge_lora(state)
+    assert sorted(merged) == ["attn.in_proj_weight", "conv1.weight", "mlp.c_fc.bias", "mlp.c_fc.weight"]
+    x, s = torch.randn(3, d, generator=g), 1 / r
+    torch.testing.assert_close(
+        F.linear(x, merged["mlp.c_fc.weight"], b), F.linear(x, w, b) + (x @ a.T @ bb.T) * s
+    )
+    torch.testing.assert_close(
+        F.linear(x, merged["attn.in_proj_weight"]), F.linear(x, qkv) + F.linear(F.linear(x, qa), qb) * s
+    )
+    img = torch.randn(1, 3, 4, 4, generator=g)
+    conv_authors = F.conv2d(img, cw + (cb @ ca).view(cw.shape) * s, stride=k)
+    torch.testing.assert_close(F.conv2d(img, merged["conv1.weight"], stride=k), conv_authors)
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Key layouts (name -> shape) of the authors' own model classes at full size, built on the meta device.
 
-Run once from /work/scratch/metrics/authors, where the authors' model files were extracted with `git show`
-(aimagelab/pacscore: models/clip/model.py, models/open_clip/; beichenzbc/Long-CLIP: model/model_longclip.py).
+Run once from a scratch folder holding the authors' model files (aimagelab/pacscore: models/clip/model.py as
+pacs_clip/model.py, models/open_clip/ as pacs_open_clip/, models/clip_lora/ and models/custom_loralib/ under
+models/; beichenzbc/Long-CLIP: model/model_longclip.py as longclip/model_longclip.py).
 Writes tests/data/metrics/layouts.json in the worktree given as argv[1].
 """
 
@@ -27,6 +28,11 @@ with torch.device("meta"):
     # Long-CLIP B/16 and L/14 as longclip.load builds them (load_from_clip=False: 248 + 248 positions)
     out["longclip-B"] = layout(LongCLIP(512, 224, 12, 768, 16, 248, 49408, 512, 8, 12, False))
     out["longclip-L"] = layout(LongCLIP(768, 224, 24, 1024, 14, 248, 49408, 768, 12, 12, False))
+    # PAC-S++: clip_lora.load("ViT-B/32" | "ViT-L/14", lora=4)
+    from models.clip_lora.model import CLIP as LoraCLIP
+
+    out["pacs++-ViT-B-32"] = layout(LoraCLIP(512, 224, 12, 768, 32, 77, 49408, 512, 8, 12, lora=4))
+    out["pacs++-ViT-L-14"] = layout(LoraCLIP(768, 224, 24, 1024, 14, 77, 49408, 768, 12, 12, lora=4))
 try:
     import pacs_open_clip  # the authors' vendored open_clip: create_model_and_transforms("ViT-L-14")
 
