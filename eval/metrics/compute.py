@@ -36,9 +36,9 @@ def metric_options(
     out = {"clipscore": clip, "refclipscore": clip, "recon_score": recon}
     # metrics with released weights of their own: the smoke preset builds them tiny and random, as it does the T2I
     weights = {"weights": "smoke" if preset == "smoke" else "released", "device": device}
-    out.update(
-        {m.name: dict(weights) for m in list_metrics() if "weights" in m.options and m.name not in out}
-    )
+    for m in list_metrics():
+        if "weights" in m.options and m.name not in out:
+            out[m.name] = {**weights, **({"long_text": long_text} if "long_text" in m.options else {})}
     return out
 
 

@@ -251,8 +251,8 @@ def find_checkpoint(model_type: str, checkpoint: str | None) -> Path:
     higher_is_better=True,
     needs_references=False,
     needs_images=True,
-    description="CycleReward (Bahng et al. 2025): BLIP reward model trained on cycle-consistency preferences",
-    value_range="unbounded (reward)",
+    description="CycleReward (Bahng et al. 2025): BLIP reward model on cycle-consistency preferences (hjbahng/cyclereward)",
+    value_range="(-inf, inf)",
     backend="BLIP ITM port on transformers' Blip modules; the authors' CycleReward-*.pth, loaded strictly",
     options=("model_type", "checkpoint", "tokenizer", "weights", "device", "batch_size"),
 )

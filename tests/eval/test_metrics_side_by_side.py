@@ -31,6 +31,8 @@ def test_metrics_list_shows_every_new_metric_with_its_source(capsys):
     assert main(["metrics", "list"]) == 0
     printed = capsys.readouterr().out
     assert all(n in printed for n in NEW) and "Sarto" in printed and "Bahng" in printed
+    for source in ("aimagelab/pacscore", "BeichenZhang/LongCLIP-B", "hjbahng/cyclereward", "Yebin46/FLEUR"):
+        assert source in printed
 
 
 def test_metrics_add_scores_the_bundled_sample_with_every_new_metric(tmp_path, capsys):
