@@ -23,7 +23,24 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DEFAULT = "pacscore,refpacscore,longclipscore,reflongclipscore,cyclereward"
-WORDS = "a large farmland with green fields and a river crossing it near some buildings and roads".split()
+WORDS = [
+    "a",
+    "large",
+    "farmland",
+    "with",
+    "green",
+    "fields",
+    "and",
+    "a",
+    "river",
+    "crossing",
+    "it",
+    "near",
+    "some",
+    "buildings",
+    "and",
+    "roads",
+]
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -49,7 +66,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         refs = [[" ".join(rng.choice(WORDS, size=12)) for _ in range(5)] for _ in range(k)]
         return CaptionBatch(caps, refs, images)
 
-    print(f"CPU, torch threads={torch.get_num_threads()}, float32, full-size random weights, {n} captions each")
+    print(
+        f"CPU, torch threads={torch.get_num_threads()}, float32, full-size random weights, {n} captions each"
+    )
     print(f"{'metric':18s} {'s/caption':>10s} {'s per 1k captions':>18s}")
     rows = []
     for name in names:

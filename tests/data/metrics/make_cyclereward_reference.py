@@ -16,17 +16,38 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-from PIL import Image
-
 import cyclereward.blip.blip_pretrain as bp
 import cyclereward.model as cm
+import numpy as np
+import torch
 from cyclereward.blip.vit import VisionTransformer
+from PIL import Image
 
 REPO = Path(__file__).resolve().parents[3]
 IMAGE = "recon_score/sample/images/UCM_1.tif"
-WORDS = "a an the of with and in on there is are many some green trees buildings road roads river farm field".split()
+WORDS = [
+    "a",
+    "an",
+    "the",
+    "of",
+    "with",
+    "and",
+    "in",
+    "on",
+    "there",
+    "is",
+    "are",
+    "many",
+    "some",
+    "green",
+    "trees",
+    "buildings",
+    "road",
+    "roads",
+    "river",
+    "farm",
+    "field",
+]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, ",", "."]
 CAPTIONS = [
     "there is a river with green trees .",
@@ -91,7 +112,11 @@ def build(tmp: Path, med: dict, small: bool):
         cm.cyclereward_args["mlp_dim"] = SMALL["width"]
         bp.create_vit = lambda *a, **k: (
             VisionTransformer(
-                img_size=224, patch_size=16, embed_dim=SMALL["width"], depth=SMALL["depth"], num_heads=SMALL["heads"]
+                img_size=224,
+                patch_size=16,
+                embed_dim=SMALL["width"],
+                depth=SMALL["depth"],
+                num_heads=SMALL["heads"],
             ),
             SMALL["width"],
         )
