@@ -35,7 +35,16 @@ def release_spec(encoder: str, weights: str) -> str:
     """`encoder` with the random-weight variant `weights` asks for (`@smoke`, `@shapes`); as is for released."""
     if weights not in WEIGHTS:
         raise ReconScoreError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
-    return encoder if weights == "released" else f"{encoder.split('@', 1)[0]}@{weights}"
+    if weights == "released":
+        return encoder
+    from recon_score.encoders.open_clip import RELEASES
+
+    base = encoder.split("@", 1)[0]
+    if base.removeprefix("open_clip:") not in RELEASES:
+        raise ReconScoreError(
+            f"weights={weights!r} needs a released CLIP fine-tune as encoder, not {encoder!r}"
+        )
+    return f"{base}@{weights}"
 
 
 def ref_pac_score(pac, ref_sim):

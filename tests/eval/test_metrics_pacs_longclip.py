@@ -312,3 +312,14 @@ def test_length_study_includes_longclip_s(tmp_path, sample_dir):
     from eval.cli.study import length
 
     assert "longclipscore" in next(p.default for p in length.params if p.name == "metrics")
+
+
+def test_random_weights_need_a_released_fine_tune():
+    from recon_score.errors import ReconScoreError
+
+    assert build_metric("pacscore", weights="smoke").spec == "open_clip:pacs-ViT-B-32@smoke"
+    assert build_metric("longclipscore", encoder="open_clip:longclip-L", weights="shapes").spec.endswith(
+        "L@shapes"
+    )
+    with pytest.raises(ReconScoreError, match="released CLIP fine-tune"):
+        build_metric("pacscore", encoder="open_clip:ViT-B-32/openai", weights="smoke")
