@@ -35,10 +35,11 @@ def list_cmd(as_json: bool) -> int:
         )
         click.echo(json.dumps([{k: getattr(m, k) for k in keys} for m in infos], indent=2))
         return 0
-    click.echo(f"{'name':13s} {'better':7s} {'refs':5s} {'images':7s} {'range':11s} description")
+    w = max(13, *(len(m.name) for m in infos))
+    click.echo(f"{'name':{w}s} {'better':7s} {'refs':5s} {'images':7s} {'range':11s} description")
     for m in infos:
         click.echo(
-            f"{m.name:13s} {'higher' if m.higher_is_better else 'lower':7s} {'yes' if m.needs_references else 'no':5s} "
+            f"{m.name:{w}s} {'higher' if m.higher_is_better else 'lower':7s} {'yes' if m.needs_references else 'no':5s} "
             f"{'yes' if m.needs_images else 'no':7s} {m.value_range:11s} {m.description}"
         )
     return 0

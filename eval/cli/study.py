@@ -437,9 +437,11 @@ def paraphrase(
     default=None,
     help="GT captions table (image, caption); default: the references kept in the generated rows.",
 )
-@opt.images_root("none", extra=" Needed by the image metrics (clipscore, recon_score).")
+@opt.images_root("none", extra=" Needed by the image metrics (clipscore, longclipscore, recon_score).")
 @click.option(
-    "--metrics", default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,recon_score", show_default=True
+    "--metrics",
+    default="bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,longclipscore,recon_score",
+    show_default=True,
 )
 @metric_opts
 @click.option("--out", type=opt.RUN_FOLDER, required=True)

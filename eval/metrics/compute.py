@@ -29,9 +29,17 @@ def metric_options(
     *, encoder: str, long_text: str, preset: str, device: str | None, recon_seeds: int = 1
 ) -> dict[str, dict]:
     """Command-line settings -> constructor options of the metrics that take them."""
+    from eval.metrics.registry import list_metrics
+
     clip = {"encoder": encoder, "long_text": long_text, "device": device}
     recon = {"preset": preset, "device": device, "seeds": recon_seeds}
-    return {"clipscore": clip, "refclipscore": clip, "recon_score": recon}
+    out = {"clipscore": clip, "refclipscore": clip, "recon_score": recon}
+    # metrics with released weights of their own: the smoke preset builds them tiny and random, as it does the T2I
+    weights = {"weights": "smoke" if preset == "smoke" else "released", "device": device}
+    for m in list_metrics():
+        if "weights" in m.options and m.name not in out:
+            out[m.name] = {**weights, **({"long_text": long_text} if "long_text" in m.options else {})}
+    return out
 
 
 def check_inputs(names: Sequence[str], batch: CaptionBatch) -> None:

@@ -24,6 +24,13 @@ PAPER_NAMES = {
     "spice": "SPICE",
     "clipscore": "CLIPScore",
     "refclipscore": "RefCLIPScore",
+    "pacscore": "PAC-S",
+    "refpacscore": "RefPAC-S",
+    "longclipscore": "Long-CLIP-S",
+    "reflongclipscore": "RefLong-CLIP-S",
+    "cyclereward": "CycleReward",
+    "fleur": "FLEUR",
+    "reffleur": "RefFLEUR",
     "recon_score": "ReconScore",
 }
 

@@ -107,6 +107,8 @@ def length_table(
 ) -> pd.DataFrame:
     """Table 5: per metric, the mean for short / medium / long captions written from the same triplets, and their
     standard deviation (sample, ddof=1, as the paper's σ); plus each metric's input token limit."""
+    from eval.metrics import get_metric_info
+
     rows = [r for r in generated if r.get("kind") in ("short", "medium", "long")]
     refs = references_by_image(rows, references)
     table = _scores(rows, refs, metrics, options=options, images_root=images_root)
@@ -116,7 +118,7 @@ def length_table(
         means = [float(np.nanmean(table.loc[table["kind"] == k, m])) * s for k in ("short", "medium", "long")]
         finite = [x for x in means if not math.isnan(x)]
         sigma = float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan
-        limit = (token_limits or {}).get(m)
+        limit = (token_limits or {}).get(m, getattr(get_metric_info(m).cls, "token_limit", None))
         out[PAPER_NAMES.get(m, m)] = {
             "Max Tokens": "-" if limit is None else str(limit),
             "S.": means[0],

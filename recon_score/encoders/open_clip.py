@@ -16,10 +16,12 @@ CLIPScore authors' `clip.load` builds it; the activation that ran is part of the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from recon_score.checkpoints import load_strict, read_checkpoint
 from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import ModelNotAvailableError
 from recon_score.hub import is_offline
@@ -171,6 +173,9 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     import open_clip
 
     spec = f"open_clip:{name}"
+    release, _, where = name.partition("@")
+    if release in RELEASES:
+        return build_release(release, where or None, device=device, weights_dir=weights_dir)
     if name == "smoke":
         from recon_score.testing.fixtures import FIXTURE_VERSION, ensure_fixture
 
@@ -265,6 +270,9 @@ def _location(model_name: str, pretrained: str | None, how: str) -> str:
 
 
 def check(name: str, *, weights_dir: Path | None) -> dict:
+    release, _, where = name.partition("@")
+    if release in RELEASES:
+        return check_release(release, where or None, weights_dir=weights_dir)
     if name.startswith("shapes:"):
         return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
     if name == "smoke":
@@ -331,3 +339,234 @@ def check(name: str, *, weights_dir: Path | None) -> dict:
         "source": cfg.get("url", ""),
         "detail": "URL download on first use",
     }
+
+
+# -- released fine-tunes of CLIP that need their own key handling (PAC-S, Long-CLIP) ------------------------------
+@dataclass(frozen=True)
+class Release:
+    """A CLIP fine-tune published as a plain state dict for an open_clip architecture."""
+
+    arch: str  # open_clip architecture the weights fit (QuickGELU for OpenAI-based ones)
+    context_length: int  # text positions
+    filename: str  # the authors' file name
+    hub: str | None  # HF repo holding `filename`, or None where the authors publish elsewhere only
+    url: str  # where the authors publish it
+    layout: (
+        str  # "pacscore": {"state_dict": ...}; "longclip": positional_embedding + positional_embedding_res
+    )
+    paper: str
+
+
+_PACS_URL = "https://github.com/aimagelab/pacscore#loading-clip-models (Google Drive)"
+_PACSPP_URL = "https://ailb-web.ing.unimore.it/publicfiles/pac++/"
+RELEASES: dict[str, Release] = {
+    "pacs-ViT-B-32": Release(
+        "ViT-B-32-quickgelu", 77, "clip_ViT-B-32.pth", None, _PACS_URL, "pacscore", "PAC-S"
+    ),
+    "pacs-ViT-L-14": Release("ViT-L-14", 77, "openClip_ViT-L-14.pth", None, _PACS_URL, "pacscore", "PAC-S"),
+    "pacs++-ViT-B-32": Release(
+        "ViT-B-32-quickgelu",
+        77,
+        "PAC++_clip_ViT-B-32.pth",
+        None,
+        _PACSPP_URL + "PAC++_clip_ViT-B-32.pth",
+        "pacs++",
+        "PAC-S++",
+    ),
+    "pacs++-ViT-L-14": Release(
+        "ViT-L-14-quickgelu",
+        77,
+        "PAC++_clip_ViT-L-14.pth",
+        None,
+        _PACSPP_URL + "PAC++_clip_ViT-L-14.pth",
+        "pacs++",
+        "PAC-S++",
+    ),
+    "longclip-B": Release(
+        "ViT-B-16-quickgelu",
+        248,
+        "longclip-B.pt",
+        "BeichenZhang/LongCLIP-B",
+        "https://huggingface.co/BeichenZhang/LongCLIP-B",
+        "longclip",
+        "Long-CLIP",
+    ),
+    "longclip-L": Release(
+        "ViT-L-14-quickgelu",
+        248,
+        "longclip-L.pt",
+        "BeichenZhang/LongCLIP-L",
+        "https://huggingface.co/BeichenZhang/LongCLIP-L",
+        "longclip",
+        "Long-CLIP",
+    ),
+}
+LONGCLIP_KEEP = 20  # Long-CLIP keeps CLIP's first 20 positions and uses its stretched copy from 20 on
+_OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # dropped by the authors' build_model
+
+
+def release_state_dict(release: Release, checkpoint: dict) -> dict:
+    """The authors' checkpoint as an open_clip state dict.
+
+    PAC-S: `torch.load(file)["state_dict"]` holds OpenAI-CLIP (ViT-B/32) or open_clip (ViT-L/14) keys, which
+    open_clip's CLIP shares. Long-CLIP: the text tower adds `positional_embedding * mask1 +
+    positional_embedding_res * mask2` (mask1 = first 20 positions), i.e. one 248-row table made of the first 20
+    rows of the one and the rest of the other."""
+    import torch
+
+    state = checkpoint.get("state_dict", checkpoint) if release.layout != "longclip" else checkpoint
+    state = {k: v for k, v in state.items() if k not in _OPENAI_EXTRAS}
+    if release.layout == "pacs++":
+        state = merge_lora(state)
+    if release.layout == "longclip" and "positional_embedding_res" in state:
+        pos, res = state["positional_embedding"], state.pop("positional_embedding_res")
+        state["positional_embedding"] = torch.cat([pos[:LONGCLIP_KEEP], res[LONGCLIP_KEEP:]])
+    return state
+
+
+LORA_ALPHA = 1  # the authors' custom_loralib default; clip_lora.load(lora=4) passes only r
+
+
+def merge_lora(state: dict) -> dict:
+    """Fold each LoRA pair into its weight: W + (B @ A).view(W.shape) * alpha / r, which is what the authors'
+    `custom_loralib` layers add in their forward (Linear, Conv2d, and MultiheadAttention's in_proj / out_proj).
+    `X.lora_A` belongs to `X.weight`; `X.in_proj_weight_lora_A` to `X.in_proj_weight`."""
+    out = dict(state)
+    for key in [k for k in state if k.endswith("lora_A")]:
+        stem = key[: -len("lora_A")]
+        target = stem[:-1] if stem.endswith("_") else stem + "weight"
+        b_key = stem + "lora_B"
+        if target not in state or b_key not in state:
+            raise ModelNotAvailableError(
+                key,
+                searched=[],
+                reason=f"LoRA factor without {target} or {b_key}",
+                fix="Use the authors' file.",
+            )
+        weight, a, b = state[target], out.pop(key).float(), out.pop(b_key).float()
+        rank = a.shape[0] // weight.shape[-1] if weight.ndim == 4 else a.shape[0]  # conv: r * kernel rows
+        out[target] = weight.float() + (b @ a).view(weight.shape) * (LORA_ALPHA / rank)
+    return out
+
+
+def release_model(release: Release, *, device: str, mode: str):
+    """The architecture of `release` (text context included); `mode`: "empty" (meta), "shapes" (full size,
+    random), "smoke" (tiny, random)."""
+    import open_clip
+
+    from recon_score.testing.shapes import empty_weights, materialize
+
+    if mode == "smoke":
+        from recon_score.testing.tiny import OPEN_CLIP_TINY_CFG as tiny
+
+        cfg = {**tiny, "text_cfg": {**tiny["text_cfg"], "context_length": release.context_length}}
+        cfg["quick_gelu"] = bool(open_clip.get_model_config(release.arch).get("quick_gelu", False))
+        torch.manual_seed(0)
+        return open_clip.CLIP(**cfg).to(device)
+    cfg = open_clip.get_model_config(release.arch)
+    cfg = {**cfg, "text_cfg": {**cfg["text_cfg"], "context_length": release.context_length}}
+    with empty_weights():
+        model = open_clip.CLIP(**cfg)
+    if mode == "empty":
+        return model
+    materialize(model, device=device, dtype=torch.float32)
+    n = release.context_length  # the causal mask is a non-persistent buffer, lost on the meta device
+    model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
+    return model
+
+
+def find_release_file(
+    name: str, release: Release, weights_dir: Path | None, *, download: bool = True
+) -> Path:
+    """RECONSCORE_WEIGHTS (or `weights_dir`) / filename, then the HF cache, then the hub (unless offline or
+    `download` is False); else one error naming the file and where the authors publish it."""
+    from recon_score.hub import weights_root
+
+    folders = [p for p in (weights_dir, weights_root()) if p is not None]
+    for folder in folders:
+        if (folder / release.filename).is_file():
+            return folder / release.filename
+    searched = [str(f / release.filename) for f in folders]
+    reason = "file not found"
+    if release.hub:
+        from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+        searched.append(f"HF cache and https://huggingface.co/{release.hub} ({release.filename})")
+        hit = try_to_load_from_cache(release.hub, release.filename)
+        if isinstance(hit, str):
+            return Path(hit)
+        if is_offline() or not download:
+            reason = "not in the HF cache" + (" (HF_HUB_OFFLINE=1 is set)" if is_offline() else "")
+        else:
+            try:
+                return Path(hf_hub_download(release.hub, release.filename))
+            except Exception as err:
+                reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+    raise ModelNotAvailableError(
+        f"open_clip:{name}",
+        searched=searched,
+        reason=reason,
+        fix=f"Download {release.filename} ({release.paper}, {release.url}) into {folders[-1]} or name it with "
+        f"'open_clip:{name}@/path/to/{release.filename}'.",
+    )
+
+
+def build_release(name: str, where: str | None, *, device: str, weights_dir: Path | None) -> Encoder:
+    """`NAME` (weights found by name), `NAME@/path/file`, `NAME@smoke` (tiny random), `NAME@shapes` (full size,
+    random). The checkpoint is read with weights_only=True and loaded strictly."""
+    import open_clip
+    from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+
+    release = RELEASES[name]
+    if where in ("smoke", "shapes"):
+        model = release_model(release, device=device, mode=where)
+        source = f"{where}: {release.paper} architecture, random weights (numbers are meaningless)"
+    else:
+        path = Path(where).expanduser() if where else find_release_file(name, release, weights_dir)
+        if not path.is_file():
+            raise ModelNotAvailableError(
+                f"open_clip:{name}",
+                searched=[str(path)],
+                reason="checkpoint file not found",
+                fix=f"Download {release.filename} ({release.paper}, {release.url}).",
+            )
+        state = release_state_dict(release, read_checkpoint(path, f"open_clip:{name}"))
+        model = release_model(release, device=device, mode="empty")
+        model = load_strict(model, state, f"{path} ({release.paper} {name})").to(device)
+        n = release.context_length  # the causal mask is a non-persistent buffer: not in any state dict
+        model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
+        source = str(path)
+    size = model.visual.image_size
+    preprocess = open_clip.image_transform(
+        size, is_train=False, mean=OPENAI_DATASET_MEAN, std=OPENAI_DATASET_STD, resize_mode="shortest"
+    )
+    tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)
+    info = EncoderInfo(
+        spec=f"open_clip:{name}" + (f"@{where}" if where else ""),
+        kind="embedding",
+        modalities=("image", "text"),
+        source=source,
+        dim=model.text_projection.shape[1],
+        extra={"activation": activation_of(model), "context_length": release.context_length},
+    )
+    return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+
+
+def check_release(name: str, where: str | None, *, weights_dir: Path | None) -> dict:
+    release = RELEASES[name]
+    if where in ("smoke", "shapes"):
+        return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
+    if where:
+        p = Path(where).expanduser()
+        ok = p.is_file()
+        return {
+            "available": ok,
+            "location": str(p),
+            "source": release.url,
+            "detail": "" if ok else "file not found",
+        }
+    try:
+        path = find_release_file(name, release, weights_dir, download=False)
+    except ModelNotAvailableError as err:
+        return {"available": False, "location": release.filename, "source": release.url, "detail": str(err)}
+    return {"available": True, "location": str(path), "source": release.url, "detail": ""}

@@ -29,15 +29,24 @@ EXPECTED = {
     "clipscore",
     "refclipscore",
     "recon_score",
+    "pacscore",
+    "refpacscore",
+    "longclipscore",
+    "reflongclipscore",
+    "cyclereward",
+    "fleur",
+    "reffleur",
 }
+IMAGE_FREE = {"bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge", "cider", "spice"}
+REFERENCE_FREE = {"clipscore", "recon_score", "pacscore", "longclipscore", "cyclereward", "fleur"}
 
 
 def test_every_metric_of_the_issue_is_registered_with_its_needs():
     infos = {m.name: m for m in list_metrics()}
     assert set(infos) == EXPECTED
     assert all(m.higher_is_better for m in infos.values())
-    assert {n for n, m in infos.items() if m.needs_images} == {"clipscore", "refclipscore", "recon_score"}
-    assert {n for n, m in infos.items() if not m.needs_references} == {"clipscore", "recon_score"}
+    assert {n for n, m in infos.items() if m.needs_images} == EXPECTED - IMAGE_FREE
+    assert {n for n, m in infos.items() if not m.needs_references} == REFERENCE_FREE
     with pytest.raises(dataclasses.FrozenInstanceError):
         infos["cider"].higher_is_better = False
     assert isinstance(get_metric_info("cider"), MetricInfo)

@@ -1,0 +1,73 @@
+"""Long-CLIP-S and RefLong-CLIP-S: the CLIPScore protocol (Hessel et al. 2021: w = 2.5, prefix "A photo depicts",
+RefCLIP-S's harmonic mean) on Long-CLIP (Zhang et al., ECCV 2024), whose text tower reads 248 tokens instead of 77.
+
+The control for the ReconScore paper's length argument: the same score on the same images with the 77-token
+limit lifted. Each run records how many captions exceed 77 tokens (CLIP-S truncates them) and fit in 248
+(`clip_s_truncates_only`). Weights: `longclip-B.pt` (default, ViT-B/16) or `longclip-L.pt` (ViT-L/14) from the HF
+hub (BeichenZhang/LongCLIP-B, -L), the HF cache, RECONSCORE_WEIGHTS, or `open_clip:longclip-L@/path/file.pt`;
+loaded into open_clip's CLIP with a 248-position text table (recon_score.encoders.open_clip.RELEASES).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from eval.metrics.base import CaptionBatch, MetricOutput
+from eval.metrics.clip import CLIP_S_WEIGHT, ref_clip_score
+from eval.metrics.pacs import OPTIONS, _ReleasedClipMetric
+from eval.metrics.registry import register_metric
+
+LONGCLIP_ENCODER = "open_clip:longclip-B"
+CLIP_CONTEXT = 77
+
+
+class _LongClipMetric(_ReleasedClipMetric):
+    token_limit = 248  # text tokens the encoder reads (start/end markers included)
+    default_encoder = LONGCLIP_ENCODER
+    default_w = CLIP_S_WEIGHT
+
+    def _report(self, batch, txt, errors, extra) -> dict:
+        facts = super()._report(batch, txt, errors, extra)
+        ctx = facts.get("context_length") or 0
+        over_clip = (txt.n_tokens > CLIP_CONTEXT) & (txt.n_tokens <= ctx)
+        facts["clip_s_truncates_only"] = int(np.sum(over_clip))
+        return facts
+
+
+@register_metric(
+    "longclipscore",
+    higher_is_better=True,
+    needs_references=False,
+    needs_images=True,
+    description="Long-CLIP-S: CLIP-S (2.5*max(cos,0), 'A photo depicts') on Long-CLIP, 248 text tokens (BeichenZhang/LongCLIP-B)",
+    value_range="[0, 2.5]",
+    backend="encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)",
+    options=OPTIONS,
+)
+class LongCLIPScore(_LongClipMetric):
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        values, errors, txt = self._clip_s(batch)
+        extra: dict = {}
+        info = self._report(batch, txt, errors, extra)
+        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+
+
+@register_metric(
+    "reflongclipscore",
+    higher_is_better=True,
+    needs_references=True,
+    needs_images=True,
+    description="RefLong-CLIP-S: RefCLIP-S's harmonic mean on Long-CLIP, 248 text tokens (BeichenZhang/LongCLIP-B)",
+    value_range="[0, 2.5)",
+    backend="encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)",
+    options=OPTIONS,
+)
+class RefLongCLIPScore(_LongClipMetric):
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        clip_s, errors, txt = self._clip_s(batch)
+        ref_sim, without = self._reference_similarity(batch, txt)
+        values = ref_clip_score(clip_s, ref_sim)
+        extra: dict = {}
+        info = self._report(batch, txt, errors, extra)
+        info["rows_without_references"] = without
+        return MetricOutput(values.double().numpy(), extra=extra, info=info)

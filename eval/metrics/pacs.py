@@ -1,0 +1,138 @@
+"""PAC-S and RefPAC-S (Sarto et al., CVPR 2023): the CLIP-S protocol on the authors' positive-augmented
+contrastive fine-tune of CLIP, with the authors' weight w = 2.
+
+    PAC-S(c, v)       = 2 * max(cos(E_text("A photo depicts " + c), E_image(v)), 0)
+    RefPAC-S(c, R, v) = 2 * PAC-S * s / (PAC-S + s),   s = max_r cos(E_text(prefix + c), E_text(prefix + r))
+
+As the authors' `evaluation/pac_score/pac_score.py`: texts are tokenised with CLIP's 77-token limit
+(`truncate=True`), references get the prefix too, and unlike RefCLIP-S the reference similarity is not clipped at
+0. Weights: the authors' fine-tuned ViT-B/32 (`clip_ViT-B-32.pth`, default) or ViT-L/14 (`openClip_ViT-L-14.pth`),
+found in RECONSCORE_WEIGHTS or named as `open_clip:pacs-ViT-L-14@/path/openClip_ViT-L-14.pth`; they are published
+on Google Drive only, so nothing downloads them. PAC-S++ (the IJCV 2025 extension): `encoder=
+"open_clip:pacs++-ViT-B-32"` or `"open_clip:pacs++-ViT-L-14"` (`PAC++_clip_ViT-*.pth`, LoRA r = 4 folded into the
+weights at load). Images: CLIP's own preprocessing (bicubic shortest-side resize,
+centre crop, OpenAI mean/std).
+"""
+
+from __future__ import annotations
+
+from eval.metrics.base import CaptionBatch, MetricOutput
+from eval.metrics.clip import DEFAULT_PREFIX, _ClipMetric, max_reference_similarity
+from eval.metrics.registry import register_metric
+from recon_score.errors import ReconScoreError
+
+PACS_ENCODER = "open_clip:pacs-ViT-B-32"
+PACS_WEIGHT = 2.0
+WEIGHTS = (
+    "released",
+    "smoke",
+    "shapes",
+)  # the released checkpoint; tiny random; full-size random (benchmarks)
+OPTIONS = ("encoder", "weights", "prefix", "long_text", "w", "device", "batch_size")
+
+
+def release_spec(encoder: str, weights: str) -> str:
+    """`encoder` with the random-weight variant `weights` asks for (`@smoke`, `@shapes`); as is for released."""
+    if weights not in WEIGHTS:
+        raise ReconScoreError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    if weights == "released":
+        return encoder
+    from recon_score.encoders.open_clip import RELEASES
+
+    base = encoder.split("@", 1)[0]
+    if base.removeprefix("open_clip:") not in RELEASES:
+        raise ReconScoreError(
+            f"weights={weights!r} needs a released CLIP fine-tune as encoder, not {encoder!r}"
+        )
+    return f"{base}@{weights}"
+
+
+def ref_pac_score(pac, ref_sim):
+    """Harmonic mean of PAC-S and the raw max reference cosine (the authors' `2*p*r/(p+r)`); 0 where p + r = 0."""
+    import torch
+
+    total = pac + ref_sim
+    safe = torch.where(total == 0, torch.ones_like(total), total)
+    return torch.where(total == 0, total * 0, 2 * pac * ref_sim / safe)
+
+
+class _ReleasedClipMetric(_ClipMetric):
+    token_limit = 77  # text tokens the encoder reads (start/end markers included)
+    default_encoder = PACS_ENCODER
+    default_w = PACS_WEIGHT
+
+    def __init__(
+        self,
+        *,
+        encoder: str | None = None,
+        weights: str = "released",
+        prefix: str = DEFAULT_PREFIX,
+        long_text: str = "truncate",
+        w: float | None = None,
+        device: str | None = None,
+        batch_size: int | None = None,
+    ):
+        super().__init__(
+            encoder=release_spec(encoder or self.default_encoder, weights),
+            prefix=prefix,
+            long_text=long_text,
+            w=self.default_w if w is None else w,
+            device=device,
+            batch_size=batch_size,
+        )
+        self.weights = weights
+
+    def config(self) -> dict:
+        return {**super().config(), "weights": self.weights}
+
+    def _reference_similarity(self, batch: CaptionBatch, txt):
+        """Max cosine of each candidate with its own references (prefixed), NaN where a row has none."""
+        from eval.metrics.clip import embed_texts
+
+        refs = batch.references or [[] for _ in batch.candidates]
+        flat = [r for rs in refs for r in rs]
+        owner = [i for i, rs in enumerate(refs) for _ in rs]
+        ref_txt = batch.memo(
+            self._key("references"),
+            lambda: embed_texts(self.encoder, flat, prefix=self.prefix, long_text=self.long_text),
+        )
+        return max_reference_similarity(txt.emb, ref_txt.emb, owner), sum(1 for rs in refs if not rs)
+
+
+@register_metric(
+    "pacscore",
+    higher_is_better=True,
+    needs_references=False,
+    needs_images=True,
+    description="PAC-S (Sarto et al. 2023): 2*max(cos,0) on the authors' PAC fine-tune of CLIP ViT-B/32 (aimagelab/pacscore)",
+    value_range="[0, 2]",
+    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
+    options=OPTIONS,
+)
+class PACScore(_ReleasedClipMetric):
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        values, errors, txt = self._clip_s(batch)
+        extra: dict = {}
+        info = self._report(batch, txt, errors, extra)
+        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+
+
+@register_metric(
+    "refpacscore",
+    higher_is_better=True,
+    needs_references=True,
+    needs_images=True,
+    description="RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine (aimagelab/pacscore)",
+    value_range="[0, 2)",
+    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
+    options=OPTIONS,
+)
+class RefPACScore(_ReleasedClipMetric):
+    def score(self, batch: CaptionBatch) -> MetricOutput:
+        pac, errors, txt = self._clip_s(batch)
+        ref_sim, without = self._reference_similarity(batch, txt)
+        values = ref_pac_score(pac, ref_sim)  # NaN propagates from rows without image or references
+        extra: dict = {}
+        info = self._report(batch, txt, errors, extra)
+        info["rows_without_references"] = without
+        return MetricOutput(values.double().numpy(), extra=extra, info=info)
