@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
-from recon_score.errors import InputError, ReconScoreError, renamed_field
+from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.results import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
@@ -28,10 +28,6 @@ class AddMetricsJob:
     preset: str = "paper"
     device: str | None = None
     out: Path | None = None  # default: <scores stem>.metrics.jsonl next to it
-    images: InitVar[Path | None] = None  # the old name of `images_root` (warns once)
-
-    def __post_init__(self, images: Path | None) -> None:
-        renamed_field(self, "images", "images_root", images)
 
 
 @dataclass

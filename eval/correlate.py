@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import InitVar, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +15,7 @@ from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_preferences
 from recon_score.cache import atomic_write_bytes, atomic_write_text
-from recon_score.errors import InputError, ReconScoreError, renamed_field
+from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.results import write_json_atomic
 from recon_score.runtime import provenance, utc_now
@@ -41,10 +41,6 @@ class CorrelateJob:
     n_boot: int = 1000
     seed: int = 0
     metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
-    images: InitVar[Path | None] = None  # the old name of `images_root` (warns once)
-
-    def __post_init__(self, images: Path | None) -> None:
-        renamed_field(self, "images", "images_root", images)
 
 
 @dataclass

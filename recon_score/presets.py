@@ -51,21 +51,6 @@ class ReconPreset(PresetMixin):
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
 
-    def pixel_fields(self) -> dict:
-        """The values that change reconstructed pixels (the reconstruction cache key uses these)."""
-        return {
-            k: getattr(self, k)
-            for k in (
-                "t2i_model",
-                "t2i_revision",
-                "steps",
-                "guidance_scale",
-                "max_sequence_length",
-                "dtype",
-                "vae_tiling",
-            )
-        }
-
 
 # Where each value comes from. "seed 004" is the ReconScore paper; "authors' code" is github.com/hhu-czy/ReconScore
 # (scripts/image_generator.py, batch_generate.py, batch_evaluate.py). A preset derived from `paper` inherits the

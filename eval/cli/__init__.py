@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plain_warnings() -> None:
-    """reconscore's own warnings as one `warning: ...` line (like the renamed-option warnings), not Python's
+    """reconscore's own warnings as one `warning: ...` line, not Python's
     file:line form; other packages' warnings keep theirs."""
     import warnings
 

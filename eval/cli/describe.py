@@ -12,7 +12,6 @@ from eval.cli import options as opt
 
 @click.command(
     "describe",
-    cls=opt.renamed({"--dataset-root": "--root"}),
     epilog="""\b
 Examples:
   reconscore describe --preset smoke --n 3 --out runs/describe-smoke            # bundled sample, offline
@@ -35,7 +34,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     help="What to caption: a folder (recursive), one image, a .txt list or a .jsonl (default: every image under "
     "--images, else the bundled UC Merced sample).",
 )
-@opt.images_root("the list's folder", file_okay=True)
+@opt.images_root("the list's folder")
 @click.option(
     "--dataset",
     default=None,
@@ -252,9 +251,8 @@ def command(
         eval_candidates=eval_candidates,
         seed=seed,
         recon_preset=recon_preset,
-        select_by=get_metric_info(select_by).name if select_by else None,  # an old alias -> today's name
+        select_by=get_metric_info(select_by).name if select_by else None,
     )
-    inputs, images_root, dataset_root = _old_spellings(inputs, images_root, dataset_root, dataset)
     items = source = None
     if dataset:
         if inputs is not None or images_root is not None:
@@ -410,20 +408,3 @@ def _print_summary(summary, out: Path, preset) -> None:
         console.print(
             "[yellow]smoke preset: tiny random models, these captions and numbers are meaningless.[/]"
         )
-
-
-def _old_spellings(inputs, images_root, dataset_root, dataset):
-    """Until the vocabulary was unified, `--images` was the input list and `--root` the folder list entries are
-    relative to. Those calls keep working: a file given to --images is the input list, --root without --dataset
-    is the image folder. Each says so once."""
-    if images_root is not None and inputs is None and images_root.is_file():
-        click.echo("warning: describe --images FILE: the input list is now --inputs FILE", err=True)
-        inputs, images_root = images_root, None
-    if dataset_root is not None and dataset is None:
-        click.echo(
-            "warning: describe --root without --dataset: treated as --images (the image folder)", err=True
-        )
-        if images_root is None:
-            images_root = dataset_root
-        dataset_root = None
-    return inputs, images_root, dataset_root

@@ -13,7 +13,6 @@ from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
 @click.command(
     "evaluate",
-    cls=opt.renamed({"--images-dir": "--images"}),
     epilog="""\b
 Examples:
   reconscore evaluate --dataset ucm-captions --root /data/ucm --captions runs/rd/captions.jsonl \\

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
 
 import click
 
@@ -97,51 +96,14 @@ VOCABULARY = {
     "--seed": "the seed the command's randomness derives from",
 }
 
-_warned: set[str] = set()
 
-
-class RenamedOptions(click.Command):
-    """A command whose old option spellings still parse, as hidden aliases that warn once per process.
-
-    `renamed = {"--old": "--new"}`: every `--old` / `--old=VALUE` token is rewritten to `--new` before click
-    parses, so the old spelling shares the new option's type, checks and default.
-    """
-
-    renamed: ClassVar[dict[str, str]] = {}
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        out, rest = [], list(args)
-        while rest:
-            tok = rest.pop(0)
-            if tok == "--":  # everything after is an argument, never an option
-                out += [tok, *rest]
-                break
-            name, eq, value = tok.partition("=")
-            new = self.renamed.get(name)
-            if new is None:
-                out.append(tok)
-                continue
-            if name not in _warned:
-                _warned.add(name)
-                click.echo(
-                    f"warning: {self.name} {name} is now {new}; the old name will be removed", err=True
-                )
-            out.append(f"{new}{eq}{value}")
-        return super().parse_args(ctx, out)
-
-
-def renamed(mapping: dict[str, str]) -> type[RenamedOptions]:
-    """`@click.command(..., cls=renamed({"--images-dir": "--images"}))`."""
-    return type("Renamed", (RenamedOptions,), {"renamed": dict(mapping)})
-
-
-def images_root(default: str, *, extra: str = "", file_okay: bool = False) -> Callable:
+def images_root(default: str, *, extra: str = "") -> Callable:
     """--images DIR, the one meaning of VOCABULARY["--images"]; `default` says where paths are relative to
-    without it. (`file_okay`: describe's old `--images LIST` still parses, with a warning.)"""
+    without it."""
     return click.option(
         "--images",
         "images_root",
-        type=click.Path(file_okay=file_okay, path_type=Path),
+        type=click.Path(file_okay=False, path_type=Path),
         default=None,
         help=f"Folder that image paths are relative to (default: {default}).{extra}",
     )

@@ -2,7 +2,7 @@
 
     bleu1..bleu4, meteor, rouge (ROUGE-L), cider (CIDEr-D), spice   pycocoevalcap on PTB tokens
     clipscore, refclipscore                                          Hessel et al. 2021, any registry encoder
-    recon_score (was: reconscore)                                    seed 004, recon_score.ReconScorer
+    recon_score                                                      seed 004, recon_score.ReconScorer
 
 Every metric scores aligned rows of a `CaptionBatch` and returns one value per row (NaN where a row lacks what
 the metric needs). `compute_metrics` runs several at once, sharing one PTB tokenizer pass and the CLIP

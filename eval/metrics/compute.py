@@ -61,10 +61,7 @@ def compute_metrics(
     `metrics` supplies ready instances (e.g. a shared METEOR process); the others are built from `options[name]`
     and closed afterwards.
     """
-    canon = lambda n: get_metric_info(n).name  # noqa: E731  (old aliases -> today's names and columns)
-    names = [canon(n) for n in names]
-    options = {canon(k): v for k, v in (options or {}).items()}
-    given = {canon(k): v for k, v in (metrics or {}).items()}
+    options, given = options or {}, metrics or {}
     check_inputs(names, batch)
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))

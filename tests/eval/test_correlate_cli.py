@@ -210,7 +210,7 @@ def test_metrics_add_never_overwrites_a_column_of_the_run(tmp_path, capsys):
     (tmp_path / "scores.jsonl").write_text(
         '{"id": "a", "image": "x.png", "caption": "a", "recon_score": 50}\n'
     )
-    assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4,reconscore"]) == 1
+    assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4,recon_score"]) == 1
     err = capsys.readouterr().err
     assert "already has a recon_score column" in err and not (tmp_path / "scores.metrics.jsonl").exists()
 
