@@ -1,5 +1,5 @@
 """`reconscore correlate` as a function: load a human-judgment set, score every row with the chosen metrics,
-correlate (see eval.correlation), write correlations.csv, per_item.parquet and run.json atomically."""
+correlate (the statistics: eval.kendall), write correlations.csv, per_item.parquet and run.json atomically."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval.correlation import HEADLINE, TauVariant, correlate
+from eval.kendall import HEADLINE, TauVariant, correlate
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_preferences
