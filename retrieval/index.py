@@ -13,8 +13,7 @@ import torch
 from torch import Tensor
 
 from recon_score.errors import ReconScoreError
-
-INDEX_KINDS = ("exact", "faiss-flat", "faiss-ivf", "faiss-hnsw")
+from retrieval.choices import INDEX_KINDS
 
 
 def import_faiss():

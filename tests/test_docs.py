@@ -3,6 +3,7 @@ real CLI (every option exists for that subcommand, every choice is valid); block
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -125,6 +126,49 @@ def _offline_blocks() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("page", "block"), _offline_blocks())
 def test_offline_blocks_run(page, block, tmp_path):
     """`bash offline` blocks run as written in a scratch folder that sees the repo's bundled files."""
+    done = _run_offline(block, tmp_path)
+    assert done.returncode == 0, f"{page}:\n{block}\n{done.stderr[-3000:]}"
+
+
+def _printed_json_examples() -> list[tuple[str, str, str]]:
+    """(page, block, json): a `bash offline` block whose last command ends with --json, and the ```json block
+    right after it that shows what it prints."""
+    pairs = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        fences = list(FENCE.finditer(text))
+        for first, second in itertools.pairwise(fences):
+            lines = _command_lines(first[3])
+            if (
+                first[2].split()[:1] == ["offline"]
+                and lines
+                and lines[-1].endswith("--json")
+                and second[1] == "json"
+            ):
+                pairs.append((page.relative_to(REPO).as_posix(), first[3], second[3]))
+    return pairs
+
+
+@pytest.mark.parametrize(("page", "block", "shown"), _printed_json_examples())
+def test_documented_json_is_what_the_command_prints(page, block, shown, tmp_path):
+    import json
+
+    done = _run_offline(block, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed, documented = json.loads(done.stdout.strip().splitlines()[-1]), json.loads(shown)
+    assert list(printed) == list(documented), page
+    assert _close(printed, documented), (page, printed)
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+    return a == b
+
+
+def _run_offline(block: str, tmp_path: Path) -> subprocess.CompletedProcess:
     for name in ("recon_score", "preference_data", "retrieval"):
         (tmp_path / name).symlink_to(REPO / name)
     shim = tmp_path / "bin"
@@ -141,10 +185,9 @@ def test_offline_blocks_run(page, block, tmp_path):
         "HF_HUB_OFFLINE": "1",
     }
     script = block.replace("./dev reconscore", "reconscore").replace("./dev python", "python")
-    done = subprocess.run(
+    return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
     )
-    assert done.returncode == 0, f"{page}:\n{script}\n{done.stderr[-3000:]}"
 
 
 # docs/python-api.md has its own test with assertions on the results (tests/test_docs_python_api.py)

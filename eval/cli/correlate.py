@@ -8,8 +8,9 @@ import click
 
 from eval.cli import options as opt
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
+from recon_score.presets import PRESETS
 
-FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
+FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]  # preference_data.FORMATS
 
 
 @click.command(
@@ -37,12 +38,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     help="Human judgment file.",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Layout of --preferences.")
-@click.option(
-    "--metrics",
-    required=True,
-    help="Comma-separated metric names (bleu1..4, meteor, rouge, cider, spice, clipscore, refclipscore, "
-    "recon_score; `reconscore metrics list`).",
-)
+@opt.metric_names(required=True)
 @opt.images_root("the preference file's folder for ranking/csv", extra=" Only image metrics need it.")
 @click.option(
     "--references",
@@ -51,7 +47,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     help="Caption file of flickr8k (Flickr8k.token.txt) or thumb (mscoco_references.json); default: next to "
     "--preferences.",
 )
-@click.option("--preset", default="paper", show_default=True, help="ReconScore preset (recon_score metric).")
+@opt.preset(PRESETS, "ReconScore preset (recon_score metric). ")
 @opt.clip_encoder()
 @opt.long_text()
 @opt.device()

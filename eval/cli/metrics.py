@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from recon_score.presets import PRESETS
 
 
 @click.group("metrics")
@@ -18,21 +19,14 @@ def command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_cmd(as_json: bool) -> int:
     """Every registered metric: direction, what it needs, range, backend."""
+    import dataclasses
     import json
 
-    from eval.metrics import list_metrics
+    from eval.metrics import MetricInfo, list_metrics
 
     infos = list_metrics()
     if as_json:
-        keys = (
-            "name",
-            "higher_is_better",
-            "needs_references",
-            "needs_images",
-            "value_range",
-            "backend",
-            "description",
-        )
+        keys = [f.name for f in dataclasses.fields(MetricInfo) if f.name not in ("cls", "options")]
         click.echo(json.dumps([{k: getattr(m, k) for k in keys} for m in infos], indent=2))
         return 0
     click.echo(f"{'name':13s} {'better':7s} {'refs':5s} {'images':7s} {'range':11s} description")
@@ -59,7 +53,7 @@ means). References are matched to rows by the `image` column; a references file 
 of {"image", "references"}.""",
 )
 @click.argument("run", type=click.Path(exists=True, path_type=Path))
-@click.option("--metrics", required=True, help="Comma-separated metric names (`reconscore metrics list`).")
+@opt.metric_names(required=True)
 @click.option(
     "--references",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -69,7 +63,7 @@ of {"image", "references"}.""",
 @opt.images_root("the run's images_root in run.json", extra=" Only image metrics need it.")
 @opt.clip_encoder()
 @opt.long_text()
-@click.option("--preset", default="paper", show_default=True, help="Preset for the recon_score metric.")
+@opt.preset(PRESETS, "ReconScore preset (recon_score metric). ")
 @opt.device()
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."

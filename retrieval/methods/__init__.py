@@ -109,6 +109,8 @@ METHODS: dict[str, MethodInfo] = {
     )
 }
 TRAINING_FREE = tuple(n for n, m in METHODS.items() if m.kind != "learned")
+# what runs on a features bundle alone (`reconscore retrieve-eval`): no text encoder, captioner or checkpoint
+BUNDLE_METHODS = tuple(n for n in TRAINING_FREE if "text encoder" not in METHODS[n].needs)
 
 
 class UnknownMethodError(ReconScoreError, ValueError):

@@ -106,23 +106,96 @@ def test_console_script_and_module_agree():
 
 
 def test_help_does_not_import_torch():
+    helps = [["--help"], ["score", "--help"], ["describe", "--help"], ["retrieve", "--help"]]
+    helps += [
+        ["retrieve-eval", "--help"],
+        ["correlate", "--help"],
+        ["evaluate", "--help"],
+        ["presets", "list"],
+    ]
     code = (
-        "import sys; from eval.cli import main; main(['--help']); main(['score','--help']); "
+        f"import sys; from eval.cli import main; [main(a) for a in {helps!r}]; "
         "print('torch' in sys.modules, 'diffusers' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip().splitlines()[-1] == "False False"
 
 
-def test_shared_options_agree_with_the_code_behind_them(capsys):
-    """`--long-text` takes the same values in every subcommand, and they are the ones the CLIP metrics accept."""
-    from eval.cli import options
-    from eval.metrics.clip import LONG_TEXT_MODES
+def _params(*path: str) -> dict:
+    import click
 
-    assert options.LONG_TEXT_CHOICES == LONG_TEXT_MODES
-    for argv in (["evaluate"], ["correlate"], ["metrics", "add"], ["study", "selection"]):
-        assert main([*argv, "--help"]) == 0
-        assert "[truncate|sliding-window]" in " ".join(capsys.readouterr().out.split()), argv
+    from eval.cli import cli
+
+    cmd, ctx = cli, click.Context(cli)
+    for name in path:
+        cmd = cmd.get_command(ctx, name)
+    return {p.name: p for p in cmd.params}
+
+
+def test_choices_and_defaults_come_from_the_registries(capsys):
+    """The CLI restates no registry: presets, benchmarks, methods, protocol choices, metric names, formats and the
+    CLIPScore encoder are the code's own."""
+    from describer.presets import DESCRIBER_PRESETS
+    from eval.cli.correlate import FORMATS
+    from eval.cli.generate import KINDS
+    from eval.metrics import list_metrics
+    from eval.metrics.clip import DEFAULT_ENCODER, LONG_TEXT_MODES
+    from preference_data import FORMATS as LOADERS
+    from preference_data.run import KINDS as GENERATORS
+    from recon_score.presets import PRESETS
+    from retrieval import choices
+    from retrieval.datasets import BENCHMARKS
+    from retrieval.methods import METHODS
+
+    for path in (["score"], ["evaluate"], ["correlate"], ["metrics", "add"]):
+        assert list(_params(*path)["preset"].type.choices) == list(PRESETS), path
+    assert list(_params("describe")["preset"].type.choices) == list(DESCRIBER_PRESETS)
+    assert list(_params("describe")["recon_preset"].type.choices) == list(PRESETS)
+    assert list(_params("retrieve")["benchmark"].type.choices) == list(BENCHMARKS)
+    assert list(_params("retrieve-eval")["method"].type.choices) == list(METHODS)
+    assert tuple(_params("retrieve-eval")["ap_variant"].type.choices) == choices.AP_VARIANTS
+    assert tuple(_params("retrieve")["index_kind"].type.choices) == choices.INDEX_KINDS
+    for path in (["retrieve"], ["retrieve-eval"]):
+        p = _params(*path)
+        assert tuple(p["ties"].type.choices) == choices.TIES
+        assert tuple(p["empty_positives"].type.choices) == choices.EMPTY_ACTIONS
+        assert tuple(p["group_mean"].type.choices) == choices.GROUP_MEANS
+    assert KINDS == GENERATORS and list(LOADERS) == FORMATS
+    for path in (["evaluate"], ["correlate"], ["metrics", "add"]):
+        p = _params(*path)
+        assert (
+            tuple(p["long_text"].type.choices) == LONG_TEXT_MODES and p["encoder"].default == DEFAULT_ENCODER
+        )
+        assert all(m.name in p["metrics"].help for m in list_metrics()), path
+    assert main(["study", "selection", "--help"]) == 0
+    assert "[truncate|sliding-window]" in " ".join(capsys.readouterr().out.split())
+
+
+def test_override_flags_are_the_preset_fields(tmp_path):
+    """Every preset field a user may change has its flag (a field added to the dataclass gets one), and a flag's
+    value reaches run.json parsed as the preset would hold it."""
+    import dataclasses
+
+    from describer.presets import DescriberPreset
+    from recon_score.presets import ReconPreset
+    from recon_score.prompts import PLAIN_TEMPLATE
+
+    for cls, path in ((ReconPreset, "score"), (DescriberPreset, "describe")):
+        fields = {f.name for f in dataclasses.fields(cls)} - set(cls.FIXED)
+        assert fields == set(cls.OVERRIDES) and fields <= set(_params(path)), path
+    out = tmp_path / "o"
+    argv = ["score", "--preset", "smoke", "--limit", "1", "--steps", "2", "--prompt-template", "plain"]
+    assert main([*argv, "--no-vae-tiling", "--max-side", "64", "--out", str(out)]) == 0
+    preset = json.loads((out / "run.json").read_text())["config"]["preset"]
+    assert (preset["steps"], preset["vae_tiling"], preset["max_side"]) == (2, False, 64)
+    assert preset["prompt_template"] == PLAIN_TEMPLATE
+
+
+def test_an_unknown_preset_is_a_usage_error(capsys):
+    """docs/cli.md: a bad value on the command line is exit 2, and says what is allowed."""
+    assert main(["score", "--preset", "papr", "--out", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "'papr' is not one of" in err and "'paper'" in err
 
 
 def test_symlinked_dataset_and_no_follow_symlinks(tmp_path, monkeypatch, sample_dir):
