@@ -100,24 +100,14 @@ def command(
     split,
     annotations,
     preset,
-    sampling_extensions,
-    base_url,
-    api_key_env,
-    concurrency,
     device,
     vlm_batch_size,
     t2i_batch_size,
     phase_size,
-    bands,
     weights_dir,
     cache_dir,
     no_cache,
-    trust_remote_code,
-    limit,
-    retry_errors,
-    overwrite,
-    out,
-    **flags,
+    **kw,
 ) -> int:
     """Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber)."""
     from describer.backends import build_captioner
@@ -126,49 +116,33 @@ def command(
     from eval.selection import build_selector, preflight
     from recon_score.runtime import resolve_device
 
-    p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, flags))
-    items = source = None
-    if dataset:
-        if inputs is not None or images_root is not None:
-            raise click.UsageError("give either --inputs/--images or --dataset, not both")
-        if dataset_root is None:
-            raise click.UsageError("--dataset needs --root")
-        from eval.datasets.adapters import split_inputs
-
-        items, source = split_inputs("describe", dataset, dataset_root, split, annotations)
-    elif inputs is not None or images_root is not None:  # read and check the inputs before any model is built
-        from describer.inputs import discover_images
-
-        items = discover_images(inputs if inputs is not None else images_root, root=images_root)
+    p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
+    recon = opt.pop_overrides(ReconPreset, kw)  # t2i_model, encoder of the selection renders
+    job_kw = {k: kw.pop(k) for k in ("limit", "overwrite", "retry_errors", "bands", "out")}
+    items, source = _items(inputs, images_root, dataset, dataset_root, split, annotations)
     device = resolve_device(device)
-    cap = build_captioner(
+    cap = build_captioner(  # `kw` is left with the backend's options
         p.backend,
         p.captioner,
         device=device,
         dtype=p.dtype,
         revision=p.captioner_revision,
         batch_size=vlm_batch_size,
-        trust_remote_code=trust_remote_code,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        sampling_extensions=sampling_extensions,
+        **kw,
     )
-    seeds = {k: getattr(p, k) for k in ("selection_seed", "selection_seeds", "eval_seed")}
     selector = build_selector(
         p.select_by,
-        seeds=seeds,
+        seeds={k: getattr(p, k) for k in ("selection_seed", "selection_seeds", "eval_seed")},
         recon_preset=p.recon_preset,
         device=device,
         batch_size=t2i_batch_size,
         cache_dir=cache_dir,
         use_cache=not no_cache,
         weights_dir=weights_dir,
-        overrides=flags,  # t2i_model, encoder
+        overrides=recon,
     )
     preflight(cap, selector)
     job = DescribeJob(
-        out=out,
         preset=p,
         captioner=cap,
         selector=selector,
@@ -176,20 +150,34 @@ def command(
         images_root=images_root,
         vlm_batch_size=vlm_batch_size,
         phase_size=phase_size,
-        limit=limit,
-        overwrite=overwrite,
-        retry_errors=retry_errors,
         argv=["reconscore", *sys.argv[1:]],
         items=items,
         source=source,
-        bands=bands,
+        **job_kw,
     )
     summary = run_describe(job)
     from accelerate import PartialState
 
     if PartialState().is_main_process:
-        _print_summary(summary, out, p)
+        _print_summary(summary, job.out, p)
     return summary.exit_code
+
+
+def _items(inputs, images_root, dataset, dataset_root, split, annotations) -> tuple[list | None, dict | None]:
+    """What to describe, read and checked before any model is built (None, None: the bundled sample)."""
+    if dataset:
+        if inputs is not None or images_root is not None:
+            raise click.UsageError("give either --inputs/--images or --dataset, not both")
+        if dataset_root is None:
+            raise click.UsageError("--dataset needs --root")
+        from eval.datasets.adapters import split_inputs
+
+        return split_inputs("describe", dataset, dataset_root, split, annotations)
+    if inputs is not None or images_root is not None:
+        from describer.inputs import discover_images
+
+        return discover_images(inputs if inputs is not None else images_root, root=images_root), None
+    return None, None
 
 
 def _print_summary(summary, out: Path, preset) -> None:

@@ -135,97 +135,49 @@ printed and in run.json), 1 the run could not start.""",
     "--save-bundle", is_flag=True, help="Also write bundle.npz (features-level, for retrieve-eval)."
 )
 @opt.overwrite()
-def command(
-    benchmark,
-    dataset_root,
-    encoder,
-    methods,
-    out,
-    annotations,
-    options,
-    sets,
-    vocabulary,
-    phrases,
-    corpus_pos,
-    corpus_neg,
-    captioner,
-    rewriter,
-    checkpoints,
-    device,
-    batch_size,
-    weights_dir,
-    cache_dir,
-    no_cache,
-    chunk_size,
-    ties,
-    empty_positives,
-    group_mean,
-    limit,
-    topk,
-    index_kind,
-    save_bundle,
-    overwrite,
-) -> int:
-    """Run composed image retrieval methods on a benchmark and report mAP/recall in the seeds' layout."""
+def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_kind, **same) -> int:
+    """Run composed image retrieval methods on a benchmark and report mAP/recall in the seeds' layout.
+    (`same`: the options named as RetrieveConfig's fields.)"""
     from retrieval.methods import METHODS, UnknownMethodError, build_method
     from retrieval.run import RetrieveConfig, run_retrieve
 
     names = (
-        list(TRAINING_FREE)
-        if methods.strip() == "all"
-        else [m.strip() for m in methods.split(",") if m.strip()]
+        TRAINING_FREE if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
     )
     for name in names:
         if name not in METHODS:
             raise UnknownMethodError(name)
     overrides = _method_sets(sets)
     cfg = RetrieveConfig(
-        benchmark=benchmark,
         root=dataset_root,
-        encoder=encoder,
         methods=list(dict.fromkeys(names)),
-        out=out,
-        annotations=annotations,
         options=opt.key_values(options, "--option"),
         overrides=overrides,
-        vocabulary=vocabulary,
-        phrases=phrases,
-        corpus_pos=corpus_pos,
-        corpus_neg=corpus_neg,
         checkpoints={k: Path(v) for k, v in opt.key_values(checkpoints, "--checkpoint").items()},
-        captioner=captioner,
-        rewriter=rewriter,
-        device=device,
-        batch_size=batch_size,
-        weights_dir=weights_dir,
         cache=not no_cache,
-        cache_dir=cache_dir,
-        chunk_size=chunk_size,
-        ties=ties,
-        empty_positives=empty_positives,
-        group_mean=group_mean,
-        limit=limit,
-        topk=topk,
         index=index_kind,
-        save_bundle=save_bundle,
-        overwrite=overwrite,
+        **same,
     )
     caption_fn = rewrite_fn = None
-    if "cirevl" in cfg.methods and captioner and rewriter:
+    if "cirevl" in cfg.methods and cfg.captioner and cfg.rewriter:
         from retrieval import cirevl_models
 
         prompts = build_method("cirevl", overrides.get("cirevl")).config
-        caption_fn = cirevl_models.build_captioner(captioner, device=device, prompt=prompts.caption_prompt)
-        rewrite_fn = cirevl_models.build_rewriter(rewriter, device=device, template=prompts.rewrite_template)
-    if limit:
+        caption_fn = cirevl_models.build_captioner(
+            cfg.captioner, device=cfg.device, prompt=prompts.caption_prompt
+        )
+        rewrite_fn = cirevl_models.build_rewriter(
+            cfg.rewriter, device=cfg.device, template=prompts.rewrite_template
+        )
+    if cfg.limit:
         click.echo(
-            f"--limit {limit}: only the first {limit} queries; the numbers are not the benchmark's.", err=True
+            f"--limit {cfg.limit}: only the first {cfg.limit} queries; the numbers are not the benchmark's.",
+            err=True,
         )
     outcome = run_retrieve(
         cfg, captioner=caption_fn, rewriter=rewrite_fn, log=lambda m: click.echo(m, err=True)
     )
-    table = out / "table.md"
-    if table.is_file():
-        click.echo(table.read_text())
-    click.echo(f"results in {out}", err=True)
+    if (cfg.out / "table.md").is_file():
+        click.echo((cfg.out / "table.md").read_text())
+    click.echo(f"results in {cfg.out}", err=True)
     return outcome.exit_code

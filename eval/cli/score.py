@@ -76,32 +76,13 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.retry_errors("rows")
 @opt.overwrite()
 def command(
-    captions,
-    images_root,
-    dataset,
-    dataset_root,
-    split,
-    annotations,
-    preset,
-    out,
-    device,
-    batch_size,
-    recon_seeds,
-    bands,
-    weights_dir,
-    cache_dir,
-    no_cache,
-    offload,
-    limit,
-    retry_errors,
-    overwrite,
-    **flags,
+    captions, images_root, dataset, dataset_root, split, annotations, preset, recon_seeds, no_cache, **kw
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
     from recon_score.presets import get_preset
     from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
 
-    p = get_preset(preset).override(**flags)
+    p = get_preset(preset).override(**opt.pop_overrides(ReconPreset, kw))
     rows = source = None
     if dataset:
         if captions is not None:
@@ -116,33 +97,23 @@ def command(
         rows, source = split_inputs("score", dataset, dataset_root, split, annotations)
     elif captions is None:
         captions = SAMPLE_DIR / "captions.jsonl"
-        if images_root is None:
-            images_root = SAMPLE_DIR
+        images_root = images_root or SAMPLE_DIR
     job = ScoreJob(
         captions=captions,
-        out=out,
         preset=p,
         images_root=images_root,
-        device=device,
-        batch_size=batch_size,
-        cache_dir=cache_dir,
         use_cache=not no_cache,
-        weights_dir=weights_dir,
-        offload=offload,
-        limit=limit,
-        retry_errors=retry_errors,
-        overwrite=overwrite,
         argv=["reconscore", *sys.argv[1:]],
         rows=rows,
         source=source,
         seeds=recon_seeds,
-        bands=bands,
+        **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
     summary = run_score(job)
     from accelerate import PartialState
 
     if PartialState().is_main_process:
-        print_summary(summary, out, meaningless=p.meaningless)
+        print_summary(summary, job.out, meaningless=p.meaningless)
     return summary.exit_code
 
 
