@@ -211,3 +211,29 @@ def test_no_example_path_points_outside_the_repository():
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         assert "../shared" not in text and "/work/" not in text, page.name
+
+
+def test_correlate_metric_table_is_the_registry():
+    """docs/correlate.md's metric table names exactly the metrics `--metrics` accepts."""
+    from eval.metrics import list_metrics
+
+    text = (REPO / "docs" / "correlate.md").read_text(encoding="utf-8")
+    table = text.split("## Metrics", 1)[1].split("\n\n", 2)[1]
+    names = set()
+    for row in table.splitlines()[2:]:
+        cell = row.split("|")[1]
+        found = re.findall(r"`(\w+)`", cell)
+        if len(found) == 2 and "…" in cell:  # `bleu1` … `bleu4`
+            stem = found[0].rstrip("0123456789")
+            found = [f"{stem}{k}" for k in range(int(found[0][len(stem) :]), int(found[1][len(stem) :]) + 1)]
+        names.update(found)
+    assert names == {m.name for m in list_metrics()}
+
+
+def test_python_api_counts_its_ways():
+    """The opening sentence of docs/python-api.md counts the sections that follow it."""
+    words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+    text = (REPO / "docs" / "python-api.md").read_text(encoding="utf-8")
+    intro = text.split("\n\n", 2)[1]
+    counts = [words[w.lower()] for w in re.findall(r"\b(\w+) ways\b|\bAll (\w+)\b", intro) for w in w if w]
+    assert counts and set(counts) == {len(re.findall(r"^## ", text, re.M))}, counts
