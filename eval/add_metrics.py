@@ -36,6 +36,7 @@ class AddMetricsResult:
     rows: int
     means: dict[str, float | None]
     scored: dict[str, int]
+    record: dict  # what <out>.json holds; config.run: the scored run's folder
 
 
 def _json_value(v):
@@ -119,21 +120,20 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     write_jsonl_atomic(out, records)
     means = {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names}
     scored = {n: int(table[n].notna().sum()) for n in names}
-    write_json_atomic(
-        out.with_suffix(".json"),
-        {
-            "command": "metrics add",
-            "scores": str(scores.resolve()),
-            "references": str(job.references.resolve()) if job.references else None,
-            "metrics": names,
-            "means": means,
-            "scored_rows": scored,
-            "rows": len(rows),
-            "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
-            "metric_reports": report,
-            "started": started,
-            "finished": utc_now(),
-            "provenance": provenance(),
-        },
-    )
-    return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored)
+    record = {
+        "command": "metrics add",
+        "scores": str(scores.resolve()),
+        "references": str(job.references.resolve()) if job.references else None,
+        "metrics": names,
+        "means": means,
+        "scored_rows": scored,
+        "rows": len(rows),
+        "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
+        "metric_reports": report,
+        "config": {"run": str(scores.parent.resolve())},
+        "started": started,
+        "finished": utc_now(),
+        "provenance": provenance(),
+    }
+    write_json_atomic(out.with_suffix(".json"), record)
+    return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored, record=record)

@@ -99,4 +99,5 @@ def command(
         click.echo(
             f"{failed} of {len(join.rows)} split images not scored (see `error` in per_image.jsonl)", err=True
         )
+    opt.smoke_banner(out / "run.json")
     return EXIT_PARTIAL if failed else EXIT_OK

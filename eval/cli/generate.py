@@ -140,4 +140,5 @@ def command(
     )
     result = run_generate(job)
     click.echo(f"{result.rows} rows ({result.failed} failed) -> {result.path}")
+    opt.smoke_banner(out / "run.json")
     return EXIT_PARTIAL if result.failed else EXIT_OK

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from eval.cli import SuggestingGroup
 from eval.cli import options as opt
 from recon_score.presets import PRESETS
 
 
-@click.group("metrics")
+@click.group("metrics", cls=SuggestingGroup)
 def command() -> None:
     """List caption metrics; add metric columns to a run's scores.jsonl."""
 
@@ -88,4 +89,5 @@ def add_cmd(run, metrics, references, images_root, encoder, long_text, preset, d
     for name, mean in result.means.items():
         shown = "n/a" if mean is None else f"{mean:.4f}"
         click.echo(f"  {name:13s} mean {shown}  ({result.scored[name]} rows scored)")
+    opt.smoke_banner(result.record)
     return 0

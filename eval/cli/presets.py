@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from eval.cli import SuggestingGroup
 
-@click.group("presets")
+
+@click.group("presets", cls=SuggestingGroup)
 def command() -> None:
     """List presets or show every value of one."""
 

@@ -180,4 +180,5 @@ def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_k
     if (cfg.out / "table.md").is_file():
         click.echo((cfg.out / "table.md").read_text())
     click.echo(f"results in {cfg.out}", err=True)
+    opt.smoke_banner(cfg.out / "run.json")
     return outcome.exit_code

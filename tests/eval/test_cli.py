@@ -244,3 +244,26 @@ def test_exit_statuses_mean_one_thing(tmp_path, capsys):
     bad.write_text("wrong,header\n1,2\n")
     assert main(["score", "--preset", "smoke", "--captions", str(bad), "--out", str(tmp_path / "o")]) == 1
     assert "must have columns image, caption" in capsys.readouterr().err
+
+
+def test_smoke_model_runs_say_their_numbers_are_meaningless(tmp_path, capsys):
+    """`retrieve` with open_clip:smoke prints the banner; text metrics on a real run's rows do not."""
+    from tests.retrieval import layouts
+
+    root = layouts.xview2(tmp_path / "x")
+    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "open_clip:smoke"]
+    assert main([*argv, "--methods", "text,image", "--device", "cpu", "--out", str(tmp_path / "r")]) == 0
+    assert "meaningless" in capsys.readouterr().err
+    (tmp_path / "scores.jsonl").write_text('{"id": "a", "image": "x.png", "caption": "a farm"}\n')
+    (tmp_path / "refs.json").write_text('{"x.png": ["a farm"]}')
+    argv = [
+        "metrics",
+        "add",
+        str(tmp_path),
+        "--metrics",
+        "bleu4",
+        "--references",
+        str(tmp_path / "refs.json"),
+    ]
+    assert main(argv) == 0
+    assert "meaningless" not in capsys.readouterr().err
