@@ -128,6 +128,21 @@ def test_offline_blocks_run(page, block, tmp_path):
     """`bash offline` blocks run as written in a scratch folder that sees the repo's bundled files."""
     done = _run_offline(block, tmp_path)
     assert done.returncode == 0, f"{page}:\n{block}\n{done.stderr[-3000:]}"
+    assert not _untracked_in_a_clone(tmp_path), f"{page}: run in a clone, this leaves files git would show"
+
+
+def _untracked_in_a_clone(folder: Path) -> list[str]:
+    """What a block wrote into its working folder that the repository's .gitignore does not cover (the folder
+    stands for the root of a clone; the links and bin/ are the test's own)."""
+    made = [p.name for p in folder.iterdir() if not p.is_symlink() and p.name != "bin"]
+    if not made:
+        return []
+    shown = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "--no-index", *(f"{name}/x" for name in made)],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return [name for name in made if f"{name}/x" not in shown]
 
 
 def _printed_json_examples() -> list[tuple[str, str, str]]:
