@@ -99,13 +99,6 @@ class FaissIndex:
         return torch.from_numpy(scores), torch.from_numpy(idx.astype(np.int64))
 
 
-def build_index(database: Tensor, kind: str = "exact", **params):
-    """`kind` exact -> None (use exact_topk); otherwise a FaissIndex."""
-    if kind not in INDEX_KINDS:
-        raise ValueError(f"index kind must be one of {', '.join(INDEX_KINDS)}, got {kind!r}")
-    return None if kind == "exact" else FaissIndex(database, kind, **params)
-
-
 def search(
     queries: Tensor, database: Tensor, k: int, *, index: FaissIndex | None = None
 ) -> tuple[Tensor, Tensor]:

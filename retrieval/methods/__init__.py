@@ -120,10 +120,6 @@ class UnknownMethodError(ReconScoreError, ValueError):
         super().__init__(f"unknown retrieval method {name!r}{hint}; known: {', '.join(METHODS)}")
 
 
-def list_methods() -> list[MethodInfo]:
-    return list(METHODS.values())
-
-
 def method_class(name: str):
     if name not in METHODS:
         raise UnknownMethodError(name)
