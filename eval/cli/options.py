@@ -1,6 +1,7 @@
 """Options several subcommands share, defined once so their names, choices, defaults and help agree.
 
-Kept free of torch imports (`--help` stays instant); tests check the choices against the code that uses them.
+Choices, defaults and preset flags come from the registries they name (presets, datasets, metrics, retrieval
+choices), each importable without torch, so `--help` stays instant and cannot offer what the code lacks.
 """
 
 from __future__ import annotations
