@@ -62,41 +62,12 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
-def command(
-    preferences,
-    fmt,
-    metrics,
-    images_root,
-    references,
-    preset,
-    encoder,
-    long_text,
-    device,
-    headline,
-    n_boot,
-    seed,
-    out,
-) -> int:
+def command(**job) -> int:
     """Kendall tau-b/tau-c of caption metrics against human judgments."""
     from eval.correlate import CorrelateJob, run_correlate
 
-    job = CorrelateJob(
-        preferences=preferences,
-        fmt=fmt,
-        metrics=metrics,
-        out=out,
-        images_root=images_root,
-        references=references,
-        preset=preset,
-        encoder=encoder,
-        long_text=long_text,
-        device=device,
-        headline=headline,
-        n_boot=n_boot,
-        seed=seed,
-    )
-    result = run_correlate(job)
-    print_correlations(result.correlations, result.run, out)
+    result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field
+    print_correlations(result.correlations, result.run, job["out"])
     return EXIT_PARTIAL if (result.correlations["n"] == 0).any() else EXIT_OK
 
 

@@ -44,44 +44,17 @@ Exit status: 0 every split image was scored, 3 some were not (their `error` says
     "--label", default=None, help="Row label of summary.csv (default: the captions file's folder name)."
 )
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
-def command(
-    dataset,
-    dataset_root,
-    split,
-    annotations,
-    images_root,
-    captions,
-    metrics,
-    preset,
-    recon_seeds,
-    encoder,
-    long_text,
-    device,
-    label,
-    out,
-) -> int:
-    """Evaluate a captioning model's output on a dataset split."""
+def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **same) -> int:
+    """Evaluate a captioning model's output on a dataset split. (`same`: options named as EvaluateJob's fields.)"""
     from eval.evaluate import EvaluateJob, run_evaluate
     from eval.metrics import metric_options
 
     options = metric_options(
         encoder=encoder, long_text=long_text, preset=preset, device=device, recon_seeds=recon_seeds
     )
-    job = EvaluateJob(
-        dataset=dataset,
-        root=dataset_root,
-        split=split,
-        captions=captions,
-        metrics=metrics,
-        out=out,
-        annotations=annotations,
-        images_root=images_root,
-        options=options,
-        label=label,
-        argv=["reconscore", *sys.argv[1:]],
-    )
+    job = EvaluateJob(root=dataset_root, options=options, argv=["reconscore", *sys.argv[1:]], **same)
     result = run_evaluate(job)
-    click.echo((out / "summary.md").read_text())
+    click.echo((job.out / "summary.md").read_text())
     ci = result.report.get("recon_score", {}).get("ci")
     if ci is not None:
         from recon_score.seeds import format_ci
@@ -93,11 +66,12 @@ def command(
     join, failed = result.join, result.failed
     if join.unmatched:
         click.echo(
-            f"{len(join.unmatched)} caption rows match no {split} image, e.g. {join.unmatched[0]}", err=True
+            f"{len(join.unmatched)} caption rows match no {job.split} image, e.g. {join.unmatched[0]}",
+            err=True,
         )
     if failed:
         click.echo(
             f"{failed} of {len(join.rows)} split images not scored (see `error` in per_image.jsonl)", err=True
         )
-    opt.smoke_banner(out / "run.json")
+    opt.smoke_banner(job.out / "run.json")
     return EXIT_PARTIAL if failed else EXIT_OK

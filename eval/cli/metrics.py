@@ -69,21 +69,11 @@ of {"image", "references"}.""",
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
 )
-def add_cmd(run, metrics, references, images_root, encoder, long_text, preset, device, out) -> int:
+def add_cmd(**job) -> int:
     """Add metric columns to RUN's scores.jsonl (RUN: a run folder or a scores.jsonl file)."""
     from eval.add_metrics import AddMetricsJob, add_metrics
 
-    job = AddMetricsJob(
-        run=run,
-        metrics=metrics,
-        references=references,
-        images_root=images_root,
-        encoder=encoder,
-        long_text=long_text,
-        preset=preset,
-        device=device,
-        out=out,
-    )
+    job = AddMetricsJob(**job)  # every option is named as the job's field
     result = add_metrics(job)
     click.echo(f"wrote {result.path} ({result.rows} rows)")
     for name, mean in result.means.items():
