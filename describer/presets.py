@@ -4,10 +4,47 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import ClassVar
 
-from describer.prompts import GUIDELINE_PROMPT
+from describer.backends import BACKENDS
+from describer.prompts import GUIDELINE_PROMPT, PROMPTS, load_prompt
 from recon_score.errors import UnknownPresetError
-from recon_score.presets import PresetMixin
+from recon_score.presets import PRESETS, Override, PresetMixin
+from recon_score.runtime import DTYPES
+
+EVAL_CANDIDATES = ("selected", "all")  # held-out render for the chosen caption only, or for every candidate
+
+DESCRIBER_OVERRIDES = {
+    "captioner": Override("VLM hub id or local folder (openai backend: the served model name)."),
+    "captioner_revision": Override("Hub revision of the VLM."),
+    "backend": Override("Captioner backend.", choices=BACKENDS),
+    "prompt": Override(
+        f"A prompt name ({', '.join(PROMPTS)}; paper: the authors' guideline), a text file, or the prompt text.",
+        parse=load_prompt,
+    ),
+    "n": Override("Candidates per image.", min=1),
+    "temperature": Override("Sampling temperature.", min=0),
+    "top_p": Override("Nucleus sampling.", min=0),
+    "max_new_tokens": Override("New tokens per candidate at most.", min=1),
+    "seed": Override("Sampling seed (per image: derived from it and the pixels)."),
+    "dtype": Override("VLM dtype on GPU (CPU runs use float32).", choices=DTYPES),
+    "recon_preset": Override("ReconScore preset of the selection renders.", choices=tuple(PRESETS)),
+    "select_by": Override(
+        "Selection metric, a `reconscore metrics list` name. Reference-based metrics use the `references` of a "
+        ".jsonl list."
+    ),
+    "top_k": Override("Top-k filter, 0 = off.", min=0),
+    "repetition_penalty": Override("1 = off.", min=0, min_open=True),
+    "selection_seed": Override("T2I seed of the selection renders (must differ from --eval-seed)."),
+    "selection_seeds": Override(
+        "K: a candidate's selection score is its mean over K seeds (K x the renders).", min=1
+    ),
+    "eval_seed": Override("T2I seed of the held-out render that scores the chosen caption."),
+    "eval_candidates": Override(
+        "Held-out render for the chosen caption only, or for every candidate (`study n-sweep`).",
+        choices=EVAL_CANDIDATES,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -35,6 +72,8 @@ class DescriberPreset(PresetMixin):
         str  # "selected" (only the chosen caption) | "all" (every candidate; for `study n-sweep`)
     )
     meaningless: bool = False
+
+    OVERRIDES: ClassVar[dict[str, Override]] = DESCRIBER_OVERRIDES
 
 
 PAPER = DescriberPreset(

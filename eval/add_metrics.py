@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import InitVar, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
-from recon_score.errors import InputError, ReconScoreError, renamed_field
+from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.results import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
@@ -28,10 +28,6 @@ class AddMetricsJob:
     preset: str = "paper"
     device: str | None = None
     out: Path | None = None  # default: <scores stem>.metrics.jsonl next to it
-    images: InitVar[Path | None] = None  # the old name of `images_root` (warns once)
-
-    def __post_init__(self, images: Path | None) -> None:
-        renamed_field(self, "images", "images_root", images)
 
 
 @dataclass
@@ -40,6 +36,7 @@ class AddMetricsResult:
     rows: int
     means: dict[str, float | None]
     scored: dict[str, int]
+    record: dict  # what <out>.json holds; config.run: the scored run's folder
 
 
 def _json_value(v):
@@ -123,21 +120,20 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     write_jsonl_atomic(out, records)
     means = {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names}
     scored = {n: int(table[n].notna().sum()) for n in names}
-    write_json_atomic(
-        out.with_suffix(".json"),
-        {
-            "command": "metrics add",
-            "scores": str(scores.resolve()),
-            "references": str(job.references.resolve()) if job.references else None,
-            "metrics": names,
-            "means": means,
-            "scored_rows": scored,
-            "rows": len(rows),
-            "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
-            "metric_reports": report,
-            "started": started,
-            "finished": utc_now(),
-            "provenance": provenance(),
-        },
-    )
-    return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored)
+    record = {
+        "command": "metrics add",
+        "scores": str(scores.resolve()),
+        "references": str(job.references.resolve()) if job.references else None,
+        "metrics": names,
+        "means": means,
+        "scored_rows": scored,
+        "rows": len(rows),
+        "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
+        "metric_reports": report,
+        "config": {"run": str(scores.parent.resolve())},
+        "started": started,
+        "finished": utc_now(),
+        "provenance": provenance(),
+    }
+    write_json_atomic(out.with_suffix(".json"), record)
+    return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored, record=record)

@@ -1,21 +1,21 @@
 """`reconscore correlate` as a function: load a human-judgment set, score every row with the chosen metrics,
-correlate (see eval.correlation), write correlations.csv, per_item.parquet and run.json atomically."""
+correlate (the statistics: eval.kendall), write correlations.csv, per_item.parquet and run.json atomically."""
 
 from __future__ import annotations
 
 import io
 import json
-from dataclasses import InitVar, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
 
-from eval.correlation import HEADLINE, TauVariant, correlate
+from eval.kendall import HEADLINE, TauVariant, correlate
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_preferences
 from recon_score.cache import atomic_write_bytes, atomic_write_text
-from recon_score.errors import InputError, ReconScoreError, renamed_field
+from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.results import write_json_atomic
 from recon_score.runtime import provenance, utc_now
@@ -41,10 +41,6 @@ class CorrelateJob:
     n_boot: int = 1000
     seed: int = 0
     metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
-    images: InitVar[Path | None] = None  # the old name of `images_root` (warns once)
-
-    def __post_init__(self, images: Path | None) -> None:
-        renamed_field(self, "images", "images_root", images)
 
 
 @dataclass

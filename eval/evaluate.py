@@ -159,3 +159,73 @@ def summary_frame(summary: dict, *, label: str) -> pd.DataFrame:
     df = pd.DataFrame([{PAPER_NAMES.get(k, k): v for k, v in summary.items()}], index=[label])
     df.index.name = "model"
     return df
+
+
+@dataclass
+class EvaluateJob:
+    """`reconscore evaluate` as a function: a model's captions on a dataset split, every metric."""
+
+    dataset: str
+    root: Path
+    split: str
+    captions: Path
+    metrics: str | list[str]
+    out: Path
+    annotations: Path | None = None
+    images_root: Path | None = None  # default ROOT/images
+    options: dict | None = None  # metric constructor options (eval.metrics.metric_options)
+    label: str | None = None  # summary row label (default: the captions file's folder name)
+    argv: list[str] | None = None
+
+
+@dataclass
+class EvaluateResult:
+    join: JoinResult
+    failed: int  # split images without a value for every metric
+    report: dict  # per metric: config, info, the bootstrap CI of recon_score
+
+
+def run_evaluate(job: EvaluateJob) -> EvaluateResult:
+    """Score, then write per_image.jsonl, summary.csv/.md (the ReconScore paper's Table 3 layout) and run.json."""
+    from eval.datasets import load_dataset
+    from eval.metrics import parse_metric_names
+    from eval.studies.common import write_table
+    from recon_score.results import write_json_atomic, write_jsonl_atomic
+    from recon_score.runtime import provenance, utc_now
+
+    started = utc_now()
+    names = parse_metric_names(job.metrics)
+    ds = load_dataset(
+        job.dataset, job.root, job.split, annotations=job.annotations, images_dir=job.images_root
+    )
+    join = join_captions(ds, read_model_captions(job.captions))
+    per_image, summary, report = evaluate_join(join, names, options=job.options)
+    job.out.mkdir(parents=True, exist_ok=True)
+    rows = per_image.to_dict(orient="records")
+    write_jsonl_atomic(
+        job.out / "per_image.jsonl", [{k: None if _isnan(v) else v for k, v in r.items()} for r in rows]
+    )
+    label = job.label or job.captions.parent.name or job.captions.stem
+    title = f"{job.dataset}/{job.split}: {label} (x100 except ReconScore)"
+    write_table(job.out, "summary", summary_frame(summary, label=label), title=title)
+    failed = int(per_image["error"].notna().sum())
+    run = {
+        "command": "evaluate",
+        "dataset": ds.summary(),
+        "captions": str(job.captions.resolve()),
+        "metrics": names,
+        "join": {
+            "images": len(join.rows),
+            "captioned": sum(r["caption"] is not None for r in join.rows),
+            "unmatched_captions": join.unmatched,
+            "duplicate_captions": join.duplicates,
+        },
+        "summary": summary,
+        "metric_reports": report,
+        "failed_images": failed,
+        "started": started,
+        "finished": utc_now(),
+        "provenance": {**provenance(), "argv": job.argv or []},
+    }
+    write_json_atomic(job.out / "run.json", run)
+    return EvaluateResult(join=join, failed=failed, report=report)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from recon_score.errors import ReconScoreError
+from eval.metrics.clip import DEFAULT_ENCODER
+from recon_score.errors import ModelNotAvailableError, ReconScoreError
 
 
 class MetricSelector:
@@ -15,7 +16,7 @@ class MetricSelector:
         name: str,
         *,
         device: str | None = None,
-        encoder: str = "open_clip:ViT-B-32/openai",
+        encoder: str = DEFAULT_ENCODER,
         preset: str = "paper",
         long_text: str = "truncate",
     ):
@@ -24,7 +25,7 @@ class MetricSelector:
         self.info = get_metric_info(name)
         if not self.info.higher_is_better:
             raise ReconScoreError(f"metric {name!r} is lower-is-better; selection keeps the argmax")
-        self.name = self.info.name  # today's name, also for an old alias
+        self.name = self.info.name
         self.options = metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
         self._metric = None
 
@@ -77,5 +78,53 @@ class MetricSelector:
             self._metric = None
 
 
-def metric_selector(name: str, *, device: str | None = None) -> MetricSelector:
-    return MetricSelector(name, device=device)
+def build_selector(
+    name: str,
+    *,
+    recon_preset: str,
+    device: str,
+    batch_size: int,
+    cache_dir,
+    use_cache: bool,
+    weights_dir,
+    overrides: dict | None = None,
+    seeds: dict | None = None,
+):
+    """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry.
+
+    `overrides`: ReconPreset fields of the selection renders; `seeds`: ReconScoreSelector's selection_seed /
+    selection_seeds / eval_seed."""
+    from eval.metrics import get_metric_info
+
+    if get_metric_info(name).name != "recon_score":
+        return MetricSelector(name, device=device)
+    from describer.selection import ReconScoreSelector
+    from recon_score.cache import ArtifactCache
+    from recon_score.scorer import ReconScorer
+
+    scorer = ReconScorer.from_preset(
+        recon_preset,
+        overrides=overrides,
+        device=device,
+        batch_size=batch_size,
+        cache=ArtifactCache(cache_dir, enabled=use_cache),
+        weights_dir=weights_dir,
+    )
+    return ReconScoreSelector(scorer, **(seeds or {}))
+
+
+def preflight(captioner, selector) -> None:
+    """Resolve every model of a describe run before any work, and report all that are missing at once."""
+    captioner.preflight()  # a server that cannot answer fails now, in seconds
+    missing = []
+    checks = [("captioner", captioner.identity)]
+    scorer = getattr(selector, "scorer", None)
+    if scorer is not None:
+        checks += [("T2I model", lambda: scorer.renderer.resolved), ("encoder", lambda: scorer.encoder)]
+    for what, check in checks:
+        try:
+            check()
+        except ModelNotAvailableError as err:
+            missing.append(f"- {what}: {err}")
+    if missing:
+        raise ReconScoreError("models not available for `reconscore describe`:\n" + "\n".join(missing))

@@ -29,25 +29,14 @@ class ReconScoreWarning(UserWarning):
     """Warnings the user should see once (truncated prompts, meaningless smoke numbers)."""
 
 
-_renamed_warned: set[tuple[str, str]] = set()
-
-
-def warn_renamed(what: str, old: str, new: str) -> None:
-    """An old spelling still works; say so once per process (`what`: e.g. "metric", "DescribeJob field")."""
-    if (what, old) in _renamed_warned:
-        return
-    import warnings
-
-    _renamed_warned.add((what, old))
-    warnings.warn(
-        ReconScoreWarning(f"{what} {old!r} is now {new!r}; the old name will be removed"), stacklevel=3
-    )
-
-
 def renamed_field(obj, old: str, new: str, value) -> None:
-    """A dataclass's old field name (an InitVar) still works: `value` goes to `new` unless that is set."""
+    """A dataclass's old field name (an InitVar) still works: `value` goes to `new` unless that is set.
+    Only `describer.run.DescribeJob.images` still uses it; it goes with that field."""
     if value is not None:
-        warn_renamed(f"{type(obj).__name__} field", old, new)
+        import warnings
+
+        what = f"{type(obj).__name__} field {old!r} is now {new!r}; the old name will be removed"
+        warnings.warn(ReconScoreWarning(what), stacklevel=3)
         if getattr(obj, new) is None:
             setattr(obj, new, value)
 

@@ -6,14 +6,35 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from recon_score.errors import UnknownPresetError
-from recon_score.prompts import PERSPECTIVE_TEMPLATE
+from recon_score.prompts import PERSPECTIVE_TEMPLATE, TEMPLATES, load_template
+from recon_score.runtime import DTYPES
+from recon_score.sizing import SIZE_ROUNDINGS
+
+
+@dataclass(frozen=True)
+class Override:
+    """What the command-line flag that overrides one preset field says and accepts. The CLI derives one flag per
+    preset field from the dataclass and these (`--steps` for `steps`), so the two cannot drift apart."""
+
+    help: str
+    min: float | None = None  # smallest accepted value (numbers)
+    min_open: bool = False  # ... excluded
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str], Any] | None = None  # flag text -> field value (a template name -> the template)
 
 
 class PresetMixin:
     """What every preset dataclass (ReconScore, describer) can do: print itself, be overridden by CLI flags."""
+
+    OVERRIDES: ClassVar[
+        dict[str, Override]
+    ]  # every field but FIXED, with its flag's help and accepted values
+    FIXED: ClassVar[tuple[str, ...]] = ("name", "description", "meaningless")  # no flag changes these
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -27,6 +48,36 @@ class PresetMixin:
         if unknown:
             raise ValueError(f"unknown preset field(s): {', '.join(sorted(unknown))}")
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def override(self, **flags):
+        """`replace` with command-line values: each given value is parsed by its field's `Override.parse`."""
+        parse = {k: self.OVERRIDES[k].parse for k in flags if k in self.OVERRIDES}
+        return self.replace(
+            **{k: parse[k](v) if v is not None and parse.get(k) else v for k, v in flags.items()}
+        )
+
+
+RECON_OVERRIDES = {
+    "t2i_model": Override("T2I model: hub id or local folder."),
+    "t2i_revision": Override("Hub revision (branch, tag or commit) of the T2I model."),
+    "steps": Override("Denoising steps.", min=1),
+    "guidance_scale": Override("Guidance scale."),
+    "max_sequence_length": Override("Text-encoder tokens, for pipelines that take it.", min=1),
+    "seed": Override("T2I seed of every image (shared by its captions)."),
+    "max_side": Override("Long-side cap (px); images are scaled down, never up.", min=16),
+    "size_multiple": Override("Each side is snapped to a multiple of this.", min=1),
+    "size_rounding": Override(
+        "Snap each side to the nearest multiple (the authors' code) or round it down.", choices=SIZE_ROUNDINGS
+    ),
+    "encoder": Override("Similarity encoder spec (`reconscore models list`)."),
+    "dtype": Override("T2I weights dtype on GPU (CPU runs use float32).", choices=DTYPES),
+    "vae_tiling": Override("Decode the VAE in tiles."),
+    "prompt_template": Override(
+        f"A template name ({', '.join(TEMPLATES)}), a text file, or a template containing {{caption}}.",
+        parse=load_template,
+    ),
+    "collapse_whitespace": Override("Join whitespace runs in captions before prompting (a variant)."),
+}
 
 
 @dataclass(frozen=True)
@@ -51,20 +102,7 @@ class ReconPreset(PresetMixin):
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
 
-    def pixel_fields(self) -> dict:
-        """The values that change reconstructed pixels (the reconstruction cache key uses these)."""
-        return {
-            k: getattr(self, k)
-            for k in (
-                "t2i_model",
-                "t2i_revision",
-                "steps",
-                "guidance_scale",
-                "max_sequence_length",
-                "dtype",
-                "vae_tiling",
-            )
-        }
+    OVERRIDES: ClassVar[dict[str, Override]] = RECON_OVERRIDES
 
 
 # Where each value comes from. "seed 004" is the ReconScore paper; "authors' code" is github.com/hhu-czy/ReconScore

@@ -18,6 +18,7 @@ _DTYPES = {
     "float16": "float16",
     "fp16": "float16",
 }
+DTYPES = ("bfloat16", "float16", "float32")  # the names a preset or --dtype uses
 
 
 def default_device() -> str:

@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS
 from retrieval.errors import EmptyPositivesError
-
-EMPTY_ACTIONS = ("zero", "skip", "error")
-GROUP_MEANS = ("queries", "subgroups")
 
 
 @dataclass

@@ -172,7 +172,7 @@ def evaluate(
 
     With `topk` > 0 the k best database items of every query are kept too (excluded pairs never appear):
     from the exact scores (ties by database index, as the metrics), or from a FAISS `index`
-    (retrieval.index.INDEX_KINDS) over the composed query vectors of linear methods. Metrics are always exact.
+    (retrieval.choices.INDEX_KINDS) over the composed query vectors of linear methods. Metrics are always exact.
     With `subset_ks` and `data.subset`, `subset_hit@K` ranks the same scores within each query's subset
     (CIRR's Recall_subset@K: scores are never recomputed on the subset, so database-dependent methods such as
     WeiCom keep their full-gallery calibration).

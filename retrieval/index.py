@@ -13,8 +13,7 @@ import torch
 from torch import Tensor
 
 from recon_score.errors import ReconScoreError
-
-INDEX_KINDS = ("exact", "faiss-flat", "faiss-ivf", "faiss-hnsw")
+from retrieval.choices import INDEX_KINDS
 
 
 def import_faiss():
@@ -98,13 +97,6 @@ class FaissIndex:
         """(Q, k) scores and database indices (−1 where the index found fewer than k)."""
         scores, idx = self.index.search(np.ascontiguousarray(queries.float().numpy()), k)
         return torch.from_numpy(scores), torch.from_numpy(idx.astype(np.int64))
-
-
-def build_index(database: Tensor, kind: str = "exact", **params):
-    """`kind` exact -> None (use exact_topk); otherwise a FaissIndex."""
-    if kind not in INDEX_KINDS:
-        raise ValueError(f"index kind must be one of {', '.join(INDEX_KINDS)}, got {kind!r}")
-    return None if kind == "exact" else FaissIndex(database, kind, **params)
 
 
 def search(

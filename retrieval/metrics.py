@@ -30,8 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-AP_VARIANTS = ("non-interpolated", "trapezoidal", "trapezoidal-eps")
-TIES = ("index", "pessimistic", "optimistic")
+from retrieval.choices import AP_VARIANTS, TIES
 
 
 def _check(scores: Tensor, relevant: Tensor) -> None:

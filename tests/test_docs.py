@@ -3,6 +3,7 @@ real CLI (every option exists for that subcommand, every choice is valid); block
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
@@ -125,6 +126,64 @@ def _offline_blocks() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("page", "block"), _offline_blocks())
 def test_offline_blocks_run(page, block, tmp_path):
     """`bash offline` blocks run as written in a scratch folder that sees the repo's bundled files."""
+    done = _run_offline(block, tmp_path)
+    assert done.returncode == 0, f"{page}:\n{block}\n{done.stderr[-3000:]}"
+    assert not _untracked_in_a_clone(tmp_path), f"{page}: run in a clone, this leaves files git would show"
+
+
+def _untracked_in_a_clone(folder: Path) -> list[str]:
+    """What a block wrote into its working folder that the repository's .gitignore does not cover (the folder
+    stands for the root of a clone; the links and bin/ are the test's own)."""
+    made = [p.name for p in folder.iterdir() if not p.is_symlink() and p.name != "bin"]
+    if not made:
+        return []
+    shown = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "--no-index", *(f"{name}/x" for name in made)],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    return [name for name in made if f"{name}/x" not in shown]
+
+
+def _printed_json_examples() -> list[tuple[str, str, str]]:
+    """(page, block, json): a `bash offline` block whose last command ends with --json, and the ```json block
+    right after it that shows what it prints."""
+    pairs = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        fences = list(FENCE.finditer(text))
+        for first, second in itertools.pairwise(fences):
+            lines = _command_lines(first[3])
+            if (
+                first[2].split()[:1] == ["offline"]
+                and lines
+                and lines[-1].endswith("--json")
+                and second[1] == "json"
+            ):
+                pairs.append((page.relative_to(REPO).as_posix(), first[3], second[3]))
+    return pairs
+
+
+@pytest.mark.parametrize(("page", "block", "shown"), _printed_json_examples())
+def test_documented_json_is_what_the_command_prints(page, block, shown, tmp_path):
+    import json
+
+    done = _run_offline(block, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed, documented = json.loads(done.stdout.strip().splitlines()[-1]), json.loads(shown)
+    assert list(printed) == list(documented), page
+    assert _close(printed, documented), (page, printed)
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+    return a == b
+
+
+def _run_offline(block: str, tmp_path: Path) -> subprocess.CompletedProcess:
     for name in ("recon_score", "preference_data", "retrieval"):
         (tmp_path / name).symlink_to(REPO / name)
     shim = tmp_path / "bin"
@@ -141,10 +200,9 @@ def test_offline_blocks_run(page, block, tmp_path):
         "HF_HUB_OFFLINE": "1",
     }
     script = block.replace("./dev reconscore", "reconscore").replace("./dev python", "python")
-    done = subprocess.run(
+    return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
     )
-    assert done.returncode == 0, f"{page}:\n{script}\n{done.stderr[-3000:]}"
 
 
 # docs/python-api.md has its own test with assertions on the results (tests/test_docs_python_api.py)
@@ -168,3 +226,29 @@ def test_no_example_path_points_outside_the_repository():
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
         assert "../shared" not in text and "/work/" not in text, page.name
+
+
+def test_correlate_metric_table_is_the_registry():
+    """docs/correlate.md's metric table names exactly the metrics `--metrics` accepts."""
+    from eval.metrics import list_metrics
+
+    text = (REPO / "docs" / "correlate.md").read_text(encoding="utf-8")
+    table = text.split("## Metrics", 1)[1].split("\n\n", 2)[1]
+    names = set()
+    for row in table.splitlines()[2:]:
+        cell = row.split("|")[1]
+        found = re.findall(r"`(\w+)`", cell)
+        if len(found) == 2 and "…" in cell:  # `bleu1` … `bleu4`
+            stem = found[0].rstrip("0123456789")
+            found = [f"{stem}{k}" for k in range(int(found[0][len(stem) :]), int(found[1][len(stem) :]) + 1)]
+        names.update(found)
+    assert names == {m.name for m in list_metrics()}
+
+
+def test_python_api_counts_its_ways():
+    """The opening sentence of docs/python-api.md counts the sections that follow it."""
+    words = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+    text = (REPO / "docs" / "python-api.md").read_text(encoding="utf-8")
+    intro = text.split("\n\n", 2)[1]
+    counts = [words[w.lower()] for w in re.findall(r"\b(\w+) ways\b|\bAll (\w+)\b", intro) for w in w if w]
+    assert counts and set(counts) == {len(re.findall(r"^## ", text, re.M))}, counts

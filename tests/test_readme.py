@@ -31,3 +31,19 @@ def test_front_page_is_small_with_contents():
 def test_citation_file():
     cff = (REPO / "CITATION.cff").read_text(encoding="utf-8")
     assert "cff-version:" in cff and "Evaluating Remote Sensing Image Captions Beyond Metric Biases" in cff
+
+
+def test_the_tour_writes_only_where_git_looks_away():
+    """Every file the tour writes is under a folder the repository's .gitignore covers, so `git status` stays
+    clean after it in a fresh clone (tests/test_docs.py runs the tour and checks the folder it ran in)."""
+    import shlex
+    import subprocess
+
+    tour = re.search(r"## A five-minute tour.*?```bash offline\n(.*?)```", README, re.S).group(1)
+    outs = [shlex.split(line, comments=True) for line in tour.strip().splitlines()]
+    outs = [argv[argv.index("--out") + 1] for argv in outs if "--out" in argv]
+    assert len(outs) == 3
+    ignored = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "--no-index", *outs], capture_output=True, text=True
+    ).stdout.split()
+    assert ignored == outs

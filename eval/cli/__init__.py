@@ -27,7 +27,21 @@ SUBCOMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
+class SuggestingGroup(click.Group):
+    """A group that answers a mistyped subcommand as click answers a mistyped option: with the closest name."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else ""
+        if not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
+
+class LazyGroup(SuggestingGroup):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(SUBCOMMANDS)
 
@@ -95,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plain_warnings() -> None:
-    """reconscore's own warnings as one `warning: ...` line (like the renamed-option warnings), not Python's
+    """reconscore's own warnings as one `warning: ...` line, not Python's
     file:line form; other packages' warnings keep theirs."""
     import warnings
 

@@ -8,8 +8,9 @@ import click
 
 from eval.cli import options as opt
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
+from recon_score.presets import PRESETS
 
-FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
+FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]  # preference_data.FORMATS
 
 
 @click.command(
@@ -37,12 +38,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     help="Human judgment file.",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Layout of --preferences.")
-@click.option(
-    "--metrics",
-    required=True,
-    help="Comma-separated metric names (bleu1..4, meteor, rouge, cider, spice, clipscore, refclipscore, "
-    "recon_score; `reconscore metrics list`).",
-)
+@opt.metric_names(required=True)
 @opt.images_root("the preference file's folder for ranking/csv", extra=" Only image metrics need it.")
 @click.option(
     "--references",
@@ -51,7 +47,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     help="Caption file of flickr8k (Flickr8k.token.txt) or thumb (mscoco_references.json); default: next to "
     "--preferences.",
 )
-@click.option("--preset", default="paper", show_default=True, help="ReconScore preset (recon_score metric).")
+@opt.preset(PRESETS, "ReconScore preset (recon_score metric). ")
 @opt.clip_encoder()
 @opt.long_text()
 @opt.device()
@@ -66,41 +62,12 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
-def command(
-    preferences,
-    fmt,
-    metrics,
-    images_root,
-    references,
-    preset,
-    encoder,
-    long_text,
-    device,
-    headline,
-    n_boot,
-    seed,
-    out,
-) -> int:
+def command(**job) -> int:
     """Kendall tau-b/tau-c of caption metrics against human judgments."""
     from eval.correlate import CorrelateJob, run_correlate
 
-    job = CorrelateJob(
-        preferences=preferences,
-        fmt=fmt,
-        metrics=metrics,
-        out=out,
-        images_root=images_root,
-        references=references,
-        preset=preset,
-        encoder=encoder,
-        long_text=long_text,
-        device=device,
-        headline=headline,
-        n_boot=n_boot,
-        seed=seed,
-    )
-    result = run_correlate(job)
-    print_correlations(result.correlations, result.run, out)
+    result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field
+    print_correlations(result.correlations, result.run, job["out"])
     return EXIT_PARTIAL if (result.correlations["n"] == 0).any() else EXIT_OK
 
 

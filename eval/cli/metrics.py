@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
+from eval.cli import SuggestingGroup
 from eval.cli import options as opt
+from recon_score.presets import PRESETS
 
 
-@click.group("metrics")
+@click.group("metrics", cls=SuggestingGroup)
 def command() -> None:
     """List caption metrics; add metric columns to a run's scores.jsonl."""
 
@@ -18,21 +20,14 @@ def command() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_cmd(as_json: bool) -> int:
     """Every registered metric: direction, what it needs, range, backend."""
+    import dataclasses
     import json
 
-    from eval.metrics import list_metrics
+    from eval.metrics import MetricInfo, list_metrics
 
     infos = list_metrics()
     if as_json:
-        keys = (
-            "name",
-            "higher_is_better",
-            "needs_references",
-            "needs_images",
-            "value_range",
-            "backend",
-            "description",
-        )
+        keys = [f.name for f in dataclasses.fields(MetricInfo) if f.name not in ("cls", "options")]
         click.echo(json.dumps([{k: getattr(m, k) for k in keys} for m in infos], indent=2))
         return 0
     w = max(13, *(len(m.name) for m in infos))
@@ -60,7 +55,7 @@ means). References are matched to rows by the `image` column; a references file 
 of {"image", "references"}.""",
 )
 @click.argument("run", type=click.Path(exists=True, path_type=Path))
-@click.option("--metrics", required=True, help="Comma-separated metric names (`reconscore metrics list`).")
+@opt.metric_names(required=True)
 @click.option(
     "--references",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -70,29 +65,20 @@ of {"image", "references"}.""",
 @opt.images_root("the run's images_root in run.json", extra=" Only image metrics need it.")
 @opt.clip_encoder()
 @opt.long_text()
-@click.option("--preset", default="paper", show_default=True, help="Preset for the recon_score metric.")
+@opt.preset(PRESETS, "ReconScore preset (recon_score metric). ")
 @opt.device()
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
 )
-def add_cmd(run, metrics, references, images_root, encoder, long_text, preset, device, out) -> int:
+def add_cmd(**job) -> int:
     """Add metric columns to RUN's scores.jsonl (RUN: a run folder or a scores.jsonl file)."""
     from eval.add_metrics import AddMetricsJob, add_metrics
 
-    job = AddMetricsJob(
-        run=run,
-        metrics=metrics,
-        references=references,
-        images_root=images_root,
-        encoder=encoder,
-        long_text=long_text,
-        preset=preset,
-        device=device,
-        out=out,
-    )
+    job = AddMetricsJob(**job)  # every option is named as the job's field
     result = add_metrics(job)
     click.echo(f"wrote {result.path} ({result.rows} rows)")
     for name, mean in result.means.items():
         shown = "n/a" if mean is None else f"{mean:.4f}"
         click.echo(f"  {name:13s} mean {shown}  ({result.scored[name]} rows scored)")
+    opt.smoke_banner(result.record)
     return 0

@@ -6,8 +6,10 @@ import json
 
 import click
 
+from eval.cli import SuggestingGroup
 
-@click.group("models")
+
+@click.group("models", cls=SuggestingGroup)
 def command() -> None:
     """List encoder families and offline fixtures; check where a model's weights are."""
 

@@ -1,18 +1,18 @@
 """Options several subcommands share, defined once so their names, choices, defaults and help agree.
 
-Kept free of torch imports (`--help` stays instant); tests check the choices against the code that uses them.
+Choices, defaults and preset flags come from the registries they name (presets, datasets, metrics, retrieval
+choices), each importable without torch, so `--help` stays instant and cannot offer what the code lacks.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
 
 import click
-
-LONG_TEXT_CHOICES = ("truncate", "sliding-window")  # eval.metrics.clip.LONG_TEXT_MODES
-CLIP_ENCODER = "open_clip:ViT-B-32/openai"  # Hessel et al.'s CLIPScore backbone
 
 
 def options(*decorators: Callable) -> Callable:
@@ -33,9 +33,11 @@ def device(extra: str = "") -> Callable:
 
 
 def long_text() -> Callable:
+    from eval.metrics.clip import LONG_TEXT_MODES
+
     return click.option(
         "--long-text",
-        type=click.Choice(LONG_TEXT_CHOICES),
+        type=click.Choice(LONG_TEXT_MODES),
         default="truncate",
         show_default=True,
         help="clipscore/refclipscore on captions over CLIP's 77 tokens: truncate (with a warning) or average "
@@ -44,12 +46,156 @@ def long_text() -> Callable:
 
 
 def clip_encoder() -> Callable:
+    from eval.metrics.clip import DEFAULT_ENCODER
+
     return click.option(
         "--encoder",
-        default=CLIP_ENCODER,
+        default=DEFAULT_ENCODER,
         show_default=True,
         help="Encoder spec for clipscore/refclipscore (`reconscore models list`).",
     )
+
+
+def preset(names, help: str = "", *, default: str = "paper") -> Callable:
+    """--preset NAME, one of the registry `names` (an unknown name is a usage error, exit 2)."""
+    return click.option(
+        "--preset",
+        type=click.Choice(list(names)),
+        default=default,
+        show_default=True,
+        help=f"{help}`reconscore presets list` describes them.".lstrip(),
+    )
+
+
+def preset_flags(cls: type, example, *, only: tuple[str, ...] = (), what: str = "") -> Callable:
+    """One flag per overridable field of the preset dataclass `cls` (`--max-side` for `max_side`; default None =
+    the preset's value), typed and described by `cls.OVERRIDES`; `example` (a preset) shows its values."""
+    hints = typing.get_type_hints(cls)
+    flags = []
+    for f in dataclasses.fields(cls):
+        if f.name in cls.FIXED or (only and f.name not in only):
+            continue
+        o, flag = cls.OVERRIDES[f.name], "--" + f.name.replace("_", "-")
+        value = getattr(example, f.name)
+        shown = f" ({example.name}: {value})" if value is not None and len(str(value)) <= 40 else ""
+        help = f"{what}{o.help}{shown}"
+        kind = next(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not types.NoneType)
+        if kind is bool:
+            flags.append(click.option(f"{flag}/--no-{flag[2:]}", f.name, default=None, help=help))
+            continue
+        t = (
+            click.Choice(o.choices)
+            if o.choices
+            else {int: click.INT, float: click.FLOAT}.get(kind, click.STRING)
+            if o.min is None
+            else click.IntRange(min=o.min)
+            if kind is int
+            else click.FloatRange(min=o.min, min_open=o.min_open)
+        )
+        flags.append(click.option(flag, f.name, type=t, default=None, help=help))
+    return options(*flags)
+
+
+def pop_overrides(cls: type, given: dict) -> dict:
+    """The values of `cls`'s override flags, taken out of a command's keyword arguments."""
+    return {f.name: given.pop(f.name) for f in dataclasses.fields(cls) if f.name in given}
+
+
+def dataset_split(what: str, *, required: bool = False, annotations: bool = True) -> Callable:
+    """--dataset NAME (a registry name), --root DIR, --split, [--annotations FILE]: a dataset split as input;
+    `what` says what the command does with it."""
+    from eval.datasets import DATASETS
+
+    return options(
+        click.option(
+            "--dataset",
+            type=click.Choice(list(DATASETS)),
+            required=required,
+            help=f"{what} (needs --root).",
+        ),
+        click.option(
+            "--root",
+            "dataset_root",
+            type=click.Path(file_okay=False, path_type=Path, exists=required),
+            required=required,
+            help="Dataset folder (annotations + images/).",
+        ),
+        click.option(
+            "--split", default="test", show_default=True, help="Dataset split ('all' for every split)."
+        ),
+        *(
+            [
+                click.option(
+                    "--annotations",
+                    type=click.Path(dir_okay=False, path_type=Path),
+                    default=None,
+                    help="Dataset annotation file, if not at its default place under --root.",
+                )
+            ]
+            if annotations
+            else []
+        ),
+    )
+
+
+def key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """Repeated `--option KEY=VALUE` -> {KEY: VALUE}."""
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def retrieval_protocol() -> Callable:
+    """--ties, --empty-positives, --group-mean: how `retrieve` and `retrieve-eval` turn rankings into means."""
+    from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS, TIES
+
+    return options(
+        click.option(
+            "--ties", type=click.Choice(TIES), default="index", show_default=True, help="Tie-breaking rule."
+        ),
+        click.option(
+            "--empty-positives",
+            type=click.Choice(EMPTY_ACTIONS),
+            default="zero",
+            show_default=True,
+            help="What a query without positives adds to the means.",
+        ),
+        click.option(
+            "--group-mean",
+            type=click.Choice(GROUP_MEANS),
+            default="queries",
+            show_default=True,
+            help="A group's mean over its queries (rscir) or over its subgroups' means.",
+        ),
+    )
+
+
+def metric_names(**kw) -> Callable:
+    """--metrics NAME[,NAME...]: names of the caption metric registry, listed in the help."""
+    from eval.metrics import list_metrics
+
+    names = ", ".join(m.name for m in list_metrics())
+    return click.option(
+        "--metrics", help=f"Comma-separated metric names: {names} (`reconscore metrics list`).", **kw
+    )
+
+
+def smoke_banner(record: dict | Path) -> None:
+    """After a run: say on stderr that its numbers are meaningless when it used a synthetic model (the report's
+    rule, eval.report.build.smoke_note). `record`: the run's record, or the path of its JSON file."""
+    import json
+
+    from eval.report.build import smoke_note
+
+    if isinstance(record, Path):
+        record = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+    note = smoke_note(record)
+    if note:
+        click.secho(f"{note}.", fg="yellow", err=True)
 
 
 def weights_dir() -> Callable:
@@ -97,51 +243,14 @@ VOCABULARY = {
     "--seed": "the seed the command's randomness derives from",
 }
 
-_warned: set[str] = set()
 
-
-class RenamedOptions(click.Command):
-    """A command whose old option spellings still parse, as hidden aliases that warn once per process.
-
-    `renamed = {"--old": "--new"}`: every `--old` / `--old=VALUE` token is rewritten to `--new` before click
-    parses, so the old spelling shares the new option's type, checks and default.
-    """
-
-    renamed: ClassVar[dict[str, str]] = {}
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        out, rest = [], list(args)
-        while rest:
-            tok = rest.pop(0)
-            if tok == "--":  # everything after is an argument, never an option
-                out += [tok, *rest]
-                break
-            name, eq, value = tok.partition("=")
-            new = self.renamed.get(name)
-            if new is None:
-                out.append(tok)
-                continue
-            if name not in _warned:
-                _warned.add(name)
-                click.echo(
-                    f"warning: {self.name} {name} is now {new}; the old name will be removed", err=True
-                )
-            out.append(f"{new}{eq}{value}")
-        return super().parse_args(ctx, out)
-
-
-def renamed(mapping: dict[str, str]) -> type[RenamedOptions]:
-    """`@click.command(..., cls=renamed({"--images-dir": "--images"}))`."""
-    return type("Renamed", (RenamedOptions,), {"renamed": dict(mapping)})
-
-
-def images_root(default: str, *, extra: str = "", file_okay: bool = False) -> Callable:
+def images_root(default: str, *, extra: str = "") -> Callable:
     """--images DIR, the one meaning of VOCABULARY["--images"]; `default` says where paths are relative to
-    without it. (`file_okay`: describe's old `--images LIST` still parses, with a warning.)"""
+    without it."""
     return click.option(
         "--images",
         "images_root",
-        type=click.Path(file_okay=file_okay, path_type=Path),
+        type=click.Path(file_okay=False, path_type=Path),
         default=None,
         help=f"Folder that image paths are relative to (default: {default}).{extra}",
     )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from eval.cli import SuggestingGroup
 
-@click.group("presets")
+
+@click.group("presets", cls=SuggestingGroup)
 def command() -> None:
     """List presets or show every value of one."""
 
@@ -38,11 +40,15 @@ def show(name: str, describer: bool, as_json: bool) -> int:
     """Print every value of preset NAME with its source (`key: value  # source`), or as JSON."""
     import json
 
+    from describer.presets import get_describer_preset
+    from recon_score.errors import UnknownPresetError
     from recon_score.presets import format_preset, get_preset
 
+    try:  # a name on the command line: an unknown one is a usage error (exit 2), as for --preset
+        (get_describer_preset if describer else get_preset)(name)
+    except UnknownPresetError as err:
+        raise click.BadParameter(str(err), param_hint="NAME") from None
     if describer:
-        from describer.presets import get_describer_preset
-
         d = get_describer_preset(name)
         click.echo(
             json.dumps(

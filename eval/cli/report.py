@@ -7,12 +7,9 @@ from pathlib import Path
 
 import click
 
-from eval.cli.options import renamed
-
 
 @click.command(
     "report",
-    cls=renamed({"--images": "--thumbnails"}),
     epilog="""\b
 Examples:
   reconscore report runs/sample runs/describe-smoke runs/corr --out report.html

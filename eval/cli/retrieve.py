@@ -8,91 +8,19 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
-
-# Kept in sync with retrieval.datasets.BENCHMARKS / retrieval.methods.METHODS (not imported: --help loads no torch).
-BENCHMARK_NAMES = ("patterncom", "xview2-cir", "icir", "edir", "circo", "cirr", "fashioniq")
-TRAINING_FREE = ("text", "image", "sum", "product", "weicom", "basic", "freedom", "cirevl")
-
-
-def _pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
-        out[key.strip()] = value.strip()
-    return out
+from retrieval.choices import INDEX_KINDS
+from retrieval.datasets import BENCHMARKS
+from retrieval.methods import TRAINING_FREE
 
 
 def _method_sets(values: tuple[str, ...]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    for key, value in _pairs(values, "--set").items():
+    for key, value in opt.key_values(values, "--set").items():
         method, dot, name = key.partition(".")
         if not dot or not name:
             raise click.BadParameter(f"expected METHOD.KEY=VALUE, got {key}={value}", param_hint="--set")
         out.setdefault(method, {})[name] = value
     return out
-
-
-def build_captioner(spec: str, *, device: str | None, prompt: str):
-    """CIReVL's captioner from the describer's backends: BACKEND:MODEL, greedy, one caption per image."""
-    from describer.backends import CaptionRequest, Sampling
-    from describer.backends import build_captioner as build
-    from recon_score.errors import ReconScoreError
-    from recon_score.runtime import resolve_device
-
-    backend, sep, model = spec.partition(":")
-    if not sep or not model:
-        raise click.BadParameter(
-            f"expected BACKEND:MODEL (e.g. transformers:Salesforce/blip2-opt-2.7b), got {spec!r}",
-            param_hint="--captioner",
-        )
-    captioner = build(backend, model, device=resolve_device(device))
-    sampling = Sampling(n=1, temperature=0.0, top_p=1.0, max_new_tokens=77)
-
-    def caption(images: list) -> list[str]:
-        requests = [CaptionRequest(image=im, seed=0, key=str(i)) for i, im in enumerate(images)]
-        out = []
-        for i, candidates in enumerate(captioner.generate(requests, prompt, sampling)):
-            if candidates[0].text is None:
-                raise ReconScoreError(
-                    f"captioner {spec}: no caption for reference image {i}: {candidates[0].error}"
-                )
-            out.append(candidates[0].text)
-        return out
-
-    return caption
-
-
-def build_rewriter(name: str, *, device: str | None, template: str):
-    """CIReVL's LLM rewriter: a transformers causal LM (hub id or local folder), greedy decoding."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from recon_score.hub import resolve_model
-    from recon_score.runtime import resolve_device
-
-    resolved = resolve_model(name, kind="text LLM", option="--rewriter")
-    dev = resolve_device(device)
-    tokenizer = AutoTokenizer.from_pretrained(str(resolved.path))
-    model = AutoModelForCausalLM.from_pretrained(str(resolved.path)).to(dev).eval()
-
-    @torch.inference_mode()
-    def rewrite(captions: list[str], texts: list[str]) -> list[str]:
-        out = []
-        for caption, text in zip(captions, texts):
-            prompt = template.format(caption=caption, text=text)
-            if tokenizer.chat_template:
-                ids = tokenizer.apply_chat_template(
-                    [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt"
-                )
-            else:
-                ids = tokenizer(prompt, return_tensors="pt").input_ids
-            gen = model.generate(ids.to(dev), do_sample=False, max_new_tokens=77)
-            out.append(" ".join(tokenizer.decode(gen[0, ids.shape[1] :], skip_special_tokens=True).split()))
-        return out
-
-    return rewrite
 
 
 @click.command(
@@ -125,7 +53,7 @@ An unreadable image is skipped (with its queries), named in run.json skipped_ima
 Exit status: 0 every method ran on every image, 3 some method could not run or some image was skipped (reasons
 printed and in run.json), 1 the run could not start.""",
 )
-@click.option("--benchmark", required=True, type=click.Choice(BENCHMARK_NAMES), help="Benchmark loader.")
+@click.option("--benchmark", required=True, type=click.Choice(list(BENCHMARKS)), help="Benchmark loader.")
 @click.option(
     "--root",
     "dataset_root",
@@ -185,15 +113,7 @@ printed and in run.json), 1 the run could not start.""",
 @opt.weights_dir()
 @opt.cache("feature")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Queries scored at once.")
-@click.option(
-    "--ties", type=click.Choice(["index", "pessimistic", "optimistic"]), default="index", show_default=True
-)
-@click.option(
-    "--empty-positives", type=click.Choice(["zero", "skip", "error"]), default="zero", show_default=True
-)
-@click.option(
-    "--group-mean", type=click.Choice(["queries", "subgroups"]), default="queries", show_default=True
-)
+@opt.retrieval_protocol()
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries (a quick look)."
 )
@@ -207,7 +127,7 @@ printed and in run.json), 1 the run could not start.""",
 @click.option(
     "--index",
     "index_kind",
-    type=click.Choice(["exact", "faiss-flat", "faiss-ivf", "faiss-hnsw"]),
+    type=click.Choice(INDEX_KINDS),
     default="exact",
     show_default=True,
     help="How --topk searches for linear methods (FAISS needs the faiss extra). Metrics are always exact.",
@@ -216,95 +136,50 @@ printed and in run.json), 1 the run could not start.""",
     "--save-bundle", is_flag=True, help="Also write bundle.npz (features-level, for retrieve-eval)."
 )
 @opt.overwrite()
-def command(
-    benchmark,
-    dataset_root,
-    encoder,
-    methods,
-    out,
-    annotations,
-    options,
-    sets,
-    vocabulary,
-    phrases,
-    corpus_pos,
-    corpus_neg,
-    captioner,
-    rewriter,
-    checkpoints,
-    device,
-    batch_size,
-    weights_dir,
-    cache_dir,
-    no_cache,
-    chunk_size,
-    ties,
-    empty_positives,
-    group_mean,
-    limit,
-    topk,
-    index_kind,
-    save_bundle,
-    overwrite,
-) -> int:
-    """Run composed image retrieval methods on a benchmark and report mAP/recall in the seeds' layout."""
+def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_kind, **same) -> int:
+    """Run composed image retrieval methods on a benchmark and report mAP/recall in the seeds' layout.
+    (`same`: the options named as RetrieveConfig's fields.)"""
     from retrieval.methods import METHODS, UnknownMethodError, build_method
     from retrieval.run import RetrieveConfig, run_retrieve
 
     names = (
-        list(TRAINING_FREE)
-        if methods.strip() == "all"
-        else [m.strip() for m in methods.split(",") if m.strip()]
+        TRAINING_FREE if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
     )
     for name in names:
         if name not in METHODS:
             raise UnknownMethodError(name)
     overrides = _method_sets(sets)
     cfg = RetrieveConfig(
-        benchmark=benchmark,
         root=dataset_root,
-        encoder=encoder,
         methods=list(dict.fromkeys(names)),
-        out=out,
-        annotations=annotations,
-        options=_pairs(options, "--option"),
+        options=opt.key_values(options, "--option"),
         overrides=overrides,
-        vocabulary=vocabulary,
-        phrases=phrases,
-        corpus_pos=corpus_pos,
-        corpus_neg=corpus_neg,
-        checkpoints={k: Path(v) for k, v in _pairs(checkpoints, "--checkpoint").items()},
-        captioner=captioner,
-        rewriter=rewriter,
-        device=device,
-        batch_size=batch_size,
-        weights_dir=weights_dir,
+        checkpoints={k: Path(v) for k, v in opt.key_values(checkpoints, "--checkpoint").items()},
         cache=not no_cache,
-        cache_dir=cache_dir,
-        chunk_size=chunk_size,
-        ties=ties,
-        empty_positives=empty_positives,
-        group_mean=group_mean,
-        limit=limit,
-        topk=topk,
         index=index_kind,
-        save_bundle=save_bundle,
-        overwrite=overwrite,
+        **same,
     )
     caption_fn = rewrite_fn = None
-    if "cirevl" in cfg.methods and captioner and rewriter:
+    if "cirevl" in cfg.methods and cfg.captioner and cfg.rewriter:
+        from retrieval import cirevl_models
+
         prompts = build_method("cirevl", overrides.get("cirevl")).config
-        caption_fn = build_captioner(captioner, device=device, prompt=prompts.caption_prompt)
-        rewrite_fn = build_rewriter(rewriter, device=device, template=prompts.rewrite_template)
-    if limit:
+        caption_fn = cirevl_models.build_captioner(
+            cfg.captioner, device=cfg.device, prompt=prompts.caption_prompt
+        )
+        rewrite_fn = cirevl_models.build_rewriter(
+            cfg.rewriter, device=cfg.device, template=prompts.rewrite_template
+        )
+    if cfg.limit:
         click.echo(
-            f"--limit {limit}: only the first {limit} queries; the numbers are not the benchmark's.", err=True
+            f"--limit {cfg.limit}: only the first {cfg.limit} queries; the numbers are not the benchmark's.",
+            err=True,
         )
     outcome = run_retrieve(
         cfg, captioner=caption_fn, rewriter=rewrite_fn, log=lambda m: click.echo(m, err=True)
     )
-    table = out / "table.md"
-    if table.is_file():
-        click.echo(table.read_text())
-    click.echo(f"results in {out}", err=True)
+    if (cfg.out / "table.md").is_file():
+        click.echo((cfg.out / "table.md").read_text())
+    click.echo(f"results in {cfg.out}", err=True)
+    opt.smoke_banner(cfg.out / "run.json")
     return outcome.exit_code

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
-
-PRESET_HELP = "paper | fast | flux1-dev | flux2-dev | flux2-klein | smoke (`reconscore presets list`)."
+from recon_score.presets import PRESETS, ReconPreset
 
 
 @click.command(
@@ -34,27 +33,11 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
 )
 @opt.images_root("the captions file's folder", extra=" Paths may not leave it.")
-@click.option(
-    "--dataset",
-    default=None,
-    help="Score the human references of a dataset split instead of a captions "
-    "file (rsicd, ucm-captions, sydney-captions, nwpu-captions, rsitmd, ...; needs --root).",
+@opt.dataset_split(
+    "Score the human references of a dataset split instead of a captions file "
+    "(a model's captions on a split: `reconscore evaluate`)"
 )
-@click.option(
-    "--root",
-    "dataset_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Dataset folder (annotations + images/).",
-)
-@click.option("--split", default="test", show_default=True, help="Dataset split ('all' for every split).")
-@click.option(
-    "--annotations",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Dataset annotation file, if not at its default place under --root.",
-)
-@click.option("--preset", default="paper", show_default=True, help=PRESET_HELP)
+@opt.preset(PRESETS)
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 @opt.device(" Under `accelerate launch` each process takes its own GPU.")
 @click.option(
@@ -64,14 +47,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     show_default=True,
     help="Captions rendered per T2I call (same-size images only).",
 )
-@click.option("--t2i-model", default=None, help="Override the preset's T2I model (hub id or local folder).")
-@click.option("--t2i-revision", default=None, help="Hub revision (branch, tag or commit) of the T2I model.")
-@click.option(
-    "--encoder", default=None, help="Override the similarity encoder spec (`reconscore models list`)."
-)
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Override denoising steps.")
-@click.option("--guidance-scale", type=float, default=None, help="Override guidance scale.")
-@click.option("--seed", type=int, default=None, help="Override the per-image seed.")
+@opt.preset_flags(ReconPreset, PRESETS["paper"])
 @click.option(
     "--seeds",
     "recon_seeds",
@@ -80,31 +56,6 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     show_default=True,
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
     "mean and std, run.json a bootstrap CI over images and seeds. 1 = the paper's protocol, output unchanged.",
-)
-@click.option(
-    "--max-side", type=click.IntRange(min=16), default=None, help="Override the long-side cap (px)."
-)
-@click.option(
-    "--size-rounding",
-    type=click.Choice(["nearest", "floor"]),
-    default=None,
-    help="Snap each side to the nearest multiple of 16 (the authors' code, `paper`) or round it down.",
-)
-@click.option(
-    "--collapse-whitespace/--raw-captions",
-    default=None,
-    help="Join whitespace runs in captions before prompting (a variant; `paper` passes captions as given).",
-)
-@click.option(
-    "--dtype",
-    type=click.Choice(["bfloat16", "float16", "float32"]),
-    default=None,
-    help="Override the GPU dtype (CPU runs always use float32).",
-)
-@click.option(
-    "--prompt-template",
-    default=None,
-    help="'perspective', 'plain', a text file, or a template containing {caption}.",
 )
 @opt.bands()
 @opt.weights_dir()
@@ -125,55 +76,13 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.retry_errors("rows")
 @opt.overwrite()
 def command(
-    captions,
-    images_root,
-    dataset,
-    dataset_root,
-    split,
-    annotations,
-    preset,
-    out,
-    device,
-    batch_size,
-    t2i_model,
-    t2i_revision,
-    encoder,
-    steps,
-    guidance_scale,
-    seed,
-    recon_seeds,
-    max_side,
-    size_rounding,
-    collapse_whitespace,
-    dtype,
-    prompt_template,
-    bands,
-    weights_dir,
-    cache_dir,
-    no_cache,
-    offload,
-    limit,
-    retry_errors,
-    overwrite,
+    captions, images_root, dataset, dataset_root, split, annotations, preset, recon_seeds, no_cache, **kw
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
     from recon_score.presets import get_preset
-    from recon_score.prompts import load_template
     from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
 
-    p = get_preset(preset).replace(
-        t2i_model=t2i_model,
-        t2i_revision=t2i_revision,
-        encoder=encoder,
-        steps=steps,
-        guidance_scale=guidance_scale,
-        seed=seed,
-        max_side=max_side,
-        size_rounding=size_rounding,
-        collapse_whitespace=collapse_whitespace,
-        dtype=dtype,
-        prompt_template=load_template(prompt_template) if prompt_template else None,
-    )
+    p = get_preset(preset).override(**opt.pop_overrides(ReconPreset, kw))
     rows = source = None
     if dataset:
         if captions is not None:
@@ -183,40 +92,28 @@ def command(
             )
         if dataset_root is None:
             raise click.UsageError("--dataset needs --root")
-        from eval.datasets import load_dataset
-        from eval.datasets.adapters import score_rows
+        from eval.datasets.adapters import split_inputs
 
-        ds = load_dataset(dataset, dataset_root, split, annotations=annotations)
-        rows, source = score_rows(ds), ds.summary()
+        rows, source = split_inputs("score", dataset, dataset_root, split, annotations)
     elif captions is None:
         captions = SAMPLE_DIR / "captions.jsonl"
-        if images_root is None:
-            images_root = SAMPLE_DIR
+        images_root = images_root or SAMPLE_DIR
     job = ScoreJob(
         captions=captions,
-        out=out,
         preset=p,
         images_root=images_root,
-        device=device,
-        batch_size=batch_size,
-        cache_dir=cache_dir,
         use_cache=not no_cache,
-        weights_dir=weights_dir,
-        offload=offload,
-        limit=limit,
-        retry_errors=retry_errors,
-        overwrite=overwrite,
         argv=["reconscore", *sys.argv[1:]],
         rows=rows,
         source=source,
         seeds=recon_seeds,
-        bands=bands,
+        **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
     summary = run_score(job)
     from accelerate import PartialState
 
     if PartialState().is_main_process:
-        print_summary(summary, out, meaningless=p.meaningless)
+        print_summary(summary, job.out, meaningless=p.meaningless)
     return summary.exit_code
 
 

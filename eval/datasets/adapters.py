@@ -41,3 +41,12 @@ def describe_items(ds: CaptionDataset):
             item.error = f"image {sample.image!r} of {ds.name}/{ds.split} not found in {ds.images_dir}"
         items.append(item)
     return items
+
+
+def split_inputs(kind: str, name: str, root, split: str, annotations=None) -> tuple[list, dict]:
+    """Dataset `name`'s split as the inputs of `score` (rows, kind "score") or `describe` (images), and its
+    summary for run.json."""
+    from eval.datasets import load_dataset
+
+    ds = load_dataset(name, root, split, annotations=annotations)
+    return (score_rows(ds) if kind == "score" else describe_items(ds)), ds.summary()

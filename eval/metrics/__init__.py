@@ -2,7 +2,7 @@
 
     bleu1..bleu4, meteor, rouge (ROUGE-L), cider (CIDEr-D), spice   pycocoevalcap on PTB tokens
     clipscore, refclipscore                                          Hessel et al. 2021, any registry encoder
-    recon_score (was: reconscore)                                    seed 004, recon_score.ReconScorer
+    recon_score                                                      seed 004, recon_score.ReconScorer
     pacscore, refpacscore                                            PAC-S (Sarto et al. 2023), authors' weights
     longclipscore, reflongclipscore                                  CLIP-S on Long-CLIP (248 tokens)
 

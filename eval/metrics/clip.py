@@ -301,7 +301,7 @@ class _ClipMetric(Metric):
     needs_images=True,
     description="CLIP-S (Hessel et al. 2021): 2.5*max(cos,0), prefix 'A photo depicts', ViT-B/32 by default",
     value_range="[0, 2.5]",
-    backend="encoder registry (default open_clip:ViT-B-32/openai)",
+    backend=f"encoder registry (default {DEFAULT_ENCODER})",
     options=OPTIONS,
 )
 class CLIPScore(_ClipMetric):
@@ -319,7 +319,7 @@ class CLIPScore(_ClipMetric):
     needs_images=True,
     description="RefCLIP-S (Hessel et al. 2021): harmonic mean of CLIP-S and the max reference similarity",
     value_range="[0, 2.5)",
-    backend="encoder registry (default open_clip:ViT-B-32/openai)",
+    backend=f"encoder registry (default {DEFAULT_ENCODER})",
     options=OPTIONS,
 )
 class RefCLIPScore(_ClipMetric):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from eval.metrics.base import CaptionBatch, Metric
 from eval.metrics.registry import get_metric_info
 from recon_score.errors import ReconScoreError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def build_metric(name: str, **options) -> Metric:
@@ -69,10 +71,9 @@ def compute_metrics(
     `metrics` supplies ready instances (e.g. a shared METEOR process); the others are built from `options[name]`
     and closed afterwards.
     """
-    canon = lambda n: get_metric_info(n).name  # noqa: E731  (old aliases -> today's names and columns)
-    names = [canon(n) for n in names]
-    options = {canon(k): v for k, v in (options or {}).items()}
-    given = {canon(k): v for k, v in (metrics or {}).items()}
+    import pandas as pd  # here, not at import: listing metrics (and `--help`) stays light
+
+    options, given = options or {}, metrics or {}
     check_inputs(names, batch)
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))

@@ -18,7 +18,6 @@ from eval.metrics.registry import register_metric
     value_range="[0, 100]",
     backend="recon_score.ReconScorer (preset: paper by default)",
     options=("preset", "device", "batch_size", "overrides", "scorer", "seeds"),
-    aliases=("reconscore",),  # its name before the output columns became one vocabulary (docs/cli.md)
 )
 class ReconScoreMetric(Metric):
     def __init__(

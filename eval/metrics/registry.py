@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from recon_score.errors import ReconScoreError, warn_renamed
+from recon_score.errors import ReconScoreError
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,6 @@ class MetricInfo:
     value_range: str  # human-readable, e.g. "[0, 1]"
     backend: str  # what computes it (pycocoevalcap scorer, Java jar, encoder)
     options: tuple[str, ...] = ()  # constructor keyword arguments the metric accepts
-    aliases: tuple[str, ...] = ()  # old names that still resolve to this one, with a warning
 
 
 class UnknownMetricError(ReconScoreError, KeyError):
@@ -38,7 +37,6 @@ class UnknownMetricError(ReconScoreError, KeyError):
 
 
 _REGISTRY: dict[str, MetricInfo] = {}
-_ALIASES: dict[str, str] = {}  # old name -> registered name
 
 
 def register_metric(
@@ -51,17 +49,12 @@ def register_metric(
     value_range: str,
     backend: str,
     options: tuple[str, ...] = (),
-    aliases: tuple[str, ...] = (),
 ):
-    """Class decorator: record the class under `name`. A name registered twice is an error, never an override.
-
-    `aliases`: old spellings of `name`, still accepted wherever a metric is named (with a warning once per
-    process) and read back from old runs' tables, but never written."""
+    """Class decorator: record the class under `name`. A name registered twice is an error, never an override."""
 
     def deco(cls: type) -> type:
-        for n in (name, *aliases):
-            if n in _REGISTRY or n in _ALIASES:
-                raise ValueError(f"metric name {n!r} is already registered")
+        if name in _REGISTRY:
+            raise ValueError(f"metric name {name!r} is already registered")
         info = MetricInfo(
             name=name,
             cls=cls,
@@ -72,10 +65,8 @@ def register_metric(
             value_range=value_range,
             backend=backend,
             options=options,
-            aliases=aliases,
         )
         _REGISTRY[name] = info
-        _ALIASES.update(dict.fromkeys(aliases, name))
         cls.info = info
         return cls
 
@@ -87,20 +78,9 @@ def list_metrics() -> list[MetricInfo]:
     return sorted(_REGISTRY.values(), key=lambda m: (m.needs_images, m.name))
 
 
-def canonical_metric_name(name: str, *, warn: bool = True) -> str:
-    """The registered name for `name` (an old alias -> its new name, warning once per process); unknown names
-    are returned as they are."""
-    new = _ALIASES.get(name)
-    if new is None:
-        return name
-    if warn:
-        warn_renamed("metric", name, new)
-    return new
-
-
 def get_metric_info(name: str) -> MetricInfo:
     try:
-        return _REGISTRY[canonical_metric_name(name)]
+        return _REGISTRY[name]
     except KeyError:
         raise UnknownMetricError(name, [m.name for m in list_metrics()]) from None
 

@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.metrics.registry import canonical_metric_name
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.presets import SMOKE_NOTE
 from recon_score.textfiles import csv_dicts, csv_rows, json_objects, read_json
@@ -318,7 +317,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
 
     caps = _read_jsonl(d / "captions.jsonl")
     cands = [candidate_columns(c, run) for c in _read_jsonl(d / "candidates.jsonl")]
-    metric = canonical_metric_name((run.get("selection") or {}).get("metric", "score"), warn=False)
+    metric = (run.get("selection") or {}).get("metric", "score")
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
     for key, what, unit in (
         ("recon_score", "held-out ReconScore", "recon_score"),

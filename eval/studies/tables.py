@@ -131,7 +131,6 @@ def selection_table(
     evaluation column rates the picks with the metric itself — for ReconScore the held-out render, never the
     in-sample maximum that selected them."""
     from eval.metrics import CaptionBatch, build_metric, compute_metrics, get_metric_info
-    from eval.metrics.registry import canonical_metric_name
 
     run = _run_json(describe_run)
     pool = candidate_pool(describe_run)
@@ -146,7 +145,7 @@ def selection_table(
     if need_images and root is None:
         raise ReconScoreError("image metrics need the images: pass --images ROOT")
     images = [root / caps[i]["image"] for i, _ in flat] if need_images else None
-    own = canonical_metric_name((run.get("selection") or {}).get("metric") or "", warn=False)
+    own = (run.get("selection") or {}).get("metric") or ""
     if own not in selectors or not all(c.get("selection_score") is not None for _, c in flat):
         own = None  # the run's selection value is absent: its metric is computed like any other
     all_names = list(dict.fromkeys([*(s for s in selectors if s != own), *metrics]))

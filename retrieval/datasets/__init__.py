@@ -6,9 +6,12 @@ from __future__ import annotations
 import difflib
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recon_score.errors import ReconScoreError
-from retrieval.datasets.base import Benchmark, Protocol, Query
+
+if TYPE_CHECKING:
+    from retrieval.datasets.base import Benchmark
 
 __all__ = ["BENCHMARKS", "Benchmark", "Protocol", "Query", "list_benchmarks", "load_benchmark"]
 
@@ -35,6 +38,16 @@ class UnknownBenchmarkError(ReconScoreError, ValueError):
         close = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         super().__init__(f"unknown benchmark {name!r}{hint}; known: {', '.join(BENCHMARKS)}")
+
+
+def __getattr__(name: str):
+    """Benchmark, Protocol, Query from retrieval.datasets.base, imported on first use: listing the registry (and
+    `reconscore retrieve --help`) stays light."""
+    if name in ("Benchmark", "Protocol", "Query"):
+        from retrieval.datasets import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def list_benchmarks() -> list[dict]:

@@ -119,6 +119,8 @@ METHODS: dict[str, MethodInfo] = {
     )
 }
 TRAINING_FREE = tuple(n for n, m in METHODS.items() if m.kind != "learned")
+# what runs on a features bundle alone (`reconscore retrieve-eval`): no text encoder, captioner or checkpoint
+BUNDLE_METHODS = tuple(n for n in TRAINING_FREE if "text encoder" not in METHODS[n].needs)
 
 
 class UnknownMethodError(ReconScoreError, ValueError):
@@ -126,10 +128,6 @@ class UnknownMethodError(ReconScoreError, ValueError):
         close = difflib.get_close_matches(name, list(METHODS), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         super().__init__(f"unknown retrieval method {name!r}{hint}; known: {', '.join(METHODS)}")
-
-
-def list_methods() -> list[MethodInfo]:
-    return list(METHODS.values())
 
 
 def method_class(name: str):

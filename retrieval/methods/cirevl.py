@@ -45,7 +45,6 @@ REWRITE_PROMPTS = {
         "Edited Description:"
     ),
 }
-REWRITE_PROMPT = REWRITE_PROMPTS["patterncom"]
 CAPTION_PROMPT = "Describe this image in one short sentence."
 ANSWER_PREFIX = "Edited Description:"
 

@@ -104,14 +104,14 @@ def test_retrieve_eval_damaged_bundle(tmp_path, capsys, damage):
 def _describe_run(folder: Path, candidates: bytes) -> Path:
     folder.mkdir()
     (folder / "run.json").write_text(
-        json.dumps({"command": "describe", "selection": {"metric": "reconscore"}})
+        json.dumps({"command": "describe", "selection": {"metric": "recon_score"}})
     )
     (folder / "candidates.jsonl").write_bytes(candidates)
     return folder
 
 
 def test_n_sweep_corrupt_candidates(tmp_path, capsys):
-    line = json.dumps({"image_id": "a", "index": 0, "caption": "x", "error": None, "reconscore": 50.0})
+    line = json.dumps({"image_id": "a", "index": 0, "caption": "x", "error": None, "selection_score": 50.0})
     run = _describe_run(tmp_path / "rd", (line + "\n{not json\n" + line + "\n").encode())
     assert main(["study", "n-sweep", "--run", f"x={run}", "--out", str(tmp_path / "st")]) == 1
     assert "candidates.jsonl:2: invalid JSON" in _one_error_line(capsys)

@@ -68,7 +68,7 @@ def test_presets(capsys):
     assert main(["presets", "show", "paper", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["t2i_model"] == "Tongyi-MAI/Z-Image" and shown["steps"] == 28 and shown["seed"] == 42
-    assert main(["presets", "show", "papr"]) == 1
+    assert main(["presets", "show", "papr"]) == 2
     assert "did you mean 'paper'" in capsys.readouterr().err
 
 
@@ -106,68 +106,123 @@ def test_console_script_and_module_agree():
 
 
 def test_help_does_not_import_torch():
+    helps = [["--help"], ["score", "--help"], ["describe", "--help"], ["retrieve", "--help"]]
+    helps += [
+        ["retrieve-eval", "--help"],
+        ["correlate", "--help"],
+        ["evaluate", "--help"],
+        ["presets", "list"],
+    ]
     code = (
-        "import sys; from eval.cli import main; main(['--help']); main(['score','--help']); "
+        f"import sys; from eval.cli import main; [main(a) for a in {helps!r}]; "
         "print('torch' in sys.modules, 'diffusers' in sys.modules)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip().splitlines()[-1] == "False False"
 
 
-def test_shared_options_agree_with_the_code_behind_them(capsys):
-    """`--long-text` takes the same values in every subcommand, and they are the ones the CLIP metrics accept."""
-    from eval.cli import options
-    from eval.metrics.clip import LONG_TEXT_MODES
+def _params(*path: str) -> dict:
+    import click
 
-    assert options.LONG_TEXT_CHOICES == LONG_TEXT_MODES
-    for argv in (["evaluate"], ["correlate"], ["metrics", "add"], ["study", "selection"]):
-        assert main([*argv, "--help"]) == 0
-        assert "[truncate|sliding-window]" in " ".join(capsys.readouterr().out.split()), argv
+    from eval.cli import cli
+
+    cmd, ctx = cli, click.Context(cli)
+    for name in path:
+        cmd = cmd.get_command(ctx, name)
+    return {p.name: p for p in cmd.params}
 
 
-def test_symlinked_dataset_and_no_follow_symlinks(tmp_path, monkeypatch, sample_dir):
-    """A dataset folder that is a link, holding a linked file: scored by default, refused per row on request."""
-    monkeypatch.setenv(
-        "RECONSCORE_FOLLOW_SYMLINKS", "1"
-    )  # restored after the test: main() sets it in-process
-    store, outside = tmp_path / "store", tmp_path / "outside"
-    store.mkdir(), outside.mkdir()
-    (store / "a.tif").write_bytes((sample_dir / "images" / "UCM_1.tif").read_bytes())
-    (outside / "b.tif").write_bytes((sample_dir / "images" / "UCM_2.tif").read_bytes())
-    (store / "b.tif").symlink_to(outside / "b.tif")
-    (tmp_path / "data").symlink_to(store, target_is_directory=True)
-    caps = tmp_path / "data" / "caps.jsonl"
-    caps.write_text(
-        '{"id": "a", "image": "a.tif", "caption": "farmland"}\n{"id": "b", "image": "b.tif", "caption": "farmland"}\n'
-    )
-    for flags, out, expect_b in (
-        ([], "follow", None),
-        (["--no-follow-symlinks"], "refuse", "no-follow-symlinks"),
-    ):
-        rc = main(
-            [*flags, "score", "--preset", "smoke", "--captions", str(caps), "--out", str(tmp_path / out)]
+def test_choices_and_defaults_come_from_the_registries(capsys):
+    """The CLI restates no registry: presets, benchmarks, methods, protocol choices, metric names, formats and the
+    CLIPScore encoder are the code's own."""
+    from describer.presets import DESCRIBER_PRESETS
+    from eval.cli.correlate import FORMATS
+    from eval.cli.generate import KINDS
+    from eval.metrics import list_metrics
+    from eval.metrics.clip import DEFAULT_ENCODER, LONG_TEXT_MODES
+    from preference_data import FORMATS as LOADERS
+    from preference_data.run import KINDS as GENERATORS
+    from recon_score.presets import PRESETS
+    from retrieval import choices
+    from retrieval.datasets import BENCHMARKS
+    from retrieval.methods import METHODS
+
+    for path in (["score"], ["evaluate"], ["correlate"], ["metrics", "add"]):
+        assert list(_params(*path)["preset"].type.choices) == list(PRESETS), path
+    assert list(_params("describe")["preset"].type.choices) == list(DESCRIBER_PRESETS)
+    assert list(_params("describe")["recon_preset"].type.choices) == list(PRESETS)
+    assert list(_params("retrieve")["benchmark"].type.choices) == list(BENCHMARKS)
+    assert list(_params("retrieve-eval")["method"].type.choices) == list(METHODS)
+    assert tuple(_params("retrieve-eval")["ap_variant"].type.choices) == choices.AP_VARIANTS
+    assert tuple(_params("retrieve")["index_kind"].type.choices) == choices.INDEX_KINDS
+    for path in (["retrieve"], ["retrieve-eval"]):
+        p = _params(*path)
+        assert tuple(p["ties"].type.choices) == choices.TIES
+        assert tuple(p["empty_positives"].type.choices) == choices.EMPTY_ACTIONS
+        assert tuple(p["group_mean"].type.choices) == choices.GROUP_MEANS
+    assert KINDS == GENERATORS and list(LOADERS) == FORMATS
+    for path in (["evaluate"], ["correlate"], ["metrics", "add"]):
+        p = _params(*path)
+        assert (
+            tuple(p["long_text"].type.choices) == LONG_TEXT_MODES and p["encoder"].default == DEFAULT_ENCODER
         )
-        rows = [json.loads(x) for x in (tmp_path / out / "scores.jsonl").read_text().splitlines()]
-        assert rows[0]["error"] is None and rows[0]["recon_score"] is not None
-        if expect_b is None:
-            assert rc == 0 and rows[1]["error"] is None
-        else:
-            assert rc != 0 and expect_b in rows[1]["error"] and "caps.jsonl:2" in rows[1]["error"]
+        assert all(m.name in p["metrics"].help for m in list_metrics()), path
+    assert main(["study", "selection", "--help"]) == 0
+    assert "[truncate|sliding-window]" in " ".join(capsys.readouterr().out.split())
 
 
-def test_exit_statuses_mean_one_thing(tmp_path, capsys):
-    """0 done, 1 could not start, 2 usage error, 3 finished with failed rows; the docs table lists exactly these."""
-    import re
-    from pathlib import Path
+def test_override_flags_are_the_preset_fields(tmp_path):
+    """Every preset field a user may change has its flag (a field added to the dataclass gets one), and a flag's
+    value reaches run.json parsed as the preset would hold it."""
+    import dataclasses
 
-    from recon_score import errors
+    from describer.presets import DescriberPreset
+    from recon_score.presets import ReconPreset
+    from recon_score.prompts import PLAIN_TEMPLATE
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
-    table = {int(m) for m in re.findall(r"^\| (\d+) \|", doc, re.M)}
-    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
-    assert table == codes == {0, 1, 2, 3, 130}
-    assert main(["score", "--no-such-option"]) == errors.EXIT_USAGE
-    bad = tmp_path / "caps.csv"
-    bad.write_text("wrong,header\n1,2\n")
-    assert main(["score", "--preset", "smoke", "--captions", str(bad), "--out", str(tmp_path / "o")]) == 1
-    assert "must have columns image, caption" in capsys.readouterr().err
+    for cls, path in ((ReconPreset, "score"), (DescriberPreset, "describe")):
+        fields = {f.name for f in dataclasses.fields(cls)} - set(cls.FIXED)
+        assert fields == set(cls.OVERRIDES) and fields <= set(_params(path)), path
+    out = tmp_path / "o"
+    argv = ["score", "--preset", "smoke", "--limit", "1", "--steps", "2", "--prompt-template", "plain"]
+    assert main([*argv, "--no-vae-tiling", "--max-side", "64", "--out", str(out)]) == 0
+    preset = json.loads((out / "run.json").read_text())["config"]["preset"]
+    assert (preset["steps"], preset["vae_tiling"], preset["max_side"]) == (2, False, 64)
+    assert preset["prompt_template"] == PLAIN_TEMPLATE
+
+
+def test_an_unknown_name_is_a_usage_error(capsys):
+    """docs/cli.md: a bad value on the command line is exit 2, and says what is allowed; a mistyped subcommand
+    gets the closest name, as a mistyped option does."""
+    assert main(["score", "--preset", "papr", "--out", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "'papr' is not one of" in err and "'paper'" in err
+    assert main(["evaluate", "--dataset", "ucm", "--root", ".", "--captions", "x", "--out", "x"]) == 2
+    assert "'ucm' is not one of" in capsys.readouterr().err
+    assert main(["scor", "--preset", "smoke"]) == 2
+    assert "No such command 'scor'. Did you mean 'score'?" in capsys.readouterr().err
+    assert main(["presets", "lst"]) == 2
+    assert "Did you mean 'list'?" in capsys.readouterr().err
+
+
+def test_smoke_model_runs_say_their_numbers_are_meaningless(tmp_path, capsys):
+    """`retrieve` with open_clip:smoke prints the banner; text metrics on a real run's rows do not."""
+    from tests.retrieval import layouts
+
+    root = layouts.xview2(tmp_path / "x")
+    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "open_clip:smoke"]
+    assert main([*argv, "--methods", "text,image", "--device", "cpu", "--out", str(tmp_path / "r")]) == 0
+    assert "meaningless" in capsys.readouterr().err
+    (tmp_path / "scores.jsonl").write_text('{"id": "a", "image": "x.png", "caption": "a farm"}\n')
+    (tmp_path / "refs.json").write_text('{"x.png": ["a farm"]}')
+    argv = [
+        "metrics",
+        "add",
+        str(tmp_path),
+        "--metrics",
+        "bleu4",
+        "--references",
+        str(tmp_path / "refs.json"),
+    ]
+    assert main(argv) == 0
+    assert "meaningless" not in capsys.readouterr().err

@@ -194,7 +194,8 @@ def test_metrics_add_puts_reference_metrics_next_to_recon_score(tmp_path, capsys
     argv = ["metrics", "add", str(run), "--references", str(sample / "references.json")]
     argv += ["--metrics", "bleu4,cider,clipscore", "--encoder", "open_clip:smoke", "--device", "cpu"]
     assert main(argv) == 0
-    assert "scores.metrics.jsonl (5 rows)" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "scores.metrics.jsonl (5 rows)" in printed.out and "meaningless" in printed.err  # open_clip:smoke
     assert (run / "scores.jsonl").read_bytes() == before  # the original is never touched
     out = [json.loads(line) for line in (run / "scores.metrics.jsonl").read_text().splitlines()]
     assert [r["recon_score"] for r in out[:4]] == [50.0, 51.0, 52.0, 53.0]
@@ -210,7 +211,7 @@ def test_metrics_add_never_overwrites_a_column_of_the_run(tmp_path, capsys):
     (tmp_path / "scores.jsonl").write_text(
         '{"id": "a", "image": "x.png", "caption": "a", "recon_score": 50}\n'
     )
-    assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4,reconscore"]) == 1
+    assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4,recon_score"]) == 1
     err = capsys.readouterr().err
     assert "already has a recon_score column" in err and not (tmp_path / "scores.metrics.jsonl").exists()
 

@@ -369,30 +369,3 @@ def test_length_study(tmp_path, sample_dir):
     assert b["S."] > b["M."] > b["L."]  # reference overlap collapses with length
     assert b["σ"] == pytest.approx(np.std([b["S."], b["M."], b["L."]], ddof=1))
     assert str(df.loc["ReconScore", "Max Tokens"]) == "512" and df.loc["(average words)", "S."] == 7
-
-
-def test_describe_runs_before_the_one_vocabulary_still_read(pool, tmp_path):
-    """A describe run written before `selection_score` (selection value under `reconscore`, its cosine under
-    `reconscore_cosine`): n-sweep and the report read it as today's run."""
-    old = tmp_path / "old"
-    shutil.copytree(pool, old)
-    run = json.loads((old / "run.json").read_text())
-    run["selection"]["metric"] = "reconscore"
-    (old / "run.json").write_text(json.dumps(run))
-    rows = []
-    for c in _jsonl(pool / "candidates.jsonl"):
-        c["reconscore"], c["reconscore_cosine"] = c.pop("selection_score"), c.pop("selection_cosine")
-        rows.append(c)
-    (old / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    for name, folder in (("new", pool), ("old", old)):
-        assert (
-            main(["study", "n-sweep", "--run", f"ucm={folder}", "--out", str(tmp_path / f"sweep-{name}")])
-            == 0
-        )
-    for table in ("table.csv", "in_sample.csv"):
-        new, was = (pd.read_csv(tmp_path / f"sweep-{n}" / table, index_col=0) for n in ("new", "old"))
-        pd.testing.assert_frame_equal(new, was)
-    assert main(["report", str(old), "--out", str(tmp_path / "old.html")]) == 0
-    html = (tmp_path / "old.html").read_text()
-    best = max(r["reconscore"] for r in rows if r["image_id"] == "UCM_1")
-    assert f"recon_score {best:.2f} · # " in html

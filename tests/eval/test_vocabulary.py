@@ -68,20 +68,6 @@ def test_vocabulary_names_exist_with_their_meaning():
     )
 
 
-@pytest.mark.parametrize(
-    ("argv", "old", "new"),
-    [
-        (["evaluate", "--images-dir", "X", "--help"], "--images-dir", "--images"),
-        (["describe", "--dataset-root", "X", "--help"], "--dataset-root", "--root"),
-        (["report", "--images", "link", "--help"], "--images", "--thumbnails"),
-    ],
-)
-def test_old_spellings_still_parse_and_warn(argv, old, new, capsys):
-    assert main(argv) == 0
-    err = capsys.readouterr().err
-    assert f"{old} is now {new}" in err
-
-
 def _columns(path) -> set[str]:
     import csv
     import json
@@ -121,90 +107,35 @@ def test_output_columns_have_one_name_per_concept(report_runs):
     assert not any("image_id" in c for (kind, _), c in cols.items() if kind in ("score", "metrics"))
 
 
-def test_old_metric_name_still_resolves_and_warns_once():
-    import warnings
-
-    from eval.metrics import registry
-    from recon_score import errors
-    from recon_score.errors import ReconScoreWarning
-
-    errors._renamed_warned.discard(("metric", "reconscore"))
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        assert registry.parse_metric_names("bleu4,reconscore,recon_score") == ["bleu4", "recon_score"]
-        assert registry.get_metric_info("reconscore").name == "recon_score"
-    msgs = [str(w.message) for w in seen if issubclass(w.category, ReconScoreWarning)]
-    assert msgs == ["metric 'reconscore' is now 'recon_score'; the old name will be removed"]
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evaluate", "--images-dir", "X", "--help"],
+        ["describe", "--dataset-root", "X", "--help"],
+        ["report", "--images", "link", "--help"],
+    ],
+)
+def test_old_option_spellings_are_gone(argv, capsys):
+    """0.1.0 has one spelling per option: an old one is a usage error naming it, not a hidden alias."""
+    assert main(argv) == 2
+    assert f"No such option '{argv[1]}'" in capsys.readouterr().err
 
 
-def test_old_metric_name_on_the_command_line(tmp_path):
-    """`--metrics reconscore` means recon_score, with one plain `warning:` line (not Python's file:line); the
-    run then stops on the paper preset's missing model, which is not the point here."""
-    import subprocess
-    import sys
+def test_old_metric_name_is_unknown_with_a_suggestion(capsys):
+    from eval.metrics import UnknownMetricError, parse_metric_names
 
-    from tests.eval.report_runs import REPO
-
-    example = REPO / "preference_data" / "examples" / "ranking_example.jsonl"
-    argv = [
-        "correlate",
-        "--preferences",
-        str(example),
-        "--format",
-        "ranking",
-        "--metrics",
-        "bleu4,reconscore",
-    ]
-    r = subprocess.run(
-        [sys.executable, "-m", "eval", *argv, "--out", str(tmp_path / "c")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert r.returncode == 1, r.stderr
-    lines = r.stderr.splitlines()
-    assert lines.count("warning: metric 'reconscore' is now 'recon_score'; the old name will be removed") == 1
-    assert "ReconScoreWarning" not in r.stderr  # the plain form, not Python's file:line: Category: ...
+    with pytest.raises(
+        UnknownMetricError, match=r"unknown metric 'reconscore' \(did you mean 'recon_score'\?\)"
+    ):
+        parse_metric_names("bleu4,reconscore")
 
 
-def test_old_select_by_name(tmp_path):
-    import json
-
-    out = tmp_path / "d"
-    argv = ["describe", "--preset", "smoke", "--n", "2", "--limit", "1", "--select-by", "reconscore"]
-    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 0
-    assert json.loads((out / "run.json").read_text())["selection"]["metric"] == "recon_score"
-    cands = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
-    assert all(c["selection_score"] is not None and "reconscore" not in c for c in cands)
-
-
-def test_python_jobs_use_the_cli_names_and_keep_the_old_ones():
-    """Job fields use the CLI's names (`inputs`: what describe captions; `images_root`: the --images folder);
-    the old field `images` still works, with a warning, meaning what it meant."""
-    import warnings
+def test_python_jobs_have_no_old_field_names():
     from pathlib import Path
 
-    from describer.run import DescribeJob
     from eval.add_metrics import AddMetricsJob
     from eval.correlate import CorrelateJob
-    from recon_score import errors
-    from recon_score.errors import ReconScoreWarning
 
-    errors._renamed_warned.clear()
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        d = DescribeJob(out=Path("o"), preset=None, captioner=None, selector=None, images=Path("list.txt"))
-        c = CorrelateJob(Path("p.jsonl"), "ranking", "bleu4", Path("o"), images=Path("imgs"))
-        a = AddMetricsJob(Path("run"), "bleu4", images=Path("imgs"))
-        DescribeJob(out=Path("o"), preset=None, captioner=None, selector=None, images=Path("again.txt"))
-    assert (d.inputs, d.images_root) == (Path("list.txt"), None)
-    assert c.images_root == Path("imgs") and a.images_root == Path("imgs")
-    msgs = sorted(str(w.message) for w in seen if issubclass(w.category, ReconScoreWarning))
-    assert msgs == [
-        "AddMetricsJob field 'images' is now 'images_root'; the old name will be removed",
-        "CorrelateJob field 'images' is now 'images_root'; the old name will be removed",
-        "DescribeJob field 'images' is now 'inputs'; the old name will be removed",
-    ]
-    new = DescribeJob(out=Path("o"), preset=None, captioner=None, selector=None, inputs=Path("x"))
-    assert new.inputs == Path("x")
+    for job in (AddMetricsJob, CorrelateJob):
+        with pytest.raises(TypeError, match="images"):
+            job(Path("p"), "bleu4", images=Path("imgs"))

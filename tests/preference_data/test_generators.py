@@ -87,7 +87,7 @@ def test_instructions_are_files(tmp_path):
         gen.load_instruction("nope")
 
 
-def test_cli_with_a_tiny_text_llm(tmp_path, sample_dir):
+def test_cli_with_a_tiny_text_llm(tmp_path, sample_dir, capsys):
     caps = tmp_path / "caps.jsonl"
     caps.write_text(
         "".join(
@@ -120,6 +120,7 @@ def test_cli_with_a_tiny_text_llm(tmp_path, sample_dir):
     assert all(r["source_caption"].startswith("There is a piece of farmland") for r in rows)
     run = json.loads((out / "run.json").read_text())
     assert run["model"]["name"] == "smoke:qwen3-text" and run["sampling"]["seed"] == 0
+    assert "meaningless" in capsys.readouterr().err  # a synthetic model's run says so
     first = (out / "generated.jsonl").read_bytes()
     assert (
         main(args) == rc and (out / "generated.jsonl").read_bytes() == first

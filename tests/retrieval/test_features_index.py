@@ -11,7 +11,7 @@ from recon_score.encoders import build_encoder
 from recon_score.errors import ReconScoreError
 from recon_score.images import load_image
 from retrieval.features import FeatureStore
-from retrieval.index import FaissIndex, build_index, exact_topk, search, topk_recall
+from retrieval.index import FaissIndex, exact_topk, search, topk_recall
 from tests.retrieval import layouts
 
 
@@ -64,14 +64,13 @@ def test_exact_topk_and_faiss():
     scores, idx = exact_topk(q, db, 5, chunk_entries=1000)
     full = torch.sort(q @ db.T, dim=1, descending=True, stable=True)
     assert torch.equal(idx, full.indices[:, :5]) and torch.allclose(scores, full.values[:, :5])
-    flat = build_index(db, "faiss-flat")
+    flat = FaissIndex(db, "faiss-flat")
     _, fidx = search(q, db, 5, index=flat)
     assert topk_recall(fidx, idx) == 1.0
     hnsw = FaissIndex(db, "faiss-hnsw", m=16, ef_search=64)
     assert topk_recall(hnsw.search(q, 5)[1], idx) >= 0.9
     ivf = FaissIndex(db, "faiss-ivf", nlist=4, nprobe=4)  # probing every list is exact
     assert topk_recall(ivf.search(q, 5)[1], idx) == 1.0
-    assert build_index(db, "exact") is None
 
 
 def test_topk_recall_by_hand():

@@ -180,7 +180,7 @@ def test_cli_errors_before_any_work(tmp_path, capsys):
 
 def test_cirevl_through_the_cli_with_injected_models(tmp_path, monkeypatch, capsys):
     """The CLI's captioner adapter drives a describer backend (a fake here) and CIReVL runs end to end."""
-    import eval.cli.retrieve as cli
+    import retrieval.cirevl_models as cirevl_models
     from describer.backends import Candidate
 
     class FakeCaptioner:
@@ -192,7 +192,7 @@ def test_cirevl_through_the_cli_with_injected_models(tmp_path, monkeypatch, caps
 
     monkeypatch.setattr(describer.backends, "build_captioner", lambda backend, model, **kw: FakeCaptioner())
     monkeypatch.setattr(
-        cli,
+        cirevl_models,
         "build_rewriter",
         lambda name, **kw: lambda caps, texts: [f"{c}, {t}" for c, t in zip(caps, texts)],
     )

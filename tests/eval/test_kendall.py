@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 
-from eval.correlation import (
+from eval.kendall import (
     HEADLINE,
     TauVariant,
     bootstrap_ci,

@@ -1,4 +1,4 @@
-"""Agreement of caption metrics with human judgments: the CLIPScore protocol (Hessel et al. 2021, section 4 and
+"""Kendall τ of caption metrics with human judgments: the CLIPScore protocol (Hessel et al. 2021, section 4 and
 appendix A; their `flickr8k_example/compute_metrics.py`).
 
 Every (image, candidate, human judgment) row is one observation: judgments are never averaged over raters.
