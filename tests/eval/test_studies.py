@@ -149,14 +149,14 @@ def test_encoders_study(tmp_path, sample_dir):
         runs += ["--run", f"{sys_name}={out}"]
     out = tmp_path / "enc"
     assert (
-        main(["study", "encoders", *runs, "--encoders", "dreamsim:smoke,lpips:alex", "--out", str(out)]) == 0
+        main(["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]) == 0
     )
     table = pd.read_csv(out / "table.csv", index_col=0)
     tau = pd.read_csv(out / "rank_consistency.csv", index_col=0)
     assert table.shape == (2, 2) and tau.shape == (2, 2)
     for sys_name in ("terse", "rich"):  # the run's own encoder reproduces the run's scores
         mean = np.mean([r["recon_score"] for r in _jsonl(tmp_path / sys_name / "scores.jsonl")])
-        assert table.loc[sys_name, "dreamsim:smoke"] == pytest.approx(mean, abs=1e-4)
+        assert table.loc[sys_name, "smoke:dreamsim"] == pytest.approx(mean, abs=1e-4)
     assert np.allclose(np.diag(tau.to_numpy()), 1.0) and abs(tau.iloc[0, 1]) == pytest.approx(1.0)
 
 

@@ -24,6 +24,30 @@ def test_parse_spec():
     assert parse_spec("open_clip:ViT-L-14/openai") == ("open_clip", "ViT-L-14/openai")
     assert parse_spec("open_clip:hf-hub:timm/ViT-B-16-SigLIP") == ("open_clip", "hf-hub:timm/ViT-B-16-SigLIP")
     assert parse_spec("hf:/models/dino") == ("hf", "/models/dino")
+    # a synthetic encoder keeps its one spelling as the name its family's loader receives
+    assert parse_spec("smoke:dreamsim") == ("dreamsim", "smoke:dreamsim")
+    assert parse_spec("shapes:dreamsim@0.02") == ("dreamsim", "shapes:dreamsim@0.02")
+    assert parse_spec("shapes:open-clip/ViT-B-32-quickgelu") == (
+        "open_clip",
+        "shapes:open-clip/ViT-B-32-quickgelu",
+    )
+    assert parse_spec("smoke:hf-dinov2") == ("hf", "smoke:hf-dinov2")
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("dreamsim:smoke:dreamsim", "spell it 'smoke:dreamsim'"),  # one spelling: no family in front
+        ("open_clip:shapes:open-clip/ViT-B-32", "spell it 'shapes:open-clip/ViT-B-32'"),
+        ("dreamsim:smoke", "unknown DreamSim model 'smoke'"),  # the spelling before the registry
+        ("smoke:z-image", "a pipeline or language model, not an encoder"),
+        ("smoke:clip", "unknown synthetic model 'smoke:clip'"),
+        ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),
+    ],
+)
+def test_synthetic_specs_have_one_spelling(spec, why):
+    with pytest.raises(ValueError, match=why):
+        build_encoder(spec, device="cpu")
 
 
 @pytest.mark.parametrize("spec", ["dreamsm:ensemble", "dreamsim", "dreamsim:", "clip:ViT-B-32", ""])
@@ -44,7 +68,7 @@ def test_listing_covers_every_family():
     assert "lpips:alex" in rows["lpips"]["examples"]
 
 
-@pytest.mark.parametrize("spec", ["dreamsim:smoke", "open_clip:smoke", "hf:smoke-clip", "hf:smoke-dinov2"])
+@pytest.mark.parametrize("spec", ["smoke:dreamsim", "smoke:open-clip", "smoke:hf-clip", "smoke:hf-dinov2"])
 def test_every_family_embeds_offline(spec, images):
     enc = build_encoder(spec, device="cpu")
     assert enc is build_encoder(spec, device="cpu")  # one instance per process
@@ -57,9 +81,10 @@ def test_every_family_embeds_offline(spec, images):
     d = enc.pair_distance(images[:2], images[:2])
     torch.testing.assert_close(d, torch.zeros(2), atol=1e-5, rtol=0)
     assert "random weights" in enc.info.source
+    assert enc.info.spec == spec  # run.json and the embedding cache record the spelling the user typed
 
 
-@pytest.mark.parametrize("spec", ["open_clip:smoke", "hf:smoke-clip"])
+@pytest.mark.parametrize("spec", ["smoke:open-clip", "smoke:hf-clip"])
 def test_clip_likes_embed_text(spec):
     enc = build_encoder(spec, device="cpu")
     t = enc.encode_texts(["two planes on a runway", "a farm", "two planes on a runway"])
@@ -69,14 +94,14 @@ def test_clip_likes_embed_text(spec):
 
 def test_image_only_encoders_refuse_text():
     with pytest.raises(TypeError, match="does not embed text"):
-        build_encoder("dreamsim:smoke", device="cpu").encode_texts(["a farm"])
+        build_encoder("smoke:dreamsim", device="cpu").encode_texts(["a farm"])
 
 
 def test_smoke_tokenizers_are_the_real_clip_bpe(tmp_path):
     """The fixtures' CLIP tokenizer reproduces open_clip's ids (the real 49,408-token vocabulary)."""
     import open_clip
 
-    from recon_score.testing.tokenizers import clip_tokenizer
+    from recon_score.synthetic.tokenizers import clip_tokenizer
 
     hf_tok = clip_tokenizer(tmp_path / "tok")
     text = "Many buildings and green trees are around a playground, two planes on the apron."
@@ -159,7 +184,7 @@ def test_open_clip_local_checkpoint_path(tmp_path):
     import open_clip
     from safetensors.torch import save_file
 
-    from recon_score.testing.fixtures import ensure_fixture
+    from recon_score.synthetic.smoke import ensure_fixture
 
     src = ensure_fixture("open-clip")
     cfg = json.loads((src / "open_clip_config.json").read_text())["model_cfg"]

@@ -9,7 +9,7 @@ import torch
 
 from recon_score.errors import ModelNotAvailableError
 from recon_score.hub import resolve_model
-from recon_score.testing import shapes
+from recon_score.synthetic import shapes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,10 +97,14 @@ def test_analytic_dit_flops_match_torch_flop_counter():
 
 
 def test_bad_shapes_names_fail_clearly():
-    with pytest.raises(ModelNotAvailableError, match="unknown shapes model 'nope'"):
+    with pytest.raises(
+        ModelNotAvailableError, match=r"unknown synthetic model 'shapes:nope'; known: .*shapes:z-image"
+    ):
         resolve_model("shapes:nope")
     with pytest.raises(ModelNotAvailableError, match=r"scale must be in \(0, 1\]"):
         resolve_model("shapes:z-image@2")
+    with pytest.raises(ModelNotAvailableError, match="encoder with no folder"):
+        resolve_model("shapes:dreamsim")
 
 
 def _load_benchmark():

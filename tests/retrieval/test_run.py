@@ -12,7 +12,7 @@ from eval.cli import main
 from retrieval.run import RetrieveConfig, run_retrieve
 from tests.retrieval import layouts
 
-ENCODER = "open_clip:smoke"
+ENCODER = "smoke:open-clip"
 
 
 @pytest.fixture(scope="module")
