@@ -1,5 +1,7 @@
 """The encoder registry: spec parsing, every family offline, real perceptual behaviour, clear missing-weights errors."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -318,3 +320,63 @@ def test_dreamsim_offline_layout_lists_every_download(tmp_path, monkeypatch):
     (cache / "checkpoints" / "stand_in_vitbase16.pth").write_bytes(b"stand-in")
     assert check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["available"] is True
     assert run() == []  # it fails on the stand-in bytes, not on a download
+
+
+def test_dreamsim_encoder_distance_is_dreamsims_own(tmp_path, monkeypatch, images):
+    """Our encoder's 1 - cos against the distance dreamsim's own code computes: `dreamsim.dreamsim()` builds the
+    ensemble (PerceptualModel, the released LoRA settings, its preprocess) on random narrow towers (its own ViT
+    classes; no download), and `model(preprocess(a), preprocess(b))` is the distance the authors' evaluator turns
+    into a score. Our DreamSimEncoder wraps the same model: preprocessing, embedding, normalisation and cosine
+    are ours."""
+    import dreamsim
+    from dreamsim.config import dreamsim_args
+    from dreamsim.feature_extraction import extractor
+
+    from recon_score.encoders.base import EncoderInfo
+    from recon_score.encoders.dreamsim import DreamSimEncoder
+    from recon_score.synthetic.shapes import _dreamsim_tower, dreamsim_tower_config
+
+    cfg = dreamsim_tower_config(0.05)
+
+    def random_tower(model_type, load_dir=""):
+        model, head = _dreamsim_tower(model_type, cfg)
+        if isinstance(
+            head, torch.nn.Parameter
+        ):  # the CLIP projection, left on the meta device by the builder
+            head = torch.nn.Parameter(torch.randn(head.shape) * head.shape[0] ** -0.5)
+        return model, head
+
+    for f in (
+        "dino_vitb16_pretrain.pth",
+        "open_clip_vitb16_pretrain.pth.tar",
+        "clip_vitb16_pretrain.pth.tar",
+    ):
+        (tmp_path / f).write_bytes(
+            b""
+        )  # present, so download_weights fetches nothing; never read (pretrained=False)
+    (tmp_path / "ensemble_lora").mkdir()
+    lora = {"r": 16, "lora_alpha": 8, "lora_dropout": 0.3, "bias": "none", "target_modules": ["qkv"]}
+    (tmp_path / "ensemble_lora" / "adapter_config.json").write_text(json.dumps(lora))
+    monkeypatch.setattr(extractor.ViTExtractor, "create_model", staticmethod(random_tower))
+    torch.manual_seed(0)
+    model, preprocess = dreamsim.dreamsim(pretrained=False, device="cpu", cache_dir=str(tmp_path))
+    assert (
+        dreamsim_args["model_config"]["ensemble"]["model_type"] == "dino_vitb16,clip_vitb16,open_clip_vitb16"
+    )
+    torch.manual_seed(1)  # the LoRA B matrices start at zero: give them values so the adapters take part
+    for n, p in model.named_parameters():
+        if "lora_B" in n:
+            p.data.normal_(0, 0.02)
+
+    info = EncoderInfo(
+        spec="dreamsim:random", kind="embedding", modalities=("image",), source="test", dim=None
+    )
+    ours = DreamSimEncoder(model, info, "cpu")
+    a = [im.convert("RGB") for im in images]
+    b = [
+        im.transpose(Image.Transpose.ROTATE_90).resize((200, 120)) for im in a
+    ]  # other sizes: squashed to 224
+    with torch.no_grad():
+        theirs = torch.stack([model(preprocess(x), preprocess(y))[0] for x, y in zip(a, b)])
+    assert theirs.min() > 1e-3  # different images: a non-trivial distance to agree on
+    torch.testing.assert_close(ours.pair_distance(a, b), theirs, atol=1e-5, rtol=0)
