@@ -189,7 +189,14 @@ def test_t2i_study(tmp_path, sample_dir):
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
     row = df.loc["smoke (smoke:z-image)"]
-    assert row["M. T."] == 512 and row["I. T. (s)"] > 0 and 0 <= row["ReconScore"] <= 100
+    assert row["M. T."] == 512 and row["truncated"] == 0
+    # the table's ReconScore is the mean over the captions of a plain ReconScorer run of the same preset
+    from recon_score.cache import ArtifactCache
+    from recon_score.scorer import ReconScorer
+
+    direct = ReconScorer.from_preset("smoke", device="cpu", batch_size=1, cache=ArtifactCache(enabled=False))
+    res = direct.score([sample_dir / "images" / f"UCM_{i}.tif" for i in (1, 2)], ["farmland 1", "farmland 2"])
+    assert row["ReconScore"] == pytest.approx(sum(r.recon_score for r in res) / 2, abs=1e-9)
     assert "meaningless" in json.loads((out / "run.json").read_text())["note"]
 
 
@@ -232,9 +239,7 @@ def test_models_study(tmp_path, sample_dir):
         == 0
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
-    assert (
-        list(df.index) == ["A", "B"] and list(df.columns) == ["ucm"] and ((df > 0) & (df <= 100)).all().all()
-    )
+    assert list(df.index) == ["A", "B"] and list(df.columns) == ["ucm"]
     ev = tmp_path / "ev"
     main(
         [
