@@ -60,7 +60,7 @@ def resolve_model(
         try:
             path, rev = synthetic.resolve(name)
         except ValueError as err:
-            fix = f"Synthetic models: {', '.join(synthetic.known_names())}."
+            fix = "`reconscore models list` lists the synthetic models."
             raise ModelNotAvailableError(name, searched=[], fix=fix, reason=str(err)) from err
         return ResolvedModel(name, path, rev)
     local = Path(name).expanduser()

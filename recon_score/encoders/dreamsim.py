@@ -25,7 +25,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
-from recon_score.errors import ModelNotAvailableError
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 from recon_score.paths import weights_root
 
@@ -190,7 +190,8 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     if synthetic.is_synthetic(name):
         return _build_synthetic(synthetic.parse(name), device)
     if name not in REQUIRED:
-        raise ValueError(f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}")
+        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
+        raise UnknownEncoderError(f"dreamsim:{name}", known=[], reason=reason)
 
     cache_dir = dreamsim_dir(weights_dir)
     missing = _missing(name, cache_dir)

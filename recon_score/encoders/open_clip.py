@@ -23,7 +23,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
-from recon_score.errors import ModelNotAvailableError
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 
 
@@ -241,7 +241,8 @@ def _build_synthetic(name: synthetic.SyntheticName, device: str) -> Encoder:
         from recon_score.synthetic.shapes import SHAPES_NOTE, build_open_clip
 
         if name.arch not in open_clip.list_models():
-            raise ValueError(f"unknown open_clip architecture {name.arch!r}; see open_clip.list_models()")
+            reason = f"unknown open_clip architecture {name.arch!r}; see open_clip.list_models()"
+            raise UnknownEncoderError(name.name, known=[], reason=reason)
         model, preprocess = build_open_clip(name.arch, device=device)
         tokenizer, source = open_clip.get_tokenizer(name.arch), SHAPES_NOTE
     info = EncoderInfo(

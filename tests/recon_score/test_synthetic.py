@@ -188,3 +188,33 @@ def test_missing_weights_detects_weightless_components(tmp_path):
     (tmp_path / "model_index.json").write_text("{}")
     (tmp_path / "config.json").write_text("{}")
     assert _missing_weights(tmp_path) == ["text_encoder"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--encoder",
+            "dreamsim:smoke",
+            "error: unknown encoder spec 'dreamsim:smoke': unknown DreamSim model 'smoke'",
+        ),
+        (
+            "--encoder",
+            "hf:smoke:hf-clip",
+            "error: unknown encoder spec 'hf:smoke:hf-clip': spell it 'smoke:hf-clip'",
+        ),
+        (
+            "--t2i-model",
+            "shapes:qwen3-vl-8b",
+            "error: model 'shapes:qwen3-vl-8b' is not available (unknown synthetic",
+        ),
+    ],
+)
+def test_cli_names_a_misspelled_synthetic_model(tmp_path, capsys, option, value, message):
+    """Another spelling of a synthetic model cannot start a run: one line naming it, exit 1, no traceback."""
+    from eval.cli import main
+
+    argv = ["score", "--preset", "smoke", option, value, "--limit", "1", "--device", "cpu"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err  # (a first use may print the smoke models' build progress before)
+    assert err.strip().splitlines()[-1].startswith(message) and "Traceback" not in err, err
