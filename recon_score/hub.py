@@ -48,8 +48,8 @@ def resolve_model(
     option: str = "--t2i-model",
     downloader: str = "snapshot",
 ) -> ResolvedModel:
-    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`), an existing directory, or a hub id
-    (HF cache first).
+    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`), an existing directory, or a
+    hub id (HF cache first).
 
     `downloader="diffusers"` uses DiffusionPipeline.download, which fetches only the files a pipeline needs.
 

@@ -1,11 +1,11 @@
 """Full-size model shapes with random weights: the `shapes:` model names (speed needs no trained weights).
 
-`shapes:z-image`, `shapes:qwen3-vl` (and the encoders `shapes:dreamsim`, `shapes:open-clip/ARCH`) build the `paper` presets' models at their published sizes, with no download: a folder in the real
-on-disk layout holds the configs and a tokenizer (a byte-level BPE trained here, not Qwen's: prompts tokenize
-into somewhat more tokens than with the real one), and the loaders build every module on the meta device, then
-allocate its parameters directly on the target device in the target dtype and fill them randomly. A 6B DiT in
-bf16 on a GPU therefore never exists as fp32 on the CPU. The cost of a forward pass equals the real model's;
-the numbers it produces are meaningless.
+`shapes:z-image`, `shapes:qwen3-vl` (and the encoders `shapes:dreamsim`, `shapes:open-clip/ARCH`) build the `paper`
+presets' models at their published sizes, with no download: a folder in the real on-disk layout holds the configs
+and a tokenizer (a byte-level BPE trained here, not Qwen's: prompts tokenize into somewhat more tokens than with
+the real one), and the loaders build every module on the meta device, then allocate its parameters directly on the
+target device in the target dtype and fill them randomly. A 6B DiT in bf16 on a GPU therefore never exists as fp32
+on the CPU. The cost of a forward pass equals the real model's; the numbers it produces are meaningless.
 
 `NAME@SCALE` (e.g. `shapes:z-image@0.02`) scales every width (heads, hidden and channel sizes) by SCALE with
 the same builders; depths, patch sizes and vocabularies stay as published. Tests and CPU checks use it.

@@ -1,8 +1,9 @@
 """The `smoke:` models: tiny random models built once per cache and reused.
 
-`ensure_fixture("z-image")` (what `smoke:z-image` resolves to) returns a folder loadable by the same code as the real checkpoint. Builds are locked,
-go to a temporary sibling folder that is renamed into place, and run out of process inside torch.distributed
-workers (transformers saves weights on rank 0 only), so concurrent processes never see a partial fixture.
+`ensure_fixture("z-image")` (what `smoke:z-image` resolves to) returns a folder loadable by the same code as the
+real checkpoint. Builds are locked, go to a temporary sibling folder that is renamed into place, and run out of
+process inside torch.distributed workers (transformers saves weights on rank 0 only), so concurrent processes
+never see a partial fixture.
 """
 
 from __future__ import annotations
