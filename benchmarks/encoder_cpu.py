@@ -1,7 +1,7 @@
 """Real-size image encoders on the CPU: the project's encoder path vs a bare call of the same modules.
 
-Models: the DreamSim ensemble (three ViT-B/16 towers + LoRA, `dreamsim:shapes:ensemble`) and OpenAI-shaped CLIP
-ViT-B/32 and ViT-L/14 (`open_clip:shapes:ARCH-quickgelu`), all at full size with random weights (no download:
+Models: the DreamSim ensemble (three ViT-B/16 towers + LoRA, `shapes:dreamsim`) and OpenAI-shaped CLIP
+ViT-B/32 and ViT-L/14 (`shapes:open-clip/ARCH-quickgelu`), all at full size with random weights (no download:
 the cost equals the trained models'). For each batch size:
   project  Encoder.encode_images(PIL images, batch_size=B): preprocessing from PIL, batching, L2 norm, copy out
   bare     model.embed(x) / model.encode_image(x) on tensors preprocessed beforehand
@@ -20,9 +20,9 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 SPECS = {
-    "dreamsim": "dreamsim:shapes:ensemble",
-    "b32": "open_clip:shapes:ViT-B-32-quickgelu",
-    "l14": "open_clip:shapes:ViT-L-14-quickgelu",
+    "dreamsim": "shapes:dreamsim",
+    "b32": "shapes:open-clip/ViT-B-32-quickgelu",
+    "l14": "shapes:open-clip/ViT-L-14-quickgelu",
 }
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     from PIL import Image
 
     from recon_score.encoders import build_encoder, release_encoders
-    from recon_score.testing.shapes import count_params
+    from recon_score.synthetic.shapes import count_params
 
     rng = np.random.default_rng(0)
     batches = [int(b) for b in args.batches.split(",")]

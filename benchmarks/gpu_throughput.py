@@ -145,7 +145,7 @@ def t2i_phase(args, out: dict, deadline: float, save) -> None:
     suffix = "" if args.scale == 1 else f"@{args.scale:g}"
     preset = get_preset("paper").replace(
         t2i_model=f"shapes:z-image{suffix}",
-        encoder=f"dreamsim:shapes:ensemble{suffix}",
+        encoder=f"shapes:dreamsim{suffix}",
         steps=args.steps,
         max_sequence_length=args.max_sequence_length,
         meaningless=True,
@@ -261,7 +261,7 @@ def vlm_phase(args, out: dict, deadline: float) -> None:
     suffix = "" if args.scale == 1 else f"@{args.scale:g}"
     _peak_reset(args.device)
     t0 = time.perf_counter()
-    cap = TransformersCaptioner(f"shapes:qwen3-vl-8b{suffix}", device=args.device, dtype="bfloat16")
+    cap = TransformersCaptioner(f"shapes:qwen3-vl{suffix}", device=args.device, dtype="bfloat16")
     cap._load()
     cap._model.generation_config.min_new_tokens = args.vlm_tokens  # fixed length: EOS cannot end a row early
     vlm["load_s"] = time.perf_counter() - t0

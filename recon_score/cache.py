@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from recon_score.hub import cache_root
+from recon_score.paths import cache_root
 
 SCHEMA_VERSION = 1
 

@@ -55,14 +55,12 @@ class ModelNotAvailableError(ReconScoreError):
 
 
 class UnknownEncoderError(ReconScoreError, ValueError):
-    def __init__(self, spec: str, known: list[str]):
+    def __init__(self, spec: str, known: list[str], reason: str | None = None):
         family = spec.partition(":")[0]
         close = difflib.get_close_matches(family, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        super().__init__(
-            f"unknown encoder spec {spec!r}: family {family!r} is not one of {', '.join(known)}{hint}. "
-            "`reconscore models list` shows every spec."
-        )
+        why = reason or f"family {family!r} is not one of {', '.join(known)}{hint}"
+        super().__init__(f"unknown encoder spec {spec!r}: {why}. `reconscore models list` shows every spec.")
 
 
 class UnknownPresetError(ReconScoreError, KeyError):

@@ -1,10 +1,7 @@
-"""Where models and caches live, and turning a model name (hub id, local path, `smoke:` fixture) into files.
+"""Turning a model name (hub id, local path, synthetic `smoke:`/`shapes:` name) into a local folder.
 
-Environment:
-    RECONSCORE_CACHE    reconstructions, embeddings and built fixtures (default ~/.cache/reconscore)
-    RECONSCORE_WEIGHTS  local weights for families that do not use the HF cache, e.g. DreamSim's release files
-                        in RECONSCORE_WEIGHTS/dreamsim (default RECONSCORE_CACHE/weights)
-    HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE  as in huggingface_hub
+Folders (RECONSCORE_CACHE, RECONSCORE_WEIGHTS, the HF cache) are recon_score.paths'; HF_HUB_OFFLINE as in
+huggingface_hub.
 """
 
 from __future__ import annotations
@@ -14,33 +11,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon_score import synthetic
 from recon_score.errors import ModelNotAvailableError
-
-SMOKE_PREFIX = "smoke:"
-SHAPES_PREFIX = "shapes:"  # published model sizes, random weights (recon_score.testing.shapes)
-
-
-def cache_root() -> Path:
-    env = os.environ.get("RECONSCORE_CACHE")
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "reconscore"
-
-
-def weights_root() -> Path:
-    env = os.environ.get("RECONSCORE_WEIGHTS")
-    return Path(env).expanduser() if env else cache_root() / "weights"
+from recon_score.paths import hf_cache_dir
 
 
 def is_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def hf_cache_dir() -> str:
-    from huggingface_hub import constants
-
-    return str(constants.HF_HUB_CACHE)
 
 
 @dataclass(frozen=True)
@@ -71,28 +48,21 @@ def resolve_model(
     option: str = "--t2i-model",
     downloader: str = "snapshot",
 ) -> ResolvedModel:
-    """A local folder for `name`: a `smoke:` fixture, a `shapes:` folder, an existing directory, or a hub id
-    (HF cache first).
+    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`), an existing directory, or a
+    hub id (HF cache first).
 
     `downloader="diffusers"` uses DiffusionPipeline.download, which fetches only the files a pipeline needs.
 
     Raises:
         ModelNotAvailableError: nothing local and the hub is offline or unreachable.
     """
-    if name.startswith(SMOKE_PREFIX):
-        from recon_score.testing.fixtures import FIXTURE_VERSION, ensure_fixture
-
-        return ResolvedModel(name, ensure_fixture(name[len(SMOKE_PREFIX) :]), f"fixture:v{FIXTURE_VERSION}")
-    if name.startswith(SHAPES_PREFIX):
-        from recon_score.testing.shapes import SHAPES_VERSION, ensure_shapes
-
+    if synthetic.is_synthetic(name):
         try:
-            path = ensure_shapes(name[len(SHAPES_PREFIX) :])
-        except (KeyError, ValueError) as err:
-            raise ModelNotAvailableError(
-                name, searched=[], fix="Use shapes:z-image or shapes:qwen3-vl-8b.", reason=str(err)
-            ) from err
-        return ResolvedModel(name, path, f"shapes:v{SHAPES_VERSION}")
+            path, rev = synthetic.resolve(name)
+        except ValueError as err:
+            fix = "`reconscore models list` lists the synthetic models."
+            raise ModelNotAvailableError(name, searched=[], fix=fix, reason=str(err)) from err
+        return ResolvedModel(name, path, rev)
     local = Path(name).expanduser()
     if local.is_dir():
         return ResolvedModel(name, local.resolve(), local_revision(local))
@@ -142,23 +112,8 @@ def _download(name: str, revision: str | None, downloader: str, *, local_files_o
 
 def check_model(name: str, *, revision: str | None = None) -> dict:
     """Where `name` would come from, without downloading: {available, location, source, detail}."""
-    if name.startswith(SMOKE_PREFIX):
-        from recon_score.testing.fixtures import fixture_path
-
-        p = fixture_path(name[len(SMOKE_PREFIX) :])
-        return {
-            "available": True,
-            "location": str(p),
-            "source": "built offline on first use (random weights)",
-            "detail": "built" if p.exists() else "not built yet",
-        }
-    if name.startswith(SHAPES_PREFIX):
-        return {
-            "available": True,
-            "location": "",
-            "source": "published sizes, random weights, built on the target device (no download)",
-            "detail": "",
-        }
+    if synthetic.is_synthetic(name):
+        return synthetic.check(name)
     local = Path(name).expanduser()
     if local.is_dir():
         return {"available": True, "location": str(local.resolve()), "source": "local folder", "detail": ""}

@@ -216,7 +216,7 @@ SMOKE = dataclasses.replace(
     t2i_model="smoke:z-image",
     steps=4,
     max_side=256,
-    encoder="dreamsim:smoke",
+    encoder="smoke:dreamsim",
     dtype="float32",
     meaningless=True,
 )

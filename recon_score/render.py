@@ -219,7 +219,7 @@ class Renderer:
         import diffusers.utils.logging as dlog
         import transformers.utils.logging as tlog
 
-        from recon_score.testing.shapes import build_pipeline, is_shapes_folder
+        from recon_score.synthetic.shapes import build_pipeline, is_shapes_folder
 
         if not self.show_progress:  # per-component loading bars drown the run's own progress bar
             dlog.disable_progress_bar()

@@ -26,8 +26,8 @@ from torch import Tensor
 
 from recon_score.cache import atomic_write_bytes, sha256_json
 from recon_score.errors import ImageLoadError
-from recon_score.hub import cache_root
 from recon_score.images import load_image, resolve_under
+from recon_score.paths import cache_root
 
 SHARD_SIZE = 2048
 SCHEMA = 1

@@ -4,6 +4,7 @@ real CLI (every option exists for that subcommand, every choice is valid); block
 from __future__ import annotations
 
 import itertools
+import ast
 import os
 import re
 import shlex
@@ -129,6 +130,10 @@ def test_offline_blocks_run(page, block, tmp_path):
     done = _run_offline(block, tmp_path)
     assert done.returncode == 0, f"{page}:\n{block}\n{done.stderr[-3000:]}"
     assert not _untracked_in_a_clone(tmp_path), f"{page}: run in a clone, this leaves files git would show"
+    # what the block says it writes is there: a run folder has its run.json, a file is not empty
+    for out in re.findall(r"--out\s+(\S+)", block):
+        target = tmp_path / out
+        assert (target / "run.json").is_file() if target.suffix == "" else target.stat().st_size > 0, (page, out)
 
 
 def _untracked_in_a_clone(folder: Path) -> list[str]:
@@ -210,10 +215,13 @@ def _run_offline(block: str, tmp_path: Path) -> subprocess.CompletedProcess:
     "page", [p for p in PAGES if _blocks(p, "python") and p.name != "python-api.md"], ids=lambda p: p.name
 )
 def test_python_blocks_run(page, monkeypatch):
+    """Each block runs and checks its own result: a block without an `assert` would pass whatever it computed."""
     monkeypatch.chdir(REPO)
     namespace: dict = {}
     for _, code in _blocks(page, "python"):
-        exec(compile(code, str(page.relative_to(REPO)), "exec"), namespace)
+        tree = ast.parse(code)
+        assert any(isinstance(n, ast.Assert) for n in ast.walk(tree)), f"{page.name}: a block asserts nothing"
+        exec(compile(tree, str(page.relative_to(REPO)), "exec"), namespace)
 
 
 def test_every_page_is_linked_from_the_readme():

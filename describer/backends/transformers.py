@@ -65,7 +65,7 @@ class TransformersCaptioner(Captioner):
         import transformers.utils.logging as tlog
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        from recon_score.testing.shapes import build_vlm, is_shapes_folder
+        from recon_score.synthetic.shapes import build_vlm, is_shapes_folder
 
         tlog.disable_progress_bar()
         path = str(self.resolved.path)

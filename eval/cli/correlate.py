@@ -18,7 +18,7 @@ FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
     epilog="""\b
 Examples:
   reconscore correlate --preferences preference_data/examples/ranking_example.jsonl --format ranking \\
-      --metrics clipscore,recon_score --images recon_score/sample --preset smoke --encoder open_clip:smoke --out runs/rank
+      --metrics clipscore,recon_score --images recon_score/sample --preset smoke --encoder smoke:open-clip --out runs/rank
   reconscore correlate --preferences ../shared/data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
       --metrics bleu1,bleu4,rouge,meteor,cider --out runs/f8k-expert
 \b

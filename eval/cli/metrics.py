@@ -46,7 +46,7 @@ def list_cmd(as_json: bool) -> int:
 Examples:
   reconscore score --preset smoke --out runs/sample
   reconscore metrics add runs/sample --references recon_score/sample/references.json \\
-      --metrics bleu4,meteor,rouge,cider,clipscore --encoder open_clip:smoke
+      --metrics bleu4,meteor,rouge,cider,clipscore --encoder smoke:open-clip
 \b
 Writes SCORES.metrics.jsonl next to the scores file (each row as it was, plus one column per metric and the
 metrics' extra columns, null where a row cannot be scored) and SCORES.metrics.json (settings, provenance,

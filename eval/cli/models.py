@@ -17,15 +17,16 @@ def command() -> None:
 @command.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_models(as_json: bool) -> int:
-    """Encoder families with example specs, T2I presets' models and the offline smoke fixtures."""
+    """Encoder families with example specs, T2I presets' models and the synthetic (random-weight) models."""
     from recon_score.encoders import list_encoders
     from recon_score.presets import PRESETS
-    from recon_score.testing.fixtures import describe_fixtures
+    from recon_score.synthetic import PREFIXES
+    from recon_score.synthetic import list_models as list_synthetic
     from retrieval.backbones import list_backbones
 
     encoders = list_encoders()
     t2i = sorted({p.t2i_model for p in PRESETS.values()})
-    fixtures = describe_fixtures()
+    synthetic = list_synthetic()
     from retrieval.methods.learned import RELEASES as LEARNED
 
     backbones = list_backbones()
@@ -33,7 +34,7 @@ def list_models(as_json: bool) -> int:
         payload = {
             "encoders": encoders,
             "t2i_models": t2i,
-            "fixtures": fixtures,
+            "synthetic": synthetic,
             "retrieval_backbones": backbones,
             "retrieval_methods": {n: {"paper": p, "release": w} for n, (p, w, _) in LEARNED.items()},
         }
@@ -57,9 +58,12 @@ def list_models(as_json: bool) -> int:
     click.echo("\nLearned composed-retrieval methods (weights per run: --checkpoint METHOD=PATH):")
     for name, (paper, where, _) in LEARNED.items():
         click.echo(f"  {name:10s} {paper}; {where}")
-    click.echo("\nOffline fixtures (tiny random weights, built on first use; use as smoke:NAME):")
-    for name, desc in fixtures.items():
-        click.echo(f"  smoke:{name:18s} {desc}")
+    click.echo("\nSynthetic models (random weights, no download; numbers are meaningless):")
+    for prefix, entry in PREFIXES.items():
+        click.echo(f"  {prefix}: {entry.description}")
+        for row in (r for r in synthetic if r["prefix"] == prefix):
+            what = row["description"] + (f" (encoder, {row['encoder']} family)" if row["encoder"] else "")
+            click.echo(f"      {row['name']:26s} {what}")
     return 0
 
 
@@ -68,7 +72,7 @@ def list_models(as_json: bool) -> int:
 @click.option("--weights-dir", default=None, help="Local weights folder (default $RECONSCORE_WEIGHTS).")
 def check(spec: str, weights_dir: str | None) -> int:
     """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
-    T2I model (hub id, local folder, smoke:NAME; a folder is also checked for a format the installed diffusers can
+    T2I model (hub id, local folder, smoke:NAME, shapes:NAME; a folder is also checked for a format the installed diffusers can
     build) or a learned retrieval method (magiclens, compodiff: its release and whether it can be read here).
     Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder

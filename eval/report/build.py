@@ -50,9 +50,8 @@ LABELS = {
     "metrics": "Metrics",
     "n_boot": "Bootstrap resamples",
 }
-# Encoder / model specs of the offline smoke fixtures (random weights): "smoke:z-image", "dreamsim:smoke",
-# "open_clip:smoke", "hf:smoke-clip".
-_SMOKE_SPEC = re.compile(r"^(smoke:\S+|[\w.-]+:smoke(-[\w.-]+)?)$")
+# Model and encoder names of the smoke models (random weights): "smoke:z-image", "smoke:dreamsim", ...
+_SMOKE_SPEC = re.compile(r"^smoke:\S+$")
 
 
 @dataclass

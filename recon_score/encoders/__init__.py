@@ -1,9 +1,9 @@
 """The project's one encoder registry. ReconScore, the describer's selection, CLIPScore and every retrieval
 method get their encoders from `build_encoder(spec)`; no other module imports open_clip, dreamsim or lpips.
 
-A spec is ``FAMILY:NAME``:
+A spec is ``FAMILY:NAME``, or the name of a synthetic encoder (recon_score.synthetic):
 
-    dreamsim:ensemble | dino_vitb16 | open_clip_vitb32 | clip_vitb32 | dinov2_vitb14 | smoke
+    dreamsim:ensemble | dino_vitb16 | open_clip_vitb32 | clip_vitb32 | dinov2_vitb14
     open_clip:ARCH/PRETRAINED        e.g. open_clip:ViT-L-14/openai, open_clip:ViT-L-14/laion2b_s32b_b82k
     open_clip:ARCH@/path/ckpt.pt     a local checkpoint for a known architecture (RemoteCLIP, SkyCLIP, ...)
     open_clip:hf-hub:ORG/REPO        open_clip's hub format (SigLIP, CLIP LAION-RS, ...)
@@ -11,6 +11,11 @@ A spec is ``FAMILY:NAME``:
     hf:REPO_OR_PATH                  transformers CLIP/SigLIP/SigLIP2 (image+text), DINOv2/DINOv3 (image),
                                      sentence encoders (text)
     lpips:alex | vgg                 shift-tolerant LPIPS with the weights stlpips-pytorch ships (a distance)
+    smoke:dreamsim | smoke:open-clip | smoke:hf-clip | smoke:hf-dinov2     tiny random models (tests, smoke)
+    shapes:dreamsim[@SCALE] | shapes:open-clip/ARCH                          published sizes, random weights
+
+A synthetic spec goes to the family that loads it (`smoke:dreamsim` -> dreamsim's loader, as NAME
+`smoke:dreamsim`); that is its one spelling (`dreamsim:smoke:dreamsim` is refused).
 
 The table holds import paths, so parsing specs, listing and `--help` import no backend.
 """
@@ -21,6 +26,7 @@ import importlib
 import threading
 from pathlib import Path
 
+from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import UnknownEncoderError
 
@@ -45,7 +51,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "dreamsim:open_clip_vitb32",
             "dreamsim:clip_vitb32",
             "dreamsim:dinov2_vitb14",
-            "dreamsim:smoke",
+            "smoke:dreamsim",
+            "shapes:dreamsim@0.02",
         ),
     ),
     "open_clip": (
@@ -57,7 +64,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "open_clip:ViT-L-14/laion2b_s32b_b82k",
             "open_clip:ViT-L-14@/weights/RemoteCLIP-ViT-L-14.pt",
             "open_clip:hf-hub:timm/ViT-SO400M-14-SigLIP",
-            "open_clip:smoke",
+            "smoke:open-clip",
+            "shapes:open-clip/ViT-L-14-quickgelu",
         ),
     ),
     "hf": (
@@ -69,8 +77,8 @@ FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
             "hf:facebook/dinov3-vitb16-pretrain-lvd1689m",
             "hf:openai/clip-vit-large-patch14",
             "hf:/path/to/local/model",
-            "hf:smoke-clip",
-            "hf:smoke-dinov2",
+            "smoke:hf-clip",
+            "smoke:hf-dinov2",
         ),
     ),
     "lpips": (
@@ -85,9 +93,25 @@ _LOCK = threading.Lock()
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
+    """(family, name): 'open_clip:ViT-B-32/openai' -> ('open_clip', 'ViT-B-32/openai'); a synthetic encoder keeps
+    its whole name: 'smoke:dreamsim' -> ('dreamsim', 'smoke:dreamsim')."""
+    if synthetic.is_synthetic(spec):
+        try:
+            family = synthetic.encoder_family(spec)
+        except ValueError as err:
+            raise UnknownEncoderError(spec, known=sorted(FAMILIES), reason=str(err)) from None
+        if family is None:
+            names = ", ".join(synthetic.known_names(encoders_only=True))
+            reason = f"{spec!r} is a pipeline or language model, not an encoder (synthetic encoders: {names})"
+            raise UnknownEncoderError(spec, known=sorted(FAMILIES), reason=reason)
+        return family, spec
     family, sep, name = spec.partition(":")
     if not sep or family not in FAMILIES or not name:
         raise UnknownEncoderError(spec, known=sorted(FAMILIES))
+    if synthetic.is_synthetic(name):
+        raise UnknownEncoderError(
+            spec, known=sorted(FAMILIES), reason=f"spell it {name!r}, without {family + ':'!r}"
+        )
     return family, name
 
 

@@ -23,9 +23,11 @@ from urllib.parse import urlparse
 
 import torch
 
+from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
-from recon_score.errors import ModelNotAvailableError
-from recon_score.hub import is_offline, weights_root
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
+from recon_score.hub import is_offline
+from recon_score.paths import weights_root
 
 # Fallbacks, used only when the installed dreamsim's code cannot be read: dreamsim 0.2.1's
 # `download_weights` table, and the checkpoints the torch-hub entry points download (facebookresearch/dino
@@ -48,7 +50,6 @@ HUB_WEIGHTS = {
     "dinov2_vitb14": "https://dl.fbaipublicfiles.com/dinov2/dinov2_vitb14/dinov2_vitb14_pretrain.pth",
 }
 REQUIRED = _FALLBACK_RELEASE  # the DreamSim models reconscore offers
-NAMES = (*REQUIRED, "smoke")
 
 
 def _source_tree(func) -> ast.Module | None:
@@ -186,24 +187,11 @@ class DreamSimEncoder(Encoder):
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
-    if name.startswith("shapes:"):
-        return _build_shapes(name, device)
-    if name not in NAMES:
-        raise ValueError(f"unknown DreamSim model {name!r}; choose one of {', '.join(NAMES)}")
-    if name == "smoke":
-        from recon_score.testing.fixtures import FIXTURE_VERSION, ensure_fixture
-        from recon_score.testing.tiny import TinyDreamSim
-
-        path = ensure_fixture("dreamsim")
-        model = TinyDreamSim.from_dir(path)
-        info = EncoderInfo(
-            spec="dreamsim:smoke",
-            kind="embedding",
-            modalities=("image",),
-            source=f"fixture:v{FIXTURE_VERSION} {path} (random weights; numbers are meaningless)",
-            dim=sum(b["embed_dim"] for b in model.config["backbones"]),
-        )
-        return DreamSimEncoder(model, info, device)
+    if synthetic.is_synthetic(name):
+        return _build_synthetic(synthetic.parse(name), device)
+    if name not in REQUIRED:
+        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
+        raise UnknownEncoderError(f"dreamsim:{name}", known=[], reason=reason)
 
     cache_dir = dreamsim_dir(weights_dir)
     missing = _missing(name, cache_dir)
@@ -255,33 +243,27 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     return DreamSimEncoder(model, info, device)
 
 
-def _build_shapes(name: str, device: str) -> Encoder:
-    """`shapes:ensemble[@SCALE]`: dreamsim's ensemble model (three ViT-B/16 towers + LoRA), random weights."""
-    from recon_score.testing.shapes import SHAPES_NOTE, build_dreamsim_ensemble, parse_name
+def _build_synthetic(name: synthetic.SyntheticName, device: str) -> Encoder:
+    """`smoke:dreamsim`: a DreamSim-shaped tiny ensemble; `shapes:dreamsim[@SCALE]`: dreamsim's own ensemble
+    model (three ViT-B/16 towers + LoRA) with random weights."""
+    if name.prefix == "smoke":
+        from recon_score.synthetic.tiny_models import TinyDreamSim
 
-    base, scale = parse_name(name[len("shapes:") :])
-    if base != "ensemble":
-        raise ValueError(
-            f"dreamsim shapes exist for the ensemble only: dreamsim:shapes:ensemble, got {name!r}"
-        )
-    model = build_dreamsim_ensemble(scale, device=device)
-    info = EncoderInfo(
-        spec=f"dreamsim:{name}",
-        kind="embedding",
-        modalities=("image",),
-        source=SHAPES_NOTE,
-        dim=None,
-    )
+        path, revision = synthetic.resolve(name.name)
+        model = TinyDreamSim.from_dir(path)
+        source = f"{revision} {path} (random weights; numbers are meaningless)"
+        dim = sum(b["embed_dim"] for b in model.config["backbones"])
+    else:
+        from recon_score.synthetic.shapes import SHAPES_NOTE, build_dreamsim_ensemble
+
+        model, source, dim = build_dreamsim_ensemble(name.scale, device=device), SHAPES_NOTE, None
+    info = EncoderInfo(spec=name.name, kind="embedding", modalities=("image",), source=source, dim=dim)
     return DreamSimEncoder(model, info, device)
 
 
 def check(name: str, *, weights_dir: Path | None) -> dict:
-    if name.startswith("shapes:"):
-        return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
-    if name == "smoke":
-        from recon_score.hub import check_model
-
-        return check_model("smoke:dreamsim")
+    if synthetic.is_synthetic(name):
+        return synthetic.check(name)
     if name not in REQUIRED:
         return {
             "available": False,

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
+from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import ModelNotAvailableError
 
-SMOKE = {"smoke-clip": "hf-clip", "smoke-dinov2": "hf-dinov2"}
 # SigLIP-family text towers were trained on max_length-padded text; other towers use dynamic padding
 _MAX_LENGTH_PADDING = ("siglip", "siglip2")
 
@@ -76,8 +76,9 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
 
     from recon_score.hub import resolve_model
 
-    if name in SMOKE:
-        resolved = resolve_model(f"smoke:{SMOKE[name]}")
+    spec = name if synthetic.is_synthetic(name) else f"hf:{name}"
+    if synthetic.is_synthetic(name):
+        resolved = resolve_model(name)
         source = f"{resolved.revision} {resolved.path} (random weights; numbers are meaningless)"
     else:
         resolved = resolve_model(name, kind="transformers model", option="the hf:PATH spec")
@@ -88,7 +89,7 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
         model = AutoModel.from_pretrained(path, trust_remote_code=trust, dtype=torch.float32)
     except (OSError, ValueError) as err:
         raise ModelNotAvailableError(
-            f"hf:{name}",
+            spec,
             searched=[path],
             fix="Check that the folder holds a transformers "
             "checkpoint (config.json + weights); set RECONSCORE_TRUST_REMOTE_CODE=1 only "
@@ -112,7 +113,7 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
         mode, modalities = "text", ("text",)
     dim = getattr(config, "projection_dim", None) if dual else getattr(config, "hidden_size", None)
     info = EncoderInfo(
-        spec=f"hf:{name}",
+        spec=spec,
         kind="embedding",
         modalities=modalities,
         source=source,
@@ -133,4 +134,4 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
 def check(name: str, *, weights_dir: Path | None) -> dict:
     from recon_score.hub import check_model
 
-    return check_model(f"smoke:{SMOKE[name]}" if name in SMOKE else name)
+    return check_model(name)

@@ -5,7 +5,8 @@ Names:
     ARCH@/path/ckpt.pt   a local checkpoint for a known architecture (RemoteCLIP and SkyCLIP ship these)
     hf-hub:ORG/REPO      open_clip's hub format
     local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
-    smoke                a tiny random ViT in local-dir format, with the real CLIP BPE tokenizer
+    smoke:open-clip      (the whole spec) a tiny random ViT in local-dir format, real CLIP BPE tokenizer
+    shapes:open-clip/ARCH  (the whole spec) ARCH at its published size, random weights
 
 Activation: OpenAI's CLIP was trained with QuickGELU. open_clip 3.x builds `ViT-B-32` with nn.GELU even for
 `pretrained="openai"` and only warns ("QuickGELU mismatch"), which shifts every embedding. A tag whose pretrained
@@ -22,8 +23,9 @@ from pathlib import Path
 import torch
 
 from recon_score.checkpoints import load_strict, read_checkpoint
+from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
-from recon_score.errors import ModelNotAvailableError
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 
 
@@ -172,38 +174,12 @@ def _fix(spec: str) -> str:
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     import open_clip
 
+    if synthetic.is_synthetic(name):
+        return _build_synthetic(synthetic.parse(name), device)
     spec = f"open_clip:{name}"
     release, _, where = name.partition("@")
     if release in RELEASES:
         return build_release(release, where or None, device=device, weights_dir=weights_dir)
-    if name == "smoke":
-        from recon_score.testing.fixtures import FIXTURE_VERSION, ensure_fixture
-
-        path = ensure_fixture("open-clip")
-        model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
-        tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
-        info = EncoderInfo(
-            spec=spec,
-            kind="embedding",
-            modalities=("image", "text"),
-            source=f"fixture:v{FIXTURE_VERSION} {path} (random weights; numbers are meaningless)",
-            dim=model.text_projection.shape[1] if model.text_projection is not None else None,
-            extra={"activation": activation_of(model)},
-        )
-        return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
-
-    if name.startswith("shapes:"):  # the architecture at full size with random weights (benchmarks)
-        from recon_score.testing.shapes import SHAPES_NOTE, build_open_clip
-
-        arch = name[len("shapes:") :]
-        if arch not in open_clip.list_models():
-            raise ValueError(f"unknown open_clip architecture {arch!r}; see open_clip.list_models()")
-        model, preprocess = build_open_clip(arch, device=device)
-        dim = model.text_projection.shape[1]
-        info = EncoderInfo(
-            spec=spec, kind="embedding", modalities=("image", "text"), source=SHAPES_NOTE, dim=dim
-        )
-        return OpenCLIPEncoder(model, preprocess, open_clip.get_tokenizer(arch), info, device)
     model_name, pretrained, how = _split(name)
     if how == "path":
         ckpt = Path(pretrained).expanduser()
@@ -256,6 +232,35 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 
 
+def _build_synthetic(name: synthetic.SyntheticName, device: str) -> Encoder:
+    """`smoke:open-clip`: a tiny ViT in open_clip's local-dir layout (real CLIP BPE tokenizer);
+    `shapes:open-clip/ARCH`: the architecture at full size with random weights (benchmarks)."""
+    import open_clip
+
+    if name.prefix == "smoke":
+        path, revision = synthetic.resolve(name.name)
+        model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
+        tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
+        source = f"{revision} {path} (random weights; numbers are meaningless)"
+    else:
+        from recon_score.synthetic.shapes import SHAPES_NOTE, build_open_clip
+
+        if name.arch not in open_clip.list_models():
+            reason = f"unknown open_clip architecture {name.arch!r}; see open_clip.list_models()"
+            raise UnknownEncoderError(name.name, known=[], reason=reason)
+        model, preprocess = build_open_clip(name.arch, device=device)
+        tokenizer, source = open_clip.get_tokenizer(name.arch), SHAPES_NOTE
+    info = EncoderInfo(
+        spec=name.name,
+        kind="embedding",
+        modalities=("image", "text"),
+        source=source,
+        dim=model.text_projection.shape[1] if model.text_projection is not None else None,
+        extra={"activation": activation_of(model)},
+    )
+    return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+
+
 def _location(model_name: str, pretrained: str | None, how: str) -> str:
     if how in ("path", "local-dir"):
         return pretrained or model_name.split(":", 1)[1]
@@ -270,15 +275,11 @@ def _location(model_name: str, pretrained: str | None, how: str) -> str:
 
 
 def check(name: str, *, weights_dir: Path | None) -> dict:
+    if synthetic.is_synthetic(name):
+        return synthetic.check(name)
     release, _, where = name.partition("@")
     if release in RELEASES:
         return check_release(release, where or None, weights_dir=weights_dir)
-    if name.startswith("shapes:"):
-        return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
-    if name == "smoke":
-        from recon_score.hub import check_model
-
-        return check_model("smoke:open-clip")
     try:
         model_name, pretrained, how = _split(name)
     except ValueError as err:
@@ -454,10 +455,10 @@ def release_model(release: Release, *, device: str, mode: str):
     random), "smoke" (tiny, random)."""
     import open_clip
 
-    from recon_score.testing.shapes import empty_weights, materialize
+    from recon_score.synthetic.shapes import empty_weights, materialize
 
     if mode == "smoke":
-        from recon_score.testing.tiny import OPEN_CLIP_TINY_CFG as tiny
+        from recon_score.synthetic.tiny_models import OPEN_CLIP_TINY_CFG as tiny
 
         cfg = {**tiny, "text_cfg": {**tiny["text_cfg"], "context_length": release.context_length}}
         cfg["quick_gelu"] = bool(open_clip.get_model_config(release.arch).get("quick_gelu", False))

@@ -32,7 +32,7 @@ OURS = Sampling(n=2, temperature=0.9, top_p=0.95, top_k=5, repetition_penalty=1.
 
 @pytest.fixture(scope="module")
 def checkpoint_with_defaults(tmp_path_factory):
-    from recon_score.testing.fixtures import ensure_fixture
+    from recon_score.synthetic.smoke import ensure_fixture
 
     path = tmp_path_factory.mktemp("vlm") / "qwen3-vl"
     shutil.copytree(ensure_fixture("qwen3-vl"), path)

@@ -64,7 +64,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
     )  # row d: missing image
     runs["metrics"] = root / "score" / "scores.metrics.jsonl"
     _ok(
-        ["metrics", "add", str(runs["score"]), "--metrics", "clipscore", "--encoder", "open_clip:smoke", *cpu]
+        ["metrics", "add", str(runs["score"]), "--metrics", "clipscore", "--encoder", "smoke:open-clip", *cpu]
     )
     runs["describe"] = root / "describe"
     _ok(["describe", "--preset", "smoke", "--n", "2", "--limit", "2", "--out", str(runs["describe"]), *cpu])
@@ -80,7 +80,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
             "--metrics",
             "bleu4,rouge,clipscore",  # clipscore on the smoke encoder: a run the banner must flag
             "--encoder",
-            "open_clip:smoke",
+            "smoke:open-clip",
             "--images",
             str(sample_dir),
             "--out",
@@ -123,7 +123,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
             "--run",
             f"terse={runs['terse']}",
             "--encoders",
-            "dreamsim:smoke,hf:smoke-dinov2",
+            "smoke:dreamsim,smoke:hf-dinov2",
             "--out",
             str(runs["encoders"]),
             *cpu,
@@ -178,7 +178,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
                 "--root",
                 "cirr",
                 "--encoder",
-                "open_clip:smoke",
+                "smoke:open-clip",
                 "--methods",
                 "image,sum",
                 "--topk",

@@ -48,7 +48,7 @@ def test_ranking_example_end_to_end_with_reference_free_smoke_metrics(tmp_path, 
         "--preset",
         "smoke",
         "--encoder",
-        "open_clip:smoke",
+        "smoke:open-clip",
     ]
     argv += ["--device", "cpu", "--bootstrap", "50", "--out", str(out)]
     assert main(argv) == 0
@@ -72,7 +72,7 @@ def test_ranking_example_end_to_end_with_reference_free_smoke_metrics(tmp_path, 
     assert run["metric_reports"]["clipscore"]["config"]["prefix"] == "A photo depicts"
     assert run["metric_reports"]["clipscore"]["long_text"] == "truncate"
     assert run["metric_reports"]["recon_score"]["config"]["preset"]["name"] == "smoke"
-    assert run["job"]["encoder"] == "open_clip:smoke" and "versions" in run["provenance"]
+    assert run["job"]["encoder"] == "smoke:open-clip" and "versions" in run["provenance"]
 
 
 def test_csv_ranking_gives_the_same_correlations_as_jsonl(tmp_path):
@@ -192,7 +192,7 @@ def test_metrics_add_puts_reference_metrics_next_to_recon_score(tmp_path, capsys
     (run / "run.json").write_text(json.dumps({"images_root": str(sample)}))
     before = (run / "scores.jsonl").read_bytes()
     argv = ["metrics", "add", str(run), "--references", str(sample / "references.json")]
-    argv += ["--metrics", "bleu4,cider,clipscore", "--encoder", "open_clip:smoke", "--device", "cpu"]
+    argv += ["--metrics", "bleu4,cider,clipscore", "--encoder", "smoke:open-clip", "--device", "cpu"]
     assert main(argv) == 0
     printed = capsys.readouterr()
     assert "scores.metrics.jsonl (5 rows)" in printed.out and "meaningless" in printed.err  # open_clip:smoke

@@ -22,7 +22,7 @@ from eval.metrics.clip import (
 )
 from recon_score.errors import InputError, ReconScoreWarning
 
-SMOKE = "open_clip:smoke"
+SMOKE = "smoke:open-clip"
 LONG = " ".join(["a farmland plot with green crops beside a narrow dirt road"] * 12)  # ~130 tokens
 
 
@@ -156,5 +156,5 @@ def test_bad_options_are_refused():
 def test_hf_encoders_count_tokens_too():
     from recon_score.encoders import build_encoder
 
-    counter = token_counter(build_encoder("hf:smoke-clip", device="cpu"))
+    counter = token_counter(build_encoder("smoke:hf-clip", device="cpu"))
     assert counter.context_length == 77 and counter.specials == 2 and counter.count("farm.") == 2

@@ -149,14 +149,14 @@ def test_encoders_study(tmp_path, sample_dir):
         runs += ["--run", f"{sys_name}={out}"]
     out = tmp_path / "enc"
     assert (
-        main(["study", "encoders", *runs, "--encoders", "dreamsim:smoke,lpips:alex", "--out", str(out)]) == 0
+        main(["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]) == 0
     )
     table = pd.read_csv(out / "table.csv", index_col=0)
     tau = pd.read_csv(out / "rank_consistency.csv", index_col=0)
     assert table.shape == (2, 2) and tau.shape == (2, 2)
     for sys_name in ("terse", "rich"):  # the run's own encoder reproduces the run's scores
         mean = np.mean([r["recon_score"] for r in _jsonl(tmp_path / sys_name / "scores.jsonl")])
-        assert table.loc[sys_name, "dreamsim:smoke"] == pytest.approx(mean, abs=1e-4)
+        assert table.loc[sys_name, "smoke:dreamsim"] == pytest.approx(mean, abs=1e-4)
     assert np.allclose(np.diag(tau.to_numpy()), 1.0) and abs(tau.iloc[0, 1]) == pytest.approx(1.0)
 
 
@@ -189,7 +189,14 @@ def test_t2i_study(tmp_path, sample_dir):
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
     row = df.loc["smoke (smoke:z-image)"]
-    assert row["M. T."] == 512 and row["I. T. (s)"] > 0 and 0 <= row["ReconScore"] <= 100
+    assert row["M. T."] == 512 and row["truncated"] == 0
+    # the table's ReconScore is the mean over the captions of a plain ReconScorer run of the same preset
+    from recon_score.cache import ArtifactCache
+    from recon_score.scorer import ReconScorer
+
+    direct = ReconScorer.from_preset("smoke", device="cpu", batch_size=1, cache=ArtifactCache(enabled=False))
+    res = direct.score([sample_dir / "images" / f"UCM_{i}.tif" for i in (1, 2)], ["farmland 1", "farmland 2"])
+    assert row["ReconScore"] == pytest.approx(sum(r.recon_score for r in res) / 2, abs=1e-9)
     assert "meaningless" in json.loads((out / "run.json").read_text())["note"]
 
 
@@ -232,9 +239,7 @@ def test_models_study(tmp_path, sample_dir):
         == 0
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
-    assert (
-        list(df.index) == ["A", "B"] and list(df.columns) == ["ucm"] and ((df > 0) & (df <= 100)).all().all()
-    )
+    assert list(df.index) == ["A", "B"] and list(df.columns) == ["ucm"]
     ev = tmp_path / "ev"
     main(
         [

@@ -41,7 +41,7 @@ def test_encoders_study_skips_unreadable_images(tmp_path, sample_dir, capsys):
     capsys.readouterr()
     out = tmp_path / "enc"
     assert (
-        main(["study", "encoders", *runs, "--encoders", "dreamsim:smoke,lpips:alex", "--out", str(out)]) == 3
+        main(["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]) == 3
     )
     err = capsys.readouterr().err
     assert len([line for line in err.splitlines() if "skipped 3 row(s)" in line]) == 1
@@ -58,4 +58,4 @@ def test_encoders_study_skips_unreadable_images(tmp_path, sample_dir, capsys):
             json.loads(line) for line in (tmp_path / sys_name / "scores.jsonl").read_text().splitlines()
         ]
         mean = np.mean([r["recon_score"] for r in scores if r["id"] in ids])
-        assert table.loc[sys_name, "dreamsim:smoke"] == pytest.approx(mean, abs=1e-4)
+        assert table.loc[sys_name, "smoke:dreamsim"] == pytest.approx(mean, abs=1e-4)

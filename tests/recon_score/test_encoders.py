@@ -1,5 +1,7 @@
 """The encoder registry: spec parsing, every family offline, real perceptual behaviour, clear missing-weights errors."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -24,6 +26,30 @@ def test_parse_spec():
     assert parse_spec("open_clip:ViT-L-14/openai") == ("open_clip", "ViT-L-14/openai")
     assert parse_spec("open_clip:hf-hub:timm/ViT-B-16-SigLIP") == ("open_clip", "hf-hub:timm/ViT-B-16-SigLIP")
     assert parse_spec("hf:/models/dino") == ("hf", "/models/dino")
+    # a synthetic encoder keeps its one spelling as the name its family's loader receives
+    assert parse_spec("smoke:dreamsim") == ("dreamsim", "smoke:dreamsim")
+    assert parse_spec("shapes:dreamsim@0.02") == ("dreamsim", "shapes:dreamsim@0.02")
+    assert parse_spec("shapes:open-clip/ViT-B-32-quickgelu") == (
+        "open_clip",
+        "shapes:open-clip/ViT-B-32-quickgelu",
+    )
+    assert parse_spec("smoke:hf-dinov2") == ("hf", "smoke:hf-dinov2")
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("dreamsim:smoke:dreamsim", "spell it 'smoke:dreamsim'"),  # one spelling: no family in front
+        ("open_clip:shapes:open-clip/ViT-B-32", "spell it 'shapes:open-clip/ViT-B-32'"),
+        ("dreamsim:smoke", "unknown DreamSim model 'smoke'"),  # the spelling before the registry
+        ("smoke:z-image", "a pipeline or language model, not an encoder"),
+        ("smoke:clip", "unknown synthetic model 'smoke:clip'"),
+        ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),
+    ],
+)
+def test_synthetic_specs_have_one_spelling(spec, why):
+    with pytest.raises(ValueError, match=why):
+        build_encoder(spec, device="cpu")
 
 
 @pytest.mark.parametrize("spec", ["dreamsm:ensemble", "dreamsim", "dreamsim:", "clip:ViT-B-32", ""])
@@ -44,7 +70,7 @@ def test_listing_covers_every_family():
     assert "lpips:alex" in rows["lpips"]["examples"]
 
 
-@pytest.mark.parametrize("spec", ["dreamsim:smoke", "open_clip:smoke", "hf:smoke-clip", "hf:smoke-dinov2"])
+@pytest.mark.parametrize("spec", ["smoke:dreamsim", "smoke:open-clip", "smoke:hf-clip", "smoke:hf-dinov2"])
 def test_every_family_embeds_offline(spec, images):
     enc = build_encoder(spec, device="cpu")
     assert enc is build_encoder(spec, device="cpu")  # one instance per process
@@ -57,9 +83,10 @@ def test_every_family_embeds_offline(spec, images):
     d = enc.pair_distance(images[:2], images[:2])
     torch.testing.assert_close(d, torch.zeros(2), atol=1e-5, rtol=0)
     assert "random weights" in enc.info.source
+    assert enc.info.spec == spec  # run.json and the embedding cache record the spelling the user typed
 
 
-@pytest.mark.parametrize("spec", ["open_clip:smoke", "hf:smoke-clip"])
+@pytest.mark.parametrize("spec", ["smoke:open-clip", "smoke:hf-clip"])
 def test_clip_likes_embed_text(spec):
     enc = build_encoder(spec, device="cpu")
     t = enc.encode_texts(["two planes on a runway", "a farm", "two planes on a runway"])
@@ -69,14 +96,14 @@ def test_clip_likes_embed_text(spec):
 
 def test_image_only_encoders_refuse_text():
     with pytest.raises(TypeError, match="does not embed text"):
-        build_encoder("dreamsim:smoke", device="cpu").encode_texts(["a farm"])
+        build_encoder("smoke:dreamsim", device="cpu").encode_texts(["a farm"])
 
 
 def test_smoke_tokenizers_are_the_real_clip_bpe(tmp_path):
     """The fixtures' CLIP tokenizer reproduces open_clip's ids (the real 49,408-token vocabulary)."""
     import open_clip
 
-    from recon_score.testing.tokenizers import clip_tokenizer
+    from recon_score.synthetic.tokenizers import clip_tokenizer
 
     hf_tok = clip_tokenizer(tmp_path / "tok")
     text = "Many buildings and green trees are around a playground, two planes on the apron."
@@ -159,7 +186,7 @@ def test_open_clip_local_checkpoint_path(tmp_path):
     import open_clip
     from safetensors.torch import save_file
 
-    from recon_score.testing.fixtures import ensure_fixture
+    from recon_score.synthetic.smoke import ensure_fixture
 
     src = ensure_fixture("open-clip")
     cfg = json.loads((src / "open_clip_config.json").read_text())["model_cfg"]
@@ -293,3 +320,63 @@ def test_dreamsim_offline_layout_lists_every_download(tmp_path, monkeypatch):
     (cache / "checkpoints" / "stand_in_vitbase16.pth").write_bytes(b"stand-in")
     assert check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["available"] is True
     assert run() == []  # it fails on the stand-in bytes, not on a download
+
+
+def test_dreamsim_encoder_distance_is_dreamsims_own(tmp_path, monkeypatch, images):
+    """Our encoder's 1 - cos against the distance dreamsim's own code computes: `dreamsim.dreamsim()` builds the
+    ensemble (PerceptualModel, the released LoRA settings, its preprocess) on random narrow towers (its own ViT
+    classes; no download), and `model(preprocess(a), preprocess(b))` is the distance the authors' evaluator turns
+    into a score. Our DreamSimEncoder wraps the same model: preprocessing, embedding, normalisation and cosine
+    are ours."""
+    import dreamsim
+    from dreamsim.config import dreamsim_args
+    from dreamsim.feature_extraction import extractor
+
+    from recon_score.encoders.base import EncoderInfo
+    from recon_score.encoders.dreamsim import DreamSimEncoder
+    from recon_score.synthetic.shapes import _dreamsim_tower, dreamsim_tower_config
+
+    cfg = dreamsim_tower_config(0.05)
+
+    def random_tower(model_type, load_dir=""):
+        model, head = _dreamsim_tower(model_type, cfg)
+        if isinstance(
+            head, torch.nn.Parameter
+        ):  # the CLIP projection, left on the meta device by the builder
+            head = torch.nn.Parameter(torch.randn(head.shape) * head.shape[0] ** -0.5)
+        return model, head
+
+    for f in (
+        "dino_vitb16_pretrain.pth",
+        "open_clip_vitb16_pretrain.pth.tar",
+        "clip_vitb16_pretrain.pth.tar",
+    ):
+        (tmp_path / f).write_bytes(
+            b""
+        )  # present, so download_weights fetches nothing; never read (pretrained=False)
+    (tmp_path / "ensemble_lora").mkdir()
+    lora = {"r": 16, "lora_alpha": 8, "lora_dropout": 0.3, "bias": "none", "target_modules": ["qkv"]}
+    (tmp_path / "ensemble_lora" / "adapter_config.json").write_text(json.dumps(lora))
+    monkeypatch.setattr(extractor.ViTExtractor, "create_model", staticmethod(random_tower))
+    torch.manual_seed(0)
+    model, preprocess = dreamsim.dreamsim(pretrained=False, device="cpu", cache_dir=str(tmp_path))
+    assert (
+        dreamsim_args["model_config"]["ensemble"]["model_type"] == "dino_vitb16,clip_vitb16,open_clip_vitb16"
+    )
+    torch.manual_seed(1)  # the LoRA B matrices start at zero: give them values so the adapters take part
+    for n, p in model.named_parameters():
+        if "lora_B" in n:
+            p.data.normal_(0, 0.02)
+
+    info = EncoderInfo(
+        spec="dreamsim:random", kind="embedding", modalities=("image",), source="test", dim=None
+    )
+    ours = DreamSimEncoder(model, info, "cpu")
+    a = [im.convert("RGB") for im in images]
+    b = [
+        im.transpose(Image.Transpose.ROTATE_90).resize((200, 120)) for im in a
+    ]  # other sizes: squashed to 224
+    with torch.no_grad():
+        theirs = torch.stack([model(preprocess(x), preprocess(y))[0] for x, y in zip(a, b)])
+    assert theirs.min() > 1e-3  # different images: a non-trivial distance to agree on
+    torch.testing.assert_close(ours.pair_distance(a, b), theirs, atol=1e-5, rtol=0)

@@ -56,6 +56,77 @@ def test_empty_captions_are_still_refused(smoke_scorer, ucm, caption):
     assert not res.ok and "caption" in res.error
 
 
+def _authors_size(raw_w: int, raw_h: int, max_side: int) -> tuple[int, int]:
+    # calculate_target_size + get_closest_multiple_of_16 in the authors' scripts/image_generator.py
+    long_side = max(raw_w, raw_h)
+    scale = max_side / long_side if long_side > max_side else 1.0
+    return int(round(raw_w * scale / 16) * 16), int(round(raw_h * scale / 16) * 16)
+
+
+def _authors_render(
+    folder, caption: str, ref_img_path, *, max_side: int, seed: int, steps: int, tiling: bool
+):
+    """The authors' generate_image (scripts/image_generator.py) on a pipeline loaded as their batch_generate.py
+    loads it on a CPU: ZImagePipeline.from_pretrained(float32), vae.enable_tiling(), one call per caption."""
+    import torch
+    from diffusers import ZImagePipeline
+    from PIL import Image
+
+    pipe = ZImagePipeline.from_pretrained(folder, torch_dtype=torch.float32, use_safetensors=True)
+    pipe.set_progress_bar_config(disable=True)
+    if tiling:
+        pipe.vae.enable_tiling()
+    with Image.open(ref_img_path) as ref_img:
+        gen_width, gen_height = _authors_size(*ref_img.size, max_side)
+    result = pipe(
+        prompt=_authors_prompt(caption),
+        height=gen_height,
+        width=gen_width,
+        num_inference_steps=steps,
+        guidance_scale=0.0,
+        generator=torch.Generator("cpu").manual_seed(seed),
+    )
+    return result.images[0]
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"),
+    [
+        ((256, 256), (256, 256)),  # the bundled UCM tile: kept
+        ((600, 400), (256, 176)),  # long side over max_side (smoke: 256): scaled down, 170.7 -> 176
+        ((200, 120), (192, 128)),  # never scaled up; 12.5 grid steps round half to even: 200 -> 192
+    ],
+)
+def test_reconstruction_is_the_authors_pipeline_call(smoke_scorer, sample_dir, tmp_path, size, expected):
+    """Our reconstruction against a direct diffusers ZImagePipeline call with the authors' arguments (prompt
+    template, size rule, steps, guidance 0, default max_sequence_length 512, a CPU generator seeded with the
+    image's seed): the same pixels, byte for byte (same machine, same batch of one)."""
+    import numpy as np
+    from PIL import Image
+
+    path = tmp_path / "ref.png"
+    Image.open(sample_dir / "images" / "UCM_3.tif").convert("RGB").resize(size, Image.BICUBIC).save(path)
+    caption = "many buildings and green trees are around a playground with a red running track"
+    (res,) = smoke_scorer.score(path, [caption])
+    assert res.ok, res.error
+    preset = smoke_scorer.preset
+    assert (preset.guidance_scale, preset.max_sequence_length, res.seed) == (0.0, 512, 42)
+    assert (res.width, res.height) == expected == _authors_size(*size, preset.max_side)
+    folder = smoke_scorer.renderer.resolved.path
+    theirs = _authors_render(
+        folder,
+        caption,
+        path,
+        max_side=preset.max_side,
+        seed=res.seed,
+        steps=preset.steps,
+        tiling=preset.vae_tiling,
+    )
+    ours = np.asarray(res.reconstruction.convert("RGB"))
+    assert ours.shape == (expected[1], expected[0], 3)
+    np.testing.assert_array_equal(ours, np.asarray(theirs.convert("RGB")))
+
+
 def test_paper_uses_the_authors_size_rule():
     assert get_preset("paper").size_rounding == "nearest"
     assert get_preset("smoke").size_rounding == "nearest"  # smoke shrinks sizes, never swaps rules

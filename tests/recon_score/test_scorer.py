@@ -158,7 +158,7 @@ def test_config_records_everything(smoke_scorer):
     cfg = smoke_scorer.config()
     assert cfg["preset"] == get_preset("smoke").to_dict()
     assert cfg["t2i"]["pipeline"] == "ZImagePipeline" and cfg["t2i"]["revision"].startswith("fixture:")
-    assert cfg["encoder"]["spec"] == "dreamsim:smoke" and "meaningless" in cfg["note"]
+    assert cfg["encoder"]["spec"] == "smoke:dreamsim" and "meaningless" in cfg["note"]
 
 
 def test_paper_preset_is_the_protocol():

@@ -17,7 +17,7 @@ from tests.retrieval import layouts
 
 @pytest.fixture(scope="module")
 def encoder():
-    return build_encoder("open_clip:smoke", device="cpu")
+    return build_encoder("smoke:open-clip", device="cpu")
 
 
 @pytest.fixture

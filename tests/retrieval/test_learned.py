@@ -25,7 +25,7 @@ from tests.retrieval import layouts
 
 @pytest.fixture(scope="module")
 def encoder():
-    return build_encoder("open_clip:smoke", device="cpu")
+    return build_encoder("smoke:open-clip", device="cpu")
 
 
 def word_embedding(encoder, word: str) -> torch.Tensor:
@@ -213,7 +213,7 @@ def test_retrieve_cli_runs_both_and_resumes(checkpoints, tmp_path, capsys):
     searle = tmp_path / "SEARLE_smoke.pt"
     searle.write_bytes(checkpoints["searle"].read_bytes())
     argv = [
-        "retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "open_clip:smoke",
+        "retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "smoke:open-clip",
         "--methods", "pic2word,searle,image", "--out", str(out), "--device", "cpu",
         "--checkpoint", f"pic2word={checkpoints['pic2word']}", "--checkpoint", f"searle={searle}",
     ]  # fmt: skip

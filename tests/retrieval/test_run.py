@@ -15,7 +15,7 @@ from retrieval.report import run_notes
 from retrieval.run import RetrieveConfig, run_retrieve
 from tests.retrieval import layouts
 
-ENCODER = "open_clip:smoke"
+ENCODER = "smoke:open-clip"
 
 
 @pytest.fixture(scope="module")

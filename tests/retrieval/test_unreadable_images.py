@@ -17,7 +17,7 @@ def test_truncated_database_and_reference_images_are_skipped(tmp_path, capsys):
     pre = images / "midwest-flooding_00000001_pre_disaster.png"  # a query's reference
     pre.write_bytes(pre.read_bytes()[:40])
     out = tmp_path / "run"
-    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "open_clip:smoke",
+    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "smoke:open-clip",
             "--methods", "text,image,sum", "--out", str(out), "--device", "cpu",
             "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
     assert main(argv) == 3

@@ -1,12 +1,11 @@
 """Full-size model shapes with random weights: the `shapes:` model names (speed needs no trained weights).
 
-`shapes:z-image`, `shapes:qwen3-vl-8b` (and `dreamsim:shapes:ensemble`, `open_clip:shapes:ARCH` in the encoder
-registry) build the `paper` presets' models at their published sizes, with no download: a folder in the real
-on-disk layout holds the configs and a tokenizer (a byte-level BPE trained here, not Qwen's: prompts tokenize
-into somewhat more tokens than with the real one), and the loaders build every module on the meta device, then
-allocate its parameters directly on the target device in the target dtype and fill them randomly. A 6B DiT in
-bf16 on a GPU therefore never exists as fp32 on the CPU. The cost of a forward pass equals the real model's;
-the numbers it produces are meaningless.
+`shapes:z-image`, `shapes:qwen3-vl` (and the encoders `shapes:dreamsim`, `shapes:open-clip/ARCH`) build the `paper`
+presets' models at their published sizes, with no download: a folder in the real on-disk layout holds the configs
+and a tokenizer (a byte-level BPE trained here, not Qwen's: prompts tokenize into somewhat more tokens than with
+the real one), and the loaders build every module on the meta device, then allocate its parameters directly on the
+target device in the target dtype and fill them randomly. A 6B DiT in bf16 on a GPU therefore never exists as fp32
+on the CPU. The cost of a forward pass equals the real model's; the numbers it produces are meaningless.
 
 `NAME@SCALE` (e.g. `shapes:z-image@0.02`) scales every width (heads, hidden and channel sizes) by SCALE with
 the same builders; depths, patch sizes and vocabularies stay as published. Tests and CPU checks use it.
@@ -29,7 +28,9 @@ from pathlib import Path
 
 import torch
 
-SHAPES_PREFIX = "shapes:"
+from recon_score.paths import cache_root
+from recon_score.synthetic import SyntheticName
+
 SHAPES_VERSION = 1
 MARKER = "shapes.json"
 SHAPES_NOTE = "shapes: published sizes, random weights: speed is real, scores are meaningless"
@@ -44,21 +45,6 @@ PUBLISHED_PARAMS = {
     "open_clip/ViT-B-32-quickgelu": 151_300_000,  # OpenAI CLIP ViT-B/32: 151M
     "open_clip/ViT-L-14-quickgelu": 427_600_000,  # OpenAI CLIP ViT-L/14: 428M
 }
-FAMILIES = ("z-image", "qwen3-vl-8b")
-
-
-def parse_name(name: str) -> tuple[str, float]:
-    """'z-image@0.02' -> ('z-image', 0.02); a clear error for anything else."""
-    base, _, scale_text = name.partition("@")
-    try:
-        scale = float(scale_text) if scale_text else 1.0
-    except ValueError:
-        raise ValueError(
-            f"shapes name {name!r}: the scale after '@' must be a number, e.g. {base}@0.05"
-        ) from None
-    if not 0 < scale <= 1:
-        raise ValueError(f"shapes name {name!r}: scale must be in (0, 1], got {scale}")
-    return base, scale
 
 
 def _heads(n: int, scale: float) -> int:
@@ -276,8 +262,6 @@ def _fill(t: torch.Tensor, name: str, gen: torch.Generator) -> None:
 
 
 def shapes_root() -> Path:
-    from recon_score.hub import cache_root
-
     return cache_root() / "shapes" / f"v{SHAPES_VERSION}"
 
 
@@ -285,18 +269,31 @@ def is_shapes_folder(path: Path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
-def ensure_shapes(name: str) -> Path:
-    """Folder for `shapes:NAME[@SCALE]` (configs + tokenizer/processor, no weights), written once."""
-    family, scale = parse_name(name)
-    if family not in FAMILIES:
-        raise KeyError(f"unknown shapes model {family!r}; known: {', '.join(FAMILIES)} (e.g. shapes:z-image)")
+def resolve(name: SyntheticName) -> tuple[Path, str]:
+    """The registry's entry point: the folder of `shapes:FAMILY[@SCALE]` and its revision."""
+    if name.family not in _WRITERS:
+        raise ValueError(f"{name.name} is an encoder with no folder: use it as an encoder spec (--encoder)")
+    return ensure_shapes(name.family, name.scale), f"shapes:v{SHAPES_VERSION}"
+
+
+def check(name: SyntheticName) -> dict:
+    return {
+        "available": True,
+        "location": "",
+        "source": "published sizes, random weights, built on the target device (no download)",
+        "detail": "",
+    }
+
+
+def ensure_shapes(family: str, scale: float = 1.0) -> Path:
+    """Folder for `shapes:FAMILY[@SCALE]` (configs + tokenizer/processor, no weights), written once."""
     final = shapes_root() / f"{family}@{scale:g}"
     if (final / MARKER).is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{family}-", dir=final.parent))
     try:
-        (_write_z_image if family == "z-image" else _write_vlm)(tmp, scale)
+        _WRITERS[family](tmp, scale)
         marker = {"family": family, "scale": scale, "version": SHAPES_VERSION, "note": SHAPES_NOTE}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
         try:
@@ -313,7 +310,7 @@ def _write_z_image(path: Path, scale: float) -> None:
     import diffusers
     from diffusers import FlowMatchEulerDiscreteScheduler
 
-    from recon_score.testing.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     train_qwen_tokenizer().save_pretrained(path / "tokenizer")
     FlowMatchEulerDiscreteScheduler(shift=3.0).save_pretrained(path / "scheduler")
@@ -335,7 +332,7 @@ def _write_z_image(path: Path, scale: float) -> None:
 def _write_vlm(path: Path, scale: float) -> None:
     from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
-    from recon_score.testing.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     tok = train_qwen_tokenizer()
     ids = {
@@ -359,6 +356,9 @@ def _write_vlm(path: Path, scale: float) -> None:
     ).save_pretrained(path)
     gen = {"pad_token_id": tok.pad_token_id, "eos_token_id": tok.convert_tokens_to_ids("<|im_end|>")}
     (path / "generation_config.json").write_text(json.dumps(gen), encoding="utf-8")
+
+
+_WRITERS = {"z-image": _write_z_image, "qwen3-vl": _write_vlm}
 
 
 def build_pipeline(path: Path, *, device, dtype: torch.dtype, seed: int = 0):

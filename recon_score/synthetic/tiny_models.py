@@ -42,7 +42,7 @@ def build_z_image(path: Path, *, seed: int = 0) -> Path:
     from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline, ZImageTransformer2DModel
     from transformers import Qwen3Config, Qwen3Model
 
-    from recon_score.testing.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     tokenizer = train_qwen_tokenizer()
     torch.manual_seed(seed)
@@ -96,7 +96,7 @@ def build_stable_diffusion(path: Path, *, seed: int = 0) -> Path:
     from diffusers import EulerDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    from recon_score.testing.tokenizers import clip_tokenizer
+    from recon_score.synthetic.tokenizers import clip_tokenizer
 
     tokenizer = clip_tokenizer(path / "_tokenizer_build")
     torch.manual_seed(seed)
@@ -272,7 +272,7 @@ def build_hf_clip(path: Path, *, seed: int = 0) -> Path:
     """A transformers CLIPModel + CLIPProcessor (real CLIP tokenizer) in a plain `save_pretrained` folder."""
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
 
-    from recon_score.testing.tokenizers import clip_tokenizer
+    from recon_score.synthetic.tokenizers import clip_tokenizer
 
     tokenizer = clip_tokenizer(path / "_tokenizer_build")
     torch.manual_seed(seed)
@@ -347,7 +347,7 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
         Qwen3VLVideoProcessor,
     )
 
-    from recon_score.testing.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     tokenizer = train_qwen_tokenizer()
     ids = {
@@ -408,7 +408,7 @@ def build_qwen3_text(path: Path, *, seed: int = 0) -> Path:
     """A Qwen3 causal LM (text only) with a tokenizer trained here: the generators' smoke LLM."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from recon_score.testing.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     tokenizer = train_qwen_tokenizer()
     torch.manual_seed(seed)

@@ -1,8 +1,9 @@
-"""Offline model fixtures, built once per cache and reused: the `smoke:` model names.
+"""The `smoke:` models: tiny random models built once per cache and reused.
 
-`ensure_fixture("z-image")` returns a folder loadable by the same code as the real checkpoint. Builds are locked,
-go to a temporary sibling folder that is renamed into place, and run out of process inside torch.distributed
-workers (transformers saves weights on rank 0 only), so concurrent processes never see a partial fixture.
+`ensure_fixture("z-image")` (what `smoke:z-image` resolves to) returns a folder loadable by the same code as the
+real checkpoint. Builds are locked, go to a temporary sibling folder that is renamed into place, and run out of
+process inside torch.distributed workers (transformers saves weights on rank 0 only), so concurrent processes
+never see a partial fixture.
 """
 
 from __future__ import annotations
@@ -16,47 +17,44 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from recon_score.hub import cache_root
+from recon_score.paths import cache_root
+from recon_score.synthetic import PREFIXES, SyntheticName
 
 # Bump when a builder changes: cached fixtures of another version are ignored.
 FIXTURE_VERSION = 1
 
 
-def _builders() -> dict[str, tuple[Callable[[Path], Path], str]]:
-    from recon_score.testing import tiny
+def _builders() -> dict[str, Callable[[Path], Path]]:
+    from recon_score.synthetic import tiny_models as tiny
 
     return {
-        "z-image": (tiny.build_z_image, "ZImagePipeline: Qwen3 text encoder (hidden 32), DiT dim 64, 8x VAE"),
-        "stable-diffusion": (
-            tiny.build_stable_diffusion,
-            "StableDiffusionPipeline with the real CLIP tokenizer (77 tokens)",
-        ),
-        "open-clip": (tiny.build_open_clip, "open_clip ViT (width 32) in local-dir layout, real CLIP BPE"),
-        "dreamsim": (tiny.build_dreamsim, "DreamSim-shaped ensemble of three tiny ViTs"),
-        "hf-clip": (tiny.build_hf_clip, "transformers CLIPModel + CLIPProcessor, real CLIP tokenizer"),
-        "hf-dinov2": (tiny.build_hf_dinov2, "transformers Dinov2Model (vision only)"),
-        "qwen3-vl": (tiny.build_qwen3_vl, "Qwen3-VL with a byte-level BPE tokenizer trained at build time"),
-        "qwen3-text": (
-            tiny.build_qwen3_text,
-            "Qwen3 causal LM (text only) for the robustness-set generators",
-        ),
+        "z-image": tiny.build_z_image,
+        "stable-diffusion": tiny.build_stable_diffusion,
+        "open-clip": tiny.build_open_clip,
+        "dreamsim": tiny.build_dreamsim,
+        "hf-clip": tiny.build_hf_clip,
+        "hf-dinov2": tiny.build_hf_dinov2,
+        "qwen3-vl": tiny.build_qwen3_vl,
+        "qwen3-text": tiny.build_qwen3_text,
     }
 
 
-FIXTURE_NAMES = (
-    "z-image",
-    "stable-diffusion",
-    "open-clip",
-    "dreamsim",
-    "hf-clip",
-    "hf-dinov2",
-    "qwen3-vl",
-    "qwen3-text",
-)
+FIXTURE_NAMES = tuple(PREFIXES["smoke"].families)
 
 
-def describe_fixtures() -> dict[str, str]:
-    return {name: desc for name, (_, desc) in _builders().items()}
+def resolve(name: SyntheticName) -> tuple[Path, str]:
+    """The registry's entry point: the built folder of `smoke:FAMILY` and its revision."""
+    return ensure_fixture(name.family), f"fixture:v{FIXTURE_VERSION}"
+
+
+def check(name: SyntheticName) -> dict:
+    p = fixture_path(name.family)
+    return {
+        "available": True,
+        "location": str(p),
+        "source": "built offline on first use (random weights)",
+        "detail": "built" if (p / ".complete").exists() else "not built yet",
+    }
 
 
 def fixture_path(name: str) -> Path:
@@ -87,12 +85,12 @@ def _build(name: str, target: Path) -> None:
     if _distributed_initialized():
         # Inside an accelerate/torchrun worker: build in a plain child process so every rank writes a full copy.
         env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
-        cmd = [sys.executable, "-m", "recon_score.testing.fixtures", name, str(target)]
+        cmd = [sys.executable, "-m", "recon_score.synthetic.smoke", name, str(target)]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"building fixture {name!r} failed:\n{proc.stderr[-2000:]}")
     else:
-        _builders()[name][0](target)
+        _builders()[name](target)
     missing = _missing_weights(target)
     if missing:
         raise RuntimeError(f"fixture {name!r} was built without weights in: {', '.join(missing)}")
@@ -143,15 +141,15 @@ def ensure_fixture(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m recon_score.testing.fixtures NAME TARGET`: build one fixture into TARGET (used by `_build`)."""
+    """`python -m recon_score.synthetic.smoke NAME TARGET`: build one fixture into TARGET (used by `_build`)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2 or args[0] not in FIXTURE_NAMES:
         print(
-            f"usage: python -m recon_score.testing.fixtures {{{','.join(FIXTURE_NAMES)}}} TARGET",
+            f"usage: python -m recon_score.synthetic.smoke {{{','.join(FIXTURE_NAMES)}}} TARGET",
             file=sys.stderr,
         )
         return 2
-    _builders()[args[0]][0](Path(args[1]))
+    _builders()[args[0]](Path(args[1]))
     return 0
 
 

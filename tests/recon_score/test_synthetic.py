@@ -1,11 +1,71 @@
-"""Offline fixtures: real model classes with tiny random weights, loadable like real checkpoints."""
+"""Synthetic models: the one prefix table, and the `smoke:` models (real model classes with tiny random weights,
+loadable like real checkpoints)."""
 
 import numpy as np
 import pytest
 import torch
 
-from recon_score.hub import resolve_model
-from recon_score.testing.fixtures import FIXTURE_NAMES, ensure_fixture, fixture_path
+from recon_score import synthetic
+from recon_score.encoders import FAMILIES, parse_spec
+from recon_score.hub import check_model, resolve_model
+from recon_score.synthetic.smoke import FIXTURE_NAMES, ensure_fixture, fixture_path
+
+
+def test_every_listed_model_has_a_maker_and_encoders_a_loader():
+    """The table is the one list: each smoke family has a builder, each shapes pipeline/LM a folder writer, and
+    each encoder entry parses as an encoder spec of an existing family."""
+    from recon_score.synthetic import shapes, smoke
+
+    assert set(smoke._builders()) == set(synthetic.PREFIXES["smoke"].families) == set(FIXTURE_NAMES)
+    shape_families = synthetic.PREFIXES["shapes"].families
+    assert set(shapes._WRITERS) == {f for f, e in shape_families.items() if e.encoder is None}
+    for row in synthetic.list_models():
+        name = row["name"].replace("[@SCALE]", "").replace("/ARCH", "/ViT-B-32")
+        assert synthetic.parse(name).name == name
+        if row["encoder"]:
+            assert parse_spec(name) == (row["encoder"], name) and row["encoder"] in FAMILIES
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        ("smoke:z-image", ("smoke", "z-image", 1.0, "")),
+        ("shapes:z-image@0.02", ("shapes", "z-image", 0.02, "")),
+        ("shapes:qwen3-vl@0.5", ("shapes", "qwen3-vl", 0.5, "")),
+        ("shapes:open-clip/ViT-L-14-quickgelu", ("shapes", "open-clip", 1.0, "ViT-L-14-quickgelu")),
+    ],
+)
+def test_parse(name, parsed):
+    n = synthetic.parse(name)
+    assert (n.prefix, n.family, n.scale, n.arch) == parsed and n.name == name
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("smoke:flux", "unknown synthetic model 'smoke:flux'; known: smoke:z-image"),
+        ("shapes:qwen3-vl-8b", "unknown synthetic model"),  # the family is spelled as in smoke: qwen3-vl
+        ("smoke:z-image@0.5", "spell it smoke:z-image$"),  # smoke models have one size
+        ("shapes:z-image/ViT-B-32", r"spell it shapes:z-image\[@SCALE\]"),
+        ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),
+        ("shapes:z-image@0", r"scale must be in \(0, 1\]"),
+        ("shapes:z-image@big", "must be a number"),
+    ],
+)
+def test_malformed_names_are_explained(name, why):
+    with pytest.raises(ValueError, match=why):
+        synthetic.parse(name)
+    assert check_model(name)["available"] is False
+
+
+def test_check_says_whether_a_smoke_model_is_built():
+    info = check_model("smoke:hf-dinov2")
+    assert info["available"] is True and info["location"] == str(fixture_path("hf-dinov2"))
+    assert info["detail"] == (
+        "built" if (fixture_path("hf-dinov2") / ".complete").exists() else "not built yet"
+    )
+    ensure_fixture("hf-dinov2")
+    assert check_model("smoke:hf-dinov2")["detail"] == "built"
 
 
 def test_fixtures_are_cached_on_disk():
@@ -16,7 +76,6 @@ def test_fixtures_are_cached_on_disk():
     assert (path / "model.safetensors").stat().st_mtime_ns == mtime  # not rebuilt
     with pytest.raises(KeyError, match="known"):
         ensure_fixture("flux-17")
-    assert set(FIXTURE_NAMES) >= {"z-image", "open-clip", "dreamsim", "qwen3-vl"}
 
 
 def test_z_image_fixture_round_trips_exactly():
@@ -95,7 +154,7 @@ def _rank_builds_fixture(rank: int, world: int, init_file: str, cache: str) -> N
     os.environ["RECONSCORE_CACHE"] = cache
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        from recon_score.testing.fixtures import _missing_weights, ensure_fixture
+        from recon_score.synthetic.smoke import _missing_weights, ensure_fixture
 
         path = ensure_fixture("hf-dinov2")
         assert not _missing_weights(path), _missing_weights(path)
@@ -112,14 +171,14 @@ def test_fixture_built_inside_torch_distributed_has_weights(tmp_path):
 
     cache = tmp_path / "cache"
     mp.spawn(_rank_builds_fixture, args=(2, str(tmp_path / "init"), str(cache)), nprocs=2, join=True)
-    from recon_score.testing.fixtures import FIXTURE_VERSION
+    from recon_score.synthetic.smoke import FIXTURE_VERSION
 
     path = cache / "fixtures" / f"v{FIXTURE_VERSION}" / "hf-dinov2"
     assert (path / ".complete").exists() and (path / "model.safetensors").exists()
 
 
 def test_missing_weights_detects_weightless_components(tmp_path):
-    from recon_score.testing.fixtures import _missing_weights
+    from recon_score.synthetic.smoke import _missing_weights
 
     (tmp_path / "text_encoder").mkdir()
     (tmp_path / "text_encoder" / "config.json").write_text("{}")
@@ -129,3 +188,33 @@ def test_missing_weights_detects_weightless_components(tmp_path):
     (tmp_path / "model_index.json").write_text("{}")
     (tmp_path / "config.json").write_text("{}")
     assert _missing_weights(tmp_path) == ["text_encoder"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--encoder",
+            "dreamsim:smoke",
+            "error: unknown encoder spec 'dreamsim:smoke': unknown DreamSim model 'smoke'",
+        ),
+        (
+            "--encoder",
+            "hf:smoke:hf-clip",
+            "error: unknown encoder spec 'hf:smoke:hf-clip': spell it 'smoke:hf-clip'",
+        ),
+        (
+            "--t2i-model",
+            "shapes:qwen3-vl-8b",
+            "error: model 'shapes:qwen3-vl-8b' is not available (unknown synthetic",
+        ),
+    ],
+)
+def test_cli_names_a_misspelled_synthetic_model(tmp_path, capsys, option, value, message):
+    """Another spelling of a synthetic model cannot start a run: one line naming it, exit 1, no traceback."""
+    from eval.cli import main
+
+    argv = ["score", "--preset", "smoke", option, value, "--limit", "1", "--device", "cpu"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err  # (a first use may print the smoke models' build progress before)
+    assert err.strip().splitlines()[-1].startswith(message) and "Traceback" not in err, err
