@@ -305,7 +305,7 @@ class CycleReward(Metric):
         if self.weights == "smoke":
             torch.manual_seed(0)
             return build_model(size)
-        from recon_score.testing.shapes import materialize
+        from recon_score.synthetic.shapes import materialize
 
         model = materialize(build_model(size, meta=True), device=self.device, dtype=torch.float32)
         restore_buffers(model, self.device)

@@ -214,7 +214,7 @@ def tiny_release(monkeypatch, tmp_path):
     import open_clip
 
     from recon_score.encoders.open_clip import Release
-    from recon_score.testing.tiny import OPEN_CLIP_TINY_CFG
+    from recon_score.synthetic.tiny_models import OPEN_CLIP_TINY_CFG
 
     (tmp_path / "cfg").mkdir()
     (tmp_path / "cfg" / "TinyLong-ViT.json").write_text(json.dumps(OPEN_CLIP_TINY_CFG))
