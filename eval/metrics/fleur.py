@@ -36,7 +36,7 @@ REFFLEUR_PROMPT = (
     "{references}\n\nCandidate Caption: {candidate}\n\nScore(Choose a rating from 0.0 to 1.0):"
 )
 DEFAULT_JUDGE = "llava-hf/llava-1.5-13b-hf"  # the authors' LLaVA-1.5-13B in transformers' format
-JUDGES = {"released": DEFAULT_JUDGE, "smoke": "smoke:qwen3-vl", "shapes": "shapes:qwen3-vl-8b"}
+JUDGES = {"released": DEFAULT_JUDGE, "smoke": "smoke:qwen3-vl", "shapes": "shapes:qwen3-vl"}
 MAX_NEW_TOKENS = 512  # the authors' setting; generation stops at the end-of-turn token
 SMOKE_MAX_NEW_TOKENS = 16  # the tiny random judge never ends its turn: keep smoke runs short
 OPTIONS = ("model", "weights", "backend", "base_url", "device", "dtype", "max_new_tokens", "captioner")
