@@ -206,11 +206,11 @@ def test_an_unknown_name_is_a_usage_error(capsys):
 
 
 def test_smoke_model_runs_say_their_numbers_are_meaningless(tmp_path, capsys):
-    """`retrieve` with open_clip:smoke prints the banner; text metrics on a real run's rows do not."""
+    """`retrieve` with smoke:open-clip prints the banner; text metrics on a real run's rows do not."""
     from tests.retrieval import layouts
 
     root = layouts.xview2(tmp_path / "x")
-    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "open_clip:smoke"]
+    argv = ["retrieve", "--benchmark", "xview2-cir", "--root", str(root), "--encoder", "smoke:open-clip"]
     assert main([*argv, "--methods", "text,image", "--device", "cpu", "--out", str(tmp_path / "r")]) == 0
     assert "meaningless" in capsys.readouterr().err
     (tmp_path / "scores.jsonl").write_text('{"id": "a", "image": "x.png", "caption": "a farm"}\n')

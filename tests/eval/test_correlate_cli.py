@@ -195,7 +195,7 @@ def test_metrics_add_puts_reference_metrics_next_to_recon_score(tmp_path, capsys
     argv += ["--metrics", "bleu4,cider,clipscore", "--encoder", "smoke:open-clip", "--device", "cpu"]
     assert main(argv) == 0
     printed = capsys.readouterr()
-    assert "scores.metrics.jsonl (5 rows)" in printed.out and "meaningless" in printed.err  # open_clip:smoke
+    assert "scores.metrics.jsonl (5 rows)" in printed.out and "meaningless" in printed.err  # smoke:open-clip
     assert (run / "scores.jsonl").read_bytes() == before  # the original is never touched
     out = [json.loads(line) for line in (run / "scores.metrics.jsonl").read_text().splitlines()]
     assert [r["recon_score"] for r in out[:4]] == [50.0, 51.0, 52.0, 53.0]

@@ -301,7 +301,7 @@ def test_length_study_includes_longclip_s(tmp_path, sample_dir):
         "--metrics",
         "clipscore,longclipscore",
         "--encoder",
-        "open_clip:smoke",
+        "smoke:open-clip",
         "--out",
         str(tmp_path / "t5"),
     ]

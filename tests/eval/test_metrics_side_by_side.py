@@ -65,7 +65,7 @@ def test_correlate_prints_one_table_for_all_of_them(tmp_path, capsys):
         "--preset",
         "smoke",
         "--encoder",
-        "open_clip:smoke",
+        "smoke:open-clip",
     ]
     assert main([*argv, "--device", "cpu", "--bootstrap", "20", "--out", str(tmp_path / "c")]) == 0
     printed = capsys.readouterr().out

@@ -74,7 +74,7 @@ def test_a_release_without_weights_or_config_is_named(tmp_path):
 
 def _release_for_smoke(folder: Path) -> Path:
     """A random release in the hub layout (config.json + model.safetensors, keys `model.…`) sized for the smoke
-    encoders: 32-d image space (open_clip:smoke), 32-wide text states (smoke:hf-clip)."""
+    encoders: 32-d image space (smoke:open-clip), 32-wide text states (smoke:hf-clip)."""
     from safetensors.torch import save_file
 
     torch.manual_seed(0)
@@ -101,7 +101,7 @@ def _release_for_smoke(folder: Path) -> Path:
 def test_retrieve_runs_compodiff_on_a_synthetic_patterncom(tmp_path, capsys):
     release = _release_for_smoke(tmp_path / "CompoDiff-tiny")
     root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "out"
-    argv = ["retrieve", "--benchmark", "patterncom", "--root", str(root), "--encoder", "open_clip:smoke",
+    argv = ["retrieve", "--benchmark", "patterncom", "--root", str(root), "--encoder", "smoke:open-clip",
             "--out", str(out), "--methods", "compodiff,image", "--checkpoint", f"compodiff={release}",
             "--set", "compodiff.text_encoder=smoke:hf-clip", "--set", "compodiff.steps=4", "--device", "cpu"]  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
@@ -126,7 +126,7 @@ def test_source_weight_one_is_the_image_only_baseline(tmp_path):
     release = _release_for_smoke(tmp_path / "CompoDiff-tiny")
     root = layouts.patterncom(tmp_path / "PatternNet")
     cfg = RetrieveConfig(
-        benchmark="patterncom", root=root, encoder="open_clip:smoke", methods=["compodiff", "image"],
+        benchmark="patterncom", root=root, encoder="smoke:open-clip", methods=["compodiff", "image"],
         out=tmp_path / "out", checkpoints={"compodiff": release}, device="cpu",
         overrides={"compodiff": {"text_encoder": "smoke:hf-clip", "steps": "2", "source_weight": "1"}},
     )  # fmt: skip
