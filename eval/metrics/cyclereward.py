@@ -230,7 +230,7 @@ def smoke_tokenizer(folder: Path, vocab_size: int):
 
 
 def find_checkpoint(model_type: str, checkpoint: str | None) -> Path:
-    from recon_score.hub import weights_root
+    from recon_score.paths import weights_root
 
     path = (
         Path(checkpoint).expanduser() if checkpoint else weights_root() / "cyclereward" / f"{model_type}.pth"

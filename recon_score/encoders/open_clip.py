@@ -481,7 +481,7 @@ def find_release_file(
 ) -> Path:
     """RECONSCORE_WEIGHTS (or `weights_dir`) / filename, then the HF cache, then the hub (unless offline or
     `download` is False); else one error naming the file and where the authors publish it."""
-    from recon_score.hub import weights_root
+    from recon_score.paths import weights_root
 
     folders = [p for p in (weights_dir, weights_root()) if p is not None]
     for folder in folders:
