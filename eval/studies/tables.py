@@ -234,10 +234,9 @@ def encoders_table(
     Originals are read with the score run's --bands, as the run read them."""
     from scipy.stats import kendalltau
 
-    from recon_score.encoders import build_encoder
     from recon_score.errors import ImageLoadError
     from recon_score.images import load_image
-    from recon_score.scorer import recon_score_from_cosine, recon_score_from_distance
+    from recon_score.scorer import ReconScorer
 
     pairs: dict[str, tuple[list, list]] = {}
     skipped: list[dict] = []
@@ -264,14 +263,15 @@ def encoders_table(
         pairs[name] = (orig, recon)
     scores = {}
     for spec in encoders:
-        enc = build_encoder(spec, device=device)
+        scorer = ReconScorer.from_preset("paper", overrides={"encoder": spec}, device=device)
         col = {}
         for name, (orig, recon) in pairs.items():
-            d = enc.pair_distance(orig, recon).numpy()
-            if enc.kind == "embedding":
-                col[name] = float(np.mean([recon_score_from_cosine(1.0 - x) for x in d]))
-            else:
-                col[name] = float(np.mean([recon_score_from_distance(x) for x in d]))
+            results = scorer.compare(orig, recon)
+            bad = next((r.error for r in results if not r.ok), None)
+            if bad is not None:
+                raise ReconScoreError(f"encoder {spec} on system {name}: {bad}")
+            col[name] = float(np.mean([r.recon_score for r in results]))
+        scorer.unload()
         scores[spec] = col
     table = pd.DataFrame(scores)
     table.index.name = "system"

@@ -128,7 +128,7 @@ def test_bad_items_do_not_lose_the_batch(smoke_scorer, ucm, tmp_path):
 
 def test_non_square_keeps_aspect(smoke_scorer, ucm):
     wide = ucm.resize((400, 150))
-    r = smoke_scorer.score(wide, CAPTIONS[0])[0]
+    r = smoke_scorer.score(wide, CAPTIONS[0])
     assert (r.width, r.height) == (256, 96) and r.reconstruction.size == (256, 96)
 
 
@@ -141,14 +141,14 @@ def test_truncation_warns_once(smoke_scorer, ucm):
     ours = [w for w in caught if issubclass(w.category, ReconScoreWarning)]
     assert len(ours) == 1 and "512" in str(ours[0].message)
     assert all(r.truncated for r in res)
-    assert not smoke_scorer.score(ucm, CAPTIONS[0])[0].truncated
+    assert not smoke_scorer.score(ucm, CAPTIONS[0]).truncated
 
 
 def test_distance_encoder(ucm):
     s = ReconScorer.from_preset(
         "smoke", overrides={"encoder": "lpips:alex"}, device="cpu", cache=ArtifactCache(enabled=False)
     )
-    r = s.score(ucm, CAPTIONS[0])[0]
+    r = s.score(ucm, CAPTIONS[0])
     assert r.cosine is None and r.distance > 0
     assert r.recon_score == pytest.approx(100 * (1 - min(r.distance, 1)))
     assert s.config()["score_formula"] == "100*(1-min(d,1))"
