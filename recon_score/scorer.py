@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import statistics
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -158,7 +159,13 @@ class ReconScorer:
         )
         self._encoder: Encoder | None = None
         self._warned_truncation = False
-        self.stats = {"rendered": 0, "reconstruction_cache_hits": 0, "embedded": 0, "embedding_cache_hits": 0}
+        self.stats = {
+            "rendered": 0,
+            "render_seconds": 0.0,  # wall time inside the T2I pipeline only (the ReconScore paper's Tab. 9 I.T.)
+            "reconstruction_cache_hits": 0,
+            "embedded": 0,
+            "embedding_cache_hits": 0,
+        }
 
     @classmethod
     def from_preset(
@@ -402,7 +409,9 @@ class ReconScorer:
                         out[it.key] = (hit[0], hit[1], True)
                     self.stats["reconstruction_cache_hits"] += len(batch)
                     continue
+                start = time.perf_counter()
                 images = self.renderer.render([it.request for it in batch])
+                self.stats["render_seconds"] += time.perf_counter() - start  # PIL out: the GPU work is done
                 self.stats["rendered"] += len(batch)
                 for it, ck, img in zip(batch, keys, images):
                     meta = {**self._render_meta(it), "batch": members}

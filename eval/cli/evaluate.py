@@ -140,12 +140,9 @@ def command(
     click.echo((out / "summary.md").read_text())
     ci = report.get("recon_score", {}).get("ci")
     if ci is not None:
-        from recon_score.seeds import format_ci
+        from recon_score.seeds import ci_label, format_ci
 
-        click.echo(
-            f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci['images']} images x {ci['seeds']} seeds]: "
-            f"{format_ci(ci)}"
-        )
+        click.echo(f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci_label(ci)}]: {format_ci(ci)}")
     if join.unmatched:
         click.echo(
             f"{len(join.unmatched)} caption rows match no {split} image, e.g. {join.unmatched[0]}", err=True

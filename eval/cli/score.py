@@ -234,12 +234,9 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     if summary.mean is not None:
         table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
     if summary.ci is not None:
-        from recon_score.seeds import format_ci
+        from recon_score.seeds import ci_label, format_ci
 
-        table.add_row(
-            f"mean [{summary.ci['level']:.0%} CI, {summary.ci['images']} images x {summary.ci['seeds']} seeds]",
-            format_ci(summary.ci),
-        )
+        table.add_row(f"mean [{summary.ci['level']:.0%} CI, {ci_label(summary.ci)}]", format_ci(summary.ci))
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
     kinds = _kinds_summary(out)
     if kinds:
