@@ -185,16 +185,7 @@ def selection_table(
         by["recon_score"] = _recon_selection_column(batch, options, selection_seed, eval_seeds)
     picks = {sel: _picks(flat, by[sel]) for sel in selectors}
     ratings = _rate_picks(flat, refs, picks, metrics, table, corpus_level, options)
-    human_pick = _read_human(human) if human else None
-    preference, agreement = None, {}
-    if human_pick is not None:
-        rates = {}
-        for sel, chosen in picks.items():
-            judged = [img for img in chosen if img in human_pick]
-            hits = sum(flat[chosen[img]][1]["index"] == human_pick[img] for img in judged)
-            rates[PAPER_NAMES.get(sel, sel)] = 100.0 * hits / len(judged) if judged else math.nan
-            agreement[sel] = {"judged_images": len(judged), "agreements": hits}
-        preference = pd.DataFrame([rates], index=pd.Index(["Preference Rate (%)"], name="Selection Metric"))
+    preference, agreement = _preference(flat, picks, _read_human(human)) if human else (None, {})
     info = {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
     info["selected_by_the_run"] = own  # this selector used the run's selection_score
     info["corpus_level"] = corpus_level
@@ -204,6 +195,19 @@ def selection_table(
     if "recon_score" in by and own != "recon_score":
         info["recon_score_selection_seed"] = selection_seed
     return ratings, preference, info
+
+
+def _preference(flat: list, picks: dict, human_pick: dict[str, int]) -> tuple[pd.DataFrame, dict]:
+    """Table 7's layout: one "Preference Rate (%)" row, one column per selector (the share of judged images
+    where its pick is the human's choice), and the counts behind each rate."""
+    rates, agreement = {}, {}
+    for sel, chosen in picks.items():
+        judged = [img for img in chosen if img in human_pick]
+        hits = sum(flat[chosen[img]][1]["index"] == human_pick[img] for img in judged)
+        rates[PAPER_NAMES.get(sel, sel)] = 100.0 * hits / len(judged) if judged else math.nan
+        agreement[sel] = {"judged_images": len(judged), "agreements": hits}
+    table = pd.DataFrame([rates], index=pd.Index(["Preference Rate (%)"], name="Selection Metric"))
+    return table, agreement
 
 
 def _recon_selection_column(batch, options: dict, seed: int, eval_seeds: list[int]) -> pd.Series:

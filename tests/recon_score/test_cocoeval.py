@@ -73,7 +73,7 @@ def test_bad_items_are_nan_and_named(folder, smoke_scorer):
     with pytest.raises(ValueError, match="same ids; only in gts: \\['gone'\\]"):
         recon.compute_score({**GTS, "gone": ["x"]}, RES)
     escape = ReconScoreCOCO(folder, pattern="../{id}.tif", scorer=smoke_scorer)
-    with pytest.raises(InputError, match="no id has an image .*outside the data root"):
+    with pytest.raises(InputError, match=r"no id has an image .*outside the data root"):
         escape.compute_score(GTS, RES)
     with pytest.raises(InputError, match="not found"):
         ReconScoreCOCO(folder / "nope", scorer=smoke_scorer)
@@ -99,7 +99,7 @@ def test_a_folder_without_the_images_is_an_error(folder, smoke_scorer):
         ReconScoreCOCO(folder, scorer=smoke_scorer).compute_score(
             {"UCM_8": ["x"], "UCM_9": ["y"]}, {"UCM_8": ["a"], "UCM_9": ["b"]}
         )
-    with pytest.raises(InputError, match="no id has an image .*not found"):
+    with pytest.raises(InputError, match=r"no id has an image .*not found"):
         ReconScoreCOCO(folder, pattern="{id}.jpg", scorer=smoke_scorer).compute_score(GTS, RES)
     shutil.copy(folder / "UCM_1.tif", folder / "UCM_1.jpg")
     with pytest.warns(ReconScoreWarning, match="1 of 2 ids"):
