@@ -10,10 +10,10 @@ from scipy.stats import kendalltau
 from eval.correlation import (
     HEADLINE,
     TauVariant,
-    kendall_ci,
     correlate,
     flatten,
     kendall,
+    kendall_ci,
     pairwise_accuracy,
 )
 
