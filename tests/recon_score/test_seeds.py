@@ -210,7 +210,19 @@ def test_evaluate_and_study_models_print_the_ci(tmp_path, sample_dir, capsys):
 def test_score_seeds_on_captions_of_one_image_counts_one_image(tmp_path, capsys):
     """The bundled sample's first three rows are three captions of UCM_1."""
     out = tmp_path / "run"
-    args = ["score", "--preset", "smoke", "--device", "cpu", "--limit", "3", "--seeds", "3", "--out", str(out)]
+    args = [
+        "score",
+        "--preset",
+        "smoke",
+        "--device",
+        "cpu",
+        "--limit",
+        "3",
+        "--seeds",
+        "3",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     assert "1 image x 3 seeds (3 captions)" in capsys.readouterr().out
     ci = json.loads((out / "run.json").read_text())["seed_noise"]["recon_score_ci"]
