@@ -434,6 +434,7 @@ def _not_selected_by_recon_score(pool: Path, dest: Path) -> Path:
         "metric": "bleu4",
         "rule": "argmax, ties -> first candidate",
         "eval_candidates": "all",
+        "eval_seed": 42,  # the seed of the candidates' held-out recon_score column
     }
     (dest / "run.json").write_text(json.dumps(run))
     rows = []
