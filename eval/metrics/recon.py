@@ -1,4 +1,4 @@
-"""ReconScore as a caption metric: the project's `ReconScorer` (seed 004: reconstruct the caption with a T2I
+"""ReconScore as a caption metric: the project's `ReconScorer` (the ReconScore paper: reconstruct the caption with a T2I
 model, compare with the image; 100 * (1 + cos) / 2), one seed per image so candidates differ only by their text."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from eval.metrics.registry import register_metric
     higher_is_better=True,
     needs_references=False,
     needs_images=True,
-    description="ReconScore (seed 004): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
+    description="ReconScore (the ReconScore paper): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
     value_range="[0, 100]",
     backend="recon_score.ReconScorer (preset: paper by default)",
     options=("preset", "device", "batch_size", "overrides", "scorer", "seeds"),

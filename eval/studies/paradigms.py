@@ -1,4 +1,4 @@
-"""Table 6 (seed 004): human preference of zero-shot vs fine-tuned captioning models.
+"""Table 6 (the ReconScore paper): human preference of zero-shot vs fine-tuned captioning models.
 
 From a ranking file (preference_data.ranking: per image and rater, candidates with their rank and `model`) and a
 model -> paradigm map:

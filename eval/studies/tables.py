@@ -1,6 +1,7 @@
-"""The seed 004 studies as functions over runs: each returns pandas tables in the paper's layout.
+"""The ReconScore paper's studies as functions over runs: each returns pandas tables in the paper's layout.
 
-- models_table      Table 3: ReconScore (and any metric) of several captioning models on several datasets;
+- models_tables     Table 3: ReconScore (and any metric) of several captioning models on several datasets
+                    (evaluate_models runs them), grouped by paradigm with a Pub. column;
 - n_sweep_table     Table 8: RemoteDescriber's selected score for N in {1, 2, 4, 6, 8, 10} from ONE pool of
                     candidates per image (the first N of the same samples: no resampling per N);
 - selection_table   Table 7: the candidate each selection metric picks from the same pool, how every metric
