@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from recon_score.errors import InputError, ReconScoreError
-from recon_score.images import resolve_under
+from recon_score.images import IMAGE_SUFFIXES, resolve_under
 from recon_score.textfiles import read_lines, safe_text, unencodable
 
-IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "recon_score" / "sample"
 
 

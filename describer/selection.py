@@ -27,29 +27,6 @@ class CandidateSelector(Protocol):
     def unload(self) -> None: ...
 
 
-def candidate_columns(row: dict, run: dict) -> dict:
-    """A `candidates.jsonl` row under today's column names, whatever release wrote it.
-
-    Today: `selection_score` is the value selection compared (the in-sample render for ReconScore; a
-    deterministic metric's value is also under its own name), `selection_cosine` / `selection_per_seed` its
-    ReconScore details, and `recon_score` the held-out render. Runs before the one vocabulary named the
-    selection value after the metric (`reconscore`, `reconscore_cosine`, `reconscore_per_seed`, or e.g.
-    `clipscore`)."""
-    if "selection_score" in row:
-        return row
-    metric = (run.get("selection") or {}).get("metric") or "reconscore"
-    out = dict(row)
-    if metric in out:
-        out["selection_score"] = out.pop(metric) if metric == "reconscore" else out[metric]
-    for old, new in (
-        ("reconscore_cosine", "selection_cosine"),
-        ("reconscore_per_seed", "selection_per_seed"),
-    ):
-        if old in out:
-            out[new] = out.pop(old)
-    return out
-
-
 def select_best(scores: Sequence[float | None]) -> int | None:
     """Index of the highest finite score; ties go to the first candidate; None when no candidate has a score."""
     best, best_i = -math.inf, None
@@ -89,8 +66,6 @@ class ReconScoreSelector:
         return {"selection_seeds": self.seeds, "eval_seed": self.eval_seed}
 
     def score_many(self, items):
-        from recon_score.seeds import score_with_seeds
-
         pairs, owners = [], []
         for i, (image, cands, _refs) in enumerate(items):
             for k, c in enumerate(cands):
@@ -98,7 +73,7 @@ class ReconScoreSelector:
                 owners.append((i, k))
         out: list[list[dict]] = [[{} for _ in cands] for _, cands, _ in items]
         if pairs:
-            results = score_with_seeds(self.scorer, pairs, self.seeds)
+            results = self.scorer.score_seeds(pairs, self.seeds)
             for (i, k), r in zip(owners, results):
                 out[i][k] = {
                     "score": r.recon_score,
@@ -129,8 +104,4 @@ class ReconScoreSelector:
         return {"metric": self.name, **self.plan(), **self.scorer.config()}
 
     def unload(self) -> None:
-        from recon_score.encoders import release_encoders
-
-        self.scorer.renderer.unload()
-        self.scorer._encoder = None
-        release_encoders()
+        self.scorer.unload()

@@ -113,25 +113,23 @@ def pairwise_accuracy(flat: Flattened) -> float:
     return agree / total if total else float("nan")
 
 
-def bootstrap_ci(
+def kendall_ci(
     flat: Flattened, variant: TauVariant | str, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of Kendall τ (x100) resampling images with replacement (all rows of a drawn image
-    come along: judgments of one image are not independent). Seeded: the same inputs give the same interval."""
+    come along: judgments of one image are not independent; recon_score.bootstrap). Seeded: the same inputs
+    give the same interval."""
+    from recon_score.bootstrap import bootstrap_ci
+
     groups = _groups(flat.image)
     if len(groups) < 2 or n_boot < 1:
         return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    stats = np.empty(n_boot)
-    for b in range(n_boot):
-        rows = np.concatenate([groups[g] for g in rng.integers(0, len(groups), size=len(groups))])
-        stats[b] = kendall(flat.metric[rows], flat.human[rows], variant)
-    stats = stats[np.isfinite(stats)]
-    if not len(stats):
-        return float("nan"), float("nan")
-    alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+
+    def tau(drawn: np.ndarray, _cols: np.ndarray) -> float:
+        rows = np.concatenate([groups[g] for g in drawn])
+        return kendall(flat.metric[rows], flat.human[rows], variant)
+
+    return bootstrap_ci(tau, len(groups), level=level, resamples=n_boot, rng_seed=seed)
 
 
 def correlate(
@@ -148,7 +146,7 @@ def correlate(
     for name, values in scores.items():
         hib = (higher_is_better_by_metric or {}).get(name, True)
         flat = flatten(table, values, metric_higher_is_better=hib)
-        lo, hi = bootstrap_ci(flat, headline, n_boot=n_boot, seed=seed)
+        lo, hi = kendall_ci(flat, headline, n_boot=n_boot, seed=seed)
         out.append(
             {
                 "metric": name,

@@ -8,7 +8,8 @@
 The contract follows pycocoevalcap's scorers: `gts` and `res` map the same ids ({id: [references]} and
 {id: [one caption]}); the return value is (corpus score, per-item scores in `gts` key order). ReconScore is
 reference-free: `gts` only fixes the ids and their order, so the per-item list lines up with Bleu's. Images are
-found by id, in a folder (`pattern` names the file) or through a mapping id -> path.
+found by id, in a folder (`pattern` names the file; by default `{id}` with any supported image extension) or
+through a mapping id -> path.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from recon_score.cache import ArtifactCache
 from recon_score.errors import InputError, ReconScoreWarning
-from recon_score.images import resolve_under
+from recon_score.images import IMAGE_SUFFIXES, resolve_under
 from recon_score.presets import ReconPreset
 from recon_score.scorer import ReconScorer
 
@@ -31,19 +32,22 @@ class ReconScoreCOCO:
     Args:
         images: a folder (each id's file is `pattern.format(id=id)` inside it, never outside) or a mapping
             id -> image path (any object `ReconScorer.score` takes: path, PIL image, tensor, array).
-        pattern: file name template for a folder, e.g. "{id}.jpg" or "COCO_val2014_{id:012d}.jpg".
+        pattern: file name template for a folder, e.g. "{id}.jpg" or "COCO_val2014_{id:012d}.jpg"; a template
+            without an image extension (the default "{id}") matches the one file with any supported extension
+            (recon_score.images.IMAGE_SUFFIXES, either case).
         preset, overrides, scorer, device, batch_size, cache: as for `ReconScorer.from_preset`; a given
             `scorer` is used as is.
 
     An item whose image or caption is unusable scores NaN (its id and reason in `errors` and one
     ReconScoreWarning per call) and is left out of the corpus mean: one bad file never loses the evaluation.
+    When no id has an image at all, `compute_score` raises InputError (a wrong folder or pattern, not bad items).
     """
 
     def __init__(
         self,
         images: str | Path | Mapping,
         *,
-        pattern: str = "{id}.jpg",
+        pattern: str = "{id}",
         preset: str | ReconPreset = "paper",
         overrides: dict | None = None,
         scorer: ReconScorer | None = None,
@@ -71,7 +75,20 @@ class ReconScoreCOCO:
             name = self.pattern.format(id=key)
         except (KeyError, IndexError, ValueError) as err:
             raise InputError(f"id {key!r}: pattern {self.pattern!r} cannot name its file ({err})") from None
-        return resolve_under(Path(self.images), name)
+        root = Path(self.images)
+        if Path(name).suffix.lower() in IMAGE_SUFFIXES:
+            path = resolve_under(root, name)
+            if not path.is_file():
+                raise InputError(f"id {key!r}: {path} not found")
+            return path
+        found = [p for p in (resolve_under(root, name + s) for s in _any_case(IMAGE_SUFFIXES)) if p.is_file()]
+        if len({p.resolve() for p in found}) > 1:
+            raise InputError(f"id {key!r}: several images match {name}.*: {', '.join(p.name for p in found)}")
+        if not found:
+            raise InputError(
+                f"id {key!r}: no image {name}.* in {root} (extensions {', '.join(IMAGE_SUFFIXES)})"
+            )
+        return found[0]
 
     def compute_score(self, gts: dict, res: dict) -> tuple[float, list[float]]:
         """(mean ReconScore over the scored ids, [ReconScore per id in gts order]); NaN for failed ids."""
@@ -86,6 +103,7 @@ class ReconScoreCOCO:
         ids = list(gts.keys())
         self.errors = {}
         todo: list[tuple[int, object, str]] = []
+        no_image = 0
         for i, key in enumerate(ids):
             hypo = res[key]
             if not isinstance(hypo, list) or len(hypo) != 1:
@@ -95,6 +113,10 @@ class ReconScoreCOCO:
                 todo.append((i, self._image(key), hypo[0]))
             except InputError as err:
                 self.errors[key] = str(err)
+                no_image += 1
+        if ids and no_image == len(ids) and not isinstance(self.images, Mapping):
+            first = next(iter(self.errors.values()))
+            raise InputError(f"no id has an image in {self.images} (pattern {self.pattern!r}): {first}")
         per_item = [math.nan] * len(ids)
         if todo:
             results = self.scorer.score([t[1] for t in todo], [t[2] for t in todo])
@@ -113,3 +135,7 @@ class ReconScoreCOCO:
             )
         ok = [v for v in per_item if not math.isnan(v)]
         return (sum(ok) / len(ok) if ok else math.nan), per_item
+
+
+def _any_case(suffixes) -> list[str]:
+    return list(dict.fromkeys([*suffixes, *(s.upper() for s in suffixes)]))

@@ -33,6 +33,7 @@ from recon_score.errors import ImageLoadError, InputError
 
 # PIL refuses >178 MP by default; large EO scenes are legitimate, decompression bombs are not our threat model
 # for local files, but keep a ceiling so a mistaken 50k x 50k mosaic fails with a message instead of OOM.
+IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")  # what a folder of images holds
 MAX_PIXELS = 400_000_000
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 

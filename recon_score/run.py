@@ -15,7 +15,6 @@ Resumable and multi-process (docs/runs.md):
 from __future__ import annotations
 
 import logging
-import math
 import re
 import statistics
 import sys
@@ -42,7 +41,7 @@ from recon_score.results import (
 )
 from recon_score.runtime import provenance, resolve_device, utc_now
 from recon_score.sanity import references_vs_distractors
-from recon_score.seeds import derive_seeds, score_with_seeds, seed_summary
+from recon_score.seeds import derive_seeds, seed_summary
 
 log = logging.getLogger(__name__)
 
@@ -155,17 +154,12 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
         )
         if res.distance is not None and res.cosine is None:
             rec["distance"] = res.distance
-        if getattr(res, "per_seed", None) is not None:  # --seeds K > 1 (recon_score.seeds)
+        if res.per_seed is not None:  # --seeds K > 1 (ReconScorer.score_seeds)
             rec.update(seeds=res.seeds, recon_score_per_seed=res.per_seed, recon_score_std=res.std)
-        if res.error is None:
-            if res.recon_score is None or not math.isfinite(res.recon_score):
-                rec.update(
-                    recon_score=None, cosine=None, error="non-finite similarity (NaN/inf from the models)"
-                )
-            else:
-                rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
-                atomic_write_bytes(out / rel, png_bytes(res.reconstruction))
-                rec["reconstruction"] = str(rel)
+        if res.error is None:  # the scorer turns a non-finite similarity into the row's error
+            rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
+            atomic_write_bytes(out / rel, png_bytes(res.reconstruction))
+            rec["reconstruction"] = str(rel)
     if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
         rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
     if note:
@@ -274,7 +268,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
                     pairs.append((load_image(row.image_path, name=row.image, bands=job.bands), row.caption))
                 except InputError as err:
                     pairs.append((err, row.caption))
-            results = score_with_seeds(scorer, pairs, seeds, force_render=partial)
+            results = scorer.score_seeds(pairs, seeds, force_render=partial)
             records = []
             for row, res in zip(chunk, results):
                 if row.error is not None:

@@ -1,7 +1,7 @@
 """ReconScore: caption -> perspective prompt -> T2I reconstruction at the original aspect ratio -> similarity.
 
     d = 1 - cos(E(original), E(reconstruction))        (DreamSim's distance when E is DreamSim)
-    ReconScore = 100 * (1 - d / 2) = 100 * (1 + cos) / 2 (seed 004, Eq. for ReconScore)
+    ReconScore = 100 * (1 - d / 2) = 100 * (1 + cos) / 2 (the ReconScore paper's definition)
 
 For a distance-only encoder (LPIPS) there is no cosine; ReconScore = 100 * (1 - min(d, 1)).
 
@@ -12,6 +12,9 @@ by their text. The authors' describer seeded candidate k with 42 + k, mixing see
 from __future__ import annotations
 
 import logging
+import math
+import statistics
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,8 +50,39 @@ def recon_score_from_distance(d: float) -> float:
     return 100.0 * (1.0 - min(max(float(d), 0.0), 1.0))
 
 
+NON_FINITE = "non-finite similarity (NaN/inf from the models)"
+
+
+def similarity_scores(
+    a: np.ndarray | None = None, b: np.ndarray | None = None, *, distances: Sequence[float] | None = None
+) -> list[tuple[float | None, float | None, float | None, str | None]]:
+    """The one place embeddings (or an encoder's distances) become ReconScores: per pair (recon_score, cosine,
+    distance, error). `a`, `b`: unit-norm embeddings, one row per pair (cos = a . b in float64, clipped to
+    [-1, 1]); `distances`: a distance-only encoder's values. A non-finite value is the pair's error, never a
+    score."""
+    out = []
+    if distances is not None:
+        for d in distances:
+            score = recon_score_from_distance(d) if math.isfinite(d) else math.nan
+            out.append(
+                (score, None, float(d), None) if math.isfinite(score) else (None, None, None, NON_FINITE)
+            )
+        return out
+    cos = np.clip((np.asarray(a, np.float64) * np.asarray(b, np.float64)).sum(-1), -1.0, 1.0)
+    for c in cos.tolist():
+        ok = math.isfinite(c)
+        out.append(
+            (float(recon_score_from_cosine(c)), c, 1.0 - c, None) if ok else (None, None, None, NON_FINITE)
+        )
+    return out
+
+
 @dataclass
 class ReconResult:
+    """One (image, caption) pair. With several seeds (`ReconScorer.score_seeds`): `recon_score`, `cosine` and
+    `distance` are means over the seeds, `per_seed` the K scores and `std` their sample std; the
+    reconstruction, prompt and size are the first seed's."""
+
     caption: str | None
     recon_score: float | None = None
     cosine: float | None = None
@@ -62,10 +96,17 @@ class ReconResult:
     error: str | None = None
     cache_key: str | None = None
     reconstruction: Image.Image | None = field(default=None, repr=False)
+    seeds: list[int] | None = None
+    per_seed: list[float | None] | None = None
+    std: float | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else statistics.fmean(values)
 
 
 @dataclass
@@ -118,7 +159,13 @@ class ReconScorer:
         )
         self._encoder: Encoder | None = None
         self._warned_truncation = False
-        self.stats = {"rendered": 0, "reconstruction_cache_hits": 0, "embedded": 0, "embedding_cache_hits": 0}
+        self.stats = {
+            "rendered": 0,
+            "render_seconds": 0.0,  # wall time inside the T2I pipeline only (the ReconScore paper's Tab. 9 I.T.)
+            "reconstruction_cache_hits": 0,
+            "embedded": 0,
+            "embedding_cache_hits": 0,
+        }
 
     @classmethod
     def from_preset(
@@ -144,6 +191,14 @@ class ReconScorer:
         _ = self.renderer.resolved
         _ = self.encoder
 
+    def unload(self) -> None:
+        """Free the T2I pipeline and the encoder (GPU memory between phases); both load again on next use."""
+        from recon_score.encoders import release_encoders
+
+        self.renderer.unload()
+        self._encoder = None
+        release_encoders()
+
     def config(self) -> dict:
         """What this scorer runs, for results files: preset values, resolved models, encoder source."""
         enc = self.encoder.info
@@ -166,8 +221,9 @@ class ReconScorer:
         captions: str | Sequence[str],
         *,
         seeds: int | Sequence[int] | None = None,
-    ) -> list[ReconResult]:
-        """One result per (image, caption) pair.
+    ) -> ReconResult | list[ReconResult]:
+        """One result per (image, caption) pair: a single image with a single caption (a string) gives one
+        ReconResult, anything else a list.
 
         `images` and `captions` are single items or equal-length lists; one image with several captions scores
         every caption against that image (the describer's case: each rendered with the same seed). An image is
@@ -175,10 +231,10 @@ class ReconScorer:
         tensor or array is a batch): see `recon_score.images.to_pil_image`. Bad items get `error` set instead
         of raising, so one corrupt file never loses the batch.
         """
-        if isinstance(images, (str, Path, Image.Image)) or (is_array_image(images) and images.ndim < 4):
-            img_list = [images]
-        else:
-            img_list = list(images)
+        one_image = isinstance(images, (str, Path, Image.Image)) or (
+            is_array_image(images) and images.ndim < 4
+        )
+        img_list = [images] if one_image else list(images)
         cap_list = [captions] if isinstance(captions, str) else list(captions)
         if len(img_list) == 1 and len(cap_list) > 1:
             img_list = img_list * len(cap_list)
@@ -203,7 +259,8 @@ class ReconScorer:
                 except InputError as err:
                     loaded[k] = err
             pairs.append((loaded[k], cap))
-        return self.score_pairs(pairs, seeds=seed_list)
+        results = self.score_pairs(pairs, seeds=seed_list)
+        return results[0] if one_image and isinstance(captions, str) else results
 
     def _seeds(self, seeds, n: int) -> list[int]:
         if seeds is None:
@@ -242,6 +299,56 @@ class ReconScorer:
             res.truncated = bool(meta.get("truncated", False))
         self._similarity(valid, results, force=force_render)
         return results
+
+    def score_seeds(
+        self,
+        pairs: Sequence[tuple[Image.Image | Exception, object]],
+        seeds: Sequence[int],
+        *,
+        force_render: bool = False,
+    ) -> list[ReconResult]:
+        """Every pair rendered under each of `seeds`, one result per pair with the per-seed values (see
+        ReconResult). One seed: `score_pairs`' results unchanged. A pair fails if any of its renders fails: a
+        mean over fewer seeds would not be comparable with the other rows."""
+        seeds = [int(s) for s in seeds]
+        if len(seeds) == 1:
+            return self.score_pairs(pairs, seeds=seeds * len(pairs), force_render=force_render)
+        n = len(pairs)
+        flat = self.score_pairs(
+            [p for _ in seeds for p in pairs],
+            seeds=[s for s in seeds for _ in pairs],
+            force_render=force_render,
+        )
+        out = []
+        for i in range(n):
+            mine = [flat[k * n + i] for k in range(len(seeds))]
+            first = mine[0]
+            res = ReconResult(caption=first.caption, seed=seeds[0], seeds=seeds, error=None)
+            res.per_seed = [r.recon_score for r in mine]
+            res.error = next((r.error for r in mine if r.error), None)
+            if res.error is None:
+                res.recon_score, res.std = statistics.fmean(res.per_seed), statistics.stdev(res.per_seed)
+                res.cosine = _mean([r.cosine for r in mine])
+                res.distance = _mean([r.distance for r in mine])
+                res.width, res.height, res.prompt = first.width, first.height, first.prompt
+                res.truncated, res.reconstruction = first.truncated, first.reconstruction
+                res.cached = all(r.cached for r in mine)
+            out.append(res)
+        return out
+
+    def compare(
+        self, originals: Sequence[Image.Image], reconstructions: Sequence[Image.Image]
+    ) -> list[ReconResult]:
+        """ReconScore of existing (original, reconstruction) image pairs under this scorer's encoder, nothing
+        rendered (e.g. one run's reconstructions scored by several encoders)."""
+        if len(originals) != len(reconstructions):
+            raise ValueError(f"{len(originals)} originals but {len(reconstructions)} reconstructions")
+        if not originals:
+            return []
+        return [
+            ReconResult(caption=None, recon_score=score, cosine=cos, distance=dist, error=err)
+            for score, cos, dist, err in self._compare(list(originals), list(reconstructions))
+        ]
 
     # -- steps ------------------------------------------------------------------------------------------------
     def _prepare(self, index: int, img, caption, seed: int) -> _Item:
@@ -302,7 +409,9 @@ class ReconScorer:
                         out[it.key] = (hit[0], hit[1], True)
                     self.stats["reconstruction_cache_hits"] += len(batch)
                     continue
+                start = time.perf_counter()
                 images = self.renderer.render([it.request for it in batch])
+                self.stats["render_seconds"] += time.perf_counter() - start  # PIL out: the GPU work is done
                 self.stats["rendered"] += len(batch)
                 for it, ck, img in zip(batch, keys, images):
                     meta = {**self._render_meta(it), "batch": members}
@@ -373,18 +482,16 @@ class ReconScorer:
     def _similarity(self, items: list[_Item], results: list[ReconResult], *, force: bool = False) -> None:
         originals = [it.image for it in items]
         recons = [results[it.index].reconstruction for it in items]
+        digests = [it.digest for it in items]
+        for it, (score, cos, dist, err) in zip(items, self._compare(originals, recons, digests, force=force)):
+            res = results[it.index]
+            res.recon_score, res.cosine, res.distance, res.error = score, cos, dist, err
+
+    def _compare(self, originals, recons, digests=None, *, force: bool = False) -> list[tuple]:
         if self.encoder.kind == "distance":
-            dists = self.encoder.pair_distance(originals, recons).tolist()
-            for it, d in zip(items, dists):
-                results[it.index].distance = float(d)
-                results[it.index].recon_score = recon_score_from_distance(d)
-            return
+            return similarity_scores(distances=self.encoder.pair_distance(originals, recons).tolist())
         # force: recompute in this exact batch composition (see score_pairs); batched GEMMs are not always
         # bit-identical across batch sizes
-        a = self._embed(originals, [it.digest for it in items], force=force)
+        a = self._embed(originals, digests or [image_digest(o) for o in originals], force=force)
         b = self._embed(recons, [image_digest(r) for r in recons], force=force)
-        cos = np.clip((a.astype(np.float64) * b.astype(np.float64)).sum(-1), -1.0, 1.0)
-        for it, c in zip(items, cos.tolist()):
-            results[it.index].cosine = float(c)
-            results[it.index].distance = float(1.0 - c)
-            results[it.index].recon_score = float(recon_score_from_cosine(c))
+        return similarity_scores(a, b)

@@ -27,7 +27,7 @@ except ImportError as err:  # optional dependency: only this adapter needs it
 from recon_score.cache import ArtifactCache
 from recon_score.errors import InputError
 from recon_score.presets import ReconPreset
-from recon_score.scorer import ReconScorer
+from recon_score.scorer import ReconResult, ReconScorer
 
 ON_ERROR = ("raise", "skip")
 
@@ -89,6 +89,8 @@ class ReconScore(Metric):
         """Score a batch: `images` is a (B, C, H, W) tensor, a list of CHW tensors / arrays / PIL images /
         paths, or one image for several captions; `captions` a string or B strings."""
         results = self.scorer.score(images, captions)
+        if isinstance(results, ReconResult):  # one image, one caption
+            results = [results]
         ok = []
         for i, r in enumerate(results):
             if r.ok:

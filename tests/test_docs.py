@@ -3,8 +3,8 @@ real CLI (every option exists for that subcommand, every choice is valid); block
 
 from __future__ import annotations
 
-import itertools
 import ast
+import itertools
 import os
 import re
 import shlex
@@ -133,7 +133,10 @@ def test_offline_blocks_run(page, block, tmp_path):
     # what the block says it writes is there: a run folder has its run.json, a file is not empty
     for out in re.findall(r"--out\s+(\S+)", block):
         target = tmp_path / out
-        assert (target / "run.json").is_file() if target.suffix == "" else target.stat().st_size > 0, (page, out)
+        assert (target / "run.json").is_file() if target.suffix == "" else target.stat().st_size > 0, (
+            page,
+            out,
+        )
 
 
 def _untracked_in_a_clone(folder: Path) -> list[str]:

@@ -8,8 +8,8 @@ from describer.backends.base import (
     CaptionRequest,
     Sampling,
     clean_generation,
-    derive_seed,
 )
+from recon_score.seeds import derive_seed
 
 BACKENDS = ("transformers", "vllm", "openai")
 

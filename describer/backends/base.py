@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 
@@ -51,19 +50,12 @@ class Candidate:
 
 @dataclass
 class CaptionRequest:
-    """One image to caption; `seed` is derived from the run's seed and the image's pixels (see derive_seed)."""
+    """One image to caption; `seed` is derived from the run's seed and the image's pixels (recon_score.seeds.derive_seed)."""
 
     image: Image.Image
     seed: int
     key: str = ""  # a label for error messages (image id)
     extra: dict = field(default_factory=dict)
-
-
-def derive_seed(base: int, *parts: str) -> int:
-    """A 63-bit seed from the run's seed and content (image digests): the candidates of an image do not depend
-    on which other images were in the run, their order, or where a resumed run restarted."""
-    h = hashlib.sha256(":".join([str(base), *parts]).encode()).hexdigest()
-    return int(h[:15], 16)
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.S)

@@ -11,9 +11,10 @@ import hashlib
 import logging
 from dataclasses import replace
 
-from describer.backends.base import Candidate, Sampling, clean_generation, derive_seed
+from describer.backends.base import Candidate, Sampling, clean_generation
 from describer.backends.sampling import generation_config, openai_body, vllm_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
+from recon_score.seeds import derive_seed
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from describer.backends.base import (
     CaptionRequest,
     Sampling,
     clean_generation,
-    derive_seed,
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
 from recon_score.hub import resolve_model
 from recon_score.runtime import parse_dtype
+from recon_score.seeds import derive_seed
 
 log = logging.getLogger(__name__)
 

@@ -194,11 +194,12 @@ def _print_summary(summary, out: Path, preset) -> None:
     table.add_row("no valid candidate", str(summary.failed))
     table.add_row("candidates (valid)", f"{summary.candidates} ({summary.valid_candidates})")
     if summary.mean_selected is not None:
-        held_out = summary.mean_held_out is not None
-        label = "in-sample (selection render)" if held_out else "of selected"
-        table.add_row(f"mean {preset.select_by} {label}", f"{summary.mean_selected:.2f}")
+        what = "the render that chose" if summary.mean_held_out is not None else preset.select_by
+        table.add_row(f"mean selection_score ({what})", f"{summary.mean_selected:.2f}")
     if summary.mean_held_out is not None:
-        table.add_row(f"mean ReconScore held-out (seed {preset.eval_seed})", f"{summary.mean_held_out:.2f}")
+        table.add_row(
+            f"mean recon_score (held-out render, seed {preset.eval_seed})", f"{summary.mean_held_out:.2f}"
+        )
     table.add_row("results", str(out / "captions.jsonl"))
     console.print(table)
     for image_id, error in summary.failures[:10]:

@@ -130,13 +130,6 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("failed", str(summary.failed))
     if summary.mean is not None:
         table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
-    if summary.ci is not None:
-        from recon_score.seeds import format_ci
-
-        table.add_row(
-            f"mean [{summary.ci['level']:.0%} CI, {summary.ci['images']} images x {summary.ci['seeds']} seeds]",
-            format_ci(summary.ci),
-        )
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
     kinds = _kinds_summary(out)
     if kinds:
@@ -151,6 +144,11 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
             )
     table.add_row("results", str(out / "scores.jsonl"))
     console.print(table)
+    if summary.ci is not None:  # a line of its own: the label must never wrap
+        from recon_score.seeds import ci_label, format_ci
+
+        ci = summary.ci
+        click.echo(f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci_label(ci)}]: {format_ci(ci)}")
     from rich.markup import escape
 
     for row_id, error in summary.failures[:10]:

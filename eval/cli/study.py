@@ -1,5 +1,5 @@
-"""`reconscore study NAME`: the seed 004 experiments as commands, each writing its table (markdown + CSV, the
-paper's layout) and a run.json with the full configuration."""
+"""`reconscore study NAME`: the ReconScore paper's experiments as commands, each writing its table (markdown +
+CSV, the paper's layout) and a run.json with the full configuration. Tables are shaped in eval.studies."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def _finish(out: Path, tables: dict, study: str, config: dict, started: str, *, 
 
 @click.group("study")
 def command() -> None:
-    """The seed 004 experiments (Tables 3, 4, 5, 6, 7, 8, 9; Fig. 4) on your models and data."""
+    """The ReconScore paper's experiments (Tables 3-9, Fig. 4) on your models and data."""
 
 
 @command.command("models")
@@ -70,91 +70,54 @@ def command() -> None:
 @click.option(
     "--metrics", default="recon_score", show_default=True, help="Comma-separated; the first is tabled."
 )
+@click.option(
+    "--paradigms",
+    "paradigms_spec",
+    default=None,
+    help="MODEL=GROUP,... (or a .json / .csv file): group rows of the table, e.g. GeoChat=Fine-tuned,"
+    "Qwen3-VL-8B=Zero-shot.",
+)
+@click.option("--pub", "pubs", multiple=True, help="MODEL=VENUE for the Pub. column, e.g. GeoChat=CVPR24.")
 @metric_opts
 @opt.recon_seeds()
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
-def models(datasets, captions, metrics, preset, encoder, long_text, device, recon_seeds, out) -> int:
+def models(
+    datasets, captions, metrics, paradigms_spec, pubs, preset, encoder, long_text, device, recon_seeds, out
+) -> int:
     """Table 3: several captioning models on several datasets (ReconScore; other metrics in all_metrics.csv)."""
-    import pandas as pd
-
-    from eval.datasets import load_dataset
-    from eval.evaluate import evaluate_join, join_captions, read_model_captions
     from eval.metrics import parse_metric_names
-    from eval.studies.common import PAPER_NAMES, parse_pairs
+    from eval.studies.common import parse_pairs
+    from eval.studies.paradigms import parse_paradigms
+    from eval.studies.tables import evaluate_models, models_tables
     from recon_score.runtime import utc_now
 
     started, names = utc_now(), parse_metric_names(metrics)
-    ds_specs = parse_pairs(datasets, "--dataset")
-    loaded = {}
-    for label, spec in ds_specs.items():
-        parts = spec.split(":")
-        if len(parts) not in (2, 3):
-            raise click.UsageError(f"--dataset {label}={spec}: expected NAME:ROOT[:SPLIT]")
-        loaded[label] = load_dataset(parts[0], parts[1], parts[2] if len(parts) == 3 else "test")
-    runs = parse_pairs(captions, "--captions")
-    long_rows, joins, cis = [], {}, {}
+    ds_specs, runs = parse_pairs(datasets, "--dataset"), parse_pairs(captions, "--captions")
     options = _options(preset, encoder, long_text, device)
     options["recon_score"]["seeds"] = recon_seeds
-    for key, path in runs.items():
-        model, sep, label = key.partition("@")
-        if not sep or label not in loaded:
-            raise click.UsageError(
-                f"--captions {key}=...: expected MODEL@LABEL with LABEL one of {list(loaded)}"
-            )
-        join = join_captions(loaded[label], read_model_captions(Path(path)))
-        _, summary, report = evaluate_join(join, names, options=options)
-        if report.get("recon_score", {}).get("ci") is not None:
-            cis[(model, label)] = report["recon_score"]["ci"]
-        joins[key] = {
-            "unmatched": len(join.unmatched),
-            "uncaptioned": sum(r["error"] is not None for r in join.rows),
-        }
-        for m, v in summary.items():
-            long_rows.append({"model": model, "dataset": label, "metric": m, "value": v})
-    long = pd.DataFrame(long_rows)
-    first = names[0]
-    main = long[long.metric == first].pivot(index="model", columns="dataset", values="value")
-    main = main.reindex(index=list(dict.fromkeys(k.split("@")[0] for k in runs)), columns=list(loaded))
-    wide = long.assign(col=lambda d: d.dataset + " " + d.metric.map(lambda m: PAPER_NAMES.get(m, m))).pivot(
-        index="model", columns="col", values="value"
+    long, model_names, joins, cis = evaluate_models(ds_specs, runs, names, options=options)
+    paradigm_of = parse_paradigms(paradigms_spec) if paradigms_spec else None
+    tables = models_tables(
+        long,
+        model_names,
+        list(ds_specs),
+        names[0],
+        paradigm_of=paradigm_of,
+        pub=parse_pairs(pubs, "--pub"),
+        cis=cis,
     )
-    out.mkdir(parents=True, exist_ok=True)
-    tables = {
-        "table": (main, f"Table 3 layout: {PAPER_NAMES.get(first, first)} per model and dataset"),
-        "all_metrics": (wide, "All metrics (x100 except ReconScore)"),
+    config = {
+        "datasets": ds_specs,
+        "captions": runs,
+        "metrics": names,
+        "preset": preset,
+        "encoder": encoder,
+        "recon_seeds": recon_seeds,
+        "paradigms": paradigm_of,
+        "pub": parse_pairs(pubs, "--pub"),
     }
-    if cis:
-        from recon_score.seeds import format_ci
-
-        ci_df = pd.DataFrame(
-            {
-                lab: {m: format_ci(cis[(m, lab)]) if (m, lab) in cis else "–" for m in main.index}
-                for lab in loaded
-            }
-        ).reindex(index=main.index)
-        ci_df.index.name = "model"
-        k = next(iter(cis.values()))["seeds"]
-        tables["recon_score_ci"] = (
-            ci_df,
-            f"ReconScore mean [95% bootstrap CI over images x {k} seed(s)] per model and dataset",
-        )
-    return _finish(
-        out,
-        tables,
-        "models",
-        {
-            "datasets": ds_specs,
-            "captions": runs,
-            "metrics": names,
-            "preset": preset,
-            "encoder": encoder,
-            "recon_seeds": recon_seeds,
-        },
-        started,
-        note=_note(preset),
-        joins=joins,
-        recon_score_ci={f"{m}@{lab}": ci for (m, lab), ci in cis.items()},
-    )
+    ci = {f"{m}@{lab}": v for (m, lab), v in cis.items()}
+    return _finish(out, tables, "models", config, started, note=_note(preset), joins=joins, recon_score_ci=ci)
 
 
 @command.command("n-sweep")
@@ -172,23 +135,14 @@ def n_sweep(runs, ns, out) -> int:
     image (the first N samples; no resampling). Held-out scores for every N need `describe --eval-candidates
     all`."""
     from eval.studies.common import parse_pairs
-    from eval.studies.tables import n_sweep_table
+    from eval.studies.tables import n_sweep_curve, n_sweep_table
     from recon_score.runtime import utc_now
 
     started = utc_now()
     labels = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
     n_values = tuple(int(x) for x in ns.split(","))
     held, insample, counts, lacking = n_sweep_table(labels, n_values)
-    curve = {
-        "x": list(n_values),
-        "xlabel": "candidates N",
-        "ylabel": "selected score",
-        "title": "N-sweep",
-        "series": {
-            **{f"{c} held-out": [float(v) for v in held[c]] for c in held.columns if c != "Total"},
-            **{f"{c} in-sample": [float(v) for v in insample[c]] for c in insample.columns if c != "Total"},
-        },
-    }
+    curve = n_sweep_curve(held, insample)
     for label, miss in lacking.items():
         if any(miss):
             click.echo(
@@ -241,10 +195,36 @@ def n_sweep(runs, ns, out) -> int:
     help="JSONL {image_id, index}: the candidate humans chose; adds the preference rate (Table 7).",
 )
 @opt.images_root("the describe run's")
+@click.option(
+    "--selection-seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="T2I seed ReconScore selects by when the run was selected by another metric (never the evaluation "
+    "seed: its picks are rated on independent renders).",
+)
+@click.option(
+    "--eval-seed",
+    type=int,
+    default=None,
+    help="T2I seed of the recon_score evaluation column [default: the preset's]; refused when it is one of "
+    "the run's selection seeds.",
+)
 @metric_opts
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
 def selection(
-    run_dir, selectors, metrics, human, images_root, preset, encoder, long_text, device, out
+    run_dir,
+    selectors,
+    metrics,
+    human,
+    images_root,
+    selection_seed,
+    eval_seed,
+    preset,
+    encoder,
+    long_text,
+    device,
+    out,
 ) -> int:
     """Table 7: what each selection metric picks from the same pool, and how often humans agree."""
     from eval.metrics import parse_metric_names
@@ -253,30 +233,35 @@ def selection(
 
     started = utc_now()
     sel, names = parse_metric_names(selectors), parse_metric_names(metrics)
-    df, info = selection_table(
+    options = _options(preset, encoder, long_text, device)
+    if eval_seed is not None:
+        options["recon_score"]["overrides"] = {"seed": eval_seed}
+    ratings, preference, info = selection_table(
         run_dir,
         sel,
         names,
-        options=_options(preset, encoder, long_text, device),
+        options=options,
         human=human,
         images_root=images_root,
+        selection_seed=selection_seed,
     )
-    return _finish(
-        out,
-        {"table": (df, "Table 7 layout: selection metric -> rating of its picks")},
-        "selection",
-        {
-            "run": str(run_dir),
-            "selectors": sel,
-            "metrics": names,
-            "human": str(human) if human else None,
-            "preset": preset,
-            "encoder": encoder,
-        },
-        started,
-        note=_note(preset),
-        details=info,
-    )
+    tables = {"ratings": (ratings, "Selection metric -> rating of its picks (x100 except ReconScore)")}
+    if preference is not None:
+        tables = {
+            "table": (preference, "Table 7 layout: human preference rate of each selection metric"),
+            **tables,
+        }
+    config = {
+        "run": str(run_dir),
+        "selectors": sel,
+        "metrics": names,
+        "human": str(human) if human else None,
+        "preset": preset,
+        "encoder": encoder,
+        "selection_seed": selection_seed,
+        "eval_seed": eval_seed,
+    }
+    return _finish(out, tables, "selection", config, started, note=_note(preset), details=info)
 
 
 @command.command("encoders")
@@ -337,21 +322,12 @@ def encoders(runs, encoders, device, out) -> int:
 @opt.device()
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
 def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
-    """Table 9: several T2I presets on the same captions: token limit, seconds per image, ReconScore."""
-    from eval.studies.robustness import t2i_table
-    from recon_score.errors import InputError
-    from recon_score.images import load_image
-    from recon_score.inputs import read_caption_rows
+    """Table 9: several T2I presets on the same captions: token limit, render seconds per image, ReconScore."""
+    from eval.studies.robustness import read_pairs, t2i_table
     from recon_score.runtime import utc_now
 
     started = utc_now()
-    rows = [r for r in read_caption_rows(captions, root=images_root) if r.error is None][:limit]
-    pairs = []
-    for r in rows:
-        try:
-            pairs.append((load_image(r.image_path, name=r.image), r.caption))
-        except InputError as err:
-            pairs.append((err, r.caption))
+    pairs = read_pairs(captions, images_root, limit)
     names = [p.strip() for p in presets.split(",") if p.strip()]
     df, configs = t2i_table(names, pairs, device=device, batch_size=batch_size)
     notes = {_note(n) for n in names} - {None}
@@ -499,7 +475,7 @@ def length(generated, references, images_root, metrics, preset, encoder, long_te
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
 def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device, out) -> int:
     """Table 6: zero-shot vs fine-tuned models: human wins, preference share and mean ReconScore per paradigm."""
-    from eval.studies.paradigms import paradigms_table, parse_paradigms, read_score_run
+    from eval.studies.paradigms import paradigms_table, parse_paradigms, read_score_run, score_candidates
     from preference_data.ranking import load_ranking
     from recon_score.runtime import utc_now
 
@@ -509,17 +485,7 @@ def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device, o
     if score_run is not None:
         recon = read_score_run(score_run)
     elif images_root is not None:
-        from eval.metrics import CaptionBatch, compute_metrics
-
-        distinct = table.drop_duplicates(["image", "candidate"])
-        batch = CaptionBatch(
-            list(distinct["candidate"]),
-            [[] for _ in range(len(distinct))],
-            [images_root / i for i in distinct["image"]],
-        )
-        opts = {"recon_score": {"preset": preset, "device": device}}
-        scored, _ = compute_metrics(["recon_score"], batch, options=opts)
-        recon = dict(zip(zip(distinct["image"], distinct["candidate"]), scored["recon_score"].tolist()))
+        recon = score_candidates(table, images_root, preset=preset, device=device)
     else:
         raise click.UsageError("give --scores RUN_DIR or --images ROOT (to score the candidates)")
     df, info = paradigms_table(table, mapping, recon)

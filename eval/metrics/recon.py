@@ -1,7 +1,9 @@
-"""ReconScore as a caption metric: the project's `ReconScorer` (seed 004: reconstruct the caption with a T2I
+"""ReconScore as a caption metric: the project's `ReconScorer` (the ReconScore paper: reconstruct the caption with a T2I
 model, compare with the image; 100 * (1 + cos) / 2), one seed per image so candidates differ only by their text."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -14,7 +16,7 @@ from eval.metrics.registry import register_metric
     higher_is_better=True,
     needs_references=False,
     needs_images=True,
-    description="ReconScore (seed 004): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
+    description="ReconScore (the ReconScore paper): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
     value_range="[0, 100]",
     backend="recon_score.ReconScorer (preset: paper by default)",
     options=("preset", "device", "batch_size", "overrides", "scorer", "seeds"),
@@ -32,7 +34,7 @@ class ReconScoreMetric(Metric):
     ):
         """`scorer`: an existing ReconScorer to reuse (its models stay loaded); otherwise built from `preset`.
         `seeds`: K renders per caption (recon_score.seeds); the value is the mean over them, and `info["ci"]`
-        the bootstrap CI of the mean over rows and seeds."""
+        the cluster bootstrap CI of the mean over distinct images and seeds (recon_score.seeds.recon_score_ci)."""
         self.preset, self.device, self.batch_size, self.overrides = preset, device, batch_size, overrides
         self.seeds = seeds
         self._scorer = scorer
@@ -60,10 +62,10 @@ class ReconScoreMetric(Metric):
                 index[key] = len(pairs)
                 pairs.append((img, cap))
             inverse[i] = index[key]
-        from recon_score.seeds import bootstrap_ci, derive_seeds, score_with_seeds
+        from recon_score.seeds import derive_seeds, recon_score_ci
 
         seeds = derive_seeds(self.scorer.preset.seed, self.seeds)
-        results = score_with_seeds(self.scorer, pairs, seeds) if pairs else []
+        results = self.scorer.score_seeds(pairs, seeds) if pairs else []
         values = np.full(len(batch), np.nan)
         cosine: list[float | None] = [None] * len(batch)
         truncated = [False] * len(batch)
@@ -86,16 +88,21 @@ class ReconScoreMetric(Metric):
             "failed_rows": sum(e is not None for e in errors),
             "seeds": seeds,
         }
-        per_seed = [
-            results[k].per_seed if len(seeds) > 1 else [results[k].recon_score]
-            for i, k in enumerate(inverse)
-            if k >= 0 and errors[i] is None and not np.isnan(values[i])
+        scored = [
+            i for i, k in enumerate(inverse) if k >= 0 and errors[i] is None and not np.isnan(values[i])
         ]
-        if per_seed:
-            info["ci"] = bootstrap_ci(np.asarray(per_seed))
+        if scored:
+            per_seed = [results[inverse[i]].per_seed or [results[inverse[i]].recon_score] for i in scored]
+            info["ci"] = recon_score_ci(np.asarray(per_seed), [_image_key(batch, loaded, i) for i in scored])
         return MetricOutput(values, extra=extra, info=info)
 
     def config(self) -> dict:
         from recon_score.seeds import derive_seeds
 
         return {**self.scorer.config(), "seeds": derive_seeds(self.scorer.preset.seed, self.seeds)}
+
+
+def _image_key(batch: CaptionBatch, loaded: list, i: int):
+    """Which image row i shows, for the CI's clusters: its path, else the loaded image object."""
+    src = batch.images[i] if batch.images is not None else None
+    return str(src) if isinstance(src, (str, os.PathLike)) else id(loaded[i])

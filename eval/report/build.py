@@ -63,6 +63,8 @@ class Entry:
     selected: bool = False
     rank: int | None = None
     badges: list[str] = field(default_factory=list)  # "best", "reference", "distractor", "positive"
+    recon_label: str | None = None  # what `recon` is, when an entry shows more than one render
+    held_out: str | None = None  # img src of the independent evaluation render (describe's selected caption)
 
 
 @dataclass
@@ -99,6 +101,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     cards: list[Card] = field(default_factory=list)
+    headline: list[tuple[str, str]] = field(default_factory=list)  # the run's result, first on the page
 
 
 def _fmt(v, digits: int = 2) -> str:
@@ -257,11 +260,44 @@ def _caption_kinds(run: dict) -> dict[str, str]:
     }
 
 
+def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
+    """What the run found, before any detail: the mean (with its CI for --seeds runs) and, for captions with a
+    kind, references vs distractors and the share of images where every reference beats every distractor."""
+    from recon_score.sanity import references_vs_distractors
+    from recon_score.seeds import ci_label, format_ci
+
+    out = []
+    ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
+    if ok:
+        out.append(("Mean ReconScore", f"{sum(ok) / len(ok):.2f} over {len(ok)} captions"))
+    ci = (run.get("seed_noise") or {}).get("recon_score_ci")
+    if ci:
+        out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", format_ci(ci)))
+    kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
+    if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
+        out.append(
+            ("References vs distractors", f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}")
+        )
+    if kinds and kinds.get("images"):
+        share = kinds["share_all_references_above_distractors"]
+        out.append(
+            (
+                "Every reference above every distractor",
+                f"{kinds['images_all_references_above_distractors']}/{kinds['images']} images ({100 * share:.0f}%)",
+            )
+        )
+    return out
+
+
 def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
     rows = _read_jsonl(d / "scores.jsonl")
+    kinds = _caption_kinds(run)
+    for r in rows:
+        r.setdefault("kind", kinds.get(str(r.get("id"))))
     sec = Section("score", str(d), f"ReconScore — {d.name}", _meta(run), smoke_note(run))
+    sec.headline = _score_headline(run, rows)
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
     if ok:
         sec.figures.append(
@@ -280,29 +316,29 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             )
         )
     root = _root(run)
-    kinds = _caption_kinds(run)
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(str(r.get("image")), []).append(r)
-    for image, items in groups.items():
+    for image, items in sorted(groups.items(), key=lambda kv: -_best(kv[1])):  # best-scored images first
         src, err = store.src(root, image)
         scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
         best = max(scored) if len(scored) > 1 else None
         entries = []
-        for r in items:
+        for r in sorted(
+            items, key=lambda r: -(r.get("recon_score") if r.get("recon_score") is not None else -1)
+        ):
             rsrc, rerr = (
                 store.src(d.resolve(), r["reconstruction"]) if r.get("reconstruction") else (None, None)
             )
-            kind = r.get("kind") or kinds.get(str(r.get("id")))
             badges = (["best"] if best is not None and r.get("recon_score") == best else []) + (
-                [str(kind)] if kind in ("reference", "distractor") else []
+                [str(r["kind"])] if r.get("kind") in ("reference", "distractor") else []
             )
             entries.append(
                 Entry(
                     r.get("caption"),
                     [("ReconScore", _fmt(r.get("recon_score"))), ("cos", _fmt(r.get("cosine"), 4))],
                     rsrc,
-                    r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
+                    error=r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
                     badges=badges,
                 )
             )
@@ -310,22 +346,35 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     return sec
 
 
+def _best(items: list[dict]) -> float:
+    scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
+    return max(scored) if scored else -1.0
+
+
 def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
-    from describer.selection import candidate_columns
+    """Candidate cards name each score for what it measures: `selection_score` is the render (or metric) that
+    chose, `recon_score` the independent evaluation render, shown beside it for the selected caption."""
     from eval.report import plots
 
     caps = _read_jsonl(d / "captions.jsonl")
-    cands = [candidate_columns(c, run) for c in _read_jsonl(d / "candidates.jsonl")]
+    cands = _read_jsonl(d / "candidates.jsonl")
     metric = (run.get("selection") or {}).get("metric", "score")
+    sel_label = "selection_score" if metric == "recon_score" else f"selection_score ({metric})"
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
-    for key, what, unit in (
-        ("recon_score", "held-out ReconScore", "recon_score"),
-        ("selection_score", f"in-sample {metric}", metric),
+    held = [c["recon_score"] for c in caps if c.get("recon_score") is not None]
+    chosen = [c["selection_score"] for c in caps if c.get("selection_score") is not None]
+    if held:
+        sec.headline.append(("recon_score (held-out render, mean)", f"{sum(held) / len(held):.2f}"))
+    if chosen:
+        sec.headline.append(
+            (f"{sel_label} (the render that chose, mean)", f"{sum(chosen) / len(chosen):.2f}")
+        )
+    for key, what, values in (
+        ("recon_score", "recon_score of the selected captions (held-out render)", held),
+        ("selection_score", f"{sel_label} of the selected captions (the render that chose)", chosen),
     ):
-        sel = [c[key] for c in caps if c.get(key) is not None]
-        if sel:
-            title = f"selected caption: {what}"
-            sec.figures.append(Figure(title, _png_src(plots.histogram(sel, title=title, xlabel=unit))))
+        if values:
+            sec.figures.append(Figure(what, _png_src(plots.histogram(values, title=what, xlabel=key))))
     root = _root(run)
     by_image: dict[str, list[dict]] = {}
     for c in cands:
@@ -336,15 +385,23 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
             by_image.get(str(cap["image_id"]), []),
             key=lambda c: (c.get("selection_score") is None, -(c.get("selection_score") or 0.0), c["index"]),
         )
+        eval_src = (
+            store.src(d.resolve(), cap["eval_reconstruction"])[0] if cap.get("eval_reconstruction") else None
+        )
         entries = []
         for rank, c in enumerate(ranked, start=1):
             rsrc = store.src(d.resolve(), c["reconstruction"])[0] if c.get("reconstruction") else None
+            scores = [(sel_label, _fmt(c.get("selection_score")))]
+            if c.get("recon_score") is not None or (c.get("selected") and cap.get("recon_score") is not None):
+                scores.append(("recon_score", _fmt(c.get("recon_score", cap.get("recon_score")))))
             entries.append(
                 Entry(
                     c.get("caption"),
-                    [(metric, _fmt(c.get("selection_score"))), ("#", str(c["index"]))],
+                    [*scores, ("#", str(c["index"]))],
                     rsrc,
-                    c.get("error"),
+                    recon_label="selection render" if rsrc else None,
+                    held_out=eval_src if c.get("selected") else None,
+                    error=c.get("error"),
                     selected=bool(c.get("selected")),
                     rank=rank,
                     badges=["selected"] if c.get("selected") else [],

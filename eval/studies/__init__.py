@@ -1,1 +1,1 @@
-"""The seed 004 studies (eval.cli.study): tables in the paper's layout from runs and generated sets."""
+"""The ReconScore paper's studies (eval.cli.study): tables in the paper's layout from runs and generated sets."""

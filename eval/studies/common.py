@@ -88,3 +88,35 @@ def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
             raise ValueError(f"{what}: label {label!r} given twice")
         out[label] = value
     return out
+
+
+def selection_seeds(run: dict) -> list[int]:
+    """The T2I seeds a describe run rendered its candidates with to *select* (run.json `selection`); empty for a
+    run selected by a deterministic metric (no selection render)."""
+    return [int(s) for s in (run.get("selection") or {}).get("selection_seeds") or []]
+
+
+def recon_eval_seeds(options: dict) -> list[int]:
+    """The seeds the study's `recon_score` metric renders with (its preset's seed, then derive_seeds for K)."""
+    from recon_score.presets import get_preset
+    from recon_score.seeds import derive_seeds
+
+    recon = options.get("recon_score") or {}
+    preset = recon.get("preset", "paper")
+    p = get_preset(preset) if isinstance(preset, str) else preset
+    seed = (recon.get("overrides") or {}).get("seed", p.seed)
+    return derive_seeds(int(seed), int(recon.get("seeds") or 1))
+
+
+def refuse_selection_seeds(run: dict, seeds: list[int], where: str) -> None:
+    """A study's evaluation render must be independent of the render that selected: refuse seeds the run
+    selected with (the score would be an in-sample maximum, not an evaluation)."""
+    from recon_score.errors import ReconScoreError
+
+    shared = sorted(set(seeds) & set(selection_seeds(run)))
+    if shared:
+        raise ReconScoreError(
+            f"{where}: evaluation seed(s) {shared} are the run's selection seeds {selection_seeds(run)} "
+            "(run.json `selection.selection_seeds`); a ReconScore rendered with them is the in-sample maximum "
+            "that chose the caption. Evaluate with another seed (--eval-seed)"
+        )

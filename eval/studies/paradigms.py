@@ -1,4 +1,4 @@
-"""Table 6 (seed 004): human preference of zero-shot vs fine-tuned captioning models.
+"""Table 6 (the ReconScore paper): human preference of zero-shot vs fine-tuned captioning models.
 
 From a ranking file (preference_data.ranking: per image and rater, candidates with their rank and `model`) and a
 model -> paradigm map:
@@ -112,3 +112,21 @@ def read_score_run(run_dir: Path) -> dict[tuple[str, str], float]:
         for r in read_jsonl(path)
         if r.get("recon_score") is not None and isinstance(r.get("caption"), str)
     }
+
+
+def score_candidates(
+    ranking: pd.DataFrame, images_root: Path, *, preset: str, device: str | None
+) -> dict[tuple[str, str], float]:
+    """ReconScore by (image, candidate) of the ranking's distinct candidates, scored now (no score run given)."""
+    from eval.metrics import CaptionBatch, compute_metrics
+
+    distinct = ranking.drop_duplicates(["image", "candidate"])
+    batch = CaptionBatch(
+        list(distinct["candidate"]),
+        [[] for _ in range(len(distinct))],
+        [images_root / i for i in distinct["image"]],
+    )
+    scored, _ = compute_metrics(
+        ["recon_score"], batch, options={"recon_score": {"preset": preset, "device": device}}
+    )
+    return dict(zip(zip(distinct["image"], distinct["candidate"]), scored["recon_score"].tolist()))

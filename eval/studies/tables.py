@@ -1,6 +1,7 @@
-"""The seed 004 studies as functions over runs: each returns pandas tables in the paper's layout.
+"""The ReconScore paper's studies as functions over runs: each returns pandas tables in the paper's layout.
 
-- models_table      Table 3: ReconScore (and any metric) of several captioning models on several datasets;
+- models_tables     Table 3: ReconScore (and any metric) of several captioning models on several datasets
+                    (evaluate_models runs them), grouped by paradigm with a Pub. column;
 - n_sweep_table     Table 8: RemoteDescriber's selected score for N in {1, 2, 4, 6, 8, 10} from ONE pool of
                     candidates per image (the first N of the same samples: no resampling per N);
 - selection_table   Table 7: the candidate each selection metric picks from the same pool, how every metric
@@ -43,14 +44,22 @@ def _run_json(run_dir: Path) -> dict:
 
 
 def candidate_pool(describe_run: Path) -> dict[str, list[dict]]:
-    """{image_id: candidates in sampling order} of a describe run, under today's columns (`selection_score`;
-    older runs included: describer.selection.candidate_columns)."""
-    from describer.selection import candidate_columns
+    """{image_id: candidates in sampling order} of a describe run; the run's held-out evaluation is checked to
+    be independent of its selection (run.json's seeds)."""
+    from eval.studies.common import refuse_selection_seeds
 
     run = _run_json(describe_run)
+    if run.get("command") != "describe":
+        raise ReconScoreError(f"{describe_run}: not a `reconscore describe` run (run.json command)")
+    eval_seed = (run.get("selection") or {}).get("eval_seed")
+    if eval_seed is not None:
+        refuse_selection_seeds(run, [int(eval_seed)], str(describe_run))
     pool: dict[str, list[dict]] = {}
-    for c in _read_jsonl(describe_run / "candidates.jsonl"):
-        c = candidate_columns(c, run)
+    for lineno, c in enumerate(_read_jsonl(describe_run / "candidates.jsonl"), 1):
+        if "selection_score" not in c and not c.get("error"):
+            raise ReconScoreError(
+                f"{describe_run / 'candidates.jsonl'}:{lineno}: no `selection_score` column"
+            )
         pool.setdefault(str(c["image_id"]), []).append(c)
     for cands in pool.values():
         cands.sort(key=lambda c: c["index"])
@@ -122,15 +131,19 @@ def selection_table(
     options: dict,
     human: Path | None = None,
     images_root: Path | None = None,
-) -> tuple[pd.DataFrame, dict]:
-    """Rows = selection metrics; columns = each evaluation metric over the picks (paper scale): the corpus value
-    where pycocoevalcap reports one (BLEU, METEOR; as `reconscore evaluate`), else the mean; plus the preference
-    rate (share of images where the pick is the human's choice) when a human file is given.
+    selection_seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame | None, dict]:
+    """(ratings, preference, info). Ratings: rows = selection metrics; columns = each evaluation metric over the
+    picks (paper scale): the corpus value where pycocoevalcap reports one (BLEU, METEOR; as `reconscore
+    evaluate`), else the mean. Preference (Table 7's layout, with a human choice file): one "Preference Rate"
+    row, one column per selection metric: the share of images where the pick is the human's choice.
 
-    The run's own selection metric picks by the pool's `selection_score` (what `describe` picked); every
-    evaluation column rates the picks with the metric itself — for ReconScore the held-out render, never the
-    in-sample maximum that selected them."""
-    from eval.metrics import CaptionBatch, build_metric, compute_metrics, get_metric_info
+    ReconScore is never rated on the renders that picked: the run's own selection metric picks by the pool's
+    `selection_score` (what `describe` picked), and ReconScore as another selector picks by a render with
+    `selection_seed`; the `recon_score` column is an evaluation render whose seeds must differ from both (the
+    run's selection seeds are read from run.json; a clash is refused)."""
+    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
+    from eval.studies.common import recon_eval_seeds, refuse_selection_seeds
 
     run = _run_json(describe_run)
     pool = candidate_pool(describe_run)
@@ -145,60 +158,110 @@ def selection_table(
     if need_images and root is None:
         raise ReconScoreError("image metrics need the images: pass --images ROOT")
     images = [root / caps[i]["image"] for i, _ in flat] if need_images else None
-    own = (run.get("selection") or {}).get("metric") or ""
+    own = (run.get("selection") or {}).get("metric")
     if own not in selectors or not all(c.get("selection_score") is not None for _, c in flat):
         own = None  # the run's selection value is absent: its metric is computed like any other
-    all_names = list(dict.fromkeys([*(s for s in selectors if s != own), *metrics]))
-    have = {m for m in all_names if all(m in c for _, c in flat)}  # e.g. recon_score, already in the run
-    compute = [m for m in all_names if m not in have]
+    eval_seeds = recon_eval_seeds(options)
+    have = {m for m in metrics if all(m in c for _, c in flat)}  # e.g. recon_score, held out by the run
+    if eval_seeds != [(run.get("selection") or {}).get("eval_seed")]:
+        have.discard("recon_score")  # the run's held-out render used another seed than the one asked for
+    compute = [m for m in dict.fromkeys([*(s for s in selectors if s not in (own, "recon_score")), *metrics])]
+    compute = [m for m in compute if m not in have]
+    if "recon_score" in compute:
+        refuse_selection_seeds(run, eval_seeds, f"study selection on {describe_run}")
     table = pd.DataFrame(index=range(len(flat)))
+    batch = CaptionBatch([c["caption"] for _, c in flat], refs, images)
     corpus_level: list[str] = []
     if compute:
-        computed, report = compute_metrics(
-            compute, CaptionBatch([c["caption"] for _, c in flat], refs, images), options=options
-        )
+        computed, report = compute_metrics(compute, batch, options=options)
         for m in compute:
             table[m] = computed[m].to_numpy()
         corpus_level = [m for m in metrics if "corpus" in report.get(m, {})]
-    shared = {m: build_metric(m, **options.get(m, {})) for m in corpus_level}  # one METEOR JVM for all rows
     for m in have:
         table[m] = [c[m] for _, c in flat]
-    by = {s: table[s] for s in selectors if s != own}
+    by = {s: table[s] for s in selectors if s not in (own, "recon_score")}
     if own is not None:
         by[own] = pd.Series([c["selection_score"] for _, c in flat])
-    human_pick = _read_human(human) if human else None
-    rows, agreement = {}, {}
+    if "recon_score" in selectors and own != "recon_score":
+        by["recon_score"] = _recon_selection_column(batch, options, selection_seed, eval_seeds)
+    picks = {sel: _picks(flat, by[sel]) for sel in selectors}
+    ratings = _rate_picks(flat, refs, picks, metrics, table, corpus_level, options)
+    preference, agreement = _preference(flat, picks, _read_human(human)) if human else (None, {})
+    info = {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
+    info["selected_by_the_run"] = own  # this selector used the run's selection_score
+    info["corpus_level"] = corpus_level
+    info["recon_score_eval_seeds"] = (
+        eval_seeds if "recon_score" in metrics and "recon_score" not in have else None
+    )
+    if "recon_score" in by and own != "recon_score":
+        info["recon_score_selection_seed"] = selection_seed
+    return ratings, preference, info
+
+
+def _preference(flat: list, picks: dict, human_pick: dict[str, int]) -> tuple[pd.DataFrame, dict]:
+    """Table 7's layout: one "Preference Rate (%)" row, one column per selector (the share of judged images
+    where its pick is the human's choice), and the counts behind each rate."""
+    rates, agreement = {}, {}
+    for sel, chosen in picks.items():
+        judged = [img for img in chosen if img in human_pick]
+        hits = sum(flat[chosen[img]][1]["index"] == human_pick[img] for img in judged)
+        rates[PAPER_NAMES.get(sel, sel)] = 100.0 * hits / len(judged) if judged else math.nan
+        agreement[sel] = {"judged_images": len(judged), "agreements": hits}
+    table = pd.DataFrame([rates], index=pd.Index(["Preference Rate (%)"], name="Selection Metric"))
+    return table, agreement
+
+
+def _recon_selection_column(batch, options: dict, seed: int, eval_seeds: list[int]) -> pd.Series:
+    """ReconScore of every candidate rendered with the selection seed: what ReconScore picks by when the run
+    was selected by another metric (never the evaluation render, which would rate its own maximum)."""
+    from eval.metrics import compute_metrics
+
+    if seed in eval_seeds:
+        raise ReconScoreError(
+            f"--selection-seed {seed} is an evaluation seed of the recon_score column ({eval_seeds}): the "
+            "ReconScore picks would be rated on the renders that picked them; choose another selection seed"
+        )
+    recon = dict(options.get("recon_score") or {})
+    recon.update(seeds=1, overrides={**(recon.get("overrides") or {}), "seed": seed})
+    computed, _ = compute_metrics(["recon_score"], batch, options={**options, "recon_score": recon})
+    return pd.Series(computed["recon_score"].to_numpy())
+
+
+def _picks(flat: list, values: pd.Series) -> dict[str, int]:
+    """{image: row of flat} of the argmax (ties: the first candidate) of `values` per image."""
+    picks: dict[str, int] = {}
+    for k, (img, _) in enumerate(flat):
+        v = values.iloc[k]
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue
+        if img not in picks or v > values.iloc[picks[img]]:
+            picks[img] = k
+    return picks
+
+
+def _rate_picks(flat, refs, picks: dict, metrics, table, corpus_level, options) -> pd.DataFrame:
+    """Rows = selectors, columns = evaluation metrics over each selector's picks (paper scale)."""
+    from eval.metrics import CaptionBatch, build_metric, compute_metrics
+
+    shared = {m: build_metric(m, **options.get(m, {})) for m in corpus_level}  # one METEOR JVM for all rows
+    rows = {}
     try:
-        for sel in selectors:
-            picks: dict[str, int] = {}
-            for k, (img, _) in enumerate(flat):
-                v = by[sel].iloc[k]
-                if v is None or (isinstance(v, float) and math.isnan(v)):
-                    continue
-                if img not in picks or v > by[sel].iloc[picks[img]]:
-                    picks[img] = k
-            chosen = list(picks.values())
+        for sel, chosen_by_image in picks.items():
+            chosen = list(chosen_by_image.values())
             values = {m: float(np.nanmean([table[m].iloc[k] for k in chosen])) for m in metrics}
             if corpus_level and chosen:
                 batch = CaptionBatch([flat[k][1]["caption"] for k in chosen], [refs[k] for k in chosen])
                 _, rep = compute_metrics(corpus_level, batch, metrics=shared)
                 values.update({m: rep[m].get("corpus", math.nan) for m in corpus_level})
-            row = {PAPER_NAMES.get(m, m): v * paper_scale(m) for m, v in values.items()}
-            if human_pick is not None:
-                judged = [img for img in picks if img in human_pick]
-                hits = sum(flat[picks[img]][1]["index"] == human_pick[img] for img in judged)
-                row["Preference rate (%)"] = 100.0 * hits / len(judged) if judged else math.nan
-                agreement[sel] = {"judged_images": len(judged), "agreements": hits}
-            rows[PAPER_NAMES.get(sel, sel)] = row
+            rows[PAPER_NAMES.get(sel, sel)] = {
+                PAPER_NAMES.get(m, m): v * paper_scale(m) for m, v in values.items()
+            }
     finally:
         for metric in shared.values():
             metric.close()
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "Selection metric"
-    info = {"images": len(ids), "candidates": len(flat), "precomputed": sorted(have), "human": agreement}
-    info["selected_by_the_run"] = own  # this selector used the run's selection_score
-    info["corpus_level"] = corpus_level
-    return df, info
+    return df
 
 
 def _read_human(path: Path) -> dict[str, int]:
@@ -233,10 +296,9 @@ def encoders_table(
     Originals are read with the score run's --bands, as the run read them."""
     from scipy.stats import kendalltau
 
-    from recon_score.encoders import build_encoder
     from recon_score.errors import ImageLoadError
     from recon_score.images import load_image
-    from recon_score.scorer import recon_score_from_cosine, recon_score_from_distance
+    from recon_score.scorer import ReconScorer
 
     pairs: dict[str, tuple[list, list]] = {}
     skipped: list[dict] = []
@@ -263,14 +325,15 @@ def encoders_table(
         pairs[name] = (orig, recon)
     scores = {}
     for spec in encoders:
-        enc = build_encoder(spec, device=device)
+        scorer = ReconScorer.from_preset("paper", overrides={"encoder": spec}, device=device)
         col = {}
         for name, (orig, recon) in pairs.items():
-            d = enc.pair_distance(orig, recon).numpy()
-            if enc.kind == "embedding":
-                col[name] = float(np.mean([recon_score_from_cosine(1.0 - x) for x in d]))
-            else:
-                col[name] = float(np.mean([recon_score_from_distance(x) for x in d]))
+            results = scorer.compare(orig, recon)
+            bad = next((r.error for r in results if not r.ok), None)
+            if bad is not None:
+                raise ReconScoreError(f"encoder {spec} on system {name}: {bad}")
+            col[name] = float(np.mean([r.recon_score for r in results]))
+        scorer.unload()
         scores[spec] = col
     table = pd.DataFrame(scores)
     table.index.name = "system"
@@ -284,3 +347,117 @@ def encoders_table(
             tau.loc[a, b] = float(t)
     tau.index.name = "encoder"
     return table, tau, skipped
+
+
+# --- Table 3 ------------------------------------------------------------------------------------------------
+
+
+def parse_dataset_spec(label: str, spec: str) -> tuple[str, str, str]:
+    """`NAME:ROOT[:SPLIT]` -> (name, root, split); split defaults to test."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise ReconScoreError(f"--dataset {label}={spec}: expected NAME:ROOT[:SPLIT]")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else "test"
+
+
+def split_model_key(key: str, datasets: list[str]) -> tuple[str, str]:
+    """`MODEL@LABEL` -> (model, dataset label)."""
+    model, sep, label = key.partition("@")
+    if not sep or label not in datasets:
+        raise ReconScoreError(f"--captions {key}=...: expected MODEL@LABEL with LABEL one of {datasets}")
+    return model, label
+
+
+def models_tables(
+    long: pd.DataFrame,
+    models: list[str],
+    datasets: list[str],
+    metric: str,
+    *,
+    paradigm_of: dict[str, str] | None = None,
+    pub: dict[str, str] | None = None,
+    cis: dict[tuple[str, str], dict] | None = None,
+) -> dict[str, tuple[pd.DataFrame, str]]:
+    """Table 3 from long rows (model, dataset, metric, value): {file name: (table, title)}.
+
+    `table`: the paper's layout: Method | Pub. | one column per dataset, the models grouped under one label row
+    per paradigm (e.g. "Fine-tuned", "Zero-shot"; models without one last, ungrouped); `all_metrics`: every
+    metric per model and dataset; `recon_score_ci` with K-seed CIs."""
+    from recon_score.seeds import ci_label, format_ci
+
+    main = long[long.metric == metric].pivot(index="model", columns="dataset", values="value")
+    main = main.reindex(index=models, columns=datasets)
+    paradigm_of, pub = paradigm_of or {}, pub or {}
+    unknown = sorted(set(paradigm_of) - set(models)) + sorted(set(pub) - set(models))
+    if unknown:
+        raise ReconScoreError(f"--paradigms/--pub name models without captions: {', '.join(unknown)}")
+    groups = list(dict.fromkeys(paradigm_of[m] for m in models if m in paradigm_of))
+    rows: list[tuple[str, dict]] = []
+    for group in [*groups, None]:
+        members = [m for m in models if paradigm_of.get(m) == group]
+        if group is not None and members:
+            rows.append((group, {"Pub.": "", **dict.fromkeys(datasets, "")}))
+        rows += [(m, {"Pub.": pub.get(m, "-"), **main.loc[m].to_dict()}) for m in members]
+    table = pd.DataFrame([r for _, r in rows], index=pd.Index([n for n, _ in rows], name="Method"))
+    wide = long.assign(col=lambda d: d.dataset + " " + d.metric.map(lambda m: PAPER_NAMES.get(m, m))).pivot(
+        index="model", columns="col", values="value"
+    )
+    name = PAPER_NAMES.get(metric, metric)
+    out = {
+        "table": (table, f"Table 3 layout: {name} per model and dataset"),
+        "all_metrics": (wide, "All metrics (x100 except ReconScore)"),
+    }
+    if cis:
+        ci_df = pd.DataFrame(
+            {
+                lab: {m: format_ci(cis[(m, lab)]) if (m, lab) in cis else "–" for m in models}
+                for lab in datasets
+            }
+        ).reindex(index=models)
+        ci_df.index.name = "model"
+        any_ci = next(iter(cis.values()))
+        out["recon_score_ci"] = (
+            ci_df,
+            f"ReconScore mean [{any_ci['level']:.0%} cluster bootstrap CI over images x {any_ci['seeds']} seed(s); "
+            f"e.g. {ci_label(any_ci)}] per model and dataset",
+        )
+    return out
+
+
+def evaluate_models(
+    datasets: dict[str, str], captions: dict[str, str], metrics: list[str], *, options: dict
+) -> tuple[pd.DataFrame, list[str], dict, dict]:
+    """Every `MODEL@LABEL=captions` file evaluated on its dataset (`LABEL=NAME:ROOT[:SPLIT]`): (long rows
+    model/dataset/metric/value, models in order, per-file join counts, {(model, label): ReconScore CI})."""
+    from eval.datasets import load_dataset
+    from eval.evaluate import evaluate_join, join_captions, read_model_captions
+
+    loaded = {label: load_dataset(*parse_dataset_spec(label, spec)) for label, spec in datasets.items()}
+    long_rows, joins, cis = [], {}, {}
+    for key, path in captions.items():
+        model, label = split_model_key(key, list(loaded))
+        join = join_captions(loaded[label], read_model_captions(Path(path)))
+        _, summary, report = evaluate_join(join, metrics, options=options)
+        if report.get("recon_score", {}).get("ci") is not None:
+            cis[(model, label)] = report["recon_score"]["ci"]
+        joins[key] = {
+            "unmatched": len(join.unmatched),
+            "uncaptioned": sum(r["error"] is not None for r in join.rows),
+        }
+        long_rows += [{"model": model, "dataset": label, "metric": m, "value": v} for m, v in summary.items()]
+    models = list(dict.fromkeys(k.split("@")[0] for k in captions))
+    return pd.DataFrame(long_rows), models, joins, cis
+
+
+def n_sweep_curve(held: pd.DataFrame, insample: pd.DataFrame) -> dict:
+    """The N-sweep as a report curve: one held-out and one in-sample series per run (Total left out)."""
+    return {
+        "x": [int(n) for n in held.index],
+        "xlabel": "candidates N",
+        "ylabel": "selected score",
+        "title": "N-sweep",
+        "series": {
+            **{f"{c} held-out": [float(v) for v in held[c]] for c in held.columns if c != "Total"},
+            **{f"{c} in-sample": [float(v) for v in insample[c]] for c in insample.columns if c != "Total"},
+        },
+    }

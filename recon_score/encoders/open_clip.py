@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from recon_score.checkpoints import load_strict, read_checkpoint
 from recon_score import synthetic
+from recon_score.checkpoints import load_strict, read_checkpoint
 from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline

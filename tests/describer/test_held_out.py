@@ -61,7 +61,7 @@ def test_selection_and_evaluation_use_different_seeds(described, sample_dir):
     scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
     for cap in caps[:2]:
         image = load_image(sample_dir / cap["image"])
-        again = scorer.score(image, cap["caption"], seeds=42)[0]
+        again = scorer.score(image, cap["caption"], seeds=42)
         assert again.recon_score == pytest.approx(cap["recon_score"], abs=1e-3)
     s = run["summary"]
     assert s["selection_score_mean"] == pytest.approx(np.mean([c["selection_score"] for c in caps]))
@@ -125,6 +125,6 @@ def test_selection_seeds_average_and_exclude_the_eval_seed(tmp_path, sample_dir)
     assert len(sel.seeds) == 3 and sel.seeds[0] == 0 and 42 not in sel.seeds
     image = load_image(sample_dir / "images" / "UCM_1.tif")
     [[row]] = sel.score_many([(image, ["a farm"], None)])
-    each = [scorer.score(image, "a farm", seeds=s)[0].recon_score for s in sel.seeds]
+    each = [scorer.score(image, "a farm", seeds=s).recon_score for s in sel.seeds]
     assert row["selection_per_seed"] == pytest.approx(each, abs=1e-3)
     assert row["score"] == pytest.approx(np.mean(each), abs=1e-3)

@@ -10,10 +10,10 @@ from scipy.stats import kendalltau
 from eval.kendall import (
     HEADLINE,
     TauVariant,
-    bootstrap_ci,
     correlate,
     flatten,
     kendall,
+    kendall_ci,
     pairwise_accuracy,
 )
 
@@ -93,20 +93,20 @@ def test_pairwise_accuracy_by_hand():
     assert math.isnan(pairwise_accuracy(flatten(table.iloc[3:4], [0.1])))
 
 
-def test_bootstrap_ci_is_seeded_and_brackets_the_estimate():
+def test_kendall_ci_is_seeded_and_brackets_the_estimate():
     rng = np.random.default_rng(1)
     images = np.repeat(np.arange(40), 5).astype(str)
     human = rng.integers(1, 5, size=200)
     metric = human + rng.normal(0, 1, size=200)
     table = _table(list(images), [f"c{i}" for i in range(200)], human)
     flat = flatten(table, metric)
-    a = bootstrap_ci(flat, "c", n_boot=200, seed=3)
-    assert a == bootstrap_ci(flat, "c", n_boot=200, seed=3)
-    assert a != bootstrap_ci(flat, "c", n_boot=200, seed=4)
+    a = kendall_ci(flat, "c", n_boot=200, seed=3)
+    assert a == kendall_ci(flat, "c", n_boot=200, seed=3)
+    assert a != kendall_ci(flat, "c", n_boot=200, seed=4)
     tau = kendall(flat.metric, flat.human, "c")
     assert a[0] < tau < a[1]
     one_image = flatten(_table(["a"] * 3, list("xyz"), [1, 2, 3]), [1, 2, 3])
-    assert all(math.isnan(v) for v in bootstrap_ci(one_image, "b", n_boot=10))
+    assert all(math.isnan(v) for v in kendall_ci(one_image, "b", n_boot=10))
 
 
 def test_headline_variants_are_the_published_ones():

@@ -254,3 +254,57 @@ def test_every_page_kind_renders_in_headless_chromium(runs, tmp_path):
         banner = np.all(np.abs(px[:500] - BANNER_RGB) <= 2, axis=-1).sum()
         assert banner > 5_000, (kind, banner)  # the yellow banner is visible near the top
         assert len(np.unique(px.reshape(-1, 3)[::5], axis=0)) > 300, kind  # plots or photos, not flat text
+
+
+def test_score_page_leads_with_the_headline_and_sorts_cards(runs, tmp_path):
+    html = _report([runs["score"]], tmp_path / "s.html")
+    rows = [json.loads(x) for x in (runs["score"] / "scores.jsonl").read_text().splitlines()]
+    head = re.search(r'<div class="headline".*?</div>\s*\n', html, re.S).group(0)
+    assert html.index('class="headline"') < html.index('class="plot"') < html.index('class="card"')
+    ref = next(r for r in rows if r.get("kind") == "reference")["recon_score"]
+    dis = next(r for r in rows if r.get("kind") == "distractor")["recon_score"]
+    assert f"{ref:.2f} vs {dis:.2f}" in head
+    assert f"{int(ref > dis)}/1 images ({100 * int(ref > dis)}%)" in head
+    titles = re.findall(r"<h3>\d+\. (images/[^<]+)</h3>", html)
+    best = {}
+    for r in rows:
+        v = r.get("recon_score")
+        best[r["image"]] = max(best.get(r["image"], -1.0), v if v is not None else -1.0)
+    assert titles == sorted(best, key=lambda k: -best[k])  # best-scored image first, the failed one last
+
+
+def test_describe_cards_show_selection_and_held_out_scores(runs, tmp_path):
+    """Each score under the name of what it measures, with the held-out reconstruction beside the selection
+    render of the chosen caption."""
+    html = _report([runs["describe"]], tmp_path / "d.html")
+    caps = [json.loads(x) for x in (runs["describe"] / "captions.jsonl").read_text().splitlines()]
+    for cap in caps:
+        card = html[html.index(f"{cap['image_id']}</h3>") :]
+        entry = card[card.index('class="entry selected"') :]
+        entry = entry[: entry.index('class="caption"')]
+        assert f"selection_score {cap['selection_score']:.2f}" in entry
+        assert f"recon_score {cap['recon_score']:.2f}" in entry
+        assert "held-out render (recon_score)" in entry and "selection render (selection_score)" in entry
+    assert "recon_score (held-out render, mean)" in html
+    assert html.count('alt="held-out render"') == len(caps)
+
+
+def test_histogram_tick_labels_never_overlap():
+    """A --seeds run's means sit in a narrow range: matplotlib's default ticks overlap there (checked), ours
+    do not."""
+    from matplotlib.ticker import AutoLocator
+
+    rng = np.random.default_rng(0)
+    for values in (
+        [98.3312 + 0.0001 * i for i in range(40)],
+        list(rng.normal(98.33, 0.004, 60)),
+        list(rng.normal(71.2345, 0.0003, 12)),
+        [10.0, 90.0],
+    ):
+        fig = plots.histogram_figure(values, title="t", xlabel="ReconScore")
+        ax = fig.axes[0]
+        assert not plots.overlapping_x_labels(fig, ax), values[:3]
+        assert len([t for t in ax.get_xticklabels() if t.get_text()]) >= 2
+    fig = plots.histogram_figure([98.3312 + 0.0001 * i for i in range(40)], title="t", xlabel="x")
+    fig.axes[0].xaxis.set_major_locator(AutoLocator())
+    assert plots.overlapping_x_labels(fig, fig.axes[0])  # the case the check exists for

@@ -97,12 +97,14 @@ def test_selection_study(pool, tmp_path):
         )
         == 0
     )
-    df = pd.read_csv(out / "table.csv", index_col=0)
+    df = pd.read_csv(out / "ratings.csv", index_col=0)
     assert list(df.index) == ["ReconScore", "BLEU-4"]
     # ReconScore picks what describe picked (by its selection render) and is rated by the held-out render
     assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["recon_score"] for c in caps]))
     assert json.loads((out / "run.json").read_text())["details"]["selected_by_the_run"] == "recon_score"
-    assert df.loc["ReconScore", "Preference rate (%)"] == 100.0  # humans chose what ReconScore chose
+    pref = pd.read_csv(out / "table.csv", index_col=0)  # the paper's Table 7 layout
+    assert list(pref.index) == ["Preference Rate (%)"] and list(pref.columns) == ["ReconScore", "BLEU-4"]
+    assert pref.loc["Preference Rate (%)", "ReconScore"] == 100.0  # humans chose what ReconScore chose
     # BLEU over the picks is corpus-level, as pycocoevalcap reports it (and as `evaluate` summarises)
     from pycocoevalcap.bleu.bleu import Bleu
 
@@ -200,6 +202,33 @@ def test_t2i_study(tmp_path, sample_dir):
     assert "meaningless" in json.loads((out / "run.json").read_text())["note"]
 
 
+def test_t2i_inference_time_is_the_render_only(monkeypatch, sample_dir):
+    """Table 9's I. T. is the T2I pipeline's time per image: a clock that advances 2 s per rendered image and
+    100 s per encoder call must give exactly 2.0."""
+    from eval.studies import robustness
+    from recon_score import scorer as scorer_module
+    from recon_score.images import load_image
+    from recon_score.render import Renderer
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(scorer_module.time, "perf_counter", lambda: clock["now"])
+    render, embed = Renderer.render, scorer_module.ReconScorer._embed
+
+    def slow_render(self, requests):
+        clock["now"] += 2.0 * len(requests)
+        return render(self, requests)
+
+    def slow_embed(self, *args, **kwargs):
+        clock["now"] += 100.0
+        return embed(self, *args, **kwargs)
+
+    monkeypatch.setattr(Renderer, "render", slow_render)
+    monkeypatch.setattr(scorer_module.ReconScorer, "_embed", slow_embed)
+    image = load_image(sample_dir / "images" / "UCM_1.tif")
+    df, _ = robustness.t2i_table(["smoke"], [(image, "a farm"), (image, "a road")], device="cpu")
+    assert df["I. T. (s)"].iloc[0] == 2.0 and list(df.columns[:3]) == ["M. T.", "I. T. (s)", "ReconScore"]
+
+
 def test_models_study(tmp_path, sample_dir):
     root = tmp_path / "ucm"
     (root / "images").mkdir(parents=True)
@@ -239,7 +268,8 @@ def test_models_study(tmp_path, sample_dir):
         == 0
     )
     df = pd.read_csv(out / "table.csv", index_col=0)
-    assert list(df.index) == ["A", "B"] and list(df.columns) == ["ucm"]
+    assert list(df.index) == ["A", "B"] and list(df.columns) == ["Pub.", "ucm"]
+    assert list(df["Pub."]) == ["-", "-"]
     ev = tmp_path / "ev"
     main(
         [
@@ -262,6 +292,32 @@ def test_models_study(tmp_path, sample_dir):
     assert df.loc["A", "ucm"] == pytest.approx(summary["ReconScore"].iloc[0])
     wide = pd.read_csv(out / "all_metrics.csv", index_col=0)
     assert wide.loc["A", "ucm BLEU-1"] == pytest.approx(summary["BLEU-1"].iloc[0])
+
+
+def test_models_table_in_the_papers_layout():
+    """Table 3: Method | Pub. | datasets, the models under a label row per paradigm (in first-seen order)."""
+    from eval.studies.tables import models_tables
+
+    long = pd.DataFrame(
+        [
+            {"model": m, "dataset": d, "metric": "recon_score", "value": v}
+            for m, vals in (("GeoChat", (74.5, 70.8)), ("Qwen3-VL-8B", (83.5, 81.0)), ("VHM", (77.8, 76.9)))
+            for d, v in zip(("sydney", "ucm"), vals)
+        ]
+    )
+    tables = models_tables(
+        long,
+        ["GeoChat", "Qwen3-VL-8B", "VHM"],
+        ["sydney", "ucm"],
+        "recon_score",
+        paradigm_of={"GeoChat": "Fine-tuned", "VHM": "Fine-tuned", "Qwen3-VL-8B": "Zero-shot"},
+        pub={"GeoChat": "CVPR24", "VHM": "AAAI25"},
+    )
+    df, title = tables["table"]
+    assert list(df.index) == ["Fine-tuned", "GeoChat", "VHM", "Zero-shot", "Qwen3-VL-8B"]
+    assert list(df.columns) == ["Pub.", "sydney", "ucm"] and title.startswith("Table 3 layout")
+    assert list(df["Pub."]) == ["", "CVPR24", "AAAI25", "", "-"]
+    assert df.loc["VHM", "ucm"] == 76.9 and df.loc["Zero-shot", "ucm"] == ""
 
 
 def _gen(path: Path, rows: list[dict]) -> Path:
@@ -374,3 +430,75 @@ def test_length_study(tmp_path, sample_dir):
     assert b["S."] > b["M."] > b["L."]  # reference overlap collapses with length
     assert b["σ"] == pytest.approx(np.std([b["S."], b["M."], b["L."]], ddof=1))
     assert str(df.loc["ReconScore", "Max Tokens"]) == "512" and df.loc["(average words)", "S."] == 7
+
+
+def _not_selected_by_recon_score(pool: Path, dest: Path) -> Path:
+    """The pool as a run selected by BLEU-4: no selection seeds, no selection render; the candidates keep the
+    held-out `recon_score` (seed 42) of every candidate."""
+    shutil.copytree(pool, dest)
+    run = json.loads((dest / "run.json").read_text())
+    run["selection"] = {
+        "metric": "bleu4",
+        "rule": "argmax, ties -> first candidate",
+        "eval_candidates": "all",
+        "eval_seed": 42,  # the seed of the candidates' held-out recon_score column
+    }
+    (dest / "run.json").write_text(json.dumps(run))
+    rows = []
+    for c in _jsonl(pool / "candidates.jsonl"):
+        c["seed0"] = c.pop("selection_score")
+        c["selection_score"] = float(c["index"])  # whatever BLEU-4 gave: not a ReconScore
+        rows.append(c)
+    (dest / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return dest
+
+
+def test_selection_study_never_rates_recon_score_picks_on_their_own_renders(pool, tmp_path):
+    """Run selected by another metric: ReconScore picks by a selection-seed render (seed 0) and is rated by the
+    evaluation render (seed 42) - not the mean of the per-image maxima of the seed-42 renders."""
+    run = _not_selected_by_recon_score(pool, tmp_path / "bleu-run")
+    out = tmp_path / "sel"
+    args = ["study", "selection", "--run", str(run), "--selectors", "recon_score", "--metrics", "recon_score"]
+    assert main([*args, "--preset", "smoke", "--device", "cpu", "--out", str(out)]) == 0
+    df = pd.read_csv(out / "ratings.csv", index_col=0)
+    cands = _jsonl(run / "candidates.jsonl")
+    by_image: dict[str, list] = {}
+    for c in cands:
+        by_image.setdefault(c["image_id"], []).append(c)
+    picks = [max(cs, key=lambda c: (c["seed0"], -c["index"])) for cs in by_image.values()]
+    held_out = np.mean([p["recon_score"] for p in picks])
+    in_sample = np.mean([max(c["recon_score"] for c in cs) for cs in by_image.values()])
+    assert df.loc["ReconScore", "ReconScore"] == pytest.approx(held_out, abs=1e-4)
+    assert held_out < in_sample  # what the study used to report
+    details = json.loads((out / "run.json").read_text())["details"]
+    assert details["recon_score_selection_seed"] == 0 and details["precomputed"] == ["recon_score"]
+    bad = main([*args, "--preset", "smoke", "--selection-seed", "42", "--out", str(tmp_path / "bad")])
+    assert bad == 1
+
+
+def test_studies_refuse_the_runs_selection_seeds(pool, tmp_path, capsys):
+    out = tmp_path / "sel"
+    args = [
+        "study",
+        "selection",
+        "--run",
+        str(pool),
+        "--selectors",
+        "recon_score",
+        "--metrics",
+        "recon_score",
+    ]
+    assert main([*args, "--preset", "smoke", "--eval-seed", "0", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "evaluation seed(s) [0] are the run's selection seeds [0]" in err
+    assert not (out / "ratings.csv").exists()
+
+
+def test_a_pool_without_selection_scores_is_refused(pool, tmp_path):
+    """No fallback for other column names (before 1.0 there is one vocabulary): the line is named."""
+    old = tmp_path / "old"
+    shutil.copytree(pool, old)
+    rows = _jsonl(pool / "candidates.jsonl")
+    rows[0]["reconscore"] = rows[0].pop("selection_score")
+    (old / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["study", "n-sweep", "--run", f"ucm={old}", "--out", str(tmp_path / "sweep")]) == 1

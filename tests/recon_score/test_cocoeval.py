@@ -34,7 +34,7 @@ def test_same_contract_as_pycocoevalcap_bleu(folder, smoke_scorer):
     assert type(items) is type(bleu_items[3]) is list and len(items) == len(bleu_items[3]) == len(GTS)
     assert all(type(v) is float for v in items)
     # per-item order is gts key order, like Bleu's: check it against a direct ReconScorer call per id
-    direct = [smoke_scorer.score(folder / f"{k}.tif", RES[k][0])[0].recon_score for k in GTS]
+    direct = [smoke_scorer.score(folder / f"{k}.tif", RES[k][0]).recon_score for k in GTS]
     assert items == pytest.approx(direct, abs=1e-9)
     assert score == pytest.approx(sum(direct) / 2, abs=1e-9)
     assert recon.method() == "ReconScore"
@@ -76,8 +76,34 @@ def test_bad_items_are_nan_and_named(folder, smoke_scorer):
     with pytest.raises(ValueError, match="same ids; only in gts: \\['gone'\\]"):
         recon.compute_score({**GTS, "gone": ["x"]}, RES)
     escape = ReconScoreCOCO(folder, pattern="../{id}.tif", scorer=smoke_scorer)
-    with pytest.warns(ReconScoreWarning):
-        _, items = escape.compute_score(GTS, RES)
-    assert all(math.isnan(v) for v in items) and "outside the data root" in escape.errors["UCM_1"]
+    with pytest.raises(InputError, match=r"no id has an image .*outside the data root"):
+        escape.compute_score(GTS, RES)
     with pytest.raises(InputError, match="not found"):
         ReconScoreCOCO(folder / "nope", scorer=smoke_scorer)
+
+
+def test_default_pattern_finds_any_supported_extension(folder, smoke_scorer):
+    """The sample is .tif: the default pattern finds it (it used to look for .jpg and give all-NaN)."""
+    (folder / "UCM_1.tif").rename(folder / "UCM_1.PNG.tmp")
+    from PIL import Image
+
+    Image.open(folder / "UCM_1.PNG.tmp").save(folder / "UCM_1.png")  # a second format, same pixels
+    (folder / "UCM_1.PNG.tmp").unlink()
+    score, items = ReconScoreCOCO(folder, scorer=smoke_scorer).compute_score(GTS, RES)
+    direct = [
+        smoke_scorer.score(folder / n, RES[k][0]).recon_score
+        for k, n in (("UCM_2", "UCM_2.tif"), ("UCM_1", "UCM_1.png"))
+    ]
+    assert items == pytest.approx(direct, abs=1e-9) and not math.isnan(score)
+
+
+def test_a_folder_without_the_images_is_an_error(folder, smoke_scorer):
+    with pytest.raises(InputError, match=r"no id has an image in .*no image UCM_\d\.\* in"):
+        ReconScoreCOCO(folder, scorer=smoke_scorer).compute_score(
+            {"UCM_8": ["x"], "UCM_9": ["y"]}, {"UCM_8": ["a"], "UCM_9": ["b"]}
+        )
+    with pytest.raises(InputError, match=r"no id has an image .*not found"):
+        ReconScoreCOCO(folder, pattern="{id}.jpg", scorer=smoke_scorer).compute_score(GTS, RES)
+    shutil.copy(folder / "UCM_1.tif", folder / "UCM_1.jpg")
+    with pytest.warns(ReconScoreWarning, match="1 of 2 ids"):
+        ReconScoreCOCO(folder, scorer=smoke_scorer).compute_score(GTS, RES)

@@ -10,7 +10,7 @@ from recon_score.cache import ArtifactCache
 from recon_score.errors import ModelNotAvailableError, ReconScoreWarning
 from recon_score.images import load_image
 from recon_score.presets import PRESETS, get_preset
-from recon_score.scorer import ReconScorer, recon_score_from_cosine, recon_score_from_distance
+from recon_score.scorer import ReconResult, ReconScorer, recon_score_from_cosine, recon_score_from_distance
 
 CAPTIONS = [
     "There is a piece of farmland .",
@@ -128,7 +128,7 @@ def test_bad_items_do_not_lose_the_batch(smoke_scorer, ucm, tmp_path):
 
 def test_non_square_keeps_aspect(smoke_scorer, ucm):
     wide = ucm.resize((400, 150))
-    r = smoke_scorer.score(wide, CAPTIONS[0])[0]
+    r = smoke_scorer.score(wide, CAPTIONS[0])
     assert (r.width, r.height) == (256, 96) and r.reconstruction.size == (256, 96)
 
 
@@ -141,14 +141,14 @@ def test_truncation_warns_once(smoke_scorer, ucm):
     ours = [w for w in caught if issubclass(w.category, ReconScoreWarning)]
     assert len(ours) == 1 and "512" in str(ours[0].message)
     assert all(r.truncated for r in res)
-    assert not smoke_scorer.score(ucm, CAPTIONS[0])[0].truncated
+    assert not smoke_scorer.score(ucm, CAPTIONS[0]).truncated
 
 
 def test_distance_encoder(ucm):
     s = ReconScorer.from_preset(
         "smoke", overrides={"encoder": "lpips:alex"}, device="cpu", cache=ArtifactCache(enabled=False)
     )
-    r = s.score(ucm, CAPTIONS[0])[0]
+    r = s.score(ucm, CAPTIONS[0])
     assert r.cosine is None and r.distance > 0
     assert r.recon_score == pytest.approx(100 * (1 - min(r.distance, 1)))
     assert s.config()["score_formula"] == "100*(1-min(d,1))"
@@ -196,3 +196,28 @@ def test_paper_without_weights_fails_clearly():
 def test_mismatched_lengths_raise(smoke_scorer, ucm):
     with pytest.raises(ValueError, match="as many images as captions"):
         smoke_scorer.score([ucm, ucm], ["a", "b", "c"])
+
+
+def test_similarity_scores_is_the_one_conversion():
+    """Hand-computed: cos((1, 0), (0.6, 0.8)) = 0.6 -> 100 * 1.6 / 2 = 80; a NaN or inf anywhere is the pair's
+    error, never a score (the one non-finite check of the project)."""
+    import numpy as np
+
+    from recon_score.scorer import NON_FINITE, similarity_scores
+
+    a = np.array([[1.0, 0.0], [1.0, 0.0], [np.nan, 0.0]])
+    b = np.array([[0.6, 0.8], [1.0, 0.0], [1.0, 0.0]])
+    (s1, c1, d1, e1), (s2, _, d2, _), bad = similarity_scores(a, b)
+    assert (s1, c1, e1) == (pytest.approx(80.0), pytest.approx(0.6), None) and d1 == pytest.approx(0.4)
+    assert (s2, d2) == (100.0, 0.0) and bad == (None, None, None, NON_FINITE)
+    assert similarity_scores(distances=[0.25, float("inf")]) == [
+        (75.0, None, 0.25, None),
+        (None, None, None, NON_FINITE),
+    ]
+
+
+def test_score_one_pair_returns_one_result(smoke_scorer, ucm):
+    one = smoke_scorer.score(ucm, CAPTIONS[0])
+    assert isinstance(one, ReconResult) and one.caption == CAPTIONS[0]
+    (listed,) = smoke_scorer.score(ucm, [CAPTIONS[0]])  # a list of captions: a list, even of one
+    assert listed.recon_score == one.recon_score
