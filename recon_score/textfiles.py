@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,19 @@ def read_lines(path: str | Path, **kwargs) -> list[tuple[int, str]]:
     return [(i, line.removesuffix("\r")) for i, line in enumerate(lines, start=1)]
 
 
+def parse_json(text: str) -> tuple[object | None, str | None]:
+    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, nesting deeper
+    than the interpreter's recursion limit, an integer of more digits than Python converts (4,300)."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as err:
+        return None, f"invalid JSON ({err.msg} at column {err.colno})"
+    except RecursionError:
+        return None, "JSON nested too deeply (thousands of [ or {); not a record"
+    except ValueError as err:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        return None, f"JSON holds a number that cannot be read ({str(err).split(';')[0]})"
+
+
 def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None, str | None]]:
     """(line, value, None) for each non-blank JSONL line, or (line, None, message) where it is not JSON.
 
@@ -81,10 +95,8 @@ def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None,
     for lineno, raw in read_lines(path, **kwargs):
         if not raw.strip():
             continue
-        try:
-            yield lineno, json.loads(raw), None
-        except json.JSONDecodeError as err:
-            yield lineno, None, f"{path.name}:{lineno}: invalid JSON ({err.msg} at column {err.colno})"
+        value, why = parse_json(raw)
+        yield lineno, value, None if why is None else f"{path.name}:{lineno}: {why}"
 
 
 def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
@@ -110,6 +122,8 @@ def read_json(path: str | Path, *, expect: type = object, what: str = "file", **
         value = json.loads(read_text(path, what=what, **kwargs))
     except json.JSONDecodeError as err:
         raise TextFileError(path, err.lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    except (RecursionError, ValueError):
+        raise TextFileError(path, None, parse_json(read_text(path, what=what, **kwargs))[1]) from None
     if expect is not object and not isinstance(value, expect):
         raise TextFileError(
             path,
@@ -171,6 +185,15 @@ def unencodable(value: object, name: str = "value") -> str | None:
             if found:
                 return found
     return None
+
+
+_INVISIBLE = ("Cc", "Cf", "Cs", "Zs", "Zl", "Zp")  # control, format (zero-width), surrogate, separators
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether `text` holds a character a reader would see: text of only white space, zero-width characters
+    (U+200B, U+FEFF, ...) or control characters (NUL, ...) is as empty as "" and must be treated so."""
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
 
 
 def safe_text(value: object) -> object:
