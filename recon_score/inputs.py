@@ -47,7 +47,8 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict | None, str | None]]:
 
 def _read_csv(path: Path) -> list[tuple[int, dict | None, str | None]]:
     out = []
-    fields, records = csv_dicts(path)
+    unreadable: list[tuple[int, str]] = []
+    fields, records = csv_dicts(path, errors=unreadable)
     missing = [c for c in REQUIRED if c not in fields]
     if missing:
         raise ReconScoreError(
@@ -66,7 +67,10 @@ def _read_csv(path: Path) -> list[tuple[int, dict | None, str | None]]:
             out.append((lineno, {"id": rec.get("id")}, msg))
             continue
         out.append((lineno, dict(rec), None))
-    return out
+    out += [
+        (lineno, None, _fail(path, lineno, why)) for lineno, why in unreadable
+    ]  # one row each, in line order
+    return sorted(out, key=lambda r: r[0])
 
 
 def _automatic_id(index: int, line: int, explicit: set[str]) -> str:

@@ -104,6 +104,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @click.option(
     "--prompt-template",
     default=None,
+    callback=lambda ctx, param, value: _template(value),
     help="'perspective', 'plain', a text file, or a template containing {caption}.",
 )
 @opt.bands()
@@ -158,7 +159,6 @@ def command(
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
     from recon_score.presets import get_preset
-    from recon_score.prompts import load_template
     from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
 
     p = get_preset(preset).replace(
@@ -172,7 +172,7 @@ def command(
         size_rounding=size_rounding,
         collapse_whitespace=collapse_whitespace,
         dtype=dtype,
-        prompt_template=load_template(prompt_template) if prompt_template else None,
+        prompt_template=prompt_template,
     )
     rows = source = None
     if dataset:
@@ -218,6 +218,16 @@ def command(
     if PartialState().is_main_process:
         print_summary(summary, out, meaningless=p.meaningless)
     return summary.exit_code
+
+
+def _template(value: str | None) -> str | None:
+    """--prompt-template as template text; one without exactly one {caption} is a usage error (exit 2)."""
+    from recon_score.prompts import load_template
+
+    try:
+        return load_template(value) if value else None
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--prompt-template'") from None
 
 
 def print_summary(summary, out: Path, *, meaningless: bool) -> None:
