@@ -49,7 +49,14 @@ class ReconPreset(PresetMixin):
     vae_tiling: bool
     prompt_template: str  # contains "{caption}" once
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
+    image_reader: str  # "pil": 8-bit files as the authors read them; "eo": EXIF rotation, alpha onto black
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
+
+    def __post_init__(self) -> None:
+        from recon_score.images import READERS
+
+        if self.image_reader not in READERS:
+            raise ValueError(f"image_reader must be one of {', '.join(READERS)}, got {self.image_reader!r}")
 
     def pixel_fields(self) -> dict:
         """The values that change reconstructed pixels (the reconstruction cache key uses these)."""
@@ -89,6 +96,8 @@ PAPER_SOURCES: dict[str, str] = {
     "vae_tiling": "authors' code batch_generate.py pipe.vae.enable_tiling()",
     "prompt_template": f"{_GEN} generate_image (verbatim); seed 004 Table 1(a)",
     "collapse_whitespace": f"{_GEN} concatenates the caption as given",
+    "image_reader": "authors' code scripts/similarity_evaluator.py Image.open(path).convert('RGB') (8-bit files; "
+    "no EXIF rotation, alpha dropped); other layouts by recon_score.images' rules (docs/images.md)",
 }
 
 PAPER = ReconPreset(
@@ -110,6 +119,7 @@ PAPER = ReconPreset(
     vae_tiling=True,
     prompt_template=PERSPECTIVE_TEMPLATE,
     collapse_whitespace=False,
+    image_reader="pil",
 )
 
 FAST = dataclasses.replace(

@@ -102,6 +102,13 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     help="Override the GPU dtype (CPU runs always use float32).",
 )
 @click.option(
+    "--image-reader",
+    type=click.Choice(["pil", "eo"]),
+    default=None,
+    help="How 8-bit files become RGB: pil = Image.open(p).convert('RGB') as the authors' code (`paper`); "
+    "eo = EXIF rotation applied, transparency composited onto black (docs/images.md).",
+)
+@click.option(
     "--prompt-template",
     default=None,
     callback=lambda ctx, param, value: _template(value),
@@ -148,6 +155,7 @@ def command(
     collapse_whitespace,
     dtype,
     prompt_template,
+    image_reader,
     bands,
     weights_dir,
     cache_dir,
@@ -173,6 +181,7 @@ def command(
         collapse_whitespace=collapse_whitespace,
         dtype=dtype,
         prompt_template=prompt_template,
+        image_reader=image_reader,
     )
     rows = source = None
     if dataset:
