@@ -45,17 +45,8 @@ MAX_PIXELS = 2 * 89_478_485
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 MAX_FILE_BYTES = 2 * MAX_DECODED_BYTES  # on disk: nothing readable needs more (checked before it is hashed)
 READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring and docs/images.md
-_PIL_8BIT = (
-    "1",
-    "L",
-    "LA",
-    "P",
-    "PA",
-    "RGB",
-    "RGBA",
-    "CMYK",
-    "YCbCr",
-)  # modes PIL's convert("RGB") gets right
+# the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
+_PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 _FILE_KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISCHR, "a character device"),
