@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import EmptyInputError, InputError, ReconScoreError
 from recon_score.images import IMAGE_SUFFIXES, resolve_under
-from recon_score.textfiles import read_lines, safe_text, unencodable
+from recon_score.textfiles import parse_json, read_lines, safe_text, unencodable
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "recon_score" / "sample"
 
@@ -89,30 +89,22 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
     base = Path(root) if root else source.parent
     items: list[ImageItem] = []
     seen: dict[str, int] = {}
-    for lineno, raw in read_lines(source):
-        if not raw.strip() or raw.lstrip().startswith("#"):
-            continue
+    lines = [(n, raw) for n, raw in read_lines(source) if raw.strip() and not raw.lstrip().startswith("#")]
+    parsed = {n: parse_json(raw) for n, raw in lines} if kind != ".txt" else {}
+    explicit = {str(v["id"]) for v, _ in parsed.values() if isinstance(v, dict) and v.get("id") is not None}
+    for lineno, raw in lines:
         where = f"{source.name}:{lineno}"
         refs, rid, problem = None, None, None
         if kind == ".txt":
-            rel = raw.strip()
+            rel = raw  # the path as given: "a.png " is not a.png
         else:
-            try:
-                rec = json.loads(raw)
-                rel = rec["image"]
-                rid = rec.get("id")
-                refs = rec.get("references")
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
-                items.append(
-                    ImageItem(
-                        len(items),
-                        f"line{lineno}",
-                        raw[:80],
-                        None,
-                        error=f"{where}: not a JSON object with `image` ({safe_text(str(err))})",
-                    )
-                )
+            rec, why = parsed[lineno]
+            if why is None and not (isinstance(rec, dict) and "image" in rec):
+                why = f"not a JSON object with `image` (got {type(rec).__name__})"
+            if why is not None:
+                items.append(ImageItem(len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}"))
                 continue
+            rel, rid, refs = rec["image"], rec.get("id"), rec.get("references")
             problem = unencodable(rec, "the row") or _check_references(refs)
             if problem:
                 rel, rid, refs = safe_text(rel), safe_text(rid), None
@@ -127,10 +119,14 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
                 problem = str(err)
         if not item.id:
             item.id = _list_id(rel, base) if rel.strip() else f"line{lineno}"
+            if item.id in explicit:  # an automatic id never takes an id another row states
+                item.id = f"{item.id}~line{lineno}"
         if problem is None and item.id in seen:
             problem = f"duplicate id {item.id!r} (first on line {seen[item.id]})"
         seen.setdefault(item.id, lineno)
         if problem is not None:
             item.path, item.error = None, f"{where}: {problem}"
         items.append(item)
+    if not items:
+        raise EmptyInputError(f"--inputs {source}: no images listed (only blank or # lines); nothing to do")
     return items

@@ -37,7 +37,7 @@ HEADLINE: dict[str, TauVariant] = {
     "csv": TauVariant.B,
 }
 
-CORRELATION_COLUMNS = ("metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n")
+CORRELATION_COLUMNS = ("metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n", "note")
 
 
 @dataclass
@@ -84,6 +84,18 @@ def kendall(metric, human, variant: TauVariant | str) -> float:
     if len(x) < 2 or np.all(x == x[0]) or np.all(y == y[0]):
         return float("nan")
     return 100.0 * float(kendalltau(x, y, variant=variant.value).statistic)
+
+
+def tau_nan_reason(metric, human) -> str | None:
+    """Why Kendall τ is undefined (NaN) for these rows, in words; None when it is defined."""
+    x, y = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
+    if len(x) < 2:
+        return f"tau is NaN: {len(x)} usable row(s), it needs at least 2"
+    if np.all(y == y[0]):
+        return f"tau is NaN: every human judgment is the same ({y[0]:g}), so there is no order to agree with"
+    if np.all(x == x[0]):
+        return f"tau is NaN: the metric gives every row the same score ({x[0]:g})"
+    return None
 
 
 def _groups(image: np.ndarray) -> list[np.ndarray]:
@@ -156,6 +168,7 @@ def correlate(
                 "ci_low": lo,
                 "ci_high": hi,
                 "n": len(flat),
+                "note": tau_nan_reason(flat.metric, flat.human) or "",
             }
         )
     return pd.DataFrame(out, columns=list(CORRELATION_COLUMNS))

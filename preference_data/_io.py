@@ -38,17 +38,28 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
         yield lineno, line.removesuffix("\r")
 
 
+def loads(path: Path, lineno: int | None, text: str):
+    """json.loads with every failure as a PreferenceFormatError naming the line: a syntax error, nesting deeper
+    than the recursion limit, an integer of more digits than Python converts."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PreferenceFormatError(path, lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise PreferenceFormatError(path, lineno, "JSON nested too deeply (thousands of [ or {)") from None
+    except ValueError as err:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        why = str(err).split(";")[0]
+        raise PreferenceFormatError(
+            path, lineno, f"JSON holds a number that cannot be read ({why})"
+        ) from None
+
+
 def jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:
     """(line number, object) for every non-blank line."""
     for lineno, raw in text_lines(path):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise PreferenceFormatError(
-                path, lineno, f"invalid JSON ({err.msg} at column {err.colno})"
-            ) from None
+        obj = loads(path, lineno, raw)
         if not isinstance(obj, dict):
             raise PreferenceFormatError(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
         yield lineno, obj
@@ -71,6 +82,9 @@ def csv_records(
                 f"missing {', '.join(missing)}; found {', '.join(fields) or 'no header'}",
             )
         check_keys(path, 1, fields, (*required, *optional), what="column")
+        twice = sorted({c for c in fields if fields.count(c) > 1})
+        if twice:
+            raise PreferenceFormatError(path, 1, f"column {twice[0]!r} appears twice in the header")
         try:
             for rec in reader:
                 if None in rec:
@@ -118,7 +132,7 @@ def references_value(path: Path, lineno: int, value) -> list[str]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             raise PreferenceFormatError(
                 path, lineno, 'references must be a JSON array of strings, e.g. ["a farm", "fields"]'
             ) from None

@@ -41,10 +41,13 @@ def load_references(path: str | Path) -> dict[str, list[str]]:
         for lineno, obj in _io.jsonl_objects(path):
             add(lineno, *_entry(path, lineno, obj))
         return out
+    text = _io.read_text(path)
     try:
-        data = json.loads(_io.read_text(path))
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise PreferenceFormatError(path, err.lineno, f"invalid JSON ({err.msg})") from None
+    except (RecursionError, ValueError):
+        data = _io.loads(path, None, text)  # raises with the reason
     if isinstance(data, dict):
         for image, refs in data.items():
             add(None, image, [normalize_space(r) for r in _io.references_value(path, None, refs)])

@@ -88,6 +88,13 @@ class ImageLoadError(InputError):
     pass
 
 
+class EmptyInputError(ReconScoreError):
+    """An input file that holds no rows at all (an empty JSONL, a CSV header alone): nothing could be done, so
+    the command says so and exits with the failed-rows status rather than 0."""
+
+    exit_code = EXIT_PARTIAL
+
+
 class ResumeMismatchError(ReconScoreError):
     """`changes`: the settings that differ ("steps: 28 -> 4"), when the earlier run recorded its settings."""
 

@@ -14,14 +14,20 @@ How a file is read is decided from the file itself (docs/images.md has the table
   percentile to 0..255 (the usual EO quick-look; 11/12/14-bit sensors and reflectances do not fill their
   storage range). NaN, inf, GDAL nodata and fully transparent pixels are left out of the percentiles and
   become 0.
-- Declared size is checked (MAX_PIXELS, MAX_DECODED_BYTES) before any decoding, on every path.
+- Declared size is checked (MAX_PIXELS, MAX_DECODED_BYTES) before any decoding, on every path; only what the
+  format needs is read (a file is never read whole first), and anything that is not a regular file (a FIFO, a
+  device such as /dev/zero, a socket) is refused before it is opened.
+- Two readers (`READERS`): "eo" (above: EXIF rotation, transparency onto black) and "pil", the authors' code of
+  the ReconScore paper (`Image.open(p).convert("RGB")`) for the 8-bit files PIL reads; both use the rules above
+  for what PIL cannot convert right (more than 8 bits, more than 4 bands, `bands`).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
-import io
 import os
+import stat
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,13 +35,61 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from recon_score.errors import ImageLoadError, InputError
+from recon_score.errors import ImageLoadError, InputError, ReconScoreWarning
 
-# PIL refuses >178 MP by default; large EO scenes are legitimate, decompression bombs are not our threat model
-# for local files, but keep a ceiling so a mistaken 50k x 50k mosaic fails with a message instead of OOM.
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")  # what a folder of images holds
-MAX_PIXELS = 400_000_000
+# One ceiling on every path: PIL's own decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS = 178,956,970
+# pixels), which PIL applies to every file it opens; tifffile and the 16-bit PNG reader use the same number, so a
+# file's fate does not depend on which reader its layout goes to. A mistaken 50k x 50k mosaic fails with a
+# message instead of an out-of-memory kill.
+MAX_PIXELS = 2 * 89_478_485
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
+MAX_FILE_BYTES = 2 * MAX_DECODED_BYTES  # on disk: nothing readable needs more (checked before it is hashed)
+READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring and docs/images.md
+# the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
+_PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _path_problem(err: BaseException) -> str:
+    """Why a path cannot be opened, in words (the path itself is named by the caller)."""
+    if isinstance(err, ValueError):
+        return "holds a NUL byte"
+    code = getattr(err, "errno", None)
+    if code == errno.ELOOP or isinstance(err, RuntimeError):
+        return "is a symlink loop"
+    if code == errno.ENAMETOOLONG:
+        return "is too long (a path component over 255 bytes, or the whole path over the system's limit)"
+    if code == errno.ENOENT:
+        return "not found"
+    return f"cannot be read ({getattr(err, 'strerror', None) or err})"
+
+
+def regular_file_problem(path: str | Path) -> str | None:
+    """Why `path` (links followed) is not an image file that can be opened, or None when it is a regular file
+    of at most MAX_FILE_BYTES, or does not exist (the loader says so). Checked before anything opens or hashes
+    it: reading a FIFO or /dev/zero never ends."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RuntimeError) as err:
+        return _path_problem(err)
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((what for test, what in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        return f"is {kind}, not a regular file"
+    if st.st_size > MAX_FILE_BYTES:
+        return (
+            f"is {st.st_size / 2**30:.1f} GiB on disk, more than {MAX_FILE_BYTES / 2**30:.0f} GiB "
+            "(no image this reader accepts needs that much); tile it first"
+        )
+    return None
 
 
 def _stretch_to_uint8(band: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -187,15 +241,16 @@ def _compose(
     return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
 
 
-def _read_tiff(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.Image:
+def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo") -> Image.Image:
     """A TIFF, interpreted from its own tags (samples per pixel, planar config, bits, photometric, extra
     samples) rather than from the PIL mode they would be squeezed into."""
     import tifffile
 
     try:
-        tif = tifffile.TiffFile(io.BytesIO(data))
+        tif = tifffile.TiffFile(f)
     except Exception as err:  # not parseable as TIFF by tifffile; PIL may still know it
-        return _read_pil(data, label, bands, tiff_error=err)
+        f.seek(0)
+        return _read_pil(f, label, bands, tiff_error=err, reader=reader)
     with tif:
         if not tif.pages:
             raise ImageLoadError(f"image {label!r} is not a readable TIFF: it holds no image")
@@ -214,13 +269,20 @@ def _read_tiff(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.
         colour = spp - len(extras)
         if extras and extras[0] in (1, 2) and colour == (3 if photometric == PH.RGB else 1):
             alpha = colour  # a true alpha channel: ExtraSamples = associated (1) / unassociated (2) alpha
-        if photometric not in (PH.MINISBLACK, PH.MINISWHITE, PH.RGB) or bits < 8:
-            return _read_pil(data, label, bands)  # palette, YCbCr, CMYK, CIELAB, 1-4 bit: PIL converts right
+        pil_layout = bits == 8 and len(pages) == 1 and (spp in (1, 3) or alpha == spp - 1)
+        if (
+            photometric not in (PH.MINISBLACK, PH.MINISWHITE, PH.RGB)
+            or bits < 8
+            or (reader == "pil" and pil_layout and bands is None)
+        ):
+            f.seek(0)  # palette, YCbCr, CMYK, CIELAB, 1-4 bit: PIL converts right (and the authors' reading)
+            return _read_pil(f, label, bands, reader=reader)
         try:
             planes = [_samples_last(p.asarray(), p.axes) for p in pages]
         except Exception as err:  # e.g. a compression tifffile cannot decode without imagecodecs
-            if bits == 8 and len(pages) == 1 and (spp in (1, 3) or alpha == spp - 1):
-                return _read_pil(data, label, bands, tiff_error=err)  # a layout PIL reads the same way
+            if pil_layout:
+                f.seek(0)
+                return _read_pil(f, label, bands, tiff_error=err, reader=reader)  # PIL reads it the same way
             raise ImageLoadError(f"image {label!r} is not a readable TIFF: tifffile said {err}") from err
         nodata = None
         tag = page.tags.get(_GDAL_NODATA)
@@ -229,8 +291,19 @@ def _read_tiff(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.
                 nodata = float(str(tag.value).strip().strip("\x00"))
             except ValueError:
                 nodata = None
+    stack = planes[0] if len(planes) == 1 else np.concatenate(planes, axis=-1)
+    if alpha is not None and extras[0] == 2 and _alpha_is_data(stack[..., alpha]):
+        warnings.warn(
+            ReconScoreWarning(
+                f"image {label!r}: band {alpha + 1} is tagged as unassociated alpha but would blank most of "
+                "the image (most of its values lie between transparent and opaque, e.g. a near-infrared band); "
+                f"read as a data band and not applied (--bands {alpha + 1} shows it)"
+            ),
+            stacklevel=2,
+        )
+        alpha = None
     return _compose(
-        planes[0] if len(planes) == 1 else np.concatenate(planes, axis=-1),
+        stack,
         label,
         bands=bands,
         alpha=alpha,
@@ -238,6 +311,20 @@ def _read_tiff(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.
         nodata=nodata,
         invert=photometric == PH.MINISWHITE,
     )
+
+
+def _alpha_is_data(a: np.ndarray) -> bool:
+    """A band tagged as alpha that is really data (tifffile tags any 4th sample of an RGB image as unassociated
+    alpha, so RGB+NIR products carry one): it would darken most pixels below half, and most of its values are
+    neither fully transparent nor fully opaque. A real mask (0/max, soft only at edges) keeps its meaning."""
+    if a.dtype.kind == "f":
+        frac = np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
+    elif a.dtype.kind in "ui":
+        frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
+    else:
+        return False
+    partial = np.mean((frac > 0) & (frac < 1))
+    return bool(partial > 0.5 and np.mean(frac < 0.5) > 0.5)
 
 
 def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
@@ -251,22 +338,24 @@ def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
     return arr
 
 
-def _read_png16(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image.Image | None:
+def _read_png16(f, size: int, label: str, bands: tuple[int, ...] | None) -> Image.Image | None:
     """A 16-bit PNG with all 16 bits of every sample (PIL keeps only the high byte of 16-bit colour).
-    None when the file is not a 16-bit PNG (the caller then uses PIL)."""
+    None when the file is not a 16-bit PNG (the caller then uses PIL). Read chunk by chunk from `f` (of `size`
+    bytes), the header first: a chunk that claims more bytes than the file has is refused before it is read."""
     import struct
     import zlib
 
     pos, idat, header, trns = 8, [], None, None
-    while pos + 8 <= len(data):
-        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
-        body = data[pos + 8 : pos + 8 + length]
-        if len(body) < length or len(data) < pos + 12 + length:
+    f.seek(pos)
+    while pos + 8 <= size:
+        head = f.read(8)
+        (length,), kind = struct.unpack(">I", head[:4]), head[4:8]
+        if len(head) < 8 or pos + 12 + length > size:
             raise ImageLoadError(f"image {label!r} is corrupt or not an image: truncated PNG chunk {kind!r}")
-        if (
-            zlib.crc32(kind + body) & 0xFFFFFFFF
-            != struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])[0]
-        ):
+        if header is None and kind != b"IHDR":
+            raise ImageLoadError(f"image {label!r} is corrupt or not an image: PNG without IHDR first")
+        body, crc = f.read(length), f.read(4)
+        if zlib.crc32(kind + body) & 0xFFFFFFFF != struct.unpack(">I", crc)[0]:
             raise ImageLoadError(f"image {label!r} is corrupt or not an image: bad CRC in PNG chunk {kind!r}")
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", body[:13])
@@ -308,31 +397,57 @@ def _read_png16(data: bytes, label: str, bands: tuple[int, ...] | None) -> Image
 
 
 def _read_pil(
-    data: bytes, label: str, bands: tuple[int, ...] | None, *, tiff_error: Exception | None = None
+    f,
+    label: str,
+    bands: tuple[int, ...] | None,
+    *,
+    tiff_error: Exception | None = None,
+    reader: str = "eo",
 ) -> Image.Image:
-    """Everything PIL interprets correctly: JPEG, 8-bit PNG, GIF, BMP, WebP, palette/YCbCr/CMYK TIFFs."""
+    """Everything PIL interprets correctly: JPEG, 8-bit PNG, GIF, BMP, WebP, palette/YCbCr/CMYK TIFFs.
+    PIL reads the header on open; the pixels are read only after the declared size is checked."""
     try:
         # PIL warns (rather than fails) on damaged metadata; decoding below decides whether the pixels are usable
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            with Image.open(io.BytesIO(data)) as img:
+            with Image.open(f) as img:
                 _check_size(img.width, img.height, label)
                 img.load()
                 n = 3 if img.mode == "P" else len([b for b in img.getbands() if b not in ("A", "a")])
-                rgb = to_rgb(img)
+                authors = _pil_convert(img) if reader == "pil" and bands is None else None
+                rgb = authors if authors is not None else to_rgb(img)
+                if rgb is img:
+                    rgb = img.copy()  # the file closes on leaving this block
     except ImageLoadError:
         raise
     except Image.DecompressionBombError as err:
-        raise ImageLoadError(f"image {label!r} is too large: {err}") from err
+        pixels = str(err).split(" pixels)")[0].rsplit("(", 1)[-1]  # PIL: "Image size (N pixels) exceeds ..."
+        raise ImageLoadError(
+            f"image {label!r} has {pixels} pixels, more than {MAX_PIXELS:,}; tile or downsample it first"
+        ) from err
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+        said = str(err).replace(f" {f!r}", "")  # PIL names the open file object; the label names the file
         if tiff_error is not None:
             raise ImageLoadError(
-                f"image {label!r} is not a readable TIFF: tifffile said {tiff_error}; PIL said {err}"
+                f"image {label!r} is not a readable TIFF: tifffile said {tiff_error}; PIL said {said}"
             ) from err
-        raise ImageLoadError(f"image {label!r} is corrupt or not an image: {err}") from err
+        raise ImageLoadError(f"image {label!r} is corrupt or not an image: {said}") from err
     if bands is None:
         return rgb
     return _compose(np.asarray(rgb)[..., :n], label, bands=bands)
+
+
+def _pil_convert(img: Image.Image) -> Image.Image | None:
+    """The authors' reading (`Image.open(p).convert("RGB")`, no EXIF rotation, alpha dropped) for the 8-bit
+    modes it converts right; None for anything else (the caller uses the "eo" rules)."""
+    if img.mode not in _PIL_8BIT:
+        return None
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def _check_reader(reader: str) -> None:
+    if reader not in READERS:
+        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
 
 
 def load_image(
@@ -340,39 +455,67 @@ def load_image(
     *,
     name: str | None = None,
     bands: Sequence[int] | None = None,
+    reader: str = "eo",
 ) -> Image.Image:
     """Open `source` (a path or a PIL image) as 8-bit RGB; the rules per file layout are in docs/images.md.
 
     bands: 1-based band numbers to show as R, G, B (three) or as gray (one), e.g. (4, 3, 2) for a
     false-colour NIR composite; default bands 1-3 (a single band is gray).
+    reader: "eo" (EXIF rotation applied, transparency composited onto black) or "pil" (8-bit files as the
+    ReconScore authors read them, `Image.open(p).convert("RGB")`); both read other layouts the same way.
 
     Raises:
-        ImageLoadError: missing, unreadable, corrupt or too large file, or bands the file does not have; the
-        message names the file.
+        ImageLoadError: missing, not a regular file, unreadable, corrupt or too large file, or bands the file
+        does not have; the message names the file.
     """
+    _check_reader(reader)
     label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
+        if reader == "pil" and bands is None and (rgb := _pil_convert(source)) is not None:
+            return rgb
         rgb = to_rgb(source)
         return rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
-    path = Path(source)
-    if not path.exists():
-        raise ImageLoadError(f"image {label!r} not found")
-    if not path.is_file():
-        raise ImageLoadError(f"image {label!r} is not a file")
+    problem = regular_file_problem(source)
+    if problem is None and not os.path.lexists(source):
+        problem = "not found"
+    if problem == "not found" and label != label.strip():
+        problem += " (the path as given starts or ends with white space)"
+    if problem is not None:
+        raise ImageLoadError(f"image {label!r} {problem}")
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ImageLoadError(f"image {label!r} could not be read: {err}") from err
-    if not data:
-        raise ImageLoadError(f"image {label!r} is empty (0 bytes)")
-    if data[:4] in _TIFF_MAGIC:
-        return _read_tiff(data, label, bands)
-    if data.startswith(_PNG_MAGIC):
-        img = _read_png16(data, label, bands)
+        # O_NONBLOCK: should the path have become a FIFO since the check, opening it does not wait for a writer
+        f = open(source, "rb", opener=lambda p, flags: os.open(p, flags | getattr(os, "O_NONBLOCK", 0)))  # noqa: SIM115
+    except (OSError, ValueError, RuntimeError) as err:
+        raise ImageLoadError(f"image {label!r} {_path_problem(err)}") from err
+    with f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageLoadError(f"image {label!r} is not a regular file")
+        if st.st_size == 0:
+            raise ImageLoadError(f"image {label!r} is empty (0 bytes)")
+        try:
+            return _read_file(f, st.st_size, label, bands, reader)
+        except MemoryError as err:
+            raise ImageLoadError(f"image {label!r} does not fit in memory; tile or downsample it") from err
+        except OSError as err:
+            if isinstance(err, UnidentifiedImageError):
+                raise
+            raise ImageLoadError(f"image {label!r} could not be read: {err.strerror or err}") from err
+
+
+def _read_file(f, size: int, label: str, bands: tuple[int, ...] | None, reader: str) -> Image.Image:
+    """Dispatch on the magic bytes; each reader checks the declared size before it reads the pixels."""
+    head = f.read(8)
+    f.seek(0)
+    if head[:4] in _TIFF_MAGIC:
+        return _read_tiff(f, label, bands, reader)
+    if head.startswith(_PNG_MAGIC):
+        img = _read_png16(f, size, label, bands)
         if img is not None:
             return img
-    return _read_pil(data, label, bands)
+        f.seek(0)
+    return _read_pil(f, label, bands, reader=reader)
 
 
 def follow_symlinks() -> bool:
@@ -389,7 +532,8 @@ def resolve_under(root: Path, relative: str, *, what: str = "image", follow: boo
     stay inside the resolved root too. A root that is itself a symlink is fine either way.
 
     Raises:
-        InputError: the path escapes the data root.
+        InputError: the path escapes the data root, cannot be resolved (a symlink loop, a NUL byte, a name over
+        255 bytes), or names something that is not a regular file (a FIFO, a device, a folder) or is too big.
     """
     if not relative or not str(relative).strip():
         raise InputError(f"empty {what} path")
@@ -401,12 +545,18 @@ def resolve_under(root: Path, relative: str, *, what: str = "image", follow: boo
             f"{what} path {relative!r} is {written}, outside the data root {root_abs}; "
             "paths must stay inside --images ROOT (or the captions file's folder)"
         )
-    candidate = written.resolve()
+    try:
+        candidate = written.resolve()
+    except (OSError, ValueError, RuntimeError) as err:  # a symlink loop, a NUL byte, a name over 255 bytes
+        raise InputError(f"{what} path {relative!r} {_path_problem(err)}") from None
     if not (follow_symlinks() if follow is None else follow) and not candidate.is_relative_to(root_resolved):
         raise InputError(
             f"{what} path {relative!r} is a symlink to {candidate}, outside the data root {root_resolved} "
             "(refused: --no-follow-symlinks)"
         )
+    problem = regular_file_problem(candidate)
+    if problem is not None:  # a FIFO or a device is refused here, before anything opens or hashes it
+        raise InputError(f"{what} path {relative!r} {problem}")
     return candidate
 
 

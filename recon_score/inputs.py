@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import EmptyInputError, InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.textfiles import csv_dicts, json_lines, safe_text, unencodable
 
@@ -47,7 +47,8 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict | None, str | None]]:
 
 def _read_csv(path: Path) -> list[tuple[int, dict | None, str | None]]:
     out = []
-    fields, records = csv_dicts(path)
+    unreadable: list[tuple[int, str]] = []
+    fields, records = csv_dicts(path, errors=unreadable)
     missing = [c for c in REQUIRED if c not in fields]
     if missing:
         raise ReconScoreError(
@@ -66,7 +67,20 @@ def _read_csv(path: Path) -> list[tuple[int, dict | None, str | None]]:
             out.append((lineno, {"id": rec.get("id")}, msg))
             continue
         out.append((lineno, dict(rec), None))
-    return out
+    out += [
+        (lineno, None, _fail(path, lineno, why)) for lineno, why in unreadable
+    ]  # one row each, in line order
+    return sorted(out, key=lambda r: r[0])
+
+
+def _automatic_id(index: int, line: int, explicit: set[str]) -> str:
+    """A row without an id gets its 0-based position, or, where another row uses that as its explicit id,
+    `line{N}` (then `line{N}~2`, ...): an automatic id never collides with an explicit one."""
+    candidate, k = str(index), 1
+    while candidate in explicit:
+        k += 1
+        candidate = f"line{line}" if k == 2 else f"line{line}~{k - 1}"
+    return candidate
 
 
 def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> list[InputRow]:
@@ -74,6 +88,7 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
 
     Raises:
         ReconScoreError: the file is missing, of unknown type, or has no image/caption columns.
+        EmptyInputError: the file holds no data rows.
     """
     path = Path(path)
     if not path.is_file():
@@ -85,14 +100,20 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
         records = _read_csv(path)
     else:
         raise ReconScoreError(f"captions file {path}: unknown format {suffix!r}; use .jsonl, .csv or .tsv")
+    if not records:
+        raise EmptyInputError(
+            f"{path}: no rows ({'a header and nothing else' if suffix in ('.csv', '.tsv') else 'no data lines'}); "
+            "nothing to do"
+        )
     base = Path(root) if root is not None else path.parent
     if not base.is_dir():
         raise ReconScoreError(f"image root {base} is not a folder")
     rows: list[InputRow] = []
     first_line_of_id: dict[str, int] = {}
+    explicit = {str(rec["id"]) for _, rec, _ in records if rec and rec.get("id") not in (None, "")}
     for index, (lineno, rec, err) in enumerate(records):
         raw_id = rec.get("id") if rec else None
-        row_id = str(raw_id) if raw_id not in (None, "") else str(index)
+        row_id = str(raw_id) if raw_id not in (None, "") else _automatic_id(index, lineno, explicit)
         bad_text = next(
             (
                 m
@@ -130,8 +151,8 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
             if not isinstance(row.image, str) or not row.image.strip():
                 row.error = _fail(path, lineno, "empty or non-text `image` field")
             else:
-                try:
-                    row.image_path = resolve_under(base, row.image.strip())
+                try:  # the path as given: "a.png " is not a.png
+                    row.image_path = resolve_under(base, row.image)
                 except InputError as e:
                     row.error = _fail(path, lineno, str(e))
             row.image_error = row.error is not None

@@ -77,6 +77,11 @@ RECON_OVERRIDES = {
         parse=load_template,
     ),
     "collapse_whitespace": Override("Join whitespace runs in captions before prompting (a variant)."),
+    "image_reader": Override(
+        "How 8-bit files become RGB: pil = Image.open(p).convert('RGB') as the authors' code; eo = EXIF rotation "
+        "applied, transparency composited onto black (docs/images.md).",
+        choices=("eo", "pil"),  # recon_score.images.READERS (not imported here: --help stays light)
+    ),
 }
 
 
@@ -100,9 +105,15 @@ class ReconPreset(PresetMixin):
     vae_tiling: bool
     prompt_template: str  # contains "{caption}" once
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
+    image_reader: str  # "pil": 8-bit files as the authors read them; "eo": EXIF rotation, alpha onto black
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
 
     OVERRIDES: ClassVar[dict[str, Override]] = RECON_OVERRIDES
+
+    def __post_init__(self) -> None:
+        readers = RECON_OVERRIDES["image_reader"].choices
+        if self.image_reader not in readers:
+            raise ValueError(f"image_reader must be one of {', '.join(readers)}, got {self.image_reader!r}")
 
 
 # Where each value comes from. "seed 004" is the ReconScore paper; "authors' code" is github.com/hhu-czy/ReconScore
@@ -127,6 +138,8 @@ PAPER_SOURCES: dict[str, str] = {
     "vae_tiling": "authors' code batch_generate.py pipe.vae.enable_tiling()",
     "prompt_template": f"{_GEN} generate_image (verbatim); seed 004 Table 1(a)",
     "collapse_whitespace": f"{_GEN} concatenates the caption as given",
+    "image_reader": "authors' code scripts/similarity_evaluator.py Image.open(path).convert('RGB') (8-bit files; "
+    "no EXIF rotation, alpha dropped); other layouts by recon_score.images' rules (docs/images.md)",
 }
 
 PAPER = ReconPreset(
@@ -148,6 +161,7 @@ PAPER = ReconPreset(
     vae_tiling=True,
     prompt_template=PERSPECTIVE_TEMPLATE,
     collapse_whitespace=False,
+    image_reader="pil",
 )
 
 FAST = dataclasses.replace(

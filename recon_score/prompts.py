@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from recon_score.errors import InputError
-from recon_score.textfiles import read_text
+from recon_score.textfiles import has_visible_text, read_text
 
 # Seed 004 and its authors' code, verbatim (including the single spaces around {caption}).
 PERSPECTIVE_TEMPLATE = (
@@ -39,7 +39,8 @@ def clean_caption(caption: object, *, collapse_whitespace: bool = False) -> str:
     whitespace, newlines included, into single spaces and strips the ends.
 
     Raises:
-        InputError: None, not a string, empty or whitespace-only.
+        InputError: None, not a string, empty, or without a visible character (white space, zero-width or
+        control characters only).
     """
     if caption is None:
         raise InputError("caption is missing")
@@ -47,6 +48,10 @@ def clean_caption(caption: object, *, collapse_whitespace: bool = False) -> str:
         raise InputError(f"caption must be text, got {type(caption).__name__}: {caption!r}")
     if not caption.strip():
         raise InputError("caption is empty or whitespace-only")
+    if not has_visible_text(caption):
+        raise InputError(
+            "caption has no visible character (only white space, zero-width or control characters such as NUL)"
+        )
     return " ".join(caption.split()) if collapse_whitespace else caption
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -182,6 +183,8 @@ class FileDigests:
             return None
         try:
             st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever; the load says why
+                return None
             memo_key = (str(path), st.st_size, st.st_mtime_ns)
             if memo_key not in self._memo:
                 h = hashlib.sha256()

@@ -265,7 +265,17 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
                     pairs.append((InputError(row.error), row.caption))
                     continue
                 try:
-                    pairs.append((load_image(row.image_path, name=row.image, bands=job.bands), row.caption))
+                    pairs.append(
+                        (
+                            load_image(
+                                row.image_path,
+                                name=row.image,
+                                bands=job.bands,
+                                reader=job.preset.image_reader,
+                            ),
+                            row.caption,
+                        )
+                    )
                 except InputError as err:
                     pairs.append((err, row.caption))
             results = scorer.score_seeds(pairs, seeds, force_render=partial)

@@ -255,7 +255,7 @@ class ReconScorer:
                     if is_array_image(img):
                         loaded[k] = to_pil_image(img, name=f"image {i}")
                     else:
-                        loaded[k] = load_image(img)
+                        loaded[k] = load_image(img, reader=self.preset.image_reader)
                 except InputError as err:
                     loaded[k] = err
             pairs.append((loaded[k], cap))

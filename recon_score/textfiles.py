@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +73,19 @@ def read_lines(path: str | Path, **kwargs) -> list[tuple[int, str]]:
     return [(i, line.removesuffix("\r")) for i, line in enumerate(lines, start=1)]
 
 
+def parse_json(text: str) -> tuple[object | None, str | None]:
+    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, nesting deeper
+    than the interpreter's recursion limit, an integer of more digits than Python converts (4,300)."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as err:
+        return None, f"invalid JSON ({err.msg} at column {err.colno})"
+    except RecursionError:
+        return None, "JSON nested too deeply (thousands of [ or {); not a record"
+    except ValueError as err:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        return None, f"JSON holds a number that cannot be read ({str(err).split(';')[0]})"
+
+
 def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None, str | None]]:
     """(line, value, None) for each non-blank JSONL line, or (line, None, message) where it is not JSON.
 
@@ -81,10 +95,8 @@ def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None,
     for lineno, raw in read_lines(path, **kwargs):
         if not raw.strip():
             continue
-        try:
-            yield lineno, json.loads(raw), None
-        except json.JSONDecodeError as err:
-            yield lineno, None, f"{path.name}:{lineno}: invalid JSON ({err.msg} at column {err.colno})"
+        value, why = parse_json(raw)
+        yield lineno, value, None if why is None else f"{path.name}:{lineno}: {why}"
 
 
 def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
@@ -110,6 +122,8 @@ def read_json(path: str | Path, *, expect: type = object, what: str = "file", **
         value = json.loads(read_text(path, what=what, **kwargs))
     except json.JSONDecodeError as err:
         raise TextFileError(path, err.lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    except (RecursionError, ValueError):
+        raise TextFileError(path, None, parse_json(read_text(path, what=what, **kwargs))[1]) from None
     if expect is not object and not isinstance(value, expect):
         raise TextFileError(
             path,
@@ -119,31 +133,146 @@ def read_json(path: str | Path, *, expect: type = object, what: str = "file", **
     return value
 
 
-def csv_dicts(
-    path: str | Path, *, delimiter: str | None = None, **kwargs
-) -> tuple[list[str], list[tuple[int, dict]]]:
-    """(header, [(line where the record ends, record)]) of a CSV file (a TSV for ``.tsv`` paths).
+def _physical_lines(text: str) -> list[str]:
+    """The text's lines split on "\n" only, each with its end kept (the csv module wants them so)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
-    A record with more fields than the header keeps the extras under the key None (csv.DictReader's way), so
-    the caller can name the line.
+
+def _csv_records(
+    path: Path, text: str, delimiter: str, quoted: bool, width: int | None
+) -> Iterator[tuple[int, list[str] | None, str | None]]:
+    """(first line, fields, None) per record, or (line, None, why) where a record cannot be read; reading goes on
+    from the next line, so one bad quote costs one row, never the rows after it.
+
+    quoted: the CSV quoting rules (strict: text after a closing quote is an error, not silently joined);
+    otherwise every character is literal text (TSV). A quoted field may span lines, unless one of the lines it
+    swallows would be a record of `width` fields on its own: then its opening quote is unbalanced.
+    """
+    lines = _physical_lines(text)
+    options = {"delimiter": delimiter, "strict": True}
+    if not quoted:
+        options["quoting"] = csv.QUOTE_NONE
+    i = 0
+    while i < len(lines):
+        reader = csv.reader(iter(lines[i:]), **options)
+        done = 0  # lines of lines[i:] consumed by complete records
+        try:
+            for fields in reader:
+                first, last = i + done + 1, i + reader.line_num
+                swallowed = lines[first:last]  # lines after the first, inside one quoted field
+                if width and any(
+                    len(next(csv.reader([x], delimiter=delimiter), [])) == width for x in swallowed
+                ):
+                    yield (
+                        first,
+                        None,
+                        (
+                            "a quote opened on this line is not closed on it (an unbalanced quote?); the lines "
+                            "after it are read as rows of their own"
+                        ),
+                    )
+                    i, done = first, 0
+                    break
+                done = reader.line_num
+                if fields:
+                    yield first, fields, None
+            else:
+                return
+        except csv.Error as err:
+            first = i + done + 1
+            why = "a quote is never closed" if "unexpected end of data" in str(err) else str(err)
+            yield (
+                first,
+                None,
+                f'malformed CSV ({why}); quote a field that holds a quote or the delimiter as "..."',
+            )
+            i = first
+            continue
+
+
+def csv_dicts(
+    path: str | Path,
+    *,
+    delimiter: str | None = None,
+    quoted: bool | None = None,
+    errors: list[tuple[int, str]] | None = None,
+    **kwargs,
+) -> tuple[list[str], list[tuple[int, dict]]]:
+    """(header, [(line where the record starts, record)]) of a CSV file (a TSV for ``.tsv`` paths).
+
+    quoted: whether ``"`` quotes fields; default yes for CSV, no for TSV (TSV is literal text: ``"big" trees``
+    keeps its quotes). A record with more fields than the header keeps the extras under the key None
+    (csv.DictReader's way), so the caller can name the line; fewer fields leave the rest None. A field of any
+    length is read (the csv module's field limit is raised for the file).
+
+    errors: where records that cannot be read go, as (line, message); without it the first one is raised.
+
+    Raises:
+        TextFileError: a duplicated column name, or an unreadable record when `errors` is None.
     """
     path = Path(path)
-    if delimiter is None:
-        delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    reader = csv.DictReader(io.StringIO(read_text(path, **kwargs), newline=""), delimiter=delimiter)
-    try:
-        header = list(reader.fieldnames or [])
-        return header, [(reader.line_num, rec) for rec in reader]
-    except csv.Error as err:
-        raise TextFileError(path, reader.line_num, f"malformed CSV ({err})") from None
+    tsv = path.suffix.lower() == ".tsv"
+    delimiter = delimiter or ("\t" if tsv else ",")
+    quoted = (delimiter != "\t") if quoted is None else quoted
+    text = read_text(path, **kwargs)
+    lines = _physical_lines(text)
+    start = next((n for n, ln in enumerate(lines) if ln.strip("\r\n")), None)
+    if start is None:
+        return [], []
+    header_line = lines[start].removesuffix("\n").removesuffix("\r")
+    options = {"delimiter": delimiter} if quoted else {"delimiter": delimiter, "quoting": csv.QUOTE_NONE}
+    header = next(csv.reader([header_line], **options))
+    seen: dict[str, int] = {}
+    for k, name in enumerate(header, start=1):
+        if name in seen:
+            raise TextFileError(
+                path, start + 1, f"column {name!r} appears twice in the header (columns {seen[name]} and {k})"
+            )
+        seen[name] = k
+    records = []
+    with _field_limit(len(text)):
+        for line, fields, why in _csv_records(
+            path, "".join(lines[start + 1 :]), delimiter, quoted, len(header)
+        ):
+            line += start + 1
+            if why is not None:
+                if errors is None:
+                    raise TextFileError(path, line, why)
+                errors.append((line, why))
+                continue
+            rec = dict(zip(header, fields))
+            for name in header[len(fields) :]:
+                rec[name] = None
+            if len(fields) > len(header):
+                rec[None] = fields[len(header) :]
+            records.append((line, rec))
+    return header, records
+
+
+class _field_limit:
+    """csv's field size limit raised to `size` for one file (the default 131,072 characters would stop a file
+    at a long caption and name the wrong line)."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __enter__(self):
+        self.old = csv.field_size_limit()
+        csv.field_size_limit(max(self.old, self.size + 1))
+
+    def __exit__(self, *exc):
+        csv.field_size_limit(self.old)
 
 
 def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
-    """(line, fields) for every non-empty row of a header-less CSV file."""
+    """(line, fields) for every non-empty row of a header-less CSV file (fields of any length)."""
     path = Path(path)
-    reader = csv.reader(io.StringIO(read_text(path, **kwargs), newline=""))
+    text = read_text(path, **kwargs)
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        return [(reader.line_num, row) for row in reader if row]
+        with _field_limit(len(text)):
+            return [(reader.line_num, row) for row in reader if row]
     except csv.Error as err:
         raise TextFileError(path, reader.line_num, f"malformed CSV ({err})") from None
 
@@ -171,6 +300,15 @@ def unencodable(value: object, name: str = "value") -> str | None:
             if found:
                 return found
     return None
+
+
+_INVISIBLE = ("Cc", "Cf", "Cs", "Zs", "Zl", "Zp")  # control, format (zero-width), surrogate, separators
+
+
+def has_visible_text(text: str) -> bool:
+    """Whether `text` holds a character a reader would see: text of only white space, zero-width characters
+    (U+200B, U+FEFF, ...) or control characters (NUL, ...) is as empty as "" and must be treated so."""
+    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
 
 
 def safe_text(value: object) -> object:

@@ -161,6 +161,17 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise InputError(f"bundle {path} does not exist")
     with path.open("rb") as fh:  # ours to close: np.load leaks its own handle when the zip is damaged
+        head = fh.read(6)
+        fh.seek(0)
+        if head.startswith(b"\x93NUMPY"):
+            raise InputError(
+                f"{path} is a single .npy array, not a .npz bundle; write the bundle with np.savez"
+            )
+        if head and not head.startswith(b"PK"):  # np.load would take anything else for a pickle
+            raise InputError(
+                f"{path} is not a .npz file (it starts with {head!r}, a .npz is a zip archive); "
+                "write it again with np.savez"
+            )
         try:
             npz = np.load(fh, allow_pickle=False)
         except ValueError as err:
@@ -195,6 +206,10 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
 
 def _float_tensors(arrays: dict[str, np.ndarray], where: str) -> dict[str, torch.Tensor]:
     """The float keys as tensors: dtype, rank, one embedding dimension, L2-normalised rows where required."""
+    if arrays["query_image"].shape[:1] == (0,):
+        raise BundleError(
+            where, "query_image", "has 0 rows: no queries to evaluate", "Store one row per query."
+        )
     tensors = {}
     for key in (
         "query_image",

@@ -154,12 +154,14 @@ def _check_pairs(t: Tensor, q: int, n: int, name: str, where: str) -> None:
         raise InputError(
             f"{where}: {name} must be an integer array of shape (P, 2), got {tuple(t.shape)} {t.dtype}"
         )
-    if len(t) and (int(t[:, 0].min()) < 0 or int(t[:, 0].max()) >= q):
-        raise InputError(f"{where}: {name}[:, 0] must be query indices in [0, {q}), got {int(t[:, 0].max())}")
-    if len(t) and (int(t[:, 1].min()) < 0 or int(t[:, 1].max()) >= n):
-        raise InputError(
-            f"{where}: {name}[:, 1] must be database indices in [0, {n}), got {int(t[:, 1].max())}"
-        )
+    for col, what, limit in ((0, "query", q), (1, "database", n)):
+        bad = ((t[:, col] < 0) | (t[:, col] >= limit)).nonzero().flatten() if len(t) else []
+        if len(bad):
+            row = int(bad[0])
+            raise InputError(
+                f"{where}: {name}[:, {col}] must be {what} indices in [0, {limit}), got {int(t[row, col])} "
+                f"(row {row}; {len(bad)} such row(s))"
+            )
 
 
 def _check_len(values: Sequence | None, expected: int, name: str, where: str) -> None:

@@ -179,7 +179,10 @@ def evaluate(
 
     Raises:
         MethodUnavailableError: the method lacks something in `resources` (checked before any scoring).
+        InputError: `data` has no queries (there is nothing to average).
     """
+    if data.n_queries == 0:
+        raise InputError("no queries to evaluate (0 query rows); every metric would be an empty mean")
     if ap not in AP_VARIANTS:
         raise ValueError(f"ap must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
     if ties not in TIES:

@@ -18,8 +18,11 @@ SAMPLE = REPO / "recon_score" / "sample"
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
-    """Every session builds fixtures and caches into its own folder: tests never see a user's cache."""
-    root = tmp_path_factory.mktemp("reconscore-cache")
+    """Every session builds fixtures and caches into its own folder: tests never see a user's cache.
+    RECONSCORE_TEST_CACHE names another fresh folder (tests/hostile.sh keeps the tiny models off its 3 MB
+    tmpfs, where the hostile inputs and run folders go)."""
+    chosen = os.environ.get("RECONSCORE_TEST_CACHE")
+    root = Path(chosen) if chosen else tmp_path_factory.mktemp("reconscore-cache")
     old = {k: os.environ.get(k) for k in ("RECONSCORE_CACHE", "RECONSCORE_WEIGHTS")}
     os.environ["RECONSCORE_CACHE"] = str(root)
     os.environ["RECONSCORE_WEIGHTS"] = str(root / "weights")

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except ReconScoreError as err:
         click.echo(f"error: {err}", err=True)
-        return EXIT_ERROR
+        return getattr(err, "exit_code", EXIT_ERROR)  # EmptyInputError: the failed-rows status
     return rv if isinstance(rv, int) else EXIT_OK
 
 

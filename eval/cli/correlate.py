@@ -27,7 +27,7 @@ raters); Kendall tau-b and tau-c x 100 via scipy; judgments oriented larger = be
 Headline: tau-c for flickr8k-expert, tau-b otherwise. Flickr8K-Expert skips candidates that are references of
 their image; Flickr8K-CrowdFlower removes every caption rated for an image from its references.
 \b
-Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, ci_low, ci_high, n; the CI is the
+Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, ci_low, ci_high, n, note; the CI is the
 headline tau's), per_item.parquet (every row with its scores), run.json (settings, protocol, provenance).
 Exit status: 0 done, 3 some metric could not score any row (e.g. images not found), 1 the run could not start.""",
 )
@@ -95,6 +95,9 @@ def print_correlations(table, run: dict, out: Path | None = None) -> None:
             str(r.n),
         )
     console.print(t)
+    for r in table.itertuples(index=False):
+        if getattr(r, "note", ""):  # why a tau is NaN (eval.correlation.tau_nan_reason)
+            console.print(f"[yellow]  {escape(r.metric)}: {escape(r.note)}[/]", highlight=False)
     for note in run["protocol"]["dataset_notes"]:
         console.print(f"  {escape(note)}", highlight=False)
     rows = run["counts"]["rows"]

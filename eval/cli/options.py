@@ -92,8 +92,22 @@ def preset_flags(cls: type, example, *, only: tuple[str, ...] = (), what: str = 
             if kind is int
             else click.FloatRange(min=o.min, min_open=o.min_open)
         )
-        flags.append(click.option(flag, f.name, type=t, default=None, help=help))
+        check = _parsed_by(o.parse) if o.parse else None
+        flags.append(click.option(flag, f.name, type=t, default=None, help=help, callback=check))
     return options(*flags)
+
+
+def _parsed_by(parse: Callable) -> Callable:
+    """A click callback that checks a flag's value with its preset field's parser: a value the parser refuses (a
+    prompt template without {caption}) is a usage error naming the flag (exit 2), not a traceback."""
+
+    def check(ctx, param, value):
+        try:
+            return None if value is None else parse(value)
+        except ValueError as err:  # recon_score.errors.InputError is a ValueError too
+            raise click.BadParameter(str(err)) from None
+
+    return check
 
 
 def pop_overrides(cls: type, given: dict) -> dict:

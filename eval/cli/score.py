@@ -117,6 +117,16 @@ def command(
     return summary.exit_code
 
 
+def _template(value: str | None) -> str | None:
+    """--prompt-template as template text; one without exactly one {caption} is a usage error (exit 2)."""
+    from recon_score.prompts import load_template
+
+    try:
+        return load_template(value) if value else None
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--prompt-template'") from None
+
+
 def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     from rich.console import Console
     from rich.table import Table

@@ -60,7 +60,16 @@ def test_ranking_example_end_to_end_with_reference_free_smoke_metrics(tmp_path, 
         and "meaningless" in printed
     )
     corr = pd.read_csv(out / "correlations.csv")
-    assert list(corr.columns) == ["metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n"]
+    assert list(corr.columns) == [
+        "metric",
+        "tau_b",
+        "tau_c",
+        "pairwise_acc",
+        "ci_low",
+        "ci_high",
+        "n",
+        "note",
+    ]
     assert corr["metric"].tolist() == ["clipscore", "recon_score"] and (corr["n"] == 9).all()
     items = pd.read_parquet(out / "per_item.parquet")
     assert len(items) == 9 and items["judgment"].tolist() == [1.0, 2.0, 3.0] * 3

@@ -116,5 +116,5 @@ def test_headline_variants_are_the_published_ones():
 def test_correlations_table_columns():
     table = _table(["a", "a", "b", "b"], list("xyxy"), [1, 2, 2, 1])
     out = correlate(table, {"m": [1, 2, 2, 1]}, n_boot=20)
-    assert list(out.columns) == ["metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n"]
+    assert list(out.columns) == ["metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n", "note"]
     assert out.loc[0, "n"] == 4
