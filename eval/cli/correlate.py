@@ -96,7 +96,7 @@ def print_correlations(table, run: dict, out: Path | None = None) -> None:
         )
     console.print(t)
     for r in table.itertuples(index=False):
-        if getattr(r, "note", ""):  # why a tau is NaN (eval.correlation.tau_nan_reason)
+        if getattr(r, "note", ""):  # why a tau is NaN (eval.kendall.tau_nan_reason)
             console.print(f"[yellow]  {escape(r.metric)}: {escape(r.note)}[/]", highlight=False)
     for note in run["protocol"]["dataset_notes"]:
         console.print(f"  {escape(note)}", highlight=False)

@@ -388,7 +388,7 @@ def test_prompt_template_without_caption_is_a_usage_error(tmp_path, capsys):
 def test_correlate_says_why_tau_is_nan():
     import pandas as pd
 
-    from eval.correlation import correlate
+    from eval.kendall import correlate
 
     table = pd.DataFrame(
         {
