@@ -299,6 +299,12 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
     ):
         if value not in allowed:
             raise ReconScoreError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+    try:
+        import datasets  # noqa: F401 - writes the Parquet files with the features TRL's loaders read
+    except ImportError as err:
+        raise ReconScoreError(
+            "`reconscore pairs` needs the `datasets` package: pip install 'reconscore[train]'"
+        ) from err
     job.out.mkdir(parents=True, exist_ok=True)
     for old in job.out.glob("data/train-*.parquet"):  # a rerun replaces the dataset, never mixes two
         old.unlink()
