@@ -156,3 +156,24 @@ def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["pairs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 3
     assert "no candidates.jsonl" in capsys.readouterr().err
+
+
+def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path, capsys):
+    from datasets import load_dataset
+
+    table = tmp_path / "scored.jsonl"
+    rows = [
+        {"image_id": "UCM_3", "image": "images/UCM_3.tif", "caption": c, "selection_score": s, "index": i}
+        for i, (c, s) in enumerate([("a dense forest", 71.5), ("a beach", 40.0), ("trees", 55.0)])
+    ]
+    write_jsonl_atomic(table, rows)
+    out = tmp_path / "p"
+    assert main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 3
+    assert "pass --prompt" in capsys.readouterr().err
+    argv = ["pairs", str(table), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
+    assert main(argv) == 0
+    assert "not applied" in capsys.readouterr().out  # no per-seed scores: the filter cannot run, and says so
+    (row,) = load_dataset(str(out), split="train")
+    assert row["chosen"][0]["content"][0]["text"] == "a dense forest" and row["margin"] == 31.5
+    assert row["prompt"][0]["content"][1]["text"].startswith("Describe this remote sensing image")
+    assert row["chosen_noise"] is None and row["selection_seeds"] is None
