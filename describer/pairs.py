@@ -14,6 +14,7 @@ order could be the renders' luck rather than the text. Every dropped pair is cou
 from __future__ import annotations
 
 import io
+import json
 import logging
 import math
 import statistics
@@ -109,8 +110,6 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     if path.is_dir():
         table = path / "candidates.jsonl"
         if (path / "run.json").is_file():
-            import json
-
             run = json.loads((path / "run.json").read_text(encoding="utf-8"))
         if not table.is_file():
             raise InputError(f"{path}: no candidates.jsonl (expected a `reconscore describe` run folder)")
