@@ -86,6 +86,8 @@ def command(runs, out, policy, score, min_margin, noise, images_root, prompt, sh
     click.echo(
         f"{summary.pairs} pairs from {summary.images} images ({summary.candidates} scored candidates) -> {out}"
     )
+    if not summary.pairs:
+        click.echo("warning: no pair was kept, so no data file was written (see the reasons below)", err=True)
     click.echo(f"seed-noise filter: {summary.noise_filter}")
     for reason, n in sorted(summary.dropped.items()):
         click.echo(f"dropped {n} pairs: {reason}")

@@ -150,6 +150,10 @@ def test_noise_off_and_min_margin(tmp_path):
     # a rerun with another policy replaces the dataset (never mixes two)
     assert main(["pairs", str(run), "--out", str(out), "--noise", "off"]) == 3
     assert len(load_dataset(str(out), split="train")) == 2  # UCM_1 and UCM_2 best-worst
+    # every pair dropped: said so, and no stale shard of the previous run is left behind
+    assert main(["pairs", str(run), "--out", str(out), "--min-margin", "100"]) == 0
+    assert not list(out.glob("data/*.parquet"))
+    assert json.loads((out / "run.json").read_text())["counts"]["pairs"] == 0
 
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
