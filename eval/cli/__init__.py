@@ -14,6 +14,7 @@ import click
 SUBCOMMANDS = {
     "score": "eval.cli.score",
     "describe": "eval.cli.describe",
+    "pairs": "eval.cli.pairs",
     "correlate": "eval.cli.correlate",
     "retrieve": "eval.cli.retrieve",
     "retrieve-eval": "eval.cli.retrieve_eval",

@@ -1,0 +1,418 @@
+"""Preference pairs from scored candidates: ReconScore as training data for DPO (`reconscore pairs`).
+
+A describe run holds N scored candidates per image; two candidates of one image whose scores differ make a
+(chosen, rejected) pair, the data CycleReward trained its captioner on with reconstruction similarity. Written in
+the conversational vision format TRL's DPOTrainer reads (`image`, `prompt` as a user message with an image slot,
+`chosen` / `rejected` as assistant messages), so `datasets.load_dataset("parquet", ...)` feeds the trainer as is.
+
+Confidence filter: with K selection seeds (`describe --selection-seeds K`) each candidate's score is a mean over K
+renders and its per-seed values measure the seed noise. A pair is kept only if its margin exceeds the noise of
+both captions (the sample std of each one's K values, or its standard error with `noise="sem"`): otherwise the
+order could be the renders' luck rather than the text. Every dropped pair is counted under its reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+import statistics
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+
+from recon_score.cache import atomic_write_bytes, png_bytes
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.images import load_image, resolve_under
+from recon_score.results import read_jsonl, write_json_atomic
+from recon_score.runtime import provenance, utc_now
+
+log = logging.getLogger(__name__)
+
+POLICIES = ("best-worst", "best-vs-each", "all")
+SCORES = ("selection_score", "recon_score")
+NOISE = ("std", "sem", "off")
+
+# why a candidate pair is not in the dataset (run.json "dropped"; the CLI prints them)
+TIE = "equal scores"
+BELOW_MARGIN = "margin below --min-margin"
+WITHIN_NOISE = "margin within the seed noise of a caption"
+DUPLICATE = "same caption text"
+
+
+@dataclass
+class PairsJob:
+    runs: list[
+        Path
+    ]  # describe runs (candidates.jsonl) or scored tables (a .jsonl with image, caption, score)
+    out: Path
+    policy: str = "best-worst"
+    score: str = "selection_score"  # the column that ranks candidates
+    min_margin: float = 0.0
+    noise: str = "std"  # the seed-noise filter: "std" or "sem" of a caption's per-seed scores, or "off"
+    images_root: Path | None = None  # for scored tables whose image paths are relative to another folder
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PairsSummary:
+    pairs: int
+    images: int  # images with at least one pair
+    candidates: int  # scored candidates considered
+    dropped: dict[str, int]  # reason -> number of candidate pairs dropped
+    skipped: dict[str, int]  # reason -> number of candidates or images left out before pairing
+    failures: list[str]  # one line per unreadable input (file:line or image path)
+    noise_filter: str  # what the seed-noise filter did, in words
+    held_out_agreement: dict | None  # pairs whose held-out recon_score orders them the same way
+    path: Path | None = None
+
+
+@dataclass
+class Candidate:
+    image_id: str
+    image: str
+    index: int
+    caption: str
+    score: float
+    per_seed: list[float] | None
+    recon_score: float | None
+    selection_score: float | None
+
+    def noise(self, kind: str) -> float | None:
+        """The seed noise of this caption's score: None with fewer than two seeds or with the filter off."""
+        if kind == "off" or not self.per_seed or len(self.per_seed) < 2:
+            return None
+        std = statistics.stdev(self.per_seed)
+        return std / math.sqrt(len(self.per_seed)) if kind == "sem" else std
+
+
+@dataclass
+class Source:
+    """One input: its candidates grouped by image, and what the rows need from its run.json."""
+
+    path: Path
+    groups: dict[str, list[Candidate]]
+    images_root: Path | None
+    prompt: str | None
+    seeds: list[int] | None
+    eval_seed: int | None
+    bands: tuple[int, ...] | None
+    note: str | None
+
+
+def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str]) -> Source:
+    """A describe run folder (run.json + candidates.jsonl) or a scored table (.jsonl) with image, caption and
+    the score column."""
+    run: dict = {}
+    if path.is_dir():
+        table = path / "candidates.jsonl"
+        if (path / "run.json").is_file():
+            run = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        if not table.is_file():
+            raise InputError(f"{path}: no candidates.jsonl (expected a `reconscore describe` run folder)")
+    else:
+        table = path
+    rows = read_jsonl(table)
+    root = job.images_root or (Path(run["images_root"]) if run.get("images_root") else table.parent)
+    groups: dict[str, list[Candidate]] = {}
+    for line, row in enumerate(rows, 1):
+        cand = _candidate(row, job.score, f"{table}:{line}", skipped, failures)
+        if cand is not None:
+            groups.setdefault(cand.image_id, []).append(cand)
+    selection = run.get("selection") or {}
+    seeds = selection.get("selection_seeds")
+    return Source(
+        path=path,
+        groups=groups,
+        images_root=root,
+        prompt=(run.get("preset") or {}).get("prompt"),
+        seeds=seeds,
+        eval_seed=selection.get("eval_seed"),
+        bands=tuple(run["bands"]) if run.get("bands") else None,
+        note=run.get("note"),
+    )
+
+
+def _candidate(row: dict, score: str, where: str, skipped: Counter, failures: list[str]) -> Candidate | None:
+    if (
+        not isinstance(row, dict)
+        or not row.get("image")
+        or not isinstance(row.get("caption"), (str, type(None)))
+    ):
+        failures.append(f"{where}: not a candidate row (needs image, caption and {score})")
+        return None
+    if row.get("error") or not row.get("caption"):
+        skipped["candidate without a caption (generation failed)"] += 1
+        return None
+    value = row.get(score)
+    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+        skipped[f"candidate without a {score}"] += 1
+        return None
+    per_seed = row.get("selection_per_seed") or row.get("recon_score_per_seed")
+    if per_seed is not None and any(v is None for v in per_seed):
+        per_seed = None
+    return Candidate(
+        image_id=str(row.get("image_id") or row.get("id") or row["image"]),
+        image=row["image"],
+        index=int(row.get("index", 0)),
+        caption=row["caption"],
+        score=float(value),
+        per_seed=per_seed,
+        recon_score=row.get("recon_score"),
+        selection_score=row.get("selection_score"),
+    )
+
+
+def candidate_pairs(cands: list[Candidate], policy: str) -> list[tuple[Candidate, Candidate]]:
+    """(higher, lower) pairs of one image's candidates: best against worst, best against each other
+    candidate, or every pair. Order: by score, ties by candidate index."""
+    if policy not in POLICIES:
+        raise ReconScoreError(f"unknown pair policy {policy!r}; choose one of {', '.join(POLICIES)}")
+    ranked = sorted(cands, key=lambda c: (-c.score, c.index))
+    if len(ranked) < 2:
+        return []
+    if policy == "best-worst":
+        return [(ranked[0], ranked[-1])]
+    if policy == "best-vs-each":
+        return [(ranked[0], c) for c in ranked[1:]]
+    return list(combinations(ranked, 2))
+
+
+def keep_pair(hi: Candidate, lo: Candidate, *, min_margin: float, noise: str) -> str | None:
+    """None to keep the pair, else the reason it is dropped."""
+    margin = hi.score - lo.score
+    if hi.caption.strip() == lo.caption.strip():
+        return DUPLICATE
+    if margin <= 0:
+        return TIE
+    if margin < min_margin:
+        return BELOW_MARGIN
+    for c in (hi, lo):
+        n = c.noise(noise)
+        if n is not None and margin <= n:
+            return WITHIN_NOISE
+    return None
+
+
+def _messages(role: str, text: str | None, *, image: bool = False) -> list[dict]:
+    """One chat message in TRL's conversational vision format (an image slot, then the text)."""
+    content = ([{"type": "image", "text": None}] if image else []) + [{"type": "text", "text": text}]
+    return [{"role": role, "content": content}]
+
+
+def _features():
+    from datasets import Features, Image, Value
+
+    message = [{"role": Value("string"), "content": [{"type": Value("string"), "text": Value("string")}]}]
+    f64, i64, s = Value("float64"), Value("int64"), Value("string")
+    return Features(
+        {
+            "image": Image(),
+            "prompt": message,
+            "chosen": message,
+            "rejected": message,
+            "image_id": s,
+            "chosen_index": i64,
+            "rejected_index": i64,
+            "score_name": s,
+            "chosen_score": f64,
+            "rejected_score": f64,
+            "margin": f64,
+            "chosen_per_seed": [f64],
+            "rejected_per_seed": [f64],
+            "chosen_noise": f64,
+            "rejected_noise": f64,
+            "chosen_recon_score": f64,
+            "rejected_recon_score": f64,
+            "selection_seeds": [i64],
+            "eval_seed": i64,
+            "policy": s,
+            "source_run": s,
+        }
+    )
+
+
+def _row(src: Source, image_png: bytes, hi: Candidate, lo: Candidate, job: PairsJob, prompt: str) -> dict:
+    return {
+        "image": {"bytes": image_png, "path": Path(hi.image).name},
+        "prompt": _messages("user", prompt, image=True),
+        "chosen": _messages("assistant", hi.caption),
+        "rejected": _messages("assistant", lo.caption),
+        "image_id": hi.image_id,
+        "chosen_index": hi.index,
+        "rejected_index": lo.index,
+        "score_name": job.score,
+        "chosen_score": hi.score,
+        "rejected_score": lo.score,
+        "margin": hi.score - lo.score,
+        "chosen_per_seed": hi.per_seed,
+        "rejected_per_seed": lo.per_seed,
+        "chosen_noise": hi.noise(job.noise),
+        "rejected_noise": lo.noise(job.noise),
+        "chosen_recon_score": hi.recon_score,
+        "rejected_recon_score": lo.recon_score,
+        "selection_seeds": src.seeds,
+        "eval_seed": src.eval_seed,
+        "policy": job.policy,
+        "source_run": str(src.path.resolve()),
+    }
+
+
+class _ShardWriter:
+    """Rows to data/train-NNNNN.parquet, `size` rows a file, each written atomically: a run's images never all
+    sit in memory, and `load_dataset(OUT, split="train")` reads the shards as one split (the hub's layout)."""
+
+    def __init__(self, out: Path, size: int):
+        self.out, self.size, self.rows, self.files, self.count = out, size, [], [], 0
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        self.count += 1
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        from datasets import Dataset
+
+        buf = io.BytesIO()
+        Dataset.from_list(self.rows, features=_features()).to_parquet(buf)
+        path = self.out / "data" / f"train-{len(self.files):05d}.parquet"
+        atomic_write_bytes(path, buf.getvalue())
+        self.files.append(str(path.relative_to(self.out)))
+        self.rows = []
+
+
+def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1000) -> PairsSummary:
+    """Read every input, pair each image's candidates, filter, write the shards and run.json.
+
+    `prompt` overrides the prompt recorded in a describe run's run.json (needed for a scored table)."""
+    for name, value, allowed in (
+        ("policy", job.policy, POLICIES),
+        ("score", job.score, SCORES),
+        ("noise filter", job.noise, NOISE),
+    ):
+        if value not in allowed:
+            raise ReconScoreError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+    try:
+        import datasets  # noqa: F401 - writes the Parquet files with the features TRL's loaders read
+    except ImportError as err:
+        raise ReconScoreError(
+            "`reconscore pairs` needs the `datasets` package: pip install 'reconscore[train]'"
+        ) from err
+    job.out.mkdir(parents=True, exist_ok=True)
+    for old in job.out.glob("data/train-*.parquet"):  # a rerun replaces the dataset, never mixes two
+        old.unlink()
+    tally = _Tally()
+    writer = _ShardWriter(job.out, shard_size)
+    sources = []
+    for path in job.runs:
+        try:
+            src = _read_source(path, job, tally.skipped, tally.failures)
+        except InputError as err:
+            tally.failures.append(str(err))
+            continue
+        text = prompt or src.prompt
+        if not text:
+            tally.failures.append(f"{path}: no prompt recorded (not a describe run); pass --prompt")
+            continue
+        sources.append({"path": str(path.resolve()), "note": src.note, "selection_seeds": src.seeds})
+        for image_id, cands in src.groups.items():
+            _pair_image(job, src, image_id, cands, text, writer, tally)
+    writer.flush()
+    summary = PairsSummary(
+        pairs=writer.count,
+        images=tally.images,
+        candidates=tally.candidates,
+        dropped=dict(tally.dropped),
+        skipped=dict(tally.skipped),
+        failures=tally.failures,
+        noise_filter=_noise_words(job.noise, tally.with_noise, tally.candidates),
+        held_out_agreement={"pairs": tally.compared, "agree": tally.agree} if tally.compared else None,
+        path=job.out,
+    )
+    _write_run_json(job, summary, writer.files, sources)
+    return summary
+
+
+@dataclass
+class _Tally:
+    images: int = 0
+    candidates: int = 0
+    with_noise: int = 0  # candidates with a seed-noise estimate (K >= 2 per-seed scores)
+    compared: int = 0  # kept pairs with a held-out recon_score on both sides
+    agree: int = 0  # ... that the held-out scores order the same way
+    dropped: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+
+def _pair_image(
+    job, src: Source, image_id: str, cands, prompt: str, writer: _ShardWriter, tally: _Tally
+) -> None:
+    tally.candidates += len(cands)
+    tally.with_noise += sum(1 for c in cands if c.noise(job.noise) is not None)
+    if len(cands) < 2:
+        tally.skipped["image with fewer than two scored candidates"] += 1
+        return
+    kept = []
+    for hi, lo in candidate_pairs(cands, job.policy):
+        reason = keep_pair(hi, lo, min_margin=job.min_margin, noise=job.noise)
+        if reason:
+            tally.dropped[reason] += 1
+        else:
+            kept.append((hi, lo))
+    if not kept:
+        return
+    try:
+        root = src.images_root or src.path.parent
+        img = load_image(resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands)
+    except InputError as err:
+        tally.failures.append(f"{src.path}: image {image_id!r}: {err}")
+        return
+    png = png_bytes(img)
+    tally.images += 1
+    for hi, lo in kept:
+        writer.add(_row(src, png, hi, lo, job, prompt))
+        if hi.recon_score is not None and lo.recon_score is not None:
+            tally.compared += 1
+            tally.agree += hi.recon_score > lo.recon_score
+
+
+def _noise_words(kind: str, with_noise: int, candidates: int) -> str:
+    if kind == "off":
+        return "off (--noise off)"
+    if not with_noise:
+        return "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
+    what = "sample std" if kind == "std" else "standard error of the mean"
+    return f"margin must exceed the {what} of both captions' per-seed scores ({with_noise}/{candidates} candidates)"
+
+
+def _write_run_json(job: PairsJob, summary: PairsSummary, files: list[str], sources: list[dict]) -> None:
+    write_json_atomic(
+        job.out / "run.json",
+        {
+            "command": "pairs",
+            "format": "TRL conversational vision preference (image, prompt, chosen, rejected)",
+            "files": files,
+            "sources": sources,
+            "settings": {
+                "policy": job.policy,
+                "score": job.score,
+                "min_margin": job.min_margin,
+                "noise": job.noise,
+            },
+            "counts": {"pairs": summary.pairs, "images": summary.images, "candidates": summary.candidates},
+            "dropped": summary.dropped,
+            "skipped": summary.skipped,
+            "failures": summary.failures,
+            "noise_filter": summary.noise_filter,
+            "held_out_agreement": summary.held_out_agreement,
+            "finished": utc_now(),
+            "provenance": {**provenance(), "argv": job.argv or sys.argv},
+        },
+    )

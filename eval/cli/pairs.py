@@ -1,0 +1,101 @@
+"""`reconscore pairs`: preference pairs for DPO from describe runs (ReconScore as a training signal)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from eval.cli import options as opt
+
+
+@click.command(
+    "pairs",
+    epilog="""\b
+Examples:
+  reconscore describe --preset smoke --n 3 --selection-seeds 3 --out runs/rd-smoke
+  reconscore pairs runs/rd-smoke --out runs/pairs-smoke
+  reconscore pairs runs/rd-a runs/rd-b --policy all --min-margin 0.5 --out runs/pairs
+\b
+RUN: a `reconscore describe` folder (candidates.jsonl + run.json) or a scored candidates table (.jsonl with
+image, caption, image_id and the --score column; give --images and --prompt). Output in --out:
+data/train-NNNNN.parquet in TRL's conversational vision preference format (image, prompt, chosen, rejected) plus
+scores, margins, per-seed values, seeds and the source run of each pair; load with
+datasets.load_dataset(OUT, split="train"). run.json counts the pairs dropped and why.
+Exit status: 0 all inputs read, 3 some inputs or images could not be read, 1 nothing could start.""",
+)
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
+@click.option(
+    "--policy",
+    type=click.Choice(["best-worst", "best-vs-each", "all"]),
+    default="best-worst",
+    show_default=True,
+    help="Per image: the best against the worst candidate, the best against each other one, or every pair.",
+)
+@click.option(
+    "--score",
+    type=click.Choice(["selection_score", "recon_score"]),
+    default="selection_score",
+    show_default=True,
+    help="What ranks candidates: the selection renders' score (mean over --selection-seeds) or the held-out "
+    "recon_score (needs describe --eval-candidates all).",
+)
+@click.option(
+    "--min-margin",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Keep a pair only if chosen minus rejected score is at least this (ReconScore points).",
+)
+@click.option(
+    "--noise",
+    type=click.Choice(["std", "sem", "off"]),
+    default="std",
+    show_default=True,
+    help="Seed-noise filter (runs with --selection-seeds K >= 2): the margin must exceed each caption's "
+    "per-seed sample std (std) or its standard error (sem).",
+)
+@opt.images_root("the run's images_root, or a table's folder")
+@click.option("--prompt", default=None, help="The captioning prompt of a scored table (default: the run's).")
+@click.option(
+    "--shard-size",
+    type=click.IntRange(min=1),
+    default=1000,
+    show_default=True,
+    help="Pairs per Parquet file.",
+)
+def command(runs, out, policy, score, min_margin, noise, images_root, prompt, shard_size) -> int:
+    """Build DPO preference pairs (chosen / rejected captions) from scored describe candidates."""
+    from describer.pairs import PairsJob, build_pairs
+    from describer.prompts import load_prompt
+    from recon_score.errors import EXIT_OK, EXIT_PARTIAL
+
+    job = PairsJob(
+        runs=list(runs),
+        out=out,
+        policy=policy,
+        score=score,
+        min_margin=min_margin,
+        noise=noise,
+        images_root=images_root,
+        argv=sys.argv,
+    )
+    summary = build_pairs(job, prompt=load_prompt(prompt) if prompt else None, shard_size=shard_size)
+    click.echo(
+        f"{summary.pairs} pairs from {summary.images} images ({summary.candidates} scored candidates) -> {out}"
+    )
+    if not summary.pairs:
+        click.echo("warning: no pair was kept, so no data file was written (see the reasons below)", err=True)
+    click.echo(f"seed-noise filter: {summary.noise_filter}")
+    for reason, n in sorted(summary.dropped.items()):
+        click.echo(f"dropped {n} pairs: {reason}")
+    for reason, n in sorted(summary.skipped.items()):
+        click.echo(f"skipped {n}: {reason}")
+    if summary.held_out_agreement:
+        a = summary.held_out_agreement
+        click.echo(f"held-out recon_score orders {a['agree']}/{a['pairs']} kept pairs the same way")
+    for line in summary.failures[:20]:
+        click.echo(f"error: {line}", err=True)
+    return EXIT_PARTIAL if summary.failures else EXIT_OK

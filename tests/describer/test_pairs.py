@@ -1,0 +1,183 @@
+"""`reconscore pairs`: policies, margins and the seed-noise filter on a hand-written describe run (no models);
+the dataset read back with `datasets` as TRL reads it."""
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from describer.pairs import (
+    BELOW_MARGIN,
+    DUPLICATE,
+    TIE,
+    WITHIN_NOISE,
+    Candidate,
+    candidate_pairs,
+    keep_pair,
+)
+from eval.cli import main
+from recon_score.results import write_json_atomic, write_jsonl_atomic
+
+SAMPLE = Path(__file__).resolve().parents[2] / "recon_score" / "sample"
+
+
+def _cand(i: int, score: float, per_seed=None, caption=None) -> Candidate:
+    return Candidate("img", "a.png", i, caption or f"caption {i}", score, per_seed, None, score)
+
+
+def test_policies_pair_by_score_not_by_index():
+    cands = [_cand(0, 50.0), _cand(1, 70.0), _cand(2, 40.0), _cand(3, 60.0)]
+    idx = {
+        p: [(h.index, lo.index) for h, lo in candidate_pairs(cands, p)]
+        for p in ("best-worst", "best-vs-each")
+    }
+    assert idx["best-worst"] == [(1, 2)]
+    assert idx["best-vs-each"] == [(1, 3), (1, 0), (1, 2)]
+    every = [(h.index, lo.index) for h, lo in candidate_pairs(cands, "all")]
+    assert len(every) == 6 and all(h.score > lo.score for h, lo in candidate_pairs(cands, "all"))
+    assert candidate_pairs([_cand(0, 1.0)], "all") == []
+
+
+def test_keep_pair_reasons():
+    assert keep_pair(_cand(0, 60.0), _cand(1, 50.0), min_margin=0, noise="std") is None
+    assert keep_pair(_cand(0, 50.0), _cand(1, 50.0), min_margin=0, noise="std") == TIE
+    assert keep_pair(_cand(0, 51.0), _cand(1, 50.0), min_margin=2, noise="std") == BELOW_MARGIN
+    same = keep_pair(
+        _cand(0, 60.0, caption="a farm"), _cand(1, 50.0, caption="a farm "), min_margin=0, noise="std"
+    )
+    assert same == DUPLICATE
+    # margin 3; the rejected caption's seeds spread 40, 50, 45: std 5 > 3 -> within noise; its SEM 2.89 < 3
+    noisy = _cand(1, 45.0, per_seed=[40.0, 50.0, 45.0])
+    assert statistics.stdev(noisy.per_seed) == pytest.approx(5.0)
+    assert (
+        keep_pair(_cand(0, 48.0, per_seed=[48.0, 48.5, 47.5]), noisy, min_margin=0, noise="std")
+        == WITHIN_NOISE
+    )
+    assert keep_pair(_cand(0, 48.0, per_seed=[48.0, 48.5, 47.5]), noisy, min_margin=0, noise="sem") is None
+    assert keep_pair(_cand(0, 48.0), noisy, min_margin=0, noise="off") is None
+
+
+def _fake_run(tmp_path: Path) -> Path:
+    """A describe run folder as `reconscore describe --selection-seeds 3 --eval-candidates all` writes it,
+    with chosen values, on two bundled images (a third image's file is missing)."""
+    run = tmp_path / "run"
+    rows = []
+    table = {
+        "UCM_1": [
+            (60.0, [59.0, 60.0, 61.0], 58.0),
+            (50.0, [49.0, 50.0, 51.0], 51.0),
+            (40.0, [20, 40, 60], 45.0),
+        ],
+        "UCM_2": [(55.0, [55.0, 55.5, 54.5], 57.0), (54.0, [53.0, 55.0, 54.0], 50.0), (None, None, None)],
+        "gone": [(70.0, [70.0, 70.0, 70.0], 70.0), (30.0, [30.0, 30.0, 30.0], 30.0)],
+    }
+    for image_id, cands in table.items():
+        for k, (score, per_seed, held_out) in enumerate(cands):
+            rows.append(
+                {
+                    "image_id": image_id,
+                    "image": f"images/{image_id}.tif",
+                    "index": k,
+                    "caption": f"{image_id} caption {k}" if score is not None else None,
+                    "error": None if score is not None else "empty generation",
+                    "selection_score": score,
+                    "selection_per_seed": per_seed,
+                    "recon_score": held_out,
+                }
+            )
+    write_jsonl_atomic(run / "candidates.jsonl", rows)
+    write_json_atomic(
+        run / "run.json",
+        {
+            "command": "describe",
+            "images_root": str(SAMPLE),
+            "preset": {"prompt": "Describe this image."},
+            "selection": {"selection_seeds": [0, 11, 12], "eval_seed": 42},
+            "bands": None,
+        },
+    )
+    return run
+
+
+def test_pairs_command_writes_a_trl_preference_dataset(tmp_path, capsys):
+    from datasets import load_dataset
+
+    run, out = _fake_run(tmp_path), tmp_path / "pairs"
+    rc = main(["pairs", str(run), "--out", str(out), "--policy", "all"])
+    printed = capsys.readouterr()
+    assert rc == 3 and "gone" in printed.err  # the missing image is named, the rest is written
+    ds = load_dataset(str(out), split="train")
+    # UCM_1: 60>50 kept (margin 10 > stds 1, 1); 60>40 and 50>40 within the third caption's std 20
+    # UCM_2: 55>54 within noise (margin 1 = std 1 of the second: not exceeding); its failed candidate skipped
+    assert len(ds) == 1
+    row = ds[0]
+    assert row["image"].size == (256, 256)  # decoded as a PIL image by the Image feature
+    assert row["prompt"] == [
+        {
+            "role": "user",
+            "content": [{"type": "image", "text": None}, {"type": "text", "text": "Describe this image."}],
+        }
+    ]
+    assert row["chosen"] == [{"role": "assistant", "content": [{"type": "text", "text": "UCM_1 caption 0"}]}]
+    assert row["rejected"][0]["content"][0]["text"] == "UCM_1 caption 1"
+    assert (row["chosen_score"], row["rejected_score"], row["margin"]) == (60.0, 50.0, 10.0)
+    assert row["chosen_per_seed"] == [59.0, 60.0, 61.0] and row["chosen_noise"] == pytest.approx(1.0)
+    assert row["selection_seeds"] == [0, 11, 12] and row["eval_seed"] == 42
+    assert (row["chosen_recon_score"], row["rejected_recon_score"]) == (58.0, 51.0)
+    assert row["source_run"] == str(run.resolve()) and row["policy"] == "all"
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["counts"]["pairs"] == 1
+    # UCM_1: 2 within noise; UCM_2: 1 within noise; gone: 1 kept pair lost with its image
+    assert meta["dropped"] == {"margin within the seed noise of a caption": 3}
+    assert meta["skipped"] == {"candidate without a caption (generation failed)": 1}
+    assert meta["held_out_agreement"] == {"pairs": 1, "agree": 1}
+    assert "dropped 3 pairs: margin within the seed noise" in printed.out
+    assert meta["provenance"]["argv"]
+
+
+def test_noise_off_and_min_margin(tmp_path):
+    from datasets import load_dataset
+
+    run, out = _fake_run(tmp_path), tmp_path / "pairs"
+    assert (
+        main(["pairs", str(run), "--out", str(out), "--policy", "all", "--noise", "off", "--min-margin", "5"])
+        == 3
+    )
+    ds = load_dataset(str(out), split="train")
+    assert sorted((r["chosen_index"], r["rejected_index"]) for r in ds) == [(0, 1), (0, 2), (1, 2)]
+    assert json.loads((out / "run.json").read_text())["dropped"] == {BELOW_MARGIN: 1}
+    # a rerun with another policy replaces the dataset (never mixes two)
+    assert main(["pairs", str(run), "--out", str(out), "--noise", "off"]) == 3
+    assert len(load_dataset(str(out), split="train")) == 2  # UCM_1 and UCM_2 best-worst
+    # every pair dropped: said so, and no stale shard of the previous run is left behind
+    assert main(["pairs", str(run), "--out", str(out), "--min-margin", "100"]) == 0
+    assert not list(out.glob("data/*.parquet"))
+    assert json.loads((out / "run.json").read_text())["counts"]["pairs"] == 0
+
+
+def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["pairs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 3
+    assert "no candidates.jsonl" in capsys.readouterr().err
+
+
+def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path, capsys):
+    from datasets import load_dataset
+
+    table = tmp_path / "scored.jsonl"
+    rows = [
+        {"image_id": "UCM_3", "image": "images/UCM_3.tif", "caption": c, "selection_score": s, "index": i}
+        for i, (c, s) in enumerate([("a dense forest", 71.5), ("a beach", 40.0), ("trees", 55.0)])
+    ]
+    write_jsonl_atomic(table, rows)
+    out = tmp_path / "p"
+    assert main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 3
+    assert "pass --prompt" in capsys.readouterr().err
+    argv = ["pairs", str(table), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
+    assert main(argv) == 0
+    assert "not applied" in capsys.readouterr().out  # no per-seed scores: the filter cannot run, and says so
+    (row,) = load_dataset(str(out), split="train")
+    assert row["chosen"][0]["content"][0]["text"] == "a dense forest" and row["margin"] == 31.5
+    assert row["prompt"][0]["content"][1]["text"].startswith("Describe this remote sensing image")
+    assert row["chosen_noise"] is None and row["selection_seeds"] is None
