@@ -35,6 +35,11 @@ class MetricSelector:
             self._metric = build_metric(self.name, **self.options.get(self.name, {}))
         return self._metric
 
+    def model_needs(self) -> list:
+        from recon_score.preflight import needs_of
+
+        return needs_of(self._instance())
+
     def score_many(self, items):
         from eval.metrics import CaptionBatch
 

@@ -50,6 +50,12 @@ class ReconPreset(PresetMixin):
     prompt_template: str  # contains "{caption}" once
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
+    # a pipeline class from a Python file of the model folder (diffusers' `custom_pipeline=`): remote code, run
+    # only with trust_remote_code (recon_score.render.load_pipeline); None = the class model_index.json names
+    custom_pipeline: str | None = None
+    scheduler: str | None = (
+        None  # a diffusers scheduler class loaded from the folder's scheduler/; None = as saved
+    )
 
     def pixel_fields(self) -> dict:
         """The values that change reconstructed pixels (the reconstruction cache key uses these)."""
@@ -63,6 +69,8 @@ class ReconPreset(PresetMixin):
                 "max_sequence_length",
                 "dtype",
                 "vae_tiling",
+                "custom_pipeline",
+                "scheduler",
             )
         }
 
@@ -89,6 +97,8 @@ PAPER_SOURCES: dict[str, str] = {
     "vae_tiling": "authors' code batch_generate.py pipe.vae.enable_tiling()",
     "prompt_template": f"{_GEN} generate_image (verbatim); seed 004 Table 1(a)",
     "collapse_whitespace": f"{_GEN} concatenates the caption as given",
+    "custom_pipeline": "authors' code batch_generate.py ZImagePipeline.from_pretrained (diffusers' own class)",
+    "scheduler": "authors' code batch_generate.py (the scheduler saved with the model)",
 }
 
 PAPER = ReconPreset(
@@ -162,11 +172,15 @@ TEXT2EARTH = dataclasses.replace(
     description="Text2Earth (seed 004 Table 9; Liu et al. 2025): a Stable-Diffusion-format remote-sensing model, "
     "CLIP text encoder with a 77-token limit (longer prompts are truncated and flagged), 28 steps, guidance 4.0 "
     "(its README). Its README loads it with custom_pipeline='pipeline_text2earth_diffusion' and an "
-    "EulerDiscreteScheduler; `reconscore models check lcybuaa/Text2Earth` says whether stock diffusers loads the "
-    "folder.",
+    "EulerDiscreteScheduler in float16, and so does this preset: the pipeline file is remote code, run only with "
+    "--trust-remote-code.",
     t2i_model="lcybuaa/Text2Earth",
     max_sequence_length=None,
     guidance_scale=4.0,
+    dtype="float16",
+    vae_tiling=False,
+    custom_pipeline="pipeline_text2earth_diffusion",
+    scheduler="EulerDiscreteScheduler",
 )
 
 SMOKE = dataclasses.replace(
@@ -216,6 +230,10 @@ SOURCES: dict[str, dict[str, str]] = {
         "max_sequence_length": f"{_T9} (M. T. = 77): the CLIP tokenizer's own limit, the pipeline takes no "
         "max_sequence_length",
         "guidance_scale": f"{_SILENT}; Text2Earth README example (4.0)",
+        "dtype": "Text2Earth README (torch_dtype=torch.float16)",
+        "vae_tiling": "Text2Earth README (no enable_tiling)",
+        "custom_pipeline": "Text2Earth README (custom_pipeline='pipeline_text2earth_diffusion', safety_checker=None)",
+        "scheduler": "Text2Earth README (EulerDiscreteScheduler.from_pretrained(model_id, subfolder='scheduler'))",
     },
     "smoke": {
         "t2i_model": "offline fixture (tiny random ZImagePipeline)",

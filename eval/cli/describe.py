@@ -83,6 +83,18 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     default=None,
     help="'paper' (the authors' guideline prompt), 'brief', a text file, or the prompt text.",
 )
+@click.option(
+    "--vlm-image-input",
+    type=click.Choice(["qwen-vl-utils", "direct"]),
+    default=None,
+    help="How images reach the VLM: through qwen-vl-utils' process_vision_info, as the authors do (paper), or "
+    "as read.",
+)
+@click.option(
+    "--collapse-whitespace/--as-generated",
+    default=None,
+    help="Join whitespace runs in generated captions, or keep the text as generated (paper, as the authors).",
+)
 @click.option("--temperature", type=float, default=None, help="Sampling temperature (paper: 0.8).")
 @click.option("--top-p", type=float, default=None, help="Nucleus sampling (paper: 0.9).")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Paper: 512.")
@@ -177,7 +189,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
 @opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
-@click.option("--trust-remote-code", is_flag=True, help="Allow the VLM's custom code (off by default).")
+@opt.trust_remote_code("the VLM and the T2I model (a preset's custom pipeline, e.g. text2earth's)")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N images.")
 @opt.retry_errors("images (no caption)")
 @opt.overwrite()
@@ -196,6 +208,8 @@ def command(
     captioner,
     captioner_revision,
     prompt,
+    vlm_image_input,
+    collapse_whitespace,
     temperature,
     top_p,
     max_new_tokens,
@@ -241,6 +255,8 @@ def command(
         captioner=captioner,
         captioner_revision=captioner_revision,
         prompt=load_prompt(prompt) if prompt else None,
+        vlm_image_input=vlm_image_input,
+        collapse_whitespace=collapse_whitespace,
         temperature=temperature,
         top_p=top_p,
         max_new_tokens=max_new_tokens,
@@ -285,6 +301,8 @@ def command(
         api_key_env=api_key_env,
         concurrency=concurrency,
         sampling_extensions=sampling_extensions,
+        image_input=p.vlm_image_input,
+        collapse_whitespace=p.collapse_whitespace,
     )
     selector = build_selector(
         p.select_by,
@@ -300,6 +318,7 @@ def command(
         use_cache=not no_cache,
         weights_dir=weights_dir,
         overrides={"t2i_model": t2i_model, "encoder": encoder},
+        trust_remote_code=trust_remote_code,
     )
     _preflight(cap, selector)
     job = DescribeJob(
@@ -338,6 +357,7 @@ def build_selector(
     weights_dir,
     overrides: dict | None = None,
     seeds: dict | None = None,
+    trust_remote_code: bool = False,
 ):
     """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry.
 
@@ -357,6 +377,7 @@ def build_selector(
             batch_size=batch_size,
             cache=ArtifactCache(cache_dir, enabled=use_cache),
             weights_dir=weights_dir,
+            trust_remote_code=trust_remote_code,
         )
         return ReconScoreSelector(scorer, **(seeds or {}))
     from eval.selection import metric_selector
@@ -365,15 +386,20 @@ def build_selector(
 
 
 def _preflight(captioner, selector) -> None:
-    """Resolve every model before any work, and report all that are missing at once."""
+    """Every model checked at once (recon_score.preflight), then resolved, before any work."""
     from recon_score.errors import ModelNotAvailableError, ReconScoreError
+    from recon_score.preflight import needs_of, require_models
 
     captioner.preflight()  # a server that cannot answer fails now, in seconds
+    require_models(needs_of(captioner, selector), command="describe")
     missing = []
     checks = [("captioner", captioner.identity)]
     scorer = getattr(selector, "scorer", None)
     if scorer is not None:
-        checks += [("T2I model", lambda: scorer.renderer.resolved), ("encoder", lambda: scorer.encoder)]
+        checks += [
+            ("T2I model", lambda: scorer.renderer.check_loadable() or scorer.renderer.resolved),
+            ("encoder", lambda: scorer.encoder),
+        ]
     for what, check in checks:
         try:
             check()

@@ -108,6 +108,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 )
 @opt.bands()
 @opt.weights_dir()
+@opt.trust_remote_code("the T2I model (a preset's custom pipeline, e.g. text2earth's)")
 @opt.cache("reconstruction/embedding")
 @click.option(
     "--offload",
@@ -149,6 +150,7 @@ def command(
     prompt_template,
     bands,
     weights_dir,
+    trust_remote_code,
     cache_dir,
     no_cache,
     offload,
@@ -202,6 +204,7 @@ def command(
         cache_dir=cache_dir,
         use_cache=not no_cache,
         weights_dir=weights_dir,
+        trust_remote_code=trust_remote_code,
         offload=offload,
         limit=limit,
         retry_errors=retry_errors,
