@@ -141,6 +141,15 @@ def test_candidates_equal_the_authors_captions(odd_png):
     assert any(t != " ".join(t.split()) for t in theirs)
 
 
+def test_an_extreme_aspect_ratio_is_a_candidate_error():
+    """qwen-vl-utils' smart_resize refuses a ratio over 200; the image's candidates say so, the run goes on."""
+    cap = build_captioner("transformers", "smoke:qwen3-vl", device="cpu", image_input="qwen-vl-utils")
+    strip = Image.new("RGB", (450, 2))
+    (cands,) = cap.generate([CaptionRequest(strip, seed=0)], PROMPT, Sampling(n=2, max_new_tokens=2))
+    assert [c.text for c in cands] == [None, None]
+    assert all("aspect ratio must be smaller than 200" in c.error for c in cands)
+
+
 def test_missing_qwen_vl_utils_names_the_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "qwen_vl_utils", None)  # `import qwen_vl_utils` raises ImportError
     with pytest.raises(ReconScoreError, match=r"pip install 'reconscore\[qwen\]'.*--vlm-image-input direct"):
