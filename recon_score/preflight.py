@@ -115,8 +115,8 @@ def _check_encoder(need: ModelNeed) -> ModelStatus:
         return ModelStatus(need, True, info.get("location", ""), None, None)
     family, _, name = need.spec.partition(":")
     detail = ", ".join(x for x in (info.get("detail"), info.get("location")) if x) or "not found"
-    if family == "dreamsim":
-        folder = info.get("location") or "DIR"
+    if family == "dreamsim" and info.get("location"):
+        folder = info["location"]
         code = (
             "from dreamsim import dreamsim; "
             f"dreamsim(pretrained=True, dreamsim_type={json.dumps(name)}, cache_dir={json.dumps(folder)})"
@@ -133,8 +133,8 @@ def _check_encoder(need: ModelNeed) -> ModelStatus:
     if source.startswith("https://huggingface.co/"):
         repo = source.removeprefix("https://huggingface.co/")
         return ModelStatus(need, False, detail, _hub_host(), _hf_download(repo, None))
-    if family == "hf":
-        return ModelStatus(need, False, detail, _hub_host(), _hf_download(name, None))
+    if family == "hf" and source == "Hugging Face Hub":
+        return ModelStatus(need, False, "not in the HF cache", _hub_host(), _hf_download(name, None))
     if source.startswith("http"):
         return ModelStatus(need, False, detail, urllib.parse.urlsplit(source).netloc, None)
     return ModelStatus(need, False, detail, None, None)

@@ -1,8 +1,6 @@
 """First contact without weights: one error names every missing model with its download command, before any
 model loads and without hub retries (offline, an empty HF cache and an empty weights folder)."""
 
-import time
-
 import pytest
 from huggingface_hub import constants
 
@@ -31,9 +29,7 @@ def _no_loading(monkeypatch):
 
 def test_score_paper_names_t2i_and_dreamsim_at_once(empty_caches, monkeypatch, capsys):
     _no_loading(monkeypatch)
-    start = time.perf_counter()
     assert main(["score", "--preset", "paper", "--out", str(empty_caches / "run"), "--device", "cpu"]) == 1
-    assert time.perf_counter() - start < 30  # no hub retries
     err = capsys.readouterr().err
     assert "needs 2 model(s) not available here (HF_HUB_OFFLINE=1 is set)" in err
     assert "T2I model 'Tongyi-MAI/Z-Image'" in err and "download: hf download Tongyi-MAI/Z-Image" in err
@@ -105,7 +101,23 @@ def test_an_unreachable_hub_is_found_once_and_the_run_goes_offline(empty_caches,
     assert constants.HF_HUB_OFFLINE is True  # both restored by monkeypatch at teardown
 
 
-def test_reachable_is_quick_for_a_host_that_does_not_exist():
-    start = time.perf_counter()
+def test_a_host_that_does_not_exist_is_unreachable():
     assert preflight.reachable("reconscore-test.invalid", timeout=2) is False
-    assert time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize(
+    ("spec", "host", "download"),
+    [
+        (
+            "hf:google/siglip2-base-patch16-224",
+            "huggingface.co",
+            "hf download google/siglip2-base-patch16-224",
+        ),
+        ("hf:/nowhere/siglip", None, None),  # a local folder that is not there: nothing to download
+        ("dreamsim:nope", None, None),
+        ("open_clip:ViT-B-32@/nowhere/ckpt.pt", None, None),
+    ],
+)
+def test_each_encoder_family_says_where_from(empty_caches, spec, host, download):
+    status = preflight.check_need(ModelNeed("encoder", spec, "--encoder", encoder=True))
+    assert not status.available and status.host == host and status.download == download
