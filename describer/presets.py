@@ -43,12 +43,12 @@ class DescriberPreset(PresetMixin):
 
 PAPER = DescriberPreset(
     name="paper",
-    description="RemoteDescriber as in seed 004: Qwen3-VL-8B-Instruct, the authors' guideline prompt, N=10, "
-    "temperature 0.8, top_p 0.9, top_k 20 (inherited from the checkpoint in the authors' code), up to 512 new "
-    "tokens; images through qwen-vl-utils' process_vision_info and captions kept as generated, as in the "
-    "authors' RemoteDescriber.py; best candidate by ReconScore (paper preset), every candidate of an image "
-    "rendered with one selection seed (0); the chosen caption scored by an independent render with seed 42, as the authors' "
-    "batch_generate.py/batch_evaluate.py do.",
+    description="RemoteDescriber as in the ReconScore paper: Qwen3-VL-8B-Instruct, the authors' guideline prompt, "
+    "N=10, temperature 0.8, top_p 0.9, top_k 20 (inherited from the checkpoint in the authors' code), "
+    "up to 512 new tokens; images through qwen-vl-utils' process_vision_info and captions kept as "
+    "generated, as in the authors' RemoteDescriber.py; best candidate by ReconScore (paper preset), "
+    "every candidate of an image rendered with one selection seed (0); the chosen caption scored by "
+    "an independent render with seed 42, as the authors' batch_generate.py/batch_evaluate.py do.",
     captioner="Qwen/Qwen3-VL-8B-Instruct",
     captioner_revision=None,
     backend="transformers",

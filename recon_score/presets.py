@@ -169,11 +169,11 @@ FLUX2_KLEIN_FAST = dataclasses.replace(
 TEXT2EARTH = dataclasses.replace(
     PAPER,
     name="text2earth",
-    description="Text2Earth (seed 004 Table 9; Liu et al. 2025): a Stable-Diffusion-format remote-sensing model, "
-    "CLIP text encoder with a 77-token limit (longer prompts are truncated and flagged), 28 steps, guidance 4.0 "
-    "(its README). Its README loads it with custom_pipeline='pipeline_text2earth_diffusion' and an "
-    "EulerDiscreteScheduler in float16, and so does this preset: the pipeline file is remote code, run only with "
-    "--trust-remote-code.",
+    description="Text2Earth (the ReconScore paper, Table 9; Liu et al. 2025): a Stable-Diffusion-format "
+    "remote-sensing model, CLIP text encoder with a 77-token limit (longer prompts are truncated and "
+    "flagged), 28 steps, guidance 4.0 (its README). Its README loads it with "
+    "custom_pipeline='pipeline_text2earth_diffusion' and an EulerDiscreteScheduler in float16, and so "
+    "does this preset: the pipeline file is remote code, run only with --trust-remote-code.",
     t2i_model="lcybuaa/Text2Earth",
     max_sequence_length=None,
     guidance_scale=4.0,
