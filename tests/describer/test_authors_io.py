@@ -181,3 +181,25 @@ def test_describe_records_both_settings(tmp_path, sample_dir):
     assert meta["preset"]["vlm_image_input"] == "direct" and meta["preset"]["collapse_whitespace"] is True
     assert meta["captioner"]["image_input"] == {"mode": "direct"}
     assert meta["captioner"]["collapse_whitespace"] is True
+
+
+def test_a_served_vlm_gets_the_same_pixels(odd_png, monkeypatch):
+    """openai backend: the PNG sent to the server holds qwen-vl-utils' output (the server then applies the
+    processor, as the authors' processor call does)."""
+    import base64
+    import io
+
+    from tests.describer.test_backends import FakeServer
+
+    monkeypatch.setenv("TEST_KEY", "sk-test")
+    messages = [{"role": "user", "content": [{"type": "image", "image": str(odd_png)}, {"type": "text"}]}]
+    (authors,), _ = qwen_vl_utils.process_vision_info(messages)
+    with FakeServer() as srv:
+        cap = build_captioner(
+            "openai", "m", base_url=srv.url, api_key_env="TEST_KEY", image_input="qwen-vl-utils"
+        )
+        (cands,) = cap.generate([CaptionRequest(load_image(odd_png), seed=5)], PROMPT, Sampling(n=1))
+    assert cands[0].text == "caption 5 of a 252x196 tile"
+    url = srv.requests[-1]["body"]["messages"][0]["content"][0]["image_url"]["url"]
+    sent = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert np.array_equal(np.asarray(sent.convert("RGB")), np.asarray(authors))
