@@ -44,6 +44,13 @@ DESCRIBER_OVERRIDES = {
         "Held-out render for the chosen caption only, or for every candidate (`study n-sweep`).",
         choices=EVAL_CANDIDATES,
     ),
+    "vlm_image_input": Override(
+        "How images reach the VLM: through qwen-vl-utils' process_vision_info, as the authors do, or as read.",
+        choices=("qwen-vl-utils", "direct"),  # describer.backends.vision.IMAGE_INPUTS (kept light for --help)
+    ),
+    "collapse_whitespace": Override(
+        "Join whitespace runs in generated captions (a variant; the authors keep the text as generated)."
+    ),
 }
 
 
@@ -71,6 +78,10 @@ class DescriberPreset(PresetMixin):
     eval_candidates: (
         str  # "selected" (only the chosen caption) | "all" (every candidate; for `study n-sweep`)
     )
+    vlm_image_input: (
+        str  # "qwen-vl-utils" (the authors' process_vision_info) | "direct" (describer.backends.vision)
+    )
+    collapse_whitespace: bool  # join whitespace runs in generated captions (a variant; the authors keep them)
     meaningless: bool = False
 
     OVERRIDES: ClassVar[dict[str, Override]] = DESCRIBER_OVERRIDES
@@ -78,11 +89,12 @@ class DescriberPreset(PresetMixin):
 
 PAPER = DescriberPreset(
     name="paper",
-    description="RemoteDescriber as in seed 004: Qwen3-VL-8B-Instruct, the authors' guideline prompt, N=10, "
-    "temperature 0.8, top_p 0.9, top_k 20 (inherited from the checkpoint in the authors' code), up to 512 new "
-    "tokens; best candidate by ReconScore (paper preset), every candidate of an image rendered with one "
-    "selection seed (0); the chosen caption scored by an independent render with seed 42, as the authors' "
-    "batch_generate.py/batch_evaluate.py do.",
+    description="RemoteDescriber as in the ReconScore paper: Qwen3-VL-8B-Instruct, the authors' guideline prompt, "
+    "N=10, temperature 0.8, top_p 0.9, top_k 20 (inherited from the checkpoint in the authors' code), "
+    "up to 512 new tokens; images through qwen-vl-utils' process_vision_info and captions kept as "
+    "generated, as in the authors' RemoteDescriber.py; best candidate by ReconScore (paper preset), "
+    "every candidate of an image rendered with one selection seed (0); the chosen caption scored by "
+    "an independent render with seed 42, as the authors' batch_generate.py/batch_evaluate.py do.",
     captioner="Qwen/Qwen3-VL-8B-Instruct",
     captioner_revision=None,
     backend="transformers",
@@ -103,6 +115,9 @@ PAPER = DescriberPreset(
     selection_seeds=1,
     eval_seed=42,  # batch_generate.py --seed default, used by run_pipeline.sh for the reported scores
     eval_candidates="selected",
+    # RemoteDescriber.py: process_vision_info(messages) before the processor; the decoded text used unchanged
+    vlm_image_input="qwen-vl-utils",
+    collapse_whitespace=False,
 )
 
 FAST = dataclasses.replace(

@@ -61,6 +61,9 @@ class ReconScoreSelector:
         self.seeds = derive_seeds(selection_seed, selection_seeds, exclude={eval_seed})
         self.eval_seed = eval_seed
 
+    def model_needs(self) -> list:
+        return self.scorer.model_needs()
+
     def plan(self) -> dict:
         """The seeds, for the run's fingerprint and run.json."""
         return {"selection_seeds": self.seeds, "eval_seed": self.eval_seed}

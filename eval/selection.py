@@ -36,6 +36,11 @@ class MetricSelector:
             self._metric = build_metric(self.name, **self.options.get(self.name, {}))
         return self._metric
 
+    def model_needs(self) -> list:
+        from recon_score.preflight import needs_of
+
+        return needs_of(self._instance())
+
     def score_many(self, items):
         from eval.metrics import CaptionBatch
 
@@ -89,11 +94,12 @@ def build_selector(
     weights_dir,
     overrides: dict | None = None,
     seeds: dict | None = None,
+    trust_remote_code: bool = False,
 ):
     """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry.
 
     `overrides`: ReconPreset fields of the selection renders; `seeds`: ReconScoreSelector's selection_seed /
-    selection_seeds / eval_seed."""
+    selection_seeds / eval_seed; `trust_remote_code`: a preset's custom pipeline may run (text2earth)."""
     from eval.metrics import get_metric_info
 
     if get_metric_info(name).name != "recon_score":
@@ -109,18 +115,25 @@ def build_selector(
         batch_size=batch_size,
         cache=ArtifactCache(cache_dir, enabled=use_cache),
         weights_dir=weights_dir,
+        trust_remote_code=trust_remote_code,
     )
     return ReconScoreSelector(scorer, **(seeds or {}))
 
 
 def preflight(captioner, selector) -> None:
-    """Resolve every model of a describe run before any work, and report all that are missing at once."""
+    """Every model of a describe run checked at once (recon_score.preflight), then resolved, before any work."""
+    from recon_score.preflight import needs_of, require_models
+
     captioner.preflight()  # a server that cannot answer fails now, in seconds
+    require_models(needs_of(captioner, selector), command="describe")
     missing = []
     checks = [("captioner", captioner.identity)]
     scorer = getattr(selector, "scorer", None)
     if scorer is not None:
-        checks += [("T2I model", lambda: scorer.renderer.resolved), ("encoder", lambda: scorer.encoder)]
+        checks += [
+            ("T2I model", lambda: scorer.renderer.check_loadable() or scorer.renderer.resolved),
+            ("encoder", lambda: scorer.encoder),
+        ]
     for what, check in checks:
         try:
             check()

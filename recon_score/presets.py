@@ -82,6 +82,11 @@ RECON_OVERRIDES = {
         "applied, transparency composited onto black (docs/images.md).",
         choices=("eo", "pil"),  # recon_score.images.READERS (not imported here: --help stays light)
     ),
+    "custom_pipeline": Override(
+        "A pipeline class from a Python file of the model folder (diffusers' custom_pipeline; remote code: needs "
+        "--trust-remote-code)."
+    ),
+    "scheduler": Override("A diffusers scheduler class, loaded from the model folder's scheduler/."),
 }
 
 
@@ -107,6 +112,12 @@ class ReconPreset(PresetMixin):
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
     image_reader: str  # "pil": 8-bit files as the authors read them; "eo": EXIF rotation, alpha onto black
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
+    # a pipeline class from a Python file of the model folder (diffusers' `custom_pipeline=`): remote code, run
+    # only with trust_remote_code (recon_score.render.load_pipeline); None = the class model_index.json names
+    custom_pipeline: str | None = None
+    scheduler: str | None = (
+        None  # a diffusers scheduler class loaded from the folder's scheduler/; None = as saved
+    )
 
     OVERRIDES: ClassVar[dict[str, Override]] = RECON_OVERRIDES
 
@@ -140,6 +151,8 @@ PAPER_SOURCES: dict[str, str] = {
     "collapse_whitespace": f"{_GEN} concatenates the caption as given",
     "image_reader": "authors' code scripts/similarity_evaluator.py Image.open(path).convert('RGB') (8-bit files; "
     "no EXIF rotation, alpha dropped); other layouts by recon_score.images' rules (docs/images.md)",
+    "custom_pipeline": "authors' code batch_generate.py ZImagePipeline.from_pretrained (diffusers' own class)",
+    "scheduler": "authors' code batch_generate.py (the scheduler saved with the model)",
 }
 
 PAPER = ReconPreset(
@@ -211,14 +224,18 @@ FLUX2_KLEIN_FAST = dataclasses.replace(
 TEXT2EARTH = dataclasses.replace(
     PAPER,
     name="text2earth",
-    description="Text2Earth (seed 004 Table 9; Liu et al. 2025): a Stable-Diffusion-format remote-sensing model, "
-    "CLIP text encoder with a 77-token limit (longer prompts are truncated and flagged), 28 steps, guidance 4.0 "
-    "(its README). Its README loads it with custom_pipeline='pipeline_text2earth_diffusion' and an "
-    "EulerDiscreteScheduler; `reconscore models check lcybuaa/Text2Earth` says whether stock diffusers loads the "
-    "folder.",
+    description="Text2Earth (the ReconScore paper, Table 9; Liu et al. 2025): a Stable-Diffusion-format "
+    "remote-sensing model, CLIP text encoder with a 77-token limit (longer prompts are truncated and "
+    "flagged), 28 steps, guidance 4.0 (its README). Its README loads it with "
+    "custom_pipeline='pipeline_text2earth_diffusion' and an EulerDiscreteScheduler in float16, and so "
+    "does this preset: the pipeline file is remote code, run only with --trust-remote-code.",
     t2i_model="lcybuaa/Text2Earth",
     max_sequence_length=None,
     guidance_scale=4.0,
+    dtype="float16",
+    vae_tiling=False,
+    custom_pipeline="pipeline_text2earth_diffusion",
+    scheduler="EulerDiscreteScheduler",
 )
 
 SMOKE = dataclasses.replace(
@@ -268,6 +285,10 @@ SOURCES: dict[str, dict[str, str]] = {
         "max_sequence_length": f"{_T9} (M. T. = 77): the CLIP tokenizer's own limit, the pipeline takes no "
         "max_sequence_length",
         "guidance_scale": f"{_SILENT}; Text2Earth README example (4.0)",
+        "dtype": "Text2Earth README (torch_dtype=torch.float16)",
+        "vae_tiling": "Text2Earth README (no enable_tiling)",
+        "custom_pipeline": "Text2Earth README (custom_pipeline='pipeline_text2earth_diffusion', safety_checker=None)",
+        "scheduler": "Text2Earth README (EulerDiscreteScheduler.from_pretrained(model_id, subfolder='scheduler'))",
     },
     "smoke": {
         "t2i_model": "offline fixture (tiny random ZImagePipeline)",

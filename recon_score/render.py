@@ -45,32 +45,83 @@ def effective_dtype(preset_dtype: str, device: str) -> str:
     )
 
 
-def load_pipeline(path, dtype: str, *, name: str | None = None):
+def load_pipeline(
+    path,
+    dtype: str,
+    *,
+    name: str | None = None,
+    custom_pipeline: str | None = None,
+    scheduler: str | None = None,
+    trust_remote_code: bool = False,
+):
     """`DiffusionPipeline.from_pretrained(path, dtype=...)`, then a check that the weights really are in `dtype`.
 
     diffusers before 0.40 does not know the `dtype` argument (only `torch_dtype`) and leaves its own models in
     float32; pyproject.toml requires diffusers>=0.40, and the check turns any such silent fallback into an error.
+
+    custom_pipeline / scheduler: as Text2Earth's README loads it, `custom_pipeline=NAME` (the class defined in
+    NAME.py of the folder, which diffusers executes), `scheduler=CLASS.from_pretrained(path,
+    subfolder="scheduler")` and `safety_checker=None`. The file is remote code: refused unless
+    `trust_remote_code`.
     """
     from diffusers import DiffusionPipeline
 
     name = name or str(path)
-    problem, _ = pipeline_format(Path(path))
+    problem, _ = pipeline_format(Path(path), custom_pipeline=custom_pipeline)
     if problem:
         raise ReconScoreError(f"cannot load the diffusers pipeline {name!r} from {path}: {problem}")
+    kwargs: dict[str, Any] = {}
+    if custom_pipeline:
+        if not trust_remote_code:
+            raise remote_code_refused(name, Path(path), custom_pipeline)
+        kwargs.update(custom_pipeline=custom_pipeline, safety_checker=None, trust_remote_code=True)
     try:
-        pipe = DiffusionPipeline.from_pretrained(str(path), dtype=parse_dtype(dtype))
+        if scheduler:
+            kwargs["scheduler"] = _scheduler_class(scheduler).from_pretrained(
+                str(path), subfolder="scheduler"
+            )
+        pipe = DiffusionPipeline.from_pretrained(str(path), dtype=parse_dtype(dtype), **kwargs)
     except (OSError, ValueError) as err:
         raise ReconScoreError(f"could not load the diffusers pipeline {name!r} from {path}: {err}") from err
     check_component_dtypes(pipe, dtype, name=name)
     return pipe
 
 
-def pipeline_format(path: Path) -> tuple[str | None, str | None]:
+def remote_code_refused(name: str, folder: Path, custom_pipeline: str) -> ReconScoreError:
+    """The one refusal of a custom pipeline file without --trust-remote-code."""
+    return ReconScoreError(
+        f"{name!r} loads with custom_pipeline={custom_pipeline!r}, the class in {folder / (custom_pipeline + '.py')}: "
+        "Python code from the model folder, which diffusers would execute. Read that file, "
+        "then pass --trust-remote-code to run it"
+    )
+
+
+def _scheduler_class(name: str):
+    import diffusers
+
+    cls = getattr(diffusers, name, None)
+    if cls is None or not hasattr(cls, "from_pretrained") or not name.endswith("Scheduler"):
+        raise ReconScoreError(
+            f"scheduler {name!r} is not a scheduler class of diffusers {diffusers.__version__}"
+        )
+    return cls
+
+
+def custom_pipeline_digest(path: Path, custom_pipeline: str) -> str:
+    """sha256 of the custom pipeline file: the code that makes the pixels, so part of the cache key."""
+    import hashlib
+
+    return hashlib.sha256((path / f"{custom_pipeline}.py").read_bytes()).hexdigest()
+
+
+def pipeline_format(path: Path, *, custom_pipeline: str | None = None) -> tuple[str | None, str | None]:
     """(problem, note) about loading folder `path` with the installed diffusers, from its model_index.json.
 
-    problem: why stock diffusers cannot build it (e.g. Text2Earth-style releases whose pipeline class lives in a
-    Python file of the repo, loaded with `custom_pipeline=` -- remote code, which reconscore never executes);
-    note: a loadable folder that also ships such a file (the run uses the stock class, not that file).
+    problem: why diffusers cannot build it (e.g. Text2Earth-style releases whose pipeline class lives in a
+    Python file of the repo, loaded with `custom_pipeline=` -- remote code, which reconscore runs only when a
+    preset names the file and the user passes --trust-remote-code); note: a loadable folder that also ships such
+    a file (without `custom_pipeline`, the run uses the stock class, not that file).
+    With `custom_pipeline`, the pipeline class is the file's: the file must exist; components are checked.
     """
     import json
 
@@ -86,13 +137,15 @@ def pipeline_format(path: Path) -> tuple[str | None, str | None]:
     scripts = sorted(p.name for p in path.glob("*.py"))
     custom = (
         f"; the folder ships {', '.join(scripts)} (a custom pipeline for `custom_pipeline=`: remote code, which "
-        "reconscore does not execute)"
+        "reconscore runs only for a preset that names it, with --trust-remote-code)"
         if scripts
         else ""
     )
     cls = spec.get("_class_name", "")
     version = f"diffusers {diffusers.__version__}"
-    if not hasattr(diffusers, cls):
+    if custom_pipeline and not (path / f"{custom_pipeline}.py").is_file():
+        return f"no {custom_pipeline}.py in {path}: the custom pipeline the preset loads is missing", None
+    if not custom_pipeline and not hasattr(diffusers, cls):
         return (
             f"model_index.json names the pipeline class {cls!r}, which {version} does not define{custom}",
             None,
@@ -108,10 +161,27 @@ def pipeline_format(path: Path) -> tuple[str | None, str | None]:
                 f"component {comp!r} comes from {library!r}, which is not an installed package (a module shipped "
                 f"with the repository: remote code, which reconscore does not execute){custom}"
             ), None
+    if custom_pipeline:
+        return None, f"loads with custom_pipeline={custom_pipeline!r} (the class in {custom_pipeline}.py)"
     note = (
         f"loads as diffusers' {cls}{custom}; the run uses {cls} as diffusers defines it" if scripts else None
     )
     return None, note
+
+
+def call_params(cls) -> set[str]:
+    """The keyword arguments `cls.__call__` takes. A custom pipeline that forwards **kwargs to its base class
+    (Text2Earth-style) takes the base's too, so settings such as guidance_scale still reach it."""
+    params: set[str] = set()
+    for klass in cls.__mro__:
+        call = klass.__dict__.get("__call__")
+        if call is None:
+            continue
+        sig = inspect.signature(call).parameters
+        params |= {n for n, p in sig.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        if not any(p.kind == p.VAR_KEYWORD for p in sig.values()):
+            break
+    return params
 
 
 def check_component_dtypes(pipe, dtype: str, *, name: str) -> None:
@@ -148,13 +218,16 @@ class Renderer:
         show_progress: bool = False,
         attention_backend: str | None = None,
         compile_dit: bool = False,
+        trust_remote_code: bool = False,
     ):
         """attention_backend (a diffusers AttentionBackendName, e.g. "flash", "_native_cudnn") and compile_dit
         (torch.compile of the DiT) are off by default: no measurement shows yet that they pay off (see
-        docs/performance.md). When set they enter identity(), i.e. cache keys and run.json."""
+        docs/performance.md). When set they enter identity(), i.e. cache keys and run.json.
+        trust_remote_code: allow a preset's `custom_pipeline` file to run (load_pipeline)."""
         if offload not in OFFLOAD_MODES:
             raise ValueError(f"offload must be one of {OFFLOAD_MODES}, got {offload!r}")
         self.preset, self.device, self.offload = preset, device, offload
+        self.trust_remote_code = trust_remote_code
         self.attention_backend, self.compile_dit = attention_backend, compile_dit
         self.dtype = effective_dtype(preset.dtype, device)
         self.show_progress = show_progress
@@ -206,7 +279,33 @@ class Renderer:
             "device_type": torch.device(self.device).type,
             **({"attention_backend": self.attention_backend} if self.attention_backend else {}),
             **({"compile_dit": True} if self.compile_dit else {}),
+            **self._custom_identity(),
         }
+
+    def _custom_identity(self) -> dict:
+        """The custom pipeline (its file's digest: the code that makes the pixels) and scheduler, when set."""
+        out: dict[str, Any] = {}
+        if self.preset.scheduler:
+            out["scheduler"] = self.preset.scheduler
+        if self.preset.custom_pipeline:
+            file = self.resolved.path / f"{self.preset.custom_pipeline}.py"
+            out["custom_pipeline"] = {
+                "name": self.preset.custom_pipeline,
+                "sha256": custom_pipeline_digest(self.resolved.path, self.preset.custom_pipeline)
+                if file.is_file()
+                else None,
+                "trust_remote_code": self.trust_remote_code,
+            }
+        return out
+
+    def check_loadable(self) -> None:
+        """Refuse now, before any work, what load_pipeline would refuse later (remote code not allowed)."""
+        if self.preset.custom_pipeline and not self.trust_remote_code:
+            raise remote_code_refused(
+                f"{self.preset.t2i_model} (preset {self.preset.name})",
+                self.resolved.path,
+                self.preset.custom_pipeline,
+            )
 
     # -- loading ----------------------------------------------------------------------------------------------
     @property
@@ -232,7 +331,14 @@ class Renderer:
             target = self.device if self.offload == "none" else "cpu"
             pipe = build_pipeline(path, device=target, dtype=parse_dtype(self.dtype))
         else:
-            pipe = load_pipeline(path, self.dtype, name=self.preset.t2i_model)
+            pipe = load_pipeline(
+                path,
+                self.dtype,
+                name=self.preset.t2i_model,
+                custom_pipeline=self.preset.custom_pipeline,
+                scheduler=self.preset.scheduler,
+                trust_remote_code=self.trust_remote_code,
+            )
         if self.preset.vae_tiling and hasattr(pipe, "vae") and hasattr(pipe.vae, "enable_tiling"):
             pipe.vae.enable_tiling()
         if self.offload == "model":
@@ -265,7 +371,7 @@ class Renderer:
             import diffusers
 
             cls = getattr(diffusers, self.pipeline_class, DiffusionPipeline)
-        return set(inspect.signature(cls.__call__).parameters)
+        return call_params(cls)
 
     @property
     def tokenizer(self):

@@ -59,6 +59,7 @@ class ScoreJob:
     cache_dir: Path | None = None
     use_cache: bool = True
     weights_dir: Path | None = None
+    trust_remote_code: bool = False  # a preset's custom pipeline file may run (recon_score.render)
     offload: str = "none"
     limit: int | None = None
     retry_errors: bool = False
@@ -241,6 +242,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
         cache=cache,
         weights_dir=job.weights_dir,
         offload=job.offload,
+        trust_remote_code=job.trust_remote_code,
     )
     header = {"settings": settings, "captions": str(job.captions), "started": started}
     # chunks of the global row order, chunk j -> process j mod world: a batch is the same whoever runs it
@@ -248,7 +250,7 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
     todo_chunks = [c for c in mine_chunks if not all(is_done(r) for r in c)]
     n_mine = sum(len(c) for c in mine_chunks)
     if todo_chunks:
-        scorer.preflight()  # a missing model fails here, before any image is read
+        scorer.preflight("score")  # every missing model named here, before any image is read
     with Journal(journal_dir / f"rank-{rank}.jsonl", fingerprint=fp, header=header) as journal:
         bar = Progress(
             n_mine,

@@ -141,6 +141,7 @@ class ReconScorer:
         show_progress: bool = False,
         attention_backend: str | None = None,
         compile_dit: bool = False,
+        trust_remote_code: bool = False,
     ):
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -156,6 +157,7 @@ class ReconScorer:
             show_progress=show_progress,
             attention_backend=attention_backend,
             compile_dit=compile_dit,
+            trust_remote_code=trust_remote_code,
         )
         self._encoder: Encoder | None = None
         self._warned_truncation = False
@@ -186,9 +188,20 @@ class ReconScorer:
             )
         return self._encoder
 
-    def preflight(self) -> None:
-        """Resolve the T2I model and the encoder now, so a missing model fails before any work."""
+    def model_needs(self) -> list:
+        """The T2I model and the encoder, for recon_score.preflight."""
+        from recon_score.preflight import recon_needs
+
+        return recon_needs(self.preset, self.weights_dir)
+
+    def preflight(self, command: str | None = None) -> None:
+        """Check every model at once (recon_score.preflight), then resolve the T2I model and build the encoder, so
+        a missing model fails before any work."""
+        from recon_score.preflight import require_models
+
+        require_models(self.model_needs(), command=command)
         _ = self.renderer.resolved
+        self.renderer.check_loadable()
         _ = self.encoder
 
     def unload(self) -> None:

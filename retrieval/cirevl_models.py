@@ -17,7 +17,8 @@ def build_captioner(spec: str, *, device: str | None, prompt: str):
         raise ReconScoreError(
             f"--captioner: expected BACKEND:MODEL (e.g. transformers:Salesforce/blip2-opt-2.7b), got {spec!r}"
         )
-    captioner = build(backend, model, device=resolve_device(device))
+    # one-line captions for the rewriter's prompt, from the image as read
+    captioner = build(backend, model, device=resolve_device(device), collapse_whitespace=True)
     sampling = Sampling(n=1, temperature=0.0, top_p=1.0, max_new_tokens=77)
 
     def caption(images: list) -> list[str]:

@@ -15,8 +15,10 @@ export PYTHONPATH="$repo:$deps${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 export RECONSCORE_CACHE="${RECONSCORE_CACHE:-${TMPDIR:-/tmp}/reconscore-gpu-cache}"
 python - << 'PY'
-import diffusers, dreamsim, open_clip, peft, torch, transformers  # noqa: F401  (fail here, not mid-run)
-print("torch", torch.__version__, "| transformers", transformers.__version__, "| diffusers", diffusers.__version__,
-      "| open_clip", open_clip.__version__, "| peft", peft.__version__, "|", torch.cuda.get_device_name())
+# fail here, not mid-run: every package the benchmark needs (benchmarks/gpu/check_imports.py checks the full list)
+import diffusers, dreamsim, huggingface_hub, open_clip, peft, requests, torch, transformers  # noqa: F401
+print("torch", torch.__version__, "| transformers", transformers.__version__, "| huggingface_hub",
+      huggingface_hub.__version__, "| diffusers", diffusers.__version__, "| open_clip", open_clip.__version__,
+      "| peft", peft.__version__, "| requests", requests.__version__, "|", torch.cuda.get_device_name())
 PY
 exec timeout 470 python "$repo/benchmarks/gpu_throughput.py" --budget-s 380 "$@"

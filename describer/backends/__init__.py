@@ -38,6 +38,44 @@ def build_captioner(
     api_key_env: str = "OPENAI_API_KEY",
     concurrency: int = 8,
     sampling_extensions: bool = True,
+    image_input: str = "direct",
+    collapse_whitespace: bool = False,
+) -> Captioner:
+    """A captioner of `backend`; `image_input` and `collapse_whitespace` as in the describer preset (checked now,
+    so a missing qwen-vl-utils fails before any model loads)."""
+    from describer.backends.vision import check_image_input
+
+    check_image_input(image_input)
+    captioner = _backend(
+        backend,
+        model,
+        device=device,
+        dtype=dtype,
+        revision=revision,
+        batch_size=batch_size,
+        trust_remote_code=trust_remote_code,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        concurrency=concurrency,
+        sampling_extensions=sampling_extensions,
+    )
+    captioner.image_input, captioner.collapse_whitespace = image_input, collapse_whitespace
+    return captioner
+
+
+def _backend(
+    backend: str,
+    model: str,
+    *,
+    device: str,
+    dtype: str,
+    revision: str | None,
+    batch_size: int,
+    trust_remote_code: bool,
+    base_url: str | None,
+    api_key_env: str,
+    concurrency: int,
+    sampling_extensions: bool,
 ) -> Captioner:
     if backend == "transformers":
         from describer.backends.transformers import TransformersCaptioner

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from recon_score.prompts import clean_caption
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -58,11 +60,19 @@ class CaptionRequest:
     extra: dict = field(default_factory=dict)
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.S)
+_THINK = re.compile(r"<think>.*?</think>\s*", re.S)
 
 
-def clean_generation(text: str | None, finish_reason: str | None = None) -> Candidate:
-    """Strip reasoning blocks and whitespace; an empty or refused generation is a per-candidate error."""
+def clean_generation(
+    text: str | None, finish_reason: str | None = None, *, collapse_whitespace: bool = False
+) -> Candidate:
+    """The caption as the VLM wrote it, less a reasoning block; an empty or refused generation is an error.
+
+    The authors' `RemoteDescriber.py` passes the decoded text on unchanged (newlines, markdown, trailing spaces),
+    so by default only a `<think>...</think>` block and the whitespace after it are removed.
+    `collapse_whitespace=True` (a named variant) joins whitespace runs into single spaces and strips the ends,
+    with the same rule the reconstruction prompt uses (recon_score.prompts.clean_caption).
+    """
     if finish_reason == "content_filter":
         return Candidate(
             None, error="generation refused by the server (content_filter)", finish_reason=finish_reason
@@ -72,16 +82,42 @@ def clean_generation(text: str | None, finish_reason: str | None = None) -> Cand
     cleaned = _THINK.sub("", text)
     if "<think>" in cleaned:  # an unterminated reasoning block: the answer never came
         cleaned = cleaned.split("<think>", 1)[0]
-    cleaned = " ".join(cleaned.split())
-    if not cleaned:
+    if not cleaned.strip():
         return Candidate(None, error="empty generation", finish_reason=finish_reason)
-    return Candidate(cleaned, finish_reason=finish_reason)
+    return Candidate(
+        clean_caption(cleaned, collapse_whitespace=collapse_whitespace), finish_reason=finish_reason
+    )
 
 
 class Captioner:
-    """Base class. `generate` returns, for each request, exactly `sampling.n` candidates (errors included)."""
+    """Base class. `generate` returns, for each request, exactly `sampling.n` candidates (errors included).
+
+    `image_input` (describer.backends.vision) says how an image becomes the VLM's pixels and
+    `collapse_whitespace` how its text becomes a caption; build_captioner sets both (describe: from the preset).
+    """
 
     name: str = "base"
+    image_input: str = "direct"
+    collapse_whitespace: bool = False
+
+    def candidate(self, text: str | None, finish_reason: str | None = None) -> Candidate:
+        """One generated text as a candidate, by this captioner's text rule."""
+        return clean_generation(text, finish_reason, collapse_whitespace=self.collapse_whitespace)
+
+    def vlm_images(self, requests: list[CaptionRequest], prompt: str) -> list[Image.Image]:
+        """The pixels handed to the VLM for each request (describer.backends.vision.vlm_images)."""
+        from describer.backends.vision import vlm_images
+
+        return vlm_images([r.image for r in requests], self.image_input, prompt)
+
+    def text_and_pixels(self) -> dict:
+        """How images became pixels and texts became captions, for identity() (run.json)."""
+        from describer.backends.vision import image_input_identity
+
+        return {
+            "image_input": image_input_identity(self.image_input),
+            "collapse_whitespace": self.collapse_whitespace,
+        }
 
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
@@ -96,6 +132,10 @@ class Captioner:
         """The sampling fields this backend sends for `sampling` (seed: per image), recorded in run.json; raises
         if the backend cannot apply all of them. A backend that does not say records None."""
         return {"request": None}
+
+    def model_needs(self) -> list:
+        """The weights this backend loads locally (recon_score.preflight); a server backend loads none."""
+        return []
 
     def preflight(self) -> None:
         """Check, once before any image is read, that the backend can serve at all (raises ReconScoreError)."""

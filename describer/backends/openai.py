@@ -16,7 +16,7 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling, clean_generation
+from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling
 from describer.backends.sampling import openai_body
 from recon_score.errors import ReconScoreError
 
@@ -70,6 +70,7 @@ class OpenAICaptioner(Captioner):
             "api_key_env": self.api_key_env,
             "concurrency": self.concurrency,
             "sampling_extensions": self.extensions,
+            **self.text_and_pixels(),
         }
 
     def sampling_request(self, sampling: Sampling) -> dict:
@@ -139,11 +140,15 @@ class OpenAICaptioner(Captioner):
         raise AssertionError("unreachable")
 
     def _one(self, req: CaptionRequest, prompt: str, sampling: Sampling) -> list[Candidate]:
+        try:
+            url = image_data_url(self.vlm_images([req], prompt)[0])
+        except ValueError as err:  # qwen-vl-utils refuses extreme aspect ratios
+            return [Candidate(None, error=f"image preprocessing failed: {err}"[:500])] * sampling.n
         messages = [
             {
                 "role": "user",
                 "content": [
-                    {"type": "image_url", "image_url": {"url": image_data_url(req.image)}},
+                    {"type": "image_url", "image_url": {"url": url}},
                     {"type": "text", "text": prompt},
                 ],
             }
@@ -172,15 +177,14 @@ class OpenAICaptioner(Captioner):
             cands += [Candidate(None, error=str(err)[:500])] * (sampling.n - len(cands))
         return cands
 
-    @staticmethod
-    def _candidate(choice: dict) -> Candidate:
+    def _candidate(self, choice: dict) -> Candidate:
         msg = choice.get("message") or {}
         content = msg.get("content")
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if msg.get("refusal"):
             return Candidate(None, error=f"refused: {msg['refusal']}"[:300], finish_reason="refusal")
-        return clean_generation(content, choice.get("finish_reason"))
+        return self.candidate(content, choice.get("finish_reason"))
 
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling

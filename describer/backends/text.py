@@ -19,6 +19,11 @@ from recon_score.seeds import derive_seed
 log = logging.getLogger(__name__)
 
 
+# A rewrite, paraphrase or perturbation is one caption cell of a table: whitespace runs (newlines included) are
+# joined, unlike the describer's captions, which stay as generated (describer.backends.base.clean_generation).
+ONE_LINE = True
+
+
 def prompt_seed(base: int, prompt: str) -> int:
     return derive_seed(base, hashlib.sha256(prompt.encode()).hexdigest())
 
@@ -111,7 +116,11 @@ class TransformersTextLLM(TextLLM):
             eos = self._model.generation_config.eos_token_id
             eos = set(eos) if isinstance(eos, list) else {eos}
             finish = "stop" if any(t in eos for t in new.tolist()) else "length"
-            out.append(clean_generation(self._tok.decode(new, skip_special_tokens=True), finish))
+            out.append(
+                clean_generation(
+                    self._tok.decode(new, skip_special_tokens=True), finish, collapse_whitespace=ONE_LINE
+                )
+            )
         return out
 
 
@@ -126,6 +135,7 @@ class OpenAITextLLM(TextLLM):
         self._client = OpenAICaptioner(
             model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency
         )
+        self._client.image_input, self._client.collapse_whitespace = "direct", ONE_LINE  # text only
 
     def identity(self) -> dict:
         return self._client.identity()
@@ -199,7 +209,10 @@ class VLLMTextLLM(TextLLM):
             outs = self._llm.chat(messages, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors: report per prompt
             return [Candidate(None, error=f"vLLM generation failed: {err}"[:500]) for _ in prompts]
-        return [clean_generation(o.outputs[0].text, o.outputs[0].finish_reason) for o in outs]
+        return [
+            clean_generation(o.outputs[0].text, o.outputs[0].finish_reason, collapse_whitespace=ONE_LINE)
+            for o in outs
+        ]
 
 
 def build_text_llm(

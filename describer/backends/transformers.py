@@ -12,7 +12,6 @@ from describer.backends.base import (
     Captioner,
     CaptionRequest,
     Sampling,
-    clean_generation,
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
@@ -52,6 +51,11 @@ class TransformersCaptioner(Captioner):
             )
         return self._resolved
 
+    def model_needs(self) -> list:
+        from recon_score.preflight import ModelNeed
+
+        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]
+
     def identity(self) -> dict:
         return {
             "backend": self.name,
@@ -59,6 +63,7 @@ class TransformersCaptioner(Captioner):
             "dtype": self.dtype,
             "batch_size": self.batch_size,
             "device_type": torch.device(self.device).type,
+            **self.text_and_pixels(),
         }
 
     def _load(self):
@@ -120,8 +125,9 @@ class TransformersCaptioner(Captioner):
     ) -> list[list[Candidate]]:
         text = self._prompt_text(prompt)
         try:
+            images = self.vlm_images(chunk, prompt)
             inputs = self._processor(
-                text=[text] * len(chunk), images=[r.image for r in chunk], padding=True, return_tensors="pt"
+                text=[text] * len(chunk), images=images, padding=True, return_tensors="pt"
             ).to(self.device)
             seed = (
                 chunk[0].seed
@@ -136,7 +142,10 @@ class TransformersCaptioner(Captioner):
             log.warning("generation failed for %s: %s", [r.key for r in chunk], err)
             return [[Candidate(None, error=f"generation failed: {err}"[:500])] * sampling.n for _ in chunk]
         new = ids[:, inputs["input_ids"].shape[1] :]
-        texts = self._processor.batch_decode(new, skip_special_tokens=True)
+        # as the authors' RemoteDescriber.py decodes: special tokens dropped, spaces left as the tokenizer made them
+        texts = self._processor.batch_decode(
+            new, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        )
         eos = (
             {self._model.generation_config.eos_token_id}
             if not isinstance(self._model.generation_config.eos_token_id, list)
@@ -149,6 +158,6 @@ class TransformersCaptioner(Captioner):
             for k in range(sampling.n):
                 row = new[i * sampling.n + k].tolist()
                 ended = any(t in eos for t in row) or (pad is not None and row and row[-1] == pad)
-                cands.append(clean_generation(texts[i * sampling.n + k], "stop" if ended else "length"))
+                cands.append(self.candidate(texts[i * sampling.n + k], "stop" if ended else "length"))
             results.append(cands)
         return results

@@ -4,7 +4,7 @@ torch): `pip install 'reconscore[vllm]'` in a separate environment."""
 
 from __future__ import annotations
 
-from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling, clean_generation
+from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling
 from describer.backends.sampling import vllm_kwargs
 from recon_score.errors import ReconScoreError
 from recon_score.hub import resolve_model
@@ -49,6 +49,11 @@ class VLLMCaptioner(Captioner):
             )
         return self._resolved
 
+    def model_needs(self) -> list:
+        from recon_score.preflight import ModelNeed
+
+        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]
+
     def identity(self) -> dict:
         vllm = _import_vllm()
         return {
@@ -56,6 +61,7 @@ class VLLMCaptioner(Captioner):
             **self.resolved.as_dict(),
             "dtype": self.dtype,
             "vllm": vllm.__version__,
+            **self.text_and_pixels(),
         }
 
     def _load(self):
@@ -94,9 +100,10 @@ class VLLMCaptioner(Captioner):
             self._load()
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
         text = self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        inputs = [{"prompt": text, "multi_modal_data": {"image": r.image}} for r in requests]
         params = [vllm.SamplingParams(**vllm_kwargs(sampling, seed=r.seed)) for r in requests]
         try:
+            images = self.vlm_images(requests, prompt)
+            inputs = [{"prompt": text, "multi_modal_data": {"image": im}} for im in images]
             outputs = self._llm.generate(inputs, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors are per batch; report them per candidate
             return [
@@ -104,7 +111,7 @@ class VLLMCaptioner(Captioner):
             ]
         results = []
         for out in outputs:
-            cands = [clean_generation(o.text, o.finish_reason) for o in out.outputs[: sampling.n]]
+            cands = [self.candidate(o.text, o.finish_reason) for o in out.outputs[: sampling.n]]
             cands += [Candidate(None, error="vLLM returned fewer samples than n")] * (sampling.n - len(cands))
             results.append(cands)
         return results

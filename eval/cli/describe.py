@@ -87,7 +87,7 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
 @opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
-@click.option("--trust-remote-code", is_flag=True, help="Allow the VLM's custom code (off by default).")
+@opt.trust_remote_code("the VLM and the T2I model (a preset's custom pipeline, e.g. text2earth's)")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N images.")
 @opt.retry_errors("images (no caption)")
 @opt.overwrite()
@@ -129,6 +129,8 @@ def command(
         revision=p.captioner_revision,
         batch_size=vlm_batch_size,
         **kw,
+        image_input=p.vlm_image_input,
+        collapse_whitespace=p.collapse_whitespace,
     )
     selector = build_selector(
         p.select_by,
@@ -140,6 +142,7 @@ def command(
         use_cache=not no_cache,
         weights_dir=weights_dir,
         overrides=recon,
+        trust_remote_code=kw.get("trust_remote_code", False),
     )
     preflight(cap, selector)
     job = DescribeJob(

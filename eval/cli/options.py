@@ -234,6 +234,14 @@ def cache(what: str) -> Callable:
     )
 
 
+def trust_remote_code(what: str) -> Callable:
+    return click.option(
+        "--trust-remote-code",
+        is_flag=True,
+        help=f"Run Python code shipped in the folders of {what} (off by default; recorded in run.json).",
+    )
+
+
 def retry_errors(what: str) -> Callable:
     return click.option("--retry-errors", is_flag=True, help=f"On resume, redo {what} that failed before.")
 

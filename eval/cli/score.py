@@ -59,6 +59,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 )
 @opt.bands()
 @opt.weights_dir()
+@opt.trust_remote_code("the T2I model (a preset's custom pipeline, e.g. text2earth's)")
 @opt.cache("reconstruction/embedding")
 @click.option(
     "--offload",

@@ -320,8 +320,9 @@ def encoders(runs, encoders, device, out) -> int:
 @click.option("--batch-size", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None)
 @opt.device()
+@opt.trust_remote_code("the T2I models (text2earth's custom pipeline)")
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
-def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
+def t2i(captions, images_root, presets, batch_size, limit, device, trust_remote_code, out) -> int:
     """Table 9: several T2I presets on the same captions: token limit, render seconds per image, ReconScore."""
     from eval.studies.robustness import read_pairs, t2i_table
     from recon_score.runtime import utc_now
@@ -329,7 +330,9 @@ def t2i(captions, images_root, presets, batch_size, limit, device, out) -> int:
     started = utc_now()
     pairs = read_pairs(captions, images_root, limit)
     names = [p.strip() for p in presets.split(",") if p.strip()]
-    df, configs = t2i_table(names, pairs, device=device, batch_size=batch_size)
+    df, configs = t2i_table(
+        names, pairs, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
+    )
     notes = {_note(n) for n in names} - {None}
     return _finish(
         out,

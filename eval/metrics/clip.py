@@ -199,6 +199,12 @@ class _ClipMetric(Metric):
         self._encoder = None
         self._facts: dict = {}
 
+    def model_needs(self) -> list:
+        """Its encoder, for recon_score.preflight (checked before any model loads)."""
+        from recon_score.preflight import ModelNeed
+
+        return [ModelNeed(f"encoder ({self.info.name})", self.spec, "--encoder", encoder=True)]
+
     @property
     def encoder(self):
         if self._encoder is None:

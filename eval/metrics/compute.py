@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from eval.metrics.base import CaptionBatch, Metric
 from eval.metrics.registry import get_metric_info
 from recon_score.errors import ReconScoreError
+from recon_score.preflight import needs_of, require_models
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,6 +86,7 @@ def compute_metrics(
                 instances[name] = given[name]
             else:
                 instances[name] = built[name] = build_metric(name, **options.get(name, {}))
+        require_models(needs_of(*instances.values()))  # every missing model named at once, before any loads
         for name in names:
             start = time.perf_counter()
             out = instances[name].score(batch)

@@ -39,6 +39,15 @@ class ReconScoreMetric(Metric):
         self.seeds = seeds
         self._scorer = scorer
 
+    def model_needs(self) -> list:
+        """The preset's T2I model and encoder, for recon_score.preflight (nothing is built or loaded)."""
+        from recon_score.preflight import recon_needs
+        from recon_score.presets import get_preset
+
+        if self._scorer is not None:
+            return self._scorer.model_needs()
+        return recon_needs(get_preset(self.preset).replace(**(self.overrides or {})))
+
     @property
     def scorer(self):
         if self._scorer is None:

@@ -133,19 +133,34 @@ def length_table(
 
 
 def t2i_table(
-    presets: list[str], pairs: list, *, device: str | None, batch_size: int = 1, use_cache: bool = False
+    presets: list[str],
+    pairs: list,
+    *,
+    device: str | None,
+    batch_size: int = 1,
+    use_cache: bool = False,
+    trust_remote_code: bool = False,
 ) -> tuple[pd.DataFrame, dict]:
     """Table 9: per T2I preset, its text-encoder token limit (M. T.), seconds per reconstruction (I. T.: wall
     time inside the T2I pipeline only, as the paper's "inference time per image"; the encoder's scoring is not
     timed; cache off by default so every image is rendered) and mean ReconScore on the same captions."""
     from recon_score.cache import ArtifactCache
+    from recon_score.preflight import needs_of, require_models
     from recon_score.scorer import ReconScorer
 
     rows, configs = {}, {}
-    for name in presets:
-        scorer = ReconScorer.from_preset(
-            name, device=device, batch_size=batch_size, cache=ArtifactCache(enabled=use_cache)
+    scorers = [
+        ReconScorer.from_preset(
+            name,
+            device=device,
+            batch_size=batch_size,
+            cache=ArtifactCache(enabled=use_cache),
+            trust_remote_code=trust_remote_code,
         )
+        for name in presets
+    ]
+    require_models(needs_of(*scorers), command="study t2i")  # every preset's models, before the first loads
+    for name, scorer in zip(presets, scorers):
         scorer.preflight()
         scorer.score_pairs(pairs[:1])  # load the models outside the timed region
         before = dict(scorer.stats)

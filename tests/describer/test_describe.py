@@ -36,7 +36,8 @@ def test_select_best():
 
 
 def test_clean_generation():
-    assert clean_generation("  a  farm\n with trees ").text == "a farm with trees"
+    assert clean_generation("  a  farm\n with trees ").text == "  a  farm\n with trees "  # as generated
+    assert clean_generation("  a  farm\n with trees ", collapse_whitespace=True).text == "a farm with trees"
     assert clean_generation("<think>hmm</think> Two planes.").text == "Two planes."
     assert clean_generation("   ").error == "empty generation"
     assert clean_generation("<think>never ends").error == "empty generation"
