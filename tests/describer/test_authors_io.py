@@ -203,3 +203,11 @@ def test_a_served_vlm_gets_the_same_pixels(odd_png, monkeypatch):
     url = srv.requests[-1]["body"]["messages"][0]["content"][0]["image_url"]["url"]
     sent = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert np.array_equal(np.asarray(sent.convert("RGB")), np.asarray(authors))
+
+
+def test_preset_flag_offers_exactly_the_image_inputs():
+    """--vlm-image-input's choices (kept in describer.presets so --help loads no backend) are the modes."""
+    from describer.backends.vision import IMAGE_INPUTS
+    from describer.presets import DESCRIBER_OVERRIDES
+
+    assert set(DESCRIBER_OVERRIDES["vlm_image_input"].choices) == set(IMAGE_INPUTS)
