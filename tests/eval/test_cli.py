@@ -15,6 +15,7 @@ def test_help_lists_every_subcommand(capsys):
     names = (
         "score",
         "describe",
+        "pairs",
         "correlate",
         "retrieve",
         "retrieve-eval",

@@ -79,7 +79,7 @@ def test_present_models_pass_and_missing_local_paths_are_named(tmp_path):
         require_models(
             [
                 ModelNeed("T2I model", str(tmp_path / "nowhere"), "--t2i-model"),
-                ModelNeed("similarity encoder", "dreamsim:smoke", "--encoder", encoder=True),
+                ModelNeed("similarity encoder", "smoke:dreamsim", "--encoder", encoder=True),
             ]
         )
     assert [s.need.spec for s in err.value.missing] == [str(tmp_path / "nowhere")]

@@ -38,7 +38,7 @@ class Text2EarthDiffusionPipeline(StableDiffusionPipeline):
 def text2earth(tmp_path_factory):
     from diffusers import DDIMScheduler
 
-    from recon_score.testing.fixtures import ensure_fixture
+    from recon_score.synthetic.smoke import ensure_fixture
 
     folder = tmp_path_factory.mktemp("t2e") / "Text2Earth"
     shutil.copytree(ensure_fixture("stable-diffusion"), folder)
@@ -106,7 +106,7 @@ def test_loads_and_renders_as_the_readme(text2earth):
 
 
 def test_score_cli_opt_in_recorded(text2earth, tmp_path, capsys):
-    args = ["score", "--preset", "text2earth", "--t2i-model", str(text2earth), "--encoder", "dreamsim:smoke"]
+    args = ["score", "--preset", "text2earth", "--t2i-model", str(text2earth), "--encoder", "smoke:dreamsim"]
     args += ["--steps", "2", "--max-side", "64", "--limit", "1", "--device", "cpu", "--no-cache"]
     assert main([*args, "--out", str(tmp_path / "refused")]) == 1
     err = capsys.readouterr().err
