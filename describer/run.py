@@ -23,20 +23,13 @@ from describer.backends import Captioner, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import DescriberPreset
 from describer.selection import CandidateSelector, select_best
-from recon_score.cache import atomic_write_bytes, png_bytes, sha256_json
+from recon_score.atomic_io import atomic_write_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, renamed_field
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
-from recon_score.results import (
-    FileDigests,
-    InvocationLog,
-    Journal,
-    RunLock,
-    load_journals,
-    write_json_atomic,
-    write_jsonl_atomic,
-)
+from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
+from recon_score.run_engine import FileDigests, InvocationLog, Journal, RunLock, load_journals
 from recon_score.runtime import provenance, utc_now
 
 log = logging.getLogger(__name__)

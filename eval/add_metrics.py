@@ -13,7 +13,7 @@ from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
 from recon_score.errors import InputError, ReconScoreError, renamed_field
 from recon_score.images import resolve_under
-from recon_score.results import read_jsonl, write_json_atomic, write_jsonl_atomic
+from recon_score.atomic_io import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
 
 

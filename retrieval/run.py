@@ -36,10 +36,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recon_score.cache import atomic_write_bytes, atomic_write_text, sha256_json
+from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, ResumeMismatchError
 from recon_score.images import load_image, resolve_under
-from recon_score.results import diff_settings
+from recon_score.run_engine import diff_settings
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import read_json
 from retrieval.bundle import save_bundle

@@ -347,7 +347,7 @@ def build_selector(
     name = get_metric_info(name).name  # an old alias (reconscore) warns once and means today's name
     if name == "recon_score":
         from describer.selection import ReconScoreSelector
-        from recon_score.cache import ArtifactCache
+        from recon_score.artifact_cache import ArtifactCache
         from recon_score.scorer import ReconScorer
 
         scorer = ReconScorer.from_preset(

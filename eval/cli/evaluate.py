@@ -89,7 +89,7 @@ def command(
     from eval.evaluate import evaluate_join, join_captions, read_model_captions, summary_frame
     from eval.metrics import metric_options, parse_metric_names
     from eval.studies.common import write_table
-    from recon_score.results import write_json_atomic, write_jsonl_atomic
+    from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
     from recon_score.runtime import provenance, utc_now
 
     started = utc_now()

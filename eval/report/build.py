@@ -600,7 +600,7 @@ def build_report(
             page_sections.append({"s": s, "cards": cards, "first": p == 0, "offset": p * page_size})
         html = template.render(title=title, sections=page_sections, page=p + 1, pages=names, n_pages=n_pages)
         path = out.parent / names[p]
-        from recon_score.cache import atomic_write_text
+        from recon_score.atomic_io import atomic_write_text
 
         atomic_write_text(path, html)
         written.append(path)

@@ -137,7 +137,7 @@ def t2i_table(
     """Table 9: per T2I preset, its text-encoder token limit (M. T.), seconds per reconstruction (I. T., wall
     time of rendering + scoring on this machine, cache off by default so every image is rendered) and mean
     ReconScore on the same captions."""
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.scorer import ReconScorer
 
     rows, configs = {}, {}

@@ -17,8 +17,8 @@ from describer.presets import get_describer_preset
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector, select_best
 from eval.cli import main
-from recon_score.cache import ArtifactCache
-from recon_score.results import read_jsonl
+from recon_score.artifact_cache import ArtifactCache
+from recon_score.atomic_io import read_jsonl
 from recon_score.scorer import ReconScorer
 
 REPO = Path(__file__).resolve().parents[2]
