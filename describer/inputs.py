@@ -24,7 +24,9 @@ class ImageItem:
     path: Path | None
     references: list[str] | None = None
     error: str | None = None
-    digest: str | None = None  # sha256 of the file's bytes, set by the run (recon_score.run_engine.FileDigests)
+    digest: str | None = (
+        None  # sha256 of the file's bytes, set by the run (recon_score.run_engine.FileDigests)
+    )
 
     def key(self) -> str:
         """Resume key: a journaled result is reused only for the same id, path and file bytes."""

@@ -41,8 +41,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)  # a failed write names the file it was writing
         raise
 
 
@@ -91,9 +93,11 @@ def read_jsonl(
     for i, line in enumerate(lines):
         if not line.strip():
             continue
+        why = "not a valid JSON line"
         try:
             rec = json.loads(line)
             ok = is_record is None or is_record(rec)
+            why = "valid JSON but not a record of this file"
         except (ValueError, RecursionError):  # invalid JSON, invalid UTF-8, absurdly deep nesting
             ok = False
         if ok:
@@ -102,9 +106,7 @@ def read_jsonl(
             keep = spans[i]
             break
         else:
-            raise TextFileError(
-                path, i + 1, "not a valid record line; the file is corrupt (restore it, or pass --overwrite)"
-            )
+            raise TextFileError(path, i + 1, f"{why}; the file is corrupt (restore it, or pass --overwrite)")
     if repair and keep != len(data):
         with path.open("r+b") as f:
             f.truncate(keep)

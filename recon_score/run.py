@@ -233,14 +233,13 @@ def _plan(job: ScoreJob, run: RunFolder, device: str) -> _Plan:
         plan.repairs.append(
             f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
         )
-    if not all(plan.is_done(r, job.retry_errors) for r in rows):
-        return plan
-    expected = {rec["files"][0]: rec["files"][1] for rec in plan.done.values() if rec.get("files")}
-    gone = run.missing_files(expected)
-    plan.redo = {r.index for r in rows if (plan.done[r.index].get("files") or [None])[0] in gone}
+    current = [plan.done[r.index] for r in rows if plan.is_done(r, job.retry_errors)]
+    gone = run.missing_files(dict(rec["files"] for rec in current if rec.get("files")))
+    plan.redo = {rec["row"] for rec in current if rec.get("files") and rec["files"][0] in gone}
     if plan.redo:
         plan.repairs.append(f"{len(plan.redo)} reconstruction(s) missing or replaced: rendered again")
-    plan.repairs += run.damage(fingerprint=fp, files={"scores.jsonl": jsonl_bytes(_merged(plan))})
+    if len(current) == len(rows):  # otherwise the final files are written anyway
+        plan.repairs += run.damage(fingerprint=fp, files={"scores.jsonl": jsonl_bytes(_merged(plan))})
     return plan
 
 

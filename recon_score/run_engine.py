@@ -69,6 +69,14 @@ def _is_log_line(rec: object) -> bool:
     return isinstance(rec, dict) and rec.get("event") in ("start", "end")
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written: on a nearly full disk a write may be short before it fails, and
+    the failure must come while the torn line is still the last one."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def record_checksum(rec: dict) -> str:
     """Checksum of a journal record (its `sum` field left out), over the record as JSON reads it back."""
     body = json.loads(dumps_line({k: v for k, v in rec.items() if k != "sum"}))
@@ -92,7 +100,7 @@ class Journal:
 
     def _append(self, records: Iterable[dict]) -> None:
         for rec in records:  # one write per record: whole or torn-last
-            os.write(self._fd, (dumps_line(rec) + "\n").encode("utf-8"))
+            write_all(self._fd, (dumps_line(rec) + "\n").encode("utf-8"))
         os.fsync(self._fd)
 
     def write(self, records: list[dict]) -> None:
@@ -156,6 +164,7 @@ def load_journals(
             that changed, from the settings its header keeps).
     """
     done: dict = {}
+    bad: list[tuple[str, dict]] = []
 
     def rank(rec: dict) -> tuple[bool, int]:
         return (keys is not None and rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
@@ -177,13 +186,21 @@ def load_journals(
             )
         for line, rec in enumerate(records[1:], start=2):
             if "row" not in rec or rec.get("sum") != record_checksum(rec):
-                if tampered is not None:
-                    tampered.append(f"{path}:{line}")
+                bad.append((f"{path}:{line}", rec))
                 continue
             row = rec["row"]
             if row not in done or rank(rec) >= rank(done[row]):
                 done[row] = rec
+    if tampered is not None:  # those not yet superseded by a record computed after them
+        tampered += [where for where, rec in bad if not _superseded(rec, done)]
     return done
+
+
+def _superseded(rec: dict, done: dict) -> bool:
+    try:
+        return int(done[rec["row"]].get("inv") or 0) > int(rec.get("inv") or 0)
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 class FileDigests:
@@ -296,7 +313,7 @@ class InvocationLog:
         read_jsonl(self.path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, (dumps_line(rec) + "\n").encode("utf-8"))
+            write_all(fd, (dumps_line(rec) + "\n").encode("utf-8"))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -342,7 +359,7 @@ def folder_kind(out: Path) -> str | None:
         try:
             with path.open("rb") as f:
                 head = json.loads(f.readline())
-            kind = head["header"]["settings"]["kind"]
+            kind = head["header"].get("kind") or head["header"]["settings"]["kind"]
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if isinstance(kind, str) and kind.removesuffix("-run") in KIND_OUTPUTS:
@@ -432,7 +449,9 @@ class RunFolder:
 
     def _check_kind(self) -> None:
         if self.out.exists() and not self.out.is_dir():
-            raise ReconScoreError(f"--out {self.out} is a file, not a run folder")
+            raise ReconScoreError(
+                f"--out {self.out} is a file, not a folder; choose another --out (a run folder)"
+            )
         if self.journal_dir.exists() and not self.journal_dir.is_dir():
             raise ReconScoreError(
                 f"{self.journal_dir} is a file, not the run's journal folder; move it away (or pass --overwrite)"

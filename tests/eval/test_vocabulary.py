@@ -185,7 +185,6 @@ def test_python_jobs_use_the_cli_names_and_keep_the_old_ones():
     import warnings
     from pathlib import Path
 
-    from describer.run import DescribeJob
     from eval.add_metrics import AddMetricsJob
     from eval.correlate import CorrelateJob
     from recon_score import errors
@@ -194,17 +193,11 @@ def test_python_jobs_use_the_cli_names_and_keep_the_old_ones():
     errors._renamed_warned.clear()
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        d = DescribeJob(out=Path("o"), preset=None, captioner=None, selector=None, images=Path("list.txt"))
         c = CorrelateJob(Path("p.jsonl"), "ranking", "bleu4", Path("o"), images=Path("imgs"))
         a = AddMetricsJob(Path("run"), "bleu4", images=Path("imgs"))
-        DescribeJob(out=Path("o"), preset=None, captioner=None, selector=None, images=Path("again.txt"))
-    assert (d.inputs, d.images_root) == (Path("list.txt"), None)
     assert c.images_root == Path("imgs") and a.images_root == Path("imgs")
     msgs = sorted(str(w.message) for w in seen if issubclass(w.category, ReconScoreWarning))
     assert msgs == [
         "AddMetricsJob field 'images' is now 'images_root'; the old name will be removed",
         "CorrelateJob field 'images' is now 'images_root'; the old name will be removed",
-        "DescribeJob field 'images' is now 'inputs'; the old name will be removed",
     ]
-    new = DescribeJob(out=Path("o"), preset=None, captioner=None, selector=None, inputs=Path("x"))
-    assert new.inputs == Path("x")
