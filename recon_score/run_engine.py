@@ -431,7 +431,7 @@ class RunFolder:
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo(lock_existed=self._lock_existed)
-        if isinstance(exc, OSError) and exc.errno in _DISK_FULL + _READ_ONLY:
+        if isinstance(exc, OSError) and exc.errno in (*_DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
 
     def _undo(self, *, lock_existed: bool) -> None:
@@ -469,8 +469,8 @@ class RunFolder:
         why = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file size limit reached"}
         reason = why.get(err.errno, os.strerror(err.errno))
         hint = "free space and rerun the same command: the run resumes where it stopped"
-        if err.errno in _READ_ONLY:
-            hint = "the folder is not writable: choose another --out"
+        if err.errno == errno.EROFS:
+            hint = "the folder is on a read-only filesystem: choose another --out"
         return ReconScoreError(f"cannot write in {where}: {reason}; {hint}")
 
     # -- resume ----------------------------------------------------------------------------------------------
