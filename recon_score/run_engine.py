@@ -346,12 +346,15 @@ class InvocationLog:
 
 
 def folder_kind(out: Path) -> str | None:
-    """The kind of run folder `out` is (`score`, `describe`, `retrieve`), or None when it is none: run.json's
-    `command`, else the kind its journal headers or its final files belong to."""
+    """The kind of run folder `out` is (`score`, `describe`, `retrieve`, or another command that wrote a
+    run.json), or None when it is none: run.json's `command`, else the kind its journal headers or its final
+    files belong to."""
     try:
         info = json.loads((out / "run.json").read_text(encoding="utf-8"))
-        if isinstance(info, dict) and info.get("command") in KIND_OUTPUTS:
-            return info["command"]
+        if isinstance(info, dict) and isinstance(info.get("command"), str):
+            return info[
+                "command"
+            ]  # also `study`, `correlate`, ...: never written into by a run of another kind
     except (OSError, ValueError, RecursionError):
         pass
     journal = out / "journal"
@@ -381,7 +384,7 @@ def refuse_run_file(target: Path, *, what: str = "--out") -> None:
         kind = folder_kind(folder)
         if kind is None:
             continue
-        own = {"run.json", ".lock", "journal", *KIND_OUTPUTS[kind]}
+        own = {"run.json", ".lock", "journal", *KIND_OUTPUTS.get(kind, ())}
         first = target.relative_to(folder).parts[0]
         if first in own:
             raise ReconScoreError(
