@@ -108,8 +108,7 @@ def command(
     from describer.backends import Sampling
     from describer.backends.text import build_text_llm
     from preference_data import generators as gen
-    from recon_score.atomic_io import sha256_json
-    from recon_score.atomic_io import read_jsonl, write_json_atomic, write_jsonl_atomic
+    from recon_score.atomic_io import read_jsonl, sha256_json, write_json_atomic, write_jsonl_atomic
     from recon_score.run_engine import Journal
     from recon_score.runtime import provenance, resolve_device, utc_now
 
