@@ -1,13 +1,15 @@
 """`reconscore score`: a captions table in, scores.jsonl + run.json + reconstructions/ out.
 
-Resumable and multi-process (docs/runs.md):
+Resumable and multi-process through the one run engine (recon_score.run_engine, docs/runs.md); this module
+holds only what is score's own: rows, chunks, rendering and scoring, scores.jsonl's rows.
 - rows are processed in fixed chunks of `batch_size` consecutive rows of the *input* (chunk j = rows
   j*B .. j*B+B-1), whatever the number of processes; with `accelerate launch` chunk j goes to process
   j mod world_size, so every batch is composed the same way whichever process runs it. Each process appends to
   its own journal; process 0 merges them, in input order, into one scores.jsonl;
 - a killed run restarted with the same --out skips finished chunks and re-renders a half-finished chunk whole,
-  in the same composition; a finished run rerun is a no-op. A row whose inputs changed (caption, id, image
-  path, the image file's bytes) is recomputed, and the run logs how many and why;
+  in the same composition; a finished run rerun is a no-op, or a repair when its outputs no longer match the
+  journal. A row whose inputs changed (caption, id, image path, the image file's bytes) is recomputed, and the
+  run logs how many and why;
 - process 0 holds an fcntl lock on --out for the run: a second command on the same folder exits at once;
 - run.json lists every invocation that worked on the folder (journal/invocations.jsonl).
 """
