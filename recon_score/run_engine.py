@@ -363,7 +363,7 @@ def folder_kind(out: Path) -> str | None:
             with path.open("rb") as f:
                 head = json.loads(f.readline())
             kind = head["header"].get("kind") or head["header"]["settings"]["kind"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
             continue
         if isinstance(kind, str) and kind.removesuffix("-run") in KIND_OUTPUTS:
             return kind.removesuffix("-run")
