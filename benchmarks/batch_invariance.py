@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def measure(n: int, batch_size: int, device: str) -> dict:
     import numpy as np
 
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.images import load_image
     from recon_score.run import SAMPLE_DIR
     from recon_score.scorer import ReconScorer

@@ -35,7 +35,7 @@ def main() -> None:
     from describer.backends import CaptionRequest, Sampling
     from describer.backends.transformers import TransformersCaptioner
     from describer.selection import ReconScoreSelector
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.images import load_image
     from recon_score.run import SAMPLE_DIR
     from recon_score.scorer import ReconScorer

@@ -137,7 +137,7 @@ def _captions(n: int, tag: int) -> list[str]:
 def t2i_phase(args, out: dict, deadline: float, save) -> None:
     import torch
 
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.presets import get_preset
     from recon_score.prompts import format_prompt
     from recon_score.scorer import ReconScorer

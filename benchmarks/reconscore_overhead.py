@@ -34,7 +34,7 @@ def main() -> None:
     import torch
     from diffusers import ZImagePipeline
 
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.encoders import build_encoder
     from recon_score.images import load_image
     from recon_score.presets import get_preset

@@ -23,11 +23,13 @@ class ImageItem:
     path: Path | None
     references: list[str] | None = None
     error: str | None = None
-    digest: str | None = None  # sha256 of the file's bytes, set by the run (recon_score.results.FileDigests)
+    digest: str | None = (
+        None  # sha256 of the file's bytes, set by the run (recon_score.run_engine.FileDigests)
+    )
 
     def key(self) -> str:
         """Resume key: a journaled result is reused only for the same id, path and file bytes."""
-        from recon_score.results import resume_key
+        from recon_score.run_engine import resume_key
 
         return resume_key({"id": self.id, "image": self.image, "image_sha256": self.digest})
 

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-from recon_score.cache import atomic_write_bytes, png_bytes
+from recon_score.atomic_io import atomic_write_bytes, png_bytes, read_jsonl, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.results import read_jsonl, write_json_atomic
 from recon_score.runtime import provenance, utc_now
 
 log = logging.getLogger(__name__)

@@ -13,31 +13,22 @@ Multi-process runs (`accelerate launch`) shard images i -> process i mod N and m
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import statistics
-import sys
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from describer.backends import Captioner, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import DescriberPreset
 from describer.selection import CandidateSelector, select_best
-from recon_score.cache import atomic_write_bytes, png_bytes, sha256_json
-from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, renamed_field
+from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
-from recon_score.results import (
-    FileDigests,
-    InvocationLog,
-    Journal,
-    RunLock,
-    load_journals,
-    write_json_atomic,
-    write_jsonl_atomic,
-)
-from recon_score.runtime import provenance, utc_now
+from recon_score.run_engine import FileDigests, RunFolder
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +51,6 @@ class DescribeJob:
     items: list[ImageItem] | None = None  # precomputed images (e.g. a dataset split) instead of `inputs`
     source: dict | None = None  # what `items` came from, for run.json
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
-    images: InitVar[Path | None] = None  # the old name of `inputs` (warns once)
-
-    def __post_init__(self, images: Path | None) -> None:
-        renamed_field(self, "images", "inputs", images)
 
 
 @dataclass
@@ -77,6 +64,7 @@ class DescribeSummary:
     mean_held_out: float | None  # the chosen caption re-rendered with the evaluation seed
     already_complete: bool
     failures: list[tuple[str, str]]
+    repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
 
     @property
     def exit_code(self) -> int:
@@ -121,147 +109,181 @@ def _plan(selector) -> dict | None:
     return plan() if plan is not None else None
 
 
+@dataclass
+class _Plan:
+    """What one invocation knows before it works: the images, the journaled candidates and final records, and
+    the images whose outputs must be rebuilt (reconstructions gone or replaced)."""
+
+    items: list[ImageItem]
+    keys: dict[int, str]
+    fingerprint: str
+    settings: dict
+    generated: dict
+    final: dict
+    redo: set[int] = field(default_factory=set)
+    repairs: list[str] = field(default_factory=list)
+
+    def finished(self, item: ImageItem, retry_errors: bool) -> bool:
+        rec = self.final.get(item.index)
+        if rec is None or rec.get("key") != item.key() or item.index in self.redo:
+            return False
+        return not (retry_errors and rec["result"].get("error"))
+
+
 def run_describe(job: DescribeJob) -> DescribeSummary:
     """Describe every image; process 0 holds the --out lock for the whole run (docs/runs.md)."""
     import torch
     from accelerate import PartialState
 
     state = PartialState(cpu=not torch.cuda.is_available())
-    job.out.mkdir(parents=True, exist_ok=True)
-    with RunLock(job.out, enabled=state.is_main_process):
-        return _run_describe(job)
+    with RunFolder("describe", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
+        plan = _plan_run(job, run)
+        if all(plan.finished(i, job.retry_errors) for i in plan.items) and not plan.repairs:
+            return _summarize(plan.items, plan.final, already_complete=True)
+        if plan.repairs and run.is_main:
+            log.warning("repairing %s from its journal: %s", run.out, "; ".join(plan.repairs))
+        mine = [i for i in run.mine(plan.items) if not plan.finished(i, job.retry_errors)]
+        inv = run.begin()
+        _describe_phases(job, run, plan, mine, inv)
+        run.wait()
+        plan.final = run.load(
+            fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys, prefix="final-"
+        )
+        summary = _summarize(plan.items, plan.final, already_complete=False)
+        if run.is_main:
+            summary.repaired = plan.repairs
+            _finish(job, run, plan, summary, inv)
+        return summary
 
 
-def _run_describe(job: DescribeJob) -> DescribeSummary:
-    import torch
-    from accelerate import PartialState
-
-    state = PartialState(cpu=not torch.cuda.is_available())
-    rank, world = state.process_index, state.num_processes
-    out, journal_dir = job.out, job.out / "journal"
-    out.mkdir(parents=True, exist_ok=True)
-    if job.overwrite and state.is_main_process:
-        import shutil
-
-        shutil.rmtree(journal_dir, ignore_errors=True)
-        for name in ("candidates.jsonl", "captions.jsonl", "run.json"):
-            (out / name).unlink(missing_ok=True)
-    state.wait_for_everyone()
-
+def _plan_run(job: DescribeJob, run: RunFolder) -> _Plan:
     items = job.items if job.items is not None else discover_images(job.inputs, root=job.images_root)
     if job.limit is not None:
         items = items[: job.limit]
     digests = FileDigests()
     for item in items:  # part of the resume key: a replaced image file is described again
         item.digest = digests(item.path)
-    fp, settings = _fingerprint(job), _settings(job)
-    keys = {item.index: item.key() for item in items}
-    generated = load_journals(journal_dir, fingerprint=fp, prefix="candidates-", keys=keys, settings=settings)
-    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings)
-    note = SMOKE_NOTE if job.preset.meaningless else None
-    sampling = _sampling(job.preset)
-    job.captioner.sampling_request(sampling)  # a backend that cannot apply it fails before any work
+    job.captioner.sampling_request(
+        _sampling(job.preset)
+    )  # a backend that cannot apply it fails before any work
     if job.preset.eval_candidates not in ("selected", "all"):
         raise ReconScoreError(
             f"eval_candidates must be 'selected' or 'all', got {job.preset.eval_candidates!r}"
         )
+    fp, settings = _fingerprint(job), _settings(job)
+    keys = {item.index: item.key() for item in items}
+    load = dict(fingerprint=fp, settings=settings, keys=keys)
+    plan = _Plan(
+        items, keys, fp, settings, run.load(**load, prefix="candidates-"), run.load(**load, prefix="final-")
+    )
+    if run.tampered:
+        plan.repairs.append(
+            f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
+        )
+    current = [plan.final[i.index] for i in items if plan.finished(i, job.retry_errors)]
+    gone = run.missing_files({rel: sha for rec in current for rel, sha in (rec.get("files") or {}).items()})
+    plan.redo = {rec["row"] for rec in current if gone & set(rec.get("files") or {})}
+    if plan.redo:
+        plan.repairs.append(
+            f"reconstructions of {len(plan.redo)} image(s) missing or replaced: rendered again"
+        )
+    if len(current) == len(items):  # otherwise the final files are written anyway
+        plan.repairs += run.damage(fingerprint=fp, files=_output_files(plan.items, plan.final, _note(job)))
+    return plan
 
-    def finished(item: ImageItem) -> bool:
-        rec = final.get(item.index)
-        if rec is None or rec.get("key") != item.key():
-            return False
-        return not (job.retry_errors and rec["result"].get("error"))
 
-    if all(finished(i) for i in items) and (out / "captions.jsonl").exists() and (out / "run.json").exists():
-        return _summarize(items, final, already_complete=True)
+def _note(job: DescribeJob) -> str | None:
+    return SMOKE_NOTE if job.preset.meaningless else None
+
+
+def _describe_phases(job: DescribeJob, run: RunFolder, plan: _Plan, mine: list[ImageItem], inv: int) -> None:
+    """This process's images, a phase at a time: captions (VLM), then scores and selection (T2I + encoder)."""
+    import torch
 
     unload = job.unload_between_phases
     if unload is None:
         unload = torch.cuda.is_available()
-    mine = [i for i in items if i.index % world == rank and not finished(i)]
-    started = utc_now()
-    log_file = InvocationLog(journal_dir)
-    inv = log_file.next_index()
-    state.wait_for_everyone()  # every rank has read the log's length before process 0 appends to it
-    if state.is_main_process:
-        log_file.start(inv, started=started, argv=job.argv or sys.argv, processes=world)
-    header = {"settings": settings, "select_by": job.selector.name, "started": started}
-    bar = Progress(len(mine), desc=f"describe[{rank}]", unit="image", position=rank)
+    header = {"settings": plan.settings, "select_by": job.selector.name, "started": run.started}
+    bar = Progress(len(mine), desc=f"describe[{run.rank}]", unit="image", position=run.rank)
     phases = -(-len(mine) // max(1, job.phase_size))
     with (
-        Journal(journal_dir / f"candidates-rank-{rank}.jsonl", fingerprint=fp, header=header) as cand_journal,
-        Journal(journal_dir / f"final-rank-{rank}.jsonl", fingerprint=fp, header=header) as final_journal,
+        run.journal(plan.fingerprint, header, prefix="candidates-") as cand_journal,
+        run.journal(plan.fingerprint, header, prefix="final-") as final_journal,
     ):
         for start in range(0, len(mine), job.phase_size):
             phase = mine[start : start + job.phase_size]
             where = f"phase {start // job.phase_size + 1}/{phases}"
-            loaded: dict[int, object] = {}
-            failed_now: list[dict] = []
-            for item in phase:
-                try:
-                    if item.error:
-                        raise InputError(item.error)
-                    loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
-                except InputError as err:
-                    failed_now.append(_final_record(item, [], None, error=str(err), note=note, inv=inv))
-            if failed_now:
-                final_journal.write(failed_now)
-                bar.update(len(failed_now), failed=len(failed_now))
-            # phase 1: captions for every image of the phase that has none yet
-            need = [i for i in phase if i.index in loaded and not _has_candidates(generated, i)]
-            for s in range(0, len(need), max(1, job.vlm_batch_size)):
-                batch = need[s : s + job.vlm_batch_size]
-                reqs = [
-                    CaptionRequest(
-                        loaded[i.index], derive_seed(sampling.seed, image_digest(loaded[i.index])), key=i.id
-                    )
-                    for i in batch
-                ]
-                cands = job.captioner.generate(reqs, job.preset.prompt, sampling)
-                recs = [
-                    {"row": i.index, "key": i.key(), "seed": r.seed, "candidates": [c.as_dict() for c in cs]}
-                    for i, r, cs in zip(batch, reqs, cands)
-                ]
-                cand_journal.write(recs)
-                for r in recs:
-                    generated[r["row"]] = r
-                bar.stage(f"{where}: captioned {min(s + len(batch), len(need))}/{len(need)} images")
+            loaded = _load_phase(job, phase, final_journal, bar, inv)
+            need = [i for i in phase if i.index in loaded and not _has_candidates(plan.generated, i)]
+            _caption(job, need, loaded, plan.generated, cand_journal, bar, where)
             if unload and need:
                 job.captioner.unload()
-            # phase 2: score every valid candidate, keep the best
-            todo = [i for i in phase if i.index in loaded]
-            work = []
-            for item in todo:
-                cands = generated[item.index]["candidates"]
-                valid = [(k, c["caption"]) for k, c in enumerate(cands) if c["caption"] and not c["error"]]
-                work.append((item, cands, valid))
-            # journal and report every few images (not once per phase), with enough candidates to fill a render batch
-            step = max(1, job.vlm_batch_size, 8 // max(1, max((len(v) for _, _, v in work), default=1)))
-            for w0 in range(0, len(work), step):
-                part = work[w0 : w0 + step]
-                records = _select(job, out, part, generated, loaded, note, inv)
-                final_journal.write(records)
-                for r in records:
-                    final[r["row"]] = r
-                bar.update(len(records), failed=sum(1 for r in records if r["result"].get("error")))
-                bar.stage(f"{where}: scored {min(w0 + step, len(work))}/{len(work)} images")
+            work = [i for i in phase if i.index in loaded]
+            _score_and_select(job, run, plan, work, loaded, final_journal, bar, where, inv)
             if unload and work:
                 job.selector.unload()
     bar.close()
-    state.wait_for_everyone()
-    if not state.is_main_process:
-        return _summarize(
-            items,
-            load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings),
-            already_complete=False,
-        )
-    final = load_journals(journal_dir, fingerprint=fp, prefix="final-", keys=keys, settings=settings)
-    summary = _summarize(items, final, already_complete=False)
-    log_file.end(
-        inv, finished=utc_now(), exit="finished" if not summary.failed else "finished with failed images"
-    )
-    _write_outputs(job, items, final, fp, note, log_file.history(final.values()))
-    return summary
+
+
+def _load_phase(job: DescribeJob, phase: list[ImageItem], journal, bar, inv: int) -> dict[int, object]:
+    """The phase's images; an unreadable one is journaled as failed at once."""
+    loaded: dict[int, object] = {}
+    failed_now: list[dict] = []
+    for item in phase:
+        try:
+            if item.error:
+                raise InputError(item.error)
+            loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
+        except InputError as err:
+            failed_now.append(_final_record(item, [], None, error=str(err), note=_note(job), inv=inv))
+    if failed_now:
+        journal.write(failed_now)
+        bar.update(len(failed_now), failed=len(failed_now))
+    return loaded
+
+
+def _caption(job: DescribeJob, need: list, loaded: dict, generated: dict, journal, bar, where: str) -> None:
+    """Candidates for every image that has none yet, journaled per VLM call."""
+    sampling = _sampling(job.preset)
+    for s in range(0, len(need), max(1, job.vlm_batch_size)):
+        batch = need[s : s + job.vlm_batch_size]
+        reqs = [
+            CaptionRequest(
+                loaded[i.index], derive_seed(sampling.seed, image_digest(loaded[i.index])), key=i.id
+            )
+            for i in batch
+        ]
+        cands = job.captioner.generate(reqs, job.preset.prompt, sampling)
+        recs = [
+            {"row": i.index, "key": i.key(), "seed": r.seed, "candidates": [c.as_dict() for c in cs]}
+            for i, r, cs in zip(batch, reqs, cands)
+        ]
+        journal.write(recs)
+        for r in recs:
+            generated[r["row"]] = r
+        bar.stage(f"{where}: captioned {min(s + len(batch), len(need))}/{len(need)} images")
+
+
+def _score_and_select(
+    job, run, plan: _Plan, todo: list, loaded: dict, journal, bar, where: str, inv: int
+) -> None:
+    """Score every valid candidate and keep the best, journaling every few images (not once per phase), with
+    enough candidates to fill a render batch."""
+    work = []
+    for item in todo:
+        cands = plan.generated[item.index]["candidates"]
+        valid = [(k, c["caption"]) for k, c in enumerate(cands) if c["caption"] and not c["error"]]
+        work.append((item, cands, valid))
+    step = max(1, job.vlm_batch_size, 8 // max(1, max((len(v) for _, _, v in work), default=1)))
+    for w0 in range(0, len(work), step):
+        part = work[w0 : w0 + step]
+        records = _select(job, run.out, part, plan.generated, loaded, _note(job), inv)
+        journal.write(records)
+        for r in records:
+            plan.final[r["row"]] = r
+            plan.redo.discard(r["row"])
+        bar.update(len(records), failed=sum(1 for r in records if r["result"].get("error")))
+        bar.stage(f"{where}: scored {min(w0 + step, len(work))}/{len(work)} images")
 
 
 def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv: int) -> list[dict]:
@@ -272,16 +294,15 @@ def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv
     records = []
     deterministic = _plan(job.selector) is None  # its value is the metric's own: also under the metric's name
     for (item, cands, valid), scores in zip(work, scored):
-        rows = [dict(c, index=k) for k, c in enumerate(cands)]
+        rows, files = [dict(c, index=k) for k, c in enumerate(cands)], {}
         for (k, _), s in zip(valid, scores):
             rows[k]["selection_score"] = s.get("score")
             if deterministic:
                 rows[k][job.selector.name] = s.get("score")
             rows[k].update({key: v for key, v in s.items() if key not in ("score", "error", "_image")})
             if s.get("_image") is not None:
-                rel = Path("reconstructions") / f"{item.index:06d}_{k:02d}.png"
-                atomic_write_bytes(out / rel, png_bytes(s["_image"]))
-                rows[k]["reconstruction"] = str(rel)
+                rel = f"reconstructions/{item.index:06d}_{k:02d}.png"
+                rows[k]["reconstruction"] = _write_png(out, rel, s["_image"], files)
             if s.get("error"):
                 rows[k]["error"] = s["error"]
         best = select_best([r.get("selection_score") if not r.get("error") else None for r in rows])
@@ -297,6 +318,8 @@ def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv
                 inv=inv,
             )
         )
+        if files:
+            records[-1]["files"] = files
     _held_out(job, out, records, loaded)
     return records
 
@@ -330,9 +353,16 @@ def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) ->
             continue
         res.update(recon_score=s["score"], eval_seed=s["seed"], recon_score_error=s["error"])
         if s.get("_image") is not None:
-            rel = Path("reconstructions") / f"{rec['row']:06d}_eval.png"
-            atomic_write_bytes(out / rel, png_bytes(s["_image"]))
-            res["eval_reconstruction"] = str(rel)
+            rel = f"reconstructions/{rec['row']:06d}_eval.png"
+            res["eval_reconstruction"] = _write_png(out, rel, s["_image"], rec.setdefault("files", {}))
+
+
+def _write_png(out: Path, rel: str, img, files: dict[str, str]) -> str:
+    """Write a reconstruction; its digest goes to the journal record, so a rerun notices it gone or replaced."""
+    data = png_bytes(img)
+    atomic_write_bytes(out / rel, data)
+    files[rel] = hashlib.sha256(data).hexdigest()
+    return rel
 
 
 def _has_candidates(generated: dict[int, dict], item: ImageItem) -> bool:
@@ -374,10 +404,8 @@ def _final_record(
     return {"row": item.index, "key": item.key(), "inv": inv, "result": result}
 
 
-def _write_outputs(
-    job: DescribeJob, items: list[ImageItem], final: dict[int, dict], fp: str, note, history: list[dict]
-) -> None:
-    out = job.out
+def _output_files(items: list[ImageItem], final: dict, note) -> dict[str, bytes]:
+    """candidates.jsonl and captions.jsonl, in input order, from the journal."""
     cand_rows, caption_rows = [], []
     for item in items:
         rec = final.get(item.index)
@@ -401,57 +429,58 @@ def _write_outputs(
                 row["note"] = note
             cand_rows.append(row)
         caption_rows.append({k: v for k, v in res.items() if k != "candidates"})
-    write_jsonl_atomic(out / "candidates.jsonl", cand_rows)
-    write_jsonl_atomic(out / "captions.jsonl", caption_rows)
-    summary = _summarize(items, final, already_complete=False)
-    write_json_atomic(
-        out / "run.json",
-        {
-            "command": "describe",
-            "note": note,
-            "out": str(out.resolve()),
-            "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
-            "source": job.source,
-            "images_root": _images_root(items),
-            "fingerprint": fp,
-            "preset": job.preset.to_dict(),
-            "captioner": job.captioner.identity(),
-            "selection": {
-                "metric": job.selector.name,
-                "rule": "argmax, ties -> first candidate",
-                "eval_candidates": job.preset.eval_candidates,
-                **job.selector.config(),
-            },
-            "sampling": {
-                "resolved": dataclasses.asdict(_sampling(job.preset)),
-                "request": job.captioner.sampling_request(_sampling(job.preset)),
-            },
-            "vlm_batch_size": job.vlm_batch_size,
-            "phase_size": job.phase_size,
-            "limit": job.limit,
-            "bands": list(job.bands) if job.bands else None,
-            "started": history[0].get("started") if history else utc_now(),
-            "finished": utc_now(),
-            "resumed": len(history) > 1,
-            "invocations": history,  # each invocation that worked on this folder, with the images it did
-            "counts": {
-                "images": summary.images,
-                "described": summary.described,
-                "failed": summary.failed,
-                "candidates": summary.candidates,
-                "valid_candidates": summary.valid_candidates,
-            },
-            "summary": {
-                "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)
-                "recon_score_mean": summary.mean_held_out,  # held-out (evaluation seed)
-                "in_sample_gap": (
-                    summary.mean_selected - summary.mean_held_out
-                    if summary.mean_selected is not None and summary.mean_held_out is not None
-                    else None
-                ),
-            },
-            "provenance": {**provenance(), "argv": job.argv or sys.argv},
+    return {"candidates.jsonl": jsonl_bytes(cand_rows), "captions.jsonl": jsonl_bytes(caption_rows)}
+
+
+def _finish(job: DescribeJob, run: RunFolder, plan: _Plan, summary: DescribeSummary, inv: int) -> None:
+    """Process 0: the final files and run.json."""
+    info = {
+        "note": _note(job),
+        "out": str(job.out.resolve()),
+        "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
+        "source": job.source,
+        "images_root": _images_root(plan.items),
+        "fingerprint": plan.fingerprint,
+        "preset": job.preset.to_dict(),
+        "captioner": job.captioner.identity(),
+        "selection": {
+            "metric": job.selector.name,
+            "rule": "argmax, ties -> first candidate",
+            "eval_candidates": job.preset.eval_candidates,
+            **job.selector.config(),
         },
+        "sampling": {
+            "resolved": dataclasses.asdict(_sampling(job.preset)),
+            "request": job.captioner.sampling_request(_sampling(job.preset)),
+        },
+        "vlm_batch_size": job.vlm_batch_size,
+        "phase_size": job.phase_size,
+        "limit": job.limit,
+        "bands": list(job.bands) if job.bands else None,
+        "counts": {
+            "images": summary.images,
+            "described": summary.described,
+            "failed": summary.failed,
+            "candidates": summary.candidates,
+            "valid_candidates": summary.valid_candidates,
+        },
+        "summary": {
+            "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)
+            "recon_score_mean": summary.mean_held_out,  # held-out (evaluation seed)
+            "in_sample_gap": (
+                summary.mean_selected - summary.mean_held_out
+                if summary.mean_selected is not None and summary.mean_held_out is not None
+                else None
+            ),
+        },
+    }
+    run.finish(
+        inv,
+        files=_output_files(plan.items, plan.final, _note(job)),
+        info=info,
+        records=plan.final.values(),
+        exit="finished" if not summary.failed else "finished with failed images",
+        **({"repaired": plan.repairs} if plan.repairs else {}),
     )
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
+from recon_score.atomic_io import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.results import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.runtime import provenance, utc_now
 
 

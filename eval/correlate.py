@@ -14,10 +14,9 @@ from eval.kendall import HEADLINE, TauVariant, correlate
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_preferences
-from recon_score.cache import atomic_write_bytes, atomic_write_text
+from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.results import write_json_atomic
 from recon_score.runtime import provenance, utc_now
 
 FORMATS_WITHOUT_IMAGES = ("flickr8k-expert", "flickr8k-crowdflower", "thumb")  # no images ship with them

@@ -190,7 +190,7 @@ def run_evaluate(job: EvaluateJob) -> EvaluateResult:
     from eval.datasets import load_dataset
     from eval.metrics import parse_metric_names
     from eval.studies.common import write_table
-    from recon_score.results import write_json_atomic, write_jsonl_atomic
+    from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
     from recon_score.runtime import provenance, utc_now
 
     started = utc_now()

@@ -105,7 +105,7 @@ def build_selector(
     if get_metric_info(name).name != "recon_score":
         return MetricSelector(name, device=device)
     from describer.selection import ReconScoreSelector
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.scorer import ReconScorer
 
     scorer = ReconScorer.from_preset(

@@ -39,8 +39,7 @@ class GenerateResult:
 
 
 def run_generate(job: GenerateJob) -> GenerateResult:
-    from recon_score.cache import sha256_json
-    from recon_score.results import write_json_atomic, write_jsonl_atomic
+    from recon_score.atomic_io import sha256_json, write_json_atomic, write_jsonl_atomic
     from recon_score.runtime import provenance, utc_now
 
     sources = [s for s in job.sources if not s.get("error")]
@@ -97,7 +96,8 @@ def run_generate(job: GenerateJob) -> GenerateResult:
 
 def _stager(job: GenerateJob, config: dict, fingerprint: str) -> Callable[[str, list], list[dict]]:
     """stage(name, requests): answer the requests not yet in journal/NAME.jsonl, return every answer in order."""
-    from recon_score.results import Journal, read_jsonl
+    from recon_score.atomic_io import read_jsonl
+    from recon_score.run_engine import Journal
 
     def complete(prompts: list[str]) -> list[tuple[str | None, str | None]]:
         return [(c.text, c.error) for c in job.llm.complete(prompts, job.sampling)]

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError, ReconScoreWarning
 from recon_score.images import IMAGE_SUFFIXES, resolve_under
 from recon_score.presets import ReconPreset

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError
 from recon_score.presets import ReconPreset, get_preset
 from recon_score.scorer import ReconScorer

@@ -1,45 +1,37 @@
 """`reconscore score`: a captions table in, scores.jsonl + run.json + reconstructions/ out.
 
-Resumable and multi-process (docs/runs.md):
+Resumable and multi-process through the one run engine (recon_score.run_engine, docs/runs.md); this module
+holds only what is score's own: rows, chunks, rendering and scoring, scores.jsonl's rows.
 - rows are processed in fixed chunks of `batch_size` consecutive rows of the *input* (chunk j = rows
   j*B .. j*B+B-1), whatever the number of processes; with `accelerate launch` chunk j goes to process
   j mod world_size, so every batch is composed the same way whichever process runs it. Each process appends to
   its own journal; process 0 merges them, in input order, into one scores.jsonl;
 - a killed run restarted with the same --out skips finished chunks and re-renders a half-finished chunk whole,
-  in the same composition; a finished run rerun is a no-op. A row whose inputs changed (caption, id, image
-  path, the image file's bytes) is recomputed, and the run logs how many and why;
+  in the same composition; a finished run rerun is a no-op, or a repair when its outputs no longer match the
+  journal. A row whose inputs changed (caption, id, image path, the image file's bytes) is recomputed, and the
+  run logs how many and why;
 - process 0 holds an fcntl lock on --out for the run: a second command on the same folder exits at once;
 - run.json lists every invocation that worked on the folder (journal/invocations.jsonl).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import statistics
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recon_score.cache import ArtifactCache, atomic_write_bytes, png_bytes, sha256_json
+from recon_score.artifact_cache import ArtifactCache
+from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
 from recon_score.progress import Progress
-from recon_score.results import (
-    FileDigests,
-    InvocationLog,
-    Journal,
-    RunLock,
-    changed_fields,
-    load_journals,
-    read_jsonl,
-    resume_key,
-    write_json_atomic,
-    write_jsonl_atomic,
-)
-from recon_score.runtime import provenance, resolve_device, utc_now
+from recon_score.run_engine import FileDigests, RunFolder, changed_fields, resume_key
+from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
 from recon_score.seeds import derive_seeds, seed_summary
 
@@ -85,6 +77,7 @@ class ScoreSummary:
     already_complete: bool
     failures: list[tuple[str, str]]
     ci: dict | None = None  # K > 1: bootstrap CI of the mean over images and seeds
+    repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
 
     @property
     def exit_code(self) -> int:
@@ -134,7 +127,9 @@ def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
     }
 
 
-def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
+def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dict, list[str] | None]:
+    """scores.jsonl's row for one result, and [reconstruction path, sha256 of its bytes] when one was written."""
+    files = None
     rec = {
         "id": row.id,
         "image": row.image,
@@ -159,13 +154,37 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> dict:
             rec.update(seeds=res.seeds, recon_score_per_seed=res.per_seed, recon_score_std=res.std)
         if res.error is None:  # the scorer turns a non-finite similarity into the row's error
             rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
-            atomic_write_bytes(out / rel, png_bytes(res.reconstruction))
+            data = png_bytes(res.reconstruction)
+            atomic_write_bytes(out / rel, data)
             rec["reconstruction"] = str(rel)
+            files = [str(rel), hashlib.sha256(data).hexdigest()]
     if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
         rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
     if note:
         rec["note"] = note
-    return rec
+    return rec, files
+
+
+@dataclass
+class _Plan:
+    """What one invocation knows before it works: the rows, their resume keys, the journaled results, and
+    which of them must be computed again (changed inputs, --retry-errors, damaged outputs)."""
+
+    rows: list[InputRow]
+    inputs: dict[int, dict]
+    keys: dict[int, str]
+    fingerprint: str
+    settings: dict
+    done: dict
+    redo: set[int] = field(default_factory=set)  # journaled, but their reconstruction is gone or replaced
+    repairs: list[str] = field(default_factory=list)
+    changed: dict[str, int] = field(default_factory=dict)  # rows recomputed, by the input that changed
+
+    def is_done(self, row: InputRow, retry_errors: bool) -> bool:
+        rec = self.done.get(row.index)
+        if rec is None or rec.get("key") != self.keys[row.index] or row.index in self.redo:
+            return False
+        return not (retry_errors and rec["result"].get("error"))
 
 
 def run_score(job: ScoreJob) -> ScoreSummary:
@@ -176,27 +195,29 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     # cpu=True is what turns a torchrun/`accelerate launch --multi_gpu` launch on a GPU-less machine into
     # gloo-backed MULTI_CPU; a plain single-process call is unaffected
     state = PartialState(cpu=job.device == "cpu" or not torch.cuda.is_available())
-    world = state.num_processes
     # accelerate names a CPU process's device "cpu:0": normalise it, the Z-Image DiT gives other floats on "cpu:0"
-    device = resolve_device(job.device if world == 1 else str(state.device))
-    started = utc_now()
-    job.out.mkdir(parents=True, exist_ok=True)
-    with RunLock(job.out, enabled=state.is_main_process):
-        return _run_locked(job, state, device, started)
+    device = resolve_device(job.device if state.num_processes == 1 else str(state.device))
+    with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
+        plan = _plan(job, run, device)
+        if all(plan.is_done(r, job.retry_errors) for r in plan.rows) and not plan.repairs:
+            return _summarize(plan.rows, plan.done, already_complete=True, rendered=0, cached=0)
+        scorer = _scorer(job, device)
+        todo = [c for c in run.mine(_chunks(plan.rows, job.batch_size)) if not _chunk_done(plan, c, job)]
+        if todo:
+            scorer.preflight("score")  # every missing model named here, before any image is read or written
+        _log_changes(run, plan)
+        inv = run.begin(batch_size=job.batch_size)
+        _score_chunks(job, run, plan, scorer, todo, inv)
+        run.wait()
+        plan.done = run.load(fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys)
+        stats = scorer.stats["rendered"], scorer.stats["reconstruction_cache_hits"]
+        summary = _summarize(plan.rows, plan.done, already_complete=False, rendered=stats[0], cached=stats[1])
+        if run.is_main:
+            summary.ci = _finish(job, run, plan, scorer, summary, inv, worked=bool(todo))
+        return summary
 
 
-def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary:
-    rank, world, out = state.process_index, state.num_processes, job.out
-    journal_dir = out / "journal"
-    if job.overwrite and state.is_main_process:
-        import shutil
-
-        for p in (journal_dir, out / "reconstructions"):
-            shutil.rmtree(p, ignore_errors=True)
-        for p in (out / "scores.jsonl", out / "run.json"):
-            p.unlink(missing_ok=True)
-    state.wait_for_everyone()
-
+def _plan(job: ScoreJob, run: RunFolder, device: str) -> _Plan:
     rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
     if job.limit is not None:
         rows = rows[: job.limit]
@@ -204,119 +225,111 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
     inputs = {r.index: _row_inputs(r, digests) for r in rows}
     keys = {i: resume_key(v) for i, v in inputs.items()}
     fp, settings = _fingerprint(job, device), _settings(job, device)
-    seeds = derive_seeds(job.preset.seed, job.seeds)
-    done = load_journals(journal_dir, fingerprint=fp, keys=keys, settings=settings)
-    note = SMOKE_NOTE if job.preset.meaningless else None
-
-    def is_done(row: InputRow) -> bool:
-        rec = done.get(row.index)
-        if rec is None or rec.get("key") != keys[row.index]:
-            return False
-        return not (job.retry_errors and rec["result"].get("error"))
-
-    complete = all(is_done(r) for r in rows)
-    if complete and (out / "scores.jsonl").exists() and (out / "run.json").exists():
-        return _summarize(rows, done, already_complete=True, rendered=0, cached=0)
-    changed = _changed_inputs(rows, done, inputs, keys)
-    if changed and state.is_main_process:
-        why = ", ".join(f"{n} {field}" for field, n in sorted(changed.items()))
-        log.warning(
-            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(changed.values()), why
+    plan = _Plan(rows, inputs, keys, fp, settings, run.load(fingerprint=fp, settings=settings, keys=keys))
+    if run.tampered:
+        plan.repairs.append(
+            f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
         )
+    current = [plan.done[r.index] for r in rows if plan.is_done(r, job.retry_errors)]
+    gone = run.missing_files(dict(rec["files"] for rec in current if rec.get("files")))
+    plan.redo = {rec["row"] for rec in current if rec.get("files") and rec["files"][0] in gone}
+    if plan.redo:
+        plan.repairs.append(f"{len(plan.redo)} reconstruction(s) missing or replaced: rendered again")
+    if len(current) == len(rows):  # otherwise the final files are written anyway
+        plan.repairs += run.damage(fingerprint=fp, files={"scores.jsonl": jsonl_bytes(_merged(plan))})
+    return plan
 
-    log_file = InvocationLog(journal_dir)
-    inv = log_file.next_index()
-    state.wait_for_everyone()  # every rank has read the log's length before process 0 appends to it
-    if state.is_main_process:
-        log_file.start(
-            inv, started=started, argv=job.argv or sys.argv, processes=world, batch_size=job.batch_size
-        )
 
+def _chunk_done(plan: _Plan, chunk: list[InputRow], job: ScoreJob) -> bool:
+    return all(plan.is_done(r, job.retry_errors) for r in chunk)
+
+
+def _scorer(job: ScoreJob, device: str):
     from recon_score.scorer import ReconScorer
 
-    cache = ArtifactCache(job.cache_dir, enabled=job.use_cache)
-    scorer = ReconScorer(
+    return ReconScorer(
         job.preset,
         device=device,
         batch_size=job.batch_size,
-        cache=cache,
+        cache=ArtifactCache(job.cache_dir, enabled=job.use_cache),
         weights_dir=job.weights_dir,
         offload=job.offload,
         trust_remote_code=job.trust_remote_code,
     )
-    header = {"settings": settings, "captions": str(job.captions), "started": started}
-    # chunks of the global row order, chunk j -> process j mod world: a batch is the same whoever runs it
-    mine_chunks = [c for j, c in enumerate(_chunks(rows, job.batch_size)) if j % world == rank]
-    todo_chunks = [c for c in mine_chunks if not all(is_done(r) for r in c)]
-    n_mine = sum(len(c) for c in mine_chunks)
-    if todo_chunks:
-        scorer.preflight("score")  # every missing model named here, before any image is read
-    with Journal(journal_dir / f"rank-{rank}.jsonl", fingerprint=fp, header=header) as journal:
-        bar = Progress(
-            n_mine,
-            initial=n_mine - sum(len(c) for c in todo_chunks),
-            desc=f"score[{rank}]",
-            unit="caption",
-            position=rank,
+
+
+def _log_changes(run: RunFolder, plan: _Plan) -> None:
+    """Say, once, which journaled rows are recomputed because their inputs changed, and what is repaired."""
+    plan.changed = _changed_inputs(plan.rows, plan.done, plan.inputs, plan.keys)
+    if not run.is_main:
+        return
+    if plan.changed:
+        why = ", ".join(f"{n} {field}" for field, n in sorted(plan.changed.items()))
+        log.warning(
+            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(plan.changed.values()), why
         )
-        for chunk in todo_chunks:
-            partial = any(is_done(r) for r in chunk)
-            pairs = []
-            for row in chunk:
-                if row.error is not None:
-                    pairs.append((InputError(row.error), row.caption))
-                    continue
-                try:
-                    pairs.append(
-                        (
-                            load_image(
-                                row.image_path,
-                                name=row.image,
-                                bands=job.bands,
-                                reader=job.preset.image_reader,
-                            ),
-                            row.caption,
-                        )
-                    )
-                except InputError as err:
-                    pairs.append((err, row.caption))
-            results = scorer.score_seeds(pairs, seeds, force_render=partial)
+    if plan.repairs:
+        log.warning("repairing %s from its journal: %s", run.out, "; ".join(plan.repairs))
+
+
+def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list, inv: int) -> None:
+    """This process's unfinished chunks, each journaled as soon as it is scored."""
+    seeds = derive_seeds(job.preset.seed, job.seeds)
+    note = SMOKE_NOTE if job.preset.meaningless else None
+    header = {"settings": plan.settings, "captions": str(job.captions), "started": run.started}
+    n_mine = sum(len(c) for c in run.mine(_chunks(plan.rows, job.batch_size)))
+    bar = Progress(
+        n_mine,
+        initial=n_mine - sum(len(c) for c in todo),
+        desc=f"score[{run.rank}]",
+        unit="caption",
+        position=run.rank,
+    )
+    with run.journal(plan.fingerprint, header) as journal:
+        for chunk in todo:
+            pending = [r for r in chunk if not plan.is_done(r, job.retry_errors)]
+            # a half-done chunk is rendered whole, as a fresh run composed it, bypassing the cache
+            results = scorer.score_seeds(_pairs(job, chunk), seeds, force_render=len(pending) < len(chunk))
+            by_index = {row.index: res for row, res in zip(chunk, results)}
             records = []
-            for row, res in zip(chunk, results):
-                if row.error is not None:
-                    res = None
-                if is_done(row):
-                    continue
-                rec = _row_record(row, res, out, note=note)
-                records.append(
-                    {
-                        "row": row.index,
-                        "key": keys[row.index],
-                        "inv": inv,
-                        "inputs": inputs[row.index],
-                        "result": rec,
-                    }
-                )
+            for row in pending:
+                res = None if row.error is not None else by_index[row.index]
+                rec, files = _row_record(row, res, job.out, note=note)
+                key, inputs = plan.keys[row.index], plan.inputs[row.index]
+                records.append({"row": row.index, "key": key, "inv": inv, "inputs": inputs, "result": rec})
+                if files:
+                    records[-1]["files"] = files
             journal.write(records)
             for r in records:
-                done[r["row"]] = r
+                plan.done[r["row"]] = r
+                plan.redo.discard(r["row"])
             bar.update(len(chunk), failed=sum(1 for r in records if r["result"].get("error")))
-        bar.close()
-    state.wait_for_everyone()
+    bar.close()
 
-    if not state.is_main_process:
-        return _summarize(
-            rows,
-            load_journals(journal_dir, fingerprint=fp, keys=keys, settings=settings),
-            already_complete=False,
-            rendered=scorer.stats["rendered"],
-            cached=scorer.stats["reconstruction_cache_hits"],
-        )
-    done = load_journals(journal_dir, fingerprint=fp, keys=keys, settings=settings)
+
+def _pairs(job: ScoreJob, chunk: list[InputRow]) -> list[tuple]:
+    """(image or the row's input error, caption) for each row of a chunk."""
+    pairs = []
+    for row in chunk:
+        if row.error is not None:
+            pairs.append((InputError(row.error), row.caption))
+            continue
+        try:
+            image = load_image(
+                row.image_path, name=row.image, bands=job.bands, reader=job.preset.image_reader
+            )
+            pairs.append((image, row.caption))
+        except InputError as err:
+            pairs.append((err, row.caption))
+    return pairs
+
+
+def _merged(plan: _Plan) -> list[dict]:
+    """scores.jsonl's rows, in input order, from the journal."""
     ordered = []
-    for row in rows:
-        rec = done.get(row.index)
-        if rec is None or rec.get("key") != keys[row.index]:
+    for row in plan.rows:
+        rec = plan.done.get(row.index)
+        if rec is None or rec.get("key") != plan.keys[row.index]:
             raise ReconScoreError(
                 f"row {row.index} (id {row.id!r}) has no result after all processes finished; "
                 "rerun the same command to complete it"
@@ -325,51 +338,39 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
         ordered.append(
             {**rec["result"], **{k: v for k, v in (row.extra or {}).items() if k not in rec["result"]}}
         )
-    write_jsonl_atomic(out / "scores.jsonl", ordered)
-    summary = _summarize(
-        rows,
-        done,
-        already_complete=False,
-        rendered=scorer.stats["rendered"],
-        cached=scorer.stats["reconstruction_cache_hits"],
-    )
-    previous = _previous_run(out)
-    finished = utc_now()
-    log_file.end(
-        inv,
-        finished=finished,
-        exit="finished" if not summary.failed else "finished with failed rows",
-        rendered=summary.rendered,
-        recomputed_changed_inputs=sum(changed.values()),
-    )
-    history = log_file.history(done.values())
-    run_info = {
-        "command": "score",
-        "note": note,
+    return ordered
+
+
+def _finish(
+    job: ScoreJob, run: RunFolder, plan: _Plan, scorer, summary, inv: int, *, worked: bool
+) -> dict | None:
+    """Process 0: scores.jsonl and run.json; returns the seed CI (K > 1)."""
+    ordered = _merged(plan)
+    seeds = derive_seeds(job.preset.seed, job.seeds)
+    changed = sum(plan.changed.values())
+    config = scorer.config() if worked else run.previous_info().get("config")
+    info = {
+        "note": SMOKE_NOTE if job.preset.meaningless else None,
         "captions": str(job.captions.resolve()) if job.captions else None,
         "images_root": str((job.images_root or job.captions.parent).resolve())
         if job.captions
         else (job.source or {}).get("images_dir"),
         "source": job.source,
-        "out": str(out.resolve()),
-        "fingerprint": fp,
-        "config": scorer.config() if todo_chunks else previous.get("config"),
+        "out": str(job.out.resolve()),
+        "fingerprint": plan.fingerprint,
+        "config": config if config is not None else scorer.config(),
         "batch_size": job.batch_size,
         "bands": list(job.bands) if job.bands else None,
-        "processes": world,
+        "processes": run.world,
         "limit": job.limit,
-        "cache": {"enabled": job.use_cache, "root": str(cache.root)},
-        "started": history[0].get("started", started) if history else started,
-        "finished": finished,
-        "resumed": len(history) > 1,
-        "invocations": history,
+        "cache": {"enabled": job.use_cache, "root": str(scorer.cache.root)},
         "counts": {
             "rows": summary.total,
             "ok": summary.ok,
             "failed": summary.failed,
             "rendered_this_session": summary.rendered,
             "reconstruction_cache_hits": summary.cached,
-            "recomputed_changed_inputs": sum(changed.values()),
+            "recomputed_changed_inputs": changed,
         },
         "summary": {
             "recon_score_mean": summary.mean,
@@ -377,13 +378,19 @@ def _run_locked(job: ScoreJob, state, device: str, started: str) -> ScoreSummary
             "references_vs_distractors": references_vs_distractors(ordered),
         },
         **({"seed_noise": seed_summary(ordered, seeds)} if job.seeds > 1 else {}),
-        "provenance": {**provenance(), "argv": job.argv or sys.argv},
     }
-    if run_info["config"] is None:
-        run_info["config"] = scorer.config()
-    write_json_atomic(out / "run.json", run_info)
-    summary.ci = (run_info.get("seed_noise") or {}).get("recon_score_ci")
-    return summary
+    run_info = run.finish(
+        inv,
+        files={"scores.jsonl": jsonl_bytes(ordered)},
+        info=info,
+        records=plan.done.values(),
+        exit="finished" if not summary.failed else "finished with failed rows",
+        rendered=summary.rendered,
+        recomputed_changed_inputs=changed,
+        **({"repaired": plan.repairs} if plan.repairs else {}),
+    )
+    summary.repaired = plan.repairs
+    return (run_info.get("seed_noise") or {}).get("recon_score_ci")
 
 
 def _changed_inputs(rows, done, inputs, keys) -> dict[str, int]:
@@ -396,16 +403,6 @@ def _changed_inputs(rows, done, inputs, keys) -> dict[str, int]:
         for name in changed_fields(rec.get("inputs"), inputs[row.index]):
             counts[name] = counts.get(name, 0) + 1
     return counts
-
-
-def _previous_run(out: Path) -> dict:
-    import json
-
-    p = out / "run.json"
-    try:
-        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int) -> ScoreSummary:
@@ -427,7 +424,3 @@ def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int
         already_complete=already_complete,
         failures=failures,
     )
-
-
-def read_scores(out: Path) -> list[dict]:
-    return read_jsonl(out / "scores.jsonl")

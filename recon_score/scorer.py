@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from recon_score.cache import ArtifactCache, batch_cache_key, sha256_json
+from recon_score.artifact_cache import ArtifactCache, batch_cache_key
+from recon_score.atomic_io import sha256_json
 from recon_score.encoders import Encoder, build_encoder
 from recon_score.errors import InputError, ReconScoreWarning
 from recon_score.images import image_digest, is_array_image, load_image, to_pil_image

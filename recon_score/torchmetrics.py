@@ -24,7 +24,7 @@ except ImportError as err:  # optional dependency: only this adapter needs it
         "recon_score.torchmetrics needs torchmetrics: pip install 'reconscore[torchmetrics]'"
     ) from err
 
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError
 from recon_score.presets import ReconPreset
 from recon_score.scorer import ReconResult, ReconScorer

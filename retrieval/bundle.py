@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recon_score.cache import atomic_write_bytes
+from recon_score.atomic_io import atomic_write_bytes
 from recon_score.errors import InputError
 from retrieval.data import EvalData, check_normalised
 from retrieval.datasets.base import Protocol

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from recon_score.cache import atomic_write_bytes, sha256_json
+from recon_score.atomic_io import atomic_write_bytes, sha256_json
 from recon_score.errors import ImageLoadError
 from recon_score.images import load_image, resolve_under
 from recon_score.paths import cache_root

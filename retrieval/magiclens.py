@@ -390,7 +390,7 @@ def convert(src: str | Path, dst: str | Path) -> MagicLensConfig:
     """Write a release as safetensors (state dict + the config as metadata), loadable by `load_magiclens`."""
     from safetensors.torch import save_file
 
-    from recon_score.cache import atomic_write_bytes
+    from recon_score.atomic_io import atomic_write_bytes
 
     cfg, state = state_from_release(src)
     dst = Path(dst)

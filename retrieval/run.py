@@ -12,8 +12,10 @@ Output folder::
     table_<metric>.csv    the same tables as CSV
     topk.csv/.parquet     with --topk K: method, query, rank, retrieved database image, score, relevant
                           (exact, or from a FAISS --index for linear methods)
-    methods/<name>.parquet + .json   per-method results with their fingerprint: a rerun of the same
-                          configuration reads them instead of re-evaluating (features are cached separately)
+    methods/<name>.parquet per-method results, journaled with their fingerprint (recon_score.run_engine): a
+                          rerun of the same configuration reads them instead of re-evaluating (features are
+                          cached separately)
+    journal/              the run engine's journal and invocation log (docs/runs.md)
     bundle.npz            with --save-bundle: the features-level bundle for `reconscore retrieve-eval`
 
 Exit status: 0 when every requested method ran, 2 when some could not (their reason is in run.json and was
@@ -26,7 +28,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,12 +37,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recon_score.cache import atomic_write_bytes, atomic_write_text, sha256_json
-from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError, ResumeMismatchError
+from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.results import diff_settings
-from recon_score.runtime import provenance, utc_now
-from recon_score.textfiles import read_json
+from recon_score.run_engine import RunFolder
 from retrieval.bundle import protocol_record, save_bundle
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
@@ -191,6 +190,29 @@ def _parquet_bytes(df: pd.DataFrame) -> bytes:
     return buf.getvalue()
 
 
+@dataclass
+class _Setup:
+    """What the run is, before any feature is computed: its fingerprint hashes `settings`."""
+
+    methods: dict
+    bench: Benchmark
+    encoder: object
+    vocab: object
+    settings: dict
+    fingerprint: str
+
+
+@dataclass
+class _Inputs:
+    """The benchmark as evaluated (unreadable images dropped), its features and every method's resources."""
+
+    bench: Benchmark
+    data: EvalData
+    resources: Resources
+    skipped: dict
+    features: dict
+
+
 def run_retrieve(
     cfg: RetrieveConfig,
     *,
@@ -201,7 +223,21 @@ def run_retrieve(
 ) -> RunOutcome:
     """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
     say = log or (lambda _msg: None)
-    started, t0 = utc_now(), time.perf_counter()
+    t0 = time.perf_counter()
+    with RunFolder("retrieve", Path(cfg.out), overwrite=cfg.overwrite) as run:
+        setup = _setup(cfg)
+        run.load(fingerprint=setup.fingerprint, settings=setup.settings)  # refuses a changed configuration
+        inputs = _prepare(cfg, setup, captioner, rewriter, progress, say)
+        inv = run.begin()
+        status, results = _run_methods(cfg, run, setup, inputs, inv, progress, say)
+        record = _finish(cfg, run, setup, inputs, status, results, inv, time.perf_counter() - t0, say)
+    ran = all(status[n]["status"] == "ok" for n in cfg.methods)
+    exit_code = EXIT_OK if ran and not inputs.skipped["items"] else EXIT_PARTIAL
+    return RunOutcome(record=record, exit_code=exit_code)
+
+
+def _setup(cfg: RetrieveConfig) -> _Setup:
+    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work."""
     from recon_score.encoders import build_encoder
 
     methods = {name: build_method(name, cfg.overrides.get(name)) for name in cfg.methods}
@@ -230,6 +266,7 @@ def run_retrieve(
     vocab = load_vocabulary(cfg.vocabulary) if cfg.vocabulary is not None else None
     settings = _jsonable(
         {
+            "kind": "retrieve-run",
             "schema": SCHEMA,
             "benchmark": {k: v for k, v in bench.summary().items() if k != "notes"},
             "limit": cfg.limit,
@@ -241,23 +278,12 @@ def run_retrieve(
             "rewriter": cfg.rewriter,
         }
     )
-    fingerprint = sha256_json(settings)
-    out = Path(cfg.out)
-    previous = out / "run.json"
-    if previous.is_file() and not cfg.overwrite:
-        before = read_json(previous, expect=dict)
-        found = before.get("fingerprint")
-        if found != fingerprint:
-            raise ResumeMismatchError(
-                str(out),
-                found=str(found)[:12],
-                wanted=fingerprint[:12],
-                changes=diff_settings(before.get("settings"), settings),
-            )
-    if cfg.overwrite and (out / "methods").is_dir():
-        shutil.rmtree(out / "methods")
-    out.mkdir(parents=True, exist_ok=True)
+    return _Setup(methods, bench, encoder, vocab, settings, sha256_json(settings))
 
+
+def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: bool, say) -> _Inputs:
+    """Features (cached outside the run folder) and the resources the methods draw on."""
+    bench, encoder, vocab = setup.bench, setup.encoder, setup.vocab
     store = FeatureStore(cfg.cache_dir, enabled=cfg.cache, progress=progress)
     paths = bench.image_paths()
     say(
@@ -290,11 +316,19 @@ def run_retrieve(
         resources.vocabulary = encode_texts(list(vocab.entries))
     if cfg.phrases is not None:
         resources.concept_phrases = read_phrases(cfg.phrases)
+    data = build_eval_data(bench, image_feats, paths, store.texts(encoder, bench.texts()))
+    for line in run_notes(bench.notes, data):
+        say(line)
+    features = {"cache": str(store.root) if cfg.cache else None, "computed": store.computed}
+    return _Inputs(bench, data, resources, skipped, features)
 
+
+def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, progress: bool, say):
+    """Evaluate each available method, or read it back when the journal has it for this configuration."""
     status: dict[str, dict] = {}
     runnable = []
-    for name, method in methods.items():
-        missing = method.missing(resources)
+    for name, method in setup.methods.items():
+        missing = method.missing(inputs.resources)
         if missing:
             status[name] = {
                 "status": "unavailable",
@@ -304,95 +338,112 @@ def run_retrieve(
             say(f"{name}: not run, it needs {'; '.join(missing)}. {method.fix_hint()}")
         else:
             runnable.append(name)
-
-    text_feats = store.texts(encoder, bench.texts())
-    data = build_eval_data(bench, image_feats, paths, text_feats)
-    proto = bench.protocol
-    for line in run_notes(bench.notes, data):
-        say(line)
-
+    keys = {name: _method_fingerprint(cfg, setup, inputs, name) for name in runnable}
+    done = run.load(fingerprint=setup.fingerprint, settings=setup.settings, keys=keys)
     results: dict[str, EvalResult] = {}
-    meta = _meta_frame(bench)
-    (out / "methods").mkdir(exist_ok=True)
-    for name in runnable:
-        method = methods[name]
-        checkpoint = cfg.checkpoints.get(name)
-        mfp = sha256_json(
-            {
-                "run": fingerprint,
-                "method": method.describe(),
-                "checkpoint": _file_digest(checkpoint),
-                "topk": [cfg.topk, cfg.index] if cfg.topk else None,
-                "skipped_images": sorted(skipped["items"]),
-            }
-        )
-        done = out / "methods" / f"{name}.json"
-        if done.is_file() and json.loads(done.read_text()).get("fingerprint") == mfp:
-            info = json.loads(done.read_text())
-            df = pd.read_parquet(out / "methods" / f"{name}.parquet")
-            metric_cols = [c for c in df.columns if c not in ("query_index", "detail")]
-            details = df["detail"].tolist() if df["detail"].astype(bool).any() else None
-            top_ids = top_scores = None
-            if cfg.topk:
-                top = np.load(out / "methods" / f"{name}.topk.npz")
-                top_ids, top_scores = top["ids"], top["scores"]
-            results[name] = EvalResult(
-                method=name,
-                config=info["config"],
-                per_query={c: df[c].to_numpy(dtype=float) for c in metric_cols},
-                ap_variant=proto.ap,
-                ties=cfg.ties,
-                details=details,
-                notes=info.get("notes", []),
-                seconds=info.get("seconds", 0.0),
-                topk_ids=top_ids,
-                topk_scores=top_scores,
-            )
-            status[name] = {"status": "ok", "resumed": True}
-            say(f"{name}: read from {done.parent}")
-            continue
-        try:
-            res = evaluate(
-                method,
-                data,
-                resources=resources,
-                ap=proto.ap,
-                ks=proto.ks,
-                map_at=proto.map_at,
-                subset_ks=proto.subset_ks,
-                ties=cfg.ties,
-                chunk_size=cfg.chunk_size,
-                progress=progress,
-                topk=cfg.topk,
-                index=cfg.index,
-            )
-        except ReconScoreError as err:
-            status[name] = {"status": "failed", "reason": str(err)}
-            say(f"{name}: failed: {err}")
-            continue
-        results[name] = res
-        atomic_write_bytes(out / "methods" / f"{name}.parquet", _parquet_bytes(per_query_frame(bench, res)))
-        if res.topk_ids is not None:
-            buf = io.BytesIO()
-            np.savez(buf, ids=res.topk_ids, scores=res.topk_scores)
-            atomic_write_bytes(out / "methods" / f"{name}.topk.npz", buf.getvalue())
-        atomic_write_text(
-            done,
-            json.dumps(
-                {"fingerprint": mfp, "config": res.config, "notes": res.notes, "seconds": res.seconds},
-                indent=2,
-            ),
-        )
-        status[name] = {"status": "ok", "resumed": False}
-        say(f"{name}: {res.seconds:.1f} s")
+    with run.journal(setup.fingerprint, {"settings": setup.settings}) as journal:
+        for name in runnable:
+            rec = done.get(name)
+            if (
+                rec is not None
+                and rec.get("key") == keys[name]
+                and not run.missing_files(rec.get("files") or {})
+            ):
+                results[name] = _read_method(cfg, run.out, setup.bench, name, rec["result"])
+                status[name] = {"status": "ok", "resumed": True}
+                say(f"{name}: read from {run.out / 'methods'}")
+                continue
+            try:
+                res = _evaluate(cfg, setup.methods[name], inputs, progress)
+            except ReconScoreError as err:
+                status[name] = {"status": "failed", "reason": str(err)}
+                say(f"{name}: failed: {err}")
+                continue
+            results[name] = res
+            files = _write_method(run.out, setup.bench, res)
+            result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
+            journal.write([{"row": name, "key": keys[name], "inv": inv, "result": result, "files": files}])
+            status[name] = {"status": "ok", "resumed": False}
+            say(f"{name}: {res.seconds:.1f} s")
+    return status, results
 
-    outputs = _write_outputs(out, bench, data, results, meta, cfg)
+
+def _method_fingerprint(cfg: RetrieveConfig, setup: _Setup, inputs: _Inputs, name: str) -> str:
+    return sha256_json(
+        {
+            "run": setup.fingerprint,
+            "method": setup.methods[name].describe(),
+            "checkpoint": _file_digest(cfg.checkpoints.get(name)),
+            "topk": [cfg.topk, cfg.index] if cfg.topk else None,
+            "skipped_images": sorted(inputs.skipped["items"]),
+        }
+    )
+
+
+def _evaluate(cfg: RetrieveConfig, method, inputs: _Inputs, progress: bool) -> EvalResult:
+    proto = inputs.bench.protocol
+    return evaluate(
+        method,
+        inputs.data,
+        resources=inputs.resources,
+        ap=proto.ap,
+        ks=proto.ks,
+        map_at=proto.map_at,
+        subset_ks=proto.subset_ks,
+        ties=cfg.ties,
+        chunk_size=cfg.chunk_size,
+        progress=progress,
+        topk=cfg.topk,
+        index=cfg.index,
+    )
+
+
+def _write_method(out: Path, bench: Benchmark, res: EvalResult) -> dict[str, str]:
+    """methods/<name>.parquet (+ .topk.npz): the method's per-query results; returns their digests."""
+    blobs = {f"methods/{res.method}.parquet": _parquet_bytes(per_query_frame(bench, res))}
+    if res.topk_ids is not None:
+        buf = io.BytesIO()
+        np.savez(buf, ids=res.topk_ids, scores=res.topk_scores)
+        blobs[f"methods/{res.method}.topk.npz"] = buf.getvalue()
+    for rel, data in blobs.items():
+        atomic_write_bytes(out / rel, data)
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()}
+
+
+def _read_method(cfg: RetrieveConfig, out: Path, bench: Benchmark, name: str, info: dict) -> EvalResult:
+    df = pd.read_parquet(out / "methods" / f"{name}.parquet")
+    metric_cols = [c for c in df.columns if c not in ("query_index", "detail")]
+    details = df["detail"].tolist() if df["detail"].astype(bool).any() else None
+    top_ids = top_scores = None
+    if cfg.topk:
+        top = np.load(out / "methods" / f"{name}.topk.npz")
+        top_ids, top_scores = top["ids"], top["scores"]
+    return EvalResult(
+        method=name,
+        config=info["config"],
+        per_query={c: df[c].to_numpy(dtype=float) for c in metric_cols},
+        ap_variant=bench.protocol.ap,
+        ties=cfg.ties,
+        details=details,
+        notes=info.get("notes", []),
+        seconds=info.get("seconds", 0.0),
+        topk_ids=top_ids,
+        topk_scores=top_scores,
+    )
+
+
+def _finish(
+    cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, status, results, inv: int, seconds: float, say
+) -> dict:
+    """The tables, the optional bundle and run.json."""
+    bench, data, proto = inputs.bench, inputs.data, inputs.bench.protocol
+    outputs = _write_outputs(run.out, bench, data, results, _meta_frame(bench), cfg)
     if cfg.save_bundle:
-        save_bundle(out / "bundle.npz", data, resources, protocol_record(bench.name, proto))
+        save_bundle(run.out / "bundle.npz", data, inputs.resources, protocol_record(bench.name, proto))
         outputs.append("bundle.npz")
     method_records = {}
     for name in cfg.methods:
-        rec = {"config": methods[name].describe()["config"], **status[name]}
+        rec = {"config": setup.methods[name].describe()["config"], **status[name]}
         if name in results:
             res = results[name]
             rec.update({"seconds": res.seconds, "notes": res.notes, "summary": {}})
@@ -417,14 +468,14 @@ def run_retrieve(
                     "n_empty": s.n_empty,
                 }
         method_records[name] = rec
-    record = {
-        "command": "retrieve",
-        "fingerprint": fingerprint,
-        "settings": settings,  # what the fingerprint hashes: a changed setting is named on the next run
+    skipped = inputs.skipped
+    info = {
+        "fingerprint": setup.fingerprint,
+        "settings": setup.settings,  # what the fingerprint hashes
         "config": cfg.as_dict(),
         "benchmark": bench.summary(),
         "images_root": str(Path(bench.root).resolve()),  # absolute: the report finds images from any folder
-        "encoder": dataclasses.asdict(encoder.info),
+        "encoder": dataclasses.asdict(setup.encoder.info),
         "metrics": {
             "ap": proto.ap,
             "ks": list(proto.ks),
@@ -436,8 +487,8 @@ def run_retrieve(
             "values": "fractions in [0, 1] here; percent in the tables",
         },
         "methods": method_records,
-        "features": {"cache": str(store.root) if cfg.cache else None, "computed": store.computed},
-        "vocabulary": None if vocab is None else vocab.record,
+        "features": inputs.features,
+        "vocabulary": None if setup.vocab is None else setup.vocab.record,
         "skipped_images": {
             "count": len(skipped["items"]),
             "queries_dropped": skipped["queries_dropped"],
@@ -445,15 +496,13 @@ def run_retrieve(
             "items": [{"path": p, "error": e} for p, e in sorted(skipped["items"].items())],
         },
         "outputs": [*outputs, "run.json"],
-        "provenance": provenance(),
-        "started": started,
-        "finished": utc_now(),
-        "seconds": time.perf_counter() - t0,
+        "seconds": seconds,
     }
-    atomic_write_text(out / "run.json", json.dumps(record, indent=2, sort_keys=True, default=str))
-    ran = all(status[n]["status"] == "ok" for n in cfg.methods)
-    exit_code = EXIT_OK if ran and not skipped["items"] else EXIT_PARTIAL
-    return RunOutcome(record=record, exit_code=exit_code)
+    records = run.load(fingerprint=setup.fingerprint, settings=setup.settings).values()
+    ok = all(status[n]["status"] == "ok" for n in cfg.methods)
+    return run.finish(
+        inv, files={}, info=info, records=records, exit="finished" if ok else "finished with methods not run"
+    )
 
 
 def _drop_unreadable(

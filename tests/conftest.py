@@ -53,7 +53,7 @@ def sample_rows() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def smoke_scorer():
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.scorer import ReconScorer
 
     return ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))

@@ -172,7 +172,7 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
 
 def _kinds_summary(out: Path) -> dict | None:
     """The reference-vs-distractor check of a finished run (rows with `kind`, e.g. the bundled sample)."""
-    from recon_score.results import read_jsonl
+    from recon_score.atomic_io import read_jsonl
     from recon_score.sanity import references_vs_distractors
 
     path = out / "scores.jsonl"

@@ -635,6 +635,9 @@ def build_report(
     if page_size < 1:
         raise ValueError("page_size must be >= 1")
     out = Path(out)
+    from recon_score.run_engine import refuse_run_file
+
+    refuse_run_file(out)  # e.g. RUN/scores.jsonl: the results would be replaced by HTML
     out.parent.mkdir(parents=True, exist_ok=True)
     store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None, out.parent)
     sections = [load_section(Path(d), store) for d in run_dirs]
@@ -655,7 +658,7 @@ def build_report(
             page_sections.append({"s": s, "cards": cards, "first": p == 0, "offset": p * page_size})
         html = template.render(title=title, sections=page_sections, page=p + 1, pages=names, n_pages=n_pages)
         path = out.parent / names[p]
-        from recon_score.cache import atomic_write_text
+        from recon_score.atomic_io import atomic_write_text
 
         atomic_write_text(path, html)
         written.append(path)

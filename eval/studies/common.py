@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from recon_score.cache import atomic_write_text
-from recon_score.results import write_json_atomic
+from recon_score.atomic_io import atomic_write_text, write_json_atomic
 from recon_score.runtime import provenance, utc_now
 
 # Paper-style display: percentages x100 for every caption metric except ReconScore (already 0..100).

@@ -102,7 +102,7 @@ def paradigms_table(
 def read_score_run(run_dir: Path) -> dict[tuple[str, str], float]:
     """ReconScore by (image, caption) from a `reconscore score` run over the ranking's candidates."""
     from preference_data.schema import normalize_space
-    from recon_score.results import read_jsonl
+    from recon_score.atomic_io import read_jsonl
 
     path = run_dir / "scores.jsonl"
     if not path.exists():

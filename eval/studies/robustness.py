@@ -144,7 +144,7 @@ def t2i_table(
     """Table 9: per T2I preset, its text-encoder token limit (M. T.), seconds per reconstruction (I. T.: wall
     time inside the T2I pipeline only, as the paper's "inference time per image"; the encoder's scoring is not
     timed; cache off by default so every image is rendered) and mean ReconScore on the same captions."""
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.preflight import needs_of, require_models
     from recon_score.scorer import ReconScorer
 

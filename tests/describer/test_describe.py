@@ -17,8 +17,9 @@ from describer.presets import get_describer_preset
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector, select_best
 from eval.cli import main
-from recon_score.cache import ArtifactCache
-from recon_score.results import read_jsonl
+from recon_score.artifact_cache import ArtifactCache
+from recon_score.atomic_io import read_jsonl
+from recon_score.errors import ReconScoreError
 from recon_score.scorer import ReconScorer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -211,6 +212,42 @@ def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
     assert "list.jsonl:5" in caps["line5"]["error"]
     cands = _jsonl(tmp_path / "run" / "candidates.jsonl")
     assert [c["error"] for c in cands if c["image_id"] == "ok1"] == ["backend error: timeout", None]
+
+
+def test_failed_start_and_repair_from_the_journal(tmp_path, sample_dir, caplog):
+    """A missing input list leaves no folder; a damaged finished run is rebuilt from its journal, the lost
+    reconstruction scored again from the journaled candidates (no VLM call)."""
+    scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
+    captioner = ScriptedCaptioner(lambda r: ["a farm with a red barn", "a road"])
+
+    def job(inputs: Path) -> DescribeJob:
+        preset = get_describer_preset("smoke").replace(n=2)
+        return DescribeJob(
+            out=tmp_path / "new" / "run",
+            preset=preset,
+            captioner=captioner,
+            selector=ReconScoreSelector(scorer),
+            inputs=inputs,
+        )
+
+    with pytest.raises(ReconScoreError, match=r"nope\.txt does not exist"):
+        run_describe(job(tmp_path / "nope.txt"))
+    assert not (tmp_path / "new").exists()
+    Image.open(sample_dir / "images" / "UCM_1.tif").save(tmp_path / "a.png")
+    (tmp_path / "list.txt").write_text("a.png\n")
+    assert run_describe(job(tmp_path / "list.txt")).exit_code == 0
+    out, calls = tmp_path / "new" / "run", captioner.calls
+    want = {p: (out / p).read_bytes() for p in ("captions.jsonl", "candidates.jsonl")}
+    info = json.loads((out / "run.json").read_text())
+    assert info["command"] == "describe" and info["resumed"] is False
+    (out / "captions.jsonl").write_bytes(want["captions.jsonl"][:20])
+    lost = out / json.loads(want["captions.jsonl"])["eval_reconstruction"]
+    lost.unlink()
+    summary = run_describe(job(tmp_path / "list.txt"))
+    assert not summary.already_complete and summary.repaired and captioner.calls == calls
+    assert "reconstructions of 1 image(s) missing or replaced" in caplog.text
+    assert lost.is_file() and {p: (out / p).read_bytes() for p in want} == want
+    assert run_describe(job(tmp_path / "list.txt")).already_complete
 
 
 def test_phases_free_models_between_steps(tmp_path, sample_dir):

@@ -10,7 +10,7 @@ from describer.presets import get_describer_preset
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector
 from eval.cli import main
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import ReconScoreError
 from recon_score.images import load_image
 from recon_score.render import Renderer

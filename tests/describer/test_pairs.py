@@ -17,7 +17,7 @@ from describer.pairs import (
     keep_pair,
 )
 from eval.cli import main
-from recon_score.results import write_json_atomic, write_jsonl_atomic
+from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
 
 SAMPLE = Path(__file__).resolve().parents[2] / "recon_score" / "sample"
 

@@ -193,7 +193,7 @@ def test_t2i_study(tmp_path, sample_dir):
     row = df.loc["smoke (smoke:z-image)"]
     assert row["M. T."] == 512 and row["truncated"] == 0
     # the table's ReconScore is the mean over the captions of a plain ReconScorer run of the same preset
-    from recon_score.cache import ArtifactCache
+    from recon_score.artifact_cache import ArtifactCache
     from recon_score.scorer import ReconScorer
 
     direct = ReconScorer.from_preset("smoke", device="cpu", batch_size=1, cache=ArtifactCache(enabled=False))

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from eval.cli import main
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.images import load_image
 from recon_score.presets import PRESETS, get_preset, preset_sources
 from recon_score.scorer import ReconScorer

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from eval.cli import main
-from recon_score.results import read_jsonl
+from recon_score.atomic_io import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from eval.cli import main
-from recon_score.results import read_jsonl
+from recon_score.atomic_io import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 # the bound docs/runs.md states for batch size 1 vs 4 (measured: 1 grey level, 1.3e-4 ReconScore)
@@ -122,7 +122,7 @@ def test_second_process_on_the_same_out_exits_at_once(data, tmp_path, capsys):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from recon_score.results import RunLock\n"
+            "import sys, time; from pathlib import Path; from recon_score.run_engine import RunLock\n"
             "with RunLock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(120)",
             str(out),
         ],
@@ -176,7 +176,7 @@ def test_run_json_records_every_invocation(data, tmp_path, monkeypatch):
 def test_changed_settings_are_named(tmp_path, capsys):
     """A changed setting on an existing --out is refused naming the setting and both values, not two hashes."""
     from eval.cli import main
-    from recon_score.results import diff_settings
+    from recon_score.run_engine import diff_settings
 
     assert diff_settings(
         {"a": 1, "p": {"steps": 28, "seed": 42}}, {"a": 1, "p": {"steps": 4, "seed": 42}}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import ModelNotAvailableError, ReconScoreWarning
 from recon_score.images import load_image
 from recon_score.presets import PRESETS, get_preset

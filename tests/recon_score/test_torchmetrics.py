@@ -10,7 +10,7 @@ import torch
 
 pytest.importorskip("torchmetrics")
 
-from recon_score.cache import ArtifactCache
+from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError
 from recon_score.images import load_image
 from recon_score.scorer import ReconScorer

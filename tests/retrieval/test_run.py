@@ -176,6 +176,16 @@ def test_cli_errors_before_any_work(tmp_path, capsys):
     assert "not in --methods" in capsys.readouterr().err
     assert main([*base, "--methods", "text", "--encoder", "lpips:alex"]) == 1
     assert "image+text embedding space" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # a failed start leaves no folder, lock or journal (the run engine)
+
+
+def test_retrieve_folder_kind_and_invocations(xview2_run, capsys):
+    """The run engine's folder: run.json names the kind and the invocations; another kind is refused."""
+    out = xview2_run[1]
+    record = json.loads((out / "run.json").read_text())
+    assert record["command"] == "retrieve" and record["invocations"][0]["rows_done"] >= 1
+    assert main(["score", "--preset", "smoke", "--limit", "1", "--out", str(out)]) == 1
+    assert "is a `retrieve` run folder; `score` will not write into it" in capsys.readouterr().err
 
 
 def test_cirevl_through_the_cli_with_injected_models(tmp_path, monkeypatch, capsys):

@@ -19,58 +19,19 @@ half-written entry, and concurrent processes writing the same key are harmless (
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, png_bytes, sha256_json
 from recon_score.paths import cache_root
-
-SCHEMA_VERSION = 1
-
-
-def canonical_json(obj) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
-def sha256_json(obj) -> str:
-    return hashlib.sha256(canonical_json({"_schema": SCHEMA_VERSION, **obj}).encode()).hexdigest()
 
 
 def batch_cache_key(item_key: str, batch: list[str]) -> str:
     """Cache key of one item computed in a batch of these item keys (in order; the item is one of them)."""
     return sha256_json({"kind": "batched", "item": item_key, "batch": batch})
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from the rest of a team
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def png_bytes(img: Image.Image) -> bytes:
-    import io
-
-    buf = io.BytesIO()
-    img.save(buf, format="PNG", compress_level=4)
-    return buf.getvalue()
 
 
 class ArtifactCache:

@@ -1,0 +1,113 @@
+"""Durable file primitives every command's outputs use: atomic writes (temporary file in the same folder, fsync,
+os.replace: readers never see half a file), JSON Lines reading that tolerates a torn last line, and the
+canonical-JSON digest behind cache keys and run fingerprints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from PIL import Image
+
+from recon_score.textfiles import TextFileError
+
+SCHEMA_VERSION = 1
+
+
+def canonical_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_json(obj) -> str:
+    return hashlib.sha256(canonical_json({"_schema": SCHEMA_VERSION, **obj}).encode()).hexdigest()
+
+
+def dumps_line(obj) -> str:
+    """One JSON Lines record (no NaN: JSON has none)."""
+    return json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide results from the rest of a team
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)  # a failed write names the file it was writing
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def jsonl_bytes(rows: Iterable[dict]) -> bytes:
+    return "".join(dumps_line(r) + "\n" for r in rows).encode("utf-8")
+
+
+def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
+    atomic_write_bytes(path, jsonl_bytes(rows))
+
+
+def write_json_atomic(path: Path, obj: dict) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def png_bytes(img: Image.Image) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=4)
+    return buf.getvalue()
+
+
+def read_jsonl(
+    path: Path, *, repair: bool = False, is_record: Callable[[object], bool] | None = None
+) -> list:
+    """Records of a JSONL file. A torn final line (no newline, not valid JSON, or valid JSON that `is_record`
+    rejects, e.g. `{}` where a record was being written) is dropped, and with `repair=True` truncated from the
+    file so appends continue on a clean line. Any other bad line is an error naming file:line."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    keep = len(data)
+    if data and not data.endswith(b"\n"):
+        keep = data.rfind(b"\n") + 1
+    lines, offset, spans = data[:keep].split(b"\n")[:-1], 0, []
+    for line in lines:
+        spans.append(offset)
+        offset += len(line) + 1
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        why = "not a valid JSON line"
+        try:
+            rec = json.loads(line)
+            ok = is_record is None or is_record(rec)
+            why = "valid JSON but not a record of this file"
+        except (ValueError, RecursionError):  # invalid JSON, invalid UTF-8, absurdly deep nesting
+            ok = False
+        if ok:
+            records.append(rec)
+        elif i == last:  # torn by a crash between write and newline: drop it
+            keep = spans[i]
+            break
+        else:
+            raise TextFileError(path, i + 1, f"{why}; the file is corrupt (restore it, or pass --overwrite)")
+    if repair and keep != len(data):
+        with path.open("r+b") as f:
+            f.truncate(keep)
+    return records

@@ -1,0 +1,598 @@
+"""The one resumable-run engine: `score`, `describe` and `retrieve` write their run folders through `RunFolder`,
+which owns everything about a run folder that is not the command's own work (docs/runs.md).
+
+Layout of a run folder:
+    journal/<prefix>rank-<k>.jsonl  one per process and journal; line 1 = {"fingerprint", "header"}, then one
+                            line per finished item with its checksum (`sum`), each written with a single
+                            write() + fsync. A SIGKILL can only leave a torn *last* line, which is dropped.
+    journal/invocations.jsonl  one "start" line per invocation that had work to do, one "end" line when it
+                            finished (an invocation killed mid-way has a start and no end): run.json's history.
+    <outputs>, run.json     written to a temporary file in the same folder, then os.replace'd; run.json's
+                            `command` is the folder's kind.
+    .lock                   fcntl lock held by process 0 while it works.
+
+The steps of a command, in order:
+    with RunFolder(kind, out, ...) as run:    kind check, lock; a failed start leaves nothing behind
+        done = run.load(fingerprint, ...)     every journal of every past process; refuses changed settings
+        ... read inputs, preflight models ...
+        inv = run.begin(...)                  --overwrite clears, the invocation is logged: work starts here
+        with run.journal(...) as j: ...       this rank's share (run.mine), one record per finished item
+        merged = run.merge(...)               process 0: every rank's records, for the final files
+        run.finish(inv, files, info, ...)     final files, invocation end, run.json with the history
+
+A resumed run reads every journal (so a run may resume with another number of processes), refuses to mix
+configurations (fingerprint mismatch, naming the changed settings), and reuses a record only when its resume
+key (`resume_key`: id, caption, the sha256 of the image file's bytes, ...) matches the item's current inputs.
+A record whose checksum does not match (edited by hand) is ignored, so its item is computed again.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from recon_score.atomic_io import (
+    atomic_write_bytes,
+    canonical_json,
+    dumps_line,
+    read_jsonl,
+    sha256_json,
+    write_json_atomic,
+)
+from recon_score.errors import ReconScoreError, ResumeMismatchError
+from recon_score.runtime import provenance, utc_now
+
+log = logging.getLogger(__name__)
+
+# the final files each kind of run folder writes besides run.json (how a folder's kind is told without run.json)
+KIND_OUTPUTS = {
+    "score": ("scores.jsonl", "reconstructions"),
+    "describe": ("captions.jsonl", "candidates.jsonl", "reconstructions"),
+    "retrieve": ("per_query.csv", "per_query.parquet", "methods"),
+}
+_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _is_journal_line(rec: object) -> bool:
+    return isinstance(rec, dict) and ("row" in rec or "fingerprint" in rec)
+
+
+def _is_log_line(rec: object) -> bool:
+    return isinstance(rec, dict) and rec.get("event") in ("start", "end")
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written: on a nearly full disk a write may be short before it fails, and
+    the failure must come while the torn line is still the last one."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def record_checksum(rec: dict) -> str:
+    """Checksum of a journal record (its `sum` field left out), over the record as JSON reads it back."""
+    body = json.loads(dumps_line({k: v for k, v in rec.items() if k != "sum"}))
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
+
+
+class Journal:
+    """Append-only JSONL of finished items for one process (`checksum`: each record carries `sum`)."""
+
+    def __init__(self, path: Path, *, fingerprint: str, header: dict, checksum: bool = False):
+        self.path, self.fingerprint, self.checksum = path, fingerprint, checksum
+        path.parent.mkdir(parents=True, exist_ok=True)
+        records = read_jsonl(path, repair=True, is_record=_is_journal_line)
+        if records:
+            found = records[0].get("fingerprint")
+            if found != fingerprint:
+                raise ResumeMismatchError(str(path.parent.parent), found=str(found), wanted=fingerprint)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if not records:
+            self._append([{"fingerprint": fingerprint, "header": header}])
+
+    def _append(self, records: Iterable[dict]) -> None:
+        for rec in records:  # one write per record: whole or torn-last
+            write_all(self._fd, (dumps_line(rec) + "\n").encode("utf-8"))
+        os.fsync(self._fd)
+
+    def write(self, records: list[dict]) -> None:
+        if self.checksum:
+            records = [{**r, "sum": record_checksum(r)} for r in records]
+        self._append(records)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def diff_settings(old: dict | None, new: dict | None) -> list[str]:
+    """`key: old -> new` for every leaf setting that differs (dotted keys), in sorted order; [] if either is
+    unknown."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return []
+
+    def flat(d: dict, prefix: str = "") -> dict[str, object]:
+        out: dict[str, object] = {}
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            out.update(flat(v, key + ".") if isinstance(v, dict) and v else {key: v})
+        return out
+
+    a, b = flat(old), flat(new)
+    missing = object()
+    return [
+        f"{k}: {dumps_line(a.get(k)) if k in a else '(unset)'} -> {dumps_line(b.get(k)) if k in b else '(unset)'}"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k, missing) != b.get(k, missing)
+    ]
+
+
+def load_journals(
+    folder: Path,
+    *,
+    fingerprint: str,
+    prefix: str = "",
+    keys: dict | None = None,
+    settings: dict | None = None,
+    tampered: list[str] | None = None,
+) -> dict:
+    """Finished records by row, from every `{prefix}rank-*.jsonl` journal in `folder` (any number of past
+    processes).
+
+    A row may have several records (recomputed after its inputs changed or with --retry-errors, possibly by
+    another rank after a resume with another process count): a record whose key matches `keys[row]` wins over
+    one that does not, then the later invocation (`inv`), then the later line. A record whose checksum does not
+    match is left out and named in `tampered` (file:line).
+
+    Raises:
+        ResumeMismatchError: a journal was written by a run with another configuration (naming the settings
+            that changed, from the settings its header keeps).
+    """
+    done: dict = {}
+    bad: list[tuple[str, dict]] = []
+
+    def rank(rec: dict) -> tuple[bool, int]:
+        return (keys is not None and rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
+
+    if not folder.is_dir():
+        return done
+    for path in sorted(folder.glob(f"{prefix}rank-*.jsonl")):
+        records = read_jsonl(path, is_record=_is_journal_line)
+        if not records:
+            continue
+        found = records[0].get("fingerprint")
+        if found != fingerprint:
+            before = (records[0].get("header") or {}).get("settings")
+            raise ResumeMismatchError(
+                str(folder.parent),
+                found=str(found),
+                wanted=fingerprint,
+                changes=diff_settings(before, settings),
+            )
+        for line, rec in enumerate(records[1:], start=2):
+            if "row" not in rec or rec.get("sum") != record_checksum(rec):
+                bad.append((f"{path}:{line}", rec))
+                continue
+            row = rec["row"]
+            if row not in done or rank(rec) >= rank(done[row]):
+                done[row] = rec
+    if tampered is not None:  # those not yet superseded by a record computed after them
+        tampered += [where for where, rec in bad if not _superseded(rec, done)]
+    return done
+
+
+def _superseded(rec: dict, done: dict) -> bool:
+    try:
+        return int(done[rec["row"]].get("inv") or 0) > int(rec.get("inv") or 0)
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+class FileDigests:
+    """sha256 of image files' bytes, memoised per (path, size, mtime_ns) within one run: a file shared by many
+    rows is read once, and a file replaced in place (new size or mtime) is hashed again."""
+
+    def __init__(self) -> None:
+        self._memo: dict[tuple[str, int, int], str] = {}
+
+    def __call__(self, path: Path | None) -> str | None:
+        """Hex digest, or None when there is no file to read (the row's load will report why)."""
+        if path is None:
+            return None
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever; the load says why
+                return None
+            memo_key = (str(path), st.st_size, st.st_mtime_ns)
+            if memo_key not in self._memo:
+                self._memo[memo_key] = file_sha256(Path(path))
+            return self._memo[memo_key]
+        except OSError:
+            return None
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def resume_key(inputs: dict) -> str:
+    """The one resume key: a journaled result is reused only for exactly these inputs (id, image path, caption,
+    image_sha256, ... whatever the command computes from)."""
+    return sha256_json({"kind": "resume", **inputs})[:24]
+
+
+def changed_fields(old: dict | None, new: dict) -> list[str]:
+    """Which inputs differ between a journaled record's `inputs` and the row's current ones."""
+    if not isinstance(old, dict):
+        return ["journal written before inputs were recorded"]
+    return [k for k in new if old.get(k) != new.get(k)] or ["resume key"]
+
+
+class RunLock:
+    """Exclusive fcntl lock on `out/.lock` for the lifetime of a run (taken by process 0 only, so the ranks of
+    one `accelerate launch` never trip it). The kernel releases it when the process dies, even on SIGKILL. On a
+    read-only folder nothing can write either, so the lock is taken read-only or, without a lock file, skipped.
+
+    Raises:
+        ReconScoreError: another process holds it (a second command on the same --out), or `.lock` is not a file.
+    """
+
+    def __init__(self, out: Path, *, enabled: bool = True):
+        self.path, self.enabled, self._fd = out / ".lock", enabled, -1
+
+    def __enter__(self) -> RunLock:
+        if not self.enabled:
+            return self
+        import fcntl
+
+        if self.path.is_dir() or (self.path.exists() and not self.path.is_file()):
+            raise ReconScoreError(f"{self.path} is not a file: it is where the run's lock lives; remove it")
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            if err.errno not in _READ_ONLY:
+                raise
+            if not self.path.exists():
+                return self  # read-only folder without a lock file: nothing here can be written
+            fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise ReconScoreError(
+                f"{self.path.parent} is in use by another process (pid {holder}); wait for it to finish "
+                "or choose another --out"
+            ) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # opened read-only: the lock holds without the pid
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing releases the flock
+            self._fd = -1
+
+
+class InvocationLog:
+    """journal/invocations.jsonl: one line when an invocation starts working, one when it ends. Written by
+    process 0 only; rows done per invocation come from the `inv` field of the journal records."""
+
+    def __init__(self, folder: Path):
+        self.path = folder / "invocations.jsonl"
+
+    def entries(self) -> list[dict]:
+        return read_jsonl(self.path, is_record=_is_log_line)
+
+    def next_index(self) -> int:
+        return sum(1 for e in self.entries() if e.get("event") == "start")
+
+    def _append(self, rec: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        read_jsonl(self.path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            write_all(fd, (dumps_line(rec) + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def start(self, inv: int, **info) -> None:
+        self._append({"event": "start", "inv": inv, **info})
+
+    def end(self, inv: int, **info) -> None:
+        self._append({"event": "end", "inv": inv, **info})
+
+    def history(self, records: Iterable[dict]) -> list[dict]:
+        """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
+        journal `records` (the current result of each row) it computed."""
+        rows_by_inv: dict[int, int] = {}
+        for rec in records:
+            inv = int(rec.get("inv") or 0)
+            rows_by_inv[inv] = rows_by_inv.get(inv, 0) + 1
+        out: dict[int, dict] = {}
+        for e in self.entries():
+            inv = int(e.get("inv", 0))
+            entry = out.setdefault(inv, {"invocation": inv, "exit": "interrupted"})
+            fields = {k: v for k, v in e.items() if k not in ("event", "inv")}
+            if e.get("event") == "end":
+                entry.update(fields, exit=fields.get("exit", "finished"))
+            else:
+                entry.update(fields)
+        for inv, entry in out.items():
+            entry["rows_done"] = rows_by_inv.get(inv, 0)
+        return [out[k] for k in sorted(out)]
+
+
+def folder_kind(out: Path) -> str | None:
+    """The kind of run folder `out` is (`score`, `describe`, `retrieve`, or another command that wrote a
+    run.json), or None when it is none: run.json's `command`, else the kind its journal headers or its final
+    files belong to."""
+    try:
+        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+        if isinstance(info, dict) and isinstance(info.get("command"), str):
+            return info[
+                "command"
+            ]  # also `study`, `correlate`, ...: never written into by a run of another kind
+    except (OSError, ValueError, RecursionError):
+        pass
+    journal = out / "journal"
+    for path in sorted(journal.glob("*rank-*.jsonl")) if journal.is_dir() else []:
+        try:
+            with path.open("rb") as f:
+                head = json.loads(f.readline())
+            kind = head["header"].get("kind") or head["header"]["settings"]["kind"]
+        except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+            continue
+        if isinstance(kind, str) and kind.removesuffix("-run") in KIND_OUTPUTS:
+            return kind.removesuffix("-run")
+    for kind, names in KIND_OUTPUTS.items():
+        if (out / names[0]).is_file():
+            return kind
+    return None
+
+
+def refuse_run_file(target: Path, *, what: str = "--out") -> None:
+    """Refuse to write `target` (a report, an export) when it is one of a run folder's own files.
+
+    Raises:
+        ReconScoreError: naming the run folder and the file.
+    """
+    target = Path(os.path.abspath(target))
+    for folder in target.parents:
+        kind = folder_kind(folder)
+        if kind is None:
+            continue
+        own = {"run.json", ".lock", "journal", *KIND_OUTPUTS.get(kind, ())}
+        first = target.relative_to(folder).parts[0]
+        if first in own:
+            raise ReconScoreError(
+                f"{what} {target} is a file of the {kind} run in {folder}; writing it would destroy the "
+                "run's results: choose another path"
+            )
+        return
+
+
+class RunFolder:
+    """One run folder of one kind, opened by every process of a run (`state`: accelerate's PartialState, None for
+    one process). See the module docstring for the steps."""
+
+    def __init__(
+        self, kind: str, out: Path, *, state=None, overwrite: bool = False, argv: Sequence[str] = ()
+    ):
+        self.kind, self.out, self.state, self.overwrite = kind, Path(out), state, overwrite
+        self.argv = list(argv) or list(sys.argv)
+        self.rank = state.process_index if state is not None else 0
+        self.world = state.num_processes if state is not None else 1
+        self.is_main = state is None or state.is_main_process
+        self.journal_dir = self.out / "journal"
+        self.log = InvocationLog(self.journal_dir)
+        self.tampered: list[str] = []
+        self.started = utc_now()
+        self._begun, self._created, self._lock = False, None, RunLock(self.out, enabled=self.is_main)
+
+    # -- opening: nothing is created that a failed start would leave behind ---------------------------------
+    def __enter__(self) -> RunFolder:
+        self._check_kind()
+        if not self.out.is_dir():
+            top = self.out
+            while not top.parent.exists():
+                top = top.parent
+            self.out.mkdir(parents=True, exist_ok=True)
+            self._created = top
+        lock_existed = self._lock.path.exists()
+        try:
+            self._lock.__enter__()
+        except BaseException:
+            self._undo(lock_existed=True)
+            raise
+        self._lock_existed = lock_existed
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._lock.__exit__()
+        if exc is not None and not self._begun:
+            self._undo(lock_existed=self._lock_existed)
+        if isinstance(exc, OSError) and exc.errno in (*_DISK_FULL, errno.EROFS):
+            raise self.write_error(exc) from exc
+
+    def _undo(self, *, lock_existed: bool) -> None:
+        """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
+        if not lock_existed and self.is_main:
+            self._lock.path.unlink(missing_ok=True)
+        if self._created is not None:
+            for d in [self.out, *self.out.parents]:
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+                if d == self._created:
+                    break
+
+    def _check_kind(self) -> None:
+        if self.out.exists() and not self.out.is_dir():
+            raise ReconScoreError(
+                f"--out {self.out} is a file, not a folder; choose another --out (a run folder)"
+            )
+        if self.journal_dir.exists() and not self.journal_dir.is_dir():
+            raise ReconScoreError(
+                f"{self.journal_dir} is a file, not the run's journal folder; move it away (or pass --overwrite)"
+            )
+        kind = folder_kind(self.out)
+        if kind is not None and kind != self.kind:
+            raise ReconScoreError(
+                f"{self.out} is a `{kind}` run folder; `{self.kind}` will not write into it (its results would "
+                "be lost): choose another --out"
+            )
+
+    def write_error(self, err: OSError) -> ReconScoreError:
+        """One clear line for a full disk, a file-size limit or a read-only folder."""
+        where = Path(err.filename).parent if err.filename else self.out
+        why = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file size limit reached"}
+        reason = why.get(err.errno, os.strerror(err.errno))
+        hint = "free space and rerun the same command: the run resumes where it stopped"
+        if err.errno == errno.EROFS:
+            hint = "the folder is on a read-only filesystem: choose another --out"
+        return ReconScoreError(f"cannot write in {where}: {reason}; {hint}")
+
+    # -- resume ----------------------------------------------------------------------------------------------
+    def load(self, *, fingerprint: str, settings: dict, keys: dict | None = None, prefix: str = "") -> dict:
+        """Every journaled record of this run (none when --overwrite starts again), by row."""
+        if self.overwrite and not self._begun:
+            return {}
+        found: list[str] = []
+        done = load_journals(
+            self.journal_dir,
+            fingerprint=fingerprint,
+            prefix=prefix,
+            keys=keys,
+            settings=settings,
+            tampered=found,
+        )
+        self.tampered += [t for t in found if t not in self.tampered]
+        return done
+
+    def mine(self, items: Sequence) -> list:
+        """This process's share: item j goes to process j mod the number of processes."""
+        return [x for j, x in enumerate(items) if j % self.world == self.rank]
+
+    def wait(self) -> None:
+        if self.state is not None:
+            self.state.wait_for_everyone()
+
+    # -- working ---------------------------------------------------------------------------------------------
+    def begin(self, **info) -> int:
+        """Work starts: --overwrite clears the folder's results, the invocation is logged; returns its number."""
+        if self.overwrite and self.is_main:
+            self._clear()
+        self.wait()
+        inv = self.log.next_index()
+        self.wait()  # every rank has read the log's length before process 0 appends to it
+        if self.is_main:
+            self.log.start(inv, started=self.started, argv=self.argv, processes=self.world, **info)
+        self._begun = True
+        return inv
+
+    def _clear(self) -> None:
+        for name in ("journal", "run.json", *KIND_OUTPUTS[self.kind]):
+            p = self.out / name
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+
+    def journal(self, fingerprint: str, header: dict, prefix: str = "") -> Journal:
+        header = {"kind": self.kind, **header}
+        path = self.journal_dir / f"{prefix}rank-{self.rank}.jsonl"
+        return Journal(path, fingerprint=fingerprint, header=header, checksum=True)
+
+    # -- finishing -------------------------------------------------------------------------------------------
+    def finish(
+        self, inv: int, *, files: dict[str, bytes], info: dict, records: Iterable[dict], **end
+    ) -> dict:
+        """Process 0: write the final files, close the invocation, write run.json with the history."""
+        for name, data in files.items():
+            atomic_write_bytes(self.out / name, data)
+        finished = utc_now()
+        self.log.end(inv, finished=finished, **end)
+        history = self.log.history(records)
+        run_info = {
+            "command": self.kind,
+            **info,
+            "started": history[0].get("started", self.started) if history else self.started,
+            "finished": finished,
+            "resumed": len(history) > 1,
+            "invocations": history,
+            "provenance": {**provenance(), "argv": self.argv},
+        }
+        write_json_atomic(self.out / "run.json", run_info)
+        return run_info
+
+    # -- repair ----------------------------------------------------------------------------------------------
+    def damage(self, *, fingerprint: str, files: dict[str, bytes]) -> list[str]:
+        """What differs from what the journal holds: final files that do not match, an unreadable run.json."""
+        found = []
+        for name, data in files.items():
+            p = self.out / name
+            try:
+                if p.read_bytes() != data:
+                    found.append(f"{name} did not match the journal")
+            except OSError:
+                found.append(f"{name} was missing")
+        try:
+            info = json.loads((self.out / "run.json").read_text(encoding="utf-8"))
+            if not isinstance(info, dict) or info.get("fingerprint") != fingerprint:
+                found.append("run.json was not this run's")
+        except (OSError, ValueError, RecursionError):
+            found.append("run.json was missing or invalid")
+        return found
+
+    def missing_files(self, expected: dict[str, str]) -> set[str]:
+        """Of these run-relative files (path -> sha256), the ones that are gone or were replaced."""
+        folder = self.out / "reconstructions"
+        if folder.exists() and not folder.is_dir():
+            folder.unlink()  # a file where the folder belongs: every reconstruction is rendered again
+            log.warning(
+                "%s was a file, not a folder: removed, its reconstructions are rendered again", folder
+            )
+        gone = set()
+        for rel, digest in expected.items():
+            p = self.out / rel
+            try:
+                if file_sha256(p) != digest:
+                    gone.add(rel)
+            except OSError:
+                gone.add(rel)
+        return gone
+
+    def previous_info(self) -> dict:
+        """The run.json a previous invocation wrote ({} when there is none or it is unreadable)."""
+        try:
+            info = json.loads((self.out / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return info if isinstance(info, dict) else {}
