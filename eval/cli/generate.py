@@ -10,7 +10,7 @@ import click
 from eval.cli import options as opt
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
-KINDS = ("paraphrase", "perturb", "length")  # preference_data.run.KINDS (not imported: --help stays light)
+KINDS = ("paraphrase", "perturb", "length")  # eval.generate.KINDS (not imported: --help stays light)
 
 
 @click.command(
@@ -105,7 +105,7 @@ def command(
     """Generate paraphrased, perturbed or length-controlled captions with a text LLM."""
     from describer.backends import Sampling
     from describer.backends.text import build_text_llm
-    from preference_data.run import GenerateJob, caption_sources, dataset_sources, run_generate
+    from eval.generate import GenerateJob, caption_sources, dataset_sources, run_generate
     from recon_score.runtime import resolve_device
 
     if (captions is None) == (dataset is None):

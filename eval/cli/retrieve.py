@@ -161,7 +161,7 @@ def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_k
     )
     caption_fn = rewrite_fn = None
     if "cirevl" in cfg.methods and cfg.captioner and cfg.rewriter:
-        from retrieval import cirevl_models
+        from eval import cirevl as cirevl_models
 
         prompts = build_method("cirevl", overrides.get("cirevl")).config
         caption_fn = cirevl_models.build_captioner(

@@ -139,10 +139,10 @@ def test_choices_and_defaults_come_from_the_registries(capsys):
     from describer.presets import DESCRIBER_PRESETS
     from eval.cli.correlate import FORMATS
     from eval.cli.generate import KINDS
+    from eval.generate import KINDS as GENERATORS
     from eval.metrics import list_metrics
     from eval.metrics.clip import DEFAULT_ENCODER, LONG_TEXT_MODES
     from preference_data import FORMATS as LOADERS
-    from preference_data.run import KINDS as GENERATORS
     from recon_score.presets import PRESETS
     from retrieval import choices
     from retrieval.datasets import BENCHMARKS

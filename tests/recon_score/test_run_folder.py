@@ -79,7 +79,7 @@ def test_failed_start_leaves_nothing_behind(data, tmp_path, capsys):
     assert not (tmp_path / "new").exists()  # no folder, lock or journal
     out.mkdir(parents=True)
     assert _score(data, out, "--t2i-model", str(tmp_path / "no-such-model")) == 1  # a missing model
-    assert "no-such-model" in "".join(_error_lines(capsys))
+    assert "no-such-model" in capsys.readouterr().err  # the preflight lists it under its one error line
     assert list(out.iterdir()) == []  # the folder it did not create is left as it was: empty
     assert _score(data, out, "--limit", "1") == 0
     info = json.loads((out / "run.json").read_text())

@@ -190,7 +190,7 @@ def test_retrieve_folder_kind_and_invocations(xview2_run, capsys):
 
 def test_cirevl_through_the_cli_with_injected_models(tmp_path, monkeypatch, capsys):
     """The CLI's captioner adapter drives a describer backend (a fake here) and CIReVL runs end to end."""
-    import retrieval.cirevl_models as cirevl_models
+    import eval.cirevl as cirevl_models
     from describer.backends import Candidate
 
     class FakeCaptioner:
