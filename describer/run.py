@@ -21,7 +21,7 @@ from pathlib import Path
 
 from describer.backends import Captioner, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
-from describer.presets import DescriberPreset
+from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
@@ -166,9 +166,9 @@ def _plan_run(job: DescribeJob, run: RunFolder) -> _Plan:
     job.captioner.sampling_request(
         _sampling(job.preset)
     )  # a backend that cannot apply it fails before any work
-    if job.preset.eval_candidates not in ("selected", "all"):
+    if job.preset.eval_candidates not in EVAL_CANDIDATES:
         raise ReconScoreError(
-            f"eval_candidates must be 'selected' or 'all', got {job.preset.eval_candidates!r}"
+            f"eval_candidates must be one of {', '.join(EVAL_CANDIDATES)}, got {job.preset.eval_candidates!r}"
         )
     fp, settings = _fingerprint(job), _settings(job)
     keys = {item.index: item.key() for item in items}

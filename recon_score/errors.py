@@ -29,18 +29,6 @@ class ReconScoreWarning(UserWarning):
     """Warnings the user should see once (truncated prompts, meaningless smoke numbers)."""
 
 
-def renamed_field(obj, old: str, new: str, value) -> None:
-    """A dataclass's old field name (an InitVar) still works: `value` goes to `new` unless that is set.
-    Only `describer.run.DescribeJob.images` still uses it; it goes with that field."""
-    if value is not None:
-        import warnings
-
-        what = f"{type(obj).__name__} field {old!r} is now {new!r}; the old name will be removed"
-        warnings.warn(ReconScoreWarning(what), stacklevel=3)
-        if getattr(obj, new) is None:
-            setattr(obj, new, value)
-
-
 class ModelNotAvailableError(ReconScoreError):
     """A model's weights are neither local nor reachable.
 
