@@ -6,7 +6,7 @@ from pathlib import Path
 
 from recon_score.textfiles import read_text
 
-# Seed 004, RemoteDescriber guideline prompt (authors' text, verbatim, including its missing spaces).
+# The ReconScore paper, RemoteDescriber guideline prompt (authors' text, verbatim, including its missing spaces).
 GUIDELINE_PROMPT = (
     "You are a professional expert in the field of remote sensing, specializing in captioning remote sensing "
     "images. You will receive a remote sensing image. Your goal is to generate a informative and accurate "

@@ -1,4 +1,4 @@
-"""A captioning model's output on a dataset split: join by image, compute metrics, summarise (seed 004 Table 3).
+"""A captioning model's output on a dataset split: join by image, compute metrics, summarise (the ReconScore paper Table 3).
 
 Join: a caption row matches a split image by `image_id` (or `image`/`id`), compared as given, then by file
 name, then by file name without extension (so `12.tif`, `images/12.tif` and `12` all match `12.tif`).

@@ -7,7 +7,7 @@ are oriented so that larger means better before correlating (ranks are negated: 
 metrics whose `higher_is_better` is False, so a positive τ always means "agrees with people".
 
 Headline variant per dataset, as published: Flickr8K-Expert τ-c, Flickr8K-CrowdFlower τ-b; τ-b elsewhere
-(seed 004's UCM-preference table reports both).
+(the ReconScore paper's UCM-preference table reports both).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Human-judgment sets (rankings, ratings) as one tidy pandas table (issue 5); generated robustness sets (issue 7).
+"""Human-judgment sets (rankings, ratings) as one tidy pandas table; generated robustness sets (the ReconScore paper's Tables 4 and 5).
 
 Every loader returns one row per human judgment with the columns in `schema.COLUMNS`: image, candidate,
 references, judgment, judgment_kind, rater, model, candidate_id, source. Pure data loading: this package imports

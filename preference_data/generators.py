@@ -1,4 +1,4 @@
-"""Robustness sets of seed 004 (Tables 4 and 5), generated with any text LLM:
+"""Robustness sets of the ReconScore paper (Tables 4 and 5), generated with any text LLM:
 
 - paraphrase: same facts, new wording (Table 4, "Paraphrased");
 - perturb: one fact changed - object class, count, colour or spatial relation, recorded per row - with the rest

@@ -1,4 +1,4 @@
-"""Ranking format for UCM-preference-style sets (seed 004, section 5.1): per image, 3 or more candidate captions,
+"""Ranking format for UCM-preference-style sets (the ReconScore paper, section 5.1): per image, 3 or more candidate captions,
 each with its human rank (1 = best, ties allowed), optionally the model that wrote it.
 
 JSONL, one image (and rater) per line:

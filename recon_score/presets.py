@@ -127,27 +127,27 @@ class ReconPreset(PresetMixin):
             raise ValueError(f"image_reader must be one of {', '.join(readers)}, got {self.image_reader!r}")
 
 
-# Where each value comes from. "seed 004" is the ReconScore paper; "authors' code" is github.com/hhu-czy/ReconScore
+# Where each value comes from. "authors' code" is github.com/hhu-czy/ReconScore
 # (scripts/image_generator.py, batch_generate.py, batch_evaluate.py). A preset derived from `paper` inherits the
 # sources of the values it does not change.
-_SEC52 = "seed 004 Sec. 5.2: 'denoising steps to 28 for all T2I models'"
-_TOKENS = "seed 004 Sec. 5.2 and Table 9 (M. T. = 512 tokens)"
+_SEC52 = "the ReconScore paper Sec. 5.2: 'denoising steps to 28 for all T2I models'"
+_TOKENS = "the ReconScore paper Sec. 5.2 and Table 9 (M. T. = 512 tokens)"
 _GEN = "authors' code scripts/image_generator.py"
-_SILENT = "not stated in seed 004"
+_SILENT = "not stated in the ReconScore paper"
 PAPER_SOURCES: dict[str, str] = {
-    "t2i_model": "seed 004 Sec. 3.2 and Table 9 (Z-Image); authors' README (huggingface.co/Tongyi-MAI/Z-Image)",
+    "t2i_model": "the ReconScore paper Sec. 3.2 and Table 9 (Z-Image); authors' README (huggingface.co/Tongyi-MAI/Z-Image)",
     "t2i_revision": f"{_SILENT}; the hub's default branch",
     "steps": f"{_SEC52}; authors' code batch_generate.py --steps 28",
     "guidance_scale": f"{_GEN} generate_image(guidance_scale=0.0); {_SILENT}",
     "max_sequence_length": f"{_TOKENS}; ZImagePipeline's default (the authors' code does not pass it)",
-    "seed": "seed 004 Sec. 5.2 ('fixed random seeds'); authors' code batch_generate.py --seed 42",
-    "max_side": f"seed 004 Sec. 5.2 (maximum dimension capped at 1024); {_GEN} max_side=1024",
+    "seed": "the ReconScore paper Sec. 5.2 ('fixed random seeds'); authors' code batch_generate.py --seed 42",
+    "max_side": f"the ReconScore paper Sec. 5.2 (maximum dimension capped at 1024); {_GEN} max_side=1024",
     "size_multiple": f"{_GEN} get_closest_multiple_of_16",
     "size_rounding": f"{_GEN}: int(round(side / 16) * 16), Python's round",
-    "encoder": "seed 004 Sec. 3.3 (DreamSim); authors' code batch_evaluate.py dreamsim(pretrained=True) = ensemble",
+    "encoder": "the ReconScore paper Sec. 3.3 (DreamSim); authors' code batch_evaluate.py dreamsim(pretrained=True) = ensemble",
     "dtype": "authors' code batch_generate.py (bfloat16 on CUDA, float32 on CPU)",
     "vae_tiling": "authors' code batch_generate.py pipe.vae.enable_tiling()",
-    "prompt_template": f"{_GEN} generate_image (verbatim); seed 004 Table 1(a)",
+    "prompt_template": f"{_GEN} generate_image (verbatim); the ReconScore paper Table 1(a)",
     "collapse_whitespace": f"{_GEN} concatenates the caption as given",
     "image_reader": "authors' code scripts/similarity_evaluator.py Image.open(path).convert('RGB') (8-bit files; "
     "no EXIF rotation, alpha dropped); other layouts by recon_score.images' rules (docs/images.md)",
@@ -157,7 +157,7 @@ PAPER_SOURCES: dict[str, str] = {
 
 PAPER = ReconPreset(
     name="paper",
-    description="Seed 004 protocol as the authors' code runs it: Z-Image, 28 steps, guidance 0.0, 512 tokens, "
+    description="The ReconScore paper protocol as the authors' code runs it: Z-Image, 28 steps, guidance 0.0, 512 tokens, "
     "seed 42, long side <= 1024, nearest multiple of 16, DreamSim ensemble, bf16, VAE tiling, perspective prompt, "
     "raw captions.",
     t2i_model="Tongyi-MAI/Z-Image",
@@ -181,17 +181,17 @@ FAST = dataclasses.replace(
     PAPER,
     name="fast",
     description="Z-Image-Turbo (distilled), 9 steps (8 DiT evaluations), guidance 0.0 as its model card "
-    "recommends; everything else as `paper`. Not a seed 004 setting: scores are not comparable with `paper`.",
+    "recommends; everything else as `paper`. Not a setting of the ReconScore paper: scores are not comparable with `paper`.",
     t2i_model="Tongyi-MAI/Z-Image-Turbo",
     steps=9,
 )
 
-# Seed 004 Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
+# The ReconScore paper Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
 # not give guidance scales, so each model runs with the default of its diffusers pipeline / model card.
 FLUX1_DEV = dataclasses.replace(
     PAPER,
     name="flux1-dev",
-    description="FLUX.1 [dev] (seed 004 Table 9): 28 steps, 512 tokens, guidance 3.5 (FluxPipeline's default).",
+    description="FLUX.1 [dev] (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 3.5 (FluxPipeline's default).",
     t2i_model="black-forest-labs/FLUX.1-dev",
     guidance_scale=3.5,
 )
@@ -199,7 +199,7 @@ FLUX1_DEV = dataclasses.replace(
 FLUX2_DEV = dataclasses.replace(
     PAPER,
     name="flux2-dev",
-    description="FLUX.2 [dev] (seed 004 Table 9): 28 steps, 512 tokens, guidance 4.0 (Flux2Pipeline's default).",
+    description="FLUX.2 [dev] (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 4.0 (Flux2Pipeline's default).",
     t2i_model="black-forest-labs/FLUX.2-dev",
     guidance_scale=4.0,
 )
@@ -207,7 +207,7 @@ FLUX2_DEV = dataclasses.replace(
 FLUX2_KLEIN = dataclasses.replace(
     PAPER,
     name="flux2-klein",
-    description="FLUX.2 [klein] 4B (seed 004 Table 9): 28 steps, 512 tokens, guidance 1.0 (the distilled "
+    description="FLUX.2 [klein] 4B (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 1.0 (the distilled "
     "model's setting; Flux2KleinPipeline ignores guidance for distilled checkpoints).",
     t2i_model="black-forest-labs/FLUX.2-klein-4B",
     guidance_scale=1.0,
@@ -216,7 +216,7 @@ FLUX2_KLEIN = dataclasses.replace(
 FLUX2_KLEIN_FAST = dataclasses.replace(
     FLUX2_KLEIN,
     name="flux2-klein-fast",
-    description="FLUX.2 [klein] 4B with its distilled 4-step setting (model card), guidance 1.0. Not a seed 004 "
+    description="FLUX.2 [klein] 4B with its distilled 4-step setting (model card), guidance 1.0. Not the ReconScore paper's "
     "setting: scores are not comparable with `flux2-klein`.",
     steps=4,
 )
@@ -256,11 +256,11 @@ PRESETS: dict[str, ReconPreset] = {
     p.name: p for p in (PAPER, FAST, FLUX1_DEV, FLUX2_DEV, FLUX2_KLEIN, FLUX2_KLEIN_FAST, TEXT2EARTH, SMOKE)
 }
 
-_T9 = "seed 004 Table 9"
+_T9 = "the ReconScore paper Table 9"
 SOURCES: dict[str, dict[str, str]] = {
     "paper": PAPER_SOURCES,
     "fast": {
-        "t2i_model": "not in seed 004: the distilled Z-Image-Turbo (huggingface.co/Tongyi-MAI/Z-Image-Turbo)",
+        "t2i_model": "not in the ReconScore paper: the distilled Z-Image-Turbo (huggingface.co/Tongyi-MAI/Z-Image-Turbo)",
         "steps": "Z-Image-Turbo model card (9 steps = 8 DiT evaluations)",
     },
     "flux1-dev": {
@@ -277,7 +277,7 @@ SOURCES: dict[str, dict[str, str]] = {
     },
     "flux2-klein-fast": {
         "t2i_model": f"{_T9} FLUX.2 [klein] 4B (huggingface.co/black-forest-labs/FLUX.2-klein-4B)",
-        "steps": "FLUX.2 [klein] model card (4-step distilled); not seed 004, which runs 28",
+        "steps": "FLUX.2 [klein] model card (4-step distilled); not the ReconScore paper, which runs 28",
         "guidance_scale": "FLUX.2 [klein] model card (1.0)",
     },
     "text2earth": {

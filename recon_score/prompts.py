@@ -7,7 +7,7 @@ from pathlib import Path
 from recon_score.errors import InputError
 from recon_score.textfiles import has_visible_text, read_text
 
-# Seed 004 and its authors' code, verbatim (including the single spaces around {caption}).
+# The ReconScore paper and its authors' code, verbatim (including the single spaces around {caption}).
 PERSPECTIVE_TEMPLATE = (
     "I want a remote sensing image with a realistic satellite perspective view. {caption} "
     "Remember, I want a vertical remote sensing satellite perspective from top to bottom."

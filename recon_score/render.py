@@ -1,6 +1,6 @@
 """Text-to-image reconstruction over diffusers: Z-Image by default, FLUX.1/FLUX.2 and any DiffusionPipeline.
 
-Protocol details (seed 004 and its authors' code): generator on the CPU seeded per image, `guidance_scale`
+Protocol details (the ReconScore paper and its authors' code): generator on the CPU seeded per image, `guidance_scale`
 and `max_sequence_length` passed explicitly, VAE tiling on. One generator per item, so the latents of an item
 do not depend on its batch; the pixels agree with one-by-one generation up to float summation order
 (at most 1/255 on a few pixels with the tiny test model), and a given batch composition is bit-reproducible.

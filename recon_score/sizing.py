@@ -1,4 +1,4 @@
-"""The one size rule for reconstructions (seed 004, Sec. 5.1: "All synthetic images strictly preserved the aspect
+"""The one size rule for reconstructions (the ReconScore paper, Sec. 5.1: "All synthetic images strictly preserved the aspect
 ratio of the original image", long side capped at 1024).
 
 1. keep the aspect ratio; if the long side exceeds `max_side`, scale both sides by max_side / long side (never up:

@@ -1,4 +1,4 @@
-"""Composed image retrieval (issue 6): benchmarks, cached features, training-free methods, exact metrics.
+"""Composed image retrieval: benchmarks, cached features, training-free methods, exact metrics.
 
 Modules (importing this package loads no torch):
     datasets/   one loader per benchmark (patterncom, xview2-cir, icir, edir, circo, cirr, fashioniq), one registry
@@ -10,5 +10,5 @@ Modules (importing this package loads no torch):
     evaluate    one method over EvalData -> per-query metrics
     bundle      the .npz bundle of `reconscore retrieve-eval`
     index       exact and FAISS top-k search for linear methods
-    run, report `reconscore retrieve`: a benchmark end to end, tables in the seeds' layout
+    run, report `reconscore retrieve`: a benchmark end to end, tables in the papers' layout
 """

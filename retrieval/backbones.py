@@ -1,4 +1,4 @@
-"""The vision-language backbones seed 000 evaluates (Tables 1-2, A.2), as ready encoder specs with where their
+"""The vision-language backbones the RS-CIR benchmark paper evaluates (Tables 1-2, A.2), as ready encoder specs with where their
 weights come from. Nothing here downloads: the specs name local files or hub ids that `build_encoder` resolves
 offline from the HF cache or --weights-dir; `reconscore models list` prints this table.
 
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Backbone:
-    name: str  # as in seed 000's tables
+    name: str  # as in the RS-CIR benchmark paper's tables
     spec: str  # encoder spec; WEIGHTS stands for the local file you downloaded
     weights: str  # where the released weights are
     note: str = ""
@@ -46,19 +46,19 @@ BACKBONES = (
         "open_clip:ViT-L-14-quickgelu@WEIGHTS/CLIP-LAION-RS.pt",
         "opendatasharing.s3.us-west-2.amazonaws.com/SkyScript/ckpt/CLIP_ViT_L14_LAION_RS.zip "
         "(SkyScript's release); unzip it: the .pt inside is the checkpoint",
-        "seed 000's 'CLIP LAION-RS' [94]: OpenAI CLIP fine-tuned on the 726K-image RS subset of LAION-2B",
+        "the RS-CIR benchmark paper's 'CLIP LAION-RS' [94]: OpenAI CLIP fine-tuned on the 726K-image RS subset of LAION-2B",
     ),
     Backbone(
         "GeoRSCLIP ViT-L/14",
         "open_clip:ViT-L-14@WEIGHTS/RS5M_ViT-L-14.pt",
         "huggingface.co/Zilun/GeoRSCLIP, file ckpt/RS5M_ViT-L-14.pt (RS5M; also ViT-B-32, ViT-H-14)",
-        "the other LAION-derived RS CLIP (RS5M); not the checkpoint seed 000 names 'CLIP LAION-RS'",
+        "the other LAION-derived RS CLIP (RS5M); not the checkpoint the RS-CIR benchmark paper names 'CLIP LAION-RS'",
     ),
     Backbone(
         "SigLIP ViT-L (WebLI)",
         "open_clip:hf-hub:timm/ViT-L-16-SigLIP-256",
         "huggingface.co/timm/ViT-L-16-SigLIP-256 (open_clip hub format)",
-        "the SigLIP i-CIR's code uses (utils_features.py); seed 000: 'trained on WebLI'",
+        "the SigLIP i-CIR's code uses (utils_features.py); the RS-CIR benchmark paper: 'trained on WebLI'",
     ),
 )
 

@@ -4,7 +4,7 @@
 A file's provenance is read from a sidecar ``<file>.provenance`` (free text) when present; the run records the
 path, sha256, entry count and provenance in run.json.
 
-Seed 000's remote-sensing vocabularies (RSText-150 ... RSText-2k from GPT-4o, HybridText-23k = RSText-2k merged
+The RS-CIR benchmark paper's remote-sensing vocabularies (RSText-150 ... RSText-2k from GPT-4o, HybridText-23k = RSText-2k merged
 with Open Images v7) are described in its Sec. 3.4 / A.3 as "to be distributed" and are not released at the time
 of writing: generate them with the seed's A.3 prompt and pass the file (``hybridtext:RSTEXT_FILE`` merges one
 with the bundled Open Images list).
@@ -40,13 +40,13 @@ VOCABULARIES = {
         NamedVocabulary(
             "rstext",
             None,
-            "seed 000's RSText (GPT-4o, 150-2k concepts): announced, not released; generate it with seed 000 A.3's "
+            "the RS-CIR benchmark paper's RSText (GPT-4o, 150-2k concepts): announced, not released; generate it with the RS-CIR benchmark paper A.3's "
             "prompt and pass --vocabulary FILE",
         ),
         NamedVocabulary(
             "hybridtext-23k",
             None,
-            "seed 000's HybridText-23k = RSText-2k + Open Images v7: not released; pass "
+            "the RS-CIR benchmark paper's HybridText-23k = RSText-2k + Open Images v7: not released; pass "
             "--vocabulary hybridtext:RSTEXT_2K_FILE to merge your RSText-2k with the bundled Open Images list",
         ),
     )
@@ -95,7 +95,7 @@ def load_vocabulary(value: str | Path) -> Vocabulary:
         record = {
             "name": "hybridtext",
             "parts": [rs_record, {"name": "freedom:openimages-v7", "sha256": _digest(oi)}],
-            "provenance": "RSText file + FreeDom's Open Images v7 list, first occurrences kept (seed 000 Sec. 3.4)",
+            "provenance": "RSText file + FreeDom's Open Images v7 list, first occurrences kept (the RS-CIR benchmark paper Sec. 3.4)",
         }
     else:
         if not Path(text).is_file():

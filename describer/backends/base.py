@@ -14,7 +14,7 @@ from recon_score.prompts import clean_caption
 class Sampling:
     """The one resolved sampling configuration every backend applies in full (describer.backends.sampling).
 
-    Seed 004 / the authors' `RemoteDescriber.py`: temperature 0.8, top_p 0.9, 512 new tokens, N = 10, through
+    The ReconScore paper / the authors' `RemoteDescriber.py`: temperature 0.8, top_p 0.9, 512 new tokens, N = 10, through
     transformers' `generate`, which also applied the checkpoint's generation_config.json (Qwen3-VL-8B-Instruct:
     top_k 20). Every field is sent explicitly, so no backend inherits a checkpoint's or a server's defaults.
     `top_k = 0` and `repetition_penalty = 1.0` mean off.

@@ -1,4 +1,4 @@
-"""`reconscore describe`: best-of-N captioning with a multimodal LLM (RemoteDescriber, seed 004)."""
+"""`reconscore describe`: best-of-N captioning with a multimodal LLM (RemoteDescriber, the ReconScore paper)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`reconscore evaluate`: a model's captions on a dataset split, every metric, the seed 004 Table 3 layout."""
+"""`reconscore evaluate`: a model's captions on a dataset split, every metric, the ReconScore paper's Table 3 layout."""
 
 from __future__ import annotations
 

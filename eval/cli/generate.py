@@ -1,4 +1,4 @@
-"""`reconscore generate`: robustness sets (seed 004 Tables 4 and 5) with any text LLM backend."""
+"""`reconscore generate`: robustness sets (the ReconScore paper Tables 4 and 5) with any text LLM backend."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
     type=click.IntRange(min=1),
     default=10,
     show_default=True,
-    help="length: triplets to extract per image (seed 004: 10).",
+    help="length: triplets to extract per image (the ReconScore paper: 10).",
 )
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--top-p", type=float, default=0.9, show_default=True)

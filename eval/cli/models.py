@@ -50,7 +50,9 @@ def list_models(as_json: bool) -> int:
     )
     for m in t2i:
         click.echo(f"  {m}")
-    click.echo("\nComposed-retrieval backbones of seed 000 (WEIGHTS = where you put the downloaded file):")
+    click.echo(
+        "\nComposed-retrieval backbones of the RS-CIR benchmark paper (WEIGHTS = where you put the downloaded file):"
+    )
     for b in backbones:
         click.echo(f"  {b['name']}\n      {b['spec']}\n      weights: {b['weights']}")
         if b["note"]:

@@ -137,7 +137,7 @@ printed and in run.json), 1 the run could not start.""",
 )
 @opt.overwrite()
 def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_kind, **same) -> int:
-    """Run composed image retrieval methods on a benchmark and report mAP/recall in the seeds' layout.
+    """Run composed image retrieval methods on a benchmark and report mAP/recall in the papers' layout.
     (`same`: the options named as RetrieveConfig's fields.)"""
     from retrieval.methods import METHODS, UnknownMethodError, build_method
     from retrieval.run import RetrieveConfig, run_retrieve

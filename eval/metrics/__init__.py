@@ -1,8 +1,8 @@
-"""Caption metrics, reference-based and reference-free, behind one registry (issue 5).
+"""Caption metrics, reference-based and reference-free, behind one registry.
 
     bleu1..bleu4, meteor, rouge (ROUGE-L), cider (CIDEr-D), spice   pycocoevalcap on PTB tokens
     clipscore, refclipscore                                          Hessel et al. 2021, any registry encoder
-    recon_score                                                      seed 004, recon_score.ReconScorer
+    recon_score                                                      the ReconScore paper, recon_score.ReconScorer
     pacscore, refpacscore                                            PAC-S (Sarto et al. 2023), authors' weights
     longclipscore, reflongclipscore                                  CLIP-S on Long-CLIP (248 tokens)
 

@@ -1,4 +1,4 @@
-"""Seed 004 Tables 4, 5 and 9: metric robustness to paraphrase vs perturbation, to caption length, and the choice
+"""The ReconScore paper Tables 4, 5 and 9: metric robustness to paraphrase vs perturbation, to caption length, and the choice
 of T2I model. Inputs are the rows `reconscore generate` writes (each keeps its source caption and image)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DreamSim encoders (the ReconScore default, seed 004 Sec. 3.3).
+"""DreamSim encoders (the ReconScore default, the ReconScore paper Sec. 3.3).
 
 DreamSim's own preprocessing is kept: bicubic squash to 224x224 (no crop, the aspect ratio is not preserved),
 [0, 1] tensors, per-backbone normalisation inside the model, embeddings centred and L2-normalised

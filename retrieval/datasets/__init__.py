@@ -19,14 +19,14 @@ __all__ = ["BENCHMARKS", "Benchmark", "Protocol", "Query", "list_benchmarks", "l
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "patterncom": (
         "retrieval.datasets.patterncom",
-        "PatternCom (seed 000): PatternNet + attribute queries, rscir layout",
+        "PatternCom (the RS-CIR benchmark paper): PatternNet + attribute queries, rscir layout",
     ),
     "xview2-cir": (
         "retrieval.datasets.xview2_cir",
-        "xView2-CIR (seed 000): pre-disaster image + 'post <disaster>'",
+        "xView2-CIR (the RS-CIR benchmark paper): pre-disaster image + 'post <disaster>'",
     ),
-    "icir": ("retrieval.datasets.icir", "i-CIR (seed 002): instance-level, per-instance databases"),
-    "edir": ("retrieval.datasets.edir", "EDIR (seed 001): 5 categories / 15 subcategories, Recall@1"),
+    "icir": ("retrieval.datasets.icir", "i-CIR (the i-CIR paper): instance-level, per-instance databases"),
+    "edir": ("retrieval.datasets.edir", "EDIR (the EDIR paper): 5 categories / 15 subcategories, Recall@1"),
     "circo": ("retrieval.datasets.circo", "CIRCO val: COCO unlabeled gallery, multiple positives, mAP@K"),
     "cirr": ("retrieval.datasets.cirr", "CIRR val: NLVR2 gallery without the reference, Recall@K"),
     "fashioniq": ("retrieval.datasets.fashioniq", "FashionIQ val: per-category galleries, Recall@10/50"),

@@ -6,7 +6,7 @@
 
 The database is every COCO 2017 unlabeled image listed in image_info (the reference is not removed). Positives
 are ``gt_img_ids``; metrics are mAP@K for K = 5, 10, 25, 50 as src/evaluation.py computes them (sum of
-precision at the positives within the top K, over min(#positives, K)); seed 001 B reports mAP@5. The semantic
+precision at the positives within the top K, over min(#positives, K)); the EDIR paper B reports mAP@5. The semantic
 aspects are kept per query. CIRCO's Recall@K counts only ``target_img_id``; our hit@K counts any positive.
 """
 
@@ -22,7 +22,7 @@ PROTOCOL = Protocol(
     ks=(5, 10, 25, 50),
     map_at=(5, 10, 25, 50),
     headline=("map@5", "map@10", "map@25", "map@50"),
-    source="miccunifi/CIRCO src/evaluation.py (mAP@K); seed 001 appendix B (mAP@5)",
+    source="miccunifi/CIRCO src/evaluation.py (mAP@K); the EDIR paper appendix B (mAP@5)",
 )
 
 

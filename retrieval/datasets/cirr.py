@@ -5,7 +5,7 @@
     ROOT/dev/dev-*.png                    (the split file maps names to paths like ./dev/dev-244-0-img0.png)
 
 The gallery is every image of the split; each query's reference image is removed from its own ranking (CIRR's
-protocol, repeated in seed 001 appendix B); the positive is ``target_hard``. Recall@K = hit@K for K = 1, 5,
+protocol, repeated in the EDIR paper appendix B); the positive is ``target_hard``. Recall@K = hit@K for K = 1, 5,
 10, 50; Recall_subset@K = subset_hit@K for K = 1, 2, 3: the same full-gallery scores ranked within the query's
 ``img_set`` members (reference removed), as CIRR's evaluation and SEARLE's ``cirr_compute_val_metrics`` do.
 """
@@ -31,7 +31,7 @@ PROTOCOL = Protocol(
     ks=(1, 5, 10, 50),
     headline=("hit@1", "hit@5", "hit@10", "hit@50", "subset_hit@1", "subset_hit@2", "subset_hit@3"),
     source="CIRR (Liu et al. 2021): Recall@K without the reference image, Recall_subset@K within img_set; "
-    "seed 001 appendix B (Recall@1)",
+    "the EDIR paper appendix B (Recall@1)",
     subset_ks=(1, 2, 3),
 )
 

@@ -32,7 +32,7 @@ PROTOCOL = Protocol(
     ks=(1, 10, 50),
     headline=("hit@10", "hit@50"),
     group_order=CATEGORIES,
-    source="FashionIQ (Wu et al. 2021): Recall@10/50 per category; seed 001 appendix B (Recall@10)",
+    source="FashionIQ (Wu et al. 2021): Recall@10/50 per category; the EDIR paper appendix B (Recall@10)",
 )
 
 

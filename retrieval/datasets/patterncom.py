@@ -1,4 +1,4 @@
-"""PatternCom (Psomas et al., IGARSS 2024; seed 000), in billpsomas/rscir's layout::
+"""PatternCom (Psomas et al., IGARSS 2024; the RS-CIR benchmark paper), in billpsomas/rscir's layout::
 
     ROOT/                      (or ROOT/PatternNet/)
       images/<class>/<file>    PatternNet, 38 classes x 800 images: the whole database
@@ -13,7 +13,7 @@ Protocol of rscir's evaluate.py (with utils.py's class merging, commit 25a1206):
   for its (merged) class, one composed query each.
 - Relevant: a database image listed in the same attribute file, of the same merged class, whose value equals
   the text. Images not listed in the file are never relevant (the query image itself stays a negative).
-- group = attribute type, subgroup = the (merged class, target value) pair, written "class/value" (seed 000
+- group = attribute type, subgroup = the (merged class, target value) pair, written "class/value" (the RS-CIR benchmark paper
   Table 4 lists such pairs; "white" of airplanes and "white" of crosswalks are two subgroups). mAP per
   attribute = mean AP over its (query, value) pairs, macro = mean over the 6 attributes: rscir's evaluate.py,
   which produced its README table (``group_mean="queries"``). The papers' captions average per subgroup, then
@@ -62,7 +62,7 @@ PROTOCOL = Protocol(
     ks=(5, 10, 15, 20),
     headline=("ap",),
     group_order=ATTRIBUTES,
-    source="billpsomas/rscir evaluate.py + utils.py (class merging); seed 000 Sec. 4.1, Tables 1-2",
+    source="billpsomas/rscir evaluate.py + utils.py (class merging); the RS-CIR benchmark paper Sec. 4.1, Tables 1-2",
 )
 _HEADER_CELLS = {"image", "filename", "file", "path", "image_filename", "query"}
 _IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp"}
@@ -70,7 +70,9 @@ _IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp"}
 
 @dataclass(frozen=True)
 class PatternComOptions:
-    text_template: str = "{value}"  # seed 000 A.6 rephrasings, e.g. "being {value}", "having {value} color"
+    text_template: str = (
+        "{value}"  # the RS-CIR benchmark paper A.6 rephrasings, e.g. "being {value}", "having {value} color"
+    )
     attributes: str = ",".join(ATTRIBUTES)
 
     def __post_init__(self):

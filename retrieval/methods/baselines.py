@@ -1,4 +1,4 @@
-"""Unimodal and score-fusion baselines (seed 000, Sec. 3.2): text-only s_g = g(t)·f(x), image-only
+"""Unimodal and score-fusion baselines (the RS-CIR benchmark paper, Sec. 3.2): text-only s_g = g(t)·f(x), image-only
 s_f = f(y)·f(x), text + image s_f + s_g, text × image s_f · s_g."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class NoConfig:
 @dataclass(frozen=True)
 class ProductConfig:
     # i-CIR's calculate_rankings clamps both similarities at 0 before multiplying (the i-CIR benchmark sets
-    # rectify=true through its protocol's method_defaults); rscir and FreeDom multiply the raw cosines (seed 000's
+    # rectify=true through its protocol's method_defaults); rscir and FreeDom multiply the raw cosines (the RS-CIR benchmark paper's
     # s_m = s_f × s_g), the default elsewhere.
     rectify: bool = False
 

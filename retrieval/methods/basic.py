@@ -1,5 +1,5 @@
-"""BASIC (Psomas et al., NeurIPS 2025, i-CIR; seed 000 Sec. 3.3 and A.4), following billpsomas/icir's
-utils_retrieval.py step by step. Every component can be switched off for the seed 000 Table 6/7 ablation:
+"""BASIC (Psomas et al., NeurIPS 2025, i-CIR; the RS-CIR benchmark paper Sec. 3.3 and A.4), following billpsomas/icir's
+utils_retrieval.py step by step. Every component can be switched off for the RS-CIR benchmark paper's Table 6/7 ablation:
 
 1. Centring (Cen.): image side minus an image mean (the authors' LAION-1M mean when given as
    Resources.image_mean, else the database mean — their fallback without ``--use_laion_mean``); text side minus
@@ -19,7 +19,7 @@ utils_retrieval.py step by step. Every component can be switched off for the see
    first 100 positive-corpus words (utils_features.contextualize), renormalised; it needs the text encoder.
    The authors' csv reader keeps generic_subjects.csv's header ("object_name") as a word; we drop headers.
 
-Defaults are the seed 000 A.4 / i-CIR preset: 250 components, α = 0.2, 25 neighbours, λ_Harris = 0.1.
+Defaults are the RS-CIR benchmark paper's A.4 / i-CIR preset: 250 components, α = 0.2, 25 neighbours, λ_Harris = 0.1.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""CIReVL (Karthik et al., ICLR 2024; seed 000 Sec. 3.3 and A.4): caption the reference image, let an LLM rewrite
+"""CIReVL (Karthik et al., ICLR 2024; the RS-CIR benchmark paper Sec. 3.3 and A.4): caption the reference image, let an LLM rewrite
 the caption as the modifier asks, and search with the rewritten description (text-to-image).
 
 The captioner and the rewriter are callables handed in by the run (``Resources.captioner`` / ``rewriter``):
-seed 000 uses BLIP-2 (blip2-opt-2.7b) and LLaMA-2-7B-chat; `reconscore retrieve` wires the describer's
+the RS-CIR benchmark paper uses BLIP-2 (blip2-opt-2.7b) and LLaMA-2-7B-chat; `reconscore retrieve` wires the describer's
 captioner backends. Without them the method says what it needs; it never substitutes a stand-in. Captions are
 computed once per reference image.
 """
@@ -18,7 +18,7 @@ from retrieval.methods.base import Method, MethodContext, Prepared, Resources, l
 # The instructions handed to the rewriting model; {caption} and {text} are filled per query. Both follow CIReVL's
 # layout (ExplainableML/Vision_by_Language src/prompts.py: an "Image Content:" line, an "Instruction:" line, the
 # answer after "Edited Description:"), written here in our own words.
-# - "patterncom" (default): seed 000 A.4's domain-specific modifier prompt, which the paper describes but does
+# - "patterncom" (default): the RS-CIR benchmark paper A.4's domain-specific modifier prompt, which the paper describes but does
 #   not print ("covering the six attribute types to enforce faithful attribute changes while preserving scene
 #   semantics"); this text is our rendering of that description, not the seed authors' exact wording.
 # - "generic": CIReVL's general-purpose setting (edit the caption as instructed, nothing imaginary added).
@@ -93,7 +93,7 @@ class CIReVL(Method):
 
     def fix_hint(self) -> str:
         return (
-            "Run `reconscore retrieve` with --captioner and --rewriter (seed 000 used BLIP-2 and LLaMA-2-7B-chat); "
+            "Run `reconscore retrieve` with --captioner and --rewriter (the RS-CIR benchmark paper used BLIP-2 and LLaMA-2-7B-chat); "
             "a features bundle alone cannot run CIReVL."
         )
 

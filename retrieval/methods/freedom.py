@@ -1,4 +1,4 @@
-"""FreeDom (Efthymiadis et al., 2025; seed 000 Sec. 3.3 and A.4), following NikosEfth/freedom's
+"""FreeDom (Efthymiadis et al., 2025; the RS-CIR benchmark paper Sec. 3.3 and A.4), following NikosEfth/freedom's
 ``calculate_rankings``:
 
 1. Proxies: the k = 20 database images most similar to the query image. If the query is not itself in the
@@ -16,7 +16,7 @@
    those embeddings, scored by dot product with the database.
 
 The composition template defaults to the authors' code, ``text_to_multi``: ``word + " " + domain``, i.e.
-"{word} {text}". Seed 000's EO adaptation writes "{attribute_value} {w}" (A.4): ``template="{text} {word}"``.
+"{word} {text}". The RS-CIR benchmark paper's EO adaptation writes "{attribute_value} {w}" (A.4): ``template="{text} {word}"``.
 The vocabulary is configurable (``--vocabulary``; see docs/retrieval.md for FreeDom's Open Images list,
 RSText and HybridText-23k and their provenance).
 """
@@ -40,7 +40,9 @@ class FreedomConfig:
     k: int = 20  # proxy images ("kappa")
     n: int = 7  # words per proxy ("ni")
     m: int = 7  # most frequent words kept ("miu")
-    template: str = "{word} {text}"  # NikosEfth/freedom text_to_multi; seed 000 A.4: "{text} {word}"
+    template: str = (
+        "{word} {text}"  # NikosEfth/freedom text_to_multi; the RS-CIR benchmark paper A.4: "{text} {word}"
+    )
     self_threshold: float = 0.98  # below this best database similarity the query image joins its proxies
     self_proxy: str = "query"  # query: decided per query | batch: the authors' one decision per query set
 

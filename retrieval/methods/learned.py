@@ -14,7 +14,7 @@ Both run here from their released checkpoints, following the authors' inference 
   image embedding; '$' replaced (``encode_with_pseudo_tokens``); prompt the RS-CIR benchmark paper's "{attribute_value} {$}"
   (``template="{text} $"``; the authors' natural-image prompt is "a photo of $ that {text}"). Checkpoint:
   ``SEARLE_ViT-B32.pt`` / ``SEARLE_ViT-L14.pt`` holding ``{"Phi": state_dict}``; the encoder is the matching
-  OpenAI CLIP. Seed 000 evaluates SEARLE with optimisation-based inversion instead: method ``searle-oti``
+  OpenAI CLIP. The RS-CIR benchmark paper evaluates SEARLE with optimisation-based inversion instead: method ``searle-oti``
   (retrieval.methods.oti).
 
 The query vector is the L2-normalised composed text embedding, scored by dot product with the database, so

@@ -1,4 +1,4 @@
-"""SEARLE's optimisation-based textual inversion (OTI; Baldrati et al., ICCV 2023), as seed 000 evaluates SEARLE
+"""SEARLE's optimisation-based textual inversion (OTI; Baldrati et al., ICCV 2023), as the RS-CIR benchmark paper evaluates SEARLE
 (A.4: 200 steps, learning rate 0.002, lambda_GPT 0.25, retrieval template "{attribute_value} {$}").
 
 Following miccunifi/SEARLE ``src/oti_inversion.py``, per reference image a pseudo-token (one word embedding of the
@@ -8,7 +8,7 @@ text tower, initialised N(0, 0.02^2)) is optimised with AdamW (weight decay 0.01
   PALAVRA's 24 sentences ("A photo of a {}", ..., the authors' ``get_templates``), filled with " $ ";
 - GPT loss: 1 - cos(g(phrase with its concept := token), g(phrase)), a phrase drawn at random each step among
   the phrases of the image's `top_k` most similar vocabulary concepts (the authors associate 15 concepts per
-  image and generate the phrases with an LLM; seed 000 prompts it with "a satellite image of {concept} that");
+  image and generate the phrases with an LLM; the RS-CIR benchmark paper prompts it with "a satellite image of {concept} that");
 - loss = (lambda_cos * cosine + lambda_gpt * gpt) / (lambda_cos + lambda_gpt); the token used for retrieval is
   the exponential moving average (decay 0.99) of the optimised one, as the authors' validation reads it.
 
@@ -58,12 +58,12 @@ PALAVRA_TEMPLATES = (
 
 @dataclass(frozen=True)
 class OTIConfig:
-    template: str = "{text} $"  # seed 000 A.4 "{attribute_value} {$}"
+    template: str = "{text} $"  # the RS-CIR benchmark paper A.4 "{attribute_value} {$}"
     placeholder: str = "$"
-    steps: int = 200  # seed 000 (the authors' default: 350)
-    lr: float = 0.002  # seed 000 (the authors' default: 0.02)
+    steps: int = 200  # the RS-CIR benchmark paper (the authors' default: 350)
+    lr: float = 0.002  # the RS-CIR benchmark paper (the authors' default: 0.02)
     weight_decay: float = 0.01
-    lambda_gpt: float = 0.25  # seed 000 (the authors' default: 0.5)
+    lambda_gpt: float = 0.25  # the RS-CIR benchmark paper (the authors' default: 0.5)
     lambda_cos: float = 1.0
     ema_decay: float = 0.99
     top_k: int = 15  # concepts per image whose phrases regularise its token
@@ -162,7 +162,9 @@ class SearleOTI(Method):
             needs.append("the reference images and modifier texts (a benchmark run, not a features bundle)")
         if self.config.lambda_gpt > 0:
             if r.vocabulary is None or r.vocabulary_texts is None:
-                needs.append("a concept vocabulary (--vocabulary FILE; seed 000: HybridText-23k)")
+                needs.append(
+                    "a concept vocabulary (--vocabulary FILE; the RS-CIR benchmark paper: HybridText-23k)"
+                )
             if r.concept_phrases is None:
                 needs.append(
                     "LLM phrases per concept for the GPT loss (--phrases FILE of concept,phrase rows), or "

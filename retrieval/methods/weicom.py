@@ -1,7 +1,7 @@
-"""WeiCom (Psomas et al., IGARSS 2024; seed 000 Sec. 3.3): each query's image-to-image and text-to-image
+"""WeiCom (Psomas et al., IGARSS 2024; the RS-CIR benchmark paper Sec. 3.3): each query's image-to-image and text-to-image
 similarities are standardised over the database (mean, unbiased std, as rscir's ``norm_cdf`` with dim=0 over
 the database), mapped to [0, 1] by the Gaussian CDF Φ, and fused: s = λ Φ(z_text) + (1 − λ) Φ(z_image).
-λ = 0.5 in every main table of seed 000 (A.4); λ = 0 is image-only, λ = 1 text-only.
+λ = 0.5 in every main table of the RS-CIR benchmark paper (A.4); λ = 0 is image-only, λ = 1 text-only.
 
 Precision: Φ in float32 (the authors' code) rounds to exactly 1.0 for z > ~5.9, so the best-matching items —
 the ones AP cares most about — tie. We return s' = −log(1 − s) = −log(λ Q(z_text) + (1 − λ) Q(z_image)) with
@@ -26,7 +26,7 @@ from retrieval.methods.base import Method, MethodContext, Prepared
 
 @dataclass(frozen=True)
 class WeiComConfig:
-    lam: float = 0.5  # modality weight: 0 = image only, 1 = text only (seed 000: 0.5 in the main tables)
+    lam: float = 0.5  # modality weight: 0 = image only, 1 = text only (the RS-CIR benchmark paper: 0.5 in the main tables)
 
     def __post_init__(self):
         if not 0.0 <= self.lam <= 1.0:

@@ -1,4 +1,4 @@
-"""An unbiased describer score (issue 11, item 8): select with one T2I seed, evaluate the chosen caption with an
+"""An unbiased describer score: select with one T2I seed, evaluate the chosen caption with an
 independent render (seed 42, as the authors' batch_generate.py / batch_evaluate.py score their captions)."""
 
 import json

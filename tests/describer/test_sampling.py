@@ -1,4 +1,4 @@
-"""One resolved sampling configuration, applied in full by every backend (issue 11, item 7).
+"""One resolved sampling configuration, applied in full by every backend.
 
 transformers: checked on the logits processors the real `generate` builds from a checkpoint whose
 generation_config.json sets its own top_k, top_p, temperature, repetition penalty and more (as
@@ -175,7 +175,7 @@ def test_the_three_requests_agree():
 
 
 def test_paper_preset_sampling():
-    """Seed 004 / RemoteDescriber.py: temperature 0.8, top_p 0.9, 512 tokens; top_k 20 came from
+    """The ReconScore paper / RemoteDescriber.py: temperature 0.8, top_p 0.9, 512 tokens; top_k 20 came from
     Qwen3-VL-8B-Instruct's generation_config.json, which the authors' generate call inherited."""
     from describer.presets import get_describer_preset
 

@@ -1,4 +1,4 @@
-"""Table 6 (seed 004): wins, preference share and mean ReconScore per model paradigm, on a hand-made example."""
+"""Table 6 (the ReconScore paper): wins, preference share and mean ReconScore per model paradigm, on a hand-made example."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The `paper` protocol against the authors' code (github.com/hhu-czy/ReconScore) and seed 004's Table 9.
+"""The `paper` protocol against the authors' code (github.com/hhu-czy/ReconScore) and the ReconScore paper's Table 9.
 
 Captions: the authors' scripts/image_generator.py builds the prompt as
     "I want a remote sensing image with a realistic satellite perspective view. " + caption +
@@ -137,7 +137,7 @@ TABLE9 = ["paper", "flux1-dev", "flux2-dev", "flux2-klein", "text2earth"]
 
 @pytest.mark.parametrize("name", TABLE9)
 def test_table9_presets_follow_sec_5_2(name):
-    """Seed 004 Sec. 5.2: 28 denoising steps and 512 input tokens for every T2I model (Text2Earth: 77, Table 9)."""
+    """The ReconScore paper Sec. 5.2: 28 denoising steps and 512 input tokens for every T2I model (Text2Earth: 77, Table 9)."""
     p = get_preset(name)
     assert p.steps == 28
     assert p.max_sequence_length == (None if name == "text2earth" else 512)
@@ -150,7 +150,7 @@ def test_table9_presets_follow_sec_5_2(name):
 def test_distilled_settings_are_separate_presets():
     assert PRESETS["flux2-klein-fast"].steps == 4
     assert PRESETS["flux2-klein-fast"].t2i_model == PRESETS["flux2-klein"].t2i_model
-    assert "not seed 004" in preset_sources(PRESETS["flux2-klein-fast"])["steps"]
+    assert "not the ReconScore paper" in preset_sources(PRESETS["flux2-klein-fast"])["steps"]
 
 
 def test_presets_cli_prints_values_and_sources(capsys):
@@ -159,7 +159,7 @@ def test_presets_cli_prints_values_and_sources(capsys):
     assert "size_rounding: nearest  # authors' code scripts/image_generator.py" in out
     assert "collapse_whitespace: false" in out
     assert main(["presets", "show", "flux2-klein"]) == 0
-    assert "\nsteps: 28  # seed 004 Sec. 5.2" in capsys.readouterr().out
+    assert "\nsteps: 28  # the ReconScore paper Sec. 5.2" in capsys.readouterr().out
     assert main(["presets", "list"]) == 0
     listed = capsys.readouterr().out
     assert "text2earth" in listed and "lcybuaa/Text2Earth" in listed and "flux2-klein-fast" in listed

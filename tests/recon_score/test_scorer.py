@@ -25,7 +25,7 @@ def ucm(sample_dir):
 
 
 def test_formula():
-    """Seed 004: ReconScore = 100 * (1 - d/2) with d = 1 - cos."""
+    """The ReconScore paper: ReconScore = 100 * (1 - d/2) with d = 1 - cos."""
     assert recon_score_from_cosine(1.0) == 100.0
     assert recon_score_from_cosine(-1.0) == 0.0
     assert recon_score_from_cosine(0.0) == 50.0

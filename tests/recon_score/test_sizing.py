@@ -1,4 +1,4 @@
-"""The reconstruction size rule (seed 004): keep aspect, long side <= max_side (never up), multiples of 16.
+"""The reconstruction size rule (the ReconScore paper): keep aspect, long side <= max_side (never up), multiples of 16.
 
 `nearest` (the `paper` rule) is checked against the authors' two functions from hhu-czy/ReconScore
 scripts/image_generator.py, re-implemented below from their code; `floor` is the named variant.

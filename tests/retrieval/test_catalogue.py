@@ -1,4 +1,4 @@
-"""Backbone specs of seed 000 in `models list`, and named/file vocabularies with their provenance."""
+"""Backbone specs of the RS-CIR benchmark paper in `models list`, and named/file vocabularies with their provenance."""
 
 import json
 
@@ -33,7 +33,9 @@ def test_freedoms_open_images_list_is_bundled_with_its_provenance():
 def test_vocabulary_files_sidecar_provenance_hybrid_and_unreleased(tmp_path):
     rs = tmp_path / "rstext.txt"
     rs.write_text("solar farm\nairport\n")
-    (tmp_path / "rstext.txt.provenance").write_text("generated with seed 000 A.3's prompt, GPT-4o\n")
+    (tmp_path / "rstext.txt.provenance").write_text(
+        "generated with the RS-CIR benchmark paper A.3's prompt, GPT-4o\n"
+    )
     own = load_vocabulary(rs)
     assert own.entries == ["solar farm", "airport"] and own.record["provenance"].startswith("generated")
     hybrid = load_vocabulary(f"hybridtext:{rs}")

@@ -149,7 +149,7 @@ def _touch_all(root: Path, rels) -> None:
 
 @pytest.mark.skipif(not (CIR / "xview2_cir.csv").is_file(), reason="../shared/data/cir not present")
 def test_real_xview2_table_matches_seed_table5(tmp_path):
-    """Seed 000 A.1 Table 5: hurricane 147, wildfire 98, flood 28, tsunami 9, earthquake 5, volcano 4 queries."""
+    """The RS-CIR benchmark paper A.1 Table 5: hurricane 147, wildfire 98, flood 28, tsunami 9, earthquake 5, volcano 4 queries."""
     import csv
 
     with (CIR / "xview2_cir.csv").open(newline="") as f:
@@ -208,7 +208,7 @@ def test_real_word_lists():
 
 
 def test_patterncom_subgroups_are_class_value_pairs_and_both_averagings(tmp_path):
-    """'white' of airplanes and 'white' of residential areas are two subgroups (seed 000 Table 4 lists
+    """'white' of airplanes and 'white' of residential areas are two subgroups (the RS-CIR benchmark paper Table 4 lists
     (class, value) pairs). The two averagings, re-derived here from rscir's evaluate.py (one list per attribute
     of every (query, value) AP, averaged once, then the attributes) and from the papers' caption (subgroup,
     then attribute, then across attributes)."""
@@ -266,7 +266,7 @@ def _by_value(d: dict) -> dict:
 
 
 def test_edir_keeps_the_reference_as_seed_001_does_and_cirr_excludes_it(tmp_path):
-    """Seed 001 appendix B: "CIRR excludes the reference image from the retrieval corpus"; EDIR is scored on
+    """The EDIR paper appendix B: "CIRR excludes the reference image from the retrieval corpus"; EDIR is scored on
     its gallery as released, so a reference in the gallery stays a (hard) negative unless asked otherwise."""
     edir = load_benchmark("edir", layouts.edir(tmp_path / "edir"))
     assert edir.exclude == [] and edir.options["exclude_reference"] is False

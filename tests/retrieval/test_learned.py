@@ -158,7 +158,7 @@ def _setup(tmp_path, encoder, n_refs: int = 3):
 
 def test_searle_query_is_the_template_with_the_network_token(tmp_path, encoder):
     """A Phi that always emits the embedding of 'airport' turns every query into the plain text
-    '{text} airport': the composition is exactly seed 000's prompt "{attribute_value} {$}"."""
+    '{text} airport': the composition is exactly the RS-CIR benchmark paper's prompt "{attribute_value} {$}"."""
     ckpt = tmp_path / "SEARLE_const.pt"
     torch.save({"Phi": phi_state(encoder.info.dim, 32, constant=word_embedding(encoder, "airport"))}, ckpt)
     data, resources, _, _, texts, loaded = _setup(tmp_path, encoder)
@@ -178,7 +178,7 @@ def test_pic2word_feeds_the_unnormalised_image_embedding(checkpoints, tmp_path, 
     raw = encoder.encode_images([images[i] for i in refs], normalize=False)
     assert not torch.allclose(raw.norm(dim=-1), torch.ones(4))  # the raw tower output, not unit vectors
     tokens = load_im2text(checkpoints["pic2word"])(raw)
-    prompts = [f"{t} *" for t in texts]  # seed 000's "{attribute_value} {*}"
+    prompts = [f"{t} *" for t in texts]  # the RS-CIR benchmark paper's "{attribute_value} {*}"
     want = encoder.encode_texts_with_pseudo_tokens(prompts, tokens, placeholder="*")
     torch.testing.assert_close(prepared.query_vectors, want, rtol=0, atol=1e-5)
     torch.testing.assert_close(prepared.score(torch.arange(4)), want @ data.database.T, rtol=0, atol=1e-5)

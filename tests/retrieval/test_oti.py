@@ -83,7 +83,7 @@ def test_the_optimised_token_changes_the_composed_query(encoder, images, tmp_pat
     )
     method = build_method("searle-oti", {"steps": "15", "lr": "0.02"})
     prep = method.prepare(MethodContext(q_img, encoder.encode_texts(texts), db, torch.arange(4), resources))
-    assert prep.details == [f"{t} $" for t in texts]  # seed 000's "{attribute_value} {$}"
+    assert prep.details == [f"{t} $" for t in texts]  # the RS-CIR benchmark paper's "{attribute_value} {$}"
     plain = encoder.encode_texts(prep.details)  # the placeholder's own word embedding
     assert (prep.query_vectors - plain).abs().amax(dim=1).min() > 1e-4
     torch.testing.assert_close(prep.query_vectors[0], prep.query_vectors[2])  # one token per reference image
