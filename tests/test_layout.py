@@ -47,3 +47,19 @@ def test_importing_packages_loads_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.stdout.strip() == "False", out.stderr[-1000:]
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, "docs", "benchmarks"])
+def test_papers_are_cited_by_name(package):
+    """'seed 004' or 'issue 12' names nothing a user has: code, help, output and docs cite the papers by name."""
+    import re
+
+    jargon = re.compile(r"\bseed 00\d\b|\bissue #?\d+\b", re.I)
+    bad = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / package).rglob("*"))
+        if path.suffix in (".py", ".md", ".txt", ".j2", ".sh") and path.is_file()
+        for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+        if jargon.search(line)
+    ]
+    assert not bad, bad
