@@ -63,7 +63,8 @@ _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _is_journal_line(rec: object) -> bool:
-    return isinstance(rec, dict) and ("row" in rec or "fingerprint" in rec)
+    """A header (`fingerprint`) or a record: keyed by `row` (score, describe, retrieve) or `id` (generate)."""
+    return isinstance(rec, dict) and ("row" in rec or "id" in rec or "fingerprint" in rec)
 
 
 def _is_log_line(rec: object) -> bool:

@@ -349,7 +349,7 @@ def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, 
                 and rec.get("key") == keys[name]
                 and not run.missing_files(rec.get("files") or {})
             ):
-                results[name] = _read_method(cfg, run.out, setup.bench, name, rec["result"])
+                results[name] = _read_method(cfg, run.out, inputs.bench, name, rec["result"])
                 status[name] = {"status": "ok", "resumed": True}
                 say(f"{name}: read from {run.out / 'methods'}")
                 continue
@@ -360,7 +360,7 @@ def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, 
                 say(f"{name}: failed: {err}")
                 continue
             results[name] = res
-            files = _write_method(run.out, setup.bench, res)
+            files = _write_method(run.out, inputs.bench, res)
             result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
             journal.write([{"row": name, "key": keys[name], "inv": inv, "result": result, "files": files}])
             status[name] = {"status": "ok", "resumed": False}

@@ -196,25 +196,27 @@ def test_missing_weights_detects_weightless_components(tmp_path):
         (
             "--encoder",
             "dreamsim:smoke",
-            "error: unknown encoder spec 'dreamsim:smoke': unknown DreamSim model 'smoke'",
+            "'dreamsim:smoke': unknown DreamSim model 'smoke'",
         ),
         (
             "--encoder",
             "hf:smoke:hf-clip",
-            "error: unknown encoder spec 'hf:smoke:hf-clip': spell it 'smoke:hf-clip'",
+            "'hf:smoke:hf-clip': spell it 'smoke:hf-clip'",
         ),
         (
             "--t2i-model",
             "shapes:qwen3-vl-8b",
-            "error: model 'shapes:qwen3-vl-8b' is not available (unknown synthetic",
+            "'shapes:qwen3-vl-8b':  unknown synthetic model 'shapes:qwen3-vl-8b'; known: shapes:z-image[@SCALE]",
         ),
     ],
 )
 def test_cli_names_a_misspelled_synthetic_model(tmp_path, capsys, option, value, message):
-    """Another spelling of a synthetic model cannot start a run: one line naming it, exit 1, no traceback."""
+    """Another spelling of a synthetic model cannot start a run: one error (the preflight's list of missing models)
+    naming it and why, exit 1, no traceback."""
     from eval.cli import main
 
     argv = ["score", "--preset", "smoke", option, value, "--limit", "1", "--device", "cpu"]
     assert main([*argv, "--out", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err  # (a first use may print the smoke models' build progress before)
-    assert err.strip().splitlines()[-1].startswith(message) and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and message in err and "Traceback" not in err, err
