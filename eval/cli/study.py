@@ -3,6 +3,7 @@ CSV, the paper's layout) and a run.json with the full configuration. Tables are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -507,3 +508,62 @@ def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device, o
         note=None if score_run else _note(preset),
         details=info,
     )
+
+
+def _numbers(kind: type) -> Callable:
+    def parse(ctx, param, value: str) -> tuple:
+        try:
+            return tuple(kind(x) for x in value.split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter(f"expected comma-separated {kind.__name__}s, got {value!r}") from None
+
+    return parse
+
+
+@command.command("compodiff-sweep")
+@click.option("--benchmark", default="patterncom", show_default=True, help="Benchmark loader.")
+@click.option(
+    "--root", type=click.Path(file_okay=False, path_type=Path), required=True, help="Dataset folder."
+)
+@click.option(
+    "--encoder", required=True, help="CLIP ViT-L/14 spec, e.g. open_clip:ViT-L-14-quickgelu/openai."
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="The CompoDiff release folder (e.g. navervision/CompoDiff-Aesthetic).",
+)
+@click.option("--weights", default="0.1,0.2,0.3,0.4,0.5", show_default=True, callback=_numbers(float))
+@click.option("--steps", default="5,10,20", show_default=True, callback=_numbers(int))
+@click.option("--set", "sets", multiple=True, help="Another CompoDiff setting KEY=VALUE (repeatable).")
+@click.option("--option", "options", multiple=True, help="Loader option KEY=VALUE (repeatable).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries.")
+@opt.device()
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Encoder batch size.")
+@opt.cache("feature")
+@click.option("--out", type=opt.RUN_FOLDER, required=True)
+def compodiff_sweep(
+    benchmark, root, encoder, checkpoint, weights, steps, sets, options, limit, device, batch_size, cache_dir,
+    no_cache, out,
+) -> int:  # fmt: skip
+    """The RS-CIR benchmark paper's Fig. 12: CompoDiff's mAP per source weight (columns) and steps (rows).
+
+    Each point is a `reconscore retrieve` run under OUT/points/ (features cached, finished points read back).
+    """
+    from eval.studies.compodiff_sweep import compodiff_sweep as sweep
+    from recon_score.runtime import utc_now
+    from retrieval.run import RetrieveConfig
+
+    started = utc_now()
+    base = RetrieveConfig(
+        benchmark=benchmark, root=root, encoder=encoder, methods=["compodiff"], out=out,
+        options=opt.key_values(options, "--option"), overrides={"compodiff": opt.key_values(sets, "--set")},
+        checkpoints={"compodiff": checkpoint}, device=device, batch_size=batch_size, cache=not no_cache,
+        cache_dir=cache_dir, limit=limit,
+    )  # fmt: skip
+    table, info = sweep(base, weights, steps, log=lambda m: click.echo(m, err=True))
+    config = {**base.as_dict(), "weights": list(weights), "steps": list(steps)}
+    title = f"Fig. 12 data: CompoDiff {info['metric']} (%, Avg.) per steps (rows) and source weight (columns)"
+    rc = _finish(out, {"table": (table, title)}, "compodiff-sweep", config, started, **info)
+    return EXIT_PARTIAL if any(p["exit_code"] for p in info["points"].values()) else rc
