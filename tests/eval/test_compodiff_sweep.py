@@ -39,6 +39,8 @@ def test_the_sweep_tables_each_point_as_its_own_retrieve_run(tmp_path, capsys):
     # a rerun reads every point back from its run folder
     assert main(argv) == 0
     assert pd.read_csv(out / "table.csv", index_col=0).equals(table)
+    for name in record["points"]:
+        assert json.loads((out / "points" / name / "run.json").read_text())["methods"]["compodiff"]["resumed"]
 
 
 def test_the_swept_settings_cannot_also_be_set(tmp_path, capsys):
