@@ -94,7 +94,6 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
     correlations = correlate(
         table,
         {n: scores[n].to_numpy() for n in names},
-        headline=headline,
         higher_is_better_by_metric={n: get_metric_info(n).higher_is_better for n in names},
         n_boot=job.n_boot,
         seed=job.seed,
@@ -117,7 +116,8 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
             "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100",
             "orientation": "judgments oriented larger = better (ranks negated: rank 1 = best)",
             "headline": f"tau_{headline.value}",
-            "ci": f"percentile bootstrap over images of tau_{headline.value}, {job.n_boot} resamples, seed {job.seed}",
+            "ci": f"percentile bootstrap over images (95%) of tau_b, tau_c and pairwise_acc, {job.n_boot} "
+            f"resamples, seed {job.seed} (the same draws for each)",
             "pairwise_acc": "within-image pairs of different candidates people order strictly; metric ties = 1/2",
             "dataset_notes": table.attrs.get("notes", []),
         },

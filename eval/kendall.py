@@ -37,7 +37,8 @@ HEADLINE: dict[str, TauVariant] = {
     "csv": TauVariant.B,
 }
 
-CORRELATION_COLUMNS = ("metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n", "note")
+STATISTICS = ("tau_b", "tau_c", "pairwise_acc")  # each with its bootstrap CI, `<stat>_low` and `<stat>_high`
+CORRELATION_COLUMNS = ("metric", *(f"{s}{x}" for s in STATISTICS for x in ("", "_low", "_high")), "n", "note")
 
 
 @dataclass
@@ -106,69 +107,82 @@ def _groups(image: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.flatnonzero(np.diff(image[order])) + 1)
 
 
-def pairwise_accuracy(flat: Flattened) -> float:
-    """Share of within-image pairs of different candidates that people order strictly, which the metric orders
-    the same way (a metric tie counts one half). NaN when there is no such pair."""
-    agree, total = 0.0, 0
-    for idx in _groups(flat.image):
-        if len(idx) < 2:
-            continue
+def _pair_counts(flat: Flattened, groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per image group: (agreeing pairs, a metric tie counting one half; pairs people order strictly)."""
+    agree, total = np.zeros(len(groups)), np.zeros(len(groups))
+    for g, idx in enumerate(groups):
         i, j = np.triu_indices(len(idx), k=1)
         a, b = idx[i], idx[j]
         dh = np.sign(flat.human[a] - flat.human[b])
         usable = (dh != 0) & (flat.candidate[a] != flat.candidate[b])
-        if not usable.any():
-            continue
         dm = np.sign(flat.metric[a[usable]] - flat.metric[b[usable]])
-        agree += float(np.sum(dm == dh[usable])) + 0.5 * float(np.sum(dm == 0))
-        total += int(usable.sum())
-    return agree / total if total else float("nan")
+        agree[g] = float(np.sum(dm == dh[usable])) + 0.5 * float(np.sum(dm == 0))
+        total[g] = float(usable.sum())
+    return agree, total
 
 
-def kendall_ci(
-    flat: Flattened, variant: TauVariant | str, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of Kendall τ (x100) resampling images with replacement (all rows of a drawn image
-    come along: judgments of one image are not independent; recon_score.bootstrap). Seeded: the same inputs
-    give the same interval."""
+def _ratio(agree: np.ndarray, total: np.ndarray) -> float:
+    n = total.sum()
+    return float(agree.sum() / n) if n else float("nan")
+
+
+def pairwise_accuracy(flat: Flattened) -> float:
+    """Share of within-image pairs of different candidates that people order strictly, which the metric orders
+    the same way (a metric tie counts one half). NaN when there is no such pair."""
+    return _ratio(*_pair_counts(flat, _groups(flat.image)))
+
+
+def correlation_cis(
+    flat: Flattened, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95
+) -> dict[str, tuple[float, float]]:
+    """Percentile bootstrap CI of each of STATISTICS, resampling images with replacement (all rows of a drawn
+    image come along: judgments of one image are not independent; recon_score.bootstrap). The same seed gives
+    every statistic the same draws. A drawn image's pairs count once per draw (pairs never span two draws)."""
     from recon_score.bootstrap import bootstrap_ci
 
     groups = _groups(flat.image)
     if len(groups) < 2 or n_boot < 1:
-        return float("nan"), float("nan")
+        return {s: (float("nan"), float("nan")) for s in STATISTICS}
+    agree, total = _pair_counts(flat, groups)
 
-    def tau(drawn: np.ndarray, _cols: np.ndarray) -> float:
-        rows = np.concatenate([groups[g] for g in drawn])
-        return kendall(flat.metric[rows], flat.human[rows], variant)
+    def tau(variant: TauVariant):
+        def statistic(drawn: np.ndarray, _cols: np.ndarray) -> float:
+            rows = np.concatenate([groups[g] for g in drawn])
+            return kendall(flat.metric[rows], flat.human[rows], variant)
 
-    return bootstrap_ci(tau, len(groups), level=level, resamples=n_boot, rng_seed=seed)
+        return statistic
+
+    statistics = {
+        "tau_b": tau(TauVariant.B),
+        "tau_c": tau(TauVariant.C),
+        "pairwise_acc": lambda drawn, _cols: _ratio(agree[drawn], total[drawn]),
+    }
+    return {
+        name: bootstrap_ci(f, len(groups), level=level, resamples=n_boot, rng_seed=seed)
+        for name, f in statistics.items()
+    }
 
 
 def correlate(
     table: pd.DataFrame,
     scores: dict[str, np.ndarray],
     *,
-    headline: TauVariant | str = TauVariant.B,
     higher_is_better_by_metric: dict[str, bool] | None = None,
     n_boot: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """One row per metric: tau_b, tau_c (x100), pairwise_acc, the bootstrap CI of the headline τ, n rows used."""
+    """One row per metric: tau_b, tau_c (x100) and pairwise_acc, each with its bootstrap CI, and n rows used."""
     out = []
     for name, values in scores.items():
         hib = (higher_is_better_by_metric or {}).get(name, True)
         flat = flatten(table, values, metric_higher_is_better=hib)
-        lo, hi = kendall_ci(flat, headline, n_boot=n_boot, seed=seed)
-        out.append(
-            {
-                "metric": name,
-                "tau_b": kendall(flat.metric, flat.human, TauVariant.B),
-                "tau_c": kendall(flat.metric, flat.human, TauVariant.C),
-                "pairwise_acc": pairwise_accuracy(flat),
-                "ci_low": lo,
-                "ci_high": hi,
-                "n": len(flat),
-                "note": tau_nan_reason(flat.metric, flat.human) or "",
-            }
-        )
+        point = {
+            "tau_b": kendall(flat.metric, flat.human, TauVariant.B),
+            "tau_c": kendall(flat.metric, flat.human, TauVariant.C),
+            "pairwise_acc": pairwise_accuracy(flat),
+        }
+        row = {"metric": name}
+        for stat, (lo, hi) in correlation_cis(flat, n_boot=n_boot, seed=seed).items():
+            row.update({stat: point[stat], f"{stat}_low": lo, f"{stat}_high": hi})
+        out.append({**row, "n": len(flat), "note": tau_nan_reason(flat.metric, flat.human) or ""})
     return pd.DataFrame(out, columns=list(CORRELATION_COLUMNS))

@@ -27,8 +27,8 @@ raters); Kendall tau-b and tau-c x 100 via scipy; judgments oriented larger = be
 Headline: tau-c for flickr8k-expert, tau-b otherwise. Flickr8K-Expert skips candidates that are references of
 their image; Flickr8K-CrowdFlower removes every caption rated for an image from its references.
 \b
-Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, ci_low, ci_high, n, note; the CI is the
-headline tau's), per_item.parquet (every row with its scores), run.json (settings, protocol, provenance).
+Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, each with its bootstrap CI as
+<stat>_low and <stat>_high, n, note), per_item.parquet (every row with its scores), run.json (settings, protocol, provenance).
 Exit status: 0 done, 3 some metric could not score any row (e.g. images not found), 1 the run could not start.""",
 )
 @click.option(
@@ -55,10 +55,15 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     "--headline",
     type=click.Choice(["b", "c"]),
     default=None,
-    help="Kendall variant for the CI (default: c for flickr8k-expert, b otherwise).",
+    help="Headline Kendall variant, marked in the table (default: c for flickr8k-expert, b otherwise).",
 )
 @click.option(
-    "--bootstrap", "n_boot", type=click.IntRange(min=0), default=1000, show_default=True, help="CI resamples."
+    "--bootstrap",
+    "n_boot",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples of every CI.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
@@ -79,21 +84,19 @@ def print_correlations(table, run: dict, out: Path | None = None) -> None:
 
     head = run["protocol"]["headline"]
     console = Console()
-    t = Table(title=f"{run['format']}: Kendall tau x 100 (headline {head.replace('_', '-')})")
-    for col in ("metric", "tau_b", "tau_c", "pairwise_acc", "95% CI", "n"):
-        style = "bold" if col == head else None
-        t.add_column(
-            col.replace("tau_", "tau-") + (" *" if col == head else ""), justify="right", style=style
-        )
-    for r in table.itertuples(index=False):
-        t.add_row(
-            r.metric,
-            f"{r.tau_b:.2f}",
-            f"{r.tau_c:.2f}",
-            f"{r.pairwise_acc:.3f}",
-            escape(f"[{r.ci_low:.2f}, {r.ci_high:.2f}]"),
-            str(r.n),
-        )
+    t = Table(
+        title=f"{run['format']}: Kendall tau x 100 (headline {head.replace('_', '-')}) and pairwise accuracy, "
+        "each with its [95% bootstrap CI over images]"
+    )
+    t.add_column("metric")
+    for col in ("tau_b", "tau_c", "pairwise_acc"):
+        mark = " *" if col == head else ""
+        t.add_column(col.replace("tau_", "tau-") + mark, justify="right", style="bold" if mark else None)
+    t.add_column("n", justify="right")
+    digits = {"tau_b": 2, "tau_c": 2, "pairwise_acc": 3}
+    for r in table.to_dict("records"):
+        cells = [f"{r[c]:.{d}f}\n[{r[c + '_low']:.{d}f}, {r[c + '_high']:.{d}f}]" for c, d in digits.items()]
+        t.add_row(escape(r["metric"]), *map(escape, cells), str(r["n"]))
     console.print(t)
     for r in table.itertuples(index=False):
         if getattr(r, "note", ""):  # why a tau is NaN (eval.kendall.tau_nan_reason)

@@ -442,10 +442,10 @@ def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
             headline = str((run.get("protocol") or {}).get("headline", "tau_b"))
             series = {t.replace("_", "-"): [num(r[t]) for r in recs] for t in ("tau_b", "tau_c") if t in cols}
             errors = {}
-            if {"ci_low", "ci_high"} <= set(cols) and headline in cols:
+            if {f"{headline}_low", f"{headline}_high"} <= set(cols):
                 errors[headline.replace("_", "-")] = (
-                    [num(r["ci_low"]) for r in recs],
-                    [num(r["ci_high"]) for r in recs],
+                    [num(r[f"{headline}_low"]) for r in recs],
+                    [num(r[f"{headline}_high"]) for r in recs],
                 )
             if series:
                 ci = run.get("protocol", {}).get("ci", "bootstrap CI")

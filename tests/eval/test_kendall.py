@@ -11,9 +11,9 @@ from eval.kendall import (
     HEADLINE,
     TauVariant,
     correlate,
+    correlation_cis,
     flatten,
     kendall,
-    kendall_ci,
     pairwise_accuracy,
 )
 
@@ -93,20 +93,38 @@ def test_pairwise_accuracy_by_hand():
     assert math.isnan(pairwise_accuracy(flatten(table.iloc[3:4], [0.1])))
 
 
-def test_kendall_ci_is_seeded_and_brackets_the_estimate():
+def test_cis_are_seeded_and_bracket_the_estimates():
     rng = np.random.default_rng(1)
     images = np.repeat(np.arange(40), 5).astype(str)
     human = rng.integers(1, 5, size=200)
     metric = human + rng.normal(0, 1, size=200)
     table = _table(list(images), [f"c{i}" for i in range(200)], human)
     flat = flatten(table, metric)
-    a = kendall_ci(flat, "c", n_boot=200, seed=3)
-    assert a == kendall_ci(flat, "c", n_boot=200, seed=3)
-    assert a != kendall_ci(flat, "c", n_boot=200, seed=4)
-    tau = kendall(flat.metric, flat.human, "c")
-    assert a[0] < tau < a[1]
+    a = correlation_cis(flat, n_boot=200, seed=3)
+    assert a == correlation_cis(flat, n_boot=200, seed=3)
+    assert a != correlation_cis(flat, n_boot=200, seed=4)
+    point = {v: kendall(flat.metric, flat.human, v) for v in ("b", "c")}
+    assert a["tau_b"][0] < point["b"] < a["tau_b"][1] and a["tau_c"][0] < point["c"] < a["tau_c"][1]
+    assert a["pairwise_acc"][0] < pairwise_accuracy(flat) < a["pairwise_acc"][1]
     one_image = flatten(_table(["a"] * 3, list("xyz"), [1, 2, 3]), [1, 2, 3])
-    assert all(math.isnan(v) for v in kendall_ci(one_image, "b", n_boot=10))
+    assert all(math.isnan(v) for ci in correlation_cis(one_image, n_boot=10).values() for v in ci)
+
+
+def test_cis_on_a_hand_checkable_example():
+    """Image A: the metric orders its two captions as people do; image B: the other way round. Resampling the two
+    images gives {A, A}: tau 100, accuracy 1; {B, B}: -100, 0; {A, B}: the pooled rows have one concordant and
+    one discordant untied pair, tau 0, accuracy 1/2. Each of {A, A} and {B, B} has probability 1/4, so with 1000
+    resamples the 2.5% and 97.5% quantiles are the extremes: [-100, 100] for both taus and [0, 1] for accuracy,
+    around the estimates 0 and 1/2. When both images agree every resample does: degenerate intervals."""
+    table = _table(["A", "A", "B", "B"], list("xyxy"), [2, 1, 2, 1])
+    out = correlate(table, {"split": [0.9, 0.1, 0.1, 0.9], "agree": [0.9, 0.1, 0.9, 0.1]}, n_boot=1000)
+    split, agree = out.set_index("metric").loc["split"], out.set_index("metric").loc["agree"]
+    for tau in ("tau_b", "tau_c"):
+        assert (split[tau], split[f"{tau}_low"], split[f"{tau}_high"]) == pytest.approx((0, -100, 100))
+        assert (agree[tau], agree[f"{tau}_low"], agree[f"{tau}_high"]) == pytest.approx((100, 100, 100))
+    acc = ("pairwise_acc", "pairwise_acc_low", "pairwise_acc_high")
+    assert tuple(split[c] for c in acc) == pytest.approx((0.5, 0, 1))
+    assert tuple(agree[c] for c in acc) == pytest.approx((1, 1, 1))
 
 
 def test_headline_variants_are_the_published_ones():
@@ -116,5 +134,6 @@ def test_headline_variants_are_the_published_ones():
 def test_correlations_table_columns():
     table = _table(["a", "a", "b", "b"], list("xyxy"), [1, 2, 2, 1])
     out = correlate(table, {"m": [1, 2, 2, 1]}, n_boot=20)
-    assert list(out.columns) == ["metric", "tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high", "n", "note"]
+    ci = [f"{s}{x}" for s in ("tau_b", "tau_c", "pairwise_acc") for x in ("", "_low", "_high")]
+    assert list(out.columns) == ["metric", *ci, "n", "note"]
     assert out.loc[0, "n"] == 4

@@ -71,5 +71,5 @@ def test_correlate_prints_one_table_for_all_of_them(tmp_path, capsys):
     printed = capsys.readouterr().out
     table = pd.read_csv(tmp_path / "c" / "correlations.csv")
     assert table["metric"].tolist() == metrics.split(",")
-    assert {"tau_b", "tau_c", "pairwise_acc", "ci_low", "ci_high"} <= set(table.columns)
+    assert {"tau_b_low", "tau_c_high", "pairwise_acc_low", "pairwise_acc_high"} <= set(table.columns)
     assert printed.count("pairwise_acc") == 1 and all(m in printed for m in metrics.split(","))
