@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import smoke
 
 
 @pytest.fixture(scope="module")
@@ -157,23 +158,9 @@ def test_select_by_a_registry_metric(split, tmp_path):
     )
     out = tmp_path / "d"
     rc = main(
-        [
-            "describe",
-            "--preset",
-            "smoke",
-            "--n",
-            "3",
-            "--inputs",
-            str(lst),
-            "--images",
-            str(split),
-            "--select-by",
-            "bleu1",
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-        ]
+        smoke(
+            "describe", out, "--n", "3", "--inputs", str(lst), "--images", str(split), "--select-by", "bleu1"
+        )
     )
     caps = [json.loads(x) for x in (out / "captions.jsonl").read_text().splitlines()]
     cands = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]

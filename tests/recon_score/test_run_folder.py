@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import smoke
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def test_failed_start_leaves_nothing_behind(data, tmp_path, capsys):
 def test_a_run_folder_knows_its_kind(finished, tmp_path, capsys):
     _, out = _copy(finished, tmp_path)
     before = {p: (out / p).read_bytes() for p in ("run.json", "scores.jsonl")}
-    argv = ["describe", "--preset", "smoke", "--n", "2", "--limit", "1", "--device", "cpu", "--out", str(out)]
+    argv = smoke("describe", out, "--n", "2", "--limit", "1")
     assert main(argv) == 1
     assert "is a `score` run folder; `describe` will not write into it" in _error_lines(capsys)[0]
     assert main(["report", str(out), "--out", str(out / "scores.jsonl")]) == 1

@@ -13,6 +13,7 @@ from PIL import Image
 
 from eval.cli import main
 from recon_score.atomic_io import read_jsonl
+from tests.smoke_cli import smoke
 
 REPO = Path(__file__).resolve().parents[2]
 # the bound docs/runs.md states for batch size 1 vs 4 (measured: 1 grey level, 1.3e-4 ReconScore)
@@ -48,20 +49,7 @@ def data(tmp_path, sample_dir):
 
 
 def _score(data: Path, out: Path, *extra: str) -> int:
-    return main(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--captions",
-            str(data / "caps.jsonl"),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            *extra,
-        ]
-    )
+    return main(smoke("score", out, "--captions", str(data / "caps.jsonl"), *extra))
 
 
 def test_changed_inputs_are_recomputed_others_untouched(data, tmp_path, caplog):
