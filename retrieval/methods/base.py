@@ -76,6 +76,18 @@ class Resources:
         "cli"  # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
     )
 
+    def checkpoint_needs(self, method: str, release: str, *, folder: bool = False) -> list[str]:
+        """What `method` lacks of its --checkpoint: `release` (how to get one) when none was given, or the given
+        path when it is not a folder (`folder`) / not a file; empty when it is there."""
+        path = self.checkpoints.get(method)
+        if path is None:
+            return [release]
+        if folder and not Path(path).is_dir():
+            return [f"its checkpoint folder, but {path} is not a folder"]
+        if not folder and not Path(path).is_file():
+            return [f"its checkpoint, but {path} is not a file"]
+        return []
+
 
 @dataclass
 class MethodContext:

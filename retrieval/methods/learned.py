@@ -192,14 +192,9 @@ class TextualInversion(Method):
 
     def missing(self, r: Resources) -> list[str]:
         paper, where, _ = RELEASES[self.name]
-        needs = []
-        path = r.checkpoints.get(self.name)
-        if path is None:
-            needs.append(
-                f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"
-            )
-        elif not Path(path).is_file():
-            needs.append(f"its checkpoint, but {path} is not a file")
+        needs = r.checkpoint_needs(
+            self.name, f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"
+        )
         if getattr(r.encoder, "pseudo_token_width", None) is None:
             needs.append(
                 "a CLIP-style open_clip encoder whose text tower takes pseudo-tokens (run `retrieve`)"
