@@ -26,6 +26,13 @@ def options(*decorators: Callable) -> Callable:
     return wrap
 
 
+def positive_int(*names: str, default: int | None, help: str) -> Callable:
+    """An option taking an integer of at least 1 (a size, a count, a limit); its default shown unless None."""
+    return click.option(
+        *names, type=click.IntRange(min=1), default=default, show_default=default is not None, help=help
+    )
+
+
 def device(extra: str = "") -> Callable:
     return click.option(
         "--device", default=None, help=f"cpu, cuda, cuda:1 ... (default: cuda if available).{extra}"
@@ -279,12 +286,10 @@ def images_root(default: str, *, extra: str = "") -> Callable:
 
 
 def recon_seeds() -> Callable:
-    return click.option(
+    return positive_int(
         "--seeds",
         "recon_seeds",
-        type=click.IntRange(min=1),
         default=1,
-        show_default=True,
         help="reconscore: K renders per caption (the preset's seed, then derived ones); the value is the mean "
         "over seeds and the 95% bootstrap CI over images and seeds is printed beside it.",
     )

@@ -109,14 +109,12 @@ printed and in run.json), 1 the run could not start.""",
     help="Learned method checkpoint NAME=PATH (pic2word=pic2word_model.pt, searle=SEARLE_ViT-L14.pt).",
 )
 @opt.device(" Places the encoder (and CIReVL's models).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Encoder batch size.")
+@opt.positive_int("--batch-size", default=None, help="Encoder batch size.")
 @opt.weights_dir()
 @opt.cache("feature")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Queries scored at once.")
+@opt.positive_int("--chunk-size", default=None, help="Queries scored at once.")
 @opt.retrieval_protocol()
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries (a quick look)."
-)
+@opt.positive_int("--limit", default=None, help="Only the first N queries (a quick look).")
 @click.option(
     "--topk",
     type=click.IntRange(min=0),

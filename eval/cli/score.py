@@ -40,20 +40,12 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.preset(PRESETS)
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 @opt.device(" Under `accelerate launch` each process takes its own GPU.")
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Captions rendered per T2I call (same-size images only).",
-)
+@opt.positive_int("--batch-size", default=1, help="Captions rendered per T2I call (same-size images only).")
 @opt.preset_flags(ReconPreset, PRESETS["paper"])
-@click.option(
+@opt.positive_int(
     "--seeds",
     "recon_seeds",
-    type=click.IntRange(min=1),
     default=1,
-    show_default=True,
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
     "mean and std, run.json a bootstrap CI over images and seeds. 1 = the paper's protocol, output unchanged.",
 )
@@ -68,12 +60,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     show_default=True,
     help="diffusers CPU offload for GPUs with little memory.",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Only the first N rows (a quick look; recorded in run.json).",
-)
+@opt.positive_int("--limit", default=None, help="Only the first N rows (a quick look; recorded in run.json).")
 @opt.retry_errors("rows")
 @opt.overwrite()
 def command(
