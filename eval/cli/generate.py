@@ -47,12 +47,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @opt.device()
-@click.option(
-    "--instruction",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="paraphrase: your own instruction file ({caption} placeholder).",
-)
+@opt.optional_file("--instruction", help="paraphrase: your own instruction file ({caption} placeholder).")
 @click.option(
     "--kinds",
     default="object,count,colour,spatial",

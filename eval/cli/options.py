@@ -33,6 +33,11 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
     )
 
 
+def optional_file(*names: str, help: str) -> Callable:
+    """An option naming a file (not a folder) that the command reads when given; None when not."""
+    return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)
+
+
 def device(extra: str = "") -> Callable:
     return click.option(
         "--device", default=None, help=f"cpu, cuda, cuda:1 ... (default: cuda if available).{extra}"
@@ -146,11 +151,8 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
         ),
         *(
             [
-                click.option(
-                    "--annotations",
-                    type=click.Path(dir_okay=False, path_type=Path),
-                    default=None,
-                    help="Dataset annotation file, if not at its default place under --root.",
+                optional_file(
+                    "--annotations", help="Dataset annotation file, if not at its default place under --root."
                 )
             ]
             if annotations

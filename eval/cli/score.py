@@ -26,10 +26,8 @@ recon_score_per_seed, recon_score_std, recon_score and cosine being the means ov
 revisions, versions, times, counts) and reconstructions/*.png. Rerun the same command to resume after a crash.
 Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the run could not start.""",
 )
-@click.option(
+@opt.optional_file(
     "--captions",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
 )
 @opt.images_root("the captions file's folder", extra=" Paths may not leave it.")
