@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from eval.cli import main
-from tests.smoke_cli import smoke
+from tests.smoke_cli import evaluate, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL = '<script>document.title="pwned"</script> farmland <img src=x onerror=alert(1)>'
@@ -121,22 +121,9 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
     )
     runs["evaluate"] = root / "eval"
     _ok(
-        [
-            "evaluate",
-            "--dataset",
-            "ucm-captions",
-            "--root",
-            str(split),
-            "--captions",
-            str(model),
-            "--metrics",
-            "bleu4,recon_score",
-            "--preset",
-            "smoke",
-            "--out",
-            str(runs["evaluate"]),
-            *cpu,
-        ]
+        evaluate(
+            "ucm-captions", split, model, "bleu4,recon_score", runs["evaluate"], "--preset", "smoke", *cpu
+        )
     )
     from tests.retrieval import layouts
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
-from tests.smoke_cli import smoke
+from tests.smoke_cli import evaluate, smoke
 
 
 def _jsonl(p: Path) -> list[dict]:
@@ -250,23 +250,7 @@ def test_models_study(tmp_path, sample_dir):
     assert list(df.index) == ["A", "B"] and list(df.columns) == ["Pub.", "ucm"]
     assert list(df["Pub."]) == ["-", "-"]
     ev = tmp_path / "ev"
-    main(
-        [
-            "evaluate",
-            "--dataset",
-            "ucm-precomp",
-            "--root",
-            str(root),
-            "--captions",
-            str(a),
-            "--metrics",
-            "recon_score,bleu1",
-            "--preset",
-            "smoke",
-            "--out",
-            str(ev),
-        ]
-    )
+    main(evaluate("ucm-precomp", root, a, "recon_score,bleu1", ev, "--preset", "smoke"))
     summary = pd.read_csv(ev / "summary.csv", index_col=0)
     assert df.loc["A", "ucm"] == pytest.approx(summary["ReconScore"].iloc[0])
     wide = pd.read_csv(out / "all_metrics.csv", index_col=0)
