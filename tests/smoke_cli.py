@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -16,3 +19,16 @@ def evaluate(
     """`reconscore evaluate --dataset DATASET --root ROOT --captions CAPTIONS --metrics METRICS ARGS --out OUT`."""
     return ["evaluate", "--dataset", dataset, "--root", str(root), "--captions", str(captions), "--metrics", metrics,
             *args, "--out", str(out)]  # fmt: skip
+
+
+def caption_folder(root: Path, sample_dir: Path, captions: Sequence[str]) -> Path:
+    """ROOT/img/<i>.tif (the sample's UCM_<i>.tif, i from 1) and ROOT/caps.jsonl, one row per caption with ids
+    a, b, c, ...: the small data folder of the run-folder and resume tests."""
+    (root / "img").mkdir(parents=True)
+    for i in range(1, len(captions) + 1):
+        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", root / "img" / f"{i}.tif")
+    rows = [
+        {"id": chr(ord("a") + k), "image": f"img/{k + 1}.tif", "caption": c} for k, c in enumerate(captions)
+    ]
+    (root / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
