@@ -106,6 +106,17 @@ class MethodContext:
         t = self.resources.texts
         return None if t is None else [t[i] for i in self.query_index.tolist()]
 
+    def references_once(self) -> tuple[list[str], dict[str, int]]:
+        """Each query's reference key (its global index where the resources have none) and, per distinct key in
+        first-seen order, the first query row that has it: a reference shared by many queries is encoded once."""
+        r = self.resources
+        rows = self.query_index.tolist()
+        keys = [r.reference_keys[i] if r.reference_keys is not None else str(i) for i in rows]
+        first: dict[str, int] = {}
+        for i, key in zip(rows, keys):
+            first.setdefault(key, i)
+        return keys, first
+
 
 @dataclass
 class Prepared:

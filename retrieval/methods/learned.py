@@ -226,11 +226,7 @@ class TextualInversion(Method):
                 f"{encoder.info.spec} has {encoder.info.dim}-d embeddings and {encoder.pseudo_token_width}-d tokens; "
                 "use the CLIP it was trained on"
             )
-        rows = ctx.query_index.tolist()
-        keys = [r.reference_keys[i] if r.reference_keys is not None else str(i) for i in rows]
-        first: dict[str, int] = {}
-        for i, key in zip(rows, keys):
-            first.setdefault(key, i)
+        keys, first = ctx.references_once()
         unique = list(first)
         tokens = []
         bs = self.config.batch_size
