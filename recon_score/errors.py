@@ -21,6 +21,12 @@ EXIT_PARTIAL = 3  # the run finished, but some rows / images / methods failed: t
 EXIT_INTERRUPTED = 130  # Ctrl-C / SIGINT
 
 
+def did_you_mean(name: str, known) -> str:
+    """' (did you mean 'x'?)' for the closest of `known` to a misspelt `name`, or '' when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 class ReconScoreError(Exception):
     """Base class: a problem the user can act on (bad input, missing model, conflicting flags)."""
 
@@ -45,16 +51,14 @@ class ModelNotAvailableError(ReconScoreError):
 class UnknownEncoderError(ReconScoreError, ValueError):
     def __init__(self, spec: str, known: list[str], reason: str | None = None):
         family = spec.partition(":")[0]
-        close = difflib.get_close_matches(family, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(family, known)
         why = reason or f"family {family!r} is not one of {', '.join(known)}{hint}"
         super().__init__(f"unknown encoder spec {spec!r}: {why}. `reconscore models list` shows every spec.")
 
 
 class UnknownPresetError(ReconScoreError, KeyError):
     def __init__(self, name: str, known: list[str]):
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, known)
         super().__init__(f"unknown preset {name!r}{hint}; known presets: {', '.join(known)}")
 
     def __str__(self) -> str:  # KeyError would repr() the message

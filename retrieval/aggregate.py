@@ -37,18 +37,6 @@ class Summary:
     n_empty: int = 0  # queries without positives (counted as 0, skipped, or refused per empty_positives)
     min_macro: float = float("nan")  # mean over groups of each group's minimum (i-CIR's minmAP)
 
-    def as_dict(self) -> dict:
-        return {
-            "overall": self.overall,
-            "macro": self.macro,
-            "per_group": self.per_group,
-            "per_subgroup": self.per_subgroup,
-            "group_counts": self.group_counts,
-            "n_queries": self.n_queries,
-            "n_empty": self.n_empty,
-            "min_macro": self.min_macro,
-        }
-
 
 def apply_empty_action(values: np.ndarray, empty_positives: str, *, what: str = "metric") -> np.ndarray:
     """Values with NaN (queries without positives) replaced by 0 (``zero``), kept as NaN to be skipped

@@ -142,3 +142,27 @@ class Captioner:
 
     def unload(self) -> None:
         """Free accelerator memory before the T2I phase."""
+
+
+class LocalCaptioner(Captioner):
+    """A captioner that loads a VLM checkpoint here (transformers, vLLM): `model_name` and `revision` name it."""
+
+    model_name: str
+    revision: str | None
+    _resolved = None
+
+    @property
+    def resolved(self):
+        """The checkpoint's local path, id and revision (recon_score.hub), resolved once."""
+        if self._resolved is None:
+            from recon_score.hub import resolve_model
+
+            self._resolved = resolve_model(
+                self.model_name, revision=self.revision, kind="vision-language model", option="--captioner"
+            )
+        return self._resolved
+
+    def model_needs(self) -> list:
+        from recon_score.preflight import ModelNeed
+
+        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]

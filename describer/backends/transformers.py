@@ -9,20 +9,19 @@ import torch
 
 from describer.backends.base import (
     Candidate,
-    Captioner,
     CaptionRequest,
+    LocalCaptioner,
     Sampling,
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
-from recon_score.hub import resolve_model
 from recon_score.runtime import parse_dtype
 from recon_score.seeds import derive_seed
 
 log = logging.getLogger(__name__)
 
 
-class TransformersCaptioner(Captioner):
+class TransformersCaptioner(LocalCaptioner):
     name = "transformers"
 
     def __init__(
@@ -39,22 +38,8 @@ class TransformersCaptioner(Captioner):
         self.dtype = "float32" if not str(device).startswith("cuda") else dtype
         self.batch_size = max(1, batch_size)
         self.trust_remote_code = trust_remote_code
-        self._resolved = None
         self._model = None
         self._processor = None
-
-    @property
-    def resolved(self):
-        if self._resolved is None:
-            self._resolved = resolve_model(
-                self.model_name, revision=self.revision, kind="vision-language model", option="--captioner"
-            )
-        return self._resolved
-
-    def model_needs(self) -> list:
-        from recon_score.preflight import ModelNeed
-
-        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]
 
     def identity(self) -> dict:
         return {

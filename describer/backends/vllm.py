@@ -4,10 +4,9 @@ torch): `pip install 'reconscore[vllm]'` in a separate environment."""
 
 from __future__ import annotations
 
-from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling
+from describer.backends.base import Candidate, CaptionRequest, LocalCaptioner, Sampling
 from describer.backends.sampling import vllm_kwargs
 from recon_score.errors import ReconScoreError
-from recon_score.hub import resolve_model
 
 
 def _import_vllm():
@@ -21,7 +20,7 @@ def _import_vllm():
     return vllm
 
 
-class VLLMCaptioner(Captioner):
+class VLLMCaptioner(LocalCaptioner):
     name = "vllm"
 
     def __init__(
@@ -39,20 +38,6 @@ class VLLMCaptioner(Captioner):
         self.gpu_memory_utilization, self.max_model_len = gpu_memory_utilization, max_model_len
         self._llm = None
         self._processor = None
-        self._resolved = None
-
-    @property
-    def resolved(self):
-        if self._resolved is None:
-            self._resolved = resolve_model(
-                self.model_name, revision=self.revision, kind="vision-language model", option="--captioner"
-            )
-        return self._resolved
-
-    def model_needs(self) -> list:
-        from recon_score.preflight import ModelNeed
-
-        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]
 
     def identity(self) -> dict:
         vllm = _import_vllm()

@@ -40,10 +40,8 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Layout of --preferences.")
 @opt.metric_names(required=True)
 @opt.images_root("the preference file's folder for ranking/csv", extra=" Only image metrics need it.")
-@click.option(
+@opt.optional_file(
     "--references",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Caption file of flickr8k (Flickr8k.token.txt) or thumb (mscoco_references.json); default: next to "
     "--preferences.",
 )

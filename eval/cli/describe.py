@@ -54,41 +54,19 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     show_default=True,
     help="openai backend: environment variable holding the API key.",
 )
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="openai backend: requests in flight.",
-)
+@opt.positive_int("--concurrency", default=8, help="openai backend: requests in flight.")
 @opt.device()
-@click.option(
-    "--vlm-batch-size",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Images per VLM generate call (each with N samples).",
-)
-@click.option(
-    "--t2i-batch-size",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Candidates rendered per T2I call.",
-)
-@click.option(
-    "--phase-size",
-    type=click.IntRange(min=1),
-    default=32,
-    show_default=True,
-    help="Images captioned before the VLM is freed and the T2I model scores them.",
+@opt.positive_int("--vlm-batch-size", default=1, help="Images per VLM generate call (each with N samples).")
+@opt.positive_int("--t2i-batch-size", default=1, help="Candidates rendered per T2I call.")
+@opt.positive_int(
+    "--phase-size", default=32, help="Images captioned before the VLM is freed and the T2I model scores them."
 )
 @opt.preset_flags(ReconPreset, PRESETS["paper"], only=("t2i_model", "encoder"), what="Selection renders: ")
 @opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
 @opt.trust_remote_code("the VLM and the T2I model (a preset's custom pipeline, e.g. text2earth's)")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N images.")
+@opt.positive_int("--limit", default=None, help="Only the first N images.")
 @opt.retry_errors("images (no caption)")
 @opt.overwrite()
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")

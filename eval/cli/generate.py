@@ -47,12 +47,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
 @click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @opt.device()
-@click.option(
-    "--instruction",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="paraphrase: your own instruction file ({caption} placeholder).",
-)
+@opt.optional_file("--instruction", help="paraphrase: your own instruction file ({caption} placeholder).")
 @click.option(
     "--kinds",
     default="object,count,colour,spatial",
@@ -61,12 +56,8 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 )
 @click.option("--every-kind", is_flag=True, help="perturb: one row per kind for every caption.")
 @click.option("--lengths", default="short,medium,long", show_default=True, help="length: which rewrites.")
-@click.option(
-    "--n-triplets",
-    type=click.IntRange(min=1),
-    default=10,
-    show_default=True,
-    help="length: triplets to extract per image (the ReconScore paper: 10).",
+@opt.positive_int(
+    "--n-triplets", default=10, help="length: triplets to extract per image (the ReconScore paper: 10)."
 )
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--top-p", type=float, default=0.9, show_default=True)
@@ -74,7 +65,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Per prompt: derived from it and the prompt."
 )
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N sources.")
+@opt.positive_int("--limit", default=None, help="Only the first N sources.")
 @opt.overwrite()
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
 def command(

@@ -56,20 +56,13 @@ of {"image", "references"}.""",
 )
 @click.argument("run", type=click.Path(exists=True, path_type=Path))
 @opt.metric_names(required=True)
-@click.option(
-    "--references",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Reference captions per image (needed by reference-based metrics).",
-)
+@opt.optional_file("--references", help="Reference captions per image (needed by reference-based metrics).")
 @opt.images_root("the run's images_root in run.json", extra=" Only image metrics need it.")
 @opt.clip_encoder()
 @opt.long_text()
 @opt.preset(PRESETS, "ReconScore preset (recon_score metric). ")
 @opt.device()
-@click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Output JSONL path."
-)
+@opt.optional_file("--out", help="Output JSONL path.")
 def add_cmd(**job) -> int:
     """Add metric columns to RUN's scores.jsonl (RUN: a run folder or a scores.jsonl file)."""
     from eval.add_metrics import AddMetricsJob, add_metrics

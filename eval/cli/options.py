@@ -26,6 +26,18 @@ def options(*decorators: Callable) -> Callable:
     return wrap
 
 
+def positive_int(*names: str, default: int | None, help: str) -> Callable:
+    """An option taking an integer of at least 1 (a size, a count, a limit); its default shown unless None."""
+    return click.option(
+        *names, type=click.IntRange(min=1), default=default, show_default=default is not None, help=help
+    )
+
+
+def optional_file(*names: str, help: str) -> Callable:
+    """An option naming a file (not a folder) that the command reads when given; None when not."""
+    return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)
+
+
 def device(extra: str = "") -> Callable:
     return click.option(
         "--device", default=None, help=f"cpu, cuda, cuda:1 ... (default: cuda if available).{extra}"
@@ -139,11 +151,8 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
         ),
         *(
             [
-                click.option(
-                    "--annotations",
-                    type=click.Path(dir_okay=False, path_type=Path),
-                    default=None,
-                    help="Dataset annotation file, if not at its default place under --root.",
+                optional_file(
+                    "--annotations", help="Dataset annotation file, if not at its default place under --root."
                 )
             ]
             if annotations
@@ -279,12 +288,10 @@ def images_root(default: str, *, extra: str = "") -> Callable:
 
 
 def recon_seeds() -> Callable:
-    return click.option(
+    return positive_int(
         "--seeds",
         "recon_seeds",
-        type=click.IntRange(min=1),
         default=1,
-        show_default=True,
         help="reconscore: K renders per caption (the preset's seed, then derived ones); the value is the mean "
         "over seeds and the 95% bootstrap CI over images and seeds is printed beside it.",
     )

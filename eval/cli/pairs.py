@@ -59,13 +59,7 @@ Exit status: 0 all inputs read, 3 some inputs or images could not be read, 1 not
 )
 @opt.images_root("the run's images_root, or a table's folder")
 @click.option("--prompt", default=None, help="The captioning prompt of a scored table (default: the run's).")
-@click.option(
-    "--shard-size",
-    type=click.IntRange(min=1),
-    default=1000,
-    show_default=True,
-    help="Pairs per Parquet file.",
-)
+@opt.positive_int("--shard-size", default=1000, help="Pairs per Parquet file.")
 def command(runs, out, policy, score, min_margin, noise, images_root, prompt, shard_size) -> int:
     """Build DPO preference pairs (chosen / rejected captions) from scored describe candidates."""
     from describer.pairs import PairsJob, build_pairs

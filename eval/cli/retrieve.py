@@ -74,30 +74,13 @@ printed and in run.json), 1 the run could not start.""",
 )
 @click.option("--option", "options", multiple=True, help="Loader option KEY=VALUE (repeatable).")
 @click.option("--set", "sets", multiple=True, help="Method hyperparameter METHOD.KEY=VALUE (repeatable).")
-@click.option(
+@opt.optional_file(
     "--vocabulary",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="FreeDom's / SEARLE-OTI's vocabulary (.csv/.txt), or a bundled one by name (freedom:openimages-v7).",
 )
-@click.option(
-    "--phrases",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="SEARLE-OTI's LLM phrases per concept (.csv concept,phrase or .json).",
-)
-@click.option(
-    "--corpus-pos",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="BASIC's positive corpus.",
-)
-@click.option(
-    "--corpus-neg",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="BASIC's negative corpus.",
-)
+@opt.optional_file("--phrases", help="SEARLE-OTI's LLM phrases per concept (.csv concept,phrase or .json).")
+@opt.optional_file("--corpus-pos", help="BASIC's positive corpus.")
+@opt.optional_file("--corpus-neg", help="BASIC's negative corpus.")
 @click.option("--captioner", default=None, help="CIReVL captioner BACKEND:MODEL (describer backends).")
 @click.option(
     "--rewriter", default=None, help="CIReVL rewriting LLM (transformers causal LM: hub id or folder)."
@@ -109,14 +92,12 @@ printed and in run.json), 1 the run could not start.""",
     help="Learned method checkpoint NAME=PATH (pic2word=pic2word_model.pt, searle=SEARLE_ViT-L14.pt).",
 )
 @opt.device(" Places the encoder (and CIReVL's models).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Encoder batch size.")
+@opt.positive_int("--batch-size", default=None, help="Encoder batch size.")
 @opt.weights_dir()
 @opt.cache("feature")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Queries scored at once.")
+@opt.positive_int("--chunk-size", default=None, help="Queries scored at once.")
 @opt.retrieval_protocol()
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries (a quick look)."
-)
+@opt.positive_int("--limit", default=None, help="Only the first N queries (a quick look).")
 @click.option(
     "--topk",
     type=click.IntRange(min=0),

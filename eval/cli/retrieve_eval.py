@@ -100,7 +100,7 @@ freedom and cirevl encode new texts per query: they need `reconscore retrieve` w
     help="recall@K: any positive in the top K (CIRR/FashionIQ/EDIR), or the fraction of positives (rscir).",
 )
 @click.option("--set", "sets", multiple=True, help="Hyperparameter KEY=VALUE of the method (repeatable).")
-@click.option("--chunk-size", type=click.IntRange(min=1), default=None, help="Queries scored at once.")
+@opt.positive_int("--chunk-size", default=None, help="Queries scored at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def command(
     bundle, method, lam, ap_variant, ties, empty_positives, group_mean, recall, sets, chunk_size, as_json

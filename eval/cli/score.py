@@ -26,10 +26,8 @@ recon_score_per_seed, recon_score_std, recon_score and cosine being the means ov
 revisions, versions, times, counts) and reconstructions/*.png. Rerun the same command to resume after a crash.
 Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the run could not start.""",
 )
-@click.option(
+@opt.optional_file(
     "--captions",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
     help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
 )
 @opt.images_root("the captions file's folder", extra=" Paths may not leave it.")
@@ -40,20 +38,12 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.preset(PRESETS)
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 @opt.device(" Under `accelerate launch` each process takes its own GPU.")
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Captions rendered per T2I call (same-size images only).",
-)
+@opt.positive_int("--batch-size", default=1, help="Captions rendered per T2I call (same-size images only).")
 @opt.preset_flags(ReconPreset, PRESETS["paper"])
-@click.option(
+@opt.positive_int(
     "--seeds",
     "recon_seeds",
-    type=click.IntRange(min=1),
     default=1,
-    show_default=True,
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
     "mean and std, run.json a bootstrap CI over images and seeds. 1 = the paper's protocol, output unchanged.",
 )
@@ -68,12 +58,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     show_default=True,
     help="diffusers CPU offload for GPUs with little memory.",
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Only the first N rows (a quick look; recorded in run.json).",
-)
+@opt.positive_int("--limit", default=None, help="Only the first N rows (a quick look; recorded in run.json).")
 @opt.retry_errors("rows")
 @opt.overwrite()
 def command(

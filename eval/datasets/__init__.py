@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError
-from recon_score.errors import ReconScoreError
+from recon_score.errors import ReconScoreError, did_you_mean
 
 __all__ = ["DATASETS", "CaptionDataset", "CaptionSample", "DatasetFormatError", "load_dataset"]
 
@@ -82,10 +82,7 @@ def load_dataset(
         DatasetFormatError: malformed annotations (the message names file and line or entry).
     """
     if name not in DATASETS:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(DATASETS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, DATASETS)
         raise ReconScoreError(f"unknown dataset {name!r}{hint}; known: {', '.join(DATASETS)}")
     spec, root = DATASETS[name], Path(root)
     imgs = Path(images_dir) if images_dir else (root / "images" if (root / "images").is_dir() else root)

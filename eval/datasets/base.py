@@ -25,15 +25,6 @@ class CaptionSample:
     split: str
     label: str | None = None  # scene class where the dataset has one
 
-    def as_dict(self) -> dict:
-        return {
-            "image_id": self.image_id,
-            "image": self.image,
-            "references": self.references,
-            "split": self.split,
-            "label": self.label,
-        }
-
 
 @dataclass
 class CaptionDataset:

@@ -262,6 +262,36 @@ class _ClipMetric(Metric):
         values = torch.where(missing, torch.full_like(values, float("nan")), values)
         return values, errors, txt
 
+    def _reference_similarity(self, batch: CaptionBatch, txt: TextEmbeddings):
+        """Max cosine of each candidate with its own references (prefixed), NaN where a row has none; and how many
+        rows have none."""
+        refs = batch.references or [[] for _ in batch.candidates]
+        flat = [r for rs in refs for r in rs]
+        owner = [i for i, rs in enumerate(refs) for _ in rs]
+        ref_txt = batch.memo(
+            self._key("references"),
+            lambda: embed_texts(self.encoder, flat, prefix=self.prefix, long_text=self.long_text),
+        )
+        return max_reference_similarity(txt.emb, ref_txt.emb, owner), sum(1 for rs in refs if not rs)
+
+    def _score_image(self, batch: CaptionBatch) -> MetricOutput:
+        """The image-only score (CLIP-S and its re-weighted, re-trained variants) with the run's facts."""
+        values, errors, txt = self._clip_s(batch)
+        extra: dict = {}
+        info = self._report(batch, txt, errors, extra)
+        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+
+    def _score_with_references(self, batch: CaptionBatch, combine) -> MetricOutput:
+        """`combine(image score, max reference similarity)` per row (RefCLIP-S's harmonic mean and its variants);
+        NaN propagates from rows without image or references."""
+        image_s, errors, txt = self._clip_s(batch)
+        ref_sim, without = self._reference_similarity(batch, txt)
+        values = combine(image_s, ref_sim)
+        extra: dict = {}
+        info = self._report(batch, txt, errors, extra)
+        info["rows_without_references"] = without
+        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+
     def _report(self, batch: CaptionBatch, txt: TextEmbeddings, errors, extra: dict) -> dict:
         name = self.info.name
         counter = token_counter(self.encoder)
@@ -312,10 +342,7 @@ class _ClipMetric(Metric):
 )
 class CLIPScore(_ClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        values, errors, txt = self._clip_s(batch)
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+        return self._score_image(batch)
 
 
 @register_metric(
@@ -330,17 +357,4 @@ class CLIPScore(_ClipMetric):
 )
 class RefCLIPScore(_ClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        clip_s, errors, txt = self._clip_s(batch)
-        refs = batch.references or [[] for _ in batch.candidates]
-        flat = [r for rs in refs for r in rs]
-        owner = [i for i, rs in enumerate(refs) for _ in rs]
-        ref_txt = batch.memo(
-            self._key("references"),
-            lambda: embed_texts(self.encoder, flat, prefix=self.prefix, long_text=self.long_text),
-        )
-        ref_sim = max_reference_similarity(txt.emb, ref_txt.emb, owner)
-        values = ref_clip_score(clip_s, ref_sim)  # NaN propagates from rows without image or references
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        info["rows_without_references"] = sum(1 for rs in refs if not rs)
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+        return self._score_with_references(batch, ref_clip_score)

@@ -46,10 +46,7 @@ class _LongClipMetric(_ReleasedClipMetric):
 )
 class LongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        values, errors, txt = self._clip_s(batch)
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+        return self._score_image(batch)
 
 
 @register_metric(
@@ -64,10 +61,4 @@ class LongCLIPScore(_LongClipMetric):
 )
 class RefLongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        clip_s, errors, txt = self._clip_s(batch)
-        ref_sim, without = self._reference_similarity(batch, txt)
-        values = ref_clip_score(clip_s, ref_sim)
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        info["rows_without_references"] = without
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+        return self._score_with_references(batch, ref_clip_score)

@@ -17,7 +17,7 @@ centre crop, OpenAI mean/std).
 from __future__ import annotations
 
 from eval.metrics.base import CaptionBatch, MetricOutput
-from eval.metrics.clip import DEFAULT_PREFIX, _ClipMetric, max_reference_similarity
+from eval.metrics.clip import DEFAULT_PREFIX, _ClipMetric
 from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
 
@@ -85,19 +85,6 @@ class _ReleasedClipMetric(_ClipMetric):
     def config(self) -> dict:
         return {**super().config(), "weights": self.weights}
 
-    def _reference_similarity(self, batch: CaptionBatch, txt):
-        """Max cosine of each candidate with its own references (prefixed), NaN where a row has none."""
-        from eval.metrics.clip import embed_texts
-
-        refs = batch.references or [[] for _ in batch.candidates]
-        flat = [r for rs in refs for r in rs]
-        owner = [i for i, rs in enumerate(refs) for _ in rs]
-        ref_txt = batch.memo(
-            self._key("references"),
-            lambda: embed_texts(self.encoder, flat, prefix=self.prefix, long_text=self.long_text),
-        )
-        return max_reference_similarity(txt.emb, ref_txt.emb, owner), sum(1 for rs in refs if not rs)
-
 
 @register_metric(
     "pacscore",
@@ -111,10 +98,7 @@ class _ReleasedClipMetric(_ClipMetric):
 )
 class PACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        values, errors, txt = self._clip_s(batch)
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+        return self._score_image(batch)
 
 
 @register_metric(
@@ -129,10 +113,4 @@ class PACScore(_ReleasedClipMetric):
 )
 class RefPACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        pac, errors, txt = self._clip_s(batch)
-        ref_sim, without = self._reference_similarity(batch, txt)
-        values = ref_pac_score(pac, ref_sim)  # NaN propagates from rows without image or references
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        info["rows_without_references"] = without
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
+        return self._score_with_references(batch, ref_pac_score)

@@ -5,10 +5,9 @@ Listing the registry imports no torch or Java: metric modules keep heavy imports
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
-from recon_score.errors import ReconScoreError
+from recon_score.errors import ReconScoreError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -26,8 +25,7 @@ class MetricInfo:
 
 class UnknownMetricError(ReconScoreError, KeyError):
     def __init__(self, name: str, known: list[str]):
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, known)
         super().__init__(
             f"unknown metric {name!r}{hint}; known: {', '.join(known)}. `reconscore metrics list` describes them."
         )

@@ -104,3 +104,25 @@ class Encoder:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.info.spec!r}, device={self.device})"
+
+
+class SquashingEncoder(Encoder):
+    """A torch model fed every image squashed to `size` x `size` (bicubic, aspect ratio not kept) as a [0, 1]
+    tensor: DreamSim's fixed-size input, which LPIPS mirrors."""
+
+    def __init__(self, model: torch.nn.Module, info: EncoderInfo, device: str, *, size: int, batch_size: int):
+        from torchvision import transforms
+
+        self.model = model.to(device).eval().requires_grad_(False)
+        self.info, self.device = info, torch.device(device)
+        self.batch_size = batch_size
+        self.transform = transforms.Compose(
+            [
+                transforms.Resize((size, size), interpolation=transforms.InterpolationMode.BICUBIC),
+                transforms.ToTensor(),
+            ]
+        )
+
+    def _pixels(self, images: Sequence[Image.Image]) -> torch.Tensor:
+        """(n, 3, size, size) in [0, 1] on the model's device."""
+        return torch.stack([self.transform(im.convert("RGB")) for im in images]).to(self.device)

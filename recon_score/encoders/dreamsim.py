@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import torch
 
 from recon_score import synthetic
-from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.encoders.base import Encoder, EncoderInfo, SquashingEncoder
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 from recon_score.paths import weights_root
@@ -166,22 +166,12 @@ def _missing(name: str, cache_dir: Path) -> list[str]:
     return [f for f in required_files(name, cache_dir) if not (cache_dir / f).exists()]
 
 
-class DreamSimEncoder(Encoder):
+class DreamSimEncoder(SquashingEncoder):
     def __init__(self, model: torch.nn.Module, info: EncoderInfo, device: str, img_size: int = 224):
-        from torchvision import transforms
-
-        self.model = model.to(device).eval().requires_grad_(False)
-        self.info, self.device = info, torch.device(device)
-        self.batch_size = 32
-        self.transform = transforms.Compose(
-            [
-                transforms.Resize((img_size, img_size), interpolation=transforms.InterpolationMode.BICUBIC),
-                transforms.ToTensor(),
-            ]
-        )
+        super().__init__(model, info, device, size=img_size, batch_size=32)
 
     def _embed_images(self, images):
-        x = torch.stack([self.transform(im.convert("RGB")) for im in images]).to(self.device)
+        x = self._pixels(images)
         emb = self.model.embed(x)
         return emb.reshape(len(images), -1)
 

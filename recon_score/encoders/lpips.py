@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.encoders.base import Encoder, EncoderInfo, SquashingEncoder
 
 NETS = {"alex": "alex", "vgg": "vgg"}
 SIZE = 256
@@ -26,22 +26,12 @@ def weights_file(net: str) -> Path:
     )
 
 
-class LPIPSEncoder(Encoder):
+class LPIPSEncoder(SquashingEncoder):
     def __init__(self, model, info: EncoderInfo, device: str):
-        from torchvision import transforms
-
-        self.model = model.to(device).eval().requires_grad_(False)
-        self.info, self.device = info, torch.device(device)
-        self.batch_size = 16
-        self.transform = transforms.Compose(
-            [
-                transforms.Resize((SIZE, SIZE), interpolation=transforms.InterpolationMode.BICUBIC),
-                transforms.ToTensor(),
-            ]
-        )
+        super().__init__(model, info, device, size=SIZE, batch_size=16)
 
     def _prep(self, images) -> torch.Tensor:
-        return torch.stack([self.transform(im.convert("RGB")) for im in images]).to(self.device) * 2.0 - 1.0
+        return self._pixels(images) * 2.0 - 1.0
 
     def _pair_distance(self, a, b):
         return self.model(self._prep(a), self._prep(b)).reshape(len(a))

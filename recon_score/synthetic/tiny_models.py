@@ -37,16 +37,16 @@ def _tiny_vae(latent_channels: int, *, seed: int):
     )
 
 
-def build_z_image(path: Path, *, seed: int = 0) -> Path:
-    """A ZImagePipeline (Qwen3 text encoder + ZImageTransformer2DModel + AutoencoderKL) saved to `path`."""
-    from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline, ZImageTransformer2DModel
-    from transformers import Qwen3Config, Qwen3Model
+def _tiny_qwen3(model_class, *, seed: int, max_position_embeddings: int, **config):
+    """(tokenizer trained here, a 2-layer width-32 Qwen3 `model_class` seeded with `seed`): the text tower of the
+    Z-Image pipeline and the generators' smoke LLM."""
+    from transformers import Qwen3Config
 
     from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     tokenizer = train_qwen_tokenizer()
     torch.manual_seed(seed)
-    text_encoder = Qwen3Model(
+    model = model_class(
         Qwen3Config(
             hidden_size=32,
             intermediate_size=64,
@@ -55,9 +55,19 @@ def build_z_image(path: Path, *, seed: int = 0) -> Path:
             num_key_value_heads=2,
             head_dim=16,
             vocab_size=len(tokenizer),
-            max_position_embeddings=1024,
+            max_position_embeddings=max_position_embeddings,
+            **config,
         )
     )
+    return tokenizer, model
+
+
+def build_z_image(path: Path, *, seed: int = 0) -> Path:
+    """A ZImagePipeline (Qwen3 text encoder + ZImageTransformer2DModel + AutoencoderKL) saved to `path`."""
+    from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline, ZImageTransformer2DModel
+    from transformers import Qwen3Model
+
+    tokenizer, text_encoder = _tiny_qwen3(Qwen3Model, seed=seed, max_position_embeddings=1024)
     torch.manual_seed(seed)
     transformer = ZImageTransformer2DModel(
         all_patch_size=(2,),
@@ -406,24 +416,10 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
 
 def build_qwen3_text(path: Path, *, seed: int = 0) -> Path:
     """A Qwen3 causal LM (text only) with a tokenizer trained here: the generators' smoke LLM."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from transformers import Qwen3ForCausalLM
 
-    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
-
-    tokenizer = train_qwen_tokenizer()
-    torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(
-        Qwen3Config(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            head_dim=16,
-            vocab_size=len(tokenizer),
-            max_position_embeddings=2048,
-            tie_word_embeddings=True,
-        )
+    tokenizer, model = _tiny_qwen3(
+        Qwen3ForCausalLM, seed=seed, max_position_embeddings=2048, tie_word_embeddings=True
     )
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")

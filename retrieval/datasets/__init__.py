@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recon_score.errors import ReconScoreError
+from recon_score.errors import ReconScoreError, did_you_mean
 
 if TYPE_CHECKING:
     from retrieval.datasets.base import Benchmark
@@ -35,8 +34,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 
 class UnknownBenchmarkError(ReconScoreError, ValueError):
     def __init__(self, name: str):
-        close = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, BENCHMARKS)
         super().__init__(f"unknown benchmark {name!r}{hint}; known: {', '.join(BENCHMARKS)}")
 
 

@@ -198,3 +198,29 @@ def parse_options(cls: type, values: dict[str, Any], *, benchmark: str) -> Any:
         return cls(**out)
     except ValueError as err:
         raise DatasetLayoutError(f"benchmark {benchmark!r}: {err}") from err
+
+
+def checked_benchmark(
+    name: str,
+    root: Path,
+    what: str,
+    queries: list[Query],
+    database: list[str],
+    positives: list[tuple[int, int]],
+    *,
+    protocol: Protocol,
+    images: Iterable[str] | None = None,
+    **fields: Any,
+) -> Benchmark:
+    """The loaded benchmark, built only once every image it names exists under root (`images`: the paths to
+    check, the database when None), so a misspelt row fails before any feature is extracted."""
+    check_images(root, database if images is None else images, what)
+    return Benchmark(
+        name=name,
+        root=root,
+        queries=queries,
+        database=database,
+        positives=positives,
+        protocol=protocol,
+        **fields,
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file, read_json
+from retrieval.datasets.base import Benchmark, Protocol, Query, checked_benchmark, find_file, read_json
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
@@ -62,13 +62,13 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             )
         )
         positives.extend((qi, index[int(g)]) for g in dict.fromkeys(rec["gt_img_ids"]))
-    check_images(root, database, "CIRCO database")
-    return Benchmark(
-        name="circo",
-        root=root,
-        queries=queries,
-        database=database,
-        positives=positives,
+    return checked_benchmark(
+        "circo",
+        root,
+        "CIRCO database",
+        queries,
+        database,
+        positives,
         protocol=PROTOCOL,
         options={"annotations": str(ann)},
     )

@@ -19,7 +19,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
-    check_images,
+    checked_benchmark,
     find_file,
     parse_options,
     read_json,
@@ -86,15 +86,15 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
                     f"{caps}: pair {rec['pairid']}'s img_set names {member!r}, missing from {split}"
                 )
             subset.append((qi, index[member]))
-    check_images(root, database, "CIRR gallery")
-    return Benchmark(
-        name="cirr",
-        root=root,
-        queries=queries,
-        database=database,
-        positives=positives,
+    return checked_benchmark(
+        "cirr",
+        root,
+        "CIRR gallery",
+        queries,
+        database,
+        positives,
+        protocol=PROTOCOL,
         exclude=exclude,
         subset=subset,
-        protocol=PROTOCOL,
         options={"split": s, "captions": str(caps), "image_split": str(split)},
     )

@@ -29,7 +29,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
-    check_images,
+    checked_benchmark,
     find_file,
     parse_options,
     read_json,
@@ -128,7 +128,6 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             if opts.exclude_reference:
                 exclude.append((qi, index[ref]))
     check_unique_ids([q.id for q in queries], str(path), [place for place, _ in records])
-    check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "EDIR")
     if in_gallery:
         rule = (
             "excluded from their own rankings (exclude_reference=true, CIRR's rule)"
@@ -137,14 +136,16 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             "removes it)"
         )
         notes.append(f"{in_gallery} of {len(queries)} reference images are in the gallery: {rule}")
-    return Benchmark(
-        name="edir",
-        root=root,
-        queries=queries,
-        database=database,
-        positives=positives,
-        exclude=exclude,
+    return checked_benchmark(
+        "edir",
+        root,
+        "EDIR",
+        queries,
+        database,
+        positives,
         protocol=PROTOCOL,
+        images=dict.fromkeys(database + [q.reference for q in queries]),
+        exclude=exclude,
         options={"exclude_reference": opts.exclude_reference, "annotations": str(path)},
         notes=notes,
     )

@@ -19,7 +19,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
-    check_images,
+    checked_benchmark,
     find_file,
     parse_options,
     read_json,
@@ -98,14 +98,14 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
                 )
             )
             positives.append((qi, index[rec["target"]]))
-    check_images(root, database, "FashionIQ gallery")
-    return Benchmark(
-        name="fashioniq",
-        root=root,
-        queries=queries,
-        database=database,
-        database_group=database_group,
-        positives=positives,
+    return checked_benchmark(
+        "fashioniq",
+        root,
+        "FashionIQ gallery",
+        queries,
+        database,
+        positives,
         protocol=PROTOCOL,
+        database_group=database_group,
         options={"categories": ",".join(found), "split": opts.split},
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from recon_score.textfiles import csv_rows
 from retrieval.data import check_unique_ids
-from retrieval.datasets.base import Benchmark, Protocol, Query, check_images, find_file
+from retrieval.datasets.base import Benchmark, Protocol, Query, checked_benchmark, find_file
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
@@ -87,14 +87,15 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         )
         positives.extend((qi, d) for d in members[(instance, text)])
     check_unique_ids([q.id for q in queries], str(qfile), [f"row {r[3]}" for r in q_rows], what="query")
-    check_images(root, dict.fromkeys(database + [q.reference for q in queries]), "i-CIR")
-    return Benchmark(
-        name="icir",
-        root=root,
-        queries=queries,
-        database=database,
-        database_group=database_group,
-        positives=positives,
+    return checked_benchmark(
+        "icir",
+        root,
+        "i-CIR",
+        queries,
+        database,
+        positives,
         protocol=PROTOCOL,
+        images=dict.fromkeys(database + [q.reference for q in queries]),
+        database_group=database_group,
         options={"query_files": str(qfile), "database_files": str(dfile)},
     )

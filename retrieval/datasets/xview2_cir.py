@@ -21,7 +21,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
-    check_images,
+    checked_benchmark,
     find_file,
     parse_options,
     read_csv_rows,
@@ -92,13 +92,14 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
                 extra={"target": target},
             )
         )
-    check_images(root, database + [q.reference for q in queries], "xView2-CIR")
-    return Benchmark(
-        name="xview2-cir",
-        root=root,
-        queries=queries,
-        database=database,
-        positives=positives,
+    return checked_benchmark(
+        "xview2-cir",
+        root,
+        "xView2-CIR",
+        queries,
+        database,
+        positives,
         protocol=PROTOCOL,
+        images=database + [q.reference for q in queries],
         options={"phrasing": opts.phrasing, "database": opts.database, "annotations": str(table)},
     )

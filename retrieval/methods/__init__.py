@@ -8,12 +8,11 @@ FreeDom's run_retrieval); `overrides` (``--set METHOD.KEY=VALUE`` on the CLI) re
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from recon_score.errors import InputError, ReconScoreError
+from recon_score.errors import InputError, ReconScoreError, did_you_mean
 
 
 @dataclass(frozen=True)
@@ -125,8 +124,7 @@ BUNDLE_METHODS = tuple(n for n in TRAINING_FREE if "text encoder" not in METHODS
 
 class UnknownMethodError(ReconScoreError, ValueError):
     def __init__(self, name: str):
-        close = difflib.get_close_matches(name, list(METHODS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, METHODS)
         super().__init__(f"unknown retrieval method {name!r}{hint}; known: {', '.join(METHODS)}")
 
 

@@ -76,6 +76,18 @@ class Resources:
         "cli"  # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
     )
 
+    def checkpoint_needs(self, method: str, release: str, *, folder: bool = False) -> list[str]:
+        """What `method` lacks of its --checkpoint: `release` (how to get one) when none was given, or the given
+        path when it is not a folder (`folder`) / not a file; empty when it is there."""
+        path = self.checkpoints.get(method)
+        if path is None:
+            return [release]
+        if folder and not Path(path).is_dir():
+            return [f"its checkpoint folder, but {path} is not a folder"]
+        if not folder and not Path(path).is_file():
+            return [f"its checkpoint, but {path} is not a file"]
+        return []
+
 
 @dataclass
 class MethodContext:
@@ -93,6 +105,17 @@ class MethodContext:
     def texts(self) -> list[str] | None:
         t = self.resources.texts
         return None if t is None else [t[i] for i in self.query_index.tolist()]
+
+    def references_once(self) -> tuple[list[str], dict[str, int]]:
+        """Each query's reference key (its global index where the resources have none) and, per distinct key in
+        first-seen order, the first query row that has it: a reference shared by many queries is encoded once."""
+        r = self.resources
+        rows = self.query_index.tolist()
+        keys = [r.reference_keys[i] if r.reference_keys is not None else str(i) for i in rows]
+        first: dict[str, int] = {}
+        for i, key in zip(rows, keys):
+            first.setdefault(key, i)
+        return keys, first
 
 
 @dataclass

@@ -64,14 +64,11 @@ class CompoDiffMethod(Method):
         self._loaded: dict[str, object] = {}
 
     def missing(self, r: Resources) -> list[str]:
-        needs = []
-        path = r.checkpoints.get(self.name)
-        if path is None:
-            needs.append(
-                f"its released checkpoint ({RELEASE}), a folder given with --checkpoint compodiff=DIR"
-            )
-        elif not Path(path).is_dir():
-            needs.append(f"its checkpoint folder, but {path} is not a folder")
+        needs = r.checkpoint_needs(
+            self.name,
+            f"its released checkpoint ({RELEASE}), a folder given with --checkpoint compodiff=DIR",
+            folder=True,
+        )
         if r.encoder is None or not hasattr(r.encoder, "encode_images"):
             needs.append("an image encoder (CLIP ViT-L/14, the space CompoDiff samples in; run `retrieve`)")
         if r.load_reference is None or r.texts is None:

@@ -192,14 +192,9 @@ class TextualInversion(Method):
 
     def missing(self, r: Resources) -> list[str]:
         paper, where, _ = RELEASES[self.name]
-        needs = []
-        path = r.checkpoints.get(self.name)
-        if path is None:
-            needs.append(
-                f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"
-            )
-        elif not Path(path).is_file():
-            needs.append(f"its checkpoint, but {path} is not a file")
+        needs = r.checkpoint_needs(
+            self.name, f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"
+        )
         if getattr(r.encoder, "pseudo_token_width", None) is None:
             needs.append(
                 "a CLIP-style open_clip encoder whose text tower takes pseudo-tokens (run `retrieve`)"
@@ -231,11 +226,7 @@ class TextualInversion(Method):
                 f"{encoder.info.spec} has {encoder.info.dim}-d embeddings and {encoder.pseudo_token_width}-d tokens; "
                 "use the CLIP it was trained on"
             )
-        rows = ctx.query_index.tolist()
-        keys = [r.reference_keys[i] if r.reference_keys is not None else str(i) for i in rows]
-        first: dict[str, int] = {}
-        for i, key in zip(rows, keys):
-            first.setdefault(key, i)
+        keys, first = ctx.references_once()
         unique = list(first)
         tokens = []
         bs = self.config.batch_size

@@ -38,15 +38,11 @@ class MagicLensMethod(Method):
         self._database: dict[int, Tensor] = {}  # global database index -> embedding (one per run)
 
     def missing(self, r: Resources) -> list[str]:
-        needs = []
-        path = r.checkpoints.get(self.name)
-        if path is None:
-            needs.append(
-                f"its released checkpoint ({RELEASE}) or its `reconscore models convert magiclens` "
-                "safetensors, given with --checkpoint magiclens=PATH"
-            )
-        elif not Path(path).is_file():
-            needs.append(f"its checkpoint, but {path} is not a file")
+        needs = r.checkpoint_needs(
+            self.name,
+            f"its released checkpoint ({RELEASE}) or its `reconscore models convert magiclens` "
+            "safetensors, given with --checkpoint magiclens=PATH",
+        )
         if r.load_reference is None or r.load_database is None or r.texts is None:
             needs.append(
                 "the query and database images and the texts (a benchmark run, not a features bundle)"

@@ -179,11 +179,7 @@ class SearleOTI(Method):
         self.check(ctx.resources)
         r, c = ctx.resources, self.config
         encoder = r.encoder
-        rows = ctx.query_index.tolist()
-        keys = [r.reference_keys[i] if r.reference_keys is not None else str(i) for i in rows]
-        first: dict[str, int] = {}
-        for i, key in zip(rows, keys):
-            first.setdefault(key, i)
+        keys, first = ctx.references_once()
         unique = list(first)
         tokens, final_losses, no_phrase = [], [], 0
         for start in range(0, len(unique), c.batch_size):

@@ -21,6 +21,7 @@ from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import read_jsonl
 from recon_score.errors import ReconScoreError
 from recon_score.scorer import ReconScorer
+from tests.smoke_cli import smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,7 @@ def test_seed_depends_on_pixels_not_position():
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("describe") / "run"
-    rc = main(["describe", "--preset", "smoke", "--n", "3", "--out", str(out), "--device", "cpu"])
+    rc = main(smoke("describe", out, "--n", "3"))
     return rc, out
 
 
@@ -92,23 +93,18 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
     out2 = tmp_path / "again"
     assert (
         main(
-            [
+            smoke(
                 "describe",
-                "--preset",
-                "smoke",
+                out2,
                 "--n",
                 "3",
                 "--inputs",
                 str(lst),
                 "--images",
                 str(sample_dir),
-                "--out",
-                str(out2),
-                "--device",
-                "cpu",
                 "--vlm-batch-size",
                 "1",
-            ]
+            )
         )
         == 0
     )
@@ -117,23 +113,9 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
     out3 = tmp_path / "seed7"
     assert (
         main(
-            [
-                "describe",
-                "--preset",
-                "smoke",
-                "--n",
-                "3",
-                "--inputs",
-                str(lst),
-                "--images",
-                str(sample_dir),
-                "--out",
-                str(out3),
-                "--device",
-                "cpu",
-                "--seed",
-                "7",
-            ]
+            smoke(
+                "describe", out3, "--n", "3", "--inputs", str(lst), "--images", str(sample_dir), "--seed", "7"
+            )
         )
         == 0
     )
@@ -147,7 +129,7 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
 def test_rerun_is_a_noop(smoke_run):
     _, out = smoke_run
     before = {n: (out / n).read_bytes() for n in ("candidates.jsonl", "captions.jsonl", "run.json")}
-    assert main(["describe", "--preset", "smoke", "--n", "3", "--out", str(out), "--device", "cpu"]) == 0
+    assert main(smoke("describe", out, "--n", "3")) == 0
     assert {n: (out / n).read_bytes() for n in before} == before
 
 

@@ -12,6 +12,7 @@ import torch
 from eval.cli import main
 from recon_score.reward import ReconScoreReward, completion_text, length_residuals
 from recon_score.synthetic.smoke import ensure_fixture
+from tests.smoke_cli import smoke
 
 trl = pytest.importorskip("trl")  # the `train` extra (also in `dev`)
 
@@ -21,24 +22,7 @@ def pairs_dir(tmp_path_factory):
     """A smoke describe run on two bundled images (3 candidates each) turned into best-vs-each pairs: 4 pairs."""
     root = tmp_path_factory.mktemp("training")
     run, out = root / "describe", root / "pairs"
-    assert (
-        main(
-            [
-                "describe",
-                "--preset",
-                "smoke",
-                "--n",
-                "3",
-                "--limit",
-                "2",
-                "--out",
-                str(run),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 0
-    )
+    assert main(smoke("describe", run, "--n", "3", "--limit", "2")) == 0
     assert main(["pairs", str(run), "--out", str(out), "--policy", "best-vs-each"]) == 0
     return out
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from eval.cli import main
+from tests.smoke_cli import evaluate, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL = '<script>document.title="pwned"</script> farmland <img src=x onerror=alert(1)>'
@@ -48,18 +49,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
     caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
     runs = {"score": root / "score"}
     _ok(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--captions",
-            str(caps),
-            "--images",
-            str(sample_dir),
-            "--out",
-            str(runs["score"]),
-            *cpu,
-        ],
+        smoke("score", runs["score"], "--captions", str(caps), "--images", str(sample_dir)),
         codes=(3,),
     )  # row d: missing image
     runs["metrics"] = root / "score" / "scores.metrics.jsonl"
@@ -67,7 +57,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
         ["metrics", "add", str(runs["score"]), "--metrics", "clipscore", "--encoder", "smoke:open-clip", *cpu]
     )
     runs["describe"] = root / "describe"
-    _ok(["describe", "--preset", "smoke", "--n", "2", "--limit", "2", "--out", str(runs["describe"]), *cpu])
+    _ok(smoke("describe", runs["describe"], "--n", "2", "--limit", "2"))
     runs["correlate"] = root / "corr"
     example = REPO / "preference_data" / "examples" / "ranking_example.jsonl"
     _ok(
@@ -99,20 +89,7 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
         "".join(json.dumps({"image": f"images/UCM_{i}.tif", "caption": "farm"}) + "\n" for i in (1, 2))
     )
     runs["terse"] = root / "terse"
-    _ok(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--captions",
-            str(terse),
-            "--images",
-            str(sample_dir),
-            "--out",
-            str(runs["terse"]),
-            *cpu,
-        ]
-    )
+    _ok(smoke("score", runs["terse"], "--captions", str(terse), "--images", str(sample_dir)))
     runs["encoders"] = root / "enc"
     _ok(
         [
@@ -144,22 +121,9 @@ def build_runs(root: Path, sample_dir: Path) -> dict[str, Path]:
     )
     runs["evaluate"] = root / "eval"
     _ok(
-        [
-            "evaluate",
-            "--dataset",
-            "ucm-captions",
-            "--root",
-            str(split),
-            "--captions",
-            str(model),
-            "--metrics",
-            "bleu4,recon_score",
-            "--preset",
-            "smoke",
-            "--out",
-            str(runs["evaluate"]),
-            *cpu,
-        ]
+        evaluate(
+            "ucm-captions", split, model, "bleu4,recon_score", runs["evaluate"], "--preset", "smoke", *cpu
+        )
     )
     from tests.retrieval import layouts
 

@@ -15,6 +15,7 @@ from PIL import Image
 
 from eval.cli import main
 from recon_score.errors import ReconScoreError
+from tests.smoke_cli import evaluate
 
 BAD_UTF8 = b"\xff\xfe not utf-8"
 
@@ -162,8 +163,7 @@ def test_evaluate_captions_not_utf8(tmp_path, capsys):
     caps.write_bytes(
         b'{"image_id": "a.png", "caption": "ok"}\n{"image_id": "a.png", "caption": "' + BAD_UTF8 + b'"}\n'
     )
-    args = ["evaluate", "--dataset", "generic", "--root", str(tmp_path / "ds"), "--annotations", str(ann),
-            "--captions", str(caps), "--metrics", "bleu1", "--out", str(tmp_path / "ev")]  # fmt: skip
+    args = evaluate("generic", tmp_path / "ds", caps, "bleu1", tmp_path / "ev", "--annotations", str(ann))  # fmt: skip
     assert main(args) == 1
     assert f"{caps}:2: not valid utf-8 text (byte 0xff at column 35)" in _one_error_line(capsys)
 

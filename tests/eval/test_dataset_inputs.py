@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import smoke
 
 
 @pytest.fixture(scope="module")
@@ -25,21 +26,7 @@ def precomp_split(tmp_path_factory, sample_dir):
 
 def test_score_a_split_references(precomp_split, tmp_path):
     out = tmp_path / "run"
-    rc = main(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--dataset",
-            "ucm-precomp",
-            "--root",
-            str(precomp_split),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-        ]
-    )
+    rc = main(smoke("score", out, "--dataset", "ucm-precomp", "--root", str(precomp_split)))
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     assert rc == 3 and len(rows) == 15
     assert [r["id"] for r in rows[:6]] == ["1.tif#0", "1.tif#1", "1.tif#2", "1.tif#3", "1.tif#4", "2.tif#0"]
@@ -52,23 +39,7 @@ def test_score_a_split_references(precomp_split, tmp_path):
 
 def test_describe_a_split(precomp_split, tmp_path):
     out = tmp_path / "run"
-    rc = main(
-        [
-            "describe",
-            "--preset",
-            "smoke",
-            "--n",
-            "2",
-            "--dataset",
-            "ucm-precomp",
-            "--root",
-            str(precomp_split),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-        ]
-    )
+    rc = main(smoke("describe", out, "--n", "2", "--dataset", "ucm-precomp", "--root", str(precomp_split)))
     caps = [json.loads(x) for x in (out / "captions.jsonl").read_text().splitlines()]
     assert rc == 3 and [c["image_id"] for c in caps] == ["1.tif", "2.tif", "3.tif"]
     assert caps[0]["caption"] and caps[2]["caption"] is None and "not found" in caps[2]["error"]

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import evaluate, smoke
 
 
 @pytest.fixture(scope="module")
@@ -50,21 +51,15 @@ def test_evaluate_end_to_end(split, tmp_path):
     )
     out = tmp_path / "eval"
     rc = main(
-        [
-            "evaluate",
-            "--dataset",
+        evaluate(
             "ucm-captions",
-            "--root",
-            str(split),
-            "--captions",
-            str(caps),
-            "--metrics",
+            split,
+            caps,
             "bleu1,bleu4,meteor,rouge,cider,recon_score",
+            out,
             "--preset",
             "smoke",
-            "--out",
-            str(out),
-        ]
+        )
     )
     assert rc == 3  # image 3 has no caption, image 4 is missing on disk
     rows = [json.loads(x) for x in (out / "per_image.jsonl").read_text().splitlines()]
@@ -125,24 +120,7 @@ def test_evaluate_text_metrics_only(split, tmp_path):
     caps = tmp_path / "c.csv"
     caps.write_text("image,caption\n1.tif,There is a piece of farmland .\n2.tif,farm\n3.tif,rows of crops\n")
     out = tmp_path / "e"
-    assert (
-        main(
-            [
-                "evaluate",
-                "--dataset",
-                "ucm-captions",
-                "--root",
-                str(split),
-                "--captions",
-                str(caps),
-                "--metrics",
-                "bleu1,rouge",
-                "--out",
-                str(out),
-            ]
-        )
-        == 3
-    )  # 4.tif missing on disk
+    assert main(evaluate("ucm-captions", split, caps, "bleu1,rouge", out)) == 3  # 4.tif missing on disk
     assert (out / "summary.md").read_text().startswith("**ucm-captions/test")
 
 
@@ -157,23 +135,9 @@ def test_select_by_a_registry_metric(split, tmp_path):
     )
     out = tmp_path / "d"
     rc = main(
-        [
-            "describe",
-            "--preset",
-            "smoke",
-            "--n",
-            "3",
-            "--inputs",
-            str(lst),
-            "--images",
-            str(split),
-            "--select-by",
-            "bleu1",
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-        ]
+        smoke(
+            "describe", out, "--n", "3", "--inputs", str(lst), "--images", str(split), "--select-by", "bleu1"
+        )
     )
     caps = [json.loads(x) for x in (out / "captions.jsonl").read_text().splitlines()]
     cands = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]

@@ -26,6 +26,7 @@ from recon_score.errors import EXIT_PARTIAL, EmptyInputError, ImageLoadError, In
 from recon_score.images import MAX_PIXELS, load_image
 from recon_score.inputs import read_caption_rows
 from recon_score.textfiles import TextFileError, csv_dicts
+from tests.smoke_cli import smoke
 
 REPO = Path(__file__).resolve().parents[2]
 SPARSE_SIZE = 16 * 2**30  # a 16 GiB file that takes no disk space
@@ -68,8 +69,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def _score(caps: Path, out: Path, *extra: str) -> int:
-    return main(["score", "--preset", "smoke", "--device", "cpu", "--no-cache", "--captions", str(caps),
-                 "--out", str(out), *extra])  # fmt: skip
+    return main(smoke("score", out, "--no-cache", "--captions", str(caps), *extra))
 
 
 # --- files that are not regular files, paths that cannot be opened ----------------------------------------

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import evaluate, smoke
 
 
 def _jsonl(p: Path) -> list[dict]:
@@ -21,23 +22,18 @@ def pool(tmp_path_factory):
     out = tmp_path_factory.mktemp("pool") / "d"
     assert (
         main(
-            [
+            smoke(
                 "describe",
-                "--preset",
-                "smoke",
+                out,
                 "--n",
                 "10",
                 "--limit",
                 "3",
-                "--out",
-                str(out),
-                "--device",
-                "cpu",
                 "--t2i-batch-size",
                 "10",
                 "--eval-candidates",
                 "all",
-            ]
+            )
         )
         == 0
     )
@@ -130,24 +126,7 @@ def test_encoders_study(tmp_path, sample_dir):
             "".join(json.dumps({"image": f"images/UCM_{i}.tif", "caption": text}) + "\n" for i in (1, 2, 3))
         )
         out = tmp_path / sys_name
-        assert (
-            main(
-                [
-                    "score",
-                    "--preset",
-                    "smoke",
-                    "--captions",
-                    str(caps),
-                    "--images",
-                    str(sample_dir),
-                    "--out",
-                    str(out),
-                    "--device",
-                    "cpu",
-                ]
-            )
-            == 0
-        )
+        assert main(smoke("score", out, "--captions", str(caps), "--images", str(sample_dir))) == 0
         runs += ["--run", f"{sys_name}={out}"]
     out = tmp_path / "enc"
     assert (
@@ -271,23 +250,7 @@ def test_models_study(tmp_path, sample_dir):
     assert list(df.index) == ["A", "B"] and list(df.columns) == ["Pub.", "ucm"]
     assert list(df["Pub."]) == ["-", "-"]
     ev = tmp_path / "ev"
-    main(
-        [
-            "evaluate",
-            "--dataset",
-            "ucm-precomp",
-            "--root",
-            str(root),
-            "--captions",
-            str(a),
-            "--metrics",
-            "recon_score,bleu1",
-            "--preset",
-            "smoke",
-            "--out",
-            str(ev),
-        ]
-    )
+    main(evaluate("ucm-precomp", root, a, "recon_score,bleu1", ev, "--preset", "smoke"))
     summary = pd.read_csv(ev / "summary.csv", index_col=0)
     assert df.loc["A", "ucm"] == pytest.approx(summary["ReconScore"].iloc[0])
     wide = pd.read_csv(out / "all_metrics.csv", index_col=0)

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import smoke
 
 
 def test_encoders_study_skips_unreadable_images(tmp_path, sample_dir, capsys):
@@ -29,8 +30,7 @@ def test_encoders_study_skips_unreadable_images(tmp_path, sample_dir, capsys):
             )
         )
         out = tmp_path / sys_name
-        argv = ["score", "--preset", "smoke", "--captions", str(caps), "--images", str(data), "--out", str(out),
-                "--device", "cpu"]  # fmt: skip
+        argv = smoke("score", out, "--captions", str(caps), "--images", str(data))  # fmt: skip
         assert main(argv) == 0
         runs += ["--run", f"{sys_name}={out}"]
     original = data / "images" / "UCM_2.tif"  # shared by both systems

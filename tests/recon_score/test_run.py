@@ -15,6 +15,7 @@ from PIL import Image
 
 from eval.cli import main
 from recon_score.atomic_io import read_jsonl
+from tests.smoke_cli import smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,19 +67,7 @@ def messy(tmp_path_factory, sample_dir):
 
 def test_messy_input_end_to_end(messy, tmp_path):
     out = tmp_path / "run"
-    rc = main(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--captions",
-            str(messy / "captions.jsonl"),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-        ]
-    )
+    rc = main(smoke("score", out, "--captions", str(messy / "captions.jsonl")))
     assert rc == 3  # some rows failed (EXIT_PARTIAL)
     rows = _scores(out)
     assert len(rows) == 17  # one per input line, in input order
@@ -115,40 +104,13 @@ def test_messy_input_end_to_end(messy, tmp_path):
     assert run["provenance"]["versions"]["torch"]
 
     before = {p: p.read_bytes() for p in (out / "scores.jsonl", out / "run.json")}
-    assert (
-        main(
-            [
-                "score",
-                "--preset",
-                "smoke",
-                "--captions",
-                str(messy / "captions.jsonl"),
-                "--out",
-                str(out),
-                "--device",
-                "cpu",
-            ]
-        )
-        == 3
-    )
+    assert main(smoke("score", out, "--captions", str(messy / "captions.jsonl"))) == 3
     assert {p: p.read_bytes() for p in before} == before  # a finished run rerun is a no-op
 
 
 def test_resume_refuses_another_configuration(messy, tmp_path):
     out = tmp_path / "run"
-    args = [
-        "score",
-        "--preset",
-        "smoke",
-        "--captions",
-        str(messy / "captions.jsonl"),
-        "--out",
-        str(out),
-        "--limit",
-        "2",
-        "--device",
-        "cpu",
-    ]
+    args = smoke("score", out, "--captions", str(messy / "captions.jsonl"), "--limit", "2")
     assert main(args) == 0
     assert main([*args, "--steps", "3"]) == 1  # fingerprint mismatch: clear error, exit 1
     assert main([*args, "--steps", "3", "--overwrite"]) == 0
@@ -163,21 +125,7 @@ def test_csv_input(tmp_path, sample_dir):
         "c,images/UCM_3.tif,It is a piece of cropland .\n"
     )
     out = tmp_path / "run"
-    rc = main(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--captions",
-            str(csv_path),
-            "--images",
-            str(sample_dir),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-        ]
-    )
+    rc = main(smoke("score", out, "--captions", str(csv_path), "--images", str(sample_dir)))
     rows = _scores(out)
     assert rc == 3 and [r["id"] for r in rows] == ["a", "b", "c"]
     assert rows[0]["caption"] == "There is a piece of farmland, green." and rows[0]["error"] is None

@@ -12,26 +12,18 @@ from pathlib import Path
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import caption_folder, smoke
+
+CAPTIONS = ("a farmland", "many green trees", "a baseball field")
 
 
 @pytest.fixture
 def data(tmp_path, sample_dir):
-    root = tmp_path / "data"
-    (root / "img").mkdir(parents=True)
-    for i in (1, 2, 3):
-        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", root / "img" / f"{i}.tif")
-    rows = [
-        {"id": "a", "image": "img/1.tif", "caption": "a farmland"},
-        {"id": "b", "image": "img/2.tif", "caption": "many green trees"},
-        {"id": "c", "image": "img/3.tif", "caption": "a baseball field"},
-    ]
-    (root / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root
+    return caption_folder(tmp_path / "data", sample_dir, CAPTIONS)
 
 
 def _score(data: Path, out: Path, *extra: str) -> int:
-    args = ["score", "--preset", "smoke", "--captions", str(data / "caps.jsonl"), "--out", str(out)]
-    return main([*args, "--device", "cpu", *extra])
+    return main(smoke("score", out, "--captions", str(data / "caps.jsonl"), *extra))
 
 
 def _files(out: Path) -> dict[str, bytes]:
@@ -50,16 +42,7 @@ def _error_lines(capsys) -> list[str]:
 def finished(tmp_path_factory, sample_dir):
     """One finished 3-row run, copied by the tests that damage it (rendering once keeps them fast)."""
     base = tmp_path_factory.mktemp("finished")
-    data = base / "data"
-    (data / "img").mkdir(parents=True)
-    for i in (1, 2, 3):
-        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", data / "img" / f"{i}.tif")
-    rows = [
-        {"id": "a", "image": "img/1.tif", "caption": "a farmland"},
-        {"id": "b", "image": "img/2.tif", "caption": "many green trees"},
-        {"id": "c", "image": "img/3.tif", "caption": "a baseball field"},
-    ]
-    (data / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = caption_folder(base / "data", sample_dir, CAPTIONS)
     assert _score(data, base / "run") == 0
     return data, base / "run"
 
@@ -89,7 +72,7 @@ def test_failed_start_leaves_nothing_behind(data, tmp_path, capsys):
 def test_a_run_folder_knows_its_kind(finished, tmp_path, capsys):
     _, out = _copy(finished, tmp_path)
     before = {p: (out / p).read_bytes() for p in ("run.json", "scores.jsonl")}
-    argv = ["describe", "--preset", "smoke", "--n", "2", "--limit", "1", "--device", "cpu", "--out", str(out)]
+    argv = smoke("describe", out, "--n", "2", "--limit", "1")
     assert main(argv) == 1
     assert "is a `score` run folder; `describe` will not write into it" in _error_lines(capsys)[0]
     assert main(["report", str(out), "--out", str(out / "scores.jsonl")]) == 1

@@ -13,6 +13,7 @@ from PIL import Image
 
 from eval.cli import main
 from recon_score.atomic_io import read_jsonl
+from tests.smoke_cli import caption_folder, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 # the bound docs/runs.md states for batch size 1 vs 4 (measured: 1 grey level, 1.3e-4 ReconScore)
@@ -33,35 +34,12 @@ def _records(out: Path) -> list[dict]:
 
 @pytest.fixture
 def data(tmp_path, sample_dir):
-    root = tmp_path / "data"
-    (root / "img").mkdir(parents=True)
-    for i in (1, 2, 3, 4):
-        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", root / "img" / f"{i}.tif")
-    rows = [
-        {"id": "a", "image": "img/1.tif", "caption": "a farmland"},
-        {"id": "b", "image": "img/2.tif", "caption": "many green trees"},
-        {"id": "c", "image": "img/3.tif", "caption": "a baseball field"},
-        {"id": "d", "image": "img/4.tif", "caption": "a sandy beach"},
-    ]
-    (root / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root
+    captions = ("a farmland", "many green trees", "a baseball field", "a sandy beach")
+    return caption_folder(tmp_path / "data", sample_dir, captions)
 
 
 def _score(data: Path, out: Path, *extra: str) -> int:
-    return main(
-        [
-            "score",
-            "--preset",
-            "smoke",
-            "--captions",
-            str(data / "caps.jsonl"),
-            "--out",
-            str(out),
-            "--device",
-            "cpu",
-            *extra,
-        ]
-    )
+    return main(smoke("score", out, "--captions", str(data / "caps.jsonl"), *extra))
 
 
 def test_changed_inputs_are_recomputed_others_untouched(data, tmp_path, caplog):

@@ -1,0 +1,34 @@
+"""The argv of the CLI runs many tests start (the smoke preset's tiny offline models, on CPU), spelt once."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def smoke(command: str, out: Path | str, *args: str) -> list[str]:
+    """`reconscore COMMAND --preset smoke ARGS --out OUT --device cpu`, as a list for `eval.cli.main`."""
+    return [command, "--preset", "smoke", *args, "--out", str(out), "--device", "cpu"]
+
+
+def evaluate(
+    dataset: str, root: Path | str, captions: Path | str, metrics: str, out: Path, *args: str
+) -> list[str]:
+    """`reconscore evaluate --dataset DATASET --root ROOT --captions CAPTIONS --metrics METRICS ARGS --out OUT`."""
+    return ["evaluate", "--dataset", dataset, "--root", str(root), "--captions", str(captions), "--metrics", metrics,
+            *args, "--out", str(out)]  # fmt: skip
+
+
+def caption_folder(root: Path, sample_dir: Path, captions: Sequence[str]) -> Path:
+    """ROOT/img/<i>.tif (the sample's UCM_<i>.tif, i from 1) and ROOT/caps.jsonl, one row per caption with ids
+    a, b, c, ...: the small data folder of the run-folder and resume tests."""
+    (root / "img").mkdir(parents=True)
+    for i in range(1, len(captions) + 1):
+        shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", root / "img" / f"{i}.tif")
+    rows = [
+        {"id": chr(ord("a") + k), "image": f"img/{k + 1}.tif", "caption": c} for k, c in enumerate(captions)
+    ]
+    (root / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
