@@ -21,6 +21,13 @@ def evaluate(
             *args, "--out", str(out)]  # fmt: skip
 
 
+def correlate_ranking(preferences: Path | str, metrics: str, out: Path | str, *args: str) -> list[str]:
+    """`reconscore correlate` on a ranking file with the smoke preset's models on the bundled sample's images."""
+    sample = Path(__file__).resolve().parent.parent / "recon_score" / "sample"
+    return ["correlate", "--preferences", str(preferences), "--format", "ranking", "--metrics", metrics,
+            "--images", str(sample), "--encoder", "smoke:open-clip", *smoke("", out, *args)[1:]]  # fmt: skip
+
+
 def caption_folder(root: Path, sample_dir: Path, captions: Sequence[str]) -> Path:
     """ROOT/img/<i>.tif (the sample's UCM_<i>.tif, i from 1) and ROOT/caps.jsonl, one row per caption with ids
     a, b, c, ...: the small data folder of the run-folder and resume tests."""

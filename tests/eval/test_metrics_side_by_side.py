@@ -11,6 +11,7 @@ import pandas as pd
 
 from eval.cli import main
 from tests.eval.metric_helpers import REPO
+from tests.smoke_cli import correlate_ranking
 
 NEW = ["pacscore", "refpacscore", "longclipscore", "reflongclipscore", "cyclereward", "fleur", "reffleur"]
 
@@ -58,16 +59,7 @@ def test_metrics_add_scores_the_bundled_sample_with_every_new_metric(tmp_path, c
 def test_correlate_prints_one_table_for_all_of_them(tmp_path, capsys):
     example = REPO / "preference_data" / "examples" / "ranking_example.jsonl"
     metrics = "clipscore,pacscore,longclipscore,cyclereward,refpacscore,reflongclipscore"
-    argv = ["correlate", "--preferences", str(example), "--format", "ranking", "--metrics", metrics]
-    argv += [
-        "--images",
-        str(REPO / "recon_score" / "sample"),
-        "--preset",
-        "smoke",
-        "--encoder",
-        "smoke:open-clip",
-    ]
-    assert main([*argv, "--device", "cpu", "--bootstrap", "20", "--out", str(tmp_path / "c")]) == 0
+    assert main(correlate_ranking(example, metrics, tmp_path / "c", "--bootstrap", "20")) == 0
     printed = capsys.readouterr().out
     table = pd.read_csv(tmp_path / "c" / "correlations.csv")
     assert table["metric"].tolist() == metrics.split(",")
