@@ -28,6 +28,28 @@ def correlate_ranking(preferences: Path | str, metrics: str, out: Path | str, *a
             "--images", str(sample), "--encoder", "smoke:open-clip", *smoke("", out, *args)[1:]]  # fmt: skip
 
 
+def retrieve_patterncom(root: Path | str, out: Path | str, methods: str, *args: str) -> list[str]:
+    """`reconscore retrieve` on a synthetic PatternCom layout (tests/retrieval/layouts.py) with the smoke CLIP."""
+    return ["retrieve", "--benchmark", "patterncom", "--root", str(root), "--encoder", "smoke:open-clip",
+            "--out", str(out), "--methods", methods, *args, "--device", "cpu"]  # fmt: skip
+
+
+def two_systems(tmp_path: Path, images_root: Path) -> list[str]:
+    """Score runs TMP/terse and TMP/rich (one caption each for images/UCM_1..3.tif under `images_root`, ids r1..r3)
+    and return their `--run NAME=DIR` arguments for `reconscore study encoders`."""
+    from eval.cli import main
+
+    caps, runs = tmp_path / "c.jsonl", []
+    for name, text in (("terse", "farm"), ("rich", "a wide farmland with rows of green crops and a road")):
+        rows = [{"id": f"r{i}", "image": f"images/UCM_{i}.tif", "caption": text} for i in (1, 2, 3)]
+        caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert (
+            main(smoke("score", tmp_path / name, "--captions", str(caps), "--images", str(images_root))) == 0
+        )
+        runs += ["--run", f"{name}={tmp_path / name}"]
+    return runs
+
+
 def caption_folder(root: Path, sample_dir: Path, captions: Sequence[str]) -> Path:
     """ROOT/img/<i>.tif (the sample's UCM_<i>.tif, i from 1) and ROOT/caps.jsonl, one row per caption with ids
     a, b, c, ...: the small data folder of the run-folder and resume tests."""

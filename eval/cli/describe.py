@@ -162,14 +162,7 @@ def _items(inputs, images_root, dataset, dataset_root, split, annotations) -> tu
 
 
 def _print_summary(summary, out: Path, preset) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console()
-    if summary.already_complete:
-        console.print(f"[bold]{escape(str(out))}[/] is already complete: nothing to do.")
-    table = Table(title="RemoteDescriber", show_header=False)
+    console, table = opt.summary_table("RemoteDescriber", out, already_complete=summary.already_complete)
     table.add_row("images", str(summary.images))
     table.add_row("described", str(summary.described))
     table.add_row("no valid candidate", str(summary.failed))
@@ -183,8 +176,7 @@ def _print_summary(summary, out: Path, preset) -> None:
         )
     table.add_row("results", str(out / "captions.jsonl"))
     console.print(table)
-    for image_id, error in summary.failures[:10]:
-        console.print(f"[red]failed[/] {escape(str(image_id))}: {escape(str(error))}", highlight=False)
+    opt.print_failures(console, summary.failures, where="captions.jsonl")
     if preset.meaningless:
         console.print(
             "[yellow]smoke preset: tiny random models, these captions and numbers are meaningless.[/]"

@@ -340,3 +340,25 @@ def bands() -> Callable:
         help="Raster bands shown as R,G,B, counted from 1 (e.g. 4,3,2 for NIR false colour; one band: gray). "
         "Default: bands 1-3. See docs/images.md.",
     )
+
+
+def summary_table(title: str, out: Path, *, already_complete: bool):
+    """(console, table) for a run's closing summary; a finished run says first that there was nothing to do."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    if already_complete:
+        console.print(f"[bold]{escape(str(out))}[/] is already complete: nothing to do.")
+    return console, Table(title=title, show_header=False)
+
+
+def print_failures(console, failures: list[tuple], *, where: str) -> None:
+    """The first ten failed items (id, error), escaped; how many more, and in which file to find them."""
+    from rich.markup import escape
+
+    for item, error in failures[:10]:
+        console.print(f"[red]failed[/] {escape(str(item))}: {escape(str(error))}", highlight=False)
+    if len(failures) > 10:
+        console.print(f"... and {len(failures) - 10} more (see `error` in {where})")

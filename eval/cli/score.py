@@ -103,24 +103,8 @@ def command(
     return summary.exit_code
 
 
-def _template(value: str | None) -> str | None:
-    """--prompt-template as template text; one without exactly one {caption} is a usage error (exit 2)."""
-    from recon_score.prompts import load_template
-
-    try:
-        return load_template(value) if value else None
-    except ValueError as err:
-        raise click.BadParameter(str(err), param_hint="'--prompt-template'") from None
-
-
 def print_summary(summary, out: Path, *, meaningless: bool) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if summary.already_complete:
-        console.print(f"[bold]{out}[/] is already complete: nothing to do.")
-    table = Table(title="ReconScore", show_header=False)
+    console, table = opt.summary_table("ReconScore", out, already_complete=summary.already_complete)
     table.add_row("rows", str(summary.total))
     table.add_row("scored", str(summary.ok))
     table.add_row("failed", str(summary.failed))
@@ -145,12 +129,7 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
 
         ci = summary.ci
         click.echo(f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci_label(ci)}]: {format_ci(ci)}")
-    from rich.markup import escape
-
-    for row_id, error in summary.failures[:10]:
-        console.print(f"[red]failed[/] {escape(str(row_id))}: {escape(str(error))}", highlight=False)
-    if len(summary.failures) > 10:
-        console.print(f"... and {len(summary.failures) - 10} more (see `error` in scores.jsonl)")
+    opt.print_failures(console, summary.failures, where="scores.jsonl")
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
 

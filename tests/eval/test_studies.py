@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
-from tests.smoke_cli import evaluate, smoke
+from tests.smoke_cli import evaluate, smoke, two_systems
 
 
 def _jsonl(p: Path) -> list[dict]:
@@ -116,18 +116,7 @@ def test_selection_study(pool, tmp_path):
 
 
 def test_encoders_study(tmp_path, sample_dir):
-    caps = tmp_path / "c.jsonl"
-    runs = []
-    for sys_name, text in (
-        ("terse", "farm"),
-        ("rich", "a wide farmland with rows of green crops and a road"),
-    ):
-        caps.write_text(
-            "".join(json.dumps({"image": f"images/UCM_{i}.tif", "caption": text}) + "\n" for i in (1, 2, 3))
-        )
-        out = tmp_path / sys_name
-        assert main(smoke("score", out, "--captions", str(caps), "--images", str(sample_dir))) == 0
-        runs += ["--run", f"{sys_name}={out}"]
+    runs = two_systems(tmp_path, sample_dir)
     out = tmp_path / "enc"
     assert (
         main(["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]) == 0

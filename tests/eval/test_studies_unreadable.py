@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
-from tests.smoke_cli import smoke
+from tests.smoke_cli import two_systems
 
 
 def test_encoders_study_skips_unreadable_images(tmp_path, sample_dir, capsys):
@@ -17,22 +17,7 @@ def test_encoders_study_skips_unreadable_images(tmp_path, sample_dir, capsys):
     (data / "images").mkdir(parents=True)
     for i in (1, 2, 3):
         shutil.copy(sample_dir / "images" / f"UCM_{i}.tif", data / "images")
-    caps = tmp_path / "c.jsonl"
-    runs = []
-    for sys_name, text in (
-        ("terse", "farm"),
-        ("rich", "a wide farmland with rows of green crops and a road"),
-    ):
-        caps.write_text(
-            "".join(
-                json.dumps({"id": f"r{i}", "image": f"images/UCM_{i}.tif", "caption": text}) + "\n"
-                for i in (1, 2, 3)
-            )
-        )
-        out = tmp_path / sys_name
-        argv = smoke("score", out, "--captions", str(caps), "--images", str(data))  # fmt: skip
-        assert main(argv) == 0
-        runs += ["--run", f"{sys_name}={out}"]
+    runs = two_systems(tmp_path, data)
     original = data / "images" / "UCM_2.tif"  # shared by both systems
     original.write_bytes(original.read_bytes()[:300])
     rows = [json.loads(line) for line in (tmp_path / "rich" / "scores.jsonl").read_text().splitlines()]

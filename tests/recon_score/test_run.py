@@ -179,22 +179,25 @@ def _cli(*args) -> list[str]:
     return [sys.executable, "-m", "eval", *args]
 
 
-def test_kill_and_resume_gives_identical_output(tmp_path, sample_dir):
-    """SIGKILL mid-run, restart with the same --out: no torn lines, nothing finished recomputed, same bytes."""
-    caps = _many_captions(tmp_path, sample_dir, 24)
-    common = [
+def _score_in_pairs(caps: Path, images: Path) -> list[str]:
+    """`score --preset smoke` of these captions in batches of 2 (the kill/resume and sharding runs)."""
+    return [
         "score",
         "--preset",
         "smoke",
         "--captions",
         str(caps),
         "--images",
-        str(sample_dir),
-        "--device",
-        "cpu",
+        str(images),
         "--batch-size",
         "2",
     ]
+
+
+def test_kill_and_resume_gives_identical_output(tmp_path, sample_dir):
+    """SIGKILL mid-run, restart with the same --out: no torn lines, nothing finished recomputed, same bytes."""
+    caps = _many_captions(tmp_path, sample_dir, 24)
+    common = [*_score_in_pairs(caps, sample_dir), "--device", "cpu"]
     ref = tmp_path / "ref"
     subprocess.run(
         _cli(*common, "--out", str(ref)),
@@ -250,17 +253,7 @@ def test_two_processes_equal_one(tmp_path, sample_dir):
     order, ids, captions, errors and sizes as a single-process run, and scores/pixels within the bound
     docs/runs.md states (CPU kernel selection may differ between processes, so not byte identity)."""
     caps = _many_captions(tmp_path, sample_dir, 10)
-    common = [
-        "score",
-        "--preset",
-        "smoke",
-        "--captions",
-        str(caps),
-        "--images",
-        str(sample_dir),
-        "--batch-size",
-        "2",
-    ]
+    common = _score_in_pairs(caps, sample_dir)
     single = tmp_path / "single"
     r1 = subprocess.run(
         _cli(*common, "--out", str(single), "--device", "cpu"),

@@ -20,6 +20,7 @@ from eval.cli import main
 from retrieval.compodiff import CompoDiff, CompoDiffConfig, load_compodiff
 from retrieval.methods import build_method
 from tests.retrieval import layouts
+from tests.smoke_cli import retrieve_patterncom
 
 DATA = Path(__file__).parent / "data" / "compodiff"
 TOL = 1e-5
@@ -101,9 +102,8 @@ def _release_for_smoke(folder: Path) -> Path:
 def test_retrieve_runs_compodiff_on_a_synthetic_patterncom(tmp_path, capsys):
     release = _release_for_smoke(tmp_path / "CompoDiff-tiny")
     root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "out"
-    argv = ["retrieve", "--benchmark", "patterncom", "--root", str(root), "--encoder", "smoke:open-clip",
-            "--out", str(out), "--methods", "compodiff,image", "--checkpoint", f"compodiff={release}",
-            "--set", "compodiff.text_encoder=smoke:hf-clip", "--set", "compodiff.steps=4", "--device", "cpu"]  # fmt: skip
+    argv = retrieve_patterncom(root, out, "compodiff,image", "--checkpoint", f"compodiff={release}",
+                               "--set", "compodiff.text_encoder=smoke:hf-clip", "--set", "compodiff.steps=4")  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     record = json.loads((out / "run.json").read_text())
     method = record["methods"]["compodiff"]

@@ -18,6 +18,7 @@ import torch
 
 from eval.cli import main
 from tests.retrieval import layouts
+from tests.smoke_cli import retrieve_patterncom
 
 msgpack = pytest.importorskip("msgpack")
 
@@ -171,9 +172,8 @@ def test_retrieve_runs_magiclens_on_a_synthetic_patterncom(tmp_path, capsys):
     release = _full_vocabulary_release(tmp_path / "magic_lens_clip_tiny.pkl")
     assert len(flatten(read_flax_pickle(release))) == len(flatten(read_flax_pickle(RELEASE)))
     root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "out"
-    argv = ["retrieve", "--benchmark", "patterncom", "--root", str(root), "--encoder", "smoke:open-clip",
-            "--out", str(out), "--methods", "magiclens,sum", "--checkpoint", f"magiclens={release}",
-            "--topk", "5", "--index", "faiss-flat", "--device", "cpu"]  # fmt: skip
+    argv = retrieve_patterncom(root, out, "magiclens,sum", "--checkpoint", f"magiclens={release}",
+                               "--topk", "5", "--index", "faiss-flat")  # fmt: skip
     assert main(argv) == 0, capsys.readouterr().err
     record = json.loads((out / "run.json").read_text())
     assert record["methods"]["magiclens"]["status"] == "ok"
