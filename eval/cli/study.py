@@ -275,14 +275,24 @@ def _numbers(kind: type) -> Callable:
 @command.command("compodiff-sweep")
 @click.option("--benchmark", default="patterncom", show_default=True, help="Benchmark loader.")
 @click.option(
-    "--root", type=click.Path(file_okay=False, path_type=Path), required=True, help="Dataset folder."
+    "--root",
+    "dataset_root",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Dataset folder.",
 )
 @click.option(
     "--encoder", required=True, help="CLIP ViT-L/14 spec, e.g. open_clip:ViT-L-14-quickgelu/openai."
 )
 @_file("--checkpoint", "The CompoDiff release folder (e.g. navervision/CompoDiff-Aesthetic).", folder=True)
 @click.option("--weights", default="0.1,0.2,0.3,0.4,0.5", show_default=True, callback=_numbers(float))
-@click.option("--steps", default="5,10,20", show_default=True, callback=_numbers(int))
+@click.option(
+    "--sampler-steps",
+    default="5,10,20",
+    show_default=True,
+    callback=_numbers(int),
+    help="CompoDiff's denoising step counts (the rows).",
+)
 @click.option("--set", "sets", multiple=True, help="Another CompoDiff setting KEY=VALUE (repeatable).")
 @click.option("--option", "options", multiple=True, help="Loader option KEY=VALUE (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries.")
@@ -290,7 +300,7 @@ def _numbers(kind: type) -> Callable:
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Encoder batch size.")
 @opt.cache("feature")
 @out_option
-def compodiff_sweep(checkpoint, weights, steps, sets, options, no_cache, **same) -> int:
+def compodiff_sweep(checkpoint, dataset_root, weights, sampler_steps, sets, options, no_cache, **same) -> int:
     """The RS-CIR benchmark paper's Fig. 12: CompoDiff's mAP per source weight (columns) and steps (rows).
 
     Each point is a `reconscore retrieve` run under OUT/points/ (features cached, finished points read back).
@@ -304,7 +314,9 @@ def compodiff_sweep(checkpoint, weights, steps, sets, options, no_cache, **same)
         options=opt.key_values(options, "--option"),
         overrides={"compodiff": opt.key_values(sets, "--set")},
         checkpoints={"compodiff": checkpoint},
+        root=dataset_root,
         cache=not no_cache,
         **same,
     )
-    return _show(base.out, commands.compodiff_sweep(base, weights, steps, lambda m: click.echo(m, err=True)))
+    sweep = commands.compodiff_sweep(base, weights, sampler_steps, lambda m: click.echo(m, err=True))
+    return _show(base.out, sweep)

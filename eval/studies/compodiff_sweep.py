@@ -62,7 +62,7 @@ def compodiff_sweep(
     fixed = {"steps", "source_weight"} & set(settings)
     if fixed:
         raise InputError(
-            f"{sorted(fixed)} is what the sweep varies: give it with --weights / --steps, not --set"
+            f"{sorted(fixed)} is what the sweep varies: give it with --weights / --sampler-steps, not --set"
         )
     table = pd.DataFrame(index=pd.Index(list(steps), name="steps"), columns=list(weights), dtype=float)
     points: dict[str, dict] = {}

@@ -21,7 +21,7 @@ def _argv(root, release, out, *extra):
 def test_the_sweep_tables_each_point_as_its_own_retrieve_run(tmp_path, capsys):
     release = _release_for_smoke(tmp_path / "CompoDiff-tiny")
     root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "sweep"
-    argv = _argv(root, release, out, "--weights", "0.2,1", "--steps", "2,3")
+    argv = _argv(root, release, out, "--weights", "0.2,1", "--sampler-steps", "2,3")
     assert main(argv) == 0, capsys.readouterr().err
     table = pd.read_csv(out / "table.csv", index_col=0)
     assert list(table.index) == [2, 3] and list(table.columns) == ["0.2", "1"]
