@@ -57,6 +57,29 @@ def long_text() -> Callable:
     )
 
 
+def benchmark_root(default: str | None = None) -> Callable:
+    """--benchmark NAME (a retrieval registry name) and --root DIR (its dataset folder, required)."""
+    from retrieval.datasets import BENCHMARKS
+
+    return options(
+        click.option(
+            "--benchmark",
+            type=click.Choice(list(BENCHMARKS)),
+            required=default is None,
+            default=default,
+            show_default=default is not None,
+            help="Benchmark loader.",
+        ),
+        click.option(
+            "--root",
+            "dataset_root",
+            type=click.Path(file_okay=False, path_type=Path),
+            required=True,
+            help="Dataset folder (annotations + images).",
+        ),
+    )
+
+
 def clip_encoder() -> Callable:
     from eval.metrics.clip import DEFAULT_ENCODER
 

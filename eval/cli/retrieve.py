@@ -9,7 +9,6 @@ import click
 
 from eval.cli import options as opt
 from retrieval.choices import INDEX_KINDS
-from retrieval.datasets import BENCHMARKS
 from retrieval.methods import TRAINING_FREE
 
 
@@ -53,14 +52,7 @@ An unreadable image is skipped (with its queries), named in run.json skipped_ima
 Exit status: 0 every method ran on every image, 3 some method could not run or some image was skipped (reasons
 printed and in run.json), 1 the run could not start.""",
 )
-@click.option("--benchmark", required=True, type=click.Choice(list(BENCHMARKS)), help="Benchmark loader.")
-@click.option(
-    "--root",
-    "dataset_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="Dataset folder (annotations + images).",
-)
+@opt.benchmark_root()
 @click.option("--encoder", required=True, help="Image+text encoder spec (`reconscore models list`).")
 @click.option(
     "--methods", default="text,image,sum,product,weicom", show_default=True, help="Comma-separated, or `all`."

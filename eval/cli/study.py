@@ -273,14 +273,7 @@ def _numbers(kind: type) -> Callable:
 
 
 @command.command("compodiff-sweep")
-@click.option("--benchmark", default="patterncom", show_default=True, help="Benchmark loader.")
-@click.option(
-    "--root",
-    "dataset_root",
-    type=click.Path(file_okay=False, path_type=Path),
-    required=True,
-    help="Dataset folder.",
-)
+@opt.benchmark_root(default="patterncom")
 @click.option(
     "--encoder", required=True, help="CLIP ViT-L/14 spec, e.g. open_clip:ViT-L-14-quickgelu/openai."
 )
