@@ -67,18 +67,9 @@ def seed_table(
     group_mean: str = "queries",
 ) -> pd.DataFrame:
     """Methods x (groups, Avg., Total) of `metric` in percent; `level="subgroup"` tabulates subgroups."""
-    labels = data.query_group if level == "group" else data.query_subgroup
     rows = {}
     for name, res in results.items():
-        s = summarize(
-            res.per_query[metric],
-            labels,
-            subgroups=data.query_subgroup if level == "group" else None,
-            empty_positives=empty_positives,
-            group_mean=group_mean if level == "group" else "queries",
-            order=order,
-            what=metric,
-        )
+        s = _level_summary(res, data, metric, level, empty_positives, group_mean, order)
         row = dict(s.per_group) if 1 < len(s.per_group) <= MAX_COLUMNS else {}
         if len(s.per_group) > 1:
             row["Avg."] = s.macro
@@ -87,6 +78,21 @@ def seed_table(
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "Method"
     return (table * 100).round(2)
+
+
+def _level_summary(res, data, metric, level, empty_positives, group_mean, order=()):
+    """`metric` of one method by group (averaged as `group_mean` says) or by subgroup (over its queries): the one
+    rule the tables and per_group.csv share, so the two never disagree."""
+    group = level == "group"
+    return summarize(
+        res.per_query[metric],
+        data.query_group if group else data.query_subgroup,
+        subgroups=data.query_subgroup if group else None,
+        empty_positives=empty_positives,
+        group_mean=group_mean if group else "queries",
+        order=order,
+        what=metric,
+    )
 
 
 def to_markdown(table: pd.DataFrame, title: str) -> str:
@@ -109,20 +115,11 @@ def per_group_long(
     """Every (method, level, name, metric) mean with its query count, fractions in [0, 1]; the groups average
     as the tables do (`group_mean`), subgroups over their queries."""
     records = []
-    levels = [("group", data.query_group)] + (
-        [("subgroup", data.query_subgroup)] if data.query_subgroup else []
-    )
+    levels = ["group"] + (["subgroup"] if data.query_subgroup else [])
     for method, res in results.items():
         for metric in metrics:
-            for level, labels in levels:
-                s = summarize(
-                    res.per_query[metric],
-                    labels,
-                    subgroups=data.query_subgroup if level == "group" else None,
-                    empty_positives=empty_positives,
-                    group_mean=group_mean if level == "group" else "queries",
-                    what=metric,
-                )
+            for level in levels:
+                s = _level_summary(res, data, metric, level, empty_positives, group_mean)
                 for name, value in s.per_group.items():
                     records.append(
                         {
