@@ -146,7 +146,7 @@ def correlation_cis(
     agree, total = _pair_counts(flat, groups)
 
     def tau(variant: TauVariant):
-        def statistic(drawn: np.ndarray, _cols: np.ndarray) -> float:
+        def statistic(drawn: np.ndarray) -> float:
             rows = np.concatenate([groups[g] for g in drawn])
             return kendall(flat.metric[rows], flat.human[rows], variant)
 
@@ -155,7 +155,7 @@ def correlation_cis(
     statistics = {
         "tau_b": tau(TauVariant.B),
         "tau_c": tau(TauVariant.C),
-        "pairwise_acc": lambda drawn, _cols: _ratio(agree[drawn], total[drawn]),
+        "pairwise_acc": lambda drawn: _ratio(agree[drawn], total[drawn]),
     }
     return {
         name: bootstrap_ci(f, len(groups), level=level, resamples=n_boot, rng_seed=seed)

@@ -76,7 +76,7 @@ class ScoreSummary:
     cached: int
     already_complete: bool
     failures: list[tuple[str, str]]
-    ci: dict | None = None  # K > 1: bootstrap CI of the mean over images and seeds
+    ci: dict | None = None  # K > 1: the CI of the mean over images x seeds (recon_score_ci)
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
 
     @property

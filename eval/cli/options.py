@@ -316,7 +316,7 @@ def recon_seeds() -> Callable:
         "recon_seeds",
         default=1,
         help="reconscore: K renders per caption (the preset's seed, then derived ones); the value is the mean "
-        "over seeds and the 95% bootstrap CI over images and seeds is printed beside it.",
+        "over seeds and the 95% CI over images x seeds is printed beside it.",
     )
 
 

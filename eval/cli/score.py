@@ -45,7 +45,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     "recon_seeds",
     default=1,
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
-    "mean and std, run.json a bootstrap CI over images and seeds. 1 = the paper's protocol, output unchanged.",
+    "mean and std, run.json a CI over images x seeds. 1 = the paper's protocol, output unchanged.",
 )
 @opt.bands()
 @opt.weights_dir()
@@ -125,10 +125,10 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("results", str(out / "scores.jsonl"))
     console.print(table)
     if summary.ci is not None:  # a line of its own: the label must never wrap
-        from recon_score.seeds import ci_label, format_ci
+        from recon_score.seeds import ci_heading, format_ci
 
         ci = summary.ci
-        click.echo(f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci_label(ci)}]: {format_ci(ci)}")
+        click.echo(f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}")
     opt.print_failures(console, summary.failures, where="scores.jsonl")
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")

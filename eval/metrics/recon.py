@@ -34,7 +34,7 @@ class ReconScoreMetric(Metric):
     ):
         """`scorer`: an existing ReconScorer to reuse (its models stay loaded); otherwise built from `preset`.
         `seeds`: K renders per caption (recon_score.seeds); the value is the mean over them, and `info["ci"]`
-        the cluster bootstrap CI of the mean over distinct images and seeds (recon_score.seeds.recon_score_ci)."""
+        the CI of the mean over distinct images x seeds (recon_score.seeds.recon_score_ci)."""
         self.preset, self.device, self.batch_size, self.overrides = preset, device, batch_size, overrides
         self.seeds = seeds
         self._scorer = scorer

@@ -383,7 +383,7 @@ def models_tables(
     `table`: the paper's layout: Method | Pub. | one column per dataset, the models grouped under one label row
     per paradigm (e.g. "Fine-tuned", "Zero-shot"; models without one last, ungrouped); `all_metrics`: every
     metric per model and dataset; `recon_score_ci` with K-seed CIs."""
-    from recon_score.seeds import ci_label, format_ci
+    from recon_score.seeds import ci_heading, format_ci
 
     main = long[long.metric == metric].pivot(index="model", columns="dataset", values="value")
     main = main.reindex(index=models, columns=datasets)
@@ -418,8 +418,7 @@ def models_tables(
         any_ci = next(iter(cis.values()))
         out["recon_score_ci"] = (
             ci_df,
-            f"ReconScore mean [{any_ci['level']:.0%} cluster bootstrap CI over images x {any_ci['seeds']} seed(s); "
-            f"e.g. {ci_label(any_ci)}] per model and dataset",
+            f"ReconScore mean [{ci_heading(any_ci)}, e.g.] per model and dataset",
         )
     return out
 
