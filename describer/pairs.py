@@ -6,9 +6,14 @@ the conversational vision format TRL's DPOTrainer reads (`image`, `prompt` as a 
 `chosen` / `rejected` as assistant messages), so `datasets.load_dataset("parquet", ...)` feeds the trainer as is.
 
 Confidence filter: with K selection seeds (`describe --selection-seeds K`) each candidate's score is a mean over K
-renders and its per-seed values measure the seed noise. A pair is kept only if its margin exceeds the noise of
-both captions (the sample std of each one's K values, or its standard error with `noise="sem"`): otherwise the
-order could be the renders' luck rather than the text. Every dropped pair is counted under its reason.
+renders. All candidates of an image are rendered with the same K seeds, so most of their per-seed spread is the
+seeds' common effect, which cancels in a comparison: the filter is a paired t test on the K per-seed differences
+d_j = chosen_j - rejected_j. A pair is kept only if mean(d) / (sd(d) / sqrt(K)) exceeds PAIRED_T_LEVEL's one-sided
+quantile of Student's t with K - 1 degrees of freedom (1.89 for K = 3, 1.64 for large K); otherwise the order
+could be the renders' luck rather than the text. Every dropped pair is counted under its reason.
+
+Inputs are the user's files, not journals: every line of a table is read (a missing final newline loses
+nothing), and a line or a run.json field that cannot be used is reported with file:line (or file) and the field.
 """
 
 from __future__ import annotations
@@ -24,21 +29,24 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-from recon_score.atomic_io import atomic_write_bytes, png_bytes, read_jsonl, write_json_atomic
+from recon_score.atomic_io import atomic_write_bytes, png_bytes, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
 from recon_score.runtime import provenance, utc_now
+from recon_score.textfiles import parse_json, read_json, read_lines
 
 log = logging.getLogger(__name__)
 
 POLICIES = ("best-worst", "best-vs-each", "all")
 SCORES = ("selection_score", "recon_score")
-NOISE = ("std", "sem", "off")
+NOISE = ("paired", "off")
+PAIRED_T_LEVEL = 0.90  # one-sided level of the paired t test on the per-seed differences
 
 # why a candidate pair is not in the dataset (run.json "dropped"; the CLI prints them)
 TIE = "equal scores"
 BELOW_MARGIN = "margin below --min-margin"
-WITHIN_NOISE = "margin within the seed noise of a caption"
+WITHIN_NOISE = "paired per-seed differences within the seed noise (paired t below its critical value)"
+UNPAIRED = "per-seed scores of different lengths (not rendered with the same seeds)"
 DUPLICATE = "same caption text"
 
 
@@ -51,7 +59,7 @@ class PairsJob:
     policy: str = "best-worst"
     score: str = "selection_score"  # the column that ranks candidates
     min_margin: float = 0.0
-    noise: str = "std"  # the seed-noise filter: "std" or "sem" of a caption's per-seed scores, or "off"
+    noise: str = "paired"  # the seed-noise filter: a paired t test on the per-seed differences, or "off"
     images_root: Path | None = None  # for scored tables whose image paths are relative to another folder
     argv: list[str] = field(default_factory=list)
 
@@ -81,11 +89,11 @@ class Candidate:
     selection_score: float | None
 
     def noise(self, kind: str) -> float | None:
-        """The seed noise of this caption's score: None with fewer than two seeds or with the filter off."""
+        """The sample std of this caption's per-seed scores (a descriptive column; the filter uses the paired
+        differences): None with fewer than two seeds or with the filter off."""
         if kind == "off" or not self.per_seed or len(self.per_seed) < 2:
             return None
-        std = statistics.stdev(self.per_seed)
-        return std / math.sqrt(len(self.per_seed)) if kind == "sem" else std
+        return statistics.stdev(self.per_seed)
 
 
 @dataclass
@@ -104,64 +112,147 @@ class Source:
 
 def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str]) -> Source:
     """A describe run folder (run.json + candidates.jsonl) or a scored table (.jsonl) with image, caption and
-    the score column."""
+    the score column. Every line is read; a line that is not a usable candidate is a failure naming it."""
     run: dict = {}
     if path.is_dir():
         table = path / "candidates.jsonl"
         if (path / "run.json").is_file():
-            run = json.loads((path / "run.json").read_text(encoding="utf-8"))
+            run = read_json(path / "run.json", expect=dict, what="run.json")
         if not table.is_file():
             raise InputError(f"{path}: no candidates.jsonl (expected a `reconscore describe` run folder)")
     else:
         table = path
-    rows = read_jsonl(table)
-    root = job.images_root or (Path(run["images_root"]) if run.get("images_root") else table.parent)
+    fields = _run_fields(path / "run.json", run)
+    root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)
     groups: dict[str, list[Candidate]] = {}
-    for line, row in enumerate(rows, 1):
-        cand = _candidate(row, job.score, f"{table}:{line}", skipped, failures)
+    for line, text in read_lines(table, what="candidates table"):
+        if not text.strip():
+            continue
+        where = f"{table}:{line}"
+        row, why = parse_json(text)
+        if why is not None:
+            failures.append(f"{where}: {why}")
+            continue
+        try:
+            cand = _candidate(row, job.score, skipped)
+        except ValueError as err:
+            failures.append(f"{where}: {err}")
+            continue
         if cand is not None:
             groups.setdefault(cand.image_id, []).append(cand)
-    selection = run.get("selection") or {}
-    seeds = selection.get("selection_seeds")
     return Source(
         path=path,
         groups=groups,
         images_root=root,
-        prompt=(run.get("preset") or {}).get("prompt"),
-        seeds=seeds,
-        eval_seed=selection.get("eval_seed"),
-        bands=tuple(run["bands"]) if run.get("bands") else None,
-        note=run.get("note"),
+        prompt=fields["prompt"],
+        seeds=fields["selection_seeds"],
+        eval_seed=fields["eval_seed"],
+        bands=fields["bands"],
+        note=fields["note"],
     )
 
 
-def _candidate(row: dict, score: str, where: str, skipped: Counter, failures: list[str]) -> Candidate | None:
-    if (
-        not isinstance(row, dict)
-        or not row.get("image")
-        or not isinstance(row.get("caption"), (str, type(None)))
-    ):
-        failures.append(f"{where}: not a candidate row (needs image, caption and {score})")
+def _run_fields(where: Path, run: dict) -> dict:
+    """What pairs needs from a describe run's run.json, each checked for its type (InputError naming the
+    file and the field)."""
+
+    def bad(name: str, want: str, value) -> InputError:
+        return InputError(f"{where}: field {name!r} must be {want}, got {_shown(value)}")
+
+    for name in ("selection", "preset"):
+        if run.get(name) is not None and not isinstance(run[name], dict):
+            raise bad(name, "an object", run[name])
+    selection, preset = run.get("selection") or {}, run.get("preset") or {}
+    out = {
+        "images_root": run.get("images_root"),
+        "prompt": preset.get("prompt"),
+        "note": run.get("note"),
+        "selection_seeds": selection.get("selection_seeds"),
+        "eval_seed": selection.get("eval_seed"),
+        "bands": run.get("bands"),
+    }
+    for key, name in (("images_root", "images_root"), ("prompt", "preset.prompt"), ("note", "note")):
+        if out[key] is not None and not isinstance(out[key], str):
+            raise bad(name, "a string", out[key])
+    for key, name in (("selection_seeds", "selection.selection_seeds"), ("bands", "bands")):
+        value = out[key]
+        if value is not None and (not isinstance(value, list) or not all(_is_int(v) for v in value)):
+            raise bad(name, "a list of integers", value)
+    if out["eval_seed"] is not None and not _is_int(out["eval_seed"]):
+        raise bad("selection.eval_seed", "an integer", out["eval_seed"])
+    out["bands"] = tuple(out["bands"]) if out["bands"] else None
+    return out
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(value, field: str, *, optional: bool = False) -> float | None:
+    """A finite score: an int or float, never a boolean, a string, NaN, infinity or an int beyond float."""
+    if value is None and optional:
         return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"field {field!r} must be a number, got {_shown(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"field {field!r} must be a finite number, got {_shown(value)}")
+    return number
+
+
+def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
+    """One row as a Candidate; None for a row skipped by design (failed generation, no score); ValueError
+    naming the field for a row that cannot be used."""
+    if not isinstance(row, dict):
+        raise ValueError(
+            f"not a candidate row (a JSON object with image, caption and {score}), got {_shown(row)}"
+        )
+    image = row.get("image")
+    if not isinstance(image, str) or not image.strip():
+        raise ValueError(f"field 'image' must be a non-empty string (the image path), got {_shown(image)}")
+    if not isinstance(row.get("caption"), (str, type(None))):
+        raise ValueError(f"field 'caption' must be a string, got {_shown(row.get('caption'))}")
+    index = row.get("index", 0)
+    if not _is_int(index):
+        raise ValueError(f"field 'index' must be an integer, got {_shown(index)}")
+    image_id = row.get("image_id") or row.get("id") or image
+    if not isinstance(image_id, (str, int)) or isinstance(image_id, bool):
+        raise ValueError(f"field 'image_id' must be a string, got {_shown(image_id)}")
     if row.get("error") or not row.get("caption"):
         skipped["candidate without a caption (generation failed)"] += 1
         return None
-    value = row.get(score)
-    if value is None or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if row.get(score) is None:
         skipped[f"candidate without a {score}"] += 1
         return None
-    per_seed = row.get("selection_per_seed") or row.get("recon_score_per_seed")
-    if per_seed is not None and any(v is None for v in per_seed):
-        per_seed = None
+    value = _number(row[score], score)
+    recon = _number(row.get("recon_score"), "recon_score", optional=True)
+    selection = _number(row.get("selection_score"), "selection_score", optional=True)
+    name = "selection_per_seed" if row.get("selection_per_seed") is not None else "recon_score_per_seed"
+    per_seed = row.get(name)
+    if per_seed is not None:
+        if not isinstance(per_seed, list):
+            raise ValueError(f"field {name!r} must be a list of numbers, got {_shown(per_seed)}")
+        if any(v is None for v in per_seed):  # a failed seed render: no per-seed values for the filter
+            per_seed = None
+        else:
+            per_seed = [_number(v, f"{name}[{i}]") for i, v in enumerate(per_seed)]
     return Candidate(
-        image_id=str(row.get("image_id") or row.get("id") or row["image"]),
-        image=row["image"],
-        index=int(row.get("index", 0)),
+        image_id=str(image_id),
+        image=image,
+        index=index,
         caption=row["caption"],
-        score=float(value),
+        score=value,
         per_seed=per_seed,
-        recon_score=row.get("recon_score"),
-        selection_score=row.get("selection_score"),
+        recon_score=recon,
+        selection_score=selection,
     )
 
 
@@ -189,11 +280,29 @@ def keep_pair(hi: Candidate, lo: Candidate, *, min_margin: float, noise: str) ->
         return TIE
     if margin < min_margin:
         return BELOW_MARGIN
-    for c in (hi, lo):
-        n = c.noise(noise)
-        if n is not None and margin <= n:
-            return WITHIN_NOISE
-    return None
+    if noise == "off" or not hi.per_seed or not lo.per_seed or min(len(hi.per_seed), len(lo.per_seed)) < 2:
+        return None
+    if len(hi.per_seed) != len(lo.per_seed):
+        return UNPAIRED
+    t = paired_t(hi.per_seed, lo.per_seed)
+    return None if t > paired_critical_value(len(hi.per_seed)) else WITHIN_NOISE
+
+
+def paired_t(chosen: list[float], rejected: list[float]) -> float:
+    """mean(d) / (sd(d) / sqrt(K)) of the per-seed differences d_j = chosen_j - rejected_j (same seed j):
+    +inf / -inf when every difference is the same positive / non-positive number."""
+    d = [a - b for a, b in zip(chosen, rejected)]
+    mean, sd = statistics.fmean(d), statistics.stdev(d)
+    if sd == 0:
+        return math.inf if mean > 0 else -math.inf
+    return mean / (sd / math.sqrt(len(d)))
+
+
+def paired_critical_value(k: int, level: float = PAIRED_T_LEVEL) -> float:
+    """Student's t quantile at `level` (one-sided) with K - 1 degrees of freedom."""
+    from scipy import stats
+
+    return float(stats.t.ppf(level, k - 1))
 
 
 def _messages(role: str, text: str | None, *, image: bool = False) -> list[dict]:
@@ -303,6 +412,7 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
         raise ReconScoreError(
             "`reconscore pairs` needs the `datasets` package: pip install 'reconscore[train]'"
         ) from err
+    _refuse_repeated_inputs(job.runs)
     job.out.mkdir(parents=True, exist_ok=True)
     for old in job.out.glob("data/train-*.parquet"):  # a rerun replaces the dataset, never mixes two
         old.unlink()
@@ -336,6 +446,19 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
     )
     _write_run_json(job, summary, writer.files, sources)
     return summary
+
+
+def _refuse_repeated_inputs(runs: list[Path]) -> None:
+    """The same candidates table given twice (as a path again, through a link, or as a run folder and its
+    candidates.jsonl) would write every pair twice: refused, naming both arguments."""
+    seen: dict[Path, Path] = {}
+    for path in runs:
+        table = (path / "candidates.jsonl" if path.is_dir() else path).resolve()
+        if table in seen:
+            raise InputError(
+                f"{path} and {seen[table]} are the same candidates table ({table}); give each run once"
+            )
+        seen[table] = path
 
 
 @dataclass
@@ -387,8 +510,10 @@ def _noise_words(kind: str, with_noise: int, candidates: int) -> str:
         return "off (--noise off)"
     if not with_noise:
         return "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
-    what = "sample std" if kind == "std" else "standard error of the mean"
-    return f"margin must exceed the {what} of both captions' per-seed scores ({with_noise}/{candidates} candidates)"
+    return (
+        f"paired t of the per-seed differences must exceed Student's t at {PAIRED_T_LEVEL:.0%} one-sided, "
+        f"K - 1 degrees of freedom ({with_noise}/{candidates} candidates have per-seed scores)"
+    )
 
 
 def _write_run_json(job: PairsJob, summary: PairsSummary, files: list[str], sources: list[dict]) -> None:

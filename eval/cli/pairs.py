@@ -51,11 +51,11 @@ Exit status: 0 all inputs read, 3 some inputs or images could not be read, 1 not
 )
 @click.option(
     "--noise",
-    type=click.Choice(["std", "sem", "off"]),
-    default="std",
+    type=click.Choice(["paired", "off"]),
+    default="paired",
     show_default=True,
-    help="Seed-noise filter (runs with --selection-seeds K >= 2): the margin must exceed each caption's "
-    "per-seed sample std (std) or its standard error (sem).",
+    help="Seed-noise filter (runs with --selection-seeds K >= 2): a paired t test on the two captions' "
+    "per-seed differences (same seeds); kept when t exceeds Student's t at 90% one-sided, K-1 df.",
 )
 @opt.images_root("the run's images_root, or a table's folder")
 @click.option("--prompt", default=None, help="The captioning prompt of a scored table (default: the run's).")

@@ -11,10 +11,13 @@ from describer.pairs import (
     BELOW_MARGIN,
     DUPLICATE,
     TIE,
+    UNPAIRED,
     WITHIN_NOISE,
     Candidate,
     candidate_pairs,
     keep_pair,
+    paired_critical_value,
+    paired_t,
 )
 from eval.cli import main
 from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
@@ -47,15 +50,57 @@ def test_keep_pair_reasons():
         _cand(0, 60.0, caption="a farm"), _cand(1, 50.0, caption="a farm "), min_margin=0, noise="std"
     )
     assert same == DUPLICATE
-    # margin 3; the rejected caption's seeds spread 40, 50, 45: std 5 > 3 -> within noise; its SEM 2.89 < 3
+    # margin 3; the rejected caption's seeds spread 40, 50, 45 (std 5), but the differences 8, -2, 3 (same seeds)
+    # have mean 3 and sd 5: paired t = 1.04 < t(0.90, 2 df) = 1.89 -> within noise
     noisy = _cand(1, 45.0, per_seed=[40.0, 50.0, 45.0])
-    assert statistics.stdev(noisy.per_seed) == pytest.approx(5.0)
     assert (
-        keep_pair(_cand(0, 48.0, per_seed=[48.0, 48.5, 47.5]), noisy, min_margin=0, noise="std")
+        keep_pair(_cand(0, 48.0, per_seed=[48.0, 48.0, 48.0]), noisy, min_margin=0, noise="paired")
         == WITHIN_NOISE
     )
-    assert keep_pair(_cand(0, 48.0, per_seed=[48.0, 48.5, 47.5]), noisy, min_margin=0, noise="sem") is None
+    # the same spread shared by both captions (the seeds' common effect) cancels: differences 3, 3.5, 2.5
+    shared = _cand(0, 48.0, per_seed=[43.0, 53.5, 47.5])
+    assert keep_pair(shared, noisy, min_margin=0, noise="paired") is None
     assert keep_pair(_cand(0, 48.0), noisy, min_margin=0, noise="off") is None
+    assert keep_pair(_cand(0, 48.0, per_seed=[48.0, 48.0]), noisy, min_margin=0, noise="paired") == UNPAIRED
+
+
+def test_paired_t_is_scipys_paired_test():
+    from scipy import stats
+
+    hi, lo = [64.5, 61.2, 57.2, 60.0], [64.5, 60.1, 56.1, 59.7]
+    assert paired_t(hi, lo) == pytest.approx(stats.ttest_rel(hi, lo).statistic)
+    assert paired_critical_value(3) == pytest.approx(stats.t.ppf(0.90, 2)) == pytest.approx(1.8856, abs=1e-4)
+    assert paired_t([2.0, 3.0], [1.0, 2.0]) == float("inf")  # every difference 1: no noise at all
+
+
+# 4 images x 3 candidates, K = 3 seeds with a shared seed effect (+4, 0, -4) and small caption differences:
+# every one of the 12 pairs has a margin below one of its captions' per-seed std (the old rule dropped all 12);
+# 4 of them have paired t >= 2.
+SHARED_SEEDS = {
+    "A": [[64.5, 61.2, 57.2], [64.5, 60.1, 56.1], [64.8, 59.8, 55.9]],
+    "B": [[62.9, 59.2, 54.6], [64.6, 60.1, 56.4], [63.5, 59.4, 56.5]],
+    "C": [[64.9, 61.1, 55.8], [64.2, 59.7, 56.0], [63.8, 60.1, 55.9]],
+    "D": [[63.8, 58.9, 55.0], [64.1, 59.8, 56.7], [64.2, 59.9, 55.9]],
+}
+
+
+def test_shared_seed_effect_keeps_pairs_with_a_clear_paired_difference():
+    from scipy import stats
+
+    cands = {
+        img: [_cand(i, statistics.fmean(v), per_seed=v, caption=f"{img} {i}") for i, v in enumerate(rows)]
+        for img, rows in SHARED_SEEDS.items()
+    }
+    pairs = [p for cs in cands.values() for p in candidate_pairs(cs, "all")]
+    assert len(pairs) == 12
+    assert all(
+        hi.score - lo.score <= max(statistics.stdev(hi.per_seed), statistics.stdev(lo.per_seed))
+        for hi, lo in pairs
+    )
+    t = [stats.ttest_rel(hi.per_seed, lo.per_seed).statistic for hi, lo in pairs]
+    assert sum(x >= 2 for x in t) == 4
+    kept = [keep_pair(hi, lo, min_margin=0, noise="paired") is None for hi, lo in pairs]
+    assert kept == [x > stats.t.ppf(0.90, 2) for x in t] and sum(kept) == 4
 
 
 def _fake_run(tmp_path: Path) -> Path:
@@ -108,9 +153,9 @@ def test_pairs_command_writes_a_trl_preference_dataset(tmp_path, capsys):
     printed = capsys.readouterr()
     assert rc == 3 and "gone" in printed.err  # the missing image is named, the rest is written
     ds = load_dataset(str(out), split="train")
-    # UCM_1: 60>50 kept (margin 10 > stds 1, 1); 60>40 and 50>40 within the third caption's std 20
-    # UCM_2: 55>54 within noise (margin 1 = std 1 of the second: not exceeding); its failed candidate skipped
-    assert len(ds) == 1
+    # UCM_1: 60>50 kept (differences 10, 10, 10); 60>40 (paired t 1.82) and 50>40 (0.91) within noise
+    # UCM_2: 55>54 kept (differences 2, 0.5, 0.5: paired t 2.0 > 1.89); its failed candidate skipped
+    assert len(ds) == 2
     row = ds[0]
     assert row["image"].size == (256, 256)  # decoded as a PIL image by the Image feature
     assert row["prompt"] == [
@@ -127,12 +172,12 @@ def test_pairs_command_writes_a_trl_preference_dataset(tmp_path, capsys):
     assert (row["chosen_recon_score"], row["rejected_recon_score"]) == (58.0, 51.0)
     assert row["source_run"] == str(run.resolve()) and row["policy"] == "all"
     meta = json.loads((out / "run.json").read_text())
-    assert meta["counts"]["pairs"] == 1
-    # UCM_1: 2 within noise; UCM_2: 1 within noise; gone: 1 kept pair lost with its image
-    assert meta["dropped"] == {"margin within the seed noise of a caption": 3}
+    assert meta["counts"]["pairs"] == 2
+    # UCM_1: 2 within noise; gone: 1 kept pair lost with its image
+    assert meta["dropped"] == {WITHIN_NOISE: 2}
     assert meta["skipped"] == {"candidate without a caption (generation failed)": 1}
-    assert meta["held_out_agreement"] == {"pairs": 1, "agree": 1}
-    assert "dropped 3 pairs: margin within the seed noise" in printed.out
+    assert meta["held_out_agreement"] == {"pairs": 2, "agree": 2}
+    assert f"dropped 2 pairs: {WITHIN_NOISE}" in printed.out
     assert meta["provenance"]["argv"]
 
 
@@ -181,3 +226,96 @@ def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path,
     assert row["chosen"][0]["content"][0]["text"] == "a dense forest" and row["margin"] == 31.5
     assert row["prompt"][0]["content"][1]["text"].startswith("Describe this remote sensing image")
     assert row["chosen_noise"] is None and row["selection_seeds"] is None
+
+
+def _table_line(caption, score, index, **extra) -> str:
+    row = {"image_id": "UCM_3", "image": "images/UCM_3.tif", "caption": caption, "selection_score": score}
+    return json.dumps({**row, "index": index, **extra})
+
+
+def test_a_table_is_not_a_journal_every_line_is_read_or_named(tmp_path, capsys):
+    """No final newline: the last row (the best caption) is read. Bad values: each line is named with its field,
+    the good rows are still paired. Booleans are not scores; NaN, 1e400-like integers and strings neither."""
+    from datasets import load_dataset
+
+    lines = [
+        _table_line("a beach", 40.0, 0),
+        _table_line("trees", 55.0, 1),
+        _table_line("x", 50.0, 3, selection_per_seed=[float("nan"), 99]),  # json.dumps writes NaN
+        _table_line("x", 50.0, 4, selection_per_seed=5),
+        _table_line("x", 50.0, 5, selection_per_seed=["a"]),
+        '{"image": "images/UCM_3.tif", "caption": "x", "selection_score": 50, "index": "abc"}',
+        '{"image": "images/UCM_3.tif", "caption": "x", "selection_score": 50, "index": NaN}',
+        '{"image": ["images/UCM_3.tif"], "caption": "x", "selection_score": 50}',
+        '{"image": 5, "caption": "x", "selection_score": 50}',
+        '{"image": "images/UCM_3.tif", "caption": "x", "selection_score": 1' + "0" * 400 + "}",
+        '{"image": "images/UCM_3.tif", "caption": "x", "selection_score": true}',
+        '{"image": "images/UCM_3.tif", "caption": "x", "selection_score": false}',
+        "{not json",
+        "[1, 2]",
+        _table_line("a dense forest", 71.5, 2),
+    ]
+    table = tmp_path / "scored.jsonl"
+    table.write_text("\n".join(lines), encoding="utf-8")  # no final newline
+    out = tmp_path / "p"
+    argv = ["pairs", str(table), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
+    assert main(argv) == 3
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.err and "3 scored candidates" in printed.out
+    expected = {
+        3: "field 'selection_per_seed[0]' must be a finite number, got NaN",
+        4: "field 'selection_per_seed' must be a list of numbers, got 5",
+        5: "field 'selection_per_seed[0]' must be a number, got \"a\"",
+        6: "field 'index' must be an integer, got \"abc\"",
+        7: "field 'index' must be an integer, got NaN",
+        8: "field 'image' must be a non-empty string",
+        9: "field 'image' must be a non-empty string",
+        10: "field 'selection_score' must be a finite number, got 1000",
+        11: "field 'selection_score' must be a number, got true",
+        12: "field 'selection_score' must be a number, got false",
+        13: "invalid JSON",
+        14: "not a candidate row",
+    }
+    failures = json.loads((out / "run.json").read_text())["failures"]
+    assert len(failures) == len(expected)
+    for line, words in expected.items():
+        assert any(f.startswith(f"{table}:{line}: {words}") for f in failures), (line, failures)
+        assert f"{table}:{line}: " in printed.err
+    (row,) = load_dataset(str(out), split="train")
+    assert row["chosen"][0]["content"][0]["text"] == "a dense forest"  # the unterminated last line
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"{not json", "invalid JSON"),
+        (b"[1, 2]", "expected a JSON object, got list"),
+        ('{"note": "caf\u00e9"}'.encode("latin-1"), "not valid utf-8 text"),
+        (b'{"bands": 5}', "field 'bands' must be a list of integers, got 5"),
+        (b'{"selection": "abc"}', "field 'selection' must be an object, got \"abc\""),
+        (b'{"preset": [1]}', "field 'preset' must be an object, got [1]"),
+        (b'{"selection": {"selection_seeds": [0, "a"]}}', "field 'selection.selection_seeds' must be a list"),
+    ],
+)
+def test_a_bad_run_json_fails_that_run_alone(tmp_path, capsys, content, words):
+    run = _fake_run(tmp_path)
+    (run / "run.json").write_bytes(content)
+    good = tmp_path / "scored.jsonl"
+    write_jsonl_atomic(
+        good, [json.loads(_table_line("trees", 55.0, 0)), json.loads(_table_line("a", 40.0, 1))]
+    )
+    out = tmp_path / "p"
+    argv = ["pairs", str(run), str(good), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert f"{run / 'run.json'}" in err and words in err and "Traceback" not in err
+    assert json.loads((out / "run.json").read_text())["counts"]["pairs"] == 1  # the table's pair
+
+
+def test_the_same_run_twice_is_refused(tmp_path, capsys):
+    run = _fake_run(tmp_path)
+    for twice in ([run, run], [run, run / "candidates.jsonl"]):
+        assert main(["pairs", *map(str, twice), "--out", str(tmp_path / "p")]) == 1
+        err = capsys.readouterr().err
+        assert f"{twice[1]} and {twice[0]} are the same candidates table" in err
+    assert not (tmp_path / "p").exists()  # refused before anything was written
