@@ -9,7 +9,7 @@ Confidence filter: with K selection seeds (`describe --selection-seeds K`) each 
 renders. All candidates of an image are rendered with the same K seeds, so most of their per-seed spread is the
 seeds' common effect, which cancels in a comparison: the filter is a paired t test on the K per-seed differences
 d_j = chosen_j - rejected_j. A pair is kept only if mean(d) / (sd(d) / sqrt(K)) exceeds PAIRED_T_LEVEL's one-sided
-quantile of Student's t with K - 1 degrees of freedom (1.89 for K = 3, 1.64 for large K); otherwise the order
+quantile of Student's t with K - 1 degrees of freedom (1.89 for K = 3, 1.28 for large K); otherwise the order
 could be the renders' luck rather than the text. Every dropped pair is counted under its reason.
 
 Inputs are the user's files, not journals: every line of a table is read (a missing final newline loses

@@ -189,7 +189,8 @@ class ReconScoreReward:
         elif "images" in columns and columns["images"] is not None:
             name = "images"
             images = [
-                imgs[0] if isinstance(imgs, (list, tuple)) and imgs else imgs for imgs in columns["images"]
+                (imgs[0] if imgs else None) if isinstance(imgs, (list, tuple)) else imgs
+                for imgs in columns["images"]
             ]
         else:
             return [None] * n
