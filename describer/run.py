@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from describer.backends import Captioner, CaptionRequest, Sampling, derive_seed
+from describer.backends import Backend, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 class DescribeJob:
     out: Path
     preset: DescriberPreset
-    captioner: Captioner
+    captioner: Backend
     selector: CandidateSelector
     inputs: Path | None = None  # what to caption: a folder, one image, a .txt list or a .jsonl
     images_root: Path | None = None  # the folder image paths in `inputs` are relative to
