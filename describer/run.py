@@ -249,7 +249,10 @@ def _caption(job: DescribeJob, need: list, loaded: dict, generated: dict, journa
         batch = need[s : s + job.vlm_batch_size]
         reqs = [
             CaptionRequest(
-                loaded[i.index], derive_seed(sampling.seed, image_digest(loaded[i.index])), key=i.id
+                loaded[i.index],
+                derive_seed(sampling.seed, image_digest(loaded[i.index])),
+                key=i.id,
+                path=str(i.path) if i.path is not None else None,
             )
             for i in batch
         ]

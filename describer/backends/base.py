@@ -57,12 +57,17 @@ class Candidate:
 
 @dataclass
 class CaptionRequest:
-    """One image to caption; `seed` is derived from the run's seed and the image's pixels (recon_score.seeds.derive_seed)."""
+    """One image to caption; `seed` is derived from the run's seed and the image's pixels (recon_score.seeds.derive_seed).
+
+    `image` is the project's read (the one the scores use); `path`, when the image is a file, lets the
+    `qwen-vl-utils` image input open the file itself as the authors' `RemoteDescriber.py` does
+    (describer.backends.vision)."""
 
     image: Image.Image
     seed: int
     key: str = ""  # a label for error messages (image id)
     extra: dict = field(default_factory=dict)
+    path: str | None = None
 
 
 _THINK = re.compile(r"<think>.*?</think>\s*", re.S)
@@ -190,7 +195,7 @@ class Backend:
         """The pixels handed to the VLM for each request (describer.backends.vision.vlm_images)."""
         from describer.backends.vision import vlm_images
 
-        return vlm_images([r.image for r in requests], self.image_input, prompt)
+        return vlm_images(requests, self.image_input, prompt)
 
     def text_and_pixels(self) -> dict:
         """How images became pixels and texts became captions, for identity() (run.json)."""
