@@ -124,7 +124,9 @@ def _listed_paths(lines: list, parsed: dict, kind: str) -> dict[int, str]:
     return {
         n: rec["image"]
         for n, (rec, why) in parsed.items()
-        if why is None and isinstance(rec, dict) and rec.get("id") is None
+        if why is None
+        and isinstance(rec, dict)
+        and rec.get("id") is None
         and isinstance(rec.get("image"), str)
         and rec["image"].strip()
     }
@@ -149,7 +151,9 @@ def _list_items(source: Path, base: Path, kind: str) -> list[ImageItem]:
                 why = f"not a JSON object with `image` (got {type(rec).__name__})"
             if why is not None:
                 items.append(
-                    ImageItem(len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}", origin=where)
+                    ImageItem(
+                        len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}", origin=where
+                    )
                 )
                 continue
             rel, rid, refs = rec["image"], rec.get("id"), rec.get("references")

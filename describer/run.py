@@ -235,7 +235,9 @@ def _load_phase(job: DescribeJob, phase: list[ImageItem], journal, bar, inv: int
                 raise InputError(item.error)
             loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
         except InputError as err:
-            failed_now.append(_final_record(item, [], None, error=item.located(str(err)), note=_note(job), inv=inv))
+            failed_now.append(
+                _final_record(item, [], None, error=item.located(str(err)), note=_note(job), inv=inv)
+            )
     if failed_now:
         journal.write(failed_now)
         bar.update(len(failed_now), failed=len(failed_now))

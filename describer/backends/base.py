@@ -172,7 +172,9 @@ def image_placeholder(processor) -> str:
 
 def check_conversation(conversation: str) -> None:
     if conversation not in CONVERSATIONS:
-        raise ReconScoreError(f"unknown conversation {conversation!r}; choose one of {', '.join(CONVERSATIONS)}")
+        raise ReconScoreError(
+            f"unknown conversation {conversation!r}; choose one of {', '.join(CONVERSATIONS)}"
+        )
 
 
 class Backend:
@@ -216,7 +218,13 @@ class Backend:
         raise ReconScoreError(f"backend {self.name!r} cannot complete text prompts")
 
     def judge(
-        self, image, prompt: str, *, max_new_tokens: int, conversation: str = "chat-template", digits_only=False
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
     ) -> JudgeAnswer:
         """The greedy answer to (image, prompt), with the digits' log-probabilities at every generated token.
         `digits_only` restricts the answer to the form "0.dd" (a tiny random judge's answer would hold no
@@ -269,7 +277,11 @@ class LocalBackend(Backend):
         return self._resolved
 
     def _model_kind(self) -> tuple[str, str]:
-        return ("causal language model", "--model") if self.text_only else ("vision-language model", "--captioner")
+        return (
+            ("causal language model", "--model")
+            if self.text_only
+            else ("vision-language model", "--captioner")
+        )
 
     def image_mean(self) -> tuple | None:
         if getattr(self, "_processor", None) is None:

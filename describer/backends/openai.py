@@ -70,7 +70,9 @@ class OpenAIBackend(Backend):
             raise ReconScoreError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
         self.model, self.base_url = model, base_url.rstrip("/")
         self.api_key_env, self.text_only = api_key_env, text_only
-        self.extensions = sampling_extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
+        self.extensions = (
+            sampling_extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
+        )
         self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
@@ -220,20 +222,32 @@ class OpenAIBackend(Backend):
             choices = self._post(payload).get("choices", [])
         except ReconScoreError as err:
             return Candidate(None, error=str(err)[:500])
-        return self._candidate(choices[0], one_line=ONE_LINE) if choices else Candidate(None, error="no choices returned")
+        return (
+            self._candidate(choices[0], one_line=ONE_LINE)
+            if choices
+            else Candidate(None, error="no choices returned")
+        )
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(lambda p: self._complete_one(p, sampling), prompts))
 
     def judge(
-        self, image, prompt: str, *, max_new_tokens: int, conversation: str = "chat-template", digits_only=False
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
     ) -> JudgeAnswer:
         """The greedy answer with the server's `top_logprobs` (a digit outside the top k is absent). The server
         applies its own chat template: "llava_v1" sends LLaVA's system line as a system message."""
         check_conversation(conversation)
         if digits_only:
-            raise ReconScoreError("the openai judge has no digits-only mode (a smoke judge runs on transformers)")
+            raise ReconScoreError(
+                "the openai judge has no digits-only mode (a smoke judge runs on transformers)"
+            )
         content = [
             {"type": "image_url", "image_url": {"url": image_data_url(image)}},
             {"type": "text", "text": prompt},
@@ -263,7 +277,11 @@ class OpenAIBackend(Backend):
                 d = digit_of(alt.get("token", ""))
                 if d is not None and d not in logprobs:
                     logprobs[d] = float(alt["logprob"])
-            steps.append(JudgeStep(token=t.get("token", ""), digit=digit_of(t.get("token", "")), digit_logprobs=logprobs))
+            steps.append(
+                JudgeStep(
+                    token=t.get("token", ""), digit=digit_of(t.get("token", "")), digit_logprobs=logprobs
+                )
+            )
         text = (choice.get("message") or {}).get("content") or "".join(s.token for s in steps)
         return JudgeAnswer(text.strip(), steps)
 

@@ -11,6 +11,7 @@ import torch
 
 from describer.backends.base import (
     IMAGE_PLACEHOLDER,
+    ONE_LINE,
     Candidate,
     CaptionRequest,
     JudgeAnswer,
@@ -23,7 +24,6 @@ from describer.backends.base import (
     image_placeholder,
     llava_v1_prompt,
     prompt_seed,
-    ONE_LINE,
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
@@ -76,8 +76,12 @@ class TransformersBackend(LocalBackend):
         try:
             processor, model = self._load_text(path) if self.text_only else self._load_vlm(path)
         except (OSError, ValueError) as err:
-            what = "a transformers causal LM folder" if self.text_only else (
-                "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
+            what = (
+                "a transformers causal LM folder"
+                if self.text_only
+                else (
+                    "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
+                )
             )
             raise ModelNotAvailableError(
                 self.model_name,
@@ -213,11 +217,21 @@ class TransformersBackend(LocalBackend):
                 ids = self._model.generate(**enc, generation_config=config)
             new = ids[0, enc["input_ids"].shape[1] :]
             finish = "stop" if any(t in self._eos_ids() for t in new.tolist()) else "length"
-            out.append(clean_generation(tok.decode(new, skip_special_tokens=True), finish, collapse_whitespace=ONE_LINE))
+            out.append(
+                clean_generation(
+                    tok.decode(new, skip_special_tokens=True), finish, collapse_whitespace=ONE_LINE
+                )
+            )
         return out
 
     def judge(
-        self, image, prompt: str, *, max_new_tokens: int, conversation: str = "chat-template", digits_only=False
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
     ) -> JudgeAnswer:
         """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
         from transformers import GenerationConfig
@@ -237,7 +251,9 @@ class TransformersBackend(LocalBackend):
             output_logits=True,  # raw logits: the model's own distribution, before any processor
             return_dict_in_generate=True,
         )
-        allowed = _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if digits_only else None
+        allowed = (
+            _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if digits_only else None
+        )
         with torch.inference_mode():
             out = self._model.generate(**inputs, generation_config=config, prefix_allowed_tokens_fn=allowed)
         new = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()

@@ -82,6 +82,10 @@ def vlm_images(requests: list, mode: str, prompt: str) -> list[Image.Image]:
 
 
 def _process_vision_info(image, prompt: str) -> Image.Image:
-    messages = [{"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": prompt}]}]
-    image_inputs, _ = _qwen_vl_utils().process_vision_info(messages, image_patch_size=AUTHORS_IMAGE_PATCH_SIZE)
+    messages = [
+        {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": prompt}]}
+    ]
+    image_inputs, _ = _qwen_vl_utils().process_vision_info(
+        messages, image_patch_size=AUTHORS_IMAGE_PATCH_SIZE
+    )
     return image_inputs[0]

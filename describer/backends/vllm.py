@@ -129,7 +129,8 @@ class VLLMBackend(LocalBackend):
             self._load()
         messages = [[{"role": "user", "content": p}] for p in prompts]
         params = [
-            vllm.SamplingParams(**vllm_kwargs(sampling, seed=prompt_seed(sampling.seed, p), n=1)) for p in prompts
+            vllm.SamplingParams(**vllm_kwargs(sampling, seed=prompt_seed(sampling.seed, p), n=1))
+            for p in prompts
         ]
         try:
             outs = self._llm.chat(messages, sampling_params=params, use_tqdm=False)
@@ -141,13 +142,21 @@ class VLLMBackend(LocalBackend):
         ]
 
     def judge(
-        self, image, prompt: str, *, max_new_tokens: int, conversation: str = "chat-template", digits_only=False
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
     ) -> JudgeAnswer:
         """The greedy answer with vLLM's top-k log-probabilities (a digit outside the top k is absent)."""
         vllm = _import_vllm()
         check_conversation(conversation)
         if digits_only:
-            raise ReconScoreError("the vllm judge has no digits-only mode (a smoke judge runs on transformers)")
+            raise ReconScoreError(
+                "the vllm judge has no digits-only mode (a smoke judge runs on transformers)"
+            )
         if self._llm is None:
             self._load()
         tok = self._processor.tokenizer
@@ -157,12 +166,16 @@ class VLLMBackend(LocalBackend):
         else:
             text = self._chat_text(prompt)
         params = vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens, logprobs=TOP_LOGPROBS)
-        out = self._llm.generate([{"prompt": text, "multi_modal_data": {"image": image}}], params, use_tqdm=False)
+        out = self._llm.generate(
+            [{"prompt": text, "multi_modal_data": {"image": image}}], params, use_tqdm=False
+        )
         gen = out[0].outputs[0]
         if gen.logprobs is None:
             raise ReconScoreError("vLLM returned no log-probabilities; FLEUR needs them")
         steps = []
         for token_id, top in zip(gen.token_ids, gen.logprobs):
             logprobs = {by_id[i]: float(lp.logprob) for i, lp in top.items() if i in by_id}
-            steps.append(JudgeStep(token=tok.decode([token_id]), digit=by_id.get(token_id), digit_logprobs=logprobs))
+            steps.append(
+                JudgeStep(token=tok.decode([token_id]), digit=by_id.get(token_id), digit_logprobs=logprobs)
+            )
         return JudgeAnswer(gen.text.strip(), steps)

@@ -95,8 +95,7 @@ def command(
     out,
 ) -> int:
     """Generate paraphrased, perturbed or length-controlled captions with a text LLM."""
-    from describer.backends import Sampling
-    from describer.backends import build_backend
+    from describer.backends import Sampling, build_backend
     from eval.generate import GenerateJob, caption_sources, dataset_sources, run_generate
     from recon_score.runtime import resolve_device
 

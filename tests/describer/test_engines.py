@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from describer.backends import BACKENDS, CaptionRequest, Sampling, build_backend, build_captioner, clean_generation
+from describer.backends import (
+    BACKENDS,
+    CaptionRequest,
+    Sampling,
+    build_backend,
+    build_captioner,
+    clean_generation,
+)
 from describer.backends.base import Backend
 
 INVISIBLE = "\u200b\u200d\u2060"  # zero-width space, joiner, word joiner
@@ -59,7 +66,9 @@ def _choice(text):
 
 
 def test_openai_keeps_the_good_siblings_of_an_invisible_candidate(monkeypatch):
-    cap, _ = openai_backend(monkeypatch, [{"choices": [_choice("a farm"), _choice(INVISIBLE), _choice("a road")]}])
+    cap, _ = openai_backend(
+        monkeypatch, [{"choices": [_choice("a farm"), _choice(INVISIBLE), _choice("a road")]}]
+    )
     req = CaptionRequest(Image.new("RGB", (8, 8)), seed=1, key="a")
     (cands,) = cap.generate([req], "Describe.", Sampling(n=3))
     assert [c.text for c in cands] == ["a farm", None, "a road"]
@@ -69,11 +78,15 @@ def test_openai_keeps_the_good_siblings_of_an_invisible_candidate(monkeypatch):
 def test_openai_completions_are_one_line_and_seeded_per_prompt(monkeypatch):
     from describer.backends.base import prompt_seed
 
-    cap, sent = openai_backend(monkeypatch, [{"choices": [_choice("two\n  cars ")]}, {"choices": [_choice(INVISIBLE)]}])
+    cap, sent = openai_backend(
+        monkeypatch, [{"choices": [_choice("two\n  cars ")]}, {"choices": [_choice(INVISIBLE)]}]
+    )
     cap.concurrency = 1
     out = cap.complete(["p1", "p2"], Sampling(n=1, seed=5))
     assert out[0].text == "two cars" and out[1].text is None and out[1].error
-    assert sent[0]["seed"] == prompt_seed(5, "p1") and sent[0]["messages"] == [{"role": "user", "content": "p1"}]
+    assert sent[0]["seed"] == prompt_seed(5, "p1") and sent[0]["messages"] == [
+        {"role": "user", "content": "p1"}
+    ]
     assert sent[0]["n"] == 1
 
 
@@ -85,7 +98,9 @@ def tiny_vlm():
 
 
 def test_transformers_generation_of_invisible_text_stays_inside_generate(tiny_vlm, monkeypatch):
-    monkeypatch.setattr(tiny_vlm._processor, "batch_decode", lambda ids, **kw: [INVISIBLE, "a farm"] * (len(ids) // 2))
+    monkeypatch.setattr(
+        tiny_vlm._processor, "batch_decode", lambda ids, **kw: [INVISIBLE, "a farm"] * (len(ids) // 2)
+    )
     rng = np.random.default_rng(0)
     req = CaptionRequest(Image.fromarray(rng.integers(0, 255, (16, 16, 3), dtype=np.uint8)), seed=3, key="a")
     (cands,) = tiny_vlm.generate([req], "Describe.", Sampling(n=2, max_new_tokens=2))

@@ -30,7 +30,9 @@ def _png_declaring(path, width, height):
 
 def _encoded(fmt):
     buf = io.BytesIO()
-    Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(buf, format=fmt)
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(
+        buf, format=fmt
+    )
     return buf.getvalue()
 
 
@@ -42,7 +44,16 @@ def _list(tmp_path):
     _png_declaring(tmp_path / "big.png", 30_000, 30_000)
     (tmp_path / "trunc.jpg").write_bytes(_encoded("JPEG")[:300])
     (tmp_path / "trunc.png").write_bytes(_encoded("PNG")[:300])
-    names = ["ok.png", "missing.png", "empty.png", "corrupt.png", "big.png", "space.png ", "trunc.jpg", "trunc.png"]
+    names = [
+        "ok.png",
+        "missing.png",
+        "empty.png",
+        "corrupt.png",
+        "big.png",
+        "space.png ",
+        "trunc.jpg",
+        "trunc.png",
+    ]
     lst = tmp_path / "list.txt"
     lst.write_text("".join(n + "\n" for n in names))
     return lst
@@ -54,7 +65,10 @@ def test_ids_keep_the_extension_only_where_stems_collide(tmp_path):
     assert ids == ["ok", "missing", "empty", "corrupt", "big", "space", "trunc.jpg", "trunc.png"]
     assert all(i.error is None for i in items)  # nothing refused as a duplicate
     (tmp_path / "again.txt").write_text("trunc.jpg\ntrunc.jpg\n")  # one file twice is still a duplicate
-    assert discover_images(tmp_path / "again.txt")[1].error == "again.txt:2: duplicate id 'trunc' (first on line 1)"
+    assert (
+        discover_images(tmp_path / "again.txt")[1].error
+        == "again.txt:2: duplicate id 'trunc' (first on line 1)"
+    )
 
 
 class Scripted(Backend):
@@ -78,11 +92,17 @@ def test_load_errors_name_the_list_line(tmp_path):
         inputs=lst,
     )
     summary = run_describe(job)
-    rows = {r["image_id"]: r for r in map(json.loads, (tmp_path / "run" / "captions.jsonl").read_text().splitlines())}
+    rows = {
+        r["image_id"]: r
+        for r in map(json.loads, (tmp_path / "run" / "captions.jsonl").read_text().splitlines())
+    }
     assert summary.exit_code == 3 and rows["ok"]["error"] is None
     expected = {"missing": 2, "empty": 3, "corrupt": 4, "big": 5, "space": 6, "trunc.jpg": 7, "trunc.png": 8}
     for image_id, line in expected.items():
         error = rows[image_id]["error"]
-        assert error and error.startswith(f"list.txt:{line}: ") and error.count("list.txt:") == 1, (image_id, error)
+        assert error and error.startswith(f"list.txt:{line}: ") and error.count("list.txt:") == 1, (
+            image_id,
+            error,
+        )
     assert "not found" in rows["missing"]["error"] and "empty" in rows["empty"]["error"]
     assert "more than" in rows["big"]["error"] and "white space" in rows["space"]["error"]

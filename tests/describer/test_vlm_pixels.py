@@ -58,7 +58,9 @@ def captioner():
 
 def authors_pixels(path) -> np.ndarray:
     """RemoteDescriber.py's call: the path in the message, process_vision_info's defaults."""
-    messages = [{"role": "user", "content": [{"type": "image", "image": str(path)}, {"type": "text", "text": "x"}]}]
+    messages = [
+        {"role": "user", "content": [{"type": "image", "image": str(path)}, {"type": "text", "text": "x"}]}
+    ]
     images, _ = qwen_vl_utils.process_vision_info(messages)
     return np.asarray(images[0])
 
@@ -81,6 +83,8 @@ def test_an_image_pil_cannot_open_falls_back_to_the_projects_read(tmp_path, capt
     spy = ProcessorSpy(captioner._processor)
     monkeypatch.setattr(captioner, "_processor", spy)
     image = Image.new("RGB", (56, 56), (10, 20, 30))
-    captioner.generate([CaptionRequest(image, seed=1, path=str(path))], "Describe.", Sampling(n=1, max_new_tokens=2))
+    captioner.generate(
+        [CaptionRequest(image, seed=1, path=str(path))], "Describe.", Sampling(n=1, max_new_tokens=2)
+    )
     (seen,) = spy.images[0]
     assert np.asarray(seen)[0, 0].tolist() == [10, 20, 30]

@@ -36,9 +36,9 @@ def _module(name: str, path: Path):
 def _instruction(script: Path) -> str:
     """The `inp = f'...'` instruction of the authors' script, as an f-string source to format."""
     for node in ast.walk(ast.parse(script.read_text())):
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "inp":
-            if isinstance(node.value, ast.JoinedStr):
-                return ast.unparse(node.value)
+        is_inp = isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "inp"
+        if is_inp and isinstance(node.value, ast.JoinedStr):
+            return ast.unparse(node.value)
     raise SystemExit(f"no instruction in {script}")
 
 
