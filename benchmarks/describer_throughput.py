@@ -33,7 +33,7 @@ def main() -> None:
     import torch
 
     from describer.backends import CaptionRequest, Sampling
-    from describer.backends.transformers import TransformersCaptioner
+    from describer.backends.transformers import TransformersBackend
     from describer.selection import ReconScoreSelector
     from recon_score.artifact_cache import ArtifactCache
     from recon_score.images import load_image
@@ -41,8 +41,8 @@ def main() -> None:
     from recon_score.scorer import ReconScorer
 
     images = [load_image(SAMPLE_DIR / "images" / f"UCM_{i + 1}.tif") for i in range(args.images)]
-    one = TransformersCaptioner("smoke:qwen3-vl", device=args.device, batch_size=1)
-    many = TransformersCaptioner("smoke:qwen3-vl", device=args.device, batch_size=args.images_per_call)
+    one = TransformersBackend("smoke:qwen3-vl", device=args.device, batch_size=1)
+    many = TransformersBackend("smoke:qwen3-vl", device=args.device, batch_size=args.images_per_call)
     prompt = "Describe this remote sensing image."
 
     def loop(n: int) -> int:

@@ -251,7 +251,7 @@ def vlm_phase(args, out: dict, deadline: float) -> None:
     import torch
 
     from describer.backends import CaptionRequest, Sampling
-    from describer.backends.transformers import TransformersCaptioner
+    from describer.backends.transformers import TransformersBackend
     from describer.prompts import GUIDELINE_PROMPT
 
     vlm = out["vlm"]
@@ -261,7 +261,7 @@ def vlm_phase(args, out: dict, deadline: float) -> None:
     suffix = "" if args.scale == 1 else f"@{args.scale:g}"
     _peak_reset(args.device)
     t0 = time.perf_counter()
-    cap = TransformersCaptioner(f"shapes:qwen3-vl{suffix}", device=args.device, dtype="bfloat16")
+    cap = TransformersBackend(f"shapes:qwen3-vl{suffix}", device=args.device, dtype="bfloat16")
     cap._load()
     cap._model.generation_config.min_new_tokens = args.vlm_tokens  # fixed length: EOS cannot end a row early
     vlm["load_s"] = time.perf_counter() - t0

@@ -1,10 +1,15 @@
 """Which images to describe: a folder (recursively), one image file, or a list file (.txt paths / .jsonl rows
-with `image`, optional `id` and `references`)."""
+with `image`, optional `id` and `references`).
+
+A list row without an `id` gets its path relative to the root without the extension (`a/b.png` -> `a/b`); where
+two listed files share that stem (`trunc.jpg`, `trunc.png`), both keep their extension as their id. Every error of
+a listed image, found while listing or when it is read, starts with `LIST:LINE:`."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -26,6 +31,13 @@ class ImageItem:
     digest: str | None = (
         None  # sha256 of the file's bytes, set by the run (recon_score.run_engine.FileDigests)
     )
+    origin: str | None = None  # where it was listed ("list.txt:3"), for its errors
+
+    def located(self, message: str) -> str:
+        """`message` (why this image cannot be used) prefixed with where it was listed."""
+        if self.origin is None or message.startswith(f"{self.origin}:"):
+            return message
+        return f"{self.origin}: {message}"
 
     def key(self) -> str:
         """Resume key: a journaled result is reused only for the same id, path and file bytes."""
@@ -51,15 +63,26 @@ def _check_references(refs: object) -> str | None:
     return None
 
 
-def _list_id(rel: str, base: Path) -> str:
-    """The path relative to the root without its suffix: unique where two folders hold the same file name."""
+def _list_id(rel: str, base: Path, *, keep_suffix: bool = False) -> str:
+    """The path relative to the root, without its suffix unless `keep_suffix`: unique where two folders hold the
+    same file name."""
     full, top = os.path.abspath(base / rel), os.path.abspath(base)
     inside = os.path.commonpath([full, top]) == top
-    return (
-        PurePosixPath(Path(os.path.relpath(full, top)).as_posix() if inside else rel)
-        .with_suffix("")
-        .as_posix()
-    )
+    path = PurePosixPath(Path(os.path.relpath(full, top)).as_posix() if inside else rel)
+    return path.as_posix() if keep_suffix else path.with_suffix("").as_posix()
+
+
+def _auto_ids(rels: dict[int, str], base: Path) -> dict[int, str]:
+    """Line -> automatic id of the rows without one: the stem path, or the path with its extension where two
+    different files share that stem."""
+    files = defaultdict(set)
+    for rel in rels.values():
+        files[_list_id(rel, base)].add(_list_id(rel, base, keep_suffix=True))
+    out = {}
+    for lineno, rel in rels.items():
+        stem = _list_id(rel, base)
+        out[lineno] = _list_id(rel, base, keep_suffix=True) if len(files[stem]) > 1 else stem
+    return out
 
 
 def discover_images(source: Path | None, *, root: Path | None = None) -> list[ImageItem]:
@@ -88,12 +111,35 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
     kind = source.suffix.lower()
     if kind not in (".jsonl", ".ndjson", ".txt"):
         raise ReconScoreError(f"--inputs {source}: expected a folder, an image, a .txt list or a .jsonl file")
-    base = Path(root) if root else source.parent
+    items = _list_items(source, Path(root) if root else source.parent, kind)
+    if not items:
+        raise EmptyInputError(f"--inputs {source}: no images listed (only blank or # lines); nothing to do")
+    return items
+
+
+def _listed_paths(lines: list, parsed: dict, kind: str) -> dict[int, str]:
+    """Line -> the path of each row that states no id (for its automatic id)."""
+    if kind == ".txt":
+        return {n: raw for n, raw in lines if raw.strip()}
+    return {
+        n: rec["image"]
+        for n, (rec, why) in parsed.items()
+        if why is None
+        and isinstance(rec, dict)
+        and rec.get("id") is None
+        and isinstance(rec.get("image"), str)
+        and rec["image"].strip()
+    }
+
+
+def _list_items(source: Path, base: Path, kind: str) -> list[ImageItem]:
+    """The rows of a .txt or .jsonl list, each with its error (if any) prefixed by `LIST:LINE:`."""
     items: list[ImageItem] = []
     seen: dict[str, int] = {}
     lines = [(n, raw) for n, raw in read_lines(source) if raw.strip() and not raw.lstrip().startswith("#")]
     parsed = {n: parse_json(raw) for n, raw in lines} if kind != ".txt" else {}
     explicit = {str(v["id"]) for v, _ in parsed.values() if isinstance(v, dict) and v.get("id") is not None}
+    auto = _auto_ids(_listed_paths(lines, parsed, kind), base)
     for lineno, raw in lines:
         where = f"{source.name}:{lineno}"
         refs, rid, problem = None, None, None
@@ -104,7 +150,11 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
             if why is None and not (isinstance(rec, dict) and "image" in rec):
                 why = f"not a JSON object with `image` (got {type(rec).__name__})"
             if why is not None:
-                items.append(ImageItem(len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}"))
+                items.append(
+                    ImageItem(
+                        len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}", origin=where
+                    )
+                )
                 continue
             rel, rid, refs = rec["image"], rec.get("id"), rec.get("references")
             problem = unencodable(rec, "the row") or _check_references(refs)
@@ -113,14 +163,16 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         if not isinstance(rel, str) or not rel.strip():
             problem = problem or f"`image` must be a non-empty path, got {rel!r}"
             rel = str(rel)
-        item = ImageItem(len(items), str(rid) if rid is not None else "", rel, None, refs)
+        item = ImageItem(len(items), str(rid) if rid is not None else "", rel, None, refs, origin=where)
+        if problem is not None:
+            auto.pop(lineno, None)  # the row's text is not usable as an id
         if problem is None:
             try:
                 item.path = resolve_under(base, rel)
             except InputError as err:
                 problem = str(err)
         if not item.id:
-            item.id = _list_id(rel, base) if rel.strip() else f"line{lineno}"
+            item.id = auto.get(lineno) or (_list_id(rel, base) if rel.strip() else f"line{lineno}")
             if item.id in explicit:  # an automatic id never takes an id another row states
                 item.id = f"{item.id}~line{lineno}"
         if problem is None and item.id in seen:
@@ -129,6 +181,4 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         if problem is not None:
             item.path, item.error = None, f"{where}: {problem}"
         items.append(item)
-    if not items:
-        raise EmptyInputError(f"--inputs {source}: no images listed (only blank or # lines); nothing to do")
     return items

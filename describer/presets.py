@@ -17,7 +17,7 @@ EVAL_CANDIDATES = ("selected", "all")  # held-out render for the chosen caption 
 DESCRIBER_OVERRIDES = {
     "captioner": Override("VLM hub id or local folder (openai backend: the served model name)."),
     "captioner_revision": Override("Hub revision of the VLM."),
-    "backend": Override("Captioner backend.", choices=BACKENDS),
+    "backend": Override("Captioner backend.", choices=tuple(BACKENDS)),
     "prompt": Override(
         f"A prompt name ({', '.join(PROMPTS)}; paper: the authors' guideline), a text file, or the prompt text.",
         parse=load_prompt,

@@ -19,7 +19,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from describer.backends import Captioner, CaptionRequest, Sampling, derive_seed
+from describer.backends import Backend, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 class DescribeJob:
     out: Path
     preset: DescriberPreset
-    captioner: Captioner
+    captioner: Backend
     selector: CandidateSelector
     inputs: Path | None = None  # what to caption: a folder, one image, a .txt list or a .jsonl
     images_root: Path | None = None  # the folder image paths in `inputs` are relative to
@@ -235,7 +235,9 @@ def _load_phase(job: DescribeJob, phase: list[ImageItem], journal, bar, inv: int
                 raise InputError(item.error)
             loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
         except InputError as err:
-            failed_now.append(_final_record(item, [], None, error=str(err), note=_note(job), inv=inv))
+            failed_now.append(
+                _final_record(item, [], None, error=item.located(str(err)), note=_note(job), inv=inv)
+            )
     if failed_now:
         journal.write(failed_now)
         bar.update(len(failed_now), failed=len(failed_now))
@@ -249,7 +251,10 @@ def _caption(job: DescribeJob, need: list, loaded: dict, generated: dict, journa
         batch = need[s : s + job.vlm_batch_size]
         reqs = [
             CaptionRequest(
-                loaded[i.index], derive_seed(sampling.seed, image_digest(loaded[i.index])), key=i.id
+                loaded[i.index],
+                derive_seed(sampling.seed, image_digest(loaded[i.index])),
+                key=i.id,
+                path=str(i.path) if i.path is not None else None,
             )
             for i in batch
         ]

@@ -20,7 +20,7 @@ class GenerateJob:
         dict
     ]  # id, image, caption, error (a source with an error is never sent: it becomes an error row)
     out: Path
-    llm: object  # describer.backends.text: .complete(prompts, sampling), .identity()
+    llm: object  # describer.backends engine (text_only): .complete(prompts, sampling), .identity()
     sampling: object  # describer.backends.Sampling
     instruction: Path | None = None  # paraphrase: your own instruction file
     kinds: tuple[str, ...] = ("object", "count", "colour", "spatial")  # perturb: fact kinds, cycled

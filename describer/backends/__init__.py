@@ -1,105 +1,103 @@
-"""Captioner backends behind one interface (describer.backends.base.Captioner)."""
+"""The inference engines (transformers, vLLM, OpenAI-compatible) behind one interface (describer.backends.base.
+Backend): captions, text completions and judge answers. `BACKENDS` is the one registry; command-line choices
+read its keys."""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
+
 from describer.backends.base import (
+    Backend,
     Candidate,
-    Captioner,
     CaptionRequest,
     Sampling,
     clean_generation,
 )
 from recon_score.seeds import derive_seed
 
-BACKENDS = ("transformers", "vllm", "openai")
-
 __all__ = [
     "BACKENDS",
+    "Backend",
     "Candidate",
     "CaptionRequest",
-    "Captioner",
     "Sampling",
+    "build_backend",
     "build_captioner",
     "clean_generation",
     "derive_seed",
 ]
 
 
+@dataclass(frozen=True)
+class Engine:
+    """A registry entry: where the engine's class lives (imported only when built: transformers needs torch,
+    vLLM its own environment) and which build options it takes."""
+
+    name: str
+    module: str
+    cls: str
+    options: tuple[str, ...]
+    description: str
+
+    def load(self) -> type[Backend]:
+        return getattr(importlib.import_module(self.module), self.cls)
+
+
+BACKENDS: dict[str, Engine] = {
+    e.name: e
+    for e in (
+        Engine(
+            "transformers",
+            "describer.backends.transformers",
+            "TransformersBackend",
+            ("device", "dtype", "revision", "batch_size", "trust_remote_code"),
+            "a checkpoint loaded here with transformers (exact log-probabilities)",
+        ),
+        Engine(
+            "vllm",
+            "describer.backends.vllm",
+            "VLLMBackend",
+            ("dtype", "revision", "trust_remote_code"),
+            "a checkpoint loaded here with vLLM's offline engine (optional extra)",
+        ),
+        Engine(
+            "openai",
+            "describer.backends.openai",
+            "OpenAIBackend",
+            ("base_url", "api_key_env", "concurrency", "sampling_extensions"),
+            "an OpenAI-compatible server (vllm serve, SGLang, a hosted API)",
+        ),
+    )
+}
+
+
+def build_backend(backend: str, model: str, *, text_only: bool = False, **options) -> Backend:
+    """The engine `backend` for `model`; `options` may name any engine's build options, each engine takes its own
+    (BACKENDS[...].options). `text_only`: a text LLM for `complete` instead of a VLM."""
+    engine = BACKENDS.get(backend)
+    if engine is None:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    unknown = set(options) - {o for e in BACKENDS.values() for o in e.options}
+    if unknown:
+        raise TypeError(f"unknown backend option(s): {', '.join(sorted(unknown))}")
+    mine = {k: v for k, v in options.items() if k in engine.options}
+    return engine.load()(model, text_only=text_only, **mine)
+
+
 def build_captioner(
     backend: str,
     model: str,
     *,
-    device: str = "cpu",
-    dtype: str = "bfloat16",
-    revision: str | None = None,
-    batch_size: int = 1,
-    trust_remote_code: bool = False,
-    base_url: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    concurrency: int = 8,
-    sampling_extensions: bool = True,
     image_input: str = "direct",
     collapse_whitespace: bool = False,
-) -> Captioner:
-    """A captioner of `backend`; `image_input` and `collapse_whitespace` as in the describer preset (checked now,
+    **options,
+) -> Backend:
+    """A VLM engine of `backend`; `image_input` and `collapse_whitespace` as in the describer preset (checked now,
     so a missing qwen-vl-utils fails before any model loads)."""
     from describer.backends.vision import check_image_input
 
     check_image_input(image_input)
-    captioner = _backend(
-        backend,
-        model,
-        device=device,
-        dtype=dtype,
-        revision=revision,
-        batch_size=batch_size,
-        trust_remote_code=trust_remote_code,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-        sampling_extensions=sampling_extensions,
-    )
+    captioner = build_backend(backend, model, **options)
     captioner.image_input, captioner.collapse_whitespace = image_input, collapse_whitespace
     return captioner
-
-
-def _backend(
-    backend: str,
-    model: str,
-    *,
-    device: str,
-    dtype: str,
-    revision: str | None,
-    batch_size: int,
-    trust_remote_code: bool,
-    base_url: str | None,
-    api_key_env: str,
-    concurrency: int,
-    sampling_extensions: bool,
-) -> Captioner:
-    if backend == "transformers":
-        from describer.backends.transformers import TransformersCaptioner
-
-        return TransformersCaptioner(
-            model,
-            device=device,
-            dtype=dtype,
-            revision=revision,
-            batch_size=batch_size,
-            trust_remote_code=trust_remote_code,
-        )
-    if backend == "vllm":
-        from describer.backends.vllm import VLLMCaptioner
-
-        return VLLMCaptioner(model, dtype=dtype, revision=revision, trust_remote_code=trust_remote_code)
-    if backend == "openai":
-        from describer.backends.openai import OpenAICaptioner
-
-        return OpenAICaptioner(
-            model,
-            base_url=base_url or "",
-            api_key_env=api_key_env,
-            concurrency=concurrency,
-            extensions=sampling_extensions,
-        )
-    raise ValueError(f"unknown captioner backend {backend!r}; choose one of {', '.join(BACKENDS)}")

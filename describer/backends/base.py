@@ -1,13 +1,18 @@
-"""The contract every captioner backend fulfils: N sampled captions per image, errors per candidate."""
+"""The contract every engine (transformers, vLLM, OpenAI-compatible) fulfils: N sampled captions per image
+(`generate`), one text completion per prompt (`complete`) and a greedy judge answer with digit log-probabilities
+(`judge`), errors per candidate."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field
 
 from PIL import Image
 
+from recon_score.errors import InputError, ReconScoreError
 from recon_score.prompts import clean_caption
+from recon_score.seeds import derive_seed
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,17 @@ class Candidate:
 
 @dataclass
 class CaptionRequest:
-    """One image to caption; `seed` is derived from the run's seed and the image's pixels (recon_score.seeds.derive_seed)."""
+    """One image to caption; `seed` is derived from the run's seed and the image's pixels (recon_score.seeds.derive_seed).
+
+    `image` is the project's read (the one the scores use); `path`, when the image is a file, lets the
+    `qwen-vl-utils` image input open the file itself as the authors' `RemoteDescriber.py` does
+    (describer.backends.vision)."""
 
     image: Image.Image
     seed: int
     key: str = ""  # a label for error messages (image id)
     extra: dict = field(default_factory=dict)
+    path: str | None = None
 
 
 _THINK = re.compile(r"<think>.*?</think>\s*", re.S)
@@ -84,13 +94,92 @@ def clean_generation(
         cleaned = cleaned.split("<think>", 1)[0]
     if not cleaned.strip():
         return Candidate(None, error="empty generation", finish_reason=finish_reason)
-    return Candidate(
-        clean_caption(cleaned, collapse_whitespace=collapse_whitespace), finish_reason=finish_reason
-    )
+    try:
+        return Candidate(
+            clean_caption(cleaned, collapse_whitespace=collapse_whitespace), finish_reason=finish_reason
+        )
+    except InputError as err:  # invisible characters only: this candidate's error, never the batch's
+        return Candidate(None, error=f"unusable generation: {err}", finish_reason=finish_reason)
 
 
-class Captioner:
-    """Base class. `generate` returns, for each request, exactly `sampling.n` candidates (errors included).
+# A completion (rewrite, paraphrase, perturbation) is one caption cell of a table: whitespace runs (newlines
+# included) are joined, unlike the describer's captions, which stay as generated.
+ONE_LINE = True
+
+
+def prompt_seed(base: int, prompt: str) -> int:
+    """A completion's seed, from the run's seed and the prompt text: independent of neighbours and restarts."""
+    return derive_seed(base, hashlib.sha256(prompt.encode()).hexdigest())
+
+
+DIGITS = tuple(range(10))
+TOP_LOGPROBS = 20  # the most OpenAI's API returns per position
+
+
+@dataclass
+class JudgeStep:
+    """One generated token: which digit it is (None if not a single digit) and the digits' log-probabilities at
+    its position (a digit missing from a server's top k is absent)."""
+
+    token: str
+    digit: int | None
+    digit_logprobs: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class JudgeAnswer:
+    text: str
+    steps: list[JudgeStep]
+
+
+def digit_of(token: str) -> int | None:
+    return int(token) if len(token) == 1 and token.isdigit() else None
+
+
+def digit_token_ids(tokenizer) -> dict[int, int]:
+    """Digit -> its token id, as FLEUR's `tokenizer.encode(str(s))[-1]`; each digit must be one token."""
+    ids = {d: tokenizer.encode(str(d), add_special_tokens=False)[-1] for d in DIGITS}
+    bad = [d for d, i in ids.items() if tokenizer.decode([i]).strip() != str(d)]
+    if bad:
+        raise ReconScoreError(
+            f"the judge's tokenizer has no single token for digit(s) {bad}; score smoothing needs one per digit"
+        )
+    return ids
+
+
+# How a judge's instruction becomes the model's text. "chat-template": one user message (image + text) through
+# the checkpoint's chat template. "llava_v1": LLaVA's `conv_templates["llava_v1"]` (SeparatorStyle.TWO), as the
+# FLEUR paper's code renders it: system line, "USER: <image>\n" + instruction, " ASSISTANT:".
+CONVERSATIONS = ("chat-template", "llava_v1")
+LLAVA_V1_SYSTEM = (
+    "A chat between a curious human and an artificial intelligence assistant. "
+    "The assistant gives helpful, detailed, and polite answers to the human's questions."
+)
+IMAGE_PLACEHOLDER = "<image>"
+
+
+def llava_v1_prompt(instruction: str) -> str:
+    """The llava_v1 conversation holding one image and `instruction`, with LLaVA's `<image>` placeholder."""
+    return f"{LLAVA_V1_SYSTEM} USER: {IMAGE_PLACEHOLDER}\n{instruction} ASSISTANT:"
+
+
+def image_placeholder(processor) -> str:
+    """The text a processor expands into an image's tokens (LLaVA: `<image>`; Qwen-VL: the image pad between its
+    vision start and end tokens)."""
+    image = getattr(processor, "image_token", None) or IMAGE_PLACEHOLDER
+    return getattr(processor, "vision_start_token", "") + image + getattr(processor, "vision_end_token", "")
+
+
+def check_conversation(conversation: str) -> None:
+    if conversation not in CONVERSATIONS:
+        raise ReconScoreError(
+            f"unknown conversation {conversation!r}; choose one of {', '.join(CONVERSATIONS)}"
+        )
+
+
+class Backend:
+    """One inference engine. `generate` returns, for each request, exactly `sampling.n` candidates (errors
+    included); `complete` one candidate per text prompt; `judge` a greedy answer with digit log-probabilities.
 
     `image_input` (describer.backends.vision) says how an image becomes the VLM's pixels and
     `collapse_whitespace` how its text becomes a caption; build_captioner sets both (describe: from the preset).
@@ -108,7 +197,7 @@ class Captioner:
         """The pixels handed to the VLM for each request (describer.backends.vision.vlm_images)."""
         from describer.backends.vision import vlm_images
 
-        return vlm_images([r.image for r in requests], self.image_input, prompt)
+        return vlm_images(requests, self.image_input, prompt)
 
     def text_and_pixels(self) -> dict:
         """How images became pixels and texts became captions, for identity() (run.json)."""
@@ -123,6 +212,30 @@ class Captioner:
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
         raise NotImplementedError
+
+    def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
+        """One completion per text prompt (one line each), seeded per prompt (prompt_seed)."""
+        raise ReconScoreError(f"backend {self.name!r} cannot complete text prompts")
+
+    def judge(
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
+    ) -> JudgeAnswer:
+        """The greedy answer to (image, prompt), with the digits' log-probabilities at every generated token.
+        `digits_only` restricts the answer to the form "0.dd" (a tiny random judge's answer would hold no
+        number); the log-probabilities stay the model's own."""
+        raise ReconScoreError(
+            f"backend {self.name!r} cannot return token log-probabilities (transformers, vllm, openai can)"
+        )
+
+    def image_mean(self) -> tuple | None:
+        """The mean colour of the VLM's image processor (None when the processor is a server's)."""
+        return None
 
     def identity(self) -> dict:
         """What produced the candidates (model id + revision, backend, dtype): recorded in run.json."""
@@ -144,11 +257,13 @@ class Captioner:
         """Free accelerator memory before the T2I phase."""
 
 
-class LocalCaptioner(Captioner):
-    """A captioner that loads a VLM checkpoint here (transformers, vLLM): `model_name` and `revision` name it."""
+class LocalBackend(Backend):
+    """An engine that loads a checkpoint here (transformers, vLLM): `model_name` and `revision` name it;
+    `text_only` loads a causal language model (for `complete`) instead of a VLM."""
 
     model_name: str
     revision: str | None
+    text_only: bool = False
     _resolved = None
 
     @property
@@ -157,12 +272,28 @@ class LocalCaptioner(Captioner):
         if self._resolved is None:
             from recon_score.hub import resolve_model
 
-            self._resolved = resolve_model(
-                self.model_name, revision=self.revision, kind="vision-language model", option="--captioner"
-            )
+            kind, option = self._model_kind()
+            self._resolved = resolve_model(self.model_name, revision=self.revision, kind=kind, option=option)
         return self._resolved
+
+    def _model_kind(self) -> tuple[str, str]:
+        return (
+            ("causal language model", "--model")
+            if self.text_only
+            else ("vision-language model", "--captioner")
+        )
+
+    def image_mean(self) -> tuple | None:
+        if getattr(self, "_processor", None) is None:
+            self._load()
+        return getattr(getattr(self._processor, "image_processor", None), "image_mean", None)
+
+    def _load(self) -> None:
+        raise NotImplementedError
 
     def model_needs(self) -> list:
         from recon_score.preflight import ModelNeed
 
+        if self.text_only:
+            return [ModelNeed("LLM", self.model_name, "--model", revision=self.revision)]
         return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]

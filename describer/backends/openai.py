@@ -1,4 +1,5 @@
-"""Any OpenAI-compatible chat endpoint (`vllm serve`, SGLang, a hosted API).
+"""The engine of any OpenAI-compatible chat endpoint (`vllm serve`, SGLang, a hosted API): captions, text
+completions and judge answers with `top_logprobs`.
 
 Images travel as PNG data URLs; N samples are asked for with `n` (and `seed` where the server honours it);
 if a server returns fewer choices, the rest are requested one by one with seed + k. Transient failures
@@ -16,7 +17,21 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from describer.backends.base import Candidate, Captioner, CaptionRequest, Sampling
+from describer.backends.base import (
+    LLAVA_V1_SYSTEM,
+    ONE_LINE,
+    TOP_LOGPROBS,
+    Backend,
+    Candidate,
+    CaptionRequest,
+    JudgeAnswer,
+    JudgeStep,
+    Sampling,
+    check_conversation,
+    clean_generation,
+    digit_of,
+    prompt_seed,
+)
 from describer.backends.sampling import openai_body
 from recon_score.errors import ReconScoreError
 
@@ -31,20 +46,21 @@ def image_data_url(image) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-class OpenAICaptioner(Captioner):
+class OpenAIBackend(Backend):
     name = "openai"
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
+        base_url: str | None,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 8,
         max_retries: int = 5,
         timeout: float = 120.0,
         backoff: float = 1.0,
-        extensions: bool = True,
+        sampling_extensions: bool = True,
+        text_only: bool = False,
     ):
         try:
             import httpx
@@ -53,8 +69,10 @@ class OpenAICaptioner(Captioner):
         if not base_url:
             raise ReconScoreError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
         self.model, self.base_url = model, base_url.rstrip("/")
-        self.api_key_env = api_key_env
-        self.extensions = extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
+        self.api_key_env, self.text_only = api_key_env, text_only
+        self.extensions = (
+            sampling_extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
+        )
         self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
@@ -63,15 +81,15 @@ class OpenAICaptioner(Captioner):
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 
     def identity(self) -> dict:
-        return {
+        out = {
             "backend": self.name,
             "model": self.model,
             "base_url": self.base_url,
             "api_key_env": self.api_key_env,
             "concurrency": self.concurrency,
             "sampling_extensions": self.extensions,
-            **self.text_and_pixels(),
         }
+        return out if self.text_only else {**out, **self.text_and_pixels()}
 
     def sampling_request(self, sampling: Sampling) -> dict:
         body = openai_body(sampling, seed=0, n=sampling.n, extensions=self.extensions)
@@ -177,20 +195,95 @@ class OpenAICaptioner(Captioner):
             cands += [Candidate(None, error=str(err)[:500])] * (sampling.n - len(cands))
         return cands
 
-    def _candidate(self, choice: dict) -> Candidate:
+    def _candidate(self, choice: dict, *, one_line: bool | None = None) -> Candidate:
         msg = choice.get("message") or {}
         content = msg.get("content")
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if msg.get("refusal"):
             return Candidate(None, error=f"refused: {msg['refusal']}"[:300], finish_reason="refusal")
-        return self.candidate(content, choice.get("finish_reason"))
+        if one_line is None:
+            return self.candidate(content, choice.get("finish_reason"))
+        return clean_generation(content, choice.get("finish_reason"), collapse_whitespace=one_line)
 
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(lambda r: self._one(r, prompt, sampling), requests))
+
+    def _complete_one(self, prompt: str, sampling: Sampling) -> Candidate:
+        payload = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            **openai_body(sampling, seed=prompt_seed(sampling.seed, prompt), n=1, extensions=self.extensions),
+        }
+        try:
+            choices = self._post(payload).get("choices", [])
+        except ReconScoreError as err:
+            return Candidate(None, error=str(err)[:500])
+        return (
+            self._candidate(choices[0], one_line=ONE_LINE)
+            if choices
+            else Candidate(None, error="no choices returned")
+        )
+
+    def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda p: self._complete_one(p, sampling), prompts))
+
+    def judge(
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
+    ) -> JudgeAnswer:
+        """The greedy answer with the server's `top_logprobs` (a digit outside the top k is absent). The server
+        applies its own chat template: "llava_v1" sends LLaVA's system line as a system message."""
+        check_conversation(conversation)
+        if digits_only:
+            raise ReconScoreError(
+                "the openai judge has no digits-only mode (a smoke judge runs on transformers)"
+            )
+        content = [
+            {"type": "image_url", "image_url": {"url": image_data_url(image)}},
+            {"type": "text", "text": prompt},
+        ]
+        messages = [{"role": "user", "content": content}]
+        if conversation == "llava_v1":
+            messages.insert(0, {"role": "system", "content": LLAVA_V1_SYSTEM})
+        body = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 0.0,
+            "max_tokens": max_new_tokens,
+            "logprobs": True,
+            "top_logprobs": TOP_LOGPROBS,
+        }
+        choice = (self._post(body).get("choices") or [{}])[0]
+        tokens = (choice.get("logprobs") or {}).get("content")
+        if not tokens:
+            raise ReconScoreError(
+                f"{self.base_url} returned no token log-probabilities; FLEUR needs them (`logprobs`/`top_logprobs`; "
+                f"a vLLM server needs --max-logprobs >= {TOP_LOGPROBS})"
+            )
+        steps = []
+        for t in tokens:
+            logprobs = {}
+            for alt in [t, *(t.get("top_logprobs") or [])]:
+                d = digit_of(alt.get("token", ""))
+                if d is not None and d not in logprobs:
+                    logprobs[d] = float(alt["logprob"])
+            steps.append(
+                JudgeStep(
+                    token=t.get("token", ""), digit=digit_of(t.get("token", "")), digit_logprobs=logprobs
+                )
+            )
+        text = (choice.get("message") or {}).get("content") or "".join(s.token for s in steps)
+        return JudgeAnswer(text.strip(), steps)
 
 
 class _Retryable(Exception):

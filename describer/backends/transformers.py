@@ -1,17 +1,29 @@
-"""Captioning with transformers: AutoModelForImageTextToText + AutoProcessor (Qwen3-VL, Qwen2.5-VL, other chat
-VLMs), batched across images, N samples per image with `num_return_sequences`."""
+"""The transformers engine: a chat VLM (AutoModelForImageTextToText + AutoProcessor: Qwen3-VL, Qwen2.5-VL, LLaVA)
+for captions (batched across images, N samples per image with `num_return_sequences`) and judge answers, or a
+causal LM (`text_only`) for text completions."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import torch
 
 from describer.backends.base import (
+    IMAGE_PLACEHOLDER,
+    ONE_LINE,
     Candidate,
     CaptionRequest,
-    LocalCaptioner,
+    JudgeAnswer,
+    JudgeStep,
+    LocalBackend,
     Sampling,
+    check_conversation,
+    clean_generation,
+    digit_token_ids,
+    image_placeholder,
+    llava_v1_prompt,
+    prompt_seed,
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
@@ -21,27 +33,32 @@ from recon_score.seeds import derive_seed
 log = logging.getLogger(__name__)
 
 
-class TransformersCaptioner(LocalCaptioner):
+class TransformersBackend(LocalBackend):
     name = "transformers"
 
     def __init__(
         self,
         model: str,
         *,
-        device: str,
+        device: str = "cpu",
         dtype: str = "bfloat16",
         revision: str | None = None,
         batch_size: int = 1,
         trust_remote_code: bool = False,
+        text_only: bool = False,
     ):
         self.model_name, self.device, self.revision = model, device, revision
         self.dtype = "float32" if not str(device).startswith("cuda") else dtype
         self.batch_size = max(1, batch_size)
-        self.trust_remote_code = trust_remote_code
+        self.trust_remote_code, self.text_only = trust_remote_code, text_only
         self._model = None
-        self._processor = None
+        self._processor = None  # text_only: the tokenizer
+        if text_only:
+            self.resolved  # noqa: B018  (a missing model fails when the backend is built)
 
     def identity(self) -> dict:
+        if self.text_only:
+            return {"backend": self.name, **self.resolved.as_dict(), "dtype": self.dtype}
         return {
             "backend": self.name,
             **self.resolved.as_dict(),
@@ -53,33 +70,58 @@ class TransformersCaptioner(LocalCaptioner):
 
     def _load(self):
         import transformers.utils.logging as tlog
-        from transformers import AutoModelForImageTextToText, AutoProcessor
-
-        from recon_score.synthetic.shapes import build_vlm, is_shapes_folder
 
         tlog.disable_progress_bar()
         path = str(self.resolved.path)
         try:
-            processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
-            if is_shapes_folder(path):  # published sizes, random weights, built straight on the device
-                model = build_vlm(path, device=self.device, dtype=parse_dtype(self.dtype))
-            else:
-                model = AutoModelForImageTextToText.from_pretrained(
-                    path, dtype=parse_dtype(self.dtype), trust_remote_code=self.trust_remote_code
-                )
+            processor, model = self._load_text(path) if self.text_only else self._load_vlm(path)
         except (OSError, ValueError) as err:
+            what = (
+                "a transformers causal LM folder"
+                if self.text_only
+                else (
+                    "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
+                )
+            )
             raise ModelNotAvailableError(
                 self.model_name,
                 searched=[path],
                 reason=str(err)[:300],
-                fix="Point --captioner at a folder holding a transformers VLM checkpoint "
-                "(config.json, weights, processor files).",
+                fix=f"Point {self._model_kind()[1]} at {what}.",
             ) from err
-        tok = getattr(processor, "tokenizer", None)
+        tok = getattr(processor, "tokenizer", processor)
         if tok is None:
             raise ReconScoreError(f"{self.model_name}: its processor has no tokenizer; not a chat VLM?")
         tok.padding_side = "left"  # decoder-only generation continues from the right end of every row
+        if self.text_only and tok.pad_token is None:
+            tok.pad_token = tok.eos_token
         self._processor, self._model = processor, model.to(self.device).eval()
+
+    def _load_vlm(self, path: str):
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        from recon_score.synthetic.shapes import build_vlm, is_shapes_folder
+
+        processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
+        if is_shapes_folder(path):  # published sizes, random weights, built straight on the device
+            return processor, build_vlm(path, device=self.device, dtype=parse_dtype(self.dtype))
+        model = AutoModelForImageTextToText.from_pretrained(
+            path, dtype=parse_dtype(self.dtype), trust_remote_code=self.trust_remote_code
+        )
+        return processor, model
+
+    def _load_text(self, path: str):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=self.trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=parse_dtype(self.dtype), trust_remote_code=self.trust_remote_code
+        )
+        return tok, model
+
+    @property
+    def _tokenizer(self):
+        return getattr(self._processor, "tokenizer", self._processor)
 
     def sampling_request(self, sampling: Sampling) -> dict:
         return {"generation_config": transformers_kwargs(sampling), "seed": "per image (torch.manual_seed)"}
@@ -92,6 +134,15 @@ class TransformersCaptioner(LocalCaptioner):
     def _prompt_text(self, prompt: str) -> str:
         messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
         return self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def judge_text(self, prompt: str, conversation: str = "chat-template") -> str:
+        """The judge's full prompt text as the model receives it (before the image tokens are expanded)."""
+        check_conversation(conversation)
+        if self._model is None:
+            self._load()
+        if conversation == "llava_v1":
+            return llava_v1_prompt(prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
+        return self._prompt_text(prompt)
 
     @torch.inference_mode()
     def generate(
@@ -131,11 +182,7 @@ class TransformersCaptioner(LocalCaptioner):
         texts = self._processor.batch_decode(
             new, skip_special_tokens=True, clean_up_tokenization_spaces=False
         )
-        eos = (
-            {self._model.generation_config.eos_token_id}
-            if not isinstance(self._model.generation_config.eos_token_id, list)
-            else set(self._model.generation_config.eos_token_id)
-        )
+        eos = self._eos_ids()
         pad = self._model.generation_config.pad_token_id
         results = []
         for i in range(len(chunk)):  # rows are grouped per input: [img0 x N, img1 x N, ...]
@@ -146,3 +193,91 @@ class TransformersCaptioner(LocalCaptioner):
                 cands.append(self.candidate(texts[i * sampling.n + k], "stop" if ended else "length"))
             results.append(cands)
         return results
+
+    def _eos_ids(self) -> set:
+        eos = self._model.generation_config.eos_token_id
+        return set(eos) if isinstance(eos, list) else {eos}
+
+    def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
+        if self._model is None:
+            self._load()
+        tok = self._tokenizer
+        out = []
+        for prompt in prompts:  # one call per prompt: outputs independent of neighbours (seeded per prompt)
+            if getattr(tok, "chat_template", None):
+                text = tok.apply_chat_template(
+                    [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+                )
+            else:
+                text = prompt
+            enc = tok([text], return_tensors="pt").to(self.device)
+            torch.manual_seed(prompt_seed(sampling.seed, prompt))
+            config = generation_config(replace(sampling, n=1), self._model.generation_config)
+            with torch.inference_mode():
+                ids = self._model.generate(**enc, generation_config=config)
+            new = ids[0, enc["input_ids"].shape[1] :]
+            finish = "stop" if any(t in self._eos_ids() for t in new.tolist()) else "length"
+            out.append(
+                clean_generation(
+                    tok.decode(new, skip_special_tokens=True), finish, collapse_whitespace=ONE_LINE
+                )
+            )
+        return out
+
+    def judge(
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
+    ) -> JudgeAnswer:
+        """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
+        from transformers import GenerationConfig
+
+        text = self.judge_text(prompt, conversation)
+        tok = self._tokenizer
+        ids = digit_token_ids(tok)
+        by_id = {i: d for d, i in ids.items()}
+        inputs = self._processor(text=[text], images=[image], return_tensors="pt").to(self.device)
+        base = self._model.generation_config
+        config = GenerationConfig(
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=base.eos_token_id,
+            pad_token_id=base.pad_token_id if base.pad_token_id is not None else tok.pad_token_id,
+            output_logits=True,  # raw logits: the model's own distribution, before any processor
+            return_dict_in_generate=True,
+        )
+        allowed = (
+            _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if digits_only else None
+        )
+        with torch.inference_mode():
+            out = self._model.generate(**inputs, generation_config=config, prefix_allowed_tokens_fn=allowed)
+        new = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+        steps = []
+        for pos, token_id in enumerate(new):
+            logp = torch.log_softmax(out.logits[pos][0].float(), dim=-1)
+            steps.append(
+                JudgeStep(
+                    token=tok.decode([token_id]),
+                    digit=by_id.get(token_id),
+                    digit_logprobs={d: float(logp[i]) for d, i in ids.items()},
+                )
+            )
+        return JudgeAnswer(tok.decode(new, skip_special_tokens=True).strip(), steps)
+
+
+def _digits_only(tok, digit_ids: dict[int, int], eos: set, prompt_len: int):
+    """A `prefix_allowed_tokens_fn` that lets the judge print only "0." and two digits, then end its turn."""
+    dot = tok.encode(".", add_special_tokens=False)[-1]
+    plan = [[digit_ids[0]], [dot], list(digit_ids.values()), list(digit_ids.values())]
+    end = sorted(t for t in eos if t is not None)
+
+    def allowed(_batch: int, ids) -> list[int]:
+        t = len(ids) - prompt_len
+        return plan[t] if t < len(plan) else end
+
+    return allowed

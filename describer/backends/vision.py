@@ -1,19 +1,28 @@
 """How an image becomes the pixels a VLM sees.
 
 `qwen-vl-utils` (the `paper` default): the authors' `RemoteDescriber.py` builds a chat message holding the image
-and calls `qwen_vl_utils.process_vision_info(messages)`, whose `fetch_image` converts to RGB and resizes the image
-to a multiple of the patch-merge size (`smart_resize`) before the processor sees it. They call it with its
-default `image_patch_size=14` (Qwen2.5-VL's patch; Qwen3-VL's own is 16), so sides become multiples of 28; the
-processor then applies its own resize. The real package does it here, so the pixels are the authors'.
+file's *path* and calls `qwen_vl_utils.process_vision_info(messages)`, whose `fetch_image` opens the file with PIL
+(no EXIF rotation), converts it to RGB (RGBA composited onto white; LA, palette and other modes by PIL's
+`convert`, which drops transparency) and resizes it to a multiple of the patch-merge size (`smart_resize`) before
+the processor sees it. They call it with its default `image_patch_size=14` (Qwen2.5-VL's patch; Qwen3-VL's own is
+16), so sides become multiples of 28; the processor then applies its own resize. The real package does it here, on
+the same path, so the pixels are the authors' whatever the project's image reader does for the scores. An image
+PIL cannot open (a format only the project's reader decodes) or one given without a file falls back to the
+project's read.
 
 `direct`: the image as read goes straight to the processor (or server), which applies only its own resize.
 """
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from PIL import Image
 
 from recon_score.errors import ReconScoreError
+
+log = logging.getLogger(__name__)
 
 IMAGE_INPUTS = ("qwen-vl-utils", "direct")
 # process_vision_info's default, which RemoteDescriber.py keeps
@@ -54,19 +63,29 @@ def image_input_identity(mode: str) -> dict:
     }
 
 
-def vlm_images(images: list[Image.Image], mode: str, prompt: str) -> list[Image.Image]:
-    """The images the VLM's processor receives, one per input image, by `mode` (see the module doc)."""
+def vlm_images(requests: list, mode: str, prompt: str) -> list[Image.Image]:
+    """The images the VLM's processor receives, one per request (describer.backends.base.CaptionRequest), by
+    `mode` (see the module doc)."""
     if mode == "direct":
-        return list(images)
+        return [r.image for r in requests]
     check_image_input(mode)
-    qwen_vl_utils = _qwen_vl_utils()
     out = []
-    for image in images:  # the authors' message, one image per conversation
-        messages = [
-            {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": prompt}]}
-        ]
-        image_inputs, _ = qwen_vl_utils.process_vision_info(
-            messages, image_patch_size=AUTHORS_IMAGE_PATCH_SIZE
-        )
-        out.extend(image_inputs)
+    for r in requests:  # the authors' message, one image per conversation
+        image = None
+        if r.path is not None:
+            try:  # an absolute path: never read as a URL or a data URL by fetch_image
+                image = _process_vision_info(str(Path(r.path).absolute()), prompt)
+            except OSError as err:  # PIL cannot open the file: the project's read instead
+                log.warning("%s: PIL cannot open it (%s); the VLM gets the project's read", r.path, err)
+        out.append(image if image is not None else _process_vision_info(r.image, prompt))
     return out
+
+
+def _process_vision_info(image, prompt: str) -> Image.Image:
+    messages = [
+        {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": prompt}]}
+    ]
+    image_inputs, _ = _qwen_vl_utils().process_vision_info(
+        messages, image_patch_size=AUTHORS_IMAGE_PATCH_SIZE
+    )
+    return image_inputs[0]

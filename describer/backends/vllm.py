@@ -1,10 +1,27 @@
-"""vLLM offline engine: `SamplingParams(n=N, seed=...)` per image, so the N samples share one prefill and each
-image's candidates are reproducible whatever else is in the batch. vLLM is an optional extra (it pins its own
-torch): `pip install 'reconscore[vllm]'` in a separate environment."""
+"""The vLLM offline engine: `SamplingParams(n=N, seed=...)` per image, so the N samples share one prefill and each
+image's candidates are reproducible whatever else is in the batch; text completions (`text_only`) and judge
+answers with the top-k log-probabilities. vLLM is an optional extra (it pins its own torch):
+`pip install 'reconscore[vllm]'` in a separate environment."""
 
 from __future__ import annotations
 
-from describer.backends.base import Candidate, CaptionRequest, LocalCaptioner, Sampling
+from describer.backends.base import (
+    IMAGE_PLACEHOLDER,
+    ONE_LINE,
+    TOP_LOGPROBS,
+    Candidate,
+    CaptionRequest,
+    JudgeAnswer,
+    JudgeStep,
+    LocalBackend,
+    Sampling,
+    check_conversation,
+    clean_generation,
+    digit_token_ids,
+    image_placeholder,
+    llava_v1_prompt,
+    prompt_seed,
+)
 from describer.backends.sampling import vllm_kwargs
 from recon_score.errors import ReconScoreError
 
@@ -20,7 +37,7 @@ def _import_vllm():
     return vllm
 
 
-class VLLMCaptioner(LocalCaptioner):
+class VLLMBackend(LocalBackend):
     name = "vllm"
 
     def __init__(
@@ -32,28 +49,30 @@ class VLLMCaptioner(LocalCaptioner):
         trust_remote_code: bool = False,
         gpu_memory_utilization: float = 0.85,
         max_model_len: int = 8192,
+        text_only: bool = False,
     ):
         self.model_name, self.revision, self.dtype = model, revision, dtype
-        self.trust_remote_code = trust_remote_code
+        self.trust_remote_code, self.text_only = trust_remote_code, text_only
         self.gpu_memory_utilization, self.max_model_len = gpu_memory_utilization, max_model_len
         self._llm = None
         self._processor = None
+        if text_only:  # vLLM and the model are checked when the backend is built
+            _import_vllm()
+            self.resolved  # noqa: B018
 
     def identity(self) -> dict:
         vllm = _import_vllm()
-        return {
-            "backend": self.name,
-            **self.resolved.as_dict(),
-            "dtype": self.dtype,
-            "vllm": vllm.__version__,
-            **self.text_and_pixels(),
-        }
+        out = {"backend": self.name, **self.resolved.as_dict(), "dtype": self.dtype, "vllm": vllm.__version__}
+        return out if self.text_only else {**out, **self.text_and_pixels()}
 
     def _load(self):
         vllm = _import_vllm()
+        path = str(self.resolved.path)
+        if self.text_only:
+            self._llm = vllm.LLM(model=path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+            return
         from transformers import AutoProcessor
 
-        path = str(self.resolved.path)
         self._processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
         self._llm = vllm.LLM(
             model=path,
@@ -77,14 +96,17 @@ class VLLMCaptioner(LocalCaptioner):
         except ImportError:
             pass
 
+    def _chat_text(self, prompt: str) -> str:
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+        return self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
         vllm = _import_vllm()
         if self._llm is None:
             self._load()
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
-        text = self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = self._chat_text(prompt)
         params = [vllm.SamplingParams(**vllm_kwargs(sampling, seed=r.seed)) for r in requests]
         try:
             images = self.vlm_images(requests, prompt)
@@ -100,3 +122,60 @@ class VLLMCaptioner(LocalCaptioner):
             cands += [Candidate(None, error="vLLM returned fewer samples than n")] * (sampling.n - len(cands))
             results.append(cands)
         return results
+
+    def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
+        vllm = _import_vllm()
+        if self._llm is None:
+            self._load()
+        messages = [[{"role": "user", "content": p}] for p in prompts]
+        params = [
+            vllm.SamplingParams(**vllm_kwargs(sampling, seed=prompt_seed(sampling.seed, p), n=1))
+            for p in prompts
+        ]
+        try:
+            outs = self._llm.chat(messages, sampling_params=params, use_tqdm=False)
+        except Exception as err:  # engine errors: report per prompt
+            return [Candidate(None, error=f"vLLM generation failed: {err}"[:500]) for _ in prompts]
+        return [
+            clean_generation(o.outputs[0].text, o.outputs[0].finish_reason, collapse_whitespace=ONE_LINE)
+            for o in outs
+        ]
+
+    def judge(
+        self,
+        image,
+        prompt: str,
+        *,
+        max_new_tokens: int,
+        conversation: str = "chat-template",
+        digits_only=False,
+    ) -> JudgeAnswer:
+        """The greedy answer with vLLM's top-k log-probabilities (a digit outside the top k is absent)."""
+        vllm = _import_vllm()
+        check_conversation(conversation)
+        if digits_only:
+            raise ReconScoreError(
+                "the vllm judge has no digits-only mode (a smoke judge runs on transformers)"
+            )
+        if self._llm is None:
+            self._load()
+        tok = self._processor.tokenizer
+        by_id = {i: d for d, i in digit_token_ids(tok).items()}
+        if conversation == "llava_v1":
+            text = llava_v1_prompt(prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
+        else:
+            text = self._chat_text(prompt)
+        params = vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens, logprobs=TOP_LOGPROBS)
+        out = self._llm.generate(
+            [{"prompt": text, "multi_modal_data": {"image": image}}], params, use_tqdm=False
+        )
+        gen = out[0].outputs[0]
+        if gen.logprobs is None:
+            raise ReconScoreError("vLLM returned no log-probabilities; FLEUR needs them")
+        steps = []
+        for token_id, top in zip(gen.token_ids, gen.logprobs):
+            logprobs = {by_id[i]: float(lp.logprob) for i, lp in top.items() if i in by_id}
+            steps.append(
+                JudgeStep(token=tok.decode([token_id]), digit=by_id.get(token_id), digit_logprobs=logprobs)
+            )
+        return JudgeAnswer(gen.text.strip(), steps)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from describer.backends import BACKENDS
 from eval.cli import options as opt
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 
@@ -38,7 +39,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @opt.dataset_split("Use a dataset split's references as sources", annotations=False)
 @click.option(
     "--backend",
-    type=click.Choice(["transformers", "vllm", "openai"]),
+    type=click.Choice(list(BACKENDS)),
     default="transformers",
     show_default=True,
 )
@@ -94,8 +95,7 @@ def command(
     out,
 ) -> int:
     """Generate paraphrased, perturbed or length-controlled captions with a text LLM."""
-    from describer.backends import Sampling
-    from describer.backends.text import build_text_llm
+    from describer.backends import Sampling, build_backend
     from eval.generate import GenerateJob, caption_sources, dataset_sources, run_generate
     from recon_score.runtime import resolve_device
 
@@ -104,9 +104,10 @@ def command(
     if dataset and dataset_root is None:
         raise click.UsageError("--dataset needs --root")
     sources = dataset_sources(dataset, dataset_root, split) if dataset else caption_sources(captions)
-    llm = build_text_llm(
+    llm = build_backend(
         backend,
         model,
+        text_only=True,
         device=resolve_device(device),
         base_url=base_url,
         api_key_env=api_key_env,

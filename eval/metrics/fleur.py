@@ -8,8 +8,13 @@ i.e. after "0."); if x has a second decimal, sum_k p_k * k * 0.01 at that digit'
 occurrence if repeated). For x = 1.0: 0.9 * p_0 + p_1 at the "1" token. An answer outside [0, 1] or without a
 number is an error for that row (the authors' code skipped it).
 
-The authors ran LLaVA-1.5-13B; here the judge is any chat VLM of the describer's backends (default
-llava-hf/llava-1.5-13b-hf through transformers) that returns token log-probabilities.
+The authors ran LLaVA-1.5-13B in float16 (the project's default dtype is bfloat16; `dtype` names it and the
+record keeps both); here the judge is any chat VLM of the describer's backends (default llava-hf/llava-1.5-13b-hf
+through transformers) that returns token log-probabilities. As their code, by default the instruction goes
+through LLaVA's `conv_templates["llava_v1"]` (system line, "USER: <image>\n...", " ASSISTANT:"; `conversation`
+"chat-template" uses the checkpoint's chat template instead), and the image is padded to a square with the judge
+image processor's mean colour before the processor sees it (LLaVA's `expand2square` under their default
+`--image-aspect-ratio pad`; `image_aspect_ratio` "none" hands the image over as read).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import re
 
 import numpy as np
+from PIL import Image
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
 from eval.metrics.registry import register_metric
@@ -39,7 +45,35 @@ DEFAULT_JUDGE = "llava-hf/llava-1.5-13b-hf"  # the authors' LLaVA-1.5-13B in tra
 JUDGES = {"released": DEFAULT_JUDGE, "smoke": "smoke:qwen3-vl", "shapes": "shapes:qwen3-vl"}
 MAX_NEW_TOKENS = 512  # the authors' setting; generation stops at the end-of-turn token
 SMOKE_MAX_NEW_TOKENS = 16  # the tiny random judge never ends its turn: keep smoke runs short
-OPTIONS = ("model", "weights", "backend", "base_url", "device", "dtype", "max_new_tokens", "captioner")
+OPTIONS = (
+    "model",
+    "weights",
+    "backend",
+    "base_url",
+    "device",
+    "dtype",
+    "max_new_tokens",
+    "conversation",
+    "image_aspect_ratio",
+    "captioner",
+)
+AUTHORS_DTYPE = "float16"  # fleur.py: torch_dtype=torch.float16
+ASPECT_RATIOS = ("pad", "none")  # the authors' default: pad
+# LLaVA-1.5's image processor (CLIP ViT-L/14-336) mean, for judges whose processor is not here (servers)
+LLAVA_IMAGE_MEAN = (0.48145466, 0.4578275, 0.40821073)
+
+
+def expand_to_square(image: Image.Image, image_mean) -> Image.Image:
+    """LLaVA's `expand2square` with `tuple(int(x * 255) for x in image_processor.image_mean)` as the colour: the
+    image centred on a square of its longer side (offset rounded down), as `process_images` does under `pad`."""
+    width, height = image.size
+    if width == height:
+        return image
+    side = max(width, height)
+    fill = tuple(int(x * 255) for x in image_mean)
+    square = Image.new(image.mode, (side, side), fill)
+    square.paste(image, ((side - width) // 2, (side - height) // 2))
+    return square
 
 
 class FleurError(ValueError):
@@ -76,7 +110,7 @@ def _expected(step, scale: float) -> float:
 
 
 def fleur_score(text: str, steps) -> float:
-    """FLEUR's smoothed score from the answer text and its generated tokens (describer.backends.judge steps)."""
+    """FLEUR's smoothed score from the answer text and its generated tokens (describer.backends.base.JudgeStep)."""
     value = printed_score(text)
     if value < 1.0:
         s = str(value)
@@ -104,11 +138,19 @@ class _Fleur(Metric):
         device: str | None = None,
         dtype: str = "bfloat16",
         max_new_tokens: int | None = None,
+        conversation: str = "llava_v1",
+        image_aspect_ratio: str = "pad",
         captioner=None,
     ):
         """`captioner`: a ready describer backend (its model stays loaded); otherwise built from the rest."""
+        from describer.backends.base import check_conversation
+
         if weights not in JUDGES:
             raise ReconScoreError(f"weights must be one of {', '.join(JUDGES)}, got {weights!r}")
+        if image_aspect_ratio not in ASPECT_RATIOS:
+            raise ReconScoreError(f"image_aspect_ratio must be one of {', '.join(ASPECT_RATIOS)}")
+        check_conversation(conversation)
+        self.conversation, self.image_aspect_ratio = conversation, image_aspect_ratio
         self.model = model or JUDGES[weights]
         self.backend, self.base_url, self.device, self.dtype = backend, base_url, device, dtype
         default = SMOKE_MAX_NEW_TOKENS if weights == "smoke" else MAX_NEW_TOKENS
@@ -134,9 +176,13 @@ class _Fleur(Metric):
     def _prompt(self, candidate: str, references: list[str]) -> str:
         return self.prompt.format(candidate=" ".join(candidate.split()))
 
-    def score(self, batch: CaptionBatch) -> MetricOutput:
-        from describer.backends.judge import judge_greedy
+    def judge_image(self, image: Image.Image) -> Image.Image:
+        """The pixels the judge's processor receives (padded to a square under `pad`)."""
+        if self.image_aspect_ratio == "none":
+            return image
+        return expand_to_square(image, self.captioner.image_mean() or LLAVA_IMAGE_MEAN)
 
+    def score(self, batch: CaptionBatch) -> MetricOutput:
         loaded = batch.loaded_images()
         refs = batch.references or [[] for _ in batch.candidates]
         values = np.full(len(batch), np.nan)
@@ -152,7 +198,7 @@ class _Fleur(Metric):
                 continue
             key = (id(img), cap, tuple(refs[i]))
             if key not in done:
-                done[key] = self._one(judge_greedy, img, self._prompt(cap, refs[i]))
+                done[key] = self._one(img, self._prompt(cap, refs[i]))
             values[i], printed[i], errors[i] = done[key]
         name = self.info.name
         extra = {f"{name}_printed": printed}
@@ -161,9 +207,15 @@ class _Fleur(Metric):
         info = {"distinct_pairs": len(done), "failed_rows": sum(e is not None for e in errors)}
         return MetricOutput(values, extra=extra, info=info)
 
-    def _one(self, judge, image, prompt: str) -> tuple[float, float | None, str | None]:
+    def _one(self, image, prompt: str) -> tuple[float, float | None, str | None]:
         try:
-            answer = judge(self.captioner, image, prompt, max_new_tokens=self.max_new_tokens)
+            answer = self.captioner.judge(
+                self.judge_image(image),
+                prompt,
+                max_new_tokens=self.max_new_tokens,
+                conversation=self.conversation,
+                digits_only=self.weights == "smoke",  # a tiny random judge prints no number otherwise
+            )
         except (RuntimeError, ValueError) as err:  # a generation failure is the row's, not the run's
             return math.nan, None, f"judge failed: {err}"[:300]
         try:
@@ -173,7 +225,10 @@ class _Fleur(Metric):
 
     def config(self) -> dict:
         out = {"model": self.model, "backend": self.backend, "weights": self.weights}
-        out.update(max_new_tokens=self.max_new_tokens, prompt=self.prompt)
+        out.update(max_new_tokens=self.max_new_tokens, prompt=self.prompt, conversation=self.conversation)
+        out.update(image_aspect_ratio=self.image_aspect_ratio, dtype=self.dtype, authors_dtype=AUTHORS_DTYPE)
+        if self.weights == "smoke":
+            out["answer"] = "digits only (0.dd): the tiny random judge's own probabilities at those tokens"
         if self._captioner is not None:
             out["judge"] = self._captioner.identity()
         return out

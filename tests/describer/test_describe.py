@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from describer.backends import Candidate, Captioner, Sampling, clean_generation, derive_seed
+from describer.backends import Backend, Candidate, Sampling, clean_generation, derive_seed
 from describer.presets import get_describer_preset
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector, select_best
@@ -133,7 +133,7 @@ def test_rerun_is_a_noop(smoke_run):
     assert {n: (out / n).read_bytes() for n in before} == before
 
 
-class ScriptedCaptioner(Captioner):
+class ScriptedCaptioner(Backend):
     """A backend whose answers the test controls: errors and empty generations per candidate."""
 
     name = "scripted"
@@ -349,9 +349,9 @@ def test_sampling_validation():
 
 def test_transformers_backend_batches_across_images(sample_dir):
     """num_return_sequences=N per image, several images per generate call, rows regrouped per image."""
-    from describer.backends.transformers import TransformersCaptioner
+    from describer.backends.transformers import TransformersBackend
 
-    cap = TransformersCaptioner("smoke:qwen3-vl", device="cpu", batch_size=2)
+    cap = TransformersBackend("smoke:qwen3-vl", device="cpu", batch_size=2)
     from describer.backends import CaptionRequest
 
     imgs = [

@@ -1,20 +1,34 @@
 """FLEUR / RefFLEUR: the score smoothing of the authors' `fleur.py` (Yebin46/FLEUR) on fixed log-probabilities
-worked out by hand, the prompts, and the judge through the describer's transformers and OpenAI-compatible
-backends (a tiny Qwen3-VL whose logits are scripted; a canned server response)."""
+worked out by hand, the prompt and padded pixels against the authors' own functions (data/fleur, made by
+make_fleur_reference.py from their code), and the judge through the describer's transformers and
+OpenAI-compatible engines (a tiny Qwen3-VL whose logits are scripted; a canned server response)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from describer.backends.judge import JudgeStep, judge_greedy
+from describer.backends.base import Backend, JudgeStep, llava_v1_prompt
 from eval.metrics import CaptionBatch, build_metric
-from eval.metrics.fleur import FLEUR_PROMPT, REFFLEUR_PROMPT, FleurError, fleur_score, printed_score
+from eval.metrics.fleur import (
+    FLEUR_PROMPT,
+    LLAVA_IMAGE_MEAN,
+    REFFLEUR_PROMPT,
+    FleurError,
+    expand_to_square,
+    fleur_score,
+    printed_score,
+)
 from recon_score.errors import ReconScoreError
+
+DATA = Path(__file__).parent / "data" / "fleur"
+QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 def step(token, probs=None):
@@ -104,7 +118,7 @@ def test_transformers_judge_returns_the_models_digit_log_probabilities(tiny_judg
     digit_logits = {6: 18.0, 7: 19.0, 8: 17.0}
     handle, state, digit_ids = scripted_logits(tiny_judge, ["0", ".", "7", "<eos>"], digit_logits)
     try:
-        answer = judge_greedy(tiny_judge, image, FLEUR_PROMPT.format(candidate="a farm"), max_new_tokens=8)
+        answer = tiny_judge.judge(image, FLEUR_PROMPT.format(candidate="a farm"), max_new_tokens=8)
     finally:
         handle.remove()
     assert answer.text == "0.7" and [s.digit for s in answer.steps[:3]] == [0, None, 7]
@@ -136,9 +150,9 @@ def test_fleur_metric_through_the_transformers_backend(tiny_judge, sample_dir):
 
 # -- OpenAI-compatible servers: top_logprobs ------------------------------------------------------------------
 def server(monkeypatch, response):
-    from describer.backends.openai import OpenAICaptioner
+    from describer.backends.openai import OpenAIBackend
 
-    cap = OpenAICaptioner("judge", base_url="http://localhost:1/v1")
+    cap = OpenAIBackend("judge", base_url="http://localhost:1/v1")
     sent = []
     monkeypatch.setattr(cap, "_post", lambda body: sent.append(body) or response)
     monkeypatch.setattr(cap, "preflight", lambda: None)
@@ -163,22 +177,85 @@ def test_openai_judge_reads_top_logprobs(monkeypatch):
     assert out.values[0] == pytest.approx(0.1 * (8 * 0.6 + 9 * 0.3))
     body = sent[0]
     assert body["logprobs"] is True and body["top_logprobs"] == 20 and body["temperature"] == 0.0
-    prompt = body["messages"][0]["content"][1]["text"]
+    assert body["messages"][0] == {"role": "system", "content": llava_v1_prompt("").split(" USER:")[0]}
+    prompt = body["messages"][1]["content"][1]["text"]
     assert prompt == REFFLEUR_PROMPT.format(candidate="a farm near a road", references="a farm\nfields")
+    assert m.config()["conversation"] == "llava_v1"
 
 
 def test_a_server_without_logprobs_stops_the_metric_with_one_clear_error(monkeypatch):
     cap, _ = server(monkeypatch, {"choices": [{"message": {"content": "0.8"}}]})
     with pytest.raises(ReconScoreError, match="no token log-probabilities"):
-        judge_greedy(cap, Image.new("RGB", (8, 8)), "x", max_new_tokens=4)
+        cap.judge(Image.new("RGB", (8, 8)), "x", max_new_tokens=4)
     batch = CaptionBatch(["a farm"], None, [Image.new("RGB", (8, 8))])
     with pytest.raises(ReconScoreError, match="no token log-probabilities"):  # every row would fail alike
         build_metric("fleur", captioner=cap).score(batch)
 
 
 def test_backends_without_logprobs_are_refused():
-    class Other:
+    class Other(Backend):
         name = "other"
 
     with pytest.raises(ReconScoreError, match="cannot return token log-probabilities"):
-        judge_greedy(Other(), None, "x", max_new_tokens=4)
+        Other().judge(None, "x", max_new_tokens=4)
+
+
+# -- the judge's input as the authors' code makes it (LLaVA's llava_v1 conversation, expand2square) -------------
+def test_prompts_are_the_authors_llava_v1_rendering():
+    ref = json.loads((DATA / "prompts.json").read_text())
+    fleur, reffleur = build_metric("fleur", captioner=object()), build_metric("reffleur", captioner=object())
+    text = fleur._prompt(ref["candidate"], [])
+    assert text == ref["fleur"]["instruction"] and llava_v1_prompt(text) == ref["fleur"]["prompt"]
+    text = reffleur._prompt(ref["candidate"], ref["references"])
+    assert text == ref["reffleur"]["instruction"] and llava_v1_prompt(text) == ref["reffleur"]["prompt"]
+
+
+@pytest.mark.parametrize("size", ["7x4", "4x9", "5x5", "2x6"])
+@pytest.mark.parametrize("mean_name, mean", [("clip", LLAVA_IMAGE_MEAN), ("half", (0.5, 0.5, 0.5))])
+def test_padding_is_the_authors_expand2square(size, mean_name, mean):
+    image = Image.open(DATA / f"input_{size}.png")
+    expected = np.asarray(Image.open(DATA / f"padded_{size}_{mean_name}.png"))
+    assert np.array_equal(np.asarray(expand_to_square(image, mean)), expected)
+
+
+class Recorder:
+    """The judge's processor, recording the text and images it is called with."""
+
+    def __init__(self, processor):
+        self.processor, self.calls = processor, []
+
+    def __getattr__(self, name):
+        return getattr(self.processor, name)
+
+    def __call__(self, *, text, images, **kw):
+        self.calls.append((text, images))
+        return self.processor(text=text, images=images, **kw)
+
+
+def test_the_transformers_judge_receives_the_authors_prompt_and_padded_pixels(tiny_judge, monkeypatch):
+    ref = json.loads((DATA / "prompts.json").read_text())
+    recorder = Recorder(tiny_judge._processor)
+    monkeypatch.setattr(tiny_judge, "_processor", recorder)
+    image = Image.open(DATA / "input_7x4.png")
+    m = build_metric("fleur", captioner=tiny_judge, max_new_tokens=2)
+    m.score(CaptionBatch([ref["candidate"]], None, [image]))
+    (text,), (sent,) = recorder.calls[0]
+    assert text == ref["fleur"]["prompt"].replace("<image>", QWEN_IMAGE)  # the processor's own image token
+    mean = {tuple(LLAVA_IMAGE_MEAN): "clip", (0.5, 0.5, 0.5): "half"}[tuple(tiny_judge.image_mean())]
+    expected = np.asarray(Image.open(DATA / f"padded_7x4_{mean}.png"))  # the judge processor's mean colour
+    assert np.array_equal(np.asarray(sent), expected)
+    variant = build_metric("fleur", captioner=tiny_judge, max_new_tokens=2, conversation="chat-template")
+    variant.image_aspect_ratio = "none"
+    variant.score(CaptionBatch([ref["candidate"]], None, [image]))
+    (text,), (sent,) = recorder.calls[1]
+    assert "A chat between" not in text and sent.size == (7, 4)
+
+
+def test_the_smoke_judge_answers_with_digits_so_the_score_is_computed(sample_dir):
+    images = sorted((sample_dir / "images").iterdir())[:2]
+    m = build_metric("fleur", weights="smoke", device="cpu")
+    out = m.score(CaptionBatch(["a farm", "a road"], None, images))
+    assert "fleur_error" not in out.extra, out.extra
+    assert all(0 <= v <= 1 for v in out.values)
+    assert all(p is not None and len(str(p)) <= 4 for p in out.extra["fleur_printed"])
+    assert m.config()["dtype"] == "bfloat16" and m.config()["authors_dtype"] == "float16"

@@ -47,10 +47,17 @@ def test_metrics_add_scores_the_bundled_sample_with_every_new_metric(tmp_path, c
     assert main([*argv, "--metrics", ",".join(NEW), "--device", "cpu"]) == 0
     assert "(3 rows)" in capsys.readouterr().out
     out = pd.read_json(run / "scores.metrics.jsonl", lines=True)
-    for name in ["pacscore", "refpacscore", "longclipscore", "reflongclipscore", "cyclereward"]:
+    # the tiny random judge is held to "0.dd" answers, so FLEUR's scoring path runs too
+    for name in [
+        "pacscore",
+        "refpacscore",
+        "longclipscore",
+        "reflongclipscore",
+        "cyclereward",
+        "fleur",
+        "reffleur",
+    ]:
         assert np.isfinite(out[name].astype(float)).all(), name
-    for name in ["fleur", "reffleur"]:  # the tiny random judge prints no score: an error per row, not a crash
-        assert out[f"{name}_error"].notna().all() or np.isfinite(out[name].astype(float)).all()
     meta = json.loads((run / "scores.metrics.json").read_text())
     reports = json.dumps(meta)
     assert "open_clip:pacs-ViT-B-32@smoke" in reports and "open_clip:longclip-B@smoke" in reports
