@@ -263,3 +263,16 @@ def test_python_api_counts_its_ways():
     intro = text.split("\n\n", 2)[1]
     counts = [words[w.lower()] for w in re.findall(r"\b(\w+) ways\b|\bAll (\w+)\b", intro) for w in w if w]
     assert counts and set(counts) == {len(re.findall(r"^## ", text, re.M))}, counts
+
+
+def test_correlate_format_table_is_the_registry():
+    """docs/correlate.md's format table has one row per `--format` entry, with that entry's headline variant."""
+    from eval.preferences import FORMATS
+
+    text = (REPO / "docs" / "correlate.md").read_text(encoding="utf-8")
+    table = text.split("## Human-judgment sets (`--format`)", 1)[1].split("| format |", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for row in table.splitlines()[2:]:
+        cells = row.split("|")
+        rows[cells[1].strip().strip("`")] = cells[-2].strip().strip("*")
+    assert rows == {f.name: f"τ-{f.headline}" for f in FORMATS.values()}
