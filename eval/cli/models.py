@@ -80,11 +80,11 @@ def check(spec: str, weights_dir: str | None) -> int:
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
 
-    if spec in ("magiclens", "compodiff"):
-        from importlib import import_module
+    from recon_score.registry import load_target
+    from retrieval.methods import METHODS
 
-        module = import_module(f"retrieval.methods.{spec}")
-        ok, lines = getattr(module, f"{spec}_status")()
+    if spec in METHODS and METHODS[spec].status:
+        ok, lines = load_target(METHODS[spec].status)()
         click.echo(f"{spec}: {'available' if ok else 'NOT available'}")
         for line in lines:
             click.echo(f"  {line}")

@@ -68,7 +68,7 @@ def benchmark_root(default: str | None = None) -> Callable:
             required=default is None,
             default=default,
             show_default=default is not None,
-            help="Benchmark loader.",
+            help="Benchmark: " + "; ".join(f"{b.name}: {b.help}" for b in BENCHMARKS.values()) + ".",
         ),
         click.option(
             "--root",
