@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from eval.metrics.base import CaptionBatch, MetricOutput
 from eval.metrics.clip import DEFAULT_PREFIX, _ClipMetric
-from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
 
 PACS_ENCODER = "open_clip:pacs-ViT-B-32"
@@ -28,7 +27,6 @@ WEIGHTS = (
     "smoke",
     "shapes",
 )  # the released checkpoint; tiny random; full-size random (benchmarks)
-OPTIONS = ("encoder", "weights", "prefix", "long_text", "w", "device", "batch_size")
 
 
 def release_spec(encoder: str, weights: str) -> str:
@@ -86,31 +84,11 @@ class _ReleasedClipMetric(_ClipMetric):
         return {**super().config(), "weights": self.weights}
 
 
-@register_metric(
-    "pacscore",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="PAC-S (Sarto et al. 2023): 2*max(cos,0) on the authors' PAC fine-tune of CLIP ViT-B/32 (aimagelab/pacscore)",
-    value_range="[0, 2]",
-    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
-    options=OPTIONS,
-)
 class PACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_image(batch)
 
 
-@register_metric(
-    "refpacscore",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=True,
-    description="RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine (aimagelab/pacscore)",
-    value_range="[0, 2)",
-    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
-    options=OPTIONS,
-)
 class RefPACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_with_references(batch, ref_pac_score)
