@@ -62,7 +62,7 @@ def list_models(as_json: bool) -> int:
         click.echo(f"  {name:10s} {paper}; {where}")
     click.echo("\nSynthetic models (random weights, no download; numbers are meaningless):")
     for prefix, entry in PREFIXES.items():
-        click.echo(f"  {prefix}: {entry.description}")
+        click.echo(f"  {prefix}: {entry.help}")
         for row in (r for r in synthetic if r["prefix"] == prefix):
             what = row["description"] + (f" (encoder, {row['encoder']} family)" if row["encoder"] else "")
             click.echo(f"      {row['name']:26s} {what}")

@@ -30,19 +30,20 @@ WEIGHTS = (
 
 
 def release_spec(encoder: str, weights: str) -> str:
-    """`encoder` with the random-weight variant `weights` asks for (`@smoke`, `@shapes`); as is for released."""
+    """`encoder` as is for the released weights; else the synthetic model of its architecture that `weights`
+    asks for (`smoke:open-clip/NAME`, `shapes:open-clip/NAME`)."""
     if weights not in WEIGHTS:
         raise ReconScoreError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     if weights == "released":
         return encoder
     from recon_score.encoders.open_clip import RELEASES
 
-    base = encoder.split("@", 1)[0]
-    if base.removeprefix("open_clip:") not in RELEASES:
+    name = encoder.removeprefix("open_clip:").split("@", 1)[0]
+    if name not in RELEASES:
         raise ReconScoreError(
             f"weights={weights!r} needs a released CLIP fine-tune as encoder, not {encoder!r}"
         )
-    return f"{base}@{weights}"
+    return f"{weights}:open-clip/{name}"
 
 
 def ref_pac_score(pac, ref_sim):
