@@ -276,3 +276,11 @@ def test_correlate_format_table_is_the_registry():
         cells = row.split("|")
         rows[cells[1].strip().strip("`")] = cells[-2].strip().strip("*")
     assert rows == {f.name: f"τ-{f.headline}" for f in FORMATS.values()}
+
+
+def test_models_page_names_every_synthetic_model():
+    """docs/models.md's table of synthetic models spells each registry entry as `models list` does."""
+    from recon_score.synthetic import MODELS, spelling
+
+    text = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
+    assert [m.name for m in MODELS.values() if f"`{spelling(m)}`" not in text] == []
