@@ -284,3 +284,18 @@ def test_models_page_names_every_synthetic_model():
 
     text = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
     assert [m.name for m in MODELS.values() if f"`{spelling(m)}`" not in text] == []
+
+
+def test_retrieval_method_table_is_the_registry():
+    """docs/retrieval.md's method table has one row per registered method, and its `needs` column names each
+    option that gives the method one of its inputs."""
+    from retrieval.methods import METHODS, Input
+
+    text = (REPO / "docs" / "retrieval.md").read_text(encoding="utf-8")
+    table = text.split("| method | what it does | hyperparameters (default) | needs |", 1)[1].split("\n\n", 1)[0]
+    rows = {row.split("|")[1].strip().strip("`"): row.split("|")[-2] for row in table.splitlines()[2:]}
+    assert set(rows) == set(METHODS)
+    for name, method in METHODS.items():
+        for given in (i.given_as for i in method.inputs if i.given_as.startswith("--") and i is not Input.ENCODER_TOWERS):
+            for option in re.split(r"/(?=--)", given.format(name=name).replace("PATH", "")):
+                assert option in rows[name], (name, option)
