@@ -75,7 +75,8 @@ def list_models(as_json: bool) -> int:
 def check(spec: str, weights_dir: str | None) -> int:
     """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
     T2I model (hub id, local folder, smoke:NAME, shapes:NAME; a folder is also checked for a format the installed diffusers can
-    build) or a learned retrieval method (magiclens, compodiff: its release and whether it can be read here).
+    build) or a learned retrieval method with a release check (e.g. magiclens: its release and whether it can be
+    read here).
     Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
