@@ -21,7 +21,6 @@ from scipy.stats import kendalltau
 from eval.preferences import TauVariant
 from preference_data import higher_is_better
 
-
 STATISTICS = ("tau_b", "tau_c", "pairwise_acc")  # each with its bootstrap CI, `<stat>_low` and `<stat>_high`
 CORRELATION_COLUMNS = ("metric", *(f"{s}{x}" for s in STATISTICS for x in ("", "_low", "_high")), "n", "note")
 

@@ -31,7 +31,9 @@ class UnknownNameError(ReconScoreError, KeyError, ValueError):
         known = list(known)
         self.what, self.name, self.known = what, name, known
         tail = f" {see}" if see else ""
-        super().__init__(f"unknown {what} {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}.{tail}")
+        super().__init__(
+            f"unknown {what} {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}.{tail}"
+        )
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])

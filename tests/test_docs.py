@@ -270,7 +270,9 @@ def test_correlate_format_table_is_the_registry():
     from eval.preferences import FORMATS
 
     text = (REPO / "docs" / "correlate.md").read_text(encoding="utf-8")
-    table = text.split("## Human-judgment sets (`--format`)", 1)[1].split("| format |", 1)[1].split("\n\n", 1)[0]
+    table = (
+        text.split("## Human-judgment sets (`--format`)", 1)[1].split("| format |", 1)[1].split("\n\n", 1)[0]
+    )
     rows = {}
     for row in table.splitlines()[2:]:
         cells = row.split("|")
@@ -292,10 +294,14 @@ def test_retrieval_method_table_is_the_registry():
     from retrieval.methods import METHODS, Input
 
     text = (REPO / "docs" / "retrieval.md").read_text(encoding="utf-8")
-    table = text.split("| method | what it does | hyperparameters (default) | needs |", 1)[1].split("\n\n", 1)[0]
+    table = text.split("| method | what it does | hyperparameters (default) | needs |", 1)[1].split(
+        "\n\n", 1
+    )[0]
     rows = {row.split("|")[1].strip().strip("`"): row.split("|")[-2] for row in table.splitlines()[2:]}
     assert set(rows) == set(METHODS)
     for name, method in METHODS.items():
-        for given in (i.given_as for i in method.inputs if i.given_as.startswith("--") and i is not Input.ENCODER_TOWERS):
+        for given in (
+            i.given_as for i in method.inputs if i.given_as.startswith("--") and i is not Input.ENCODER_TOWERS
+        ):
             for option in re.split(r"/(?=--)", given.format(name=name).replace("PATH", "")):
                 assert option in rows[name], (name, option)

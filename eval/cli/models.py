@@ -80,7 +80,6 @@ def check(spec: str, weights_dir: str | None) -> int:
     Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
-
     from recon_score.registry import load_target
     from retrieval.methods import METHODS
 

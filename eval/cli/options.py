@@ -160,7 +160,9 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
             "--dataset",
             type=click.Choice(list(DATASETS)),
             required=required,
-            help=f"{what} (needs --root): " + "; ".join(f"{d.name}: {d.help}" for d in DATASETS.values()) + ".",
+            help=f"{what} (needs --root): "
+            + "; ".join(f"{d.name}: {d.help}" for d in DATASETS.values())
+            + ".",
         ),
         click.option(
             "--root",

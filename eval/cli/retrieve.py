@@ -49,7 +49,9 @@ Examples:
   reconscore retrieve --benchmark icir --root /data/icir --encoder open_clip:ViT-L-14/openai --methods basic \\
       --corpus-pos icir_generic_subjects.csv --corpus-neg icir_generic_styles.csv --set basic.query_expansion=false --out runs/icir
 \b
-""" + METHODS_HELP + """
+"""
+    + METHODS_HELP
+    + """
 Hyperparameters: --set METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options:
 --option KEY=VALUE (xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
 \b

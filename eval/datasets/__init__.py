@@ -40,10 +40,22 @@ def _d(name: str, target: str, annotation: str, help: str) -> CaptionDatasetEntr
 DATASETS: Registry[CaptionDatasetEntry] = Registry(
     "dataset",
     (
-        _d("rsicd", _KARPATHY, "dataset_rsicd.json", "RSICD (Lu et al. 2017), 10,921 images, 5 captions each"),
+        _d(
+            "rsicd", _KARPATHY, "dataset_rsicd.json", "RSICD (Lu et al. 2017), 10,921 images, 5 captions each"
+        ),
         _d("ucm-captions", _KARPATHY, "dataset_ucm.json", "UCM-captions (Qu et al. 2016), 2,100 images"),
-        _d("sydney-captions", _KARPATHY, "dataset_sydney.json", "Sydney-captions (Qu et al. 2016), 613 images"),
-        _d("nwpu-captions", _KARPATHY, "dataset_nwpu.json", "NWPU-Captions (Cheng et al. 2022), 31,500 images"),
+        _d(
+            "sydney-captions",
+            _KARPATHY,
+            "dataset_sydney.json",
+            "Sydney-captions (Qu et al. 2016), 613 images",
+        ),
+        _d(
+            "nwpu-captions",
+            _KARPATHY,
+            "dataset_nwpu.json",
+            "NWPU-Captions (Cheng et al. 2022), 31,500 images",
+        ),
         _d("rsitmd", _PRECOMP, "{split}_caps.txt", "RSITMD (Yuan et al. 2022), precomp text layout"),
         _d("ucm-precomp", _PRECOMP, "{split}_caps.txt", "UCM-captions in the precomp layout"),
         _d("rsicd-precomp", _PRECOMP, "{split}_caps.txt", "RSICD in the precomp layout"),

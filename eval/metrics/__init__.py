@@ -17,10 +17,10 @@ from eval.metrics.meteor import MeteorProcess
 from eval.metrics.registry import METRICS, MetricEntry, get_metric_info, list_metrics, parse_metric_names
 
 __all__ = [
+    "METRICS",
     "CaptionBatch",
     "MeteorProcess",
     "Metric",
-    "METRICS",
     "MetricEntry",
     "MetricOutput",
     "build_metric",

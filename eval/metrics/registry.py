@@ -48,8 +48,14 @@ METRICS: Registry[MetricEntry] = Registry(
     "metric",
     (
         *(
-            MetricEntry(f"bleu{n}", f"eval.metrics.ngram:Bleu{n}", _BLEU.format(n=n), **_PTB, value_range="[0, 1]",
-                        backend="pycocoevalcap.bleu")
+            MetricEntry(
+                f"bleu{n}",
+                f"eval.metrics.ngram:Bleu{n}",
+                _BLEU.format(n=n),
+                **_PTB,
+                value_range="[0, 1]",
+                backend="pycocoevalcap.bleu",
+            )
             for n in (1, 2, 3, 4)
         ),
         MetricEntry(

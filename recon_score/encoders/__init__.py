@@ -41,6 +41,7 @@ __all__ = [
     "parse_spec",
 ]
 
+
 @dataclass(frozen=True)
 class EncoderFamily(Entry):
     """`target` is the family's module: build(name, device, weights_dir) -> Encoder, check(name, weights_dir)."""
@@ -146,7 +147,9 @@ def build_encoder(
     with _LOCK:
         enc = _CACHE.get(key)
         if enc is None:
-            enc = FAMILIES.load(family).build(name, device=device, weights_dir=Path(weights_dir) if weights_dir else None)
+            enc = FAMILIES.load(family).build(
+                name, device=device, weights_dir=Path(weights_dir) if weights_dir else None
+            )
             _CACHE[key] = enc
     if batch_size:
         enc.batch_size = batch_size

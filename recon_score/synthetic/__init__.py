@@ -59,18 +59,34 @@ PREFIXES: Registry[Entry] = Registry(
     "synthetic prefix",
     (
         Entry("smoke", _SMOKE, "tiny random models, built offline on first use and cached"),
-        Entry("shapes", _SHAPES, "published sizes, random weights, built on the target device (no download): speed is real"),
+        Entry(
+            "shapes",
+            _SHAPES,
+            "published sizes, random weights, built on the target device (no download): speed is real",
+        ),
     ),
 )
 _RELEASE = "a released CLIP fine-tune of open_clip (e.g. smoke:open-clip/pacs-ViT-B-32)"
 MODELS: Registry[SyntheticModel] = Registry(
     "synthetic model",
     (
-        SyntheticModel("smoke:z-image", _SMOKE, "ZImagePipeline: Qwen3 text encoder (hidden 32), DiT dim 64, 8x VAE"),
-        SyntheticModel("smoke:stable-diffusion", _SMOKE, "StableDiffusionPipeline with the real CLIP tokenizer (77 tokens)"),
-        SyntheticModel("smoke:qwen3-vl", _SMOKE, "Qwen3-VL with a byte-level BPE tokenizer trained at build time"),
-        SyntheticModel("smoke:qwen3-text", _SMOKE, "Qwen3 causal LM (text only) for the robustness-set generators"),
-        SyntheticModel("smoke:dreamsim", _SMOKE, "DreamSim-shaped ensemble of three tiny ViTs", encoder="dreamsim"),
+        SyntheticModel(
+            "smoke:z-image", _SMOKE, "ZImagePipeline: Qwen3 text encoder (hidden 32), DiT dim 64, 8x VAE"
+        ),
+        SyntheticModel(
+            "smoke:stable-diffusion",
+            _SMOKE,
+            "StableDiffusionPipeline with the real CLIP tokenizer (77 tokens)",
+        ),
+        SyntheticModel(
+            "smoke:qwen3-vl", _SMOKE, "Qwen3-VL with a byte-level BPE tokenizer trained at build time"
+        ),
+        SyntheticModel(
+            "smoke:qwen3-text", _SMOKE, "Qwen3 causal LM (text only) for the robustness-set generators"
+        ),
+        SyntheticModel(
+            "smoke:dreamsim", _SMOKE, "DreamSim-shaped ensemble of three tiny ViTs", encoder="dreamsim"
+        ),
         SyntheticModel(
             "smoke:open-clip",
             _SMOKE,
@@ -78,10 +94,18 @@ MODELS: Registry[SyntheticModel] = Registry(
             encoder="open_clip",
             argument="[/RELEASE]",
         ),
-        SyntheticModel("smoke:hf-clip", _SMOKE, "transformers CLIPModel + CLIPProcessor, real CLIP tokenizer", encoder="hf"),
+        SyntheticModel(
+            "smoke:hf-clip",
+            _SMOKE,
+            "transformers CLIPModel + CLIPProcessor, real CLIP tokenizer",
+            encoder="hf",
+        ),
         SyntheticModel("smoke:hf-dinov2", _SMOKE, "transformers Dinov2Model (vision only)", encoder="hf"),
         SyntheticModel(
-            "shapes:z-image", _SHAPES, "Z-Image: 6.15B DiT, Qwen3-4B text encoder, FLUX.1 VAE", argument="@SCALE"
+            "shapes:z-image",
+            _SHAPES,
+            "Z-Image: 6.15B DiT, Qwen3-4B text encoder, FLUX.1 VAE",
+            argument="@SCALE",
         ),
         SyntheticModel("shapes:qwen3-vl", _SHAPES, "Qwen3-VL-8B-Instruct", argument="@SCALE"),
         SyntheticModel(

@@ -27,11 +27,29 @@ BENCHMARKS: Registry[Entry] = Registry(
             "retrieval.datasets.xview2_cir:load",
             "xView2-CIR (the RS-CIR benchmark paper): pre-disaster image + 'post <disaster>'",
         ),
-        Entry("icir", "retrieval.datasets.icir:load", "i-CIR (the i-CIR paper): instance-level, per-instance databases"),
-        Entry("edir", "retrieval.datasets.edir:load", "EDIR (the EDIR paper): 5 categories / 15 subcategories, Recall@1"),
-        Entry("circo", "retrieval.datasets.circo:load", "CIRCO val: COCO unlabeled gallery, multiple positives, mAP@K"),
-        Entry("cirr", "retrieval.datasets.cirr:load", "CIRR val: NLVR2 gallery without the reference, Recall@K"),
-        Entry("fashioniq", "retrieval.datasets.fashioniq:load", "FashionIQ val: per-category galleries, Recall@10/50"),
+        Entry(
+            "icir",
+            "retrieval.datasets.icir:load",
+            "i-CIR (the i-CIR paper): instance-level, per-instance databases",
+        ),
+        Entry(
+            "edir",
+            "retrieval.datasets.edir:load",
+            "EDIR (the EDIR paper): 5 categories / 15 subcategories, Recall@1",
+        ),
+        Entry(
+            "circo",
+            "retrieval.datasets.circo:load",
+            "CIRCO val: COCO unlabeled gallery, multiple positives, mAP@K",
+        ),
+        Entry(
+            "cirr", "retrieval.datasets.cirr:load", "CIRR val: NLVR2 gallery without the reference, Recall@K"
+        ),
+        Entry(
+            "fashioniq",
+            "retrieval.datasets.fashioniq:load",
+            "FashionIQ val: per-category galleries, Recall@10/50",
+        ),
     ),
 )
 

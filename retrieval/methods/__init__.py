@@ -72,11 +72,28 @@ I = Input  # noqa: E741  (the table below reads as a table)
 METHODS: Registry[Method] = Registry(
     "retrieval method",
     (
-        _m("text", "retrieval.methods.baselines:TextOnly", Kind.BASELINE, "text-to-image, g(t)·f(x)", linear=True),
-        _m("image", "retrieval.methods.baselines:ImageOnly", Kind.BASELINE, "image-to-image, f(y)·f(x)", linear=True),
+        _m(
+            "text",
+            "retrieval.methods.baselines:TextOnly",
+            Kind.BASELINE,
+            "text-to-image, g(t)·f(x)",
+            linear=True,
+        ),
+        _m(
+            "image",
+            "retrieval.methods.baselines:ImageOnly",
+            Kind.BASELINE,
+            "image-to-image, f(y)·f(x)",
+            linear=True,
+        ),
         _m("sum", "retrieval.methods.baselines:Sum", Kind.BASELINE, "text + image similarities", linear=True),
         _m("product", "retrieval.methods.baselines:Product", Kind.BASELINE, "text × image similarities"),
-        _m("weicom", "retrieval.methods.weicom:WeiCom", Kind.TRAINING_FREE, "Gaussian-CDF calibrated fusion, λ=0.5"),
+        _m(
+            "weicom",
+            "retrieval.methods.weicom:WeiCom",
+            Kind.TRAINING_FREE,
+            "Gaussian-CDF calibrated fusion, λ=0.5",
+        ),
         _m(
             "basic",
             "retrieval.methods.basic:Basic",

@@ -120,7 +120,9 @@ def test_unknown_suffix_and_missing_file(tmp_path):
         load_ranking(tmp_path / "r.txt")
     with pytest.raises(PreferenceFormatError, match="file not found"):
         load_preferences(tmp_path / "r.jsonl", "ranking")
-    with pytest.raises(ValueError, match=r"unknown preference format 'rankings' \(did you mean 'ranking'\?\)"):
+    with pytest.raises(
+        ValueError, match=r"unknown preference format 'rankings' \(did you mean 'ranking'\?\)"
+    ):
         load_preferences(EXAMPLES / "ranking_example.jsonl", "rankings")
 
 

@@ -45,7 +45,10 @@ def test_parse_spec():
         ("smoke:z-image", "a pipeline or language model, not an encoder"),
         ("smoke:clip", "unknown synthetic model 'smoke:clip'"),
         ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),
-        ("open_clip:pacs-ViT-B-32@smoke", "spell it 'smoke:open-clip/pacs-ViT-B-32'"),  # a release's random twin
+        (
+            "open_clip:pacs-ViT-B-32@smoke",
+            "spell it 'smoke:open-clip/pacs-ViT-B-32'",
+        ),  # a release's random twin
         ("open_clip:longclip-B@shapes", "spell it 'shapes:open-clip/longclip-B'"),
         ("smoke:open-clip/ViT-B-32", "'ViT-B-32' is not a released CLIP fine-tune"),
     ],

@@ -24,7 +24,9 @@ def test_lookup_listing_and_lazy_targets():
 
 def test_unknown_name_is_one_error_with_a_hint():
     things = Registry("thing", (Thing("alpha", "json:dumps", ""),), see="`tool things` lists them.")
-    with pytest.raises(UnknownNameError, match=r"unknown thing 'alpah' \(did you mean 'alpha'\?\); known: alpha\. `tool"):
+    with pytest.raises(
+        UnknownNameError, match=r"unknown thing 'alpah' \(did you mean 'alpha'\?\); known: alpha\. `tool"
+    ):
         things["alpah"]
     with pytest.raises(KeyError):  # also a KeyError and a ValueError, as the lookups it replaces raised
         things["x"]

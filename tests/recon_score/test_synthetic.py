@@ -20,7 +20,12 @@ def test_every_listed_model_has_a_maker_and_encoders_a_loader():
     shapes_models = [m for m in synthetic.MODELS.values() if m.prefix == "shapes"]
     assert set(shapes._WRITERS) == {m.family for m in shapes_models if m.encoder is None}
     for row in synthetic.list_models():
-        name = row["name"].replace("[@SCALE]", "").replace("/ARCH", "/ViT-B-32").replace("[/RELEASE]", "/longclip-B")
+        name = (
+            row["name"]
+            .replace("[@SCALE]", "")
+            .replace("/ARCH", "/ViT-B-32")
+            .replace("[/RELEASE]", "/longclip-B")
+        )
         assert synthetic.parse(name).name == name
         if row["encoder"]:
             assert parse_spec(name) == (row["encoder"], name) and row["encoder"] in FAMILIES
