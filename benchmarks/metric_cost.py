@@ -5,8 +5,8 @@ Each metric scores N distinct (image, caption) pairs (256x256 random images, cap
 references each for the Ref- variants); seconds per caption x 1000 is reported, after one warm-up pair. Model
 construction is not counted (paid once per run).
 
-    pacscore / refpacscore           CLIP ViT-B/32 (PAC-S weights' shape)      open_clip:pacs-ViT-B-32@shapes
-    longclipscore / reflongclipscore  CLIP ViT-B/16, 248 text positions        open_clip:longclip-B@shapes
+    pacscore / refpacscore           CLIP ViT-B/32 (PAC-S weights' shape)      shapes:open-clip/pacs-ViT-B-32
+    longclipscore / reflongclipscore  CLIP ViT-B/16, 248 text positions        shapes:open-clip/longclip-B
     cyclereward                      BLIP ViT-L/16 + BERT-base cross-attention  CycleReward (weights="shapes")
     fleur                            an 8B VLM judge (Qwen3-VL-8B shapes), only with --with-fleur: it needs
                                      ~35 GB of memory in float32 and minutes per caption on a CPU

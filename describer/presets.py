@@ -8,8 +8,8 @@ from typing import ClassVar
 
 from describer.backends import BACKENDS
 from describer.prompts import GUIDELINE_PROMPT, PROMPTS, load_prompt
-from recon_score.errors import UnknownPresetError
 from recon_score.presets import PRESETS, Override, PresetMixin
+from recon_score.registry import Registry
 from recon_score.runtime import DTYPES
 
 EVAL_CANDIDATES = ("selected", "all")  # held-out render for the chosen caption only, or for every candidate
@@ -140,11 +140,10 @@ SMOKE = dataclasses.replace(
     meaningless=True,
 )
 
-DESCRIBER_PRESETS: dict[str, DescriberPreset] = {p.name: p for p in (PAPER, FAST, SMOKE)}
+DESCRIBER_PRESETS: Registry[DescriberPreset] = Registry(
+    "describer preset", (PAPER, FAST, SMOKE), see="`reconscore presets list` describes them."
+)
 
 
 def get_describer_preset(name: str) -> DescriberPreset:
-    try:
-        return DESCRIBER_PRESETS[name]
-    except KeyError:
-        raise UnknownPresetError(name, sorted(DESCRIBER_PRESETS)) from None
+    return DESCRIBER_PRESETS[name]

@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from eval.kendall import HEADLINE, TauVariant, correlate
+from eval.kendall import correlate
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
-from preference_data import PreferenceFormatError, load_preferences
+from eval.preferences import FORMATS, TauVariant, load_preferences
+from preference_data import PreferenceFormatError
 from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.runtime import provenance, utc_now
-
-FORMATS_WITHOUT_IMAGES = ("flickr8k-expert", "flickr8k-crowdflower", "thumb")  # no images ship with them
 
 
 @dataclass
@@ -36,7 +35,7 @@ class CorrelateJob:
     encoder: str = DEFAULT_ENCODER  # for clipscore / refclipscore
     long_text: str = "truncate"  # CLIP's 77-token limit: truncate | sliding-window
     device: str | None = None
-    headline: str | None = None  # b | c; default per dataset (HEADLINE)
+    headline: str | None = None  # b | c; default: the format's own (eval.preferences)
     n_boot: int = 1000
     seed: int = 0
     metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
@@ -62,14 +61,15 @@ def _image_sources(table: pd.DataFrame, root: Path) -> list:
 def run_correlate(job: CorrelateJob) -> CorrelateResult:
     started = utc_now()
     names = parse_metric_names(job.metrics)
-    headline = TauVariant(job.headline) if job.headline else HEADLINE[job.fmt]
+    fmt = FORMATS[job.fmt]
+    headline = TauVariant(job.headline) if job.headline else fmt.headline
     try:
         table = load_preferences(job.preferences, job.fmt, references=job.references)
     except (PreferenceFormatError, ValueError) as err:
         raise ReconScoreError(str(err)) from err
     needs_images = [n for n in names if get_metric_info(n).needs_images]
     images_root = job.images_root
-    if images_root is None and needs_images and job.fmt not in FORMATS_WITHOUT_IMAGES:
+    if images_root is None and needs_images and fmt.ships_images:
         images_root = job.preferences.parent
     if images_root is not None and not images_root.is_dir():
         raise ReconScoreError(f"--images {images_root} is not a folder")

@@ -6,36 +6,20 @@ Kendall τ-b and τ-c come from `scipy.stats.kendalltau(metric, human, variant=.
 are oriented so that larger means better before correlating (ranks are negated: rank 1 = best), and so are
 metrics whose `higher_is_better` is False, so a positive τ always means "agrees with people".
 
-Headline variant per dataset, as published: Flickr8K-Expert τ-c, Flickr8K-CrowdFlower τ-b; τ-b elsewhere
-(the ReconScore paper's UCM-preference table reports both).
+Headline variant per dataset, as published, is its format's `headline` (eval.preferences): Flickr8K-Expert
+τ-c, Flickr8K-CrowdFlower τ-b; τ-b elsewhere (the ReconScore paper's UCM-preference table reports both).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from eval.preferences import TauVariant
 from preference_data import higher_is_better
-
-
-class TauVariant(StrEnum):
-    """scipy's `variant=`: τ-b corrects for ties in both variables; τ-c (Stuart's) for rectangular tables."""
-
-    B = "b"
-    C = "c"
-
-
-HEADLINE: dict[str, TauVariant] = {
-    "flickr8k-expert": TauVariant.C,
-    "flickr8k-crowdflower": TauVariant.B,
-    "ranking": TauVariant.B,
-    "thumb": TauVariant.B,
-    "csv": TauVariant.B,
-}
 
 STATISTICS = ("tau_b", "tau_c", "pairwise_acc")  # each with its bootstrap CI, `<stat>_low` and `<stat>_high`
 CORRELATION_COLUMNS = ("metric", *(f"{s}{x}" for s in STATISTICS for x in ("", "_low", "_high")), "n", "note")

@@ -56,15 +56,6 @@ class UnknownEncoderError(ReconScoreError, ValueError):
         super().__init__(f"unknown encoder spec {spec!r}: {why}. `reconscore models list` shows every spec.")
 
 
-class UnknownPresetError(ReconScoreError, KeyError):
-    def __init__(self, name: str, known: list[str]):
-        hint = did_you_mean(name, known)
-        super().__init__(f"unknown preset {name!r}{hint}; known presets: {', '.join(known)}")
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
-
-
 class InputError(ReconScoreError, ValueError):
     """One input item is unusable; the run records it and continues.
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from recon_score.errors import UnknownPresetError
 from recon_score.prompts import PERSPECTIVE_TEMPLATE, TEMPLATES, load_template
+from recon_score.registry import Registry
 from recon_score.runtime import DTYPES
 from recon_score.sizing import SIZE_ROUNDINGS
 
@@ -252,9 +252,11 @@ SMOKE = dataclasses.replace(
     meaningless=True,
 )
 
-PRESETS: dict[str, ReconPreset] = {
-    p.name: p for p in (PAPER, FAST, FLUX1_DEV, FLUX2_DEV, FLUX2_KLEIN, FLUX2_KLEIN_FAST, TEXT2EARTH, SMOKE)
-}
+PRESETS: Registry[ReconPreset] = Registry(
+    "preset",
+    (PAPER, FAST, FLUX1_DEV, FLUX2_DEV, FLUX2_KLEIN, FLUX2_KLEIN_FAST, TEXT2EARTH, SMOKE),
+    see="`reconscore presets list` describes them.",
+)
 
 _T9 = "the ReconScore paper Table 9"
 SOURCES: dict[str, dict[str, str]] = {
@@ -320,7 +322,4 @@ SMOKE_NOTE = "smoke preset: tiny random models, these numbers are meaningless"
 
 
 def get_preset(name: str) -> ReconPreset:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise UnknownPresetError(name, sorted(PRESETS)) from None
+    return PRESETS[name]

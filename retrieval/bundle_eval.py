@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrieval.methods import BUNDLE_METHODS, METHODS, UnknownMethodError, build_method
+from retrieval.methods import METHODS, build_method
 
 KS = (1, 5, 10)
 SUBSET_KS = (1, 2, 3)  # CIRR's Recall_subset@K
@@ -53,8 +53,7 @@ def evaluate_bundle(
     from retrieval.evaluate import evaluate
     from retrieval.report import averaging_title
 
-    if method not in METHODS:
-        raise UnknownMethodError(method)
+    entry = METHODS[method]
     b = load_bundle(path)
     ap, overrides, said = with_protocol(b.protocol or {}, method, ap, dict(overrides))
     if said:
@@ -66,7 +65,7 @@ def evaluate_bundle(
             "as given (store contextualised text embeddings there to reproduce the full method)"
         )
     m = build_method(method, overrides)
-    if method not in BUNDLE_METHODS:
+    if not entry.runs_on_bundle:
         from retrieval.methods.base import Resources
 
         m.check(Resources())  # a bundle has no text encoder, captioner or checkpoint: say what is missing

@@ -263,3 +263,45 @@ def test_python_api_counts_its_ways():
     intro = text.split("\n\n", 2)[1]
     counts = [words[w.lower()] for w in re.findall(r"\b(\w+) ways\b|\bAll (\w+)\b", intro) for w in w if w]
     assert counts and set(counts) == {len(re.findall(r"^## ", text, re.M))}, counts
+
+
+def test_correlate_format_table_is_the_registry():
+    """docs/correlate.md's format table has one row per `--format` entry, with that entry's headline variant."""
+    from eval.preferences import FORMATS
+
+    text = (REPO / "docs" / "correlate.md").read_text(encoding="utf-8")
+    table = (
+        text.split("## Human-judgment sets (`--format`)", 1)[1].split("| format |", 1)[1].split("\n\n", 1)[0]
+    )
+    rows = {}
+    for row in table.splitlines()[2:]:
+        cells = row.split("|")
+        rows[cells[1].strip().strip("`")] = cells[-2].strip().strip("*")
+    assert rows == {f.name: f"τ-{f.headline}" for f in FORMATS.values()}
+
+
+def test_models_page_names_every_synthetic_model():
+    """docs/models.md's table of synthetic models spells each registry entry as `models list` does."""
+    from recon_score.synthetic import MODELS, spelling
+
+    text = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
+    assert [m.name for m in MODELS.values() if f"`{spelling(m)}`" not in text] == []
+
+
+def test_retrieval_method_table_is_the_registry():
+    """docs/retrieval.md's method table has one row per registered method, and its `needs` column names each
+    option that gives the method one of its inputs."""
+    from retrieval.methods import METHODS, Input
+
+    text = (REPO / "docs" / "retrieval.md").read_text(encoding="utf-8")
+    table = text.split("| method | what it does | hyperparameters (default) | needs |", 1)[1].split(
+        "\n\n", 1
+    )[0]
+    rows = {row.split("|")[1].strip().strip("`"): row.split("|")[-2] for row in table.splitlines()[2:]}
+    assert set(rows) == set(METHODS)
+    for name, method in METHODS.items():
+        for given in (
+            i.given_as for i in method.inputs if i.given_as.startswith("--") and i is not Input.ENCODER_TOWERS
+        ):
+            for option in re.split(r"/(?=--)", given.format(name=name).replace("PATH", "")):
+                assert option in rows[name], (name, option)

@@ -7,10 +7,11 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from eval.preferences import FORMATS, TauVariant
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 from recon_score.presets import PRESETS
 
-FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]  # preference_data.FORMATS
+HEADLINE_DEFAULTS = ", ".join(f"{f.headline} for {f.name}" for f in FORMATS.values())
 
 
 @click.command(
@@ -24,7 +25,7 @@ Examples:
 \b
 Protocol (Hessel et al. 2021): every (image, candidate, judgment) row is one observation (no averaging over
 raters); Kendall tau-b and tau-c x 100 via scipy; judgments oriented larger = better (rank 1 = best).
-Headline: tau-c for flickr8k-expert, tau-b otherwise. Flickr8K-Expert skips candidates that are references of
+Headline: the set's published variant (--headline). Flickr8K-Expert skips candidates that are references of
 their image; Flickr8K-CrowdFlower removes every caption rated for an image from its references.
 \b
 Output in --out: correlations.csv (metric, tau_b, tau_c, pairwise_acc, each with its bootstrap CI as
@@ -37,7 +38,13 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     required=True,
     help="Human judgment file.",
 )
-@click.option("--format", "fmt", type=click.Choice(FORMATS), required=True, help="Layout of --preferences.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(list(FORMATS)),
+    required=True,
+    help="Layout of --preferences: " + "; ".join(f"{f.name}: {f.help}" for f in FORMATS.values()) + ".",
+)
 @opt.metric_names(required=True)
 @opt.images_root("the preference file's folder for ranking/csv", extra=" Only image metrics need it.")
 @opt.optional_file(
@@ -51,9 +58,9 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @opt.device()
 @click.option(
     "--headline",
-    type=click.Choice(["b", "c"]),
+    type=click.Choice([v.value for v in TauVariant]),
     default=None,
-    help="Headline Kendall variant, marked in the table (default: c for flickr8k-expert, b otherwise).",
+    help=f"Headline Kendall variant, marked in the table (default: the set's published one: {HEADLINE_DEFAULTS}).",
 )
 @click.option(
     "--bootstrap",

@@ -23,11 +23,11 @@ def list_cmd(as_json: bool) -> int:
     import dataclasses
     import json
 
-    from eval.metrics import MetricInfo, list_metrics
+    from eval.metrics import MetricEntry, list_metrics
 
     infos = list_metrics()
     if as_json:
-        keys = [f.name for f in dataclasses.fields(MetricInfo) if f.name not in ("cls", "options")]
+        keys = [f.name for f in dataclasses.fields(MetricEntry) if f.name != "target"]
         click.echo(json.dumps([{k: getattr(m, k) for k in keys} for m in infos], indent=2))
         return 0
     w = max(13, *(len(m.name) for m in infos))
@@ -35,7 +35,7 @@ def list_cmd(as_json: bool) -> int:
     for m in infos:
         click.echo(
             f"{m.name:{w}s} {'higher' if m.higher_is_better else 'lower':7s} {'yes' if m.needs_references else 'no':5s} "
-            f"{'yes' if m.needs_images else 'no':7s} {m.value_range:11s} {m.description}"
+            f"{'yes' if m.needs_images else 'no':7s} {m.value_range:11s} {m.help}"
         )
     return 0
 

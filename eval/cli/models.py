@@ -62,7 +62,7 @@ def list_models(as_json: bool) -> int:
         click.echo(f"  {name:10s} {paper}; {where}")
     click.echo("\nSynthetic models (random weights, no download; numbers are meaningless):")
     for prefix, entry in PREFIXES.items():
-        click.echo(f"  {prefix}: {entry.description}")
+        click.echo(f"  {prefix}: {entry.help}")
         for row in (r for r in synthetic if r["prefix"] == prefix):
             what = row["description"] + (f" (encoder, {row['encoder']} family)" if row["encoder"] else "")
             click.echo(f"      {row['name']:26s} {what}")
@@ -75,16 +75,16 @@ def list_models(as_json: bool) -> int:
 def check(spec: str, weights_dir: str | None) -> int:
     """Is SPEC available here? SPEC is an encoder spec (dreamsim:ensemble, open_clip:ViT-B-32/openai, ...), a
     T2I model (hub id, local folder, smoke:NAME, shapes:NAME; a folder is also checked for a format the installed diffusers can
-    build) or a learned retrieval method (magiclens, compodiff: its release and whether it can be read here).
+    build) or a learned retrieval method with a release check (e.g. magiclens: its release and whether it can be
+    read here).
     Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
     from recon_score.hub import check_model
+    from recon_score.registry import load_target
+    from retrieval.methods import METHODS
 
-    if spec in ("magiclens", "compodiff"):
-        from importlib import import_module
-
-        module = import_module(f"retrieval.methods.{spec}")
-        ok, lines = getattr(module, f"{spec}_status")()
+    if spec in METHODS and METHODS[spec].status:
+        ok, lines = load_target(METHODS[spec].status)()
         click.echo(f"{spec}: {'available' if ok else 'NOT available'}")
         for line in lines:
             click.echo(f"  {line}")

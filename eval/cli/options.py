@@ -68,7 +68,7 @@ def benchmark_root(default: str | None = None) -> Callable:
             required=default is None,
             default=default,
             show_default=default is not None,
-            help="Benchmark loader.",
+            help="Benchmark: " + "; ".join(f"{b.name}: {b.help}" for b in BENCHMARKS.values()) + ".",
         ),
         click.option(
             "--root",
@@ -160,7 +160,9 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
             "--dataset",
             type=click.Choice(list(DATASETS)),
             required=required,
-            help=f"{what} (needs --root).",
+            help=f"{what} (needs --root): "
+            + "; ".join(f"{d.name}: {d.help}" for d in DATASETS.values())
+            + ".",
         ),
         click.option(
             "--root",

@@ -41,12 +41,12 @@ def show(name: str, describer: bool, as_json: bool) -> int:
     import json
 
     from describer.presets import get_describer_preset
-    from recon_score.errors import UnknownPresetError
     from recon_score.presets import format_preset, get_preset
+    from recon_score.registry import UnknownNameError
 
     try:  # a name on the command line: an unknown one is a usage error (exit 2), as for --preset
         (get_describer_preset if describer else get_preset)(name)
-    except UnknownPresetError as err:
+    except UnknownNameError as err:
         raise click.BadParameter(str(err), param_hint="NAME") from None
     if describer:
         d = get_describer_preset(name)

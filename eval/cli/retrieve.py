@@ -9,7 +9,7 @@ import click
 
 from eval.cli import options as opt
 from retrieval.choices import INDEX_KINDS
-from retrieval.methods import TRAINING_FREE
+from retrieval.methods import METHODS, TRAINING_FREE
 
 
 def _method_sets(values: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -20,6 +20,21 @@ def _method_sets(values: tuple[str, ...]) -> dict[str, dict[str, str]]:
             raise click.BadParameter(f"expected METHOD.KEY=VALUE, got {key}={value}", param_hint="--set")
         out.setdefault(method, {})[name] = value
     return out
+
+
+def _methods_help() -> str:
+    """The method list of the epilog, from the registry: each method with what it takes beyond the features."""
+    import textwrap
+
+    def one(m) -> str:
+        needs = m.usage or m.needs()
+        return f"{m.name} ({needs})" if needs else m.name
+
+    text = "Methods (`all` = every training-free one): " + ", ".join(one(m) for m in METHODS.values()) + "."
+    return textwrap.fill(text, 116)
+
+
+METHODS_HELP = _methods_help()
 
 
 @click.command(
@@ -34,14 +49,11 @@ Examples:
   reconscore retrieve --benchmark icir --root /data/icir --encoder open_clip:ViT-L-14/openai --methods basic \\
       --corpus-pos icir_generic_subjects.csv --corpus-neg icir_generic_styles.csv --set basic.query_expansion=false --out runs/icir
 \b
-Methods: text, image, sum, product, weicom (λ=0.5), basic (needs --corpus-pos/--corpus-neg), freedom (needs
---vocabulary), cirevl (needs --captioner and --rewriter), pic2word and searle (need --checkpoint NAME=PATH, the
-released weights, and the CLIP they were trained on as --encoder), searle-oti (the RS-CIR benchmark paper's
-SEARLE: needs --vocabulary and --phrases, or --set searle-oti.lambda_gpt=0), magiclens (needs --checkpoint
-magiclens=PATH: the released .pkl or its `models convert` safetensors; its own CLIP towers), compodiff (needs
---checkpoint compodiff=DIR, the hub folder, CLIP ViT-L/14 as --encoder and the ViT-bigG-14 text tower). `all` = every training-free method. Hyperparameters: --set
-METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options: --option KEY=VALUE
-(xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
+"""
+    + METHODS_HELP
+    + """
+Hyperparameters: --set METHOD.KEY=VALUE (e.g. weicom.lam=0.3, freedom.k=1, basic.harris=false). Loader options:
+--option KEY=VALUE (xview2-cir: phrasing=default|alt1|alt2, database=pre+post|post; patterncom: text_template="being {value}").
 \b
 Output in --out: per_query.csv/.parquet (AP and recall/hit/precision@K per method and query), per_group.csv,
 table.md + table_<metric>.csv (methods x groups, Avg. = macro, Total = overall, percent), run.json (settings,
@@ -112,15 +124,14 @@ printed and in run.json), 1 the run could not start.""",
 def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_kind, **same) -> int:
     """Run composed image retrieval methods on a benchmark and report mAP/recall in the papers' layout.
     (`same`: the options named as RetrieveConfig's fields.)"""
-    from retrieval.methods import METHODS, UnknownMethodError, build_method
+    from retrieval.methods import build_method
     from retrieval.run import RetrieveConfig, run_retrieve
 
     names = (
         TRAINING_FREE if methods.strip() == "all" else [m.strip() for m in methods.split(",") if m.strip()]
     )
     for name in names:
-        if name not in METHODS:
-            raise UnknownMethodError(name)
+        METHODS[name]  # an unknown name fails here, before anything runs
     overrides = _method_sets(sets)
     cfg = RetrieveConfig(
         root=dataset_root,

@@ -11,7 +11,9 @@ import click
 
 from eval.cli import options as opt
 from retrieval.choices import AP_VARIANTS
-from retrieval.methods import BUNDLE_METHODS, METHODS
+from retrieval.methods import METHODS
+
+ON_BUNDLE = [m.name for m in METHODS.values() if m.runs_on_bundle]
 
 
 def parse_sets(values: tuple[str, ...], method: str) -> dict[str, str]:
@@ -65,7 +67,8 @@ query_db_group [Q] (a query ranks only its group's database, as in i-CIR), corpu
 text_mean, norm_image, norm_text (BASIC), exclude int [E,2], subset int [S,2], query_id [Q]. Values are
 fractions in [0, 1]. --json prints {"method", "ap", "averaging", "config", "tie_range", "map_overall", "map_macro",
 "min_map_macro", "per_group", "recall@1", "recall@5", "recall@10"}, plus "recall_subset@1/2/3" when the bundle has subsets (CIRR).
-freedom and cirevl encode new texts per query: they need `reconscore retrieve` with an encoder.""",
+The other methods take more than a bundle holds (an encoder, images, a checkpoint): run them with
+`reconscore retrieve`.""",
 )
 @click.option(
     "--bundle", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Features bundle (.npz)."
@@ -74,7 +77,7 @@ freedom and cirevl encode new texts per query: they need `reconscore retrieve` w
     "--method",
     type=click.Choice(list(METHODS)),
     required=True,
-    help=f"Retrieval method; on a bundle alone: {', '.join(BUNDLE_METHODS)}.",
+    help=f"Retrieval method; on a bundle alone: {', '.join(ON_BUNDLE)}.",
 )
 @click.option(
     "--lambda",

@@ -13,57 +13,61 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError
-from recon_score.errors import ReconScoreError, did_you_mean
+from recon_score.errors import ReconScoreError
+from recon_score.registry import Entry, Registry
 
 __all__ = ["DATASETS", "CaptionDataset", "CaptionSample", "DatasetFormatError", "load_dataset"]
 
+_KARPATHY = "eval.datasets.karpathy:load_karpathy"
+_PRECOMP = "eval.datasets.precomp:load_precomp"
+
 
 @dataclass(frozen=True)
-class DatasetSpec:
-    name: str
-    layout: str  # karpathy | precomp | generic
-    annotation: str  # default annotation file name (precomp: the prefix pattern)
-    description: str
+class CaptionDatasetEntry(Entry):
+    """`target` loads the layout; `annotation` is the default annotation file under --root."""
+
+    annotation: str  # precomp: the captions file pattern ({split}_caps.txt, beside {split}_filename.txt)
+
+    @property
+    def precomp(self) -> bool:
+        return self.target == _PRECOMP
 
 
-DATASETS: dict[str, DatasetSpec] = {
-    s.name: s
-    for s in (
-        DatasetSpec(
-            "rsicd",
-            "karpathy",
-            "dataset_rsicd.json",
-            "RSICD (Lu et al. 2017), 10,921 images, 5 captions each",
+def _d(name: str, target: str, annotation: str, help: str) -> CaptionDatasetEntry:
+    return CaptionDatasetEntry(name, target, help, annotation)
+
+
+DATASETS: Registry[CaptionDatasetEntry] = Registry(
+    "dataset",
+    (
+        _d(
+            "rsicd", _KARPATHY, "dataset_rsicd.json", "RSICD (Lu et al. 2017), 10,921 images, 5 captions each"
         ),
-        DatasetSpec(
-            "ucm-captions", "karpathy", "dataset_ucm.json", "UCM-captions (Qu et al. 2016), 2,100 images"
-        ),
-        DatasetSpec(
+        _d("ucm-captions", _KARPATHY, "dataset_ucm.json", "UCM-captions (Qu et al. 2016), 2,100 images"),
+        _d(
             "sydney-captions",
-            "karpathy",
+            _KARPATHY,
             "dataset_sydney.json",
             "Sydney-captions (Qu et al. 2016), 613 images",
         ),
-        DatasetSpec(
+        _d(
             "nwpu-captions",
-            "karpathy",
+            _KARPATHY,
             "dataset_nwpu.json",
             "NWPU-Captions (Cheng et al. 2022), 31,500 images",
         ),
-        DatasetSpec(
-            "rsitmd", "precomp", "{split}_caps.txt", "RSITMD (Yuan et al. 2022), precomp text layout"
-        ),
-        DatasetSpec("ucm-precomp", "precomp", "{split}_caps.txt", "UCM-captions in the precomp layout"),
-        DatasetSpec("rsicd-precomp", "precomp", "{split}_caps.txt", "RSICD in the precomp layout"),
-        DatasetSpec("sydney-precomp", "precomp", "{split}_caps.txt", "Sydney-captions in the precomp layout"),
-        DatasetSpec(
+        _d("rsitmd", _PRECOMP, "{split}_caps.txt", "RSITMD (Yuan et al. 2022), precomp text layout"),
+        _d("ucm-precomp", _PRECOMP, "{split}_caps.txt", "UCM-captions in the precomp layout"),
+        _d("rsicd-precomp", _PRECOMP, "{split}_caps.txt", "RSICD in the precomp layout"),
+        _d("sydney-precomp", _PRECOMP, "{split}_caps.txt", "Sydney-captions in the precomp layout"),
+        _d(
             "generic",
-            "generic",
+            "eval.datasets.generic:load_generic",
             "captions.jsonl",
             "any JSONL/CSV: image, references, optional id/split/label",
         ),
-    )
-}
+    ),
+)
 
 
 def load_dataset(
@@ -81,12 +85,10 @@ def load_dataset(
         ReconScoreError: unknown dataset, missing annotation files.
         DatasetFormatError: malformed annotations (the message names file and line or entry).
     """
-    if name not in DATASETS:
-        hint = did_you_mean(name, DATASETS)
-        raise ReconScoreError(f"unknown dataset {name!r}{hint}; known: {', '.join(DATASETS)}")
     spec, root = DATASETS[name], Path(root)
     imgs = Path(images_dir) if images_dir else (root / "images" if (root / "images").is_dir() else root)
-    if spec.layout == "precomp":
+    load = spec.load()
+    if spec.precomp:
         if annotations:
             caps = Path(annotations)
             fnames = caps.with_name(caps.name.replace("_caps.txt", "_filename.txt"))
@@ -98,19 +100,11 @@ def load_dataset(
                     f"{name}: {p} not found (precomp layout: ROOT/{{split}}_caps.txt and "
                     "ROOT/{split}_filename.txt; or pass --annotations)"
                 )
-        from eval.datasets.precomp import load_precomp
-
-        return load_precomp(name, caps, fnames, imgs, split, check_images=check_images)
+        return load(name, caps, fnames, imgs, split, check_images=check_images)
     ann = Path(annotations) if annotations else root / spec.annotation
     if not ann.is_file():
         raise ReconScoreError(
             f"{name}: annotation file {ann} not found (expected ROOT/{spec.annotation}; or pass "
             "--annotations FILE)"
         )
-    if spec.layout == "karpathy":
-        from eval.datasets.karpathy import load_karpathy
-
-        return load_karpathy(name, ann, imgs, split, check_images=check_images)
-    from eval.datasets.generic import load_generic
-
-    return load_generic(name, ann, imgs, split, check_images=check_images)
+    return load(name, ann, imgs, split, check_images=check_images)

@@ -11,26 +11,18 @@ the metric needs). `compute_metrics` runs several at once, sharing one PTB token
 embeddings. Importing this package loads no torch and starts no JVM.
 """
 
-from eval.metrics import clip, cyclereward, fleur, longclip, meteor, ngram, pacs, recon, spice  # noqa: F401  (registers the metrics)
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
 from eval.metrics.compute import build_metric, check_inputs, compute_metrics, metric_options
 from eval.metrics.meteor import MeteorProcess
-from eval.metrics.registry import (
-    MetricInfo,
-    UnknownMetricError,
-    get_metric_info,
-    list_metrics,
-    parse_metric_names,
-    register_metric,
-)
+from eval.metrics.registry import METRICS, MetricEntry, get_metric_info, list_metrics, parse_metric_names
 
 __all__ = [
+    "METRICS",
     "CaptionBatch",
     "MeteorProcess",
     "Metric",
-    "MetricInfo",
+    "MetricEntry",
     "MetricOutput",
-    "UnknownMetricError",
     "build_metric",
     "check_inputs",
     "compute_metrics",
@@ -38,5 +30,4 @@ __all__ = [
     "list_metrics",
     "metric_options",
     "parse_metric_names",
-    "register_metric",
 ]

@@ -103,7 +103,12 @@ class MetricOutput:
 class Metric:
     """Base class: subclasses implement `score`. `config()` is what run.json records; `close()` frees processes."""
 
-    info: Any  # MetricInfo, set by @register_metric
+    @property
+    def info(self):
+        """The metric's registry entry (eval.metrics.registry)."""
+        from eval.metrics.registry import entry_of
+
+        return entry_of(type(self))
 
     def score(self, batch: CaptionBatch) -> MetricOutput:
         raise NotImplementedError(f"{type(self).__name__} does not implement score()")

@@ -23,14 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
-from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError, ReconScoreWarning
 
 DEFAULT_ENCODER = "open_clip:ViT-B-32/openai"
 DEFAULT_PREFIX = "A photo depicts"
 CLIP_S_WEIGHT = 2.5
 LONG_TEXT_MODES = ("truncate", "sliding-window")
-OPTIONS = ("encoder", "prefix", "long_text", "w", "device", "batch_size")
 
 
 def clip_score(image_emb, text_emb, *, w: float = CLIP_S_WEIGHT):
@@ -330,31 +328,11 @@ class _ClipMetric(Metric):
         return out
 
 
-@register_metric(
-    "clipscore",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="CLIP-S (Hessel et al. 2021): 2.5*max(cos,0), prefix 'A photo depicts', ViT-B/32 by default",
-    value_range="[0, 2.5]",
-    backend=f"encoder registry (default {DEFAULT_ENCODER})",
-    options=OPTIONS,
-)
 class CLIPScore(_ClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_image(batch)
 
 
-@register_metric(
-    "refclipscore",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=True,
-    description="RefCLIP-S (Hessel et al. 2021): harmonic mean of CLIP-S and the max reference similarity",
-    value_range="[0, 2.5)",
-    backend=f"encoder registry (default {DEFAULT_ENCODER})",
-    options=OPTIONS,
-)
 class RefCLIPScore(_ClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_with_references(batch, ref_clip_score)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def build_metric(name: str, **options) -> Metric:
-    """An instance of metric `name`; `options` go to its constructor (see `MetricInfo.options`)."""
+    """An instance of metric `name`; `options` go to its constructor (see `MetricEntry.options`)."""
     info = get_metric_info(name)
     unknown = set(options) - set(info.options)
     if unknown:
@@ -25,7 +25,7 @@ def build_metric(name: str, **options) -> Metric:
         raise ReconScoreError(
             f"metric {name!r} takes no option(s) {', '.join(sorted(unknown))} (allowed: {allowed})"
         )
-    return info.cls(**options)
+    return info.load()(**options)
 
 
 def metric_options(

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
-from eval.metrics.registry import register_metric
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
 
 MODEL_TYPES = ("CycleReward-Combo", "CycleReward-I2T", "CycleReward-T2I")
@@ -246,16 +245,6 @@ def find_checkpoint(model_type: str, checkpoint: str | None) -> Path:
     return path
 
 
-@register_metric(
-    "cyclereward",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="CycleReward (Bahng et al. 2025): BLIP reward model on cycle-consistency preferences (hjbahng/cyclereward)",
-    value_range="(-inf, inf)",
-    backend="BLIP ITM port on transformers' Blip modules; the authors' CycleReward-*.pth, loaded strictly",
-    options=("model_type", "checkpoint", "tokenizer", "weights", "device", "batch_size"),
-)
 class CycleReward(Metric):
     token_limit = MAX_LENGTH
 

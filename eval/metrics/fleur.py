@@ -26,7 +26,6 @@ import numpy as np
 from PIL import Image
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
-from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
 
 FLEUR_PROMPT = (
@@ -45,18 +44,6 @@ DEFAULT_JUDGE = "llava-hf/llava-1.5-13b-hf"  # the authors' LLaVA-1.5-13B in tra
 JUDGES = {"released": DEFAULT_JUDGE, "smoke": "smoke:qwen3-vl", "shapes": "shapes:qwen3-vl"}
 MAX_NEW_TOKENS = 512  # the authors' setting; generation stops at the end-of-turn token
 SMOKE_MAX_NEW_TOKENS = 16  # the tiny random judge never ends its turn: keep smoke runs short
-OPTIONS = (
-    "model",
-    "weights",
-    "backend",
-    "base_url",
-    "device",
-    "dtype",
-    "max_new_tokens",
-    "conversation",
-    "image_aspect_ratio",
-    "captioner",
-)
 AUTHORS_DTYPE = "float16"  # fleur.py: torch_dtype=torch.float16
 ASPECT_RATIOS = ("pad", "none")  # the authors' default: pad
 # LLaVA-1.5's image processor (CLIP ViT-L/14-336) mean, for judges whose processor is not here (servers)
@@ -238,30 +225,10 @@ class _Fleur(Metric):
             self._captioner.unload()
 
 
-@register_metric(
-    "fleur",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="FLEUR (Lee et al. 2024): MLLM judge's 0-1 score smoothed over digit probabilities (Yebin46/FLEUR)",
-    value_range="[0, 1]",
-    backend="describer backends with log-probabilities (transformers; vllm, openai servers)",
-    options=OPTIONS,
-)
 class Fleur(_Fleur):
     prompt = FLEUR_PROMPT
 
 
-@register_metric(
-    "reffleur",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=True,
-    description="RefFLEUR (Lee et al. 2024): FLEUR with the reference captions in the prompt (Yebin46/FLEUR)",
-    value_range="[0, 1]",
-    backend="describer backends with log-probabilities (transformers; vllm, openai servers)",
-    options=OPTIONS,
-)
 class RefFleur(_Fleur):
     prompt = REFFLEUR_PROMPT
 

@@ -14,8 +14,7 @@ import numpy as np
 
 from eval.metrics.base import CaptionBatch, MetricOutput
 from eval.metrics.clip import CLIP_S_WEIGHT, ref_clip_score
-from eval.metrics.pacs import OPTIONS, _ReleasedClipMetric
-from eval.metrics.registry import register_metric
+from eval.metrics.pacs import _ReleasedClipMetric
 
 LONGCLIP_ENCODER = "open_clip:longclip-B"
 CLIP_CONTEXT = 77
@@ -34,31 +33,11 @@ class _LongClipMetric(_ReleasedClipMetric):
         return facts
 
 
-@register_metric(
-    "longclipscore",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="Long-CLIP-S: CLIP-S (2.5*max(cos,0), 'A photo depicts') on Long-CLIP, 248 text tokens (BeichenZhang/LongCLIP-B)",
-    value_range="[0, 2.5]",
-    backend="encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)",
-    options=OPTIONS,
-)
 class LongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_image(batch)
 
 
-@register_metric(
-    "reflongclipscore",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=True,
-    description="RefLong-CLIP-S: RefCLIP-S's harmonic mean on Long-CLIP, 248 text tokens (BeichenZhang/LongCLIP-B)",
-    value_range="[0, 2.5)",
-    backend="encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)",
-    options=OPTIONS,
-)
 class RefLongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_with_references(batch, ref_clip_score)

@@ -22,7 +22,6 @@ import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, unique_pairs
 from eval.metrics.java import java_executable, pycocoevalcap_file, stderr_tail
-from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
 
 
@@ -147,15 +146,6 @@ class MeteorProcess:
         self.close()
 
 
-@register_metric(
-    "meteor",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=False,
-    description="METEOR 1.5 (pycocoevalcap's jar, -l en -norm) on PTB tokens; one JVM reused for the run",
-    value_range="[0, 1]",
-    backend="pycocoevalcap meteor-1.5.jar (Java)",
-)
 class Meteor(Metric):
     def __init__(self, *, process: MeteorProcess | None = None):
         """`process`: share a running METEOR (e.g. across test modules); otherwise one starts on first use."""

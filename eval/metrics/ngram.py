@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, unique_pairs
-from eval.metrics.registry import register_metric
 
 _NO_REFS = "rows without references are NaN"
 
@@ -60,28 +59,22 @@ class _Bleu(Metric):
         return {"tokenizer": "PTB (pycocoevalcap)", "reference_length": "closest", "max_n": self.n}
 
 
-_BLEU_DOC = "BLEU-{n} (Papineni et al. 2002) per caption, pycocoevalcap Bleu(4) on PTB tokens"
-for _n in (1, 2, 3, 4):
-    register_metric(
-        f"bleu{_n}",
-        higher_is_better=True,
-        needs_references=True,
-        needs_images=False,
-        description=_BLEU_DOC.format(n=_n),
-        value_range="[0, 1]",
-        backend="pycocoevalcap.bleu",
-    )(type(f"Bleu{_n}", (_Bleu,), {"n": _n, "__doc__": _BLEU_DOC.format(n=_n)}))
+class Bleu1(_Bleu):
+    n = 1
 
 
-@register_metric(
-    "rouge",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=False,
-    description="ROUGE-L (Lin 2004): LCS F-measure, beta 1.2, pycocoevalcap Rouge on PTB tokens",
-    value_range="[0, 1]",
-    backend="pycocoevalcap.rouge",
-)
+class Bleu2(_Bleu):
+    n = 2
+
+
+class Bleu3(_Bleu):
+    n = 3
+
+
+class Bleu4(_Bleu):
+    n = 4
+
+
 class RougeL(Metric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         from pycocoevalcap.rouge.rouge import Rouge
@@ -98,15 +91,6 @@ class RougeL(Metric):
         return {"tokenizer": "PTB (pycocoevalcap)", "beta": 1.2}
 
 
-@register_metric(
-    "cider",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=False,
-    description="CIDEr-D (Vedantam et al. 2015) as pycocoevalcap computes it; IDF over the evaluated corpus' references",
-    value_range="[0, 10]",
-    backend="pycocoevalcap.cider",
-)
 class CIDEr(Metric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         from pycocoevalcap.cider.cider_scorer import CiderScorer

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from eval.metrics.base import CaptionBatch, MetricOutput
 from eval.metrics.clip import DEFAULT_PREFIX, _ClipMetric
-from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
 
 PACS_ENCODER = "open_clip:pacs-ViT-B-32"
@@ -28,23 +27,23 @@ WEIGHTS = (
     "smoke",
     "shapes",
 )  # the released checkpoint; tiny random; full-size random (benchmarks)
-OPTIONS = ("encoder", "weights", "prefix", "long_text", "w", "device", "batch_size")
 
 
 def release_spec(encoder: str, weights: str) -> str:
-    """`encoder` with the random-weight variant `weights` asks for (`@smoke`, `@shapes`); as is for released."""
+    """`encoder` as is for the released weights; else the synthetic model of its architecture that `weights`
+    asks for (`smoke:open-clip/NAME`, `shapes:open-clip/NAME`)."""
     if weights not in WEIGHTS:
         raise ReconScoreError(f"weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
     if weights == "released":
         return encoder
     from recon_score.encoders.open_clip import RELEASES
 
-    base = encoder.split("@", 1)[0]
-    if base.removeprefix("open_clip:") not in RELEASES:
+    name = encoder.removeprefix("open_clip:").split("@", 1)[0]
+    if name not in RELEASES:
         raise ReconScoreError(
             f"weights={weights!r} needs a released CLIP fine-tune as encoder, not {encoder!r}"
         )
-    return f"{base}@{weights}"
+    return f"{weights}:open-clip/{name}"
 
 
 def ref_pac_score(pac, ref_sim):
@@ -86,31 +85,11 @@ class _ReleasedClipMetric(_ClipMetric):
         return {**super().config(), "weights": self.weights}
 
 
-@register_metric(
-    "pacscore",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="PAC-S (Sarto et al. 2023): 2*max(cos,0) on the authors' PAC fine-tune of CLIP ViT-B/32 (aimagelab/pacscore)",
-    value_range="[0, 2]",
-    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
-    options=OPTIONS,
-)
 class PACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_image(batch)
 
 
-@register_metric(
-    "refpacscore",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=True,
-    description="RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine (aimagelab/pacscore)",
-    value_range="[0, 2)",
-    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
-    options=OPTIONS,
-)
 class RefPACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
         return self._score_with_references(batch, ref_pac_score)

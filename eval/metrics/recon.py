@@ -8,19 +8,8 @@ import os
 import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
-from eval.metrics.registry import register_metric
 
 
-@register_metric(
-    "recon_score",
-    higher_is_better=True,
-    needs_references=False,
-    needs_images=True,
-    description="ReconScore (the ReconScore paper): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
-    value_range="[0, 100]",
-    backend="recon_score.ReconScorer (preset: paper by default)",
-    options=("preset", "device", "batch_size", "overrides", "scorer", "seeds"),
-)
 class ReconScoreMetric(Metric):
     def __init__(
         self,

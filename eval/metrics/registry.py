@@ -1,86 +1,199 @@
-"""The metric registry: one frozen `MetricInfo` per name, filled by `@register_metric` on each metric class.
+"""The metric registry: one `MetricEntry` per name, with the facts every command reads (direction, what the
+metric needs, range, backend) and the "module:Class" that computes it, imported only when the metric is built.
 
-Listing the registry imports no torch or Java: metric modules keep heavy imports inside their methods.
+Adding a metric: its module, and one entry here. Listing the registry imports no metric module, torch or Java.
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
+from functools import cache
 
-from recon_score.errors import ReconScoreError, did_you_mean
+from recon_score.errors import ReconScoreError
+from recon_score.registry import Entry, Registry
 
 
 @dataclass(frozen=True)
-class MetricInfo:
-    name: str
-    cls: type
+class MetricEntry(Entry):
+    """`help` is the metric's one-line description; `target` its class."""
+
     higher_is_better: bool
     needs_references: bool
     needs_images: bool
-    description: str
     value_range: str  # human-readable, e.g. "[0, 1]"
     backend: str  # what computes it (pycocoevalcap scorer, Java jar, encoder)
-    options: tuple[str, ...] = ()  # constructor keyword arguments the metric accepts
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The constructor's keyword arguments (what `build_metric` accepts); imports the metric's module."""
+        return _options(self.load())
 
 
-class UnknownMetricError(ReconScoreError, KeyError):
-    def __init__(self, name: str, known: list[str]):
-        hint = did_you_mean(name, known)
-        super().__init__(
-            f"unknown metric {name!r}{hint}; known: {', '.join(known)}. `reconscore metrics list` describes them."
-        )
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
+@cache
+def _options(cls: type) -> tuple[str, ...]:
+    return tuple(p for p in inspect.signature(cls).parameters if p != "self")
 
 
-_REGISTRY: dict[str, MetricInfo] = {}
+_PTB = dict(higher_is_better=True, needs_references=True, needs_images=False)
+_IMAGE = dict(higher_is_better=True, needs_references=False, needs_images=True)
+_IMAGE_REFS = dict(higher_is_better=True, needs_references=True, needs_images=True)
+_CLIP = "encoder registry (CLIP ViT-B/32 by default; --encoder)"
+_PACS = "encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)"
+_LONGCLIP = "encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)"
+_FLEUR = "describer backends with log-probabilities (transformers; vllm, openai servers)"
+_BLEU = "BLEU-{n} (Papineni et al. 2002) per caption, pycocoevalcap Bleu(4) on PTB tokens"
+
+METRICS: Registry[MetricEntry] = Registry(
+    "metric",
+    (
+        *(
+            MetricEntry(
+                f"bleu{n}",
+                f"eval.metrics.ngram:Bleu{n}",
+                _BLEU.format(n=n),
+                **_PTB,
+                value_range="[0, 1]",
+                backend="pycocoevalcap.bleu",
+            )
+            for n in (1, 2, 3, 4)
+        ),
+        MetricEntry(
+            "cider",
+            "eval.metrics.ngram:CIDEr",
+            "CIDEr-D (Vedantam et al. 2015) as pycocoevalcap computes it; IDF over the evaluated corpus' references",
+            **_PTB,
+            value_range="[0, 10]",
+            backend="pycocoevalcap.cider",
+        ),
+        MetricEntry(
+            "meteor",
+            "eval.metrics.meteor:Meteor",
+            "METEOR 1.5 (pycocoevalcap's jar, -l en -norm) on PTB tokens; one JVM reused for the run",
+            **_PTB,
+            value_range="[0, 1]",
+            backend="pycocoevalcap meteor-1.5.jar (Java)",
+        ),
+        MetricEntry(
+            "rouge",
+            "eval.metrics.ngram:RougeL",
+            "ROUGE-L (Lin 2004): LCS F-measure, beta 1.2, pycocoevalcap Rouge on PTB tokens",
+            **_PTB,
+            value_range="[0, 1]",
+            backend="pycocoevalcap.rouge",
+        ),
+        MetricEntry(
+            "spice",
+            "eval.metrics.spice:Spice",
+            "SPICE F-score (pycocoevalcap's spice-1.0.jar); needs the Stanford CoreNLP 3.6.0 jars",
+            **_PTB,
+            value_range="[0, 1]",
+            backend="pycocoevalcap spice-1.0.jar + CoreNLP 3.6.0 (Java)",
+        ),
+        MetricEntry(
+            "clipscore",
+            "eval.metrics.clip:CLIPScore",
+            "CLIP-S (Hessel et al. 2021): 2.5*max(cos,0), prefix 'A photo depicts', ViT-B/32 by default",
+            **_IMAGE,
+            value_range="[0, 2.5]",
+            backend=_CLIP,
+        ),
+        MetricEntry(
+            "cyclereward",
+            "eval.metrics.cyclereward:CycleReward",
+            "CycleReward (Bahng et al. 2025): BLIP reward model on cycle-consistency preferences (hjbahng/cyclereward)",
+            **_IMAGE,
+            value_range="(-inf, inf)",
+            backend="BLIP ITM port on transformers' Blip modules; the authors' CycleReward-*.pth, loaded strictly",
+        ),
+        MetricEntry(
+            "fleur",
+            "eval.metrics.fleur:Fleur",
+            "FLEUR (Lee et al. 2024): MLLM judge's 0-1 score smoothed over digit probabilities (Yebin46/FLEUR)",
+            **_IMAGE,
+            value_range="[0, 1]",
+            backend=_FLEUR,
+        ),
+        MetricEntry(
+            "longclipscore",
+            "eval.metrics.longclip:LongCLIPScore",
+            "Long-CLIP-S: CLIP-S (2.5*max(cos,0), 'A photo depicts') on Long-CLIP, 248 text tokens "
+            "(BeichenZhang/LongCLIP-B)",
+            **_IMAGE,
+            value_range="[0, 2.5]",
+            backend=_LONGCLIP,
+        ),
+        MetricEntry(
+            "pacscore",
+            "eval.metrics.pacs:PACScore",
+            "PAC-S (Sarto et al. 2023): 2*max(cos,0) on the authors' PAC fine-tune of CLIP ViT-B/32 "
+            "(aimagelab/pacscore)",
+            **_IMAGE,
+            value_range="[0, 2]",
+            backend=_PACS,
+        ),
+        MetricEntry(
+            "recon_score",
+            "eval.metrics.recon:ReconScoreMetric",
+            "ReconScore (the ReconScore paper): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
+            **_IMAGE,
+            value_range="[0, 100]",
+            backend="recon_score.ReconScorer (preset: paper by default)",
+        ),
+        MetricEntry(
+            "refclipscore",
+            "eval.metrics.clip:RefCLIPScore",
+            "RefCLIP-S (Hessel et al. 2021): harmonic mean of CLIP-S and the max reference similarity",
+            **_IMAGE_REFS,
+            value_range="[0, 2.5)",
+            backend=_CLIP,
+        ),
+        MetricEntry(
+            "reffleur",
+            "eval.metrics.fleur:RefFleur",
+            "RefFLEUR (Lee et al. 2024): FLEUR with the reference captions in the prompt (Yebin46/FLEUR)",
+            **_IMAGE_REFS,
+            value_range="[0, 1]",
+            backend=_FLEUR,
+        ),
+        MetricEntry(
+            "reflongclipscore",
+            "eval.metrics.longclip:RefLongCLIPScore",
+            "RefLong-CLIP-S: RefCLIP-S's harmonic mean on Long-CLIP, 248 text tokens (BeichenZhang/LongCLIP-B)",
+            **_IMAGE_REFS,
+            value_range="[0, 2.5)",
+            backend=_LONGCLIP,
+        ),
+        MetricEntry(
+            "refpacscore",
+            "eval.metrics.pacs:RefPACScore",
+            "RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine (aimagelab/pacscore)",
+            **_IMAGE_REFS,
+            value_range="[0, 2)",
+            backend=_PACS,
+        ),
+    ),
+    see="`reconscore metrics list` describes them.",
+)
 
 
-def register_metric(
-    name: str,
-    *,
-    higher_is_better: bool,
-    needs_references: bool,
-    needs_images: bool,
-    description: str,
-    value_range: str,
-    backend: str,
-    options: tuple[str, ...] = (),
-):
-    """Class decorator: record the class under `name`. A name registered twice is an error, never an override."""
-
-    def deco(cls: type) -> type:
-        if name in _REGISTRY:
-            raise ValueError(f"metric name {name!r} is already registered")
-        info = MetricInfo(
-            name=name,
-            cls=cls,
-            higher_is_better=higher_is_better,
-            needs_references=needs_references,
-            needs_images=needs_images,
-            description=description,
-            value_range=value_range,
-            backend=backend,
-            options=options,
-        )
-        _REGISTRY[name] = info
-        cls.info = info
-        return cls
-
-    return deco
-
-
-def list_metrics() -> list[MetricInfo]:
+def list_metrics() -> list[MetricEntry]:
     """Text-only metrics first, then those that need images; by name within each group."""
-    return sorted(_REGISTRY.values(), key=lambda m: (m.needs_images, m.name))
+    return sorted(METRICS.values(), key=lambda m: (m.needs_images, m.name))
 
 
-def get_metric_info(name: str) -> MetricInfo:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownMetricError(name, [m.name for m in list_metrics()]) from None
+def get_metric_info(name: str) -> MetricEntry:
+    return METRICS[name]
+
+
+def entry_of(cls: type) -> MetricEntry:
+    """The entry whose target is `cls` (or the registered class it derives from)."""
+    targets = {m.target: m for m in METRICS.values()}
+    for c in cls.__mro__:
+        entry = targets.get(f"{c.__module__}:{c.__qualname__}")
+        if entry is not None:
+            return entry
+    raise LookupError(f"{cls.__qualname__} is not a registered metric class")
 
 
 def parse_metric_names(spec: str | list[str]) -> list[str]:
@@ -91,7 +204,7 @@ def parse_metric_names(spec: str | list[str]) -> list[str]:
         name = raw.strip().lower()
         if not name:
             continue
-        name = get_metric_info(name).name
+        name = METRICS[name].name
         if name not in names:
             names.append(name)
     if not names:

@@ -20,7 +20,6 @@ import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, unique_pairs
 from eval.metrics.java import java_executable, pycocoevalcap_dir, pycocoevalcap_file, stderr_tail
-from eval.metrics.registry import register_metric
 from recon_score.errors import ReconScoreError
 
 CORENLP_JARS = ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
@@ -96,15 +95,6 @@ def run_spice(tests: list[str], refs: list[list[str]], *, corenlp: Path, heap: s
     return out
 
 
-@register_metric(
-    "spice",
-    higher_is_better=True,
-    needs_references=True,
-    needs_images=False,
-    description="SPICE F-score (pycocoevalcap's spice-1.0.jar); needs the Stanford CoreNLP 3.6.0 jars",
-    value_range="[0, 1]",
-    backend="pycocoevalcap spice-1.0.jar + CoreNLP 3.6.0 (Java)",
-)
 class Spice(Metric):
     def __init__(self):
         self.corenlp = find_corenlp()  # fail before any work

@@ -117,7 +117,7 @@ def length_table(
         means = [float(np.nanmean(table.loc[table["kind"] == k, m])) * s for k in ("short", "medium", "long")]
         finite = [x for x in means if not math.isnan(x)]
         sigma = float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan
-        limit = (token_limits or {}).get(m, getattr(get_metric_info(m).cls, "token_limit", None))
+        limit = (token_limits or {}).get(m, getattr(get_metric_info(m).load(), "token_limit", None))
         out[PAPER_NAMES.get(m, m)] = {
             "Max Tokens": "-" if limit is None else str(limit),
             "S.": means[0],

@@ -22,13 +22,14 @@ The table holds import paths, so parsing specs, listing and `--help` import no b
 
 from __future__ import annotations
 
-import importlib
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import UnknownEncoderError
+from recon_score.registry import Entry, Registry
 
 __all__ = [
     "FAMILIES",
@@ -40,53 +41,63 @@ __all__ = [
     "parse_spec",
 ]
 
-# family -> (module, one-line description, example specs)
-FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "dreamsim": (
-        "recon_score.encoders.dreamsim",
-        "DreamSim (Fu et al. 2023) perceptual embeddings; ensemble = DINO ViT-B/16 + CLIP ViT-B/16 + OpenCLIP ViT-B/16",
-        (
-            "dreamsim:ensemble",
-            "dreamsim:dino_vitb16",
-            "dreamsim:open_clip_vitb32",
-            "dreamsim:clip_vitb32",
-            "dreamsim:dinov2_vitb14",
-            "smoke:dreamsim",
-            "shapes:dreamsim@0.02",
+
+@dataclass(frozen=True)
+class EncoderFamily(Entry):
+    """`target` is the family's module: build(name, device, weights_dir) -> Encoder, check(name, weights_dir)."""
+
+    examples: tuple[str, ...] = ()  # example specs (the synthetic ones the family loads are added by listing)
+
+
+FAMILIES: Registry[EncoderFamily] = Registry(
+    "encoder family",
+    (
+        EncoderFamily(
+            "dreamsim",
+            "recon_score.encoders.dreamsim",
+            "DreamSim (Fu et al. 2023) perceptual embeddings; ensemble = DINO ViT-B/16 + CLIP ViT-B/16 + OpenCLIP "
+            "ViT-B/16",
+            (
+                "dreamsim:ensemble",
+                "dreamsim:dino_vitb16",
+                "dreamsim:open_clip_vitb32",
+                "dreamsim:clip_vitb32",
+                "dreamsim:dinov2_vitb14",
+            ),
+        ),
+        EncoderFamily(
+            "open_clip",
+            "recon_score.encoders.open_clip",
+            "open_clip image+text towers: OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS, SigLIP",
+            (
+                "open_clip:ViT-B-32/openai",
+                "open_clip:ViT-L-14/openai",
+                "open_clip:ViT-L-14/laion2b_s32b_b82k",
+                "open_clip:ViT-L-14@/weights/RemoteCLIP-ViT-L-14.pt",
+                "open_clip:hf-hub:timm/ViT-SO400M-14-SigLIP",
+            ),
+        ),
+        EncoderFamily(
+            "hf",
+            "recon_score.encoders.hf",
+            "transformers models: CLIP/SigLIP/SigLIP2/FG-CLIP2 (image+text), DINOv2/DINOv3 (image), BERT-like (text)",
+            (
+                "hf:google/siglip2-base-patch16-224",
+                "hf:facebook/dinov2-base",
+                "hf:facebook/dinov3-vitb16-pretrain-lvd1689m",
+                "hf:openai/clip-vit-large-patch14",
+                "hf:/path/to/local/model",
+            ),
+        ),
+        EncoderFamily(
+            "lpips",
+            "recon_score.encoders.lpips",
+            "LPIPS distance, shift-tolerant variant (Ghildyal & Liu 2022) with the weights stlpips-pytorch ships",
+            ("lpips:alex", "lpips:vgg"),
         ),
     ),
-    "open_clip": (
-        "recon_score.encoders.open_clip",
-        "open_clip image+text towers: OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS, SigLIP",
-        (
-            "open_clip:ViT-B-32/openai",
-            "open_clip:ViT-L-14/openai",
-            "open_clip:ViT-L-14/laion2b_s32b_b82k",
-            "open_clip:ViT-L-14@/weights/RemoteCLIP-ViT-L-14.pt",
-            "open_clip:hf-hub:timm/ViT-SO400M-14-SigLIP",
-            "smoke:open-clip",
-            "shapes:open-clip/ViT-L-14-quickgelu",
-        ),
-    ),
-    "hf": (
-        "recon_score.encoders.hf",
-        "transformers models: CLIP/SigLIP/SigLIP2/FG-CLIP2 (image+text), DINOv2/DINOv3 (image), BERT-like (text)",
-        (
-            "hf:google/siglip2-base-patch16-224",
-            "hf:facebook/dinov2-base",
-            "hf:facebook/dinov3-vitb16-pretrain-lvd1689m",
-            "hf:openai/clip-vit-large-patch14",
-            "hf:/path/to/local/model",
-            "smoke:hf-clip",
-            "smoke:hf-dinov2",
-        ),
-    ),
-    "lpips": (
-        "recon_score.encoders.lpips",
-        "LPIPS distance, shift-tolerant variant (Ghildyal & Liu 2022) with the weights stlpips-pytorch ships",
-        ("lpips:alex", "lpips:vgg"),
-    ),
-}
+    see="`reconscore models list` shows every spec.",
+)
 
 _CACHE: dict[tuple, Encoder] = {}
 _LOCK = threading.Lock()
@@ -136,8 +147,9 @@ def build_encoder(
     with _LOCK:
         enc = _CACHE.get(key)
         if enc is None:
-            module = importlib.import_module(FAMILIES[family][0])
-            enc = module.build(name, device=device, weights_dir=Path(weights_dir) if weights_dir else None)
+            enc = FAMILIES.load(family).build(
+                name, device=device, weights_dir=Path(weights_dir) if weights_dir else None
+            )
             _CACHE[key] = enc
     if batch_size:
         enc.batch_size = batch_size
@@ -151,16 +163,24 @@ def release_encoders() -> None:
 
 
 def list_encoders() -> list[dict]:
-    """One row per family: its description and example specs (open_clip's known tags are listed too)."""
-    rows = []
-    for family, (module, desc, examples) in FAMILIES.items():
-        rows.append({"family": family, "description": desc, "examples": list(examples), "module": module})
-    return rows
+    """One row per family: its description and example specs, the synthetic encoders it loads included."""
+    synthetic_by_family: dict[str, list[str]] = {}
+    for row in synthetic.list_models():
+        if row["encoder"]:
+            synthetic_by_family.setdefault(row["encoder"], []).append(row["name"])
+    return [
+        {
+            "family": f.name,
+            "description": f.help,
+            "examples": [*f.examples, *synthetic_by_family.get(f.name, [])],
+            "module": f.target,
+        }
+        for f in FAMILIES.values()
+    ]
 
 
 def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> dict:
     """Whether `spec`'s weights are available locally, and where they would come from. Downloads nothing."""
     family, name = parse_spec(spec)
-    module = importlib.import_module(FAMILIES[family][0])
-    out = module.check(name, weights_dir=Path(weights_dir) if weights_dir else None)
+    out = FAMILIES.load(family).check(name, weights_dir=Path(weights_dir) if weights_dir else None)
     return {"spec": spec, **out}

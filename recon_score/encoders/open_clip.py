@@ -7,6 +7,7 @@ Names:
     local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
     smoke:open-clip      (the whole spec) a tiny random ViT in local-dir format, real CLIP BPE tokenizer
     shapes:open-clip/ARCH  (the whole spec) ARCH at its published size, random weights
+    smoke:open-clip/RELEASE, shapes:open-clip/RELEASE   a released fine-tune's architecture (RELEASES), random
 
 Activation: OpenAI's CLIP was trained with QuickGELU. open_clip 3.x builds `ViT-B-32` with nn.GELU even for
 `pretrained="openai"` and only warns ("QuickGELU mismatch"), which shifts every embedding. A tag whose pretrained
@@ -179,6 +180,7 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     spec = f"open_clip:{name}"
     release, _, where = name.partition("@")
     if release in RELEASES:
+        _refuse_suffix(release, where)
         return build_release(release, where or None, device=device, weights_dir=weights_dir)
     model_name, pretrained, how = _split(name)
     if how == "path":
@@ -237,6 +239,11 @@ def _build_synthetic(name: synthetic.SyntheticName, device: str) -> Encoder:
     `shapes:open-clip/ARCH`: the architecture at full size with random weights (benchmarks)."""
     import open_clip
 
+    if name.arch in RELEASES:
+        return build_release(name.arch, None, device=device, weights_dir=None, random=name.prefix)
+    if name.prefix == "smoke" and name.arch:
+        reason = f"{name.arch!r} is not a released CLIP fine-tune; known: {', '.join(RELEASES)}"
+        raise UnknownEncoderError(name.name, known=[], reason=reason)
     if name.prefix == "smoke":
         path, revision = synthetic.resolve(name.name)
         model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
@@ -274,11 +281,19 @@ def _location(model_name: str, pretrained: str | None, how: str) -> str:
     return cfg.get("url", "unknown")
 
 
+def _refuse_suffix(release: str, where: str) -> None:
+    """A random-weight release is a synthetic model: one spelling, `smoke:open-clip/NAME`."""
+    if where in ("smoke", "shapes"):
+        reason = f"spell it '{where}:open-clip/{release}'"
+        raise UnknownEncoderError(f"open_clip:{release}@{where}", known=[], reason=reason)
+
+
 def check(name: str, *, weights_dir: Path | None) -> dict:
     if synthetic.is_synthetic(name):
         return synthetic.check(name)
     release, _, where = name.partition("@")
     if release in RELEASES:
+        _refuse_suffix(release, where)
         return check_release(release, where or None, weights_dir=weights_dir)
     try:
         model_name, pretrained, how = _split(name)
@@ -512,16 +527,19 @@ def find_release_file(
     )
 
 
-def build_release(name: str, where: str | None, *, device: str, weights_dir: Path | None) -> Encoder:
-    """`NAME` (weights found by name), `NAME@/path/file`, `NAME@smoke` (tiny random), `NAME@shapes` (full size,
-    random). The checkpoint is read with weights_only=True and loaded strictly."""
+def build_release(
+    name: str, where: str | None, *, device: str, weights_dir: Path | None, random: str | None = None
+) -> Encoder:
+    """`NAME` (weights found by name), `NAME@/path/file`; `random` "smoke" (tiny) or "shapes" (full size): the
+    release's architecture with random weights (`smoke:open-clip/NAME`). The checkpoint is read with
+    weights_only=True and loaded strictly."""
     import open_clip
     from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
     release = RELEASES[name]
-    if where in ("smoke", "shapes"):
-        model = release_model(release, device=device, mode=where)
-        source = f"{where}: {release.paper} architecture, random weights (numbers are meaningless)"
+    if random:
+        model = release_model(release, device=device, mode=random)
+        source = f"{random}: {release.paper} architecture, random weights (numbers are meaningless)"
     else:
         path = Path(where).expanduser() if where else find_release_file(name, release, weights_dir)
         if not path.is_file():
@@ -543,7 +561,7 @@ def build_release(name: str, where: str | None, *, device: str, weights_dir: Pat
     )
     tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)
     info = EncoderInfo(
-        spec=f"open_clip:{name}" + (f"@{where}" if where else ""),
+        spec=f"{random}:open-clip/{name}" if random else f"open_clip:{name}" + (f"@{where}" if where else ""),
         kind="embedding",
         modalities=("image", "text"),
         source=source,
@@ -555,8 +573,6 @@ def build_release(name: str, where: str | None, *, device: str, weights_dir: Pat
 
 def check_release(name: str, where: str | None, *, weights_dir: Path | None) -> dict:
     release = RELEASES[name]
-    if where in ("smoke", "shapes"):
-        return {"available": True, "location": "", "source": "random weights (no download)", "detail": ""}
     if where:
         p = Path(where).expanduser()
         ok = p.is_file()

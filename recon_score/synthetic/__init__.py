@@ -3,35 +3,43 @@
     smoke:FAMILY            tiny models built on first use into RECONSCORE_CACHE (seconds on a CPU); the `smoke`
                             presets and the tests run the real loading code on them
     shapes:FAMILY[@SCALE]   the published sizes, built on the target device with no download; speed is real
-    shapes:open-clip/ARCH   any open_clip architecture at its published size
+    shapes:open-clip/ARCH   any open_clip architecture (or released CLIP fine-tune) at its published size
+    smoke:open-clip/RELEASE a released CLIP fine-tune's architecture (PAC-S, Long-CLIP), tiny and random
 
 One spelling per model family wherever a model name is taken (--t2i-model, --captioner, --model, --encoder):
 `smoke:z-image`, `smoke:dreamsim`, `shapes:dreamsim@0.02`, ... Encoder families (`encoder` in the table) are
 also encoder specs; the encoder registry (recon_score.encoders) hands them to that family's loader. The numbers
 these models produce are meaningless.
 
-The table holds import paths, so parsing names and listing import no torch.
+The entries (MODELS) hold import paths, so parsing names and listing import no torch.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon_score.registry import Entry, Registry
+
+_SMOKE = "recon_score.synthetic.smoke"
+_SHAPES = "recon_score.synthetic.shapes"
+
 
 @dataclass(frozen=True)
-class Family:
-    description: str
+class SyntheticModel(Entry):
+    """`name` is PREFIX:FAMILY; `target` the module that implements resolve(SyntheticName) -> (folder, revision)
+    and check(SyntheticName) -> dict for it."""
+
     encoder: str | None = None  # the encoder family that loads it; None: a pipeline or language model
-    argument: str = ""  # what may follow the family name: "" | "@SCALE" | "/ARCH" (required)
+    argument: str = ""  # what may follow the family name: "" | "@SCALE" | "/ARCH" (required) | "[/RELEASE]"
 
+    @property
+    def prefix(self) -> str:
+        return self.name.partition(":")[0]
 
-@dataclass(frozen=True)
-class Prefix:
-    module: str  # implements resolve(SyntheticName) -> (folder, revision) and check(SyntheticName) -> dict
-    description: str
-    families: dict[str, Family]
+    @property
+    def family(self) -> str:
+        return self.name.partition(":")[2]
 
 
 @dataclass(frozen=True)
@@ -39,7 +47,7 @@ class SyntheticName:
     prefix: str  # "smoke" | "shapes"
     family: str  # "z-image", "dreamsim", ...
     scale: float = 1.0  # shapes: every width times SCALE
-    arch: str = ""  # shapes:open-clip/ARCH
+    arch: str = ""  # shapes:open-clip/ARCH; smoke:open-clip/RELEASE
 
     @property
     def name(self) -> str:
@@ -47,41 +55,76 @@ class SyntheticName:
         return f"{self.prefix}:{self.family}{tail}" + (f"/{self.arch}" if self.arch else "")
 
 
-# The one prefix table.
-PREFIXES: dict[str, Prefix] = {
-    "smoke": Prefix(
-        "recon_score.synthetic.smoke",
-        "tiny random models, built offline on first use and cached",
-        {
-            "z-image": Family("ZImagePipeline: Qwen3 text encoder (hidden 32), DiT dim 64, 8x VAE"),
-            "stable-diffusion": Family("StableDiffusionPipeline with the real CLIP tokenizer (77 tokens)"),
-            "qwen3-vl": Family("Qwen3-VL with a byte-level BPE tokenizer trained at build time"),
-            "qwen3-text": Family("Qwen3 causal LM (text only) for the robustness-set generators"),
-            "dreamsim": Family("DreamSim-shaped ensemble of three tiny ViTs", encoder="dreamsim"),
-            "open-clip": Family(
-                "open_clip ViT (width 32) in local-dir layout, real CLIP BPE", encoder="open_clip"
-            ),
-            "hf-clip": Family("transformers CLIPModel + CLIPProcessor, real CLIP tokenizer", encoder="hf"),
-            "hf-dinov2": Family("transformers Dinov2Model (vision only)", encoder="hf"),
-        },
+PREFIXES: Registry[Entry] = Registry(
+    "synthetic prefix",
+    (
+        Entry("smoke", _SMOKE, "tiny random models, built offline on first use and cached"),
+        Entry(
+            "shapes",
+            _SHAPES,
+            "published sizes, random weights, built on the target device (no download): speed is real",
+        ),
     ),
-    "shapes": Prefix(
-        "recon_score.synthetic.shapes",
-        "published sizes, random weights, built on the target device (no download): speed is real",
-        {
-            "z-image": Family("Z-Image: 6.15B DiT, Qwen3-4B text encoder, FLUX.1 VAE", argument="@SCALE"),
-            "qwen3-vl": Family("Qwen3-VL-8B-Instruct", argument="@SCALE"),
-            "dreamsim": Family(
-                "dreamsim 0.2.1's ensemble: DINO, CLIP, OpenCLIP ViT-B/16 + LoRA",
-                encoder="dreamsim",
-                argument="@SCALE",
-            ),
-            "open-clip": Family(
-                "an open_clip architecture, e.g. ViT-L-14-quickgelu", encoder="open_clip", argument="/ARCH"
-            ),
-        },
+)
+_RELEASE = "a released CLIP fine-tune of open_clip (e.g. smoke:open-clip/pacs-ViT-B-32)"
+MODELS: Registry[SyntheticModel] = Registry(
+    "synthetic model",
+    (
+        SyntheticModel(
+            "smoke:z-image", _SMOKE, "ZImagePipeline: Qwen3 text encoder (hidden 32), DiT dim 64, 8x VAE"
+        ),
+        SyntheticModel(
+            "smoke:stable-diffusion",
+            _SMOKE,
+            "StableDiffusionPipeline with the real CLIP tokenizer (77 tokens)",
+        ),
+        SyntheticModel(
+            "smoke:qwen3-vl", _SMOKE, "Qwen3-VL with a byte-level BPE tokenizer trained at build time"
+        ),
+        SyntheticModel(
+            "smoke:qwen3-text", _SMOKE, "Qwen3 causal LM (text only) for the robustness-set generators"
+        ),
+        SyntheticModel(
+            "smoke:dreamsim", _SMOKE, "DreamSim-shaped ensemble of three tiny ViTs", encoder="dreamsim"
+        ),
+        SyntheticModel(
+            "smoke:open-clip",
+            _SMOKE,
+            f"open_clip ViT (width 32) in local-dir layout, real CLIP BPE; /RELEASE: {_RELEASE}, tiny",
+            encoder="open_clip",
+            argument="[/RELEASE]",
+        ),
+        SyntheticModel(
+            "smoke:hf-clip",
+            _SMOKE,
+            "transformers CLIPModel + CLIPProcessor, real CLIP tokenizer",
+            encoder="hf",
+        ),
+        SyntheticModel("smoke:hf-dinov2", _SMOKE, "transformers Dinov2Model (vision only)", encoder="hf"),
+        SyntheticModel(
+            "shapes:z-image",
+            _SHAPES,
+            "Z-Image: 6.15B DiT, Qwen3-4B text encoder, FLUX.1 VAE",
+            argument="@SCALE",
+        ),
+        SyntheticModel("shapes:qwen3-vl", _SHAPES, "Qwen3-VL-8B-Instruct", argument="@SCALE"),
+        SyntheticModel(
+            "shapes:dreamsim",
+            _SHAPES,
+            "dreamsim 0.2.1's ensemble: DINO, CLIP, OpenCLIP ViT-B/16 + LoRA",
+            encoder="dreamsim",
+            argument="@SCALE",
+        ),
+        SyntheticModel(
+            "shapes:open-clip",
+            _SHAPES,
+            "an open_clip architecture, e.g. ViT-L-14-quickgelu, or a released CLIP fine-tune, e.g. longclip-B",
+            encoder="open_clip",
+            argument="/ARCH",
+        ),
     ),
-}
+    see="`reconscore models list` lists them.",
+)
 
 
 def is_synthetic(name: str) -> bool:
@@ -102,14 +145,12 @@ def parse(name: str) -> SyntheticName:
         raise ValueError(
             f"{name!r} is not a synthetic model name (prefixes: {', '.join(p + ':' for p in PREFIXES)})"
         )
-    families = PREFIXES[prefix].families
     head, _, arch = rest.partition("/")
     family, at, scale_text = head.partition("@")
-    if family not in families:
-        raise ValueError(f"unknown synthetic model {name!r}; known: {', '.join(known_names(prefix))}")
-    argument = families[family].argument
-    if (argument == "/ARCH") != bool(arch) or (at and argument != "@SCALE"):
-        raise ValueError(f"synthetic model {name!r}: spell it {spelling(prefix, family)}")
+    entry = MODELS[f"{prefix}:{family}"]
+    argument = entry.argument
+    if (argument == "/ARCH" and not arch) or (arch and "/" not in argument) or (at and argument != "@SCALE"):
+        raise ValueError(f"synthetic model {name!r}: spell it {spelling(entry)}")
     scale = 1.0
     if at:
         try:
@@ -123,19 +164,17 @@ def parse(name: str) -> SyntheticName:
     return SyntheticName(prefix, family, scale, arch)
 
 
-def spelling(prefix: str, family: str) -> str:
-    """How a family is written: 'smoke:z-image', 'shapes:z-image[@SCALE]', 'shapes:open-clip/ARCH'."""
-    arg = PREFIXES[prefix].families[family].argument
-    return f"{prefix}:{family}" + (f"[{arg}]" if arg == "@SCALE" else arg)
+def spelling(entry: SyntheticModel) -> str:
+    """How a model is written: 'smoke:z-image', 'shapes:z-image[@SCALE]', 'shapes:open-clip/ARCH'."""
+    arg = entry.argument
+    return entry.name + (f"[{arg}]" if arg == "@SCALE" else arg)
 
 
 def known_names(prefix: str | None = None, *, encoders_only: bool = False) -> list[str]:
     return [
-        spelling(p, fam)
-        for p, entry in PREFIXES.items()
-        if prefix in (None, p)
-        for fam, f in entry.families.items()
-        if f.encoder or not encoders_only
+        spelling(m)
+        for m in MODELS.values()
+        if prefix in (None, m.prefix) and (m.encoder or not encoders_only)
     ]
 
 
@@ -143,7 +182,7 @@ def encoder_family(name: str) -> str | None:
     """The encoder family that loads `name` (e.g. 'smoke:dreamsim' -> 'dreamsim'); None for pipelines and
     language models. Raises ValueError for a malformed name."""
     n = parse(name)
-    return PREFIXES[n.prefix].families[n.family].encoder
+    return MODELS[f"{n.prefix}:{n.family}"].encoder
 
 
 def resolve(name: str) -> tuple[Path, str]:
@@ -152,7 +191,7 @@ def resolve(name: str) -> tuple[Path, str]:
     Raises ValueError for a malformed name or an encoder that has no folder (shapes:dreamsim, shapes:open-clip).
     """
     n = parse(name)
-    return importlib.import_module(PREFIXES[n.prefix].module).resolve(n)
+    return MODELS.load(f"{n.prefix}:{n.family}").resolve(n)
 
 
 def check(name: str) -> dict:
@@ -161,13 +200,12 @@ def check(name: str) -> dict:
         n = parse(name)
     except ValueError as err:
         return {"available": False, "location": "", "source": "synthetic model", "detail": str(err)}
-    return importlib.import_module(PREFIXES[n.prefix].module).check(n)
+    return MODELS.load(f"{n.prefix}:{n.family}").check(n)
 
 
 def list_models() -> list[dict]:
     """One row per synthetic model family: its spelling, what it is, and the encoder family that loads it."""
     return [
-        {"name": spelling(p, fam), "prefix": p, "description": f.description, "encoder": f.encoder}
-        for p, entry in PREFIXES.items()
-        for fam, f in entry.families.items()
+        {"name": spelling(m), "prefix": m.prefix, "description": m.help, "encoder": m.encoder}
+        for m in MODELS.values()
     ]

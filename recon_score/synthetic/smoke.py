@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from recon_score.paths import cache_root
-from recon_score.synthetic import PREFIXES, SyntheticName
+from recon_score.synthetic import MODELS, SyntheticName
 
 # Bump when a builder changes: cached fixtures of another version are ignored.
 FIXTURE_VERSION = 1
@@ -39,7 +39,7 @@ def _builders() -> dict[str, Callable[[Path], Path]]:
     }
 
 
-FIXTURE_NAMES = tuple(PREFIXES["smoke"].families)
+FIXTURE_NAMES = tuple(m.family for m in MODELS.values() if m.prefix == "smoke")
 
 
 def resolve(name: SyntheticName) -> tuple[Path, str]:

@@ -1,41 +1,57 @@
-"""The one registry of composed retrieval benchmarks. Each entry's module defines ``load(root, *, annotations=None,
-**options) -> Benchmark``; the table holds module paths, so listing imports no loader."""
+"""The one registry of composed retrieval benchmarks. Each entry's target is its loader, ``load(root, *,
+annotations=None, **options) -> Benchmark``; the entries hold import paths, so listing imports no loader."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recon_score.errors import ReconScoreError, did_you_mean
+from recon_score.errors import ReconScoreError
+from recon_score.registry import Entry, Registry
 
 if TYPE_CHECKING:
     from retrieval.datasets.base import Benchmark
 
-__all__ = ["BENCHMARKS", "Benchmark", "Protocol", "Query", "list_benchmarks", "load_benchmark"]
+__all__ = ["BENCHMARKS", "Benchmark", "Protocol", "Query", "load_benchmark"]
 
-# name -> (module, one-line description)
-BENCHMARKS: dict[str, tuple[str, str]] = {
-    "patterncom": (
-        "retrieval.datasets.patterncom",
-        "PatternCom (the RS-CIR benchmark paper): PatternNet + attribute queries, rscir layout",
+BENCHMARKS: Registry[Entry] = Registry(
+    "benchmark",
+    (
+        Entry(
+            "patterncom",
+            "retrieval.datasets.patterncom:load",
+            "PatternCom (the RS-CIR benchmark paper): PatternNet + attribute queries, rscir layout",
+        ),
+        Entry(
+            "xview2-cir",
+            "retrieval.datasets.xview2_cir:load",
+            "xView2-CIR (the RS-CIR benchmark paper): pre-disaster image + 'post <disaster>'",
+        ),
+        Entry(
+            "icir",
+            "retrieval.datasets.icir:load",
+            "i-CIR (the i-CIR paper): instance-level, per-instance databases",
+        ),
+        Entry(
+            "edir",
+            "retrieval.datasets.edir:load",
+            "EDIR (the EDIR paper): 5 categories / 15 subcategories, Recall@1",
+        ),
+        Entry(
+            "circo",
+            "retrieval.datasets.circo:load",
+            "CIRCO val: COCO unlabeled gallery, multiple positives, mAP@K",
+        ),
+        Entry(
+            "cirr", "retrieval.datasets.cirr:load", "CIRR val: NLVR2 gallery without the reference, Recall@K"
+        ),
+        Entry(
+            "fashioniq",
+            "retrieval.datasets.fashioniq:load",
+            "FashionIQ val: per-category galleries, Recall@10/50",
+        ),
     ),
-    "xview2-cir": (
-        "retrieval.datasets.xview2_cir",
-        "xView2-CIR (the RS-CIR benchmark paper): pre-disaster image + 'post <disaster>'",
-    ),
-    "icir": ("retrieval.datasets.icir", "i-CIR (the i-CIR paper): instance-level, per-instance databases"),
-    "edir": ("retrieval.datasets.edir", "EDIR (the EDIR paper): 5 categories / 15 subcategories, Recall@1"),
-    "circo": ("retrieval.datasets.circo", "CIRCO val: COCO unlabeled gallery, multiple positives, mAP@K"),
-    "cirr": ("retrieval.datasets.cirr", "CIRR val: NLVR2 gallery without the reference, Recall@K"),
-    "fashioniq": ("retrieval.datasets.fashioniq", "FashionIQ val: per-category galleries, Recall@10/50"),
-}
-
-
-class UnknownBenchmarkError(ReconScoreError, ValueError):
-    def __init__(self, name: str):
-        hint = did_you_mean(name, BENCHMARKS)
-        super().__init__(f"unknown benchmark {name!r}{hint}; known: {', '.join(BENCHMARKS)}")
+)
 
 
 def __getattr__(name: str):
@@ -48,18 +64,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def list_benchmarks() -> list[dict]:
-    return [{"name": n, "module": m, "description": d} for n, (m, d) in BENCHMARKS.items()]
-
-
 def load_benchmark(
     name: str, root: str | Path, *, annotations: str | Path | None = None, **options
 ) -> Benchmark:
     """Load `name` from `root`; `options` are the loader's (e.g. phrasing="alt1" for xview2-cir)."""
-    if name not in BENCHMARKS:
-        raise UnknownBenchmarkError(name)
+    load = BENCHMARKS.load(name)
     root = Path(root)
     if not root.is_dir():
         raise ReconScoreError(f"benchmark root {root} is not a folder")
-    module = importlib.import_module(BENCHMARKS[name][0])
-    return module.load(root, annotations=Path(annotations) if annotations else None, **options)
+    return load(root, annotations=Path(annotations) if annotations else None, **options)

@@ -1,146 +1,180 @@
-"""The one registry of composed retrieval methods. The table holds import paths, so listing methods (and
-`--help`) imports no torch; `build_method(name, overrides)` imports the module on first use.
+"""The one registry of composed retrieval methods. The entries hold import paths, so listing methods (and
+`--help`) imports no torch; `build_method(name, overrides)` imports the module on first use. Each entry says what
+the method takes beyond the three feature matrices as `Input` flags, from which `reconscore retrieve`'s method
+list, the methods a features bundle can run and the learned methods' status checks are derived.
 
-Hyperparameters are frozen dataclasses whose defaults are the papers' settings (the RS-CIR benchmark paper A.4, i-CIR's preset,
-FreeDom's run_retrieval); `overrides` (``--set METHOD.KEY=VALUE`` on the CLI) replace single fields.
+Hyperparameters are frozen dataclasses whose defaults are the papers' settings (the RS-CIR benchmark paper A.4,
+i-CIR's preset, FreeDom's run_retrieval); `overrides` (``--set METHOD.KEY=VALUE`` on the CLI) replace single fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass
+from enum import Enum, StrEnum
 from typing import Any
 
-from recon_score.errors import InputError, ReconScoreError, did_you_mean
+from recon_score.errors import InputError
+from recon_score.registry import Entry, Registry
+
+
+class Kind(StrEnum):
+    BASELINE = "baseline"
+    TRAINING_FREE = "training-free"
+    LEARNED = "learned"
+
+
+class Input(Enum):
+    """What a method takes beyond the feature matrices: (the option of `retrieve` that gives it, "" for what a
+    benchmark run always has; whether a features bundle can hold it)."""
+
+    TEXT_ENCODER = ("", False)  # the text tower of --encoder, to encode new texts
+    ENCODER_TOWERS = ("--encoder = the CLIP it was trained on", False)  # drives the towers itself
+    CORPORA = ("--corpus-pos/--corpus-neg", True)
+    VOCABULARY = ("--vocabulary", False)
+    PHRASES = ("--phrases", False)
+    CAPTIONER = ("--captioner", False)
+    REWRITER = ("--rewriter", False)
+    CHECKPOINT = ("--checkpoint {name}=PATH", False)
+    REFERENCE_IMAGES = ("", False)
+    DATABASE_IMAGES = ("", False)
+
+    def __init__(self, given_as: str, in_bundle: bool):
+        self.given_as, self.in_bundle = given_as, in_bundle
 
 
 @dataclass(frozen=True)
-class MethodInfo:
-    name: str
-    target: str  # "module:attribute"; the attribute builds the method from a config
-    kind: str  # baseline | training-free | learned
-    summary: str
-    needs: tuple[str, ...] = ()  # beyond the three feature matrices
+class Method(Entry):
+    """`target` builds the method from its config (`target.config_cls`)."""
+
+    kind: Kind
+    inputs: frozenset[Input] = frozenset()  # needed beyond the three feature matrices
+    optional: frozenset[Input] = frozenset()  # used when given (BASIC contextualises with the text encoder)
     linear: bool = False  # scores are dot products of composed query vectors (FAISS-servable)
+    status: str = ""  # "module:function" -> (available, lines) for `reconscore models check NAME`
+    usage: str = ""  # how its inputs are given, where `needs()` alone does not say
+
+    def needs(self) -> str:
+        """'--corpus-pos/--corpus-neg, ...': the options of `retrieve` that give its inputs, in `Input`'s order."""
+        return ", ".join(i.given_as.format(name=self.name) for i in Input if i in self.inputs and i.given_as)
+
+    @property
+    def runs_on_bundle(self) -> bool:
+        """Whether a features bundle alone (`reconscore retrieve-eval`) holds everything it needs."""
+        return all(i.in_bundle for i in self.inputs)
 
 
-METHODS: dict[str, MethodInfo] = {
-    m.name: m
-    for m in (
-        MethodInfo(
+def _m(name, target, kind, help, inputs=(), optional=(), **facts) -> Method:
+    return Method(name, target, help, kind, frozenset(inputs), frozenset(optional), **facts)
+
+
+I = Input  # noqa: E741  (the table below reads as a table)
+METHODS: Registry[Method] = Registry(
+    "retrieval method",
+    (
+        _m(
             "text",
             "retrieval.methods.baselines:TextOnly",
-            "baseline",
+            Kind.BASELINE,
             "text-to-image, g(t)·f(x)",
             linear=True,
         ),
-        MethodInfo(
+        _m(
             "image",
             "retrieval.methods.baselines:ImageOnly",
-            "baseline",
+            Kind.BASELINE,
             "image-to-image, f(y)·f(x)",
             linear=True,
         ),
-        MethodInfo(
-            "sum", "retrieval.methods.baselines:Sum", "baseline", "text + image similarities", linear=True
-        ),
-        MethodInfo("product", "retrieval.methods.baselines:Product", "baseline", "text × image similarities"),
-        MethodInfo(
+        _m("sum", "retrieval.methods.baselines:Sum", Kind.BASELINE, "text + image similarities", linear=True),
+        _m("product", "retrieval.methods.baselines:Product", Kind.BASELINE, "text × image similarities"),
+        _m(
             "weicom",
             "retrieval.methods.weicom:WeiCom",
-            "training-free",
+            Kind.TRAINING_FREE,
             "Gaussian-CDF calibrated fusion, λ=0.5",
         ),
-        MethodInfo(
+        _m(
             "basic",
             "retrieval.methods.basic:Basic",
-            "training-free",
+            Kind.TRAINING_FREE,
             "centring, contrastive projection, query expansion, min-normalisation, Harris fusion",
-            needs=("corpora", "text encoder (contextualisation)"),
+            [I.CORPORA],
+            optional=[I.TEXT_ENCODER],
         ),
-        MethodInfo(
+        _m(
             "freedom",
             "retrieval.methods.freedom:Freedom",
-            "training-free",
+            Kind.TRAINING_FREE,
             "vocabulary memory: k=20 proxies, n=7 words each, m=7 most frequent, '{word} {text}'",
-            needs=("text encoder", "vocabulary"),
+            [I.TEXT_ENCODER, I.VOCABULARY],
             linear=True,
         ),
-        MethodInfo(
+        _m(
             "cirevl",
             "retrieval.methods.cirevl:CIReVL",
-            "training-free",
+            Kind.TRAINING_FREE,
             "caption, rewrite with an LLM, text-to-image search",
-            needs=("text encoder", "captioner", "rewriter"),
+            [I.TEXT_ENCODER, I.CAPTIONER, I.REWRITER, I.REFERENCE_IMAGES],
             linear=True,
         ),
-        MethodInfo(
+        _m(
             "pic2word",
             "retrieval.methods.learned:Pic2Word",
-            "learned",
+            Kind.LEARNED,
             "textual inversion: IM2TEXT token in '{text} *' (the RS-CIR benchmark paper)",
-            needs=("checkpoint", "image+text encoder", "reference images"),
+            [I.CHECKPOINT, I.ENCODER_TOWERS, I.REFERENCE_IMAGES],
             linear=True,
         ),
-        MethodInfo(
+        _m(
             "searle",
             "retrieval.methods.learned:Searle",
-            "learned",
+            Kind.LEARNED,
             "textual inversion: Phi token in '{text} $' (the RS-CIR benchmark paper)",
-            needs=("checkpoint", "image+text encoder", "reference images"),
+            [I.CHECKPOINT, I.ENCODER_TOWERS, I.REFERENCE_IMAGES],
             linear=True,
         ),
-        MethodInfo(
+        _m(
             "searle-oti",
             "retrieval.methods.oti:SearleOTI",
-            "learned",
+            Kind.LEARNED,
             "SEARLE as the RS-CIR benchmark paper evaluates it: optimisation-based inversion (200 steps), '{text} $'",
-            needs=("image+text encoder", "reference images", "vocabulary + phrases (GPT loss)"),
+            [I.ENCODER_TOWERS, I.REFERENCE_IMAGES, I.VOCABULARY, I.PHRASES],
             linear=True,
+            usage="--vocabulary, --phrases or --set searle-oti.lambda_gpt=0, --encoder = the CLIP to invert",
         ),
-        MethodInfo(
+        _m(
             "compodiff",
             "retrieval.methods.compodiff:CompoDiffMethod",
-            "learned",
+            Kind.LEARNED,
             "diffusion prior in CLIP-L/14 image space: 10 steps, source weight 0.4",
-            needs=("checkpoint", "text encoder (CLIP ViT-bigG-14)", "reference images"),
+            [I.CHECKPOINT, I.TEXT_ENCODER, I.REFERENCE_IMAGES],
             linear=True,
+            status="retrieval.methods.compodiff:compodiff_status",
+            usage="--checkpoint compodiff=DIR (the hub folder), --encoder = CLIP ViT-L/14, the ViT-bigG-14 text tower",
         ),
-        MethodInfo(
+        _m(
             "magiclens",
             "retrieval.methods.magiclens:MagicLensMethod",
-            "learned",
+            Kind.LEARNED,
             "the released MagicLens: CLIP + fusion transformer on (image, text); database with the empty text",
-            needs=("checkpoint", "query and database images"),
+            [I.CHECKPOINT, I.REFERENCE_IMAGES, I.DATABASE_IMAGES],
             linear=True,
+            status="retrieval.methods.magiclens:magiclens_status",
+            usage="--checkpoint magiclens=PATH: the released .pkl or its `models convert` safetensors; its own CLIP "
+            "towers",
         ),
-    )
-}
-TRAINING_FREE = tuple(n for n, m in METHODS.items() if m.kind != "learned")
-# what runs on a features bundle alone (`reconscore retrieve-eval`): no text encoder, captioner or checkpoint
-BUNDLE_METHODS = tuple(n for n in TRAINING_FREE if "text encoder" not in METHODS[n].needs)
-
-
-class UnknownMethodError(ReconScoreError, ValueError):
-    def __init__(self, name: str):
-        hint = did_you_mean(name, METHODS)
-        super().__init__(f"unknown retrieval method {name!r}{hint}; known: {', '.join(METHODS)}")
-
-
-def method_class(name: str):
-    if name not in METHODS:
-        raise UnknownMethodError(name)
-    module, attr = METHODS[name].target.split(":")
-    obj = getattr(importlib.import_module(module), attr)
-    return obj
+    ),
+)
+del I
+TRAINING_FREE = tuple(n for n, m in METHODS.items() if m.kind != Kind.LEARNED)  # `--methods all`
 
 
 def build_method(name: str, overrides: dict[str, Any] | None = None):
     """The method `name` with its seed-default config, fields replaced by `overrides` (strings are parsed)."""
     from retrieval.methods.base import parse_overrides
 
-    factory = method_class(name)
+    factory = METHODS.load(name)
     config_cls = factory.config_cls
     try:
         values = parse_overrides(config_cls, dict(overrides or {}), method=name)

@@ -265,7 +265,7 @@ def test_json_lines_too_deep_too_long_or_not_objects_are_row_errors(tmp_path):
 def test_ranking_file_too_deep_names_the_line(tmp_path):
     """`correlate --format ranking`: a line nested 100k deep (or with a 5,000-digit number) is an error naming
     the file and line, not a RecursionError."""
-    from preference_data import load_preferences
+    from eval.preferences import load_preferences
     from preference_data.schema import PreferenceFormatError
 
     cands = [{"caption": "x", "rank": 1}, {"caption": "y", "rank": 2}]

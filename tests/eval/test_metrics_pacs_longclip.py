@@ -317,9 +317,8 @@ def test_length_study_includes_longclip_s(tmp_path, sample_dir):
 def test_random_weights_need_a_released_fine_tune():
     from recon_score.errors import ReconScoreError
 
-    assert build_metric("pacscore", weights="smoke").spec == "open_clip:pacs-ViT-B-32@smoke"
-    assert build_metric("longclipscore", encoder="open_clip:longclip-L", weights="shapes").spec.endswith(
-        "L@shapes"
-    )
+    assert build_metric("pacscore", weights="smoke").spec == "smoke:open-clip/pacs-ViT-B-32"
+    spec = build_metric("longclipscore", encoder="open_clip:longclip-L", weights="shapes").spec
+    assert spec == "shapes:open-clip/longclip-L"
     with pytest.raises(ReconScoreError, match="released CLIP fine-tune"):
         build_metric("pacscore", encoder="open_clip:ViT-B-32/openai", weights="smoke")

@@ -60,7 +60,7 @@ def test_metrics_add_scores_the_bundled_sample_with_every_new_metric(tmp_path, c
         assert np.isfinite(out[name].astype(float)).all(), name
     meta = json.loads((run / "scores.metrics.json").read_text())
     reports = json.dumps(meta)
-    assert "open_clip:pacs-ViT-B-32@smoke" in reports and "open_clip:longclip-B@smoke" in reports
+    assert "smoke:open-clip/pacs-ViT-B-32" in reports and "smoke:open-clip/longclip-B" in reports
 
 
 def test_correlate_prints_one_table_for_all_of_them(tmp_path, capsys):

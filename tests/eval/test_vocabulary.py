@@ -122,10 +122,11 @@ def test_old_option_spellings_are_gone(argv, capsys):
 
 
 def test_old_metric_name_is_unknown_with_a_suggestion(capsys):
-    from eval.metrics import UnknownMetricError, parse_metric_names
+    from eval.metrics import parse_metric_names
+    from recon_score.registry import UnknownNameError
 
     with pytest.raises(
-        UnknownMetricError, match=r"unknown metric 'reconscore' \(did you mean 'recon_score'\?\)"
+        UnknownNameError, match=r"unknown metric 'reconscore' \(did you mean 'recon_score'\?\)"
     ):
         parse_metric_names("bleu4,reconscore")
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from eval.preferences import load_preferences
 from preference_data import (
     PreferenceFormatError,
     load_flickr8k_crowdflower,
     load_flickr8k_expert,
-    load_preferences,
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "flickr8k"

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 import preference_data
-from preference_data import COLUMNS, PreferenceFormatError, load_preferences, load_ranking
+from eval.preferences import load_preferences
+from preference_data import COLUMNS, PreferenceFormatError, load_ranking
 
 PKG = Path(preference_data.__file__).parent
 EXAMPLES = PKG / "examples"
@@ -119,7 +120,9 @@ def test_unknown_suffix_and_missing_file(tmp_path):
         load_ranking(tmp_path / "r.txt")
     with pytest.raises(PreferenceFormatError, match="file not found"):
         load_preferences(tmp_path / "r.jsonl", "ranking")
-    with pytest.raises(ValueError, match="unknown preference format"):
+    with pytest.raises(
+        ValueError, match=r"unknown preference format 'rankings' \(did you mean 'ranking'\?\)"
+    ):
         load_preferences(EXAMPLES / "ranking_example.jsonl", "rankings")
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from eval.preferences import load_preferences
 from preference_data import (
     PreferenceFormatError,
-    load_preferences,
     load_references,
     load_scores_csv,
     load_thumb,

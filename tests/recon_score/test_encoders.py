@@ -45,6 +45,12 @@ def test_parse_spec():
         ("smoke:z-image", "a pipeline or language model, not an encoder"),
         ("smoke:clip", "unknown synthetic model 'smoke:clip'"),
         ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),
+        (
+            "open_clip:pacs-ViT-B-32@smoke",
+            "spell it 'smoke:open-clip/pacs-ViT-B-32'",
+        ),  # a release's random twin
+        ("open_clip:longclip-B@shapes", "spell it 'shapes:open-clip/longclip-B'"),
+        ("smoke:open-clip/ViT-B-32", "'ViT-B-32' is not a released CLIP fine-tune"),
     ],
 )
 def test_synthetic_specs_have_one_spelling(spec, why):
@@ -61,6 +67,13 @@ def test_unknown_specs_are_explained(spec):
 def test_typo_gets_a_suggestion():
     with pytest.raises(UnknownEncoderError, match="did you mean 'dreamsim'"):
         build_encoder("dreamsm:ensemble")
+
+
+def test_a_release_with_random_weights_is_a_synthetic_model():
+    """`smoke:open-clip/RELEASE` is the release's architecture (its text context included), tiny and random."""
+    enc = build_encoder("smoke:open-clip/longclip-B", device="cpu")
+    assert enc.info.spec == "smoke:open-clip/longclip-B" and enc.info.extra["context_length"] == 248
+    assert check_encoder("smoke:open-clip/pacs-ViT-B-32")["available"]
 
 
 def test_listing_covers_every_family():

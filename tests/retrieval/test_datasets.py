@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from recon_score.errors import InputError
-from retrieval.datasets import BENCHMARKS, UnknownBenchmarkError, load_benchmark
+from recon_score.registry import UnknownNameError
+from retrieval.datasets import BENCHMARKS, load_benchmark
 from retrieval.datasets.patterncom import file_class
 from retrieval.errors import DatasetLayoutError
 from retrieval.textlists import read_text_list
@@ -22,7 +23,7 @@ def positives_of(bench, qi: int) -> list[str]:
 
 def test_registry_and_unknown_names(tmp_path):
     assert set(BENCHMARKS) == {"patterncom", "xview2-cir", "icir", "edir", "circo", "cirr", "fashioniq"}
-    with pytest.raises(UnknownBenchmarkError, match="did you mean 'icir'"):
+    with pytest.raises(UnknownNameError, match="did you mean 'icir'"):
         load_benchmark("icirr", tmp_path)
 
 

@@ -6,10 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from recon_score.errors import InputError
+from recon_score.registry import UnknownNameError
 from retrieval.data import EvalData
 from retrieval.errors import MethodUnavailableError
 from retrieval.evaluate import evaluate
-from retrieval.methods import METHODS, UnknownMethodError, build_method
+from retrieval.methods import METHODS, Input, build_method
 from retrieval.methods.base import MethodContext, Resources
 from retrieval.methods.basic import contrastive_projection
 from retrieval.methods.freedom import frequent_words, proxy_features
@@ -58,12 +59,22 @@ def planted() -> EvalData:
     return EvalData(q_img, q_txt, db, torch.tensor([[0, 0]]), ["g"]).validate()
 
 
+def test_a_bundle_runs_the_methods_whose_inputs_it_holds():
+    """The methods `retrieve-eval` runs on a bundle alone follow from their inputs (BASIC's text encoder is
+    optional: contextualisation is off on a bundle)."""
+    on_bundle = {n for n, m in METHODS.items() if m.runs_on_bundle}
+    assert on_bundle == {"text", "image", "sum", "product", "weicom", "basic"}
+    assert Input.TEXT_ENCODER in METHODS["basic"].optional and Input.CORPORA in METHODS["basic"].inputs
+    assert "--corpus-pos/--corpus-neg" in METHODS["basic"].needs()
+    assert "--checkpoint searle=PATH" in METHODS["searle"].needs()
+
+
 def test_registry_lists_every_method():
     names = set(METHODS)
     assert {"text", "image", "sum", "product", "weicom", "basic", "freedom", "cirevl"} <= names
     assert {"pic2word", "searle", "compodiff", "magiclens"} <= names
     assert METHODS["freedom"].linear and not METHODS["product"].linear
-    with pytest.raises(UnknownMethodError, match="did you mean 'weicom'"):
+    with pytest.raises(UnknownNameError, match="unknown retrieval method 'weicom2' \\(did you mean 'weicom'"):
         build_method("weicom2")
     with pytest.raises(InputError, match="no hyperparameter 'lambda'; its hyperparameters are: lam"):
         build_method("weicom", {"lambda": "0.3"})
