@@ -602,9 +602,14 @@ def release_transform(release: Release, size):
 
 
 @torch.no_grad()
-def round_to_fp16(model: torch.nn.Module) -> None:
+def round_to_fp16(model: torch.nn.Module, *, everything: bool = False) -> None:
     """Round, in place (dtype kept), what OpenAI CLIP's `convert_weights` casts to fp16: Linear/Conv weights and
-    biases, MultiheadAttention projections and biases, and `text_projection` / `proj`."""
+    biases, MultiheadAttention projections and biases, and `text_projection` / `proj`; with `everything`, every
+    floating parameter (what `from_pretrained(torch_dtype=float16)` casts)."""
+    if everything:
+        for param in model.parameters():
+            param.copy_(param.half())
+        return
     names = ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "bias_k", "bias_v")
     for module in model.modules():
         tensors = []
