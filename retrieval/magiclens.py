@@ -356,7 +356,13 @@ def state_from_release(path: str | Path) -> tuple[MagicLensConfig, dict[str, Ten
     parameter the mapping does not read is refused, so nothing of a release is silently dropped."""
     where = str(path)
     tree = read_flax_pickle(path)
-    params = flatten(tree.get("params", tree))
+    params = tree.get("params", tree)
+    if not isinstance(params, dict):
+        raise InputError(f"{where}: 'params' is a {type(params).__name__}, not a parameter tree")
+    try:
+        params = flatten(params)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from err
     cfg = config_from_params(params, where)
     seen: set[str] = set()
 
