@@ -174,3 +174,20 @@ def test_source_weight_one_is_the_image_only_baseline(tmp_path):
     per_query = pd.read_parquet(tmp_path / "out" / "per_query.parquet")
     ap = per_query.pivot(index="query_index", columns="method", values="ap")
     assert np.allclose(ap["compodiff"], ap["image"], atol=1e-6)
+
+
+def test_the_reference_tower_is_a_rounded_copy_and_the_database_encoder_is_untouched():
+    """clip_weights="fp16-rounded": every parameter of a copy of the run's open_clip image tower goes through fp16
+    (what from_pretrained(torch_dtype=float16).to(float32) does to the authors' vision tower)."""
+    from recon_score.encoders import build_encoder
+    from retrieval.methods.compodiff import reference_encoder
+
+    enc = build_encoder("smoke:open-clip", device="cpu")
+    before = {k: v.clone() for k, v in enc.model.state_dict().items()}
+    rounded, note = reference_encoder(enc, "fp16-rounded")
+    assert note == "fp16-rounded copy" and rounded is not enc
+    for key, value in rounded.model.named_parameters():
+        assert torch.equal(value, before[key].half().float()), key
+    assert all(torch.equal(v, before[k]) for k, v in enc.model.state_dict().items())
+    assert any(not torch.equal(before[k].half().float(), before[k]) for k in before if before[k].is_floating_point())
+    assert reference_encoder(enc, "as-stored") == (enc, "as stored")
