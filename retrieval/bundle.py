@@ -155,6 +155,60 @@ def load_bundle(path: str | Path) -> Bundle:
     return Bundle(path=path, data=data, resources=resources, protocol=protocol)
 
 
+MAX_INFLATION = 200  # uncompressed / compressed bytes above which a member is refused (deflate tops out near 1032)
+SMALL_MEMBER = 256 << 20  # members up to this size are read whatever their ratio (strings compress well)
+
+
+def _memory_bytes() -> int:
+    try:
+        import os
+
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62
+
+
+def _check_members(fh, where: str) -> None:
+    """Before any array is read: each member's .npy header declares a shape and dtype whose size must be what
+    the zip says the member holds, inflate no more than MAX_INFLATION times its stored bytes (past
+    SMALL_MEMBER), and all of them must fit in this machine's memory. Nothing is decompressed beyond the
+    headers."""
+    import numpy.lib.format as npy
+
+    with zipfile.ZipFile(fh) as zf:
+        total = 0
+        for info in zf.infolist():
+            key = info.filename.removesuffix(".npy")
+            with zf.open(info) as member:
+                try:
+                    version = npy.read_magic(member)
+                    read = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}.get(version)
+                    if read is None:
+                        raise ValueError(f"npy format version {version}")
+                    shape, _, dtype = read(member)
+                except ValueError as err:
+                    raise BundleError(where, key, f"has no readable .npy header ({err})", "Write it with np.savez.") from err
+                header = member.tell()
+            if dtype.hasobject:
+                raise BundleError(where, key, "needs pickle to load (an object array)", "Store strings with dtype=str.")
+            declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if header + declared != info.file_size:
+                raise BundleError(
+                    where, key, f"declares shape {shape} of {dtype} ({declared} bytes) but the archive holds "
+                    f"{info.file_size - header} bytes for it", "The file is damaged or forged; write it again with np.savez."
+                )  # fmt: skip
+            if info.file_size > max(SMALL_MEMBER, MAX_INFLATION * max(info.compress_size, 1)):
+                raise BundleError(
+                    where, key, f"inflates from {info.compress_size} to {info.file_size} bytes "
+                    f"({info.file_size // max(info.compress_size, 1)}x)", "Refused as a decompression bomb."
+                )  # fmt: skip
+            total += info.file_size
+        if total > _memory_bytes():
+            raise BundleError(
+                where, "*", f"holds {total} bytes of arrays, more than this machine's memory", "Split the bundle."
+            )
+
+
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of the .npz, without pickle; only bundle keys, the required ones present."""
     where = str(path)
@@ -172,6 +226,13 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
                 f"{path} is not a .npz file (it starts with {head!r}, a .npz is a zip archive); "
                 "write it again with np.savez"
             )
+        try:
+            _check_members(fh, where)
+        except (EOFError, OSError, zipfile.BadZipFile) as err:  # 0 bytes, truncated, not a zip at all
+            raise InputError(
+                f"{path} is not a readable .npz file ({_reason(err)}); write it again with np.savez"
+            ) from err
+        fh.seek(0)
         try:
             npz = np.load(fh, allow_pickle=False)
         except ValueError as err:

@@ -326,6 +326,13 @@ def load_compodiff(folder: str | Path) -> CompoDiff:
     model = CompoDiff(cfg)
     wanted = set(model.state_dict())
     kept = {k.replace("noise_scheduler.", ""): v for k, v in state.items()}
+    schedule = {k.replace("noise_scheduler.", "") for k in state if k.startswith("noise_scheduler.")}
+    unused = sorted(set(kept) - wanted - schedule)  # training-only schedule tensors (betas, ...) are not weights
+    if unused:  # e.g. more layers than config.json's model_depth: loading fewer would be a different model
+        raise InputError(
+            f"{folder}: {len(unused)} checkpoint parameters that config.json's model does not use "
+            f"({', '.join(unused[:5])}); the checkpoint and config.json disagree"
+        )
     kept = {k: v for k, v in kept.items() if k in wanted}
     rotary = [v for k, v in kept.items() if k.endswith("rotary_emb.freqs")]
     for key in wanted - set(

@@ -193,8 +193,24 @@ class MagicLens(nn.Module):
 
     def forward(self, pixels: Tensor, ids: Tensor) -> Tensor:
         image = self.clip.encode_image(pixels, normalize=False)
-        text = self.clip.encode_text(ids, normalize=False)
-        return self.head(torch.stack([image, text], dim=1))
+        return self.head(torch.stack([image, self.encode_text(ids)], dim=1))
+
+    def encode_text(self, ids: Tensor) -> Tensor:
+        """open_clip's `encode_text` with scenic's TextEncoder mask: causal, and every key whose token id is 0
+        masked (`make_attention_mask(text > 0, text > 0)`): id 0 is CLIP's bare "!" token as well as padding, so
+        an inner "!" is invisible to the authors' model. Queries keep their unmasked keys (the start marker at
+        least); their treatment does not reach the pooled end marker."""
+        from open_clip.transformer import text_global_pool
+
+        clip, length = self.clip, ids.shape[1]
+        heads = clip.transformer.resblocks[0].attn.num_heads
+        x = clip.token_embedding(ids) + clip.positional_embedding[:length]
+        causal = torch.full((length, length), float("-inf"), device=ids.device).triu_(1)
+        keys = torch.zeros(ids.shape, device=ids.device).masked_fill_(ids == 0, float("-inf"))
+        mask = (causal[None] + keys[:, None, :]).repeat_interleave(heads, dim=0).to(x.dtype)
+        x = clip.ln_final(clip.transformer(x, attn_mask=mask))
+        x = text_global_pool(x, ids, clip.text_pool_type, eos_token_id=getattr(clip, "text_eos_id", None))
+        return x @ clip.text_projection
 
     @staticmethod
     def normalize(embed: Tensor) -> Tensor:
@@ -340,7 +356,13 @@ def state_from_release(path: str | Path) -> tuple[MagicLensConfig, dict[str, Ten
     parameter the mapping does not read is refused, so nothing of a release is silently dropped."""
     where = str(path)
     tree = read_flax_pickle(path)
-    params = flatten(tree.get("params", tree))
+    params = tree.get("params", tree)
+    if not isinstance(params, dict):
+        raise InputError(f"{where}: 'params' is a {type(params).__name__}, not a parameter tree")
+    try:
+        params = flatten(params)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from err
     cfg = config_from_params(params, where)
     seen: set[str] = set()
 

@@ -264,8 +264,13 @@ def paradigms(ranking, paradigms_spec, scores, images_root, preset, device, out)
 
 def _numbers(kind: type) -> Callable:
     def parse(ctx, param, value: str) -> tuple:
+        items = [x.strip() for x in value.split(",")]
+        if not any(items):
+            raise click.BadParameter(f"needs at least one {kind.__name__}, got {value!r}")
+        if not all(items):
+            raise click.BadParameter(f"an empty value at position {items.index('') + 1} of {value!r}")
         try:
-            return tuple(kind(x) for x in value.split(",") if x.strip())
+            return tuple(kind(x) for x in items)
         except ValueError:
             raise click.BadParameter(f"expected comma-separated {kind.__name__}s, got {value!r}") from None
 
@@ -302,6 +307,8 @@ def compodiff_sweep(checkpoint, dataset_root, weights, sampler_steps, sets, opti
     from eval.studies import commands
     from retrieval.run import RetrieveConfig
 
+    if not dataset_root.is_dir():
+        raise click.BadParameter(f"{dataset_root} is not a folder", param_hint="'--root'")
     base = RetrieveConfig(
         methods=["compodiff"],
         options=opt.key_values(options, "--option"),

@@ -5,7 +5,10 @@ The control for the ReconScore paper's length argument: the same score on the sa
 limit lifted. Each run records how many captions exceed 77 tokens (CLIP-S truncates them) and fit in 248
 (`clip_s_truncates_only`). Weights: `longclip-B.pt` (default, ViT-B/16) or `longclip-L.pt` (ViT-L/14) from the HF
 hub (BeichenZhang/LongCLIP-B, -L), the HF cache, RECONSCORE_WEIGHTS, or `open_clip:longclip-L@/path/file.pt`;
-loaded into open_clip's CLIP with a 248-position text table (recon_score.encoders.open_clip.RELEASES).
+loaded into open_clip's CLIP with a 248-position text table (recon_score.encoders.open_clip.RELEASES), the weights
+rounded to fp16 first as the authors' `build_model` does (`open_clip:longclip-B-fp32` keeps the file's values).
+RefLong-CLIP-S clips the max reference cosine at 0 (`reference_floor="zero"`, the CLIPScore paper's Eq. 2; the
+authors' clipscore.py and the PAC-S code do not: `"none"`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from eval.metrics.base import CaptionBatch, MetricOutput
-from eval.metrics.clip import CLIP_S_WEIGHT, ref_clip_score
+from eval.metrics.clip import CLIP_S_WEIGHT
 from eval.metrics.pacs import _ReleasedClipMetric
 
 LONGCLIP_ENCODER = "open_clip:longclip-B"
@@ -24,6 +27,7 @@ class _LongClipMetric(_ReleasedClipMetric):
     token_limit = 248  # text tokens the encoder reads (start/end markers included)
     default_encoder = LONGCLIP_ENCODER
     default_w = CLIP_S_WEIGHT
+    default_floor = "zero"  # RefCLIP-S as the CLIPScore paper's Eq. 2 (its clipscore.py does not clip)
 
     def _report(self, batch, txt, errors, extra) -> dict:
         facts = super()._report(batch, txt, errors, extra)
@@ -40,4 +44,4 @@ class LongCLIPScore(_LongClipMetric):
 
 class RefLongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_with_references(batch, ref_clip_score)
+        return self._score_with_references(batch, self._harmonic)

@@ -5,13 +5,16 @@ contrastive fine-tune of CLIP, with the authors' weight w = 2.
     RefPAC-S(c, R, v) = 2 * PAC-S * s / (PAC-S + s),   s = max_r cos(E_text(prefix + c), E_text(prefix + r))
 
 As the authors' `evaluation/pac_score/pac_score.py`: texts are tokenised with CLIP's 77-token limit
-(`truncate=True`), references get the prefix too, and unlike RefCLIP-S the reference similarity is not clipped at
-0. Weights: the authors' fine-tuned ViT-B/32 (`clip_ViT-B-32.pth`, default) or ViT-L/14 (`openClip_ViT-L-14.pth`),
+(`truncate=True`), references get the prefix too, and unlike the CLIPScore paper's RefCLIP-S the reference
+similarity is not clipped at 0 (`reference_floor="none"`, the default here; `"zero"` clips it as that paper's
+Eq. 2 does). Unclipped, RefPAC-S is unbounded: a negative s makes 2ps/(p+s) negative, or large when p + s is
+near 0. Weights: the authors' fine-tuned ViT-B/32 (`clip_ViT-B-32.pth`, default) or ViT-L/14 (`openClip_ViT-L-14.pth`),
 found in RECONSCORE_WEIGHTS or named as `open_clip:pacs-ViT-L-14@/path/openClip_ViT-L-14.pth`; they are published
 on Google Drive only, so nothing downloads them. PAC-S++ (the IJCV 2025 extension): `encoder=
 "open_clip:pacs++-ViT-B-32"` or `"open_clip:pacs++-ViT-L-14"` (`PAC++_clip_ViT-*.pth`, LoRA r = 4 folded into the
-weights at load). Images: CLIP's own preprocessing (bicubic shortest-side resize,
-centre crop, OpenAI mean/std).
+weights at load, except the MLP pairs the authors' evaluation never applies; `...-lora-all` folds every pair).
+Images: each release's own transform (recon_score.encoders.open_clip.release_transform: the ViT-L/14 one
+normalises with its open_clip laion2b config's mean = std = 0.5, the others with OpenAI's).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ WEIGHTS = (
     "smoke",
     "shapes",
 )  # the released checkpoint; tiny random; full-size random (benchmarks)
+REFERENCE_FLOORS = ("none", "zero")  # the max reference cosine as is (the authors' code) / clipped at 0 (Eq. 2)
 
 
 def release_spec(encoder: str, weights: str) -> str:
@@ -46,10 +50,14 @@ def release_spec(encoder: str, weights: str) -> str:
     return f"{weights}:open-clip/{name}"
 
 
-def ref_pac_score(pac, ref_sim):
-    """Harmonic mean of PAC-S and the raw max reference cosine (the authors' `2*p*r/(p+r)`); 0 where p + r = 0."""
+def ref_pac_score(pac, ref_sim, *, floor: str = "none"):
+    """Harmonic mean of PAC-S and the max reference cosine (the authors' `2*p*r/(p+r)`), that cosine clipped at 0
+    first when `floor` is "zero" (the CLIPScore paper's Eq. 2); 0 where p + r = 0."""
     import torch
 
+    if floor not in REFERENCE_FLOORS:
+        raise ReconScoreError(f"reference_floor must be one of {', '.join(REFERENCE_FLOORS)}, got {floor!r}")
+    ref_sim = ref_sim.clamp(min=0) if floor == "zero" else ref_sim
     total = pac + ref_sim
     safe = torch.where(total == 0, torch.ones_like(total), total)
     return torch.where(total == 0, total * 0, 2 * pac * ref_sim / safe)
@@ -59,6 +67,7 @@ class _ReleasedClipMetric(_ClipMetric):
     token_limit = 77  # text tokens the encoder reads (start/end markers included)
     default_encoder = PACS_ENCODER
     default_w = PACS_WEIGHT
+    default_floor = "none"
 
     def __init__(
         self,
@@ -68,9 +77,13 @@ class _ReleasedClipMetric(_ClipMetric):
         prefix: str = DEFAULT_PREFIX,
         long_text: str = "truncate",
         w: float | None = None,
+        reference_floor: str | None = None,
         device: str | None = None,
         batch_size: int | None = None,
     ):
+        floor = self.default_floor if reference_floor is None else reference_floor
+        if floor not in REFERENCE_FLOORS:
+            raise ReconScoreError(f"reference_floor must be one of {', '.join(REFERENCE_FLOORS)}, got {floor!r}")
         super().__init__(
             encoder=release_spec(encoder or self.default_encoder, weights),
             prefix=prefix,
@@ -79,10 +92,14 @@ class _ReleasedClipMetric(_ClipMetric):
             device=device,
             batch_size=batch_size,
         )
-        self.weights = weights
+        self.weights, self.reference_floor = weights, floor
 
     def config(self) -> dict:
-        return {**super().config(), "weights": self.weights}
+        out = {**super().config(), "weights": self.weights}
+        return out | ({"reference_floor": self.reference_floor} if self.info.needs_references else {})
+
+    def _harmonic(self, image_s, ref_sim):
+        return ref_pac_score(image_s, ref_sim, floor=self.reference_floor)
 
 
 class PACScore(_ReleasedClipMetric):
@@ -92,4 +109,4 @@ class PACScore(_ReleasedClipMetric):
 
 class RefPACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_with_references(batch, ref_pac_score)
+        return self._score_with_references(batch, self._harmonic)

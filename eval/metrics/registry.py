@@ -159,17 +159,19 @@ METRICS: Registry[MetricEntry] = Registry(
         MetricEntry(
             "reflongclipscore",
             "eval.metrics.longclip:RefLongCLIPScore",
-            "RefLong-CLIP-S: RefCLIP-S's harmonic mean on Long-CLIP, 248 text tokens (BeichenZhang/LongCLIP-B)",
+            "RefLong-CLIP-S: RefCLIP-S's harmonic mean (reference cosine clipped at 0) on Long-CLIP, 248 text tokens "
+            "(BeichenZhang/LongCLIP-B)",
             **_IMAGE_REFS,
-            value_range="[0, 2.5)",
+            value_range="[0, 10/7]",  # reference_floor='zero'; unbounded with 'none'
             backend=_LONGCLIP,
         ),
         MetricEntry(
             "refpacscore",
             "eval.metrics.pacs:RefPACScore",
-            "RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine (aimagelab/pacscore)",
+            "RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine, not clipped at 0 "
+            "(aimagelab/pacscore)",
             **_IMAGE_REFS,
-            value_range="[0, 2)",
+            value_range="unbounded",  # a negative max reference cosine (not clipped) makes 2ps/(p+s) < 0 or large
             backend=_PACS,
         ),
     ),

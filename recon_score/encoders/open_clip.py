@@ -18,7 +18,7 @@ CLIPScore authors' `clip.load` builds it; the activation that ran is part of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -371,15 +371,35 @@ class Release:
         str  # "pacscore": {"state_dict": ...}; "longclip": positional_embedding + positional_embedding_res
     )
     paper: str
+    # open_clip (ARCH, TAG) whose pretrained config gives the image mean/std the authors normalise with; None:
+    # OpenAI's (the `clip._transform` every OpenAI-based release uses)
+    normalisation: tuple[str, str] | None = None
+    # LoRA pairs (key infixes) the authors' evaluation leaves out: PAC-S++'s `build_model` ends with
+    # `model.eval()`, which marks the MLP LoRA layers merged while their lora_B is still 0, and the later
+    # `load_state_dict` never merges the loaded factors, so those pairs never act
+    lora_unused: tuple[str, ...] = ()
+    # round the weights the authors' `convert_weights` turns to fp16 (Long-CLIP's build_model does, then
+    # `model.float()` on CPU) before loading them; recorded as the encoder's `checkpoint_dtype`
+    round_fp16: bool = False
 
 
 _PACS_URL = "https://github.com/aimagelab/pacscore#loading-clip-models (Google Drive)"
 _PACSPP_URL = "https://ailb-web.ing.unimore.it/publicfiles/pac++/"
+_MLP_LORA = (".mlp.c_fc.", ".mlp.c_proj.")
 RELEASES: dict[str, Release] = {
     "pacs-ViT-B-32": Release(
         "ViT-B-32-quickgelu", 77, "clip_ViT-B-32.pth", None, _PACS_URL, "pacscore", "PAC-S"
     ),
-    "pacs-ViT-L-14": Release("ViT-L-14", 77, "openClip_ViT-L-14.pth", None, _PACS_URL, "pacscore", "PAC-S"),
+    "pacs-ViT-L-14": Release(
+        "ViT-L-14",
+        77,
+        "openClip_ViT-L-14.pth",
+        None,
+        _PACS_URL,
+        "pacscore",
+        "PAC-S",
+        normalisation=("ViT-L-14", "laion2b_s32b_b82k"),  # compute_metrics.py's create_model_and_transforms
+    ),
     "pacs++-ViT-B-32": Release(
         "ViT-B-32-quickgelu",
         77,
@@ -388,6 +408,7 @@ RELEASES: dict[str, Release] = {
         _PACSPP_URL + "PAC++_clip_ViT-B-32.pth",
         "pacs++",
         "PAC-S++",
+        lora_unused=_MLP_LORA,
     ),
     "pacs++-ViT-L-14": Release(
         "ViT-L-14-quickgelu",
@@ -397,6 +418,7 @@ RELEASES: dict[str, Release] = {
         _PACSPP_URL + "PAC++_clip_ViT-L-14.pth",
         "pacs++",
         "PAC-S++",
+        lora_unused=_MLP_LORA,
     ),
     "longclip-B": Release(
         "ViT-B-16-quickgelu",
@@ -406,6 +428,7 @@ RELEASES: dict[str, Release] = {
         "https://huggingface.co/BeichenZhang/LongCLIP-B",
         "longclip",
         "Long-CLIP",
+        round_fp16=True,
     ),
     "longclip-L": Release(
         "ViT-L-14-quickgelu",
@@ -415,8 +438,15 @@ RELEASES: dict[str, Release] = {
         "https://huggingface.co/BeichenZhang/LongCLIP-L",
         "longclip",
         "Long-CLIP",
+        round_fp16=True,
     ),
 }
+# Named variants: every LoRA pair folded (what the PAC-S++ layers would add had they not been marked merged);
+# Long-CLIP with the file's fp32 values as stored.
+RELEASES |= {
+    f"{name}-lora-all": replace(RELEASES[name], lora_unused=()) for name in ("pacs++-ViT-B-32", "pacs++-ViT-L-14")
+}
+RELEASES |= {f"{name}-fp32": replace(RELEASES[name], round_fp16=False) for name in ("longclip-B", "longclip-L")}
 LONGCLIP_KEEP = 20  # Long-CLIP keeps CLIP's first 20 positions and uses its stretched copy from 20 on
 _OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # dropped by the authors' build_model
 
@@ -433,7 +463,7 @@ def release_state_dict(release: Release, checkpoint: dict) -> dict:
     state = checkpoint.get("state_dict", checkpoint) if release.layout != "longclip" else checkpoint
     state = {k: v for k, v in state.items() if k not in _OPENAI_EXTRAS}
     if release.layout == "pacs++":
-        state = merge_lora(state)
+        state = merge_lora(state, unused=release.lora_unused)
     if release.layout == "longclip" and "positional_embedding_res" in state:
         pos, res = state["positional_embedding"], state.pop("positional_embedding_res")
         state["positional_embedding"] = torch.cat([pos[:LONGCLIP_KEEP], res[LONGCLIP_KEEP:]])
@@ -443,10 +473,11 @@ def release_state_dict(release: Release, checkpoint: dict) -> dict:
 LORA_ALPHA = 1  # the authors' custom_loralib default; clip_lora.load(lora=4) passes only r
 
 
-def merge_lora(state: dict) -> dict:
+def merge_lora(state: dict, *, unused: tuple[str, ...] = ()) -> dict:
     """Fold each LoRA pair into its weight: W + (B @ A).view(W.shape) * alpha / r, which is what the authors'
     `custom_loralib` layers add in their forward (Linear, Conv2d, and MultiheadAttention's in_proj / out_proj).
-    `X.lora_A` belongs to `X.weight`; `X.in_proj_weight_lora_A` to `X.in_proj_weight`."""
+    `X.lora_A` belongs to `X.weight`; `X.in_proj_weight_lora_A` to `X.in_proj_weight`. Pairs whose key
+    contains one of `unused` are dropped without folding (the authors' evaluation never applies them)."""
     out = dict(state)
     for key in [k for k in state if k.endswith("lora_A")]:
         stem = key[: -len("lora_A")]
@@ -460,6 +491,8 @@ def merge_lora(state: dict) -> dict:
                 fix="Use the authors' file.",
             )
         weight, a, b = state[target], out.pop(key).float(), out.pop(b_key).float()
+        if any(part in key for part in unused):
+            continue
         rank = a.shape[0] // weight.shape[-1] if weight.ndim == 4 else a.shape[0]  # conv: r * kernel rows
         out[target] = weight.float() + (b @ a).view(weight.shape) * (LORA_ALPHA / rank)
     return out
@@ -534,7 +567,6 @@ def build_release(
     release's architecture with random weights (`smoke:open-clip/NAME`). The checkpoint is read with
     weights_only=True and loaded strictly."""
     import open_clip
-    from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
     release = RELEASES[name]
     if random:
@@ -552,23 +584,61 @@ def build_release(
         state = release_state_dict(release, read_checkpoint(path, f"open_clip:{name}"))
         model = release_model(release, device=device, mode="empty")
         model = load_strict(model, state, f"{path} ({release.paper} {name})").to(device)
+        if release.round_fp16:
+            round_to_fp16(model)
         n = release.context_length  # the causal mask is a non-persistent buffer: not in any state dict
         model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
         source = str(path)
-    size = model.visual.image_size
-    preprocess = open_clip.image_transform(
-        size, is_train=False, mean=OPENAI_DATASET_MEAN, std=OPENAI_DATASET_STD, resize_mode="shortest"
-    )
+    preprocess = release_transform(release, model.visual.image_size)
     tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)
+    extra = {"activation": activation_of(model), "context_length": release.context_length}
+    extra["checkpoint_dtype"] = "float16 (rounded, as the authors' build_model)" if release.round_fp16 else "as stored"
     info = EncoderInfo(
         spec=f"{random}:open-clip/{name}" if random else f"open_clip:{name}" + (f"@{where}" if where else ""),
         kind="embedding",
         modalities=("image", "text"),
         source=source,
         dim=model.text_projection.shape[1],
-        extra={"activation": activation_of(model), "context_length": release.context_length},
+        extra=extra,
     )
     return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+
+
+def release_transform(release: Release, size):
+    """The authors' eval transform: bicubic shortest-side resize, centre crop, and the mean/std of the open_clip
+    pretrained config the authors built their model from (OpenAI's where they used `clip.load`)."""
+    import open_clip
+    from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+
+    mean, std = OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+    if release.normalisation:
+        cfg = open_clip.get_pretrained_cfg(*release.normalisation) or {}
+        mean, std = cfg.get("mean") or mean, cfg.get("std") or std
+    return open_clip.image_transform(
+        size, is_train=False, mean=mean, std=std, interpolation="bicubic", resize_mode="shortest"
+    )
+
+
+@torch.no_grad()
+def round_to_fp16(model: torch.nn.Module, *, everything: bool = False) -> None:
+    """Round, in place (dtype kept), what OpenAI CLIP's `convert_weights` casts to fp16: Linear/Conv weights and
+    biases, MultiheadAttention projections and biases, and `text_projection` / `proj`; with `everything`, every
+    floating parameter (what `from_pretrained(torch_dtype=float16)` casts)."""
+    if everything:
+        for param in model.parameters():
+            param.copy_(param.half())
+        return
+    names = ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "bias_k", "bias_v")
+    for module in model.modules():
+        tensors = []
+        if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):
+            tensors += [module.weight, module.bias]
+        if isinstance(module, torch.nn.MultiheadAttention):
+            tensors += [getattr(module, n) for n in names]
+        tensors += [getattr(module, n, None) for n in ("text_projection", "proj")]
+        for t in tensors:
+            if isinstance(t, torch.Tensor):
+                t.copy_(t.half().float())
 
 
 def check_release(name: str, where: str | None, *, weights_dir: Path | None) -> dict:

@@ -11,6 +11,12 @@ code encodes the negative prompt with the *query text's* attention mask (README 
 ``negative_mask="text"`` keeps that, ``"own"`` uses the negative prompt's own mask. Their source mixing adds
 ``image_cond[0]`` (the first image of the batch) to every row; here each query mixes its own reference, which is
 the same for the one-query batches of their demo.
+
+Inputs as the authors' `CLIPHF` and demo_search.py prepare them (defaults): the CLIP towers are loaded in fp16
+and cast to fp32 (`clip_weights="fp16-rounded"`: the text encoder, and a rounded copy of the run's open_clip
+image tower for the reference; `"as-stored"` keeps the files' values), and the reference image is squashed to
+512x512 (`image.resize((512, 512))`) before the 224 px resize and centre crop (`reference_resize="squash-512"`;
+`"none"` crops the original).
 """
 
 from __future__ import annotations
@@ -44,8 +50,14 @@ class CompoDiffMethodConfig:
     seed: int = 0  # torch.manual_seed per batch, as the authors' `random_seed`
     batch_size: int = 16
     text_encoder: str = "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k"  # hub id or local folder (CLIPTextModel)
+    clip_weights: str = "fp16-rounded"  # the authors' from_pretrained(torch_dtype=float16).to(float32); "as-stored"
+    reference_resize: str = "squash-512"  # demo_search.py's image.resize((512, 512)); "none"
 
     def __post_init__(self):
+        if self.clip_weights not in ("fp16-rounded", "as-stored"):
+            raise ValueError(f"clip_weights must be 'fp16-rounded' or 'as-stored', got {self.clip_weights!r}")
+        if self.reference_resize not in ("squash-512", "none"):
+            raise ValueError(f"reference_resize must be 'squash-512' or 'none', got {self.reference_resize!r}")
         if self.steps < 2:
             raise ValueError(f"steps must be >= 2, got {self.steps}")
         if not 0.0 <= self.source_weight <= 1.0:
@@ -86,15 +98,15 @@ class CompoDiffMethod(Method):
         from recon_score.hub import resolve_model
         from retrieval.compodiff import load_compodiff
 
-        key = f"{folder}|{self.config.text_encoder}"
+        key = f"{folder}|{self.config.text_encoder}|{self.config.clip_weights}"
         if key not in self._loaded:
-            from transformers import CLIPTextModel, CLIPTokenizer
+            from transformers import CLIPTokenizer
 
             text = resolve_model(
                 self.config.text_encoder, kind="CLIP text encoder", option="--set compodiff.text_encoder"
             )
             model = load_compodiff(folder)
-            encoder = CLIPTextModel.from_pretrained(str(text.path), dtype=torch.float32).eval()
+            encoder = load_text_encoder(text.path, self.config.clip_weights)
             tokenizer = CLIPTokenizer.from_pretrained(str(text.path))
             if encoder.config.hidden_size != model.cfg.text_width:
                 raise InputError(
@@ -117,12 +129,13 @@ class CompoDiffMethod(Method):
         from tqdm.auto import tqdm
 
         rows, texts = ctx.query_index.tolist(), ctx.texts()
+        image_encoder, rounded = reference_encoder(r.encoder, cfg.clip_weights)
         out = []
         bar = tqdm(total=len(rows), unit="query", desc="compodiff sampling", leave=False)
         for start in range(0, len(rows), cfg.batch_size):
             batch = rows[start : start + cfg.batch_size]
-            images = [r.load_reference(i) for i in batch]
-            image = r.encoder.encode_images(images, normalize=False).float().cpu().unsqueeze(1)
+            images = [squash(r.load_reference(i), cfg.reference_resize) for i in batch]
+            image = image_encoder.encode_images(images, normalize=False).float().cpu().unsqueeze(1)
             prompts = [cfg.template.format(text=t) for t in texts[start : start + cfg.batch_size]]
             cond, negative = self._text_states(text_model, tokenizer, prompts)
             sample = model.sample(
@@ -144,7 +157,8 @@ class CompoDiffMethod(Method):
             f"({cfg.steps - 1} denoiser evaluations), source weight {cfg.source_weight}, guidance "
             f"({cfg.image_scale}, {cfg.text_scale}), negative prompt {cfg.negative_prompt!r} "
             f"(mask: {cfg.negative_mask}), {cfg.num_samples} samples, seed {cfg.seed} per batch of "
-            f"{cfg.batch_size}"
+            f"{cfg.batch_size}; CLIP weights {cfg.clip_weights} (reference image tower: {rounded}), reference "
+            f"resize {cfg.reference_resize}"
         )
         return prepared
 
@@ -158,6 +172,38 @@ class CompoDiffMethod(Method):
             cond = text_model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"])
             neg = text_model(input_ids=negative["input_ids"], attention_mask=mask)
         return cond.last_hidden_state.float(), neg.last_hidden_state.float()
+
+
+def load_text_encoder(path, clip_weights: str):
+    """models.py `CLIPHF`: `CLIPTextModel.from_pretrained(..., torch_dtype=float16).to(float32)` ("fp16-rounded"),
+    or the file's values ("as-stored")."""
+    from transformers import CLIPTextModel
+
+    dtype = torch.float16 if clip_weights == "fp16-rounded" else torch.float32
+    return CLIPTextModel.from_pretrained(str(path), dtype=dtype).to(torch.float32).eval()
+
+
+def squash(image, mode: str):
+    """demo_search.py: `image.resize((512, 512))` (PIL's default filter) before CLIPImageProcessor."""
+    return image.resize((512, 512)) if mode == "squash-512" else image
+
+
+def reference_encoder(encoder, clip_weights: str):
+    """(encoder for the reference images, what was done): with "fp16-rounded", a copy of an open_clip encoder
+    whose weights are rounded as `from_pretrained(torch_dtype=float16).to(float32)` rounds the authors' vision
+    tower (the database keeps the run's encoder); other encoders are used as they are."""
+    import copy
+
+    from recon_score.encoders.open_clip import OpenCLIPEncoder, round_to_fp16
+
+    if clip_weights != "fp16-rounded":
+        return encoder, "as stored"
+    if not isinstance(encoder, OpenCLIPEncoder):
+        return encoder, f"as stored ({type(encoder).__name__} is not rounded)"
+    rounded = copy.copy(encoder)
+    rounded.model = copy.deepcopy(encoder.model)
+    round_to_fp16(rounded.model, everything=True)
+    return rounded, "fp16-rounded copy"
 
 
 def compodiff_status() -> tuple[bool, list[str]]:

@@ -98,8 +98,8 @@ def test_retrieve_eval_damaged_bundle(tmp_path, capsys, damage):
             for name in z.namelist():
                 w.writestr(name, z.read(name)[:40] if name == "database.npy" else z.read(name))
     assert main(["retrieve-eval", "--bundle", str(bundle), "--method", "sum", "--json"]) == 1
-    problem = "is damaged (ValueError: EOF" if damage == "bad-member" else "is not a readable .npz file ("
-    assert _one_error_line(capsys).startswith(f"error: {bundle} {problem}")
+    problem = ": 'database' has no readable .npy header (EOF" if damage == "bad-member" else " is not a readable .npz file ("
+    assert _one_error_line(capsys).startswith(f"error: {bundle}{problem}")
 
 
 def _describe_run(folder: Path, candidates: bytes) -> Path:

@@ -51,3 +51,30 @@ def test_the_swept_settings_cannot_also_be_set(tmp_path, capsys):
     assert "what the sweep varies" in capsys.readouterr().err
     assert main(_argv(root, release, tmp_path / "s2", "--weights", "0.2,1.5")) != 0
     assert "[0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--weights", ""], "needs at least one float"),
+        (["--weights", " , "], "needs at least one float"),
+        (["--weights", "0.1,,0.2"], "an empty value at position 2 of '0.1,,0.2'"),
+        (["--sampler-steps", "5,"], "an empty value at position 2"),
+        (["--weights", "0.1,x"], "expected comma-separated floats"),
+    ],
+)
+def test_empty_or_holed_grids_are_refused(tmp_path, capsys, extra, message):
+    """`--weights ""` used to exit 0 with an empty table and never look at --root."""
+    root = layouts.patterncom(tmp_path / "PatternNet")
+    (tmp_path / "release").mkdir()  # click checks that the folder exists; the grid is refused before it is read
+    assert main(_argv(root, tmp_path / "release", tmp_path / "sweep", *extra)) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_a_missing_root_is_refused_before_any_point(tmp_path, capsys):
+    release = _release_for_smoke(tmp_path / "CompoDiff-tiny")
+    assert main(_argv(tmp_path / "no-such-root", release, tmp_path / "sweep", "--weights", "0.2")) == 2
+    assert "no-such-root is not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()

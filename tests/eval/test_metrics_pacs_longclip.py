@@ -144,7 +144,8 @@ def test_longclip_position_table_matches_the_authors_masks():
 def test_released_key_layout_loads_strictly(name):
     """Every key and shape of the authors' model (as their loader saves/loads it) fits open_clip's CLIP."""
     rel = RELEASES[name]
-    state = {k: torch.empty(shape, device="meta") for k, shape in LAYOUTS[name].items()}
+    layout = next(LAYOUTS[k] for k in LAYOUTS if RELEASES[k].filename == rel.filename)  # variants share a file
+    state = {k: torch.empty(shape, device="meta") for k, shape in layout.items()}
     ckpt = {"state_dict": state} if rel.layout != "longclip" else state
     model = release_model(rel, device="cpu", mode="empty")
     load_strict(model, release_state_dict(rel, ckpt), name)
@@ -159,7 +160,9 @@ def test_released_key_layout_loads_strictly(name):
 
 def test_pacs_plus_plus_lora_folds_into_the_weights_as_the_authors_layers_add_it():
     """custom_loralib (aimagelab/pacscore): Linear adds (x A^T B^T) * s; MultiheadAttention's in_proj adds
-    linear(linear(x, A), B) * s; Conv2d convolves with W + (B A).view(W.shape) * s; s = lora_alpha / r = 1 / 4."""
+    linear(linear(x, A), B) * s; Conv2d convolves with W + (B A).view(W.shape) * s; s = lora_alpha / r = 1 / 4.
+    Every pair folded is the `-lora-all` variant; the releases' default leaves the MLP pairs out, as the authors'
+    evaluation does (tests/eval/test_pacs_longclip_reference.py runs it against their code)."""
     import torch.nn.functional as F
 
     from recon_score.encoders.open_clip import merge_lora
@@ -206,6 +209,10 @@ def test_pacs_plus_plus_lora_folds_into_the_weights_as_the_authors_layers_add_it
     img = torch.randn(1, 3, 4, 4, generator=g)
     conv_authors = F.conv2d(img, cw + (cb @ ca).view(cw.shape) * s, stride=k)
     torch.testing.assert_close(F.conv2d(img, merged["conv1.weight"], stride=k), conv_authors)
+    default = merge_lora({f"x.{k}": v for k, v in state.items()}, unused=RELEASES["pacs++-ViT-B-32"].lora_unused)
+    torch.testing.assert_close(default["x.mlp.c_fc.weight"], w)  # the MLP pair is dropped, not folded
+    torch.testing.assert_close(default["x.attn.in_proj_weight"], merged["attn.in_proj_weight"])
+    assert not [k for k in default if "lora" in k]
 
 
 @pytest.fixture

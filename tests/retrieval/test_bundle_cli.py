@@ -250,3 +250,47 @@ def test_repeated_query_ids_are_refused_naming_the_rows(tmp_path):
     bundle = write(tmp_path / "b.npz", query_id=np.array(["q0", "q1", "q0"]))
     with pytest.raises(Exception, match=r"1 repeated query_id\(s\): 'q0' at row 0 and row 2"):
         load_bundle(bundle)
+
+
+def _zip_with(path, name: str, write_member) -> str:
+    """The test bundle with member `name` written by `write_member(fh)` (other members as np.savez writes them)."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for key, value in arrays().items():
+            if f"{key}.npy" != name:
+                buf = io.BytesIO()
+                np.save(buf, value)
+                zf.writestr(f"{key}.npy", buf.getvalue())
+        with zf.open(name, "w", force_zip64=True) as fh:
+            write_member(fh)
+    return str(path)
+
+
+def test_a_header_declaring_a_trillion_floats_is_refused_before_reading(tmp_path, capsys):
+    def forged(fh):
+        np.lib.format.write_array_header_2_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (10**12,)})
+        fh.write(np.zeros(16, np.float32).tobytes())
+
+    path = _zip_with(tmp_path / "huge.npz", "database.npy", forged)
+    with pytest.raises(BundleError, match=r"'database' declares shape \(1000000000000,\) of float32 \(4000000000000 bytes\) but the archive holds 64"):
+        load_bundle(path)
+    assert main(["retrieve-eval", "--bundle", path, "--method", "image"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "huge.npz: 'database' declares shape" in err
+
+
+def test_a_deflate_bomb_is_refused_before_inflating(tmp_path):
+    """320 MiB of zeros deflate to ~0.3 MiB (the report's case: 1.9 MB inflating to 2.5 GB)."""
+    n = 80 << 20  # float32 values
+
+    def bomb(fh):
+        np.lib.format.write_array_header_2_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (n // 4, 4)})
+        zeros = bytes(16 << 20)
+        for _ in range(n * 4 // len(zeros)):
+            fh.write(zeros)
+
+    path = _zip_with(tmp_path / "bomb.npz", "database.npy", bomb)
+    with pytest.raises(BundleError, match=r"'database' inflates from \d+ to \d+ bytes \(\d+x\).*decompression bomb"):
+        load_bundle(path)

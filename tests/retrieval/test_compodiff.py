@@ -65,6 +65,44 @@ def test_the_defaults_are_the_papers_and_bad_settings_are_refused():
         build_method("compodiff", {"source_weight": "1.5"})
 
 
+def test_a_checkpoint_with_parameters_the_config_does_not_use_is_refused(release, tmp_path):
+    """A checkpoint with 2 layers under a config.json that asks for 1 used to load silently as a 1-layer model."""
+    folder = tmp_path / "one_layer"
+    shutil.copytree(release, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_depth": 1}))
+    with pytest.raises(ValueError, match=r"checkpoint parameters that config\.json's model does not use.*layers\.1"):
+        load_compodiff(folder)
+
+
+def test_clip_inputs_are_the_authors_fp16_rounded_towers_and_512_squash():
+    """models.py CLIPHF: from_pretrained(torch_dtype=float16).to(float32); demo_search.py: resize((512, 512))
+    before build_model's CLIPImageProcessor (clip_inputs/, made by make_compodiff_clip_inputs.py)."""
+    import open_clip
+    from PIL import Image
+
+    from retrieval.methods.compodiff import load_text_encoder, squash
+
+    ref = np.load(DATA / "clip_inputs" / "reference.npz")
+    ids, mask = torch.from_numpy(ref["ids"]).long(), torch.from_numpy(ref["mask"]).long()
+    diff = {}
+    for mode in ("fp16-rounded", "as-stored"):
+        with torch.no_grad():
+            states = load_text_encoder(DATA / "clip_inputs" / "text_encoder", mode)(ids, attention_mask=mask)
+        diff[mode] = float(np.abs(states.last_hidden_state.numpy() - ref["states"]).max())
+    assert diff["fp16-rounded"] < 1e-5 < diff["as-stored"]
+    mean, std = open_clip.OPENAI_DATASET_MEAN, open_clip.OPENAI_DATASET_STD  # open_clip:ViT-L-14-quickgelu/openai
+    transform = open_clip.image_transform(224, is_train=False, mean=mean, std=std, resize_mode="shortest")
+    pacs = Path(__file__).parents[1] / "data" / "metrics" / "pacscore"
+    for i in range(2):
+        image = Image.open(pacs / f"image{i}.png")
+        levels = lambda px: (px.numpy() * np.array(std)[:, None, None] + np.array(mean)[:, None, None]) * 255  # noqa: E731
+        near = np.abs(levels(transform(squash(image, "squash-512"))) - ref["levels"][i])
+        # open_clip's torchvision resize and the processor's PIL resize round 0.4% of values one level apart
+        assert near.max() < 1.001 and (near > 0.5).mean() < 0.01
+        assert (np.abs(levels(transform(squash(image, "none"))) - ref["levels"][i]) > 0.5).mean() > 0.5
+
+
 def test_a_release_without_weights_or_config_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"has no config\.json"):
         load_compodiff(tmp_path)
@@ -120,7 +158,8 @@ def test_retrieve_runs_compodiff_on_a_synthetic_patterncom(tmp_path, capsys):
 
 
 def test_source_weight_one_is_the_image_only_baseline(tmp_path):
-    """w = 1 keeps only the reference embedding: CompoDiff's scores are then the `image` baseline's."""
+    """w = 1 keeps only the reference embedding: CompoDiff's scores are then the `image` baseline's (with the
+    reference read as the baseline reads it: not squashed, the run encoder's own weights)."""
     from retrieval.run import RetrieveConfig, run_retrieve
 
     release = _release_for_smoke(tmp_path / "CompoDiff-tiny")
@@ -128,9 +167,27 @@ def test_source_weight_one_is_the_image_only_baseline(tmp_path):
     cfg = RetrieveConfig(
         benchmark="patterncom", root=root, encoder="smoke:open-clip", methods=["compodiff", "image"],
         out=tmp_path / "out", checkpoints={"compodiff": release}, device="cpu",
-        overrides={"compodiff": {"text_encoder": "smoke:hf-clip", "steps": "2", "source_weight": "1"}},
+        overrides={"compodiff": {"text_encoder": "smoke:hf-clip", "steps": "2", "source_weight": "1",
+                                 "clip_weights": "as-stored", "reference_resize": "none"}},
     )  # fmt: skip
     assert run_retrieve(cfg, progress=False).exit_code == 0
     per_query = pd.read_parquet(tmp_path / "out" / "per_query.parquet")
     ap = per_query.pivot(index="query_index", columns="method", values="ap")
     assert np.allclose(ap["compodiff"], ap["image"], atol=1e-6)
+
+
+def test_the_reference_tower_is_a_rounded_copy_and_the_database_encoder_is_untouched():
+    """clip_weights="fp16-rounded": every parameter of a copy of the run's open_clip image tower goes through fp16
+    (what from_pretrained(torch_dtype=float16).to(float32) does to the authors' vision tower)."""
+    from recon_score.encoders import build_encoder
+    from retrieval.methods.compodiff import reference_encoder
+
+    enc = build_encoder("smoke:open-clip", device="cpu")
+    before = {k: v.clone() for k, v in enc.model.state_dict().items()}
+    rounded, note = reference_encoder(enc, "fp16-rounded")
+    assert note == "fp16-rounded copy" and rounded is not enc
+    for key, value in rounded.model.named_parameters():
+        assert torch.equal(value, before[key].half().float()), key
+    assert all(torch.equal(v, before[k]) for k, v in enc.model.state_dict().items())
+    assert any(not torch.equal(before[k].half().float(), before[k]) for k in before if before[k].is_floating_point())
+    assert reference_encoder(enc, "as-stored") == (enc, "as stored")

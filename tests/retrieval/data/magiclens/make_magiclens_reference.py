@@ -70,6 +70,20 @@ magiclens_model.MagicLensConfig["tiny"] = dict(
 )
 
 
+def inner_zero_outputs(model, params, images) -> dict:
+    """Texts with token id 0 before the end marker (0 is CLIP's bare "!" token, e.g. in 'the banner says "go!".'):
+    scenic's TextEncoder masks those keys (make_attention_mask(text > 0, text > 0) with the causal mask)."""
+    ids = np.array([[62, 5, 0, 33, 63, 0, 0, 0], [62, 0, 0, 63, 0, 0, 0, 0], [62, 40, 2, 0, 11, 0, 50, 63]], np.int32)
+    batch = {"ids": jnp.asarray(ids), "image": jnp.asarray(images)}
+    out = model.apply(params, batch)
+    _, txt_emb = model.apply(params, batch, method=model.clip_encode)
+    return {
+        "inner0_ids": ids,
+        "inner0_clip_text": np.asarray(txt_emb),
+        "inner0_multimodal_embed_norm": np.asarray(out["multimodal_embed_norm"]),
+    }
+
+
 def main() -> None:
     model = magiclens_model.MagicLens("tiny")
     length = 8  # token sequence length (the release uses 77)
@@ -134,6 +148,7 @@ def main() -> None:
         png_rgb=rgb,
         png_process_img=np.asarray(png_image),
         png_embed_norm=np.asarray(png_embed["multimodal_embed_norm"]),
+        **inner_zero_outputs(model, params, images[:3]),
     )
 
     # a bfloat16 leaf and a leaf in flax's chunked form (chunks above MAX_CHUNK_SIZE bytes; 2**30 in a release)
