@@ -295,8 +295,8 @@ def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo")
     if alpha is not None and extras[0] == 2 and _alpha_is_data(stack[..., alpha]):
         warnings.warn(
             ReconScoreWarning(
-                f"image {label!r}: band {alpha + 1} is tagged as unassociated alpha but would blank most of "
-                "the image (most of its values lie between transparent and opaque, e.g. a near-infrared band); "
+                f"image {label!r}: band {alpha + 1} is tagged as unassociated alpha but is not a mask (most of "
+                "its values lie between transparent and opaque, e.g. a near-infrared band); "
                 f"read as a data band and not applied (--bands {alpha + 1} shows it)"
             ),
             stacklevel=2,
@@ -315,16 +315,16 @@ def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo")
 
 def _alpha_is_data(a: np.ndarray) -> bool:
     """A band tagged as alpha that is really data (tifffile tags any 4th sample of an RGB image as unassociated
-    alpha, so RGB+NIR products carry one): it would darken most pixels below half, and most of its values are
-    neither fully transparent nor fully opaque. A real mask (0/max, soft only at edges) keeps its meaning."""
+    alpha, so RGB+NIR products carry one): most of its values are neither fully transparent (0) nor fully opaque
+    (the type's maximum), whatever their level (a bright NIR band would only dim the image, a dark one blank it).
+    A real mask (0/max, soft only at its edges) keeps its meaning."""
     if a.dtype.kind == "f":
         frac = np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
     elif a.dtype.kind in "ui":
         frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
     else:
         return False
-    partial = np.mean((frac > 0) & (frac < 1))
-    return bool(partial > 0.5 and np.mean(frac < 0.5) > 0.5)
+    return bool(np.mean((frac > 0) & (frac < 1)) > 0.5)
 
 
 def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:

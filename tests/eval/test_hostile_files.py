@@ -234,6 +234,39 @@ def test_rgb_nir_tiff_fourth_band_is_data_not_alpha(tmp_path):
     assert masked[16:].max() == 0 and masked[:16].mean() > 50  # the transparent half stays black
 
 
+@pytest.mark.parametrize("reader", ["eo", "pil"])
+@pytest.mark.parametrize("low, high", [(30, 230), (140, 250), (5, 90)])
+def test_rgb_nir_uint8_tiff_fourth_band_is_data(tmp_path, low, high, reader):
+    """An 8-bit RGB+NIR TIFF (tifffile writes the 4th sample as unassociated alpha): dark, mid or bright NIR is
+    a data band (warning naming the file), not a mask that dims the image; a 0/255 mask with soft edges keeps
+    the alpha rule; --bands still chooses."""
+    import tifffile
+
+    rng = np.random.default_rng(3)
+    rgb = rng.integers(60, 180, (32, 32, 3)).astype(np.uint8)
+    nir = rng.integers(low, high, (32, 32, 1)).astype(np.uint8)
+    path = tmp_path / "rgbnir8.tif"
+    tifffile.imwrite(path, np.concatenate([rgb, nir], axis=-1), photometric="rgb")
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].extrasamples == (2,)  # tifffile's tag: unassociated alpha
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = np.asarray(load_image(path, name="rgbnir8.tif", reader=reader))
+    assert np.array_equal(out, rgb)
+    if reader == "eo":  # the "pil" reader is the authors' convert("RGB"), which drops the 4th band anyway
+        message = " ".join(str(w.message) for w in caught if issubclass(w.category, ReconScoreWarning))
+        assert "image 'rgbnir8.tif': band 4 is tagged as unassociated alpha but is not a mask" in message
+    false_colour = np.asarray(load_image(path, bands=(4, 3, 2), reader=reader))
+    assert np.array_equal(false_colour, np.concatenate([nir, rgb[..., 2:3], rgb[..., 1:2]], axis=-1))
+
+    mask = np.where(np.arange(32)[:, None] < 16, 255, 0).repeat(32, axis=1).astype(np.uint8)
+    mask[15:17] = 128  # soft at its edge
+    alpha = tmp_path / "mask8.tif"
+    tifffile.imwrite(alpha, np.concatenate([rgb, mask[..., None]], axis=-1), photometric="rgb")
+    masked = np.asarray(load_image(alpha, reader="eo"))
+    assert masked[17:].max() == 0 and np.array_equal(masked[:15], rgb[:15])
+
+
 # --- parsers -------------------------------------------------------------------------------------------------
 
 
