@@ -302,13 +302,20 @@ def unencodable(value: object, name: str = "value") -> str | None:
     return None
 
 
-_INVISIBLE = ("Cc", "Cf", "Cs", "Zs", "Zl", "Zp")  # control, format (zero-width), surrogate, separators
+# Unicode categories that show nothing on their own: control, format (zero-width, U+FEFF), surrogate, the
+# separators (white space), and the marks (a combining accent or a variation selector needs a base to show on)
+_INVISIBLE_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zs", "Zl", "Zp", "Mn", "Me", "Mc"))
+# Letters and symbols that fonts draw as blank (the Hangul fillers, the blank Braille pattern, the null notehead)
+_BLANK_CODE_POINTS = frozenset("\u115f\u1160\u3164\uffa0\u2800\U0001d159")
 
 
 def has_visible_text(text: str) -> bool:
-    """Whether `text` holds a character a reader would see: text of only white space, zero-width characters
-    (U+200B, U+FEFF, ...) or control characters (NUL, ...) is as empty as "" and must be treated so."""
-    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+    """Whether `text` holds a character a reader would see: text of only white space, zero-width or control
+    characters, lone combining marks or variation selectors, or blank-drawn letters (U+3164 HANGUL FILLER,
+    U+2800 BRAILLE PATTERN BLANK) is as empty as "" and must be treated so."""
+    return any(
+        ch not in _BLANK_CODE_POINTS and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES for ch in text
+    )
 
 
 def safe_text(value: object) -> object:
