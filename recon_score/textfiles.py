@@ -18,7 +18,6 @@ line and exits 1 when the whole file is unusable; per-row readers keep its messa
 from __future__ import annotations
 
 import csv
-import io
 import json
 import unicodedata
 from collections.abc import Iterator
@@ -266,15 +265,17 @@ class _field_limit:
 
 
 def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
-    """(line, fields) for every non-empty row of a header-less CSV file (fields of any length)."""
+    """(line where the row starts, fields) for every non-empty row of a header-less CSV file (the policy of
+    `csv_dicts`: fields of any length, strict quoting)."""
     path = Path(path)
     text = read_text(path, **kwargs)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        with _field_limit(len(text)):
-            return [(reader.line_num, row) for row in reader if row]
-    except csv.Error as err:
-        raise TextFileError(path, reader.line_num, f"malformed CSV ({err})") from None
+    rows = []
+    with _field_limit(len(text)):
+        for line, fields, why in _csv_records(path, text, ",", True, None):
+            if why is not None:
+                raise TextFileError(path, line, why)
+            rows.append((line, fields))
+    return rows
 
 
 def unencodable(value: object, name: str = "value") -> str | None:
