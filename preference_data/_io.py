@@ -41,9 +41,11 @@ def loads(path: Path, lineno: int | None, text: str):
     """json.loads with every failure as a PreferenceFormatError naming the line: a syntax error, nesting deeper
     than the recursion limit, an integer of more digits than Python converts."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(path, lineno, pairs))
     except json.JSONDecodeError as err:
         raise PreferenceFormatError(path, lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    except PreferenceFormatError:
+        raise
     except RecursionError:
         raise PreferenceFormatError(path, lineno, "JSON nested too deeply (thousands of [ or {)") from None
     except ValueError as err:  # "Exceeds the limit (4300 digits) for integer string conversion"
@@ -51,6 +53,17 @@ def loads(path: Path, lineno: int | None, text: str):
         raise PreferenceFormatError(
             path, lineno, f"JSON holds a number that cannot be read ({why})"
         ) from None
+
+
+def _unique_keys(path: Path, lineno: int | None, pairs: list[tuple[str, object]]) -> dict:
+    """An object naming a key twice is refused, as `recon_score.textfiles.unique_keys` does (json.loads would
+    keep the second value silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise PreferenceFormatError(path, lineno, f"key {twice!r} appears twice in one JSON object; keep one")
+    return obj
 
 
 def jsonl_objects(path: Path) -> Iterator[tuple[int, dict]]:

@@ -220,12 +220,13 @@ def _compose(
         else:
             frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
         shown = frac > 0  # fully transparent pixels do not shape the stretch
-    out = []
+    out, has_data = [], False
     for i in chosen:
         band = stack[..., i]
         valid = shown & np.isfinite(band) if band.dtype.kind == "f" else shown.copy()
         if nodata is not None and not np.isnan(nodata):
             valid &= band != nodata
+        has_data = has_data or _holds_data(band, nodata)
         if band.dtype == np.uint8:
             b = np.where(valid, band, 0).astype(np.uint8)
         elif band.dtype == np.bool_:
@@ -237,8 +238,28 @@ def _compose(
         if use_alpha and not premultiplied:
             b = (b * frac + 0.5).astype(np.uint8)
         out.append(b)
+    if not has_data:  # scoring a black image would give a number that means nothing
+        what = (
+            "NaN or infinite"
+            if nodata is None or np.isnan(nodata)
+            else f"NaN, infinite or {nodata:g} (nodata)"
+        )
+        raise ImageLoadError(
+            f"image {label!r} holds no data: every pixel of band(s) {', '.join(str(i + 1) for i in chosen)} "
+            f"is {what}"
+        )
     rgb = np.stack(out * 3 if len(out) == 1 else out, axis=-1)
     return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
+
+
+def _holds_data(band: np.ndarray, nodata: float | None) -> bool:
+    """Whether any pixel of `band` is a value (finite, not the nodata value); transparency aside."""
+    if band.dtype.kind != "f" and (nodata is None or np.isnan(nodata)):
+        return True
+    data = np.isfinite(band) if band.dtype.kind == "f" else np.ones(band.shape, dtype=bool)
+    if nodata is not None and not np.isnan(nodata):
+        data &= band != nodata
+    return bool(data.any())
 
 
 def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo") -> Image.Image:

@@ -72,13 +72,31 @@ def read_lines(path: str | Path, **kwargs) -> list[tuple[int, str]]:
     return [(i, line.removesuffix("\r")) for i, line in enumerate(lines, start=1)]
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json's `object_pairs_hook`: an object naming a key twice is refused (json.loads would keep the second
+    value silently, and which one the writer meant is unknown)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(f"key {safe_text(twice)!r} appears twice in one JSON object; keep one")
+    return obj
+
+
 def parse_json(text: str) -> tuple[object | None, str | None]:
-    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, nesting deeper
-    than the interpreter's recursion limit, an integer of more digits than Python converts (4,300)."""
+    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, a key named
+    twice in one object, nesting deeper than the interpreter's recursion limit, an integer of more digits than
+    Python converts (4,300)."""
     try:
-        return json.loads(text), None
+        return json.loads(text, object_pairs_hook=unique_keys), None
     except json.JSONDecodeError as err:
         return None, f"invalid JSON ({err.msg} at column {err.colno})"
+    except _DuplicateKey as err:
+        return None, str(err)
     except RecursionError:
         return None, "JSON nested too deeply (thousands of [ or {); not a record"
     except ValueError as err:  # "Exceeds the limit (4300 digits) for integer string conversion"
@@ -118,9 +136,11 @@ def read_json(path: str | Path, *, expect: type = object, what: str = "file", **
     clear error, not an AttributeError later."""
     path = Path(path)
     try:
-        value = json.loads(read_text(path, what=what, **kwargs))
+        value = json.loads(read_text(path, what=what, **kwargs), object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise TextFileError(path, err.lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    except _DuplicateKey as err:
+        raise TextFileError(path, None, str(err)) from None
     except (RecursionError, ValueError):
         raise TextFileError(path, None, parse_json(read_text(path, what=what, **kwargs))[1]) from None
     if expect is not object and not isinstance(value, expect):

@@ -26,7 +26,10 @@ CASES = {
 
 
 def _pref(path):
-    return [(line, rec["caption"]) for line, rec in _io.csv_records(path, required=("image", "caption", "rank"), optional=())]
+    return [
+        (line, rec["caption"])
+        for line, rec in _io.csv_records(path, required=("image", "caption", "rank"), optional=())
+    ]
 
 
 def _caps(path):

@@ -48,7 +48,7 @@ def test_visibility_table(text, visible, why):
     if visible:
         assert clean_caption(text) == text
     else:
-        with pytest.raises(InputError, match="no visible character|whitespace-only"):
+        with pytest.raises(InputError, match=r"no visible character|whitespace-only"):
             clean_caption(text)
 
 
@@ -60,7 +60,9 @@ def test_invisible_captions_are_refused_everywhere(smoke_scorer, tmp_path):
     img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8))
     invisible = ["\u3164", "\uffa0", "\u2800", "\u0301", "\ufe0f"]
     results = smoke_scorer.score(img, [*invisible, "a farm"])
-    assert [r.error is not None and "no visible character" in r.error for r in results] == [True] * 5 + [False]
+    assert [r.error is not None and "no visible character" in r.error for r in results] == [True] * 5 + [
+        False
+    ]
     assert results[-1].recon_score is not None
     reward = ReconScoreReward(smoke_scorer, seeds=[1])
     scores = reward(prompts=["p"] * 6, completions=[*invisible, "a farm"], image=[img] * 6)
