@@ -26,7 +26,7 @@ from pathlib import Path
 
 from recon_score.atomic_io import atomic_write_bytes, png_bytes, read_jsonl, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
-from recon_score.images import load_image, resolve_under
+from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
 from recon_score.runtime import provenance, utc_now
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,7 @@ class Source:
     seeds: list[int] | None
     eval_seed: int | None
     bands: tuple[int, ...] | None
+    image_reader: str  # as the describe run read its images (run.json; older runs: the default)
     note: str | None
 
 
@@ -131,6 +132,7 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
         seeds=seeds,
         eval_seed=selection.get("eval_seed"),
         bands=tuple(run["bands"]) if run.get("bands") else None,
+        image_reader=run.get("image_reader") if run.get("image_reader") in READERS else DEFAULT_READER,
         note=run.get("note"),
     )
 
@@ -369,7 +371,9 @@ def _pair_image(
         return
     try:
         root = src.images_root or src.path.parent
-        img = load_image(resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands)
+        img = load_image(
+            resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands, reader=src.image_reader
+        )
     except InputError as err:
         tally.failures.append(f"{src.path}: image {image_id!r}: {err}")
         return

@@ -46,6 +46,7 @@ MAX_PIXELS = 2 * 89_478_485
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 MAX_FILE_BYTES = 2 * MAX_DECODED_BYTES  # on disk: nothing readable needs more (checked before it is hashed)
 READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring and docs/images.md
+DEFAULT_READER = "eo"  # what a command without a ReconScore preset reads with
 # the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
 _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 _FILE_KINDS = (
@@ -464,6 +465,20 @@ def _pil_convert(img: Image.Image) -> Image.Image | None:
     if img.mode not in _PIL_8BIT:
         return None
     return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def reader_for(preset=None) -> str:
+    """The one place a command's image reader is resolved: its ReconScore preset's `image_reader` (a
+    `ReconPreset`, with any overrides applied, or a preset name), or DEFAULT_READER where there is none.
+    Every reader of the same pixels (score, evaluate, correlate, metrics add, describe, pairs, the studies, the
+    Python API) goes through it, so one image, caption and preset give one score whatever the command."""
+    if preset is None:
+        return DEFAULT_READER
+    if isinstance(preset, str):
+        from recon_score.presets import get_preset
+
+        preset = get_preset(preset)
+    return preset.image_reader
 
 
 def _check_reader(reader: str) -> None:

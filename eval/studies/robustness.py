@@ -181,16 +181,9 @@ def t2i_table(
 
 
 def read_pairs(captions: Path, images_root: Path | None, limit: int | None) -> list:
-    """(image or its load error, caption) of a captions table's usable rows, for `t2i_table`."""
-    from recon_score.errors import InputError
-    from recon_score.images import load_image
+    """(image path, caption) of a captions table's usable rows, for `t2i_table`: each preset's scorer reads the
+    image with that preset's reader (recon_score.images.reader_for), as `score` would."""
     from recon_score.inputs import read_caption_rows
 
     rows = [r for r in read_caption_rows(captions, root=images_root) if r.error is None][:limit]
-    pairs = []
-    for r in rows:
-        try:
-            pairs.append((load_image(r.image_path, name=r.image), r.caption))
-        except InputError as err:
-            pairs.append((err, r.caption))
-    return pairs
+    return [(r.image_path, r.caption) for r in rows]
