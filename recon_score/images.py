@@ -509,9 +509,10 @@ def load_image(
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
         if reader == "pil" and bands is None and (rgb := _pil_convert(source)) is not None:
-            return rgb
+            return rgb if rgb is source else _with_format(rgb, source_format(source))
         rgb = to_rgb(source)
-        return rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
+        rgb = rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
+        return rgb if rgb is source else _with_format(rgb, source_format(source))
     problem = regular_file_problem(source)
     if problem is None and not os.path.lexists(source):
         problem = "not found"
@@ -531,13 +532,55 @@ def load_image(
         if st.st_size == 0:
             raise ImageLoadError(f"image {label!r} is empty (0 bytes)")
         try:
-            return _read_file(f, st.st_size, label, bands, reader)
+            rgb = _read_file(f, st.st_size, label, bands, reader)
+            return _with_format(rgb, Image.registered_extensions().get(Path(source).suffix.lower()))
         except MemoryError as err:
             raise ImageLoadError(f"image {label!r} does not fit in memory; tile or downsample it") from err
         except OSError as err:
             if isinstance(err, UnidentifiedImageError):
                 raise
             raise ImageLoadError(f"image {label!r} could not be read: {err.strerror or err}") from err
+
+
+# The render round trip of the ReconScore authors' code: batch_generate.py saves the reconstruction as
+# `{stem}_n.{the original's extension}` with PIL's defaults and batch_evaluate.py reads it back with
+# `Image.open(p).convert("RGB")`, so a .jpg original's reconstruction is scored after a JPEG save. The format is
+# PIL's for the original's file extension (recorded on the loaded image under FORMAT_KEY).
+FORMAT_KEY = "reconscore.source_format"
+ROUND_TRIP_SAVES = {  # what PIL's defaults do when a render is saved in each format (run.json records this)
+    "JPEG": {"lossless": False, "quality": 75, "subsampling": "4:2:0"},
+    "WEBP": {"lossless": False, "quality": 80},
+    "GIF": {"lossless": False, "palette": "256 colours (PIL's quantisation)"},
+    "PNG": {"lossless": True},
+    "TIFF": {"lossless": True, "compression": None},
+    "BMP": {"lossless": True},
+}
+
+
+def source_format(img: Image.Image) -> str | None:
+    """The PIL format a loaded image's file extension names (FORMAT_KEY), else the format PIL opened it as."""
+    return img.info.get(FORMAT_KEY) or img.format
+
+
+def _with_format(img: Image.Image, fmt: str | None) -> Image.Image:
+    if fmt:
+        img.info[FORMAT_KEY] = fmt
+    return img
+
+
+def round_trip(img: Image.Image, fmt: str | None) -> Image.Image:
+    """`img` saved in PIL format `fmt` with PIL's defaults and read back as `Image.open(p).convert("RGB")`, as
+    the authors' scripts do with a render; unchanged when `fmt` is None or a format PIL cannot write."""
+    import io
+
+    Image.init()  # every plugin registered, so Image.SAVE lists every format PIL writes
+    if not fmt or fmt not in Image.SAVE:
+        return img
+    buf = io.BytesIO()
+    img.save(buf, format=fmt)
+    buf.seek(0)
+    with Image.open(buf) as saved:
+        return saved.convert("RGB")
 
 
 def _read_file(f, size: int, label: str, bands: tuple[int, ...] | None, reader: str) -> Image.Image:

@@ -28,7 +28,15 @@ from recon_score.artifact_cache import ArtifactCache, batch_cache_key
 from recon_score.atomic_io import sha256_json
 from recon_score.encoders import Encoder, build_encoder
 from recon_score.errors import InputError, ReconScoreWarning
-from recon_score.images import image_digest, is_array_image, load_image, to_pil_image
+from recon_score.images import (
+    ROUND_TRIP_SAVES,
+    image_digest,
+    is_array_image,
+    load_image,
+    round_trip,
+    source_format,
+    to_pil_image,
+)
 from recon_score.presets import SMOKE_NOTE, ReconPreset, get_preset
 from recon_score.prompts import clean_caption, format_prompt
 from recon_score.render import Renderer, RenderRequest
@@ -224,6 +232,11 @@ class ReconScorer:
             "batch_size": self.batch_size,
             "score_formula": "100*(1+cos)/2" if enc.kind == "embedding" else "100*(1-min(d,1))",
         }
+        if self.preset.render_round_trip:  # how each original format's render was saved before it was scored
+            out["render_round_trip"] = {
+                "saved_as": "the original's file format, PIL's defaults",
+                **ROUND_TRIP_SAVES,
+            }
         if self.preset.meaningless:
             out["note"] = SMOKE_NOTE
         return out
@@ -305,9 +318,15 @@ class ReconScorer:
         if not valid:
             return results
         recons = self._reconstruct(valid, force_render=force_render)
+        trips: dict[tuple[str, str | None], Image.Image] = {}
         for it in valid:
             res = results[it.index]
             img, meta, cached = recons[it.key]
+            if self.preset.render_round_trip:  # the render as the authors' scripts save and read it back
+                fmt = source_format(it.image)
+                if (it.key, fmt) not in trips:
+                    trips[(it.key, fmt)] = round_trip(img, fmt)
+                img = trips[(it.key, fmt)]
             res.reconstruction, res.cached, res.cache_key = img, cached, it.key
             res.prompt, res.width, res.height = it.request.prompt, it.request.width, it.request.height
             res.truncated = bool(meta.get("truncated", False))
