@@ -16,6 +16,7 @@ import math
 import statistics
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,7 @@ def recon_score_from_distance(d: float) -> float:
 
 
 NON_FINITE = "non-finite similarity (NaN/inf from the models)"
+RECENT_DIGESTS = 16  # originals whose pixel digest a scorer remembers (it holds them meanwhile)
 
 
 def similarity_scores(
@@ -170,6 +172,10 @@ class ReconScorer:
         )
         self._encoder: Encoder | None = None
         self._warned_truncation = False
+        # id(image) -> (image, pixel digest) of the latest images hashed: an image object given again (another
+        # caption, another seed, the next chunk) is hashed once. The image is held, so its id is not reused;
+        # images are not modified in place while a scorer uses them.
+        self._digests: OrderedDict[int, tuple[Image.Image, str]] = OrderedDict()
         self.stats = {
             "rendered": 0,
             "render_seconds": 0.0,  # wall time inside the T2I pipeline only (the ReconScore paper's Tab. 9 I.T.)
@@ -399,7 +405,7 @@ class ReconScorer:
                 rounding=self.preset.size_rounding,
             )
             item.image = img
-            item.digest = image_digest(img)
+            item.digest = self._digest(img)
             item.request = RenderRequest(format_prompt(self.preset.prompt_template, text), w, h, item.seed)
             item.key = sha256_json(
                 {
@@ -479,6 +485,18 @@ class ReconScorer:
             "identity": self.renderer.identity(),
         }
 
+    def _digest(self, img: Image.Image) -> str:
+        """image_digest, once per image object among the latest RECENT_DIGESTS."""
+        known = self._digests.get(id(img))
+        if known is not None and known[0] is img:
+            self._digests.move_to_end(id(img))
+            return known[1]
+        digest = image_digest(img)
+        self._digests[id(img)] = (img, digest)
+        while len(self._digests) > RECENT_DIGESTS:
+            self._digests.popitem(last=False)
+        return digest
+
     def _encoder_key(self) -> str:
         info = self.encoder.info
         return sha256_json(
@@ -525,6 +543,6 @@ class ReconScorer:
             return similarity_scores(distances=self.encoder.pair_distance(originals, recons).tolist())
         # force: recompute in this exact batch composition (see score_pairs); batched GEMMs are not always
         # bit-identical across batch sizes
-        a = self._embed(originals, digests or [image_digest(o) for o in originals], force=force)
+        a = self._embed(originals, digests or [self._digest(o) for o in originals], force=force)
         b = self._embed(recons, [image_digest(r) for r in recons], force=force)
         return similarity_scores(a, b)
