@@ -570,9 +570,12 @@ def _with_format(img: Image.Image, fmt: str | None) -> Image.Image:
 
 def round_trip(img: Image.Image, fmt: str | None) -> Image.Image:
     """`img` saved in PIL format `fmt` with PIL's defaults and read back as `Image.open(p).convert("RGB")`, as
-    the authors' scripts do with a render; unchanged when `fmt` is None or a format PIL cannot write."""
+    the authors' scripts do with a render; unchanged when `fmt` is None, a format PIL cannot write, or a lossless
+    one (PNG, TIFF, BMP give back the same 8-bit RGB pixels, so the save is skipped)."""
     import io
 
+    if ROUND_TRIP_SAVES.get(fmt or "", {}).get("lossless"):
+        return img
     Image.init()  # every plugin registered, so Image.SAVE lists every format PIL writes
     if not fmt or fmt not in Image.SAVE:
         return img

@@ -61,7 +61,7 @@ def recon_score_from_distance(d: float) -> float:
 
 
 NON_FINITE = "non-finite similarity (NaN/inf from the models)"
-RECENT_DIGESTS = 16  # originals whose pixel digest a scorer remembers (it holds them meanwhile)
+RECENT_DIGESTS = 32  # images (originals, renders) whose digest a scorer remembers (it holds them meanwhile)
 
 
 def similarity_scores(
@@ -544,5 +544,5 @@ class ReconScorer:
         # force: recompute in this exact batch composition (see score_pairs); batched GEMMs are not always
         # bit-identical across batch sizes
         a = self._embed(originals, digests or [self._digest(o) for o in originals], force=force)
-        b = self._embed(recons, [image_digest(r) for r in recons], force=force)
+        b = self._embed(recons, [self._digest(r) for r in recons], force=force)
         return similarity_scores(a, b)

@@ -32,7 +32,7 @@ def _inputs(folder):
 
 @pytest.fixture
 def counts(monkeypatch):
-    seen = {"decoded": 0, "hashed originals": 0, "rendered": 0, "embedded": 0}
+    seen = {"decoded": 0, "hashed originals": 0, "hashed": 0, "rendered": 0, "embedded": 0}
     load, digest = run_module.load_image, scorer_module.image_digest
     put_recon, put_emb = ArtifactCache.put_reconstruction, ArtifactCache.put_embedding
 
@@ -42,6 +42,7 @@ def counts(monkeypatch):
 
     def counting_digest(img):
         seen["hashed originals"] += FORMAT_KEY in img.info  # renders carry no source format
+        seen["hashed"] += 1
         return digest(img)
 
     def counting_put_recon(self, *a, **k):
@@ -67,6 +68,7 @@ def test_no_cache_run_does_each_unique_piece_of_work_once(tmp_path, counts, seed
     assert counts == {
         "decoded": 2,  # one per file
         "hashed originals": 2,  # one per file, not per row and seed
+        "hashed": 2 + 6 * seeds,  # and each render once
         "rendered": 6 * seeds,  # one per unique (caption, seed, size)
         "embedded": 2 + 6 * seeds,  # each original once, each render once
     }
