@@ -162,9 +162,10 @@ def t2i_table(
     require_models(needs_of(*scorers), command="study t2i")  # every preset's models, before the first loads
     for name, scorer in zip(presets, scorers):
         scorer.preflight()
-        scorer.score_pairs(pairs[:1])  # load the models outside the timed region
+        mine = _read_as(pairs, scorer.preset)
+        scorer.score_pairs(mine[:1])  # load the models outside the timed region
         before = dict(scorer.stats)
-        res = scorer.score_pairs(pairs)
+        res = scorer.score_pairs(mine)
         rendered = scorer.stats["rendered"] - before["rendered"]
         seconds = scorer.stats["render_seconds"] - before["render_seconds"]
         vals = [r.recon_score for r in res if r.recon_score is not None]
@@ -178,6 +179,22 @@ def t2i_table(
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = "Model"
     return df, configs
+
+
+def _read_as(pairs: list, preset) -> list:
+    """(image or its load error, caption): paths read with the preset's reader (recon_score.images.reader_for)."""
+    from recon_score.errors import InputError
+    from recon_score.images import load_image, reader_for
+
+    out = []
+    for img, caption in pairs:
+        if isinstance(img, (str, Path)):
+            try:
+                img = load_image(img, reader=reader_for(preset))
+            except InputError as err:
+                img = err
+        out.append((img, caption))
+    return out
 
 
 def read_pairs(captions: Path, images_root: Path | None, limit: int | None) -> list:
