@@ -31,7 +31,7 @@ from pathlib import Path
 
 from recon_score.atomic_io import atomic_write_bytes, png_bytes, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
-from recon_score.images import load_image, resolve_under
+from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import parse_json, read_json, read_lines
 
@@ -107,6 +107,7 @@ class Source:
     seeds: list[int] | None
     eval_seed: int | None
     bands: tuple[int, ...] | None
+    image_reader: str  # as the describe run read its images (run.json; older runs: the default)
     note: str | None
 
 
@@ -148,6 +149,7 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
         seeds=fields["selection_seeds"],
         eval_seed=fields["eval_seed"],
         bands=fields["bands"],
+        image_reader=fields["image_reader"],
         note=fields["note"],
     )
 
@@ -180,7 +182,11 @@ def _run_fields(where: Path, run: dict) -> dict:
             raise bad(name, "a list of integers", value)
     if out["eval_seed"] is not None and not _is_int(out["eval_seed"]):
         raise bad("selection.eval_seed", "an integer", out["eval_seed"])
+    reader = run.get("image_reader", DEFAULT_READER)
+    if reader not in READERS:
+        raise bad("image_reader", f"one of {', '.join(READERS)}", reader)
     out["bands"] = tuple(out["bands"]) if out["bands"] else None
+    out["image_reader"] = reader
     return out
 
 
@@ -492,7 +498,9 @@ def _pair_image(
         return
     try:
         root = src.images_root or src.path.parent
-        img = load_image(resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands)
+        img = load_image(
+            resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands, reader=src.image_reader
+        )
     except InputError as err:
         tally.failures.append(f"{src.path}: image {image_id!r}: {err}")
         return

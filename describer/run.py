@@ -25,7 +25,7 @@ from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
-from recon_score.images import image_digest, load_image
+from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
 from recon_score.run_engine import FileDigests, RunFolder
@@ -87,6 +87,10 @@ def _settings(job: DescribeJob) -> dict:
     }
     if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
         key["bands"] = list(job.bands)
+    if (
+        job.selector.image_reader != DEFAULT_READER
+    ):  # likewise: a run read with the default keeps its fingerprint
+        key["image_reader"] = job.selector.image_reader
     return key
 
 
@@ -233,7 +237,9 @@ def _load_phase(job: DescribeJob, phase: list[ImageItem], journal, bar, inv: int
         try:
             if item.error:
                 raise InputError(item.error)
-            loaded[item.index] = load_image(item.path, name=item.image, bands=job.bands)
+            loaded[item.index] = load_image(
+                item.path, name=item.image, bands=job.bands, reader=job.selector.image_reader
+            )
         except InputError as err:
             failed_now.append(
                 _final_record(item, [], None, error=item.located(str(err)), note=_note(job), inv=inv)
@@ -462,6 +468,7 @@ def _finish(job: DescribeJob, run: RunFolder, plan: _Plan, summary: DescribeSumm
         "phase_size": job.phase_size,
         "limit": job.limit,
         "bands": list(job.bands) if job.bands else None,
+        "image_reader": job.selector.image_reader,  # how the images were read (describe pairs reads it back)
         "counts": {
             "images": summary.images,
             "described": summary.described,

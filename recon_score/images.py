@@ -46,6 +46,7 @@ MAX_PIXELS = 2 * 89_478_485
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 MAX_FILE_BYTES = 2 * MAX_DECODED_BYTES  # on disk: nothing readable needs more (checked before it is hashed)
 READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring and docs/images.md
+DEFAULT_READER = "eo"  # what a command without a ReconScore preset reads with
 # the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
 _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 _FILE_KINDS = (
@@ -220,12 +221,13 @@ def _compose(
         else:
             frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
         shown = frac > 0  # fully transparent pixels do not shape the stretch
-    out = []
+    out, has_data = [], False
     for i in chosen:
         band = stack[..., i]
         valid = shown & np.isfinite(band) if band.dtype.kind == "f" else shown.copy()
         if nodata is not None and not np.isnan(nodata):
             valid &= band != nodata
+        has_data = has_data or _holds_data(band, nodata)
         if band.dtype == np.uint8:
             b = np.where(valid, band, 0).astype(np.uint8)
         elif band.dtype == np.bool_:
@@ -237,8 +239,28 @@ def _compose(
         if use_alpha and not premultiplied:
             b = (b * frac + 0.5).astype(np.uint8)
         out.append(b)
+    if not has_data:  # scoring a black image would give a number that means nothing
+        what = (
+            "NaN or infinite"
+            if nodata is None or np.isnan(nodata)
+            else f"NaN, infinite or {nodata:g} (nodata)"
+        )
+        raise ImageLoadError(
+            f"image {label!r} holds no data: every pixel of band(s) {', '.join(str(i + 1) for i in chosen)} "
+            f"is {what}"
+        )
     rgb = np.stack(out * 3 if len(out) == 1 else out, axis=-1)
     return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
+
+
+def _holds_data(band: np.ndarray, nodata: float | None) -> bool:
+    """Whether any pixel of `band` is a value (finite, not the nodata value); transparency aside."""
+    if band.dtype.kind != "f" and (nodata is None or np.isnan(nodata)):
+        return True
+    data = np.isfinite(band) if band.dtype.kind == "f" else np.ones(band.shape, dtype=bool)
+    if nodata is not None and not np.isnan(nodata):
+        data &= band != nodata
+    return bool(data.any())
 
 
 def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo") -> Image.Image:
@@ -295,8 +317,8 @@ def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo")
     if alpha is not None and extras[0] == 2 and _alpha_is_data(stack[..., alpha]):
         warnings.warn(
             ReconScoreWarning(
-                f"image {label!r}: band {alpha + 1} is tagged as unassociated alpha but would blank most of "
-                "the image (most of its values lie between transparent and opaque, e.g. a near-infrared band); "
+                f"image {label!r}: band {alpha + 1} is tagged as unassociated alpha but is not a mask (most of "
+                "its values lie between transparent and opaque, e.g. a near-infrared band); "
                 f"read as a data band and not applied (--bands {alpha + 1} shows it)"
             ),
             stacklevel=2,
@@ -315,16 +337,16 @@ def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo")
 
 def _alpha_is_data(a: np.ndarray) -> bool:
     """A band tagged as alpha that is really data (tifffile tags any 4th sample of an RGB image as unassociated
-    alpha, so RGB+NIR products carry one): it would darken most pixels below half, and most of its values are
-    neither fully transparent nor fully opaque. A real mask (0/max, soft only at edges) keeps its meaning."""
+    alpha, so RGB+NIR products carry one): most of its values are neither fully transparent (0) nor fully opaque
+    (the type's maximum), whatever their level (a bright NIR band would only dim the image, a dark one blank it).
+    A real mask (0/max, soft only at its edges) keeps its meaning."""
     if a.dtype.kind == "f":
         frac = np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
     elif a.dtype.kind in "ui":
         frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
     else:
         return False
-    partial = np.mean((frac > 0) & (frac < 1))
-    return bool(partial > 0.5 and np.mean(frac < 0.5) > 0.5)
+    return bool(np.mean((frac > 0) & (frac < 1)) > 0.5)
 
 
 def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
@@ -445,6 +467,20 @@ def _pil_convert(img: Image.Image) -> Image.Image | None:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
+def reader_for(preset=None) -> str:
+    """The one place a command's image reader is resolved: its ReconScore preset's `image_reader` (a
+    `ReconPreset`, with any overrides applied, or a preset name), or DEFAULT_READER where there is none.
+    Every reader of the same pixels (score, evaluate, correlate, metrics add, describe, pairs, the studies, the
+    Python API) goes through it, so one image, caption and preset give one score whatever the command."""
+    if preset is None:
+        return DEFAULT_READER
+    if isinstance(preset, str):
+        from recon_score.presets import get_preset
+
+        preset = get_preset(preset)
+    return preset.image_reader
+
+
 def _check_reader(reader: str) -> None:
     if reader not in READERS:
         raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
@@ -473,9 +509,10 @@ def load_image(
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
         if reader == "pil" and bands is None and (rgb := _pil_convert(source)) is not None:
-            return rgb
+            return rgb if rgb is source else _with_format(rgb, source_format(source))
         rgb = to_rgb(source)
-        return rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
+        rgb = rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
+        return rgb if rgb is source else _with_format(rgb, source_format(source))
     problem = regular_file_problem(source)
     if problem is None and not os.path.lexists(source):
         problem = "not found"
@@ -495,13 +532,58 @@ def load_image(
         if st.st_size == 0:
             raise ImageLoadError(f"image {label!r} is empty (0 bytes)")
         try:
-            return _read_file(f, st.st_size, label, bands, reader)
+            rgb = _read_file(f, st.st_size, label, bands, reader)
+            return _with_format(rgb, Image.registered_extensions().get(Path(source).suffix.lower()))
         except MemoryError as err:
             raise ImageLoadError(f"image {label!r} does not fit in memory; tile or downsample it") from err
         except OSError as err:
             if isinstance(err, UnidentifiedImageError):
                 raise
             raise ImageLoadError(f"image {label!r} could not be read: {err.strerror or err}") from err
+
+
+# The render round trip of the ReconScore authors' code: batch_generate.py saves the reconstruction as
+# `{stem}_n.{the original's extension}` with PIL's defaults and batch_evaluate.py reads it back with
+# `Image.open(p).convert("RGB")`, so a .jpg original's reconstruction is scored after a JPEG save. The format is
+# PIL's for the original's file extension (recorded on the loaded image under FORMAT_KEY).
+FORMAT_KEY = "reconscore.source_format"
+ROUND_TRIP_SAVES = {  # what PIL's defaults do when a render is saved in each format (run.json records this)
+    "JPEG": {"lossless": False, "quality": 75, "subsampling": "4:2:0"},
+    "WEBP": {"lossless": False, "quality": 80},
+    "GIF": {"lossless": False, "palette": "256 colours (PIL's quantisation)"},
+    "PNG": {"lossless": True},
+    "TIFF": {"lossless": True, "compression": None},
+    "BMP": {"lossless": True},
+}
+
+
+def source_format(img: Image.Image) -> str | None:
+    """The PIL format a loaded image's file extension names (FORMAT_KEY), else the format PIL opened it as."""
+    return img.info.get(FORMAT_KEY) or img.format
+
+
+def _with_format(img: Image.Image, fmt: str | None) -> Image.Image:
+    if fmt:
+        img.info[FORMAT_KEY] = fmt
+    return img
+
+
+def round_trip(img: Image.Image, fmt: str | None) -> Image.Image:
+    """`img` saved in PIL format `fmt` with PIL's defaults and read back as `Image.open(p).convert("RGB")`, as
+    the authors' scripts do with a render; unchanged when `fmt` is None, a format PIL cannot write, or a lossless
+    one (PNG, TIFF, BMP give back the same 8-bit RGB pixels, so the save is skipped)."""
+    import io
+
+    if ROUND_TRIP_SAVES.get(fmt or "", {}).get("lossless"):
+        return img
+    Image.init()  # every plugin registered, so Image.SAVE lists every format PIL writes
+    if not fmt or fmt not in Image.SAVE:
+        return img
+    buf = io.BytesIO()
+    img.save(buf, format=fmt)
+    buf.seek(0)
+    with Image.open(buf) as saved:
+        return saved.convert("RGB")
 
 
 def _read_file(f, size: int, label: str, bands: tuple[int, ...] | None, reader: str) -> Image.Image:

@@ -41,6 +41,15 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict | None, str | None]]:
     for lineno, obj, err in json_lines(path):
         if err is None and not isinstance(obj, dict):
             err = _fail(path, lineno, f"expected a JSON object, got {type(obj).__name__}")
+        raw_id = obj.get("id") if err is None else None
+        if raw_id is not None and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
+            # str() would not give back what was written: 1e400 -> 'inf', 1.50 -> '1.5', true -> 'True'
+            err = _fail(
+                path,
+                lineno,
+                f"`id` must be text or a whole number, got {type(raw_id).__name__} (read as {raw_id!r}); "
+                'write it in quotes ("...") to keep it as written',
+            )
         out.append((lineno, obj if err is None else None, err))
     return out
 

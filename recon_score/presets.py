@@ -87,6 +87,10 @@ RECON_OVERRIDES = {
         "--trust-remote-code)."
     ),
     "scheduler": Override("A diffusers scheduler class, loaded from the model folder's scheduler/."),
+    "render_round_trip": Override(
+        "Score the reconstruction after saving it in the original's file format with PIL's defaults and reading "
+        "it back (the authors' code: a .jpg original's render is scored as a quality-75 JPEG)."
+    ),
 }
 
 
@@ -111,6 +115,9 @@ class ReconPreset(PresetMixin):
     prompt_template: str  # contains "{caption}" once
     collapse_whitespace: bool  # join whitespace runs in captions first (a variant; the authors pass them raw)
     image_reader: str  # "pil": 8-bit files as the authors read them; "eo": EXIF rotation, alpha onto black
+    # the render saved in the original's file format (PIL's defaults) and read back before it is compared, as
+    # the authors' batch_generate.py / batch_evaluate.py do (recon_score.images.round_trip)
+    render_round_trip: bool = False
     meaningless: bool = False  # smoke: every output says its numbers mean nothing
     # a pipeline class from a Python file of the model folder (diffusers' `custom_pipeline=`): remote code, run
     # only with trust_remote_code (recon_score.render.load_pipeline); None = the class model_index.json names
@@ -151,6 +158,8 @@ PAPER_SOURCES: dict[str, str] = {
     "collapse_whitespace": f"{_GEN} concatenates the caption as given",
     "image_reader": "authors' code scripts/similarity_evaluator.py Image.open(path).convert('RGB') (8-bit files; "
     "no EXIF rotation, alpha dropped); other layouts by recon_score.images' rules (docs/images.md)",
+    "render_round_trip": "authors' code batch_generate.py saves the render as {stem}_n.{original extension} "
+    "(PIL's defaults: JPEG quality 75) and batch_evaluate.py reads that file back",
     "custom_pipeline": "authors' code batch_generate.py ZImagePipeline.from_pretrained (diffusers' own class)",
     "scheduler": "authors' code batch_generate.py (the scheduler saved with the model)",
 }
@@ -175,6 +184,7 @@ PAPER = ReconPreset(
     prompt_template=PERSPECTIVE_TEMPLATE,
     collapse_whitespace=False,
     image_reader="pil",
+    render_round_trip=True,
 )
 
 FAST = dataclasses.replace(

@@ -39,8 +39,8 @@ def clean_caption(caption: object, *, collapse_whitespace: bool = False) -> str:
     whitespace, newlines included, into single spaces and strips the ends.
 
     Raises:
-        InputError: None, not a string, empty, or without a visible character (white space, zero-width or
-        control characters only).
+        InputError: None, not a string, empty, or without a visible character
+        (recon_score.textfiles.has_visible_text).
     """
     if caption is None:
         raise InputError("caption is missing")
@@ -50,7 +50,8 @@ def clean_caption(caption: object, *, collapse_whitespace: bool = False) -> str:
         raise InputError("caption is empty or whitespace-only")
     if not has_visible_text(caption):
         raise InputError(
-            "caption has no visible character (only white space, zero-width or control characters such as NUL)"
+            "caption has no visible character (only white space, zero-width, control or combining characters, "
+            "or blank-drawn ones such as U+3164 HANGUL FILLER)"
         )
     return " ".join(caption.split()) if collapse_whitespace else caption
 

@@ -20,6 +20,7 @@ import hashlib
 import logging
 import re
 import statistics
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -285,11 +286,13 @@ def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list
         unit="caption",
         position=run.rank,
     )
+    decoded: OrderedDict = OrderedDict()  # the latest images read: each file is decoded once in a run
     with run.journal(plan.fingerprint, header) as journal:
         for chunk in todo:
             pending = [r for r in chunk if not plan.is_done(r, job.retry_errors)]
             # a half-done chunk is rendered whole, as a fresh run composed it, bypassing the cache
-            results = scorer.score_seeds(_pairs(job, chunk), seeds, force_render=len(pending) < len(chunk))
+            pairs = _pairs(job, chunk, decoded)
+            results = scorer.score_seeds(pairs, seeds, force_render=len(pending) < len(chunk))
             by_index = {row.index: res for row, res in zip(chunk, results)}
             records = []
             for row in pending:
@@ -307,20 +310,29 @@ def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list
     bar.close()
 
 
-def _pairs(job: ScoreJob, chunk: list[InputRow]) -> list[tuple]:
-    """(image or the row's input error, caption) for each row of a chunk."""
+RECENT_IMAGES = 8  # decoded originals kept between chunks (a file's captions usually follow each other)
+
+
+def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[tuple]:
+    """(image or the row's input error, caption) for each row of a chunk; an image among the latest `decoded`
+    (path -> image or its load error) is not read again."""
     pairs = []
     for row in chunk:
         if row.error is not None:
             pairs.append((InputError(row.error), row.caption))
             continue
-        try:
-            image = load_image(
-                row.image_path, name=row.image, bands=job.bands, reader=job.preset.image_reader
-            )
-            pairs.append((image, row.caption))
-        except InputError as err:
-            pairs.append((err, row.caption))
+        key = (row.image_path, row.image)
+        if key not in decoded:
+            try:
+                decoded[key] = load_image(
+                    row.image_path, name=row.image, bands=job.bands, reader=job.preset.image_reader
+                )
+            except InputError as err:
+                decoded[key] = err
+            while len(decoded) > RECENT_IMAGES:
+                decoded.popitem(last=False)
+        decoded.move_to_end(key)
+        pairs.append((decoded[key], row.caption))
     return pairs
 
 

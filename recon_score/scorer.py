@@ -16,6 +16,7 @@ import math
 import statistics
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,15 @@ from recon_score.artifact_cache import ArtifactCache, batch_cache_key
 from recon_score.atomic_io import sha256_json
 from recon_score.encoders import Encoder, build_encoder
 from recon_score.errors import InputError, ReconScoreWarning
-from recon_score.images import image_digest, is_array_image, load_image, to_pil_image
+from recon_score.images import (
+    ROUND_TRIP_SAVES,
+    image_digest,
+    is_array_image,
+    load_image,
+    round_trip,
+    source_format,
+    to_pil_image,
+)
 from recon_score.presets import SMOKE_NOTE, ReconPreset, get_preset
 from recon_score.prompts import clean_caption, format_prompt
 from recon_score.render import Renderer, RenderRequest
@@ -52,6 +61,7 @@ def recon_score_from_distance(d: float) -> float:
 
 
 NON_FINITE = "non-finite similarity (NaN/inf from the models)"
+RECENT_DIGESTS = 32  # images (originals, renders) whose digest a scorer remembers (it holds them meanwhile)
 
 
 def similarity_scores(
@@ -162,6 +172,10 @@ class ReconScorer:
         )
         self._encoder: Encoder | None = None
         self._warned_truncation = False
+        # id(image) -> (image, pixel digest) of the latest images hashed: an image object given again (another
+        # caption, another seed, the next chunk) is hashed once. The image is held, so its id is not reused;
+        # images are not modified in place while a scorer uses them.
+        self._digests: OrderedDict[int, tuple[Image.Image, str]] = OrderedDict()
         self.stats = {
             "rendered": 0,
             "render_seconds": 0.0,  # wall time inside the T2I pipeline only (the ReconScore paper's Tab. 9 I.T.)
@@ -224,6 +238,11 @@ class ReconScorer:
             "batch_size": self.batch_size,
             "score_formula": "100*(1+cos)/2" if enc.kind == "embedding" else "100*(1-min(d,1))",
         }
+        if self.preset.render_round_trip:  # how each original format's render was saved before it was scored
+            out["render_round_trip"] = {
+                "saved_as": "the original's file format, PIL's defaults",
+                **ROUND_TRIP_SAVES,
+            }
         if self.preset.meaningless:
             out["note"] = SMOKE_NOTE
         return out
@@ -305,9 +324,15 @@ class ReconScorer:
         if not valid:
             return results
         recons = self._reconstruct(valid, force_render=force_render)
+        trips: dict[tuple[str, str | None], Image.Image] = {}
         for it in valid:
             res = results[it.index]
             img, meta, cached = recons[it.key]
+            if self.preset.render_round_trip:  # the render as the authors' scripts save and read it back
+                fmt = source_format(it.image)
+                if (it.key, fmt) not in trips:
+                    trips[(it.key, fmt)] = round_trip(img, fmt)
+                img = trips[(it.key, fmt)]
             res.reconstruction, res.cached, res.cache_key = img, cached, it.key
             res.prompt, res.width, res.height = it.request.prompt, it.request.width, it.request.height
             res.truncated = bool(meta.get("truncated", False))
@@ -380,7 +405,7 @@ class ReconScorer:
                 rounding=self.preset.size_rounding,
             )
             item.image = img
-            item.digest = image_digest(img)
+            item.digest = self._digest(img)
             item.request = RenderRequest(format_prompt(self.preset.prompt_template, text), w, h, item.seed)
             item.key = sha256_json(
                 {
@@ -460,6 +485,18 @@ class ReconScorer:
             "identity": self.renderer.identity(),
         }
 
+    def _digest(self, img: Image.Image) -> str:
+        """image_digest, once per image object among the latest RECENT_DIGESTS."""
+        known = self._digests.get(id(img))
+        if known is not None and known[0] is img:
+            self._digests.move_to_end(id(img))
+            return known[1]
+        digest = image_digest(img)
+        self._digests[id(img)] = (img, digest)
+        while len(self._digests) > RECENT_DIGESTS:
+            self._digests.popitem(last=False)
+        return digest
+
     def _encoder_key(self) -> str:
         info = self.encoder.info
         return sha256_json(
@@ -506,6 +543,6 @@ class ReconScorer:
             return similarity_scores(distances=self.encoder.pair_distance(originals, recons).tolist())
         # force: recompute in this exact batch composition (see score_pairs); batched GEMMs are not always
         # bit-identical across batch sizes
-        a = self._embed(originals, digests or [image_digest(o) for o in originals], force=force)
-        b = self._embed(recons, [image_digest(r) for r in recons], force=force)
+        a = self._embed(originals, digests or [self._digest(o) for o in originals], force=force)
+        b = self._embed(recons, [self._digest(r) for r in recons], force=force)
         return similarity_scores(a, b)

@@ -18,7 +18,6 @@ line and exits 1 when the whole file is unusable; per-row readers keep its messa
 from __future__ import annotations
 
 import csv
-import io
 import json
 import unicodedata
 from collections.abc import Iterator
@@ -73,13 +72,31 @@ def read_lines(path: str | Path, **kwargs) -> list[tuple[int, str]]:
     return [(i, line.removesuffix("\r")) for i, line in enumerate(lines, start=1)]
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json's `object_pairs_hook`: an object naming a key twice is refused (json.loads would keep the second
+    value silently, and which one the writer meant is unknown)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(f"key {safe_text(twice)!r} appears twice in one JSON object; keep one")
+    return obj
+
+
 def parse_json(text: str) -> tuple[object | None, str | None]:
-    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, nesting deeper
-    than the interpreter's recursion limit, an integer of more digits than Python converts (4,300)."""
+    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, a key named
+    twice in one object, nesting deeper than the interpreter's recursion limit, an integer of more digits than
+    Python converts (4,300)."""
     try:
-        return json.loads(text), None
+        return json.loads(text, object_pairs_hook=unique_keys), None
     except json.JSONDecodeError as err:
         return None, f"invalid JSON ({err.msg} at column {err.colno})"
+    except _DuplicateKey as err:
+        return None, str(err)
     except RecursionError:
         return None, "JSON nested too deeply (thousands of [ or {); not a record"
     except ValueError as err:  # "Exceeds the limit (4300 digits) for integer string conversion"
@@ -119,9 +136,11 @@ def read_json(path: str | Path, *, expect: type = object, what: str = "file", **
     clear error, not an AttributeError later."""
     path = Path(path)
     try:
-        value = json.loads(read_text(path, what=what, **kwargs))
+        value = json.loads(read_text(path, what=what, **kwargs), object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise TextFileError(path, err.lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
+    except _DuplicateKey as err:
+        raise TextFileError(path, None, str(err)) from None
     except (RecursionError, ValueError):
         raise TextFileError(path, None, parse_json(read_text(path, what=what, **kwargs))[1]) from None
     if expect is not object and not isinstance(value, expect):
@@ -266,15 +285,17 @@ class _field_limit:
 
 
 def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
-    """(line, fields) for every non-empty row of a header-less CSV file (fields of any length)."""
+    """(line where the row starts, fields) for every non-empty row of a header-less CSV file (the policy of
+    `csv_dicts`: fields of any length, strict quoting)."""
     path = Path(path)
     text = read_text(path, **kwargs)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        with _field_limit(len(text)):
-            return [(reader.line_num, row) for row in reader if row]
-    except csv.Error as err:
-        raise TextFileError(path, reader.line_num, f"malformed CSV ({err})") from None
+    rows = []
+    with _field_limit(len(text)):
+        for line, fields, why in _csv_records(path, text, ",", True, None):
+            if why is not None:
+                raise TextFileError(path, line, why)
+            rows.append((line, fields))
+    return rows
 
 
 def unencodable(value: object, name: str = "value") -> str | None:
@@ -302,13 +323,20 @@ def unencodable(value: object, name: str = "value") -> str | None:
     return None
 
 
-_INVISIBLE = ("Cc", "Cf", "Cs", "Zs", "Zl", "Zp")  # control, format (zero-width), surrogate, separators
+# Unicode categories that show nothing on their own: control, format (zero-width, U+FEFF), surrogate, the
+# separators (white space), and the marks (a combining accent or a variation selector needs a base to show on)
+_INVISIBLE_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Zs", "Zl", "Zp", "Mn", "Me", "Mc"))
+# Letters and symbols that fonts draw as blank (the Hangul fillers, the blank Braille pattern, the null notehead)
+_BLANK_CODE_POINTS = frozenset("\u115f\u1160\u3164\uffa0\u2800\U0001d159")
 
 
 def has_visible_text(text: str) -> bool:
-    """Whether `text` holds a character a reader would see: text of only white space, zero-width characters
-    (U+200B, U+FEFF, ...) or control characters (NUL, ...) is as empty as "" and must be treated so."""
-    return any(unicodedata.category(ch) not in _INVISIBLE for ch in text)
+    """Whether `text` holds a character a reader would see: text of only white space, zero-width or control
+    characters, lone combining marks or variation selectors, or blank-drawn letters (U+3164 HANGUL FILLER,
+    U+2800 BRAILLE PATTERN BLANK) is as empty as "" and must be treated so."""
+    return any(
+        ch not in _BLANK_CODE_POINTS and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES for ch in text
+    )
 
 
 def safe_text(value: object) -> object:

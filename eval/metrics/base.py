@@ -27,6 +27,9 @@ class CaptionBatch:
     candidates: list[str | None]
     references: list[list[str]] | None = None
     images: list[ImageSource] | None = None
+    # how 8-bit files become RGB (recon_score.images.reader_for(preset)); None: the command's preset decides
+    # (compute_metrics), else recon_score.images.DEFAULT_READER
+    image_reader: str | None = None
     _memo: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -58,8 +61,12 @@ class CaptionBatch:
 
         return self.memo("ptb", run)
 
-    def loaded_images(self) -> list:
-        """Each distinct image loaded once: a PIL image, or the InputError explaining why not."""
+    def loaded_images(self, reader: str | None = None) -> list:
+        """Each distinct image loaded once (per reader; default the batch's `image_reader`): a PIL image, or the
+        InputError explaining why not."""
+        from recon_score.images import DEFAULT_READER
+
+        reader = reader or self.image_reader or DEFAULT_READER
 
         def run():
             from recon_score.images import load_image
@@ -77,13 +84,13 @@ class CaptionBatch:
                         cache[key] = src
                     else:
                         try:
-                            cache[key] = load_image(src)
+                            cache[key] = load_image(src, reader=reader)
                         except InputError as err:
                             cache[key] = err
                 out.append(cache[key])
             return out
 
-        return self.memo("images", run)
+        return self.memo(("images", reader), run)
 
     def reference_rows(self) -> np.ndarray:
         """Indices of rows a reference metric can score: a candidate and at least one reference."""

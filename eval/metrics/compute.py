@@ -76,6 +76,12 @@ def compute_metrics(
 
     options, given = options or {}, metrics or {}
     check_inputs(names, batch)
+    if batch.image_reader is None and "preset" in options.get("recon_score", {}):
+        from recon_score.images import reader_for
+
+        batch.image_reader = reader_for(
+            options["recon_score"]["preset"]
+        )  # every image metric sees its pixels
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))
     report: dict[str, dict] = {}

@@ -24,6 +24,24 @@ from eval.metrics.base import CaptionBatch, Metric, MetricOutput, scatter, uniqu
 from eval.metrics.java import java_executable, pycocoevalcap_file, stderr_tail
 from recon_score.errors import ReconScoreError
 
+# The longest text (PTB-tokenised hypothesis or reference, in characters) sent to the jar: its aligner holds
+# partial alignments in memory, and with pycocoevalcap's 2 GB heap a 100,000-character caption runs it out of
+# memory (which stops the JVM and every row with it); 50,000 characters of prose still score in seconds. Dense
+# captions stay far below 10,000. A longer text is that row's error, not sent to Java.
+MAX_CHARS = 10_000
+
+
+def _too_long(cand: str, refs: Sequence[str]) -> str | None:
+    """Why a row is not sent to METEOR (a text over MAX_CHARS), or None."""
+    if len(cand) > MAX_CHARS:
+        return (
+            f"caption of {len(cand):,} characters is longer than METEOR's bound of {MAX_CHARS:,}; not scored"
+        )
+    longest = max((len(r) for r in refs), default=0)
+    if longest > MAX_CHARS:
+        return f"a reference of {longest:,} characters is longer than METEOR's bound of {MAX_CHARS:,}; not scored"
+    return None
+
 
 def _clean(text: str) -> str:
     """'|||' separates fields in METEOR's protocol; pycocoevalcap strips it (and double spaces) from hypotheses."""
@@ -159,15 +177,23 @@ class Meteor(Metric):
 
     def score(self, batch: CaptionBatch) -> MetricOutput:
         cands, refs = batch.tokenized()
-        rows = batch.reference_rows()
+        errors: list[str | None] = [None] * len(batch)
+        rows = []
+        for i in batch.reference_rows():
+            errors[i] = _too_long(cands[i], refs[i])
+            if errors[i] is None:
+                rows.append(i)
         pairs, inverse = unique_pairs([cands[i] for i in rows], [refs[i] for i in rows])
         stats = self.process.statistics([c for c, _ in pairs], [list(r) for _, r in pairs]) if pairs else []
         # every scored row (duplicates included) enters the corpus statistics, as in pycocoevalcap
         per, corpus = self.process.evaluate([stats[i] for i in inverse]) if pairs else (np.zeros(0), None)
         values = scatter(len(batch), rows, per)
-        info = {"scored_rows": len(rows), "distinct_pairs": len(pairs)}
+        info = {"scored_rows": len(rows), "distinct_pairs": len(pairs), "max_chars": MAX_CHARS}
         if corpus is not None:
             info["corpus"] = corpus  # METEOR over the summed statistics, pycocoevalcap's reported value
+        if any(errors):
+            info["failed_rows"] = sum(e is not None for e in errors)
+            return MetricOutput(values, extra={"meteor_error": errors}, info=info)
         return MetricOutput(values, info=info)
 
     def config(self) -> dict:

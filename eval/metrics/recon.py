@@ -49,7 +49,9 @@ class ReconScoreMetric(Metric):
         return self._scorer
 
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        loaded = batch.loaded_images()
+        from recon_score.images import reader_for
+
+        loaded = batch.loaded_images(reader=reader_for(self.scorer.preset))  # as `score` reads them
         index: dict[tuple[int, str], int] = {}
         pairs, inverse = [], np.full(len(batch), -1)
         for i, (img, cap) in enumerate(zip(loaded, batch.candidates)):

@@ -11,7 +11,6 @@ The paper's figures (UCM-preference): Fine-Tuned 74.87 / 55 / 15.90 %, Zero-Shot
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from recon_score.errors import ReconScoreError
+from recon_score.textfiles import csv_dicts
 
 
 def parse_paradigms(spec: str) -> dict[str, str]:
@@ -36,12 +36,13 @@ def parse_paradigms(spec: str) -> dict[str, str]:
                 raise ReconScoreError(f'{path}: expected an object {{"MODEL": "PARADIGM", ...}}')
             return {str(k): v for k, v in data.items()}
         out = {}
-        with path.open(encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            if not {"model", "paradigm"} <= set(reader.fieldnames or []):
-                raise ReconScoreError(f"{path}: needs columns `model` and `paradigm`")
-            for rec in reader:
-                out[rec["model"].strip()] = rec["paradigm"].strip()
+        header, records = csv_dicts(path)  # the project's one CSV policy
+        if not {"model", "paradigm"} <= set(header):
+            raise ReconScoreError(f"{path}: needs columns `model` and `paradigm`")
+        for line, rec in records:
+            if rec["model"] is None or rec["paradigm"] is None:
+                raise ReconScoreError(f"{path}:{line}: fewer fields than the header's {len(header)}")
+            out[rec["model"].strip()] = rec["paradigm"].strip()
         return out
     out = {}
     for item in filter(None, (x.strip() for x in spec.split(","))):

@@ -162,9 +162,10 @@ def t2i_table(
     require_models(needs_of(*scorers), command="study t2i")  # every preset's models, before the first loads
     for name, scorer in zip(presets, scorers):
         scorer.preflight()
-        scorer.score_pairs(pairs[:1])  # load the models outside the timed region
+        mine = _read_as(pairs, scorer.preset)
+        scorer.score_pairs(mine[:1])  # load the models outside the timed region
         before = dict(scorer.stats)
-        res = scorer.score_pairs(pairs)
+        res = scorer.score_pairs(mine)
         rendered = scorer.stats["rendered"] - before["rendered"]
         seconds = scorer.stats["render_seconds"] - before["render_seconds"]
         vals = [r.recon_score for r in res if r.recon_score is not None]
@@ -180,17 +181,26 @@ def t2i_table(
     return df, configs
 
 
-def read_pairs(captions: Path, images_root: Path | None, limit: int | None) -> list:
-    """(image or its load error, caption) of a captions table's usable rows, for `t2i_table`."""
+def _read_as(pairs: list, preset) -> list:
+    """(image or its load error, caption): paths read with the preset's reader (recon_score.images.reader_for)."""
     from recon_score.errors import InputError
-    from recon_score.images import load_image
+    from recon_score.images import load_image, reader_for
+
+    out = []
+    for img, caption in pairs:
+        if isinstance(img, (str, Path)):
+            try:
+                img = load_image(img, reader=reader_for(preset))
+            except InputError as err:
+                img = err
+        out.append((img, caption))
+    return out
+
+
+def read_pairs(captions: Path, images_root: Path | None, limit: int | None) -> list:
+    """(image path, caption) of a captions table's usable rows, for `t2i_table`: each preset's scorer reads the
+    image with that preset's reader (recon_score.images.reader_for), as `score` would."""
     from recon_score.inputs import read_caption_rows
 
     rows = [r for r in read_caption_rows(captions, root=images_root) if r.error is None][:limit]
-    pairs = []
-    for r in rows:
-        try:
-            pairs.append((load_image(r.image_path, name=r.image), r.caption))
-        except InputError as err:
-            pairs.append((err, r.caption))
-    return pairs
+    return [(r.image_path, r.caption) for r in rows]

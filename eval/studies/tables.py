@@ -293,11 +293,11 @@ def encoders_table(
     """Mean ReconScore of each system's existing reconstructions under each encoder (nothing is re-rendered),
     the Kendall tau-b between the system rankings of every pair of encoders, and the rows skipped because an
     image (original or reconstruction) could not be read: [{system, id, path, error}], a per-item error.
-    Originals are read with the score run's --bands, as the run read them."""
+    Originals are read with the score run's --bands and image reader, as the run read them."""
     from scipy.stats import kendalltau
 
     from recon_score.errors import ImageLoadError
-    from recon_score.images import load_image
+    from recon_score.images import READERS, load_image, reader_for
     from recon_score.scorer import ReconScorer
 
     pairs: dict[str, tuple[list, list]] = {}
@@ -305,14 +305,16 @@ def encoders_table(
     for name, run_dir in systems.items():
         run = _run_json(run_dir)
         root = (images_root or {}).get(name) or Path(run.get("images_root") or "")
+        reader = (run.get("preset") or {}).get("image_reader")  # as the score run read its originals
+        reader = reader if reader in READERS else reader_for(None)
         orig, recon = [], []
         for row in _read_jsonl(run_dir / "scores.jsonl"):
             if row.get("reconstruction") and not row.get("error"):
                 path = root / row["image"]
                 try:
-                    o = load_image(path, bands=run.get("bands"))
+                    o = load_image(path, bands=run.get("bands"), reader=reader)
                     path = run_dir / row["reconstruction"]
-                    r = load_image(path)
+                    r = load_image(path, reader=reader)
                 except ImageLoadError as err:
                     skipped.append(
                         {"system": name, "id": row.get("id"), "path": str(path), "error": str(err)}

@@ -234,6 +234,39 @@ def test_rgb_nir_tiff_fourth_band_is_data_not_alpha(tmp_path):
     assert masked[16:].max() == 0 and masked[:16].mean() > 50  # the transparent half stays black
 
 
+@pytest.mark.parametrize("reader", ["eo", "pil"])
+@pytest.mark.parametrize("low, high", [(30, 230), (140, 250), (5, 90)])
+def test_rgb_nir_uint8_tiff_fourth_band_is_data(tmp_path, low, high, reader):
+    """An 8-bit RGB+NIR TIFF (tifffile writes the 4th sample as unassociated alpha): dark, mid or bright NIR is
+    a data band (warning naming the file), not a mask that dims the image; a 0/255 mask with soft edges keeps
+    the alpha rule; --bands still chooses."""
+    import tifffile
+
+    rng = np.random.default_rng(3)
+    rgb = rng.integers(60, 180, (32, 32, 3)).astype(np.uint8)
+    nir = rng.integers(low, high, (32, 32, 1)).astype(np.uint8)
+    path = tmp_path / "rgbnir8.tif"
+    tifffile.imwrite(path, np.concatenate([rgb, nir], axis=-1), photometric="rgb")
+    with tifffile.TiffFile(path) as tif:
+        assert tif.pages[0].extrasamples == (2,)  # tifffile's tag: unassociated alpha
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = np.asarray(load_image(path, name="rgbnir8.tif", reader=reader))
+    assert np.array_equal(out, rgb)
+    if reader == "eo":  # the "pil" reader is the authors' convert("RGB"), which drops the 4th band anyway
+        message = " ".join(str(w.message) for w in caught if issubclass(w.category, ReconScoreWarning))
+        assert "image 'rgbnir8.tif': band 4 is tagged as unassociated alpha but is not a mask" in message
+    false_colour = np.asarray(load_image(path, bands=(4, 3, 2), reader=reader))
+    assert np.array_equal(false_colour, np.concatenate([nir, rgb[..., 2:3], rgb[..., 1:2]], axis=-1))
+
+    mask = np.where(np.arange(32)[:, None] < 16, 255, 0).repeat(32, axis=1).astype(np.uint8)
+    mask[15:17] = 128  # soft at its edge
+    alpha = tmp_path / "mask8.tif"
+    tifffile.imwrite(alpha, np.concatenate([rgb, mask[..., None]], axis=-1), photometric="rgb")
+    masked = np.asarray(load_image(alpha, reader="eo"))
+    assert masked[17:].max() == 0 and np.array_equal(masked[:15], rgb[:15])
+
+
 # --- parsers -------------------------------------------------------------------------------------------------
 
 
@@ -411,3 +444,71 @@ def test_input_errors_are_input_errors():
     """Path problems from the reader are InputError (row errors), never OSError or RuntimeError."""
     assert issubclass(ImageLoadError, InputError)
     assert resource.getrlimit(resource.RLIMIT_AS)  # the module is importable where the limit is set
+
+
+# --- values that used to be read silently wrong ----------------------------------------------------------------
+
+
+def test_all_nan_or_nodata_rasters_are_refused_not_scored_black(tmp_path):
+    """A float TIFF of only NaN (or only GDAL nodata) has nothing to score: a clear error naming the file,
+    where it used to become a black image; one finite pixel is data."""
+    import tifffile
+
+    tifffile.imwrite(tmp_path / "nan.tif", np.full((16, 16), np.nan, np.float32))
+    tifffile.imwrite(tmp_path / "inf3.tif", np.full((16, 16, 3), np.inf, np.float32), photometric="rgb")
+    tifffile.imwrite(
+        tmp_path / "nodata.tif",
+        np.full((16, 16), -9999, np.int16),
+        extratags=[(42113, "s", 0, "-9999", True)],
+    )
+    for name, what in (
+        ("nan", "NaN or infinite"),
+        ("inf3", "NaN or infinite"),
+        ("nodata", r"-9999 \(nodata\)"),
+    ):
+        with pytest.raises(ImageLoadError, match=rf"image '{name}\.tif' holds no data: .* is .*{what}"):
+            load_image(tmp_path / f"{name}.tif", name=f"{name}.tif")
+    one = np.full((16, 16), np.nan, np.float32)
+    one[3, 3] = 0.5
+    tifffile.imwrite(tmp_path / "one.tif", one)
+    assert np.asarray(load_image(tmp_path / "one.tif")).shape == (16, 16, 3)
+
+
+def test_duplicate_json_keys_and_ids_that_str_would_change_are_row_errors(tmp_path):
+    """A JSON line naming `caption` twice (json.loads keeps the second silently), an id of 1e400 (read as inf),
+    1.50 or true: row errors naming file:line; a whole-number id and a quoted one are kept as written."""
+    _png(tmp_path / "ok.png")
+    lines = [
+        '{"image": "ok.png", "caption": "a farm", "caption": "a road"}',
+        '{"id": 1e400, "image": "ok.png", "caption": "a farm"}',
+        '{"id": 1.50, "image": "ok.png", "caption": "a farm"}',
+        '{"id": true, "image": "ok.png", "caption": "a farm"}',
+        '{"id": "1e400", "image": "ok.png", "caption": "a farm"}',
+        '{"id": 12, "image": "ok.png", "caption": "a farm", "meta": {"k": 1, "k": 2}}',
+        '{"id": 13, "image": "ok.png", "caption": "a farm"}',
+    ]
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = read_caption_rows(caps)
+    assert rows[0].error == "caps.jsonl:1: key 'caption' appears twice in one JSON object; keep one"
+    assert rows[1].error.startswith(
+        "caps.jsonl:2: `id` must be text or a whole number, got float (read as inf)"
+    )
+    assert rows[2].error.startswith(
+        "caps.jsonl:3: `id` must be text or a whole number, got float (read as 1.5)"
+    )
+    assert rows[3].error.startswith("caps.jsonl:4: `id` must be text or a whole number, got bool")
+    assert (rows[4].id, rows[4].error) == ("1e400", None)
+    assert rows[5].error == "caps.jsonl:6: key 'k' appears twice in one JSON object; keep one"
+    assert (rows[6].id, rows[6].error) == ("13", None)
+
+
+def test_duplicate_keys_in_a_preference_file_name_the_line(tmp_path):
+    from preference_data.ranking import load_ranking
+    from preference_data.schema import PreferenceFormatError
+
+    path = tmp_path / "rank.jsonl"
+    cand = '{"caption": "a", "rank": 1}, {"caption": "b", "rank": 2, "rank": 1}'
+    path.write_text('{"image": "x.png", "candidates": [' + cand + "]}\n", encoding="utf-8")
+    with pytest.raises(PreferenceFormatError, match=r"rank\.jsonl:1: key 'rank' appears twice"):
+        load_ranking(path)

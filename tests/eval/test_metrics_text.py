@@ -171,6 +171,28 @@ def test_meteor_process_is_reused_and_validates(meteor):
         proc.score(["x"], [[]])
 
 
+def test_meteor_oversize_caption_is_its_rows_error_and_the_others_are_scored(meteor):
+    """A 1 MB caption (or reference) used to run the jar out of heap and stop every row: it is not sent to
+    Java; its row is NaN with the reason, the other rows score as before, and the process stays alive."""
+    from eval.metrics.meteor import MAX_CHARS
+
+    huge = " ".join(["farm", "river", "green", "field"] * 50_000)  # about 1 MB
+    batch = CaptionBatch(
+        candidates=["a dog runs", huge, "a cat sits", "a dog runs"],
+        references=[["a dog is running"], ["a farm"], ["a cat is sitting"], ["x " * MAX_CHARS]],
+    )
+    out = meteor.score(batch)
+    alone = meteor.process.score(["a dog runs", "a cat sits"], [["a dog is running"], ["a cat is sitting"]])
+    assert np.allclose(out.values[[0, 2]], alone) and np.isnan(out.values[[1, 3]]).all()
+    errors = out.extra["meteor_error"]
+    assert errors[0] is None and errors[2] is None
+    assert errors[1].startswith(
+        f"caption of {len(huge):,} characters is longer than METEOR's bound of 10,000"
+    )
+    assert errors[3].startswith("a reference of 19,999 characters is longer than METEOR's bound")
+    assert out.info["failed_rows"] == 2 and meteor.process.alive
+
+
 def test_meteor_owned_process_closes():
     m = build_metric("meteor")
     batch = CaptionBatch(candidates=["a cat"], references=[["a cat"]])
