@@ -49,6 +49,7 @@ KIND_WORDS = {
     ),
 }
 KINDS = (*KIND_WORDS, "object")
+ONLY_PHRASE = "the caption's only phrase: nothing to leave it out against"
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ class Explanation:
         """The JSON-ready summary (no grids): what a results row carries."""
         worst = self.worst_phrase
         return {
+            "caption": self.caption,  # the cleaned caption the phrase spans index
             "seeds": self.seeds,
             "per_seed": self.per_seed,
             "level": self.level,
@@ -312,6 +314,10 @@ def explain_one(
         expl.error = renders.errors[0]
         return expl
     expl.recon_score = _round(float(np.mean(full)))
+    if len(phrases) == 1:  # nothing to leave it out against: shown, not attributed
+        expl.skipped_phrases = 0
+        p = phrases[0]
+        expl.phrases.append(PhraseEffect(p.text, p.start, p.end, p.kind, None, None, error=ONLY_PHRASE))
     for n, p in enumerate(attributed, start=1):
         effect = PhraseEffect(p.text, p.start, p.end, p.kind, None, None)
         if renders.errors[n] or not variants[n]:
@@ -368,14 +374,48 @@ def heatmap_png(expl: Explanation, original: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def save(expl: Explanation, original: Image.Image, folder: Path, stem: str) -> dict[str, str]:
-    """Write `stem`.npz and `stem`.png into `folder` atomically; the relative names, for the results row. No maps
-    (an encoder without patch tokens, or an error): nothing written."""
+@dataclass(frozen=True)
+class ExplainOptions:
+    """`score --explain` / `describe --explain`: how many phrases are attributed, at which significance level."""
+
+    max_phrases: int = 8
+    level: float = 0.05
+
+    def __post_init__(self):
+        if self.max_phrases < 1:
+            raise ValueError(f"max_phrases must be >= 1, got {self.max_phrases}")
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
+
+
+EXPLAIN_DIR = "explain"
+
+
+def save(expl: Explanation, original: Image.Image, out: Path, stem: str) -> list[list[str]]:
+    """Write explain/`stem`.npz and explain/`stem`.png under the run folder `out` atomically; returns [relative
+    path, sha256] of each (none without maps: an encoder without patch tokens, or an error)."""
+    import hashlib
+
     from recon_score.atomic_io import atomic_write_bytes
 
     if expl.recall is None:
-        return {}
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(folder / f"{stem}.npz", maps_npz(expl))
-    atomic_write_bytes(folder / f"{stem}.png", heatmap_png(expl, original))
-    return {"maps": f"{folder.name}/{stem}.npz", "heatmap": f"{folder.name}/{stem}.png"}
+        return []
+    files = []
+    for suffix, data in ((".npz", maps_npz(expl)), (".png", heatmap_png(expl, original))):
+        rel = f"{EXPLAIN_DIR}/{stem}{suffix}"
+        atomic_write_bytes(out / rel, data)
+        files.append([rel, hashlib.sha256(data).hexdigest()])
+    return files
+
+
+def explain_row(
+    scorer, image: Image.Image, caption: str, seeds: Sequence[int], options: ExplainOptions, out: Path, stem: str
+) -> tuple[dict, list[list[str]]]:
+    """A results row's `explain` field (the Explanation's record plus its files) and the files written."""
+    expl = explain_one(scorer, image, caption, seeds=seeds, max_phrases=options.max_phrases, level=options.level)
+    files = save(expl, image, out, stem)
+    rec = expl.record()
+    rec.update({"maps": None, "heatmap": None})
+    for rel, _ in files:
+        rec["maps" if rel.endswith(".npz") else "heatmap"] = rel
+    return rec, files
