@@ -204,3 +204,24 @@ def test_maps_file_is_the_same_bytes_every_time_and_loads_without_pickle(toy_sco
     with np.load(io.BytesIO(data), allow_pickle=False) as z:
         np.testing.assert_array_equal(z["recall"], expl.recall)
         assert tuple(z["box"]) == FULL_BOX
+
+
+def test_dreamsim_towers_give_the_tokens_dreamsim_takes_its_cls_from():
+    """On dreamsim's own PerceptualModel (ensemble + LoRA, random weights at a small width): each tower's grid
+    comes from the same block-11 output whose token 0 is the CLS feature dreamsim's `_extract_cls` returns."""
+    from recon_score.encoders import build_encoder
+    from recon_score.encoders.dreamsim import perceptual_model
+
+    enc = build_encoder("shapes:dreamsim@0.02", device="cpu")
+    images = [planted_original(), Image.new("RGB", (96, 64), (200, 10, 10))]
+    grids = enc.encode_patch_tokens(images)
+    inner = perceptual_model(enc.model)
+    assert len(grids) == len(inner.extractor_list) == 3
+    x = enc._pixels(images)
+    with torch.inference_mode():
+        for i, (grid, extractor, model_type) in enumerate(zip(grids, inner.extractor_list, inner.model_list)):
+            assert grid.tokens.shape[1:3] == (14, 14) and grid.boxes == [FULL_BOX, FULL_BOX]
+            full = extractor.extract_descriptors(inner._preprocess(x, model_type), 11)[:, 0, 0]
+            cls = inner._extract_cls(inner._preprocess(x, model_type), i)[:, 0, 0]
+            torch.testing.assert_close(full[:, 0], cls)
+            torch.testing.assert_close(full[:, 1:].reshape(grid.tokens.shape), grid.tokens)

@@ -63,7 +63,8 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
     assert _files(out) == before
 
 
-def test_explain_kill_and_resume_gives_identical_bytes(data, tmp_path):
+def test_explain_kill_and_resume_gives_identical_bytes(tmp_path, sample_dir):
+    data = caption_folder(tmp_path / "data", sample_dir, ("a farmland, a road", "trees and a river", "a beach, waves"))
     env = {**os.environ, "RECONSCORE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     ref, out = tmp_path / "ref", tmp_path / "killed"
     cli = [sys.executable, "-m", "eval"]
@@ -81,7 +82,7 @@ def test_explain_kill_and_resume_gives_identical_bytes(data, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished = len(read_jsonl(journal)) - 1
-    assert 1 <= finished < len(CAPTIONS)
+    assert 1 <= finished < 3
     subprocess.run([*cli, *_argv(data, out)], env=env, cwd=REPO, check=True, capture_output=True, timeout=600)
     assert (out / "scores.jsonl").read_bytes() == (ref / "scores.jsonl").read_bytes()
     assert _files(out) == _files(ref)
