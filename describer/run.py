@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import logging
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from describer.backends import Backend, CaptionRequest, Sampling, derive_seed
@@ -24,6 +24,7 @@ from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
+from recon_score.explain import ExplainOptions, explain_row
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
@@ -51,6 +52,8 @@ class DescribeJob:
     items: list[ImageItem] | None = None  # precomputed images (e.g. a dataset split) instead of `inputs`
     source: dict | None = None  # what `items` came from, for run.json
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
+    explain: ExplainOptions | None = None  # the chosen caption explained (recon_score.explain)
+    explain_seeds: int = 1  # K held-out seeds for it: the evaluation seed, then derived ones
 
 
 @dataclass
@@ -91,6 +94,8 @@ def _settings(job: DescribeJob) -> dict:
         job.selector.image_reader != DEFAULT_READER
     ):  # likewise: a run read with the default keeps its fingerprint
         key["image_reader"] = job.selector.image_reader
+    if job.explain is not None:
+        key["explain"] = {**asdict(job.explain), "seeds": job.explain_seeds}
     return key
 
 
@@ -332,7 +337,26 @@ def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv
         if files:
             records[-1]["files"] = files
     _held_out(job, out, records, loaded)
+    _explain(job, out, records, loaded)
     return records
+
+
+def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
+    """--explain: each chosen caption explained on held-out renders (the evaluation seed, then derived seeds that
+    avoid the selection seeds: a caption is never explained on the renders that chose it)."""
+    scorer = getattr(job.selector, "scorer", None)
+    if job.explain is None or scorer is None:
+        return
+    from recon_score.seeds import derive_seeds
+
+    seeds = derive_seeds(job.selector.eval_seed, job.explain_seeds, exclude=set(job.selector.seeds))
+    for rec in records:
+        res = rec["result"]
+        if res["index"] is None:
+            continue
+        stem = f"{rec['row']:06d}_chosen"
+        res["explain"], files = explain_row(scorer, loaded[rec["row"]], res["caption"], seeds, job.explain, out, stem)
+        rec.setdefault("files", {}).update(dict(files))
 
 
 def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:

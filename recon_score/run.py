@@ -21,11 +21,12 @@ import logging
 import re
 import statistics
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
+from recon_score.explain import ExplainOptions, explain_row
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
@@ -64,6 +65,7 @@ class ScoreJob:
     source: dict | None = None  # what `rows` came from, for run.json
     seeds: int = 1  # K renders per caption (recon_score.seeds); 1 = the preset's seed only, as the paper
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
+    explain: ExplainOptions | None = None  # gap maps and phrase attributions per scored row (recon_score.explain)
 
 
 @dataclass
@@ -109,6 +111,8 @@ def _settings(job: ScoreJob, device: str) -> dict:
         key["seeds"] = job.seeds
     if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
         key["bands"] = list(job.bands)
+    if job.explain is not None:
+        key["explain"] = asdict(job.explain)
     return key
 
 
@@ -232,13 +236,22 @@ def _plan(job: ScoreJob, run: RunFolder, device: str) -> _Plan:
             f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
         )
     current = [plan.done[r.index] for r in rows if plan.is_done(r, job.retry_errors)]
-    gone = run.missing_files(dict(rec["files"] for rec in current if rec.get("files")))
-    plan.redo = {rec["row"] for rec in current if rec.get("files") and rec["files"][0] in gone}
-    if plan.redo:
-        plan.repairs.append(f"{len(plan.redo)} reconstruction(s) missing or replaced: rendered again")
+    gone = run.missing_files({p: h for rec in current for p, h in _record_files(rec)})
+    recon = {rec["row"] for rec in current if rec.get("files") and rec["files"][0] in gone}
+    maps = {rec["row"] for rec in current if any(p in gone for p, _ in rec.get("explain_files", []))}
+    plan.redo = recon | maps
+    if recon:
+        plan.repairs.append(f"{len(recon)} reconstruction(s) missing or replaced: rendered again")
+    if maps - recon:
+        plan.repairs.append(f"{len(maps - recon)} explanation(s) missing or replaced: explained again")
     if len(current) == len(rows):  # otherwise the final files are written anyway
         plan.repairs += run.damage(fingerprint=fp, files={"scores.jsonl": jsonl_bytes(_merged(plan))})
     return plan
+
+
+def _record_files(rec: dict) -> list[list[str]]:
+    """[path, sha256] of every file a journal record wrote: its reconstruction and its explanation's maps."""
+    return ([rec["files"]] if rec.get("files") else []) + rec.get("explain_files", [])
 
 
 def _chunk_done(plan: _Plan, chunk: list[InputRow], job: ScoreJob) -> bool:
@@ -293,15 +306,20 @@ def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list
             # a half-done chunk is rendered whole, as a fresh run composed it, bypassing the cache
             pairs = _pairs(job, chunk, decoded)
             results = scorer.score_seeds(pairs, seeds, force_render=len(pending) < len(chunk))
-            by_index = {row.index: res for row, res in zip(chunk, results)}
+            by_index = {row.index: (res, pair) for row, res, pair in zip(chunk, results, pairs)}
             records = []
             for row in pending:
-                res = None if row.error is not None else by_index[row.index]
+                res, pair = (None, None) if row.error is not None else by_index[row.index]
                 rec, files = _row_record(row, res, job.out, note=note)
                 key, inputs = plan.keys[row.index], plan.inputs[row.index]
                 records.append({"row": row.index, "key": key, "inv": inv, "inputs": inputs, "result": rec})
                 if files:
                     records[-1]["files"] = files
+                if job.explain is not None and res is not None and res.error is None:
+                    stem = Path(files[0]).stem
+                    rec["explain"], records[-1]["explain_files"] = explain_row(
+                        scorer, pair[0], rec["caption"], seeds, job.explain, job.out, stem
+                    )
             journal.write(records)
             for r in records:
                 plan.done[r["row"]] = r

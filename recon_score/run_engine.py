@@ -54,8 +54,8 @@ log = logging.getLogger(__name__)
 
 # the final files each kind of run folder writes besides run.json (how a folder's kind is told without run.json)
 KIND_OUTPUTS = {
-    "score": ("scores.jsonl", "reconstructions"),
-    "describe": ("captions.jsonl", "candidates.jsonl", "reconstructions"),
+    "score": ("scores.jsonl", "reconstructions", "explain"),
+    "describe": ("captions.jsonl", "candidates.jsonl", "reconstructions", "explain"),
     "retrieve": ("per_query.csv", "per_query.parquet", "methods"),
 }
 _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)

@@ -389,6 +389,28 @@ class ReconScorer:
             for score, cos, dist, err in self._compare(list(originals), list(reconstructions))
         ]
 
+    def explain(
+        self,
+        image: ImageInput,
+        caption: str,
+        *,
+        seeds: int | Sequence[int] | None = None,
+        max_phrases: int = 8,
+        level: float = 0.05,
+    ):
+        """Where `caption` fails `image`: gap maps from the encoder's patch tokens and each phrase's paired effect
+        over `seeds` (default: the preset's seed); a `recon_score.explain.Explanation`. Costs (phrases + 1) x K
+        renders; `max_phrases` bounds it. See docs/explain.md."""
+        from recon_score.explain import explain_one
+
+        seed_list = [self.preset.seed] if seeds is None else [seeds] if isinstance(seeds, int) else list(seeds)
+        if not seed_list:
+            raise ValueError("explain needs at least one seed")
+        img = to_pil_image(image, name="image") if is_array_image(image) else image
+        if not isinstance(img, Image.Image):
+            img = load_image(img, reader=self.preset.image_reader)
+        return explain_one(self, img, caption, seeds=seed_list, max_phrases=max_phrases, level=level)
+
     # -- steps ------------------------------------------------------------------------------------------------
     def _prepare(self, index: int, img, caption, seed: int) -> _Item:
         item = _Item(index=index, image=None, caption=None, seed=int(seed))

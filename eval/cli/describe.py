@@ -62,6 +62,19 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     "--phase-size", default=32, help="Images captioned before the VLM is freed and the T2I model scores them."
 )
 @opt.preset_flags(ReconPreset, PRESETS["paper"], only=("t2i_model", "encoder"), what="Selection renders: ")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Explain each chosen caption on held-out renders: gap maps and phrase effects in captions.jsonl's "
+    "`explain` (docs/explain.md). Costs (phrases + 1) x --explain-seeds renders per image.",
+)
+@opt.positive_int("--explain-max-phrases", default=8, help="With --explain: attribute at most the first N phrases.")
+@opt.positive_int(
+    "--explain-seeds",
+    default=1,
+    help="With --explain: K held-out seeds (the evaluation seed, then derived ones, never a selection seed); "
+    "K >= 2 marks significant phrases.",
+)
 @opt.bands()
 @opt.weights_dir()
 @opt.cache("reconstruction/embedding")
@@ -85,6 +98,9 @@ def command(
     weights_dir,
     cache_dir,
     no_cache,
+    explain,
+    explain_max_phrases,
+    explain_seeds,
     **kw,
 ) -> int:
     """Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber)."""
@@ -92,6 +108,7 @@ def command(
     from describer.presets import get_describer_preset
     from describer.run import DescribeJob, run_describe
     from eval.selection import build_selector, preflight
+    from recon_score.explain import ExplainOptions
     from recon_score.runtime import resolve_device
 
     p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
@@ -122,6 +139,8 @@ def command(
         overrides=recon,
         trust_remote_code=kw.get("trust_remote_code", False),
     )
+    if explain and getattr(selector, "scorer", None) is None:
+        raise click.UsageError(f"--explain needs ReconScore selection (--select-by recon_score), not {p.select_by!r}")
     preflight(cap, selector)
     job = DescribeJob(
         preset=p,
@@ -134,6 +153,8 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         items=items,
         source=source,
+        explain=ExplainOptions(max_phrases=explain_max_phrases) if explain else None,
+        explain_seeds=explain_seeds,
         **job_kw,
     )
     summary = run_describe(job)

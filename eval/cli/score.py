@@ -47,6 +47,18 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
     "mean and std, run.json a CI over images x seeds. 1 = the paper's protocol, output unchanged.",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also explain every scored row: gap maps from the encoder's patch tokens (explain/*.npz, *.png) and "
+    "each phrase's effect (leave it out, re-render with the same seeds) in the row's `explain`. Costs "
+    "(phrases + 1) x K renders per caption; see docs/explain.md.",
+)
+@opt.positive_int(
+    "--explain-max-phrases",
+    default=8,
+    help="With --explain: attribute at most the first N phrases of a caption (bounds the cost).",
+)
 @opt.bands()
 @opt.weights_dir()
 @opt.trust_remote_code("the T2I model (a preset's custom pipeline, e.g. text2earth's)")
@@ -62,9 +74,21 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.retry_errors("rows")
 @opt.overwrite()
 def command(
-    captions, images_root, dataset, dataset_root, split, annotations, preset, recon_seeds, no_cache, **kw
+    captions,
+    images_root,
+    dataset,
+    dataset_root,
+    split,
+    annotations,
+    preset,
+    recon_seeds,
+    no_cache,
+    explain,
+    explain_max_phrases,
+    **kw,
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
+    from recon_score.explain import ExplainOptions
     from recon_score.presets import get_preset
     from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
 
@@ -93,6 +117,7 @@ def command(
         rows=rows,
         source=source,
         seeds=recon_seeds,
+        explain=ExplainOptions(max_phrases=explain_max_phrases) if explain else None,
         **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
     summary = run_score(job)

@@ -186,6 +186,17 @@ def encoders(runs, encoders, device, out) -> int:
     return _show(out, study)
 
 
+@command.command("explain")
+@_runs("SYSTEM=SCORE_RUN_DIR: a `reconscore score --explain` run (repeatable).")
+@out_option
+def explain(runs, out) -> int:
+    """Which phrase kinds (counts, colours, spatial relations, object names) most often hurt a caption: a phrase
+    hurts when leaving it out brings the reconstruction significantly closer (docs/explain.md)."""
+    from eval.studies import commands
+
+    return _show(out, commands.explain(runs))
+
+
 @command.command("t2i")
 @_file("--captions", None)
 @opt.images_root("the captions file's folder")

@@ -227,3 +227,19 @@ def compodiff_sweep(base, weights, steps, log) -> Study:
     title = f"Fig. 12 data: CompoDiff {info['metric']} (%, Avg.) per steps (rows) and source weight (columns)"
     partial = any(p["exit_code"] for p in info["points"].values())
     return Study("compodiff-sweep", {"table": (table, title)}, config, started, extra=info, partial=partial)
+
+
+def explain(runs) -> Study:
+    """Which phrase kinds most often hurt, over `score --explain` runs (eval.studies.explain)."""
+    from eval.studies.explain import explained_phrases, kinds_table, worst_table
+
+    started = utc_now()
+    systems = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
+    phrases = explained_phrases(systems)
+    tables = {
+        "kinds": (kinds_table(phrases), "Phrase kinds: leaving a phrase out and re-rendering (mean delta; hurt = "
+                  "negative and significant over the run's seeds)"),
+        "worst_phrases": (worst_table(phrases), "The phrases whose removal helped the reconstruction most"),
+    }  # fmt: skip
+    config = {"runs": {k: str(v) for k, v in systems.items()}, "phrases": len(phrases)}
+    return Study("explain", tables, config, started)

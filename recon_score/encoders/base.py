@@ -31,6 +31,44 @@ class EncoderInfo:
         return {"spec": self.spec, "kind": self.kind, "source": self.source, "dim": self.dim, **self.extra}
 
 
+Box = tuple[float, float, float, float]
+FULL_BOX: Box = (0.0, 0.0, 1.0, 1.0)
+
+
+@dataclass
+class PatchGrid:
+    """One vision tower's last-layer patch tokens, (n, rows, cols, d) float32 on CPU, and for each image the part
+    of it the grid covers as fractions (x0, y0, x1, y1) of its width and height: a squash covers the whole image,
+    a centre crop less. Gap maps (recon_score.explain) compare the grids of an original and its reconstruction."""
+
+    tokens: torch.Tensor
+    boxes: list[Box]
+
+
+def centre_crop_box(resized: tuple[float, float], crop: tuple[int, int] | None) -> Box:
+    """The fractions of an image, resized to `resized` (w, h), that a centre crop of `crop` (w, h) keeps (the
+    CLIP-style preprocessing); no crop keeps everything."""
+    if crop is None:
+        return FULL_BOX
+    sw, sh = resized
+    cw, ch = min(crop[0], sw), min(crop[1], sh)
+    x0, y0 = (sw - cw) / 2 / sw, (sh - ch) / 2 / sh
+    return (x0, y0, x0 + cw / sw, y0 + ch / sh)
+
+
+def shorter_side(width: int, height: int, side: int) -> tuple[float, float]:
+    """(w, h) after resizing the shorter side to `side`, the aspect ratio kept."""
+    scale = side / min(width, height)
+    return width * scale, height * scale
+
+
+def token_grid(tokens: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """(n, T, d) tokens whose last rows*cols are the patches in raster order (CLS and register tokens come first
+    in every ViT here) -> (n, rows, cols, d) float32 on CPU."""
+    patches = tokens[:, tokens.shape[1] - rows * cols :]
+    return patches.reshape(tokens.shape[0], rows, cols, -1).float().cpu()
+
+
 class Encoder:
     """Base class. Subclasses implement `_embed_images` / `_embed_texts`, or `_pair_distance` (distance kind)."""
 
@@ -91,6 +129,21 @@ class Encoder:
             for i in range(0, len(a), bs)
         ]
         return torch.cat(out) if out else torch.zeros(0)
+
+    # -- patch tokens (gap maps) ------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def encode_patch_tokens(self, images: Sequence[Image.Image]) -> list[PatchGrid]:
+        """One PatchGrid per vision tower (DreamSim's ensemble has three) for `images`, preprocessed exactly as
+        for their embeddings. Encoders without patch tokens (LPIPS, non-ViT towers) raise TypeError."""
+        if not images:
+            raise ValueError("no images to encode")
+        return self._patch_tokens(list(images))
+
+    def _patch_tokens(self, images: list[Image.Image]) -> list[PatchGrid]:
+        raise TypeError(
+            f"encoder {self.info.spec!r} has no patch tokens: gap maps need a ViT encoder (DreamSim, open_clip, "
+            "HF CLIP/SigLIP/DINO); phrase attributions still work"
+        )
 
     # -- to implement -----------------------------------------------------------------------------------------
     def _embed_images(self, images: list[Image.Image]) -> torch.Tensor:

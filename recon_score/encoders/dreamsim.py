@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import torch
 
 from recon_score import synthetic
-from recon_score.encoders.base import Encoder, EncoderInfo, SquashingEncoder
+from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid, SquashingEncoder, token_grid
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 from recon_score.paths import weights_root
@@ -174,6 +174,29 @@ class DreamSimEncoder(SquashingEncoder):
         x = self._pixels(images)
         emb = self.model.embed(x)
         return emb.reshape(len(images), -1)
+
+    def _patch_tokens(self, images):
+        """Each tower's last-layer patch tokens (block 11, the layer DreamSim's features come from), on the same
+        squashed input as the embedding, so every grid covers the whole image."""
+        x, boxes = self._pixels(images), [FULL_BOX] * len(images)
+        if hasattr(self.model, "patch_tokens"):  # the tiny smoke ensemble
+            return [PatchGrid(token_grid(t, r, c), boxes) for t, (r, c) in self.model.patch_tokens(x)]
+        inner = perceptual_model(self.model)
+        grids = []
+        for extractor, model_type in zip(inner.extractor_list, inner.model_list):
+            desc = extractor.extract_descriptors(inner._preprocess(x, model_type), 11)
+            rows, cols = extractor.num_patches
+            grids.append(PatchGrid(token_grid(desc.reshape(len(images), desc.shape[-2], -1), rows, cols), boxes))
+        return grids
+
+
+def perceptual_model(model: torch.nn.Module) -> torch.nn.Module:
+    """dreamsim's PerceptualModel inside what `dreamsim()` returns (the ensemble comes wrapped in a peft
+    PeftModel -> LoraModel -> PerceptualModel)."""
+    for cand in (model, getattr(getattr(model, "base_model", None), "model", None)):
+        if cand is not None and hasattr(cand, "extractor_list"):
+            return cand
+    raise TypeError(f"{type(model).__name__} holds no DreamSim towers")
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from recon_score import synthetic
-from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.encoders.base import Box, Encoder, EncoderInfo, PatchGrid, centre_crop_box, shorter_side, token_grid
 from recon_score.errors import ModelNotAvailableError
 
 # SigLIP-family text towers were trained on max_length-padded text; other towers use dynamic padding
@@ -56,6 +56,22 @@ class HFEncoder(Encoder):
             return out.pooler_output
         return out.last_hidden_state[:, 0]
 
+    def _patch_tokens(self, images):
+        """The vision tower's last hidden state, patches only (the last rows*cols tokens, after any CLS and
+        register tokens), on the embedding's own preprocessing."""
+        if self.mode == "text":
+            return super()._patch_tokens(images)
+        pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
+        values = pixels["pixel_values"].to(self.device)
+        tower = getattr(self.model, "vision_model", None) if self.mode == "dual" else self.model
+        if tower is None or values.ndim != 4:
+            return super()._patch_tokens(images)
+        patch = _patch_size(getattr(self.model.config, "vision_config", self.model.config))
+        rows, cols = values.shape[-2] // patch, values.shape[-1] // patch
+        hidden = tower(pixel_values=values).last_hidden_state
+        boxes = [processor_box(self.image_processor, im.width, im.height) for im in images]
+        return [PatchGrid(token_grid(hidden, rows, cols), boxes)]
+
     def _embed_texts(self, texts):
         padding = "max_length" if self.model_type in _MAX_LENGTH_PADDING else True
         max_length = getattr(self.tokenizer, "model_max_length", 512)
@@ -69,6 +85,27 @@ class HFEncoder(Encoder):
         hidden = self.model(**enc).last_hidden_state
         mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+
+def _patch_size(config) -> int:
+    size = getattr(config, "patch_size", None)
+    if not isinstance(size, int):
+        raise TypeError(f"{type(config).__name__} has no integer patch_size: no patch grid to map")
+    return size
+
+
+def processor_box(processor, width: int, height: int) -> Box:
+    """The part of a width x height image a transformers image processor keeps: a shortest-edge resize followed
+    by a centre crop (CLIP) keeps a centred square, a fixed (height, width) resize (SigLIP) the whole image."""
+    size = getattr(processor, "size", None) or {}
+    if "shortest_edge" in size:
+        resized = shorter_side(width, height, size["shortest_edge"])
+    elif "height" in size and "width" in size:
+        resized = (float(size["width"]), float(size["height"]))
+    else:
+        resized = (float(width), float(height))
+    crop = getattr(processor, "crop_size", None) if getattr(processor, "do_center_crop", False) else None
+    return centre_crop_box(resized, (crop["width"], crop["height"]) if crop else None)
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:

@@ -25,7 +25,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.checkpoints import load_strict, read_checkpoint
-from recon_score.encoders.base import Encoder, EncoderInfo
+from recon_score.encoders.base import Box, Encoder, EncoderInfo, PatchGrid, centre_crop_box, shorter_side, token_grid
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 
@@ -61,6 +61,22 @@ class OpenCLIPEncoder(Encoder):
     def _embed_texts(self, texts):
         tokens = self.tokenizer(texts).to(self.device)
         return self.model.encode_text(tokens)
+
+    def _patch_tokens(self, images):
+        """The visual tower's patch tokens after its final LayerNorm (open_clip's `output_tokens`), on the
+        embedding's own preprocessing."""
+        visual = getattr(self.model, "visual", None)
+        if not hasattr(visual, "output_tokens") or not hasattr(visual, "grid_size"):
+            return super()._patch_tokens(images)
+        x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+        before, visual.output_tokens = visual.output_tokens, True
+        try:
+            _, tokens = visual(x)
+        finally:
+            visual.output_tokens = before
+        rows, cols = visual.grid_size
+        boxes = [preprocess_box(self.preprocess, im.width, im.height) for im in images]
+        return [PatchGrid(token_grid(tokens, rows, cols), boxes)]
 
     @property
     def pseudo_token_width(self) -> int | None:
@@ -140,6 +156,20 @@ class OpenCLIPEncoder(Encoder):
         if inner is None:
             return 0
         return len(inner(text)) + 2
+
+
+def preprocess_box(preprocess, width: int, height: int) -> Box:
+    """The part of a width x height image that a torchvision Resize + CenterCrop pipeline keeps."""
+    from torchvision import transforms
+
+    resized, crop = (float(width), float(height)), None
+    for t in getattr(preprocess, "transforms", []):
+        if isinstance(t, transforms.Resize):
+            size = [t.size] if isinstance(t.size, int) else list(t.size)
+            resized = shorter_side(width, height, size[0]) if len(size) == 1 else (size[1], size[0])
+        elif isinstance(t, transforms.CenterCrop):
+            crop = (t.size[1], t.size[0])
+    return centre_crop_box(resized, crop)
 
 
 def needs_quick_gelu(model_name: str, pretrained: str | None) -> bool:

@@ -254,6 +254,14 @@ class TinyDreamSim(torch.nn.Module):
         feats = [bb((img - self.means[i]) / self.stds[i]) for i, bb in enumerate(self.backbones)]
         return normalize_embedding(torch.cat(feats, dim=-1))
 
+    def patch_tokens(self, img: torch.Tensor) -> list[tuple[torch.Tensor, tuple[int, int]]]:
+        """Each backbone's last-layer tokens (B, prefix + rows*cols, D) with its (rows, cols) patch grid."""
+        out = []
+        for i, bb in enumerate(self.backbones):
+            tokens = bb.forward_features((img - self.means[i]) / self.stds[i])
+            out.append((tokens, tuple(bb.patch_embed.grid_size)))
+        return out
+
     @classmethod
     def from_dir(cls, path: Path) -> TinyDreamSim:
         from safetensors.torch import load_file

@@ -1,0 +1,421 @@
+"""Explanations of a ReconScore: where the reconstruction misses the original, and what each phrase contributed.
+
+Gap maps come from the patch tokens of the encoder that scores (no other model):
+    recall[i]  = max_j cos(original patch i, reconstruction patch j)   content missing anywhere (the default)
+    aligned[i] = cos(original patch i, reconstruction patch i)         layout agreement at the same place
+averaged over the encoder's towers (DreamSim's three, as its ensemble averages their embeddings) and over seeds.
+
+Phrase attributions leave each phrase out in turn and re-render with the same seeds and size:
+    delta = score(full caption) - score(caption without the phrase), per seed, paired.
+With K >= 2 seeds a phrase is significant when |mean delta| / (sd / sqrt K) exceeds Student's t with K - 1 degrees
+of freedom at the two-sided `level` (0.05 by default). A significant negative delta means the reconstruction came
+closer to the original without the phrase: a likely wrong phrase. Each phrase's region is the patch where the
+recall map drops most when the phrase is left out ("where this phrase lives").
+
+Cost: (phrases + 1) x K renders per caption; `max_phrases` bounds it (docs/explain.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+# Connectives that open a new phrase (kept with the phrase they open, so leaving it out removes them too):
+# coordinating conjunctions, "with"/"without", relative pronouns and adverbs.
+CONNECTIVES = ("and", "or", "but", "nor", "yet", "with", "without", "which", "that", "who", "whose", "where", "while")
+_CONNECTIVE = re.compile(r"\s+(?=(?:" + "|".join(CONNECTIVES) + r")\b)", re.IGNORECASE)
+_PUNCT = re.compile(r"(?<=[,;:])\s*|(?<=[.!?])\s+")
+
+# Phrase kinds for `study explain` (first match wins, in this order); the word lists are the documented rule.
+KIND_WORDS = {
+    "count": (
+        "one two three four five six seven eight nine ten eleven twelve dozen dozens several many few "
+        "numerous multiple single pair couple some lots"
+    ),
+    "colour": (
+        "red green blue yellow orange purple pink brown black white grey gray dark light bright pale "
+        "beige tan golden silver turquoise cyan teal colored coloured colorful colourful"
+    ),
+    "spatial": (
+        "left right top bottom upper lower middle center centre corner edge side near next beside between "
+        "above below under over around along across behind front surrounded surrounding adjacent north "
+        "south east west northern southern eastern western parallel diagonal opposite"
+    ),
+}
+KINDS = (*KIND_WORDS, "object")
+ONLY_PHRASE = "the caption's only phrase: nothing to leave it out against"
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A span of the caption: `text` is caption[start:end] without surrounding spaces and punctuation."""
+
+    text: str
+    start: int
+    end: int
+    kind: str
+
+
+def phrase_kind(text: str) -> str:
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    if any(ch.isdigit() for ch in text):
+        return "count"
+    for kind, vocab in KIND_WORDS.items():
+        if words & set(vocab.split()):
+            return kind
+    return "object"
+
+
+def split_phrases(caption: str) -> list[Phrase]:
+    """Deterministic phrases: split after , ; : and after . ! ? followed by a space, and before each connective
+    (CONNECTIVES) not at the start. Pieces without a letter or digit join the phrase before them. A phrase's span
+    is its words: the punctuation after it stays with the sentence."""
+    cuts = {0, len(caption)}
+    cuts.update(m.end() for m in _PUNCT.finditer(caption))
+    cuts.update(m.end() for m in _CONNECTIVE.finditer(caption))
+    bounds = sorted(cuts)
+    spans: list[list[int]] = []
+    for a, b in zip(bounds, bounds[1:]):
+        if not any(ch.isalnum() for ch in caption[a:b]) and spans:
+            spans[-1][1] = b
+        elif b > a:
+            spans.append([a, b])
+    phrases = []
+    for a, b in spans:
+        raw = caption[a:b]
+        text = raw.strip().rstrip(",;:.!?").rstrip()
+        if any(ch.isalnum() for ch in text):
+            start = a + len(raw) - len(raw.lstrip())
+            phrases.append(Phrase(text, start, start + len(text), phrase_kind(text)))
+    return phrases
+
+
+def without(caption: str, phrase: Phrase) -> str:
+    """The caption with `phrase`'s words removed, spaces and the punctuation left dangling tidied."""
+    text = caption[: phrase.start] + " " + caption[phrase.end :]
+    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s+([,;:.!?])", r"\1", text)
+    text = re.sub(r"[,;:]+(?=[,;:.!?])", "", text)
+    return text.strip().lstrip(",;:.!? ").strip()
+
+
+@dataclass
+class PhraseEffect:
+    """One phrase's contribution: `delta` = mean over seeds of score(full) - score(without it)."""
+
+    text: str
+    start: int
+    end: int
+    kind: str
+    delta: float | None
+    per_seed: list[float] | None
+    se: float | None = None
+    t: float | None = None
+    significant: bool | None = None  # None with one seed: no noise estimate
+    region: list[float] | None = None  # (x0, y0, x1, y1) fractions of the original: where recall drops most
+    region_drop: float | None = None  # that drop in recall (cosine units)
+    error: str | None = None
+
+
+@dataclass
+class Explanation:
+    """What `ReconScorer.explain` returns for one (image, caption)."""
+
+    caption: str
+    recon_score: float | None
+    seeds: list[int]
+    per_seed: list[float | None]
+    phrases: list[PhraseEffect]
+    level: float
+    recall: np.ndarray | None = field(default=None, repr=False)  # (rows, cols), mean over towers and seeds
+    aligned: np.ndarray | None = field(default=None, repr=False)
+    box: tuple[float, float, float, float] | None = None  # the part of the original the grids cover
+    phrase_drops: np.ndarray | None = field(default=None, repr=False)  # (phrases, rows, cols)
+    maps_note: str | None = None  # why there are no maps (an encoder without patch tokens)
+    skipped_phrases: int = 0  # phrases beyond max_phrases, not attributed
+    error: str | None = None
+
+    @property
+    def worst_phrase(self) -> PhraseEffect | None:
+        scored = [p for p in self.phrases if p.delta is not None]
+        return min(scored, key=lambda p: p.delta) if scored else None
+
+    def record(self) -> dict:
+        """The JSON-ready summary (no grids): what a results row carries."""
+        worst = self.worst_phrase
+        return {
+            "caption": self.caption,  # the cleaned caption the phrase spans index
+            "seeds": self.seeds,
+            "per_seed": self.per_seed,
+            "level": self.level,
+            "box": list(self.box) if self.box else None,
+            "recall_mean": _round(float(self.recall.mean())) if self.recall is not None else None,
+            "aligned_mean": _round(float(self.aligned.mean())) if self.aligned is not None else None,
+            "maps_note": self.maps_note,
+            "skipped_phrases": self.skipped_phrases,
+            "worst_phrase": worst.text if worst else None,
+            "worst_delta": worst.delta if worst else None,
+            "phrases": [asdict(p) for p in self.phrases],
+            "error": self.error,
+        }
+
+    def __repr__(self) -> str:
+        worst = self.worst_phrase
+        tail = f", worst={worst.text!r} ({worst.delta:+.3f})" if worst else ""
+        return f"Explanation(score={self.recon_score}, phrases={len(self.phrases)}{tail})"
+
+
+def _round(x: float | None, nd: int = 6) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(x, nd)
+
+
+# -- maps -------------------------------------------------------------------------------------------------------
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def tower_maps(original: np.ndarray, recon: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(recall, aligned) maps of one tower: `original` and `recon` are (rows, cols, d) patch grids."""
+    rows, cols, d = original.shape
+    a = _unit(original.reshape(-1, d).astype(np.float64))
+    b = _unit(recon.reshape(-1, d).astype(np.float64))
+    sim = a @ b.T
+    return sim.max(axis=1).reshape(rows, cols), np.einsum("id,id->i", a, b).reshape(rows, cols)
+
+
+def _resize(grid: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    if grid.shape == shape:
+        return grid
+    img = Image.fromarray(grid.astype(np.float32), mode="F").resize((shape[1], shape[0]), Image.Resampling.BILINEAR)
+    return np.asarray(img, dtype=np.float64)
+
+
+def gap_maps(original: Sequence[np.ndarray], recon: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Recall and aligned maps averaged over towers (each tower's grid resized to the finest one first)."""
+    maps = [tower_maps(o, r) for o, r in zip(original, recon)]
+    shape = max((m[0].shape for m in maps), key=lambda s: s[0] * s[1])
+    recall = np.mean([_resize(m[0], shape) for m in maps], axis=0)
+    aligned = np.mean([_resize(m[1], shape) for m in maps], axis=0)
+    return recall, aligned
+
+
+def cell_box(index: tuple[int, int], shape: tuple[int, int], box) -> list[float]:
+    """A grid cell's (x0, y0, x1, y1) as fractions of the original image."""
+    (r, c), (rows, cols) = index, shape
+    x0, y0, x1, y1 = box
+    w, h = (x1 - x0) / cols, (y1 - y0) / rows
+    return [round(x0 + c * w, 6), round(y0 + r * h, 6), round(x0 + (c + 1) * w, 6), round(y0 + (r + 1) * h, 6)]
+
+
+# -- statistics -------------------------------------------------------------------------------------------------
+def paired_effect(full: Sequence[float], reduced: Sequence[float], level: float) -> tuple:
+    """(mean delta, se, t, significant) of per-seed paired differences full - reduced."""
+    from scipy import stats
+
+    d = np.asarray(full, np.float64) - np.asarray(reduced, np.float64)
+    mean = float(d.mean())
+    if len(d) < 2:
+        return mean, None, None, None
+    se = float(d.std(ddof=1) / math.sqrt(len(d)))
+    t = math.copysign(math.inf, mean) if se == 0 and mean != 0 else (0.0 if se == 0 else mean / se)
+    crit = float(stats.t.ppf(1 - level / 2, len(d) - 1))
+    return mean, se, t, bool(abs(t) > crit)
+
+
+# -- the explanation of one (image, caption) --------------------------------------------------------------------
+@dataclass
+class _Renders:
+    """Per variant (0 = the full caption, k = without phrase k), per seed: score or error, and reconstruction."""
+
+    scores: list[list[float | None]]
+    errors: list[str | None]
+    images: list[list[Image.Image | None]]
+
+
+def _render_variants(scorer, image: Image.Image, variants: list[str], seeds: list[int]) -> _Renders:
+    pairs = [(image, v) for v in variants for _ in seeds]
+    results = scorer.score_pairs(pairs, seeds=[s for _ in variants for s in seeds])
+    k = len(seeds)
+    rows = [results[i * k : (i + 1) * k] for i in range(len(variants))]
+    return _Renders(
+        scores=[[r.recon_score for r in row] for row in rows],
+        errors=[next((r.error for r in row if r.error), None) for row in rows],
+        images=[[r.reconstruction for r in row] for row in rows],
+    )
+
+
+def _grids(encoder, images: list[Image.Image]) -> tuple[list[list[np.ndarray]], tuple]:
+    """Per image, per tower: its (rows, cols, d) patch grid, encoded `encoder.batch_size` images at a time; and
+    the part of the first image the grids cover."""
+    out: list[list[np.ndarray]] = []
+    box = None
+    for i in range(0, len(images), encoder.batch_size):
+        towers = encoder.encode_patch_tokens(images[i : i + encoder.batch_size])
+        box = box or towers[0].boxes[0]
+        out.extend([t.tokens[j].numpy() for t in towers] for j in range(towers[0].tokens.shape[0]))
+    return out, box
+
+
+def _mean_maps(orig: list[np.ndarray], recons: list[list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    maps = [gap_maps(orig, r) for r in recons]
+    return np.mean([m[0] for m in maps], axis=0), np.mean([m[1] for m in maps], axis=0)
+
+
+def _attach_maps(expl: Explanation, scorer, image: Image.Image, renders: _Renders) -> None:
+    """Recall/aligned maps of the full caption and each phrase's recall drop, all means over seeds."""
+    ok = [i for i, err in enumerate(renders.errors) if err is None]
+    flat = [im for i in ok for im in renders.images[i]]
+    try:
+        grids, box = _grids(scorer.encoder, [image, *flat])
+    except TypeError as err:
+        expl.maps_note = str(err)
+        return
+    k = len(expl.seeds)
+    by_variant = {v: grids[1 + n * k : 1 + (n + 1) * k] for n, v in enumerate(ok)}
+    expl.recall, expl.aligned = _mean_maps(grids[0], by_variant[0])
+    expl.box = tuple(float(x) for x in box)
+    drops = np.full((len(expl.phrases), *expl.recall.shape), np.nan)
+    for n, effect in enumerate(expl.phrases):
+        if n + 1 not in by_variant:
+            continue
+        drops[n] = expl.recall - _mean_maps(grids[0], by_variant[n + 1])[0]
+        r, c = np.unravel_index(int(np.argmax(drops[n])), drops[n].shape)
+        if drops[n][r, c] > 0:
+            effect.region = cell_box((int(r), int(c)), drops[n].shape, expl.box)
+            effect.region_drop = _round(float(drops[n][r, c]))
+    expl.phrase_drops = drops
+
+
+def explain_one(
+    scorer, image: Image.Image, caption: str, *, seeds: Sequence[int], max_phrases: int = 8, level: float = 0.05
+) -> Explanation:
+    """The explanation of one loaded image and its caption (see the module docstring)."""
+    from recon_score.errors import InputError
+    from recon_score.prompts import clean_caption
+
+    seeds = [int(s) for s in seeds]
+    try:
+        text = clean_caption(caption, collapse_whitespace=scorer.preset.collapse_whitespace)
+    except InputError as err:
+        return Explanation(str(caption), None, seeds, [None] * len(seeds), [], level, error=str(err))
+    phrases = split_phrases(text)
+    attributed = phrases[:max_phrases] if len(phrases) > 1 else []
+    variants = [text] + [without(text, p) for p in attributed]
+    renders = _render_variants(scorer, image, variants, seeds)
+    full = renders.scores[0]
+    expl = Explanation(text, None, seeds, full, [], level, skipped_phrases=len(phrases) - len(attributed))
+    if renders.errors[0]:
+        expl.error = renders.errors[0]
+        return expl
+    expl.recon_score = _round(float(np.mean(full)))
+    if len(phrases) == 1:  # nothing to leave it out against: shown, not attributed
+        expl.skipped_phrases = 0
+        p = phrases[0]
+        expl.phrases.append(PhraseEffect(p.text, p.start, p.end, p.kind, None, None, error=ONLY_PHRASE))
+    for n, p in enumerate(attributed, start=1):
+        effect = PhraseEffect(p.text, p.start, p.end, p.kind, None, None)
+        if renders.errors[n] or not variants[n]:
+            effect.error = renders.errors[n] or "nothing left without this phrase"
+        else:
+            mean, se, t, sig = paired_effect(full, renders.scores[n], level)
+            effect.delta, effect.se, effect.t, effect.significant = _round(mean), _round(se), _round(t), sig
+            effect.per_seed = [_round(a - b) for a, b in zip(full, renders.scores[n])]
+        expl.phrases.append(effect)
+    _attach_maps(expl, scorer, image, renders)
+    return expl
+
+
+# -- files ------------------------------------------------------------------------------------------------------
+def maps_npz(expl: Explanation) -> bytes:
+    """The raw grids as an .npz (recall, aligned, phrase_drops, box), with fixed zip timestamps so the same
+    explanation always gives the same bytes."""
+    import io
+    import zipfile
+
+    arrays = {"recall": expl.recall, "aligned": expl.aligned, "phrase_drops": expl.phrase_drops}
+    arrays["box"] = np.asarray(expl.box, np.float64)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, arr in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+            zf.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)), member.getvalue())
+    return buf.getvalue()
+
+
+def heatmap(expl: Explanation, original: Image.Image, *, alpha: float = 0.65) -> Image.Image:
+    """The original with its gap (1 - recall, clipped to [0, 1]) overlaid in red over the part the grid covers:
+    the stronger the red, the less of that patch the reconstruction reproduced anywhere."""
+    base = original.convert("RGB")
+    x0, y0, x1, y1 = expl.box
+    left, top = round(x0 * base.width), round(y0 * base.height)
+    size = (max(1, round(x1 * base.width) - left), max(1, round(y1 * base.height) - top))
+    gap = np.clip(1.0 - expl.recall, 0.0, 1.0).astype(np.float32)
+    gap = np.asarray(Image.fromarray(gap, mode="F").resize(size, Image.Resampling.BILINEAR))
+    layer = np.zeros((size[1], size[0], 4), np.uint8)
+    layer[..., 0] = 255
+    layer[..., 3] = np.clip(np.round(gap * alpha * 255), 0, 255).astype(np.uint8)
+    out = base.convert("RGBA")
+    out.alpha_composite(Image.fromarray(layer, mode="RGBA"), (left, top))
+    return out.convert("RGB")
+
+
+def heatmap_png(expl: Explanation, original: Image.Image) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    heatmap(expl, original).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class ExplainOptions:
+    """`score --explain` / `describe --explain`: how many phrases are attributed, at which significance level."""
+
+    max_phrases: int = 8
+    level: float = 0.05
+
+    def __post_init__(self):
+        if self.max_phrases < 1:
+            raise ValueError(f"max_phrases must be >= 1, got {self.max_phrases}")
+        if not 0 < self.level < 1:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
+
+
+EXPLAIN_DIR = "explain"
+
+
+def save(expl: Explanation, original: Image.Image, out: Path, stem: str) -> list[list[str]]:
+    """Write explain/`stem`.npz and explain/`stem`.png under the run folder `out` atomically; returns [relative
+    path, sha256] of each (none without maps: an encoder without patch tokens, or an error)."""
+    import hashlib
+
+    from recon_score.atomic_io import atomic_write_bytes
+
+    if expl.recall is None:
+        return []
+    files = []
+    for suffix, data in ((".npz", maps_npz(expl)), (".png", heatmap_png(expl, original))):
+        rel = f"{EXPLAIN_DIR}/{stem}{suffix}"
+        atomic_write_bytes(out / rel, data)
+        files.append([rel, hashlib.sha256(data).hexdigest()])
+    return files
+
+
+def explain_row(
+    scorer, image: Image.Image, caption: str, seeds: Sequence[int], options: ExplainOptions, out: Path, stem: str
+) -> tuple[dict, list[list[str]]]:
+    """A results row's `explain` field (the Explanation's record plus its files) and the files written."""
+    expl = explain_one(scorer, image, caption, seeds=seeds, max_phrases=options.max_phrases, level=options.level)
+    files = save(expl, image, out, stem)
+    rec = expl.record()
+    rec.update({"maps": None, "heatmap": None})
+    for rel, _ in files:
+        rec["maps" if rel.endswith(".npz") else "heatmap"] = rel
+    return rec, files

@@ -1,0 +1,227 @@
+"""Explanations proved on a planted signal: a toy T2I pipeline (diffusers' call signature, driven through the
+Renderer's real call) paints known shapes for known words at known places, and an encoder whose patch tokens are
+local colour statistics. The recall map, the phrase deltas and their regions must point at what was planted."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageDraw
+from scipy import stats
+
+from recon_score.artifact_cache import ArtifactCache
+from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid
+from recon_score.explain import maps_npz, paired_effect, split_phrases, without
+from recon_score.scorer import ReconScorer
+
+# word -> (colour, shape, box as fractions of the image)
+PLANTS = {
+    "red square": ((220, 30, 30), "rect", (0.05, 0.05, 0.40, 0.40)),
+    "blue circle": ((30, 40, 220), "disk", (0.58, 0.58, 0.95, 0.95)),
+    "yellow triangle": ((235, 220, 20), "tri", (0.35, 0.55, 0.65, 0.95)),
+}
+FIELD, BARE = (40, 160, 40), (128, 128, 128)
+
+
+def paint(text: str, width: int, height: int, generator: torch.Generator) -> Image.Image:
+    """Green when the text has "green field" (grey otherwise), each planted word's shape at its place, plus the
+    seed's noise: a per-image brightness shift and per-pixel noise."""
+    img = Image.new("RGB", (width, height), FIELD if "green field" in text else BARE)
+    draw = ImageDraw.Draw(img)
+    for word, (colour, shape, (x0, y0, x1, y1)) in PLANTS.items():
+        if word not in text:
+            continue
+        box = (x0 * width, y0 * height, x1 * width, y1 * height)
+        if shape == "rect":
+            draw.rectangle(box, fill=colour)
+        elif shape == "disk":
+            draw.ellipse(box, fill=colour)
+        else:
+            draw.polygon([(box[0], box[3]), (box[2], box[3]), ((box[0] + box[2]) / 2, box[1])], fill=colour)
+    shift = float(torch.randn(1, generator=generator)) * 6
+    noise = torch.randn(height, width, 3, generator=generator).numpy() * 10
+    return Image.fromarray(np.clip(np.asarray(img, np.float64) + shift + noise, 0, 255).astype(np.uint8))
+
+
+class PaintPipeline:
+    """diffusers' text-to-image call signature; returns `.images` like a pipeline output."""
+
+    def __call__(self, prompt, height, width, num_inference_steps, generator, output_type="pil", guidance_scale=0.0):
+        images = [paint(p, width, height, g) for p, g in zip(prompt, generator)]
+        return type("Output", (), {"images": images})()
+
+
+class ColourPatches(Encoder):
+    """Patch tokens = mean colour of each 8x8 cell of a 64x64 squash (centred); embedding = the 4x4 cell means."""
+
+    def __init__(self):
+        self.info = EncoderInfo(spec="test:colour-patches", kind="embedding", modalities=("image",), source="test")
+        self.device = torch.device("cpu")
+
+    def _cells(self, images, n):
+        arr = np.stack([np.asarray(im.convert("RGB").resize((64, 64), Image.Resampling.BOX), np.float64) for im in images])
+        return torch.from_numpy(arr.reshape(len(images), n, 64 // n, n, 64 // n, 3).mean((2, 4)) / 255 - 0.5)
+
+    def _embed_images(self, images):
+        return self._cells(images, 4).reshape(len(images), -1).float()
+
+    def _patch_tokens(self, images):
+        return [PatchGrid(self._cells(images, 8).float(), [FULL_BOX] * len(images))]
+
+
+class NoPatches(ColourPatches):
+    def _patch_tokens(self, images):
+        return Encoder._patch_tokens(self, images)
+
+
+def planted_original() -> Image.Image:
+    return paint("green field red square blue circle", 128, 128, torch.Generator().manual_seed(999))
+
+
+@pytest.fixture
+def toy_scorer():
+    scorer = ReconScorer.from_preset(
+        "smoke", device="cpu", cache=ArtifactCache(enabled=False), overrides={"max_side": 128}
+    )
+    scorer.renderer._pipe = PaintPipeline()
+    scorer._encoder = ColourPatches()
+    return scorer
+
+
+SEEDS = [1, 2, 3, 4, 5]
+
+
+def region_mean(grid: np.ndarray, box) -> float:
+    rows, cols = grid.shape
+    x0, y0, x1, y1 = box
+    return float(grid[int(y0 * rows) : int(np.ceil(y1 * rows)), int(x0 * cols) : int(np.ceil(x1 * cols))].mean())
+
+
+def inside(point_box, plant_box) -> bool:
+    cx, cy = (point_box[0] + point_box[2]) / 2, (point_box[1] + point_box[3]) / 2
+    x0, y0, x1, y1 = plant_box
+    return x0 <= cx <= x1 and y0 <= cy <= y1
+
+
+def test_recall_map_is_low_where_an_unmentioned_object_is(toy_scorer):
+    expl = toy_scorer.explain(planted_original(), "a green field, a red square", seeds=SEEDS[:2])
+    blue = PLANTS["blue circle"][2]
+    recall = expl.recall
+    rest = recall.copy()
+    rest[int(blue[1] * 8) : 8, int(blue[0] * 8) : 8] = np.nan
+    assert region_mean(recall, (0.65, 0.65, 0.9, 0.9)) < np.nanmean(rest) - 0.5
+    r, c = np.unravel_index(np.argmin(recall), recall.shape)
+    assert inside(((c + 0.5) / 8, (r + 0.5) / 8, (c + 0.5) / 8, (r + 0.5) / 8), blue)
+    assert expl.aligned.shape == recall.shape and expl.box == FULL_BOX
+
+
+def test_correct_and_wrong_phrases_get_significant_deltas_of_opposite_sign(toy_scorer):
+    caption = "a green field, a red square, a yellow triangle and a blue circle"
+    expl = toy_scorer.explain(planted_original(), caption, seeds=SEEDS)
+    by_text = {p.text: p for p in expl.phrases}
+    assert list(by_text) == ["a green field", "a red square", "a yellow triangle", "and a blue circle"]
+    for right in ("a green field", "a red square", "and a blue circle"):
+        assert by_text[right].delta > 0 and by_text[right].significant, by_text[right]
+    wrong = by_text["a yellow triangle"]
+    assert wrong.delta < 0 and wrong.significant, wrong
+    assert expl.worst_phrase.text == "a yellow triangle"
+    # where each phrase lives: the recall drops most inside its planted shape
+    assert inside(by_text["a red square"].region, PLANTS["red square"][2])
+    assert inside(by_text["and a blue circle"].region, PLANTS["blue circle"][2])
+    assert expl.phrase_drops.shape == (4, 8, 8)
+
+
+def test_deltas_are_the_per_seed_paired_differences(toy_scorer):
+    caption = "a green field, a red square"
+    expl = toy_scorer.explain(planted_original(), caption, seeds=SEEDS[:3])
+    reduced = [toy_scorer.score(planted_original(), without(caption, split_phrases(caption)[1]), seeds=s) for s in SEEDS[:3]]
+    expected = [f - r.recon_score for f, r in zip(expl.per_seed, reduced)]
+    assert expl.phrases[1].per_seed == pytest.approx(expected, abs=1e-5)
+
+
+def test_an_encoder_without_patch_tokens_still_attributes_phrases(toy_scorer):
+    toy_scorer._encoder = NoPatches()
+    expl = toy_scorer.explain(planted_original(), "a green field, a yellow triangle", seeds=SEEDS[:3])
+    assert expl.recall is None and "no patch tokens" in expl.maps_note
+    assert expl.phrases[1].delta < 0
+
+
+def test_paired_effect_matches_scipy_ttest_rel():
+    full, reduced = [71.2, 70.4, 72.9, 70.1], [70.0, 70.9, 71.1, 69.0]
+    mean, se, t, sig = paired_effect(full, reduced, 0.05)
+    ref = stats.ttest_rel(full, reduced)
+    assert t == pytest.approx(ref.statistic, rel=1e-12)
+    assert sig == (ref.pvalue < 0.05)
+    assert mean == pytest.approx(np.mean(np.subtract(full, reduced)))
+    assert paired_effect([1.0], [0.5], 0.05)[2:] == (None, None)
+
+
+@pytest.mark.parametrize(
+    "caption, phrases",
+    [
+        ("green farmland", ["green farmland"]),
+        (
+            "A dense residential area with many houses, some trees and a road that runs left to right.",
+            ["A dense residential area", "with many houses", "some trees", "and a road", "that runs left to right"],
+        ),
+        (
+            "two white planes near the terminal; a runway lies to the north.",
+            ["two white planes near the terminal", "a runway lies to the north"],
+        ),
+        ("Sandy beach. Waves, which are white", ["Sandy beach", "Waves", "which are white"]),
+        ("Android phones, Oregon roads", ["Android phones", "Oregon roads"]),  # connectives match whole words
+    ],
+)
+def test_phrase_rule(caption, phrases):
+    assert [p.text for p in split_phrases(caption)] == phrases
+
+
+def test_leaving_a_phrase_out_keeps_a_tidy_sentence():
+    caption = "a green field, a red square, and a blue circle."
+    p = split_phrases(caption)
+    assert [without(caption, x) for x in p] == [
+        "a red square, and a blue circle.",
+        "a green field, and a blue circle.",
+        "a green field, a red square.",
+    ]
+    assert [x.kind for x in split_phrases("three tanks, a red roof, on the left, a barn")] == [
+        "count",
+        "colour",
+        "spatial",
+        "object",
+    ]
+
+
+def test_maps_file_is_the_same_bytes_every_time_and_loads_without_pickle(toy_scorer):
+    expl = toy_scorer.explain(planted_original(), "a green field, a red square", seeds=[1, 2])
+    data = maps_npz(expl)
+    assert data == maps_npz(expl)
+    assert all(i.date_time == (1980, 1, 1, 0, 0, 0) for i in zipfile.ZipFile(io.BytesIO(data)).infolist())
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["recall"], expl.recall)
+        assert tuple(z["box"]) == FULL_BOX
+
+
+def test_dreamsim_towers_give_the_tokens_dreamsim_takes_its_cls_from():
+    """On dreamsim's own PerceptualModel (ensemble + LoRA, random weights at a small width): each tower's grid
+    comes from the same block-11 output whose token 0 is the CLS feature dreamsim's `_extract_cls` returns."""
+    from recon_score.encoders import build_encoder
+    from recon_score.encoders.dreamsim import perceptual_model
+
+    enc = build_encoder("shapes:dreamsim@0.02", device="cpu")
+    images = [planted_original(), Image.new("RGB", (96, 64), (200, 10, 10))]
+    grids = enc.encode_patch_tokens(images)
+    inner = perceptual_model(enc.model)
+    assert len(grids) == len(inner.extractor_list) == 3
+    x = enc._pixels(images)
+    with torch.inference_mode():
+        for i, (grid, extractor, model_type) in enumerate(zip(grids, inner.extractor_list, inner.model_list)):
+            assert grid.tokens.shape[1:3] == (14, 14) and grid.boxes == [FULL_BOX, FULL_BOX]
+            full = extractor.extract_descriptors(inner._preprocess(x, model_type), 11)[:, 0, 0]
+            cls = inner._extract_cls(inner._preprocess(x, model_type), i)[:, 0, 0]
+            torch.testing.assert_close(full[:, 0], cls)
+            torch.testing.assert_close(full[:, 1:].reshape(grid.tokens.shape), grid.tokens)
