@@ -76,12 +76,13 @@ def command(**job) -> int:
 
 def print_correlations(table, run: dict, out: Path | None = None) -> None:
     """The correlations as a rich table, headline column marked."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from eval.cli.console import console as make_console
+
     head = run["protocol"]["headline"]
-    console = Console()
+    console = make_console()
     t = Table(
         title=f"{run['format']}: Kendall tau x 100 (headline {head.replace('_', '-')}) and pairwise accuracy, "
         "each with its [95% bootstrap CI over images]"

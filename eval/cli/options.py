@@ -367,11 +367,12 @@ def bands() -> Callable:
 
 def summary_table(title: str, out: Path, *, already_complete: bool):
     """(console, table) for a run's closing summary; a finished run says first that there was nothing to do."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from eval.cli.console import console as make_console
+
+    console = make_console()
     if already_complete:
         console.print(f"[bold]{escape(str(out))}[/] is already complete: nothing to do.")
     return console, Table(title=title, show_header=False)
