@@ -57,6 +57,7 @@ def load_preferences(path: str | Path, fmt: str, *, references: str | Path | Non
     if fmt not in FORMATS:
         raise ValueError(f"unknown preference format {fmt!r}; known: {', '.join(FORMATS)}")
     path = Path(path)
-    if not path.is_file():
-        raise PreferenceFormatError(path, None, "file not found")
+    if not path.is_file():  # never opened: a FIFO or a device would block the read
+        why = "is not a regular file (a folder, FIFO or device)" if path.exists() else "not found"
+        raise PreferenceFormatError(path, None, f"file {why}")
     return FORMATS[fmt](path, Path(references) if references is not None else None)

@@ -181,6 +181,8 @@ def require_models(needs: list[ModelNeed], *, command: str | None = None) -> lis
         if key not in seen:
             seen.add(key)
             statuses.append(check_need(need))
+            s = statuses[-1]
+            log.debug("%s %r: %s %s", need.role, need.spec, "here," if s.available else "missing:", s.detail)
     absent = [s for s in statuses if not s.available]
     remote = [s for s in absent if s.host is not None]
     reasons = ["not found"] if len(remote) < len(absent) else []

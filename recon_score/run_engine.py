@@ -461,7 +461,7 @@ class RunFolder:
             )
         if self.journal_dir.exists() and not self.journal_dir.is_dir():
             raise ReconScoreError(
-                f"{self.journal_dir} is a file, not the run's journal folder; move it away (or pass --overwrite)"
+                f"{self.journal_dir} is a file, not the run's journal folder; move it away or choose another --out"
             )
         kind = folder_kind(self.out)
         if kind is not None and kind != self.kind:

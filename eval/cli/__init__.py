@@ -130,6 +130,35 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
     if verbose < 2:
         for noisy in ("httpx", "huggingface_hub", "urllib3", "filelock"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not sys.stderr.isatty():
+        _no_library_bars()
+    log = logging.getLogger("reconscore")
+    if verbose:
+        log.info("reconscore %s, Python %s, argv %s", _version(), sys.version.split()[0], sys.argv[1:])
+    shown = ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")  # never a token
+    log.debug(
+        "settings from the environment: %s",
+        {
+            k: v
+            for k, v in os.environ.items()
+            if k in shown
+            or (k.startswith("RECONSCORE_") and not any(w in k for w in ("TOKEN", "KEY", "SECRET")))
+        },
+    )
+
+
+def _no_library_bars() -> None:
+    """Off a terminal the libraries' own tqdm bars ("Writing model shards", downloads) would write `\r` redraws
+    into the log: recon_score.progress prints the plain lines there. Before they are imported, the hub's switch
+    is enough (transformers reads it at import); where one is already imported (tests), it is told directly."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    for name in ("transformers.utils.logging", "diffusers.utils.logging"):
+        if name in sys.modules:
+            sys.modules[name].disable_progress_bar()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,6 +66,7 @@ def command(
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
     from recon_score.presets import get_preset
+    from recon_score.quick_checks import check_recon_job
     from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
 
     p = get_preset(preset).override(**opt.pop_overrides(ReconPreset, kw))
@@ -95,6 +96,7 @@ def command(
         seeds=recon_seeds,
         **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
+    check_recon_job(job)  # a wrong path, column or name answers before torch is imported
     summary = run_score(job)
     from accelerate import PartialState
 

@@ -25,7 +25,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.encoders.base import Encoder, EncoderInfo, SquashingEncoder
-from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError, did_you_mean
 from recon_score.hub import is_offline
 from recon_score.paths import weights_root
 
@@ -180,7 +180,8 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     if synthetic.is_synthetic(name):
         return _build_synthetic(synthetic.parse(name), device)
     if name not in REQUIRED:
-        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
+        hint = did_you_mean(name, REQUIRED)
+        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}{hint}"
         raise UnknownEncoderError(f"dreamsim:{name}", known=[], reason=reason)
 
     cache_dir = dreamsim_dir(weights_dir)
@@ -259,7 +260,8 @@ def check(name: str, *, weights_dir: Path | None) -> dict:
             "available": False,
             "location": "",
             "source": "",
-            "detail": f"unknown DreamSim model {name!r}",
+            "detail": f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
+            + did_you_mean(name, REQUIRED),
         }
     cache_dir = dreamsim_dir(weights_dir)
     missing = _missing(name, cache_dir)

@@ -49,7 +49,7 @@ def test_summary_line_with_a_long_run_folder_is_one_line(tmp_path, capsys, monke
 
     monkeypatch.setenv("COLUMNS", "40")
     out = _long_path(tmp_path)
-    console_, _ = summary_table("ReconScore", out, already_complete=True)
+    summary_table("ReconScore", out, already_complete=True)
     assert f"{out} is already complete: nothing to do." in capsys.readouterr().out.splitlines()
 
 
@@ -87,3 +87,70 @@ def test_every_listed_summary_is_its_commands_own(capsys):
         assert main([name, "--help"]) == 0
         first = " ".join(capsys.readouterr().out.split("\n\n")[1].split())
         assert first.split()[0] == summary.split()[0], (name, first)
+
+
+def test_input_errors_answer_before_torch_is_imported(tmp_path):
+    """A wrong path, field name, image folder or encoder family is refused before torch is imported."""
+    (tmp_path / "wrong.jsonl").write_text('{"img": "a.png", "text": "a field"}\n')
+    (tmp_path / "ok.jsonl").write_text('{"image": "a.png", "caption": "a field"}\n')
+    out = str(tmp_path / "run")
+    cases = [
+        (["--captions", str(tmp_path / "missing.jsonl")], "not found"),
+        (["--captions", str(tmp_path / "wrong.jsonl")], "no line has the fields image, caption"),
+        (["--captions", str(tmp_path / "ok.jsonl"), "--images", str(tmp_path / "no")], "is not a folder"),
+        (["--encoder", "dreamsm:ensemble"], "did you mean 'dreamsim'"),
+    ]
+    code = (
+        "import sys; from eval.cli import main; "
+        f"rcs = [main(['score', '--preset', 'smoke', '--out', {out!r}, *a]) for a in {[c for c, _ in cases]!r}]; "
+        "print(rcs, 'torch' in sys.modules)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    assert r.stdout.strip() == "[1, 1, 1, 1] False", r.stderr
+    errors = r.stderr.strip().splitlines()
+    assert len(errors) == len(cases)
+    for line, (_, needle) in zip(errors, cases):
+        assert line.startswith("error: ") and needle in line
+
+
+def test_a_fifo_is_not_a_regular_file_and_is_never_opened(tmp_path, capsys):
+    fifo = tmp_path / "caps.jsonl"
+    os.mkfifo(fifo)
+    assert main(["score", "--preset", "smoke", "--captions", str(fifo), "--out", str(tmp_path / "r")]) == 1
+    assert f"captions file {fifo} is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+
+
+def test_typos_get_the_closest_name(capsys, tmp_path):
+    assert main(["score", "--preset", "smok", "--out", str(tmp_path / "r")]) == 2
+    assert "Did you mean 'smoke'?" in capsys.readouterr().err
+    from recon_score.encoders import check_encoder
+
+    detail = check_encoder("dreamsim:ensembel")["detail"]
+    assert "choose one of ensemble, " in detail and "(did you mean 'ensemble'?)" in detail
+
+
+def test_vv_adds_debug_records(tmp_path):
+    (tmp_path / "wrong.jsonl").write_text('{"img": "a.png"}\n')
+    argv = ["score", "--preset", "smoke", "--captions", str(tmp_path / "wrong.jsonl"), "--out", str(tmp_path)]
+    quiet, loud = _cli(*argv), _cli("-vv", *argv)
+    assert "DEBUG" not in quiet.stderr and "INFO" not in quiet.stderr
+    assert "INFO reconscore: reconscore " in loud.stderr and "DEBUG reconscore: settings" in loud.stderr
+
+
+def test_constant_ranks_are_quoted_as_written():
+    import numpy as np
+    import pandas as pd
+
+    from eval.kendall import correlate
+
+    table = pd.DataFrame(
+        {"image": ["a", "a"], "candidate": ["x", "y"], "judgment": [1.0, 1.0], "judgment_kind": ["rank"] * 2}
+    )
+    note = correlate(table, {"m": np.array([1.0, 2.0])}, n_boot=0).note[0]
+    assert "every human judgment is the same (1)" in note
