@@ -43,9 +43,6 @@ def read_text(path: str | Path, *, encoding: str = "utf-8", what: str = "file") 
         TextFileError: missing or unreadable file, or a byte sequence that is not valid `encoding`.
     """
     path = Path(path)
-    problem = file_problem(path)
-    if problem:  # before reading: a FIFO would block here forever
-        raise TextFileError(path, None, f"{what} {problem}")
     try:
         data = path.read_bytes()
     except FileNotFoundError:
