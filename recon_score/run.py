@@ -138,6 +138,9 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dic
         "cosine": None,
         "reconstruction": None,
         "error": row.error,
+        "width": None,  # one schema for every row: a row that failed before rendering has them too, as null
+        "height": None,
+        "truncated": None,
     }
     if res is not None:
         rec.update(
@@ -179,6 +182,7 @@ class _Plan:
     redo: set[int] = field(default_factory=set)  # journaled, but their reconstruction is gone or replaced
     repairs: list[str] = field(default_factory=list)
     changed: dict[str, int] = field(default_factory=dict)  # rows recomputed, by the input that changed
+    resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
 
     def is_done(self, row: InputRow, retry_errors: bool) -> bool:
         rec = self.done.get(row.index)
@@ -201,6 +205,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         plan = _plan(job, run, device)
         if all(plan.is_done(r, job.retry_errors) for r in plan.rows) and not plan.repairs:
             return _summarize(plan.rows, plan.done, already_complete=True, rendered=0, cached=0)
+        resumed = sum(plan.is_done(r, job.retry_errors) for r in plan.rows)
         scorer = _scorer(job, device)
         todo = [c for c in run.mine(_chunks(plan.rows, job.batch_size)) if not _chunk_done(plan, c, job)]
         if todo:
@@ -212,6 +217,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         plan.done = run.load(fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys)
         stats = scorer.stats["rendered"], scorer.stats["reconstruction_cache_hits"]
         summary = _summarize(plan.rows, plan.done, already_complete=False, rendered=stats[0], cached=stats[1])
+        summary.resumed = resumed
         if run.is_main:
             summary.ci = _finish(job, run, plan, scorer, summary, inv, worked=bool(todo))
         return summary
@@ -418,7 +424,7 @@ def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int
         ok=len(scores),
         failed=len(failures),
         mean=statistics.fmean(scores) if scores else None,
-        std=statistics.stdev(scores) if len(scores) > 1 else (0.0 if scores else None),
+        std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value has no spread, not a spread of 0
         rendered=rendered,
         cached=cached,
         already_complete=already_complete,

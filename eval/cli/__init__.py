@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as err:
         err.show()
         return err.exit_code
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort:  # Ctrl-C; a run folder has said what it keeps (recon_score.run_engine)
+        click.echo("aborted (Ctrl-C)", err=True)
         return EXIT_INTERRUPTED
     except ReconScoreError as err:
         click.echo(f"error: {err}", err=True)

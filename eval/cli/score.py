@@ -110,9 +110,13 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("rows", str(summary.total))
     table.add_row("scored", str(summary.ok))
     table.add_row("failed", str(summary.failed))
-    if summary.mean is not None:
+    if summary.mean is not None and summary.std is not None:
         table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
+    elif summary.mean is not None:  # one scored caption: a value, no spread
+        table.add_row("ReconScore", f"{summary.mean:.2f} (1 caption scored: no spread)")
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
+    if summary.resumed:
+        table.add_row("rows resumed from the journal", str(summary.resumed))
     kinds = _kinds_summary(out)
     if kinds:
         ref, dis = kinds["reference_mean"], kinds["distractor_mean"]

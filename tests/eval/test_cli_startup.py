@@ -154,3 +154,40 @@ def test_constant_ranks_are_quoted_as_written():
     )
     note = correlate(table, {"m": np.array([1.0, 2.0])}, n_boot=0).note[0]
     assert "every human judgment is the same (1)" in note
+
+
+def test_ctrl_c_says_what_is_saved_and_the_rerun_counts_it(tmp_path, capsys, monkeypatch):
+    from recon_score.scorer import ReconScorer
+
+    real, calls = ReconScorer.score_seeds, []
+
+    def interrupted_on_the_third(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, *a, **kw)
+
+    out = tmp_path / "run"
+    argv = ["score", "--preset", "smoke", "--limit", "4", "--out", str(out), "--no-cache"]
+    monkeypatch.setattr(ReconScorer, "score_seeds", interrupted_on_the_third)
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: 2 row(s) finished saved in {out / 'journal'}; run the same command again" in err
+    monkeypatch.setattr(ReconScorer, "score_seeds", real)
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split() == ["│", "rows", "resumed", "from", "the", "journal", "│", "2", "│"] for line in lines)
+    assert any(line.split()[1:8] == ["rendered", "now", "/", "from", "cache", "│", "2"] for line in lines)
+    rows = [__import__("json").loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    assert len({tuple(r) for r in rows}) == 1  # one schema
+
+
+def test_a_row_that_failed_before_rendering_has_every_key(tmp_path):
+    from recon_score.inputs import InputRow
+    from recon_score.run import _row_record
+
+    row = InputRow(index=0, line=1, id="a", image="a.png", caption="x", error="caps.jsonl:1: image not found")
+    rec, files = _row_record(row, None, tmp_path, note=None)
+    assert files is None and {k: rec[k] for k in ("width", "height", "truncated")} == dict.fromkeys(
+        ("width", "height", "truncated")
+    )
