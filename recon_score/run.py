@@ -424,7 +424,7 @@ def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int
         ok=len(scores),
         failed=len(failures),
         mean=statistics.fmean(scores) if scores else None,
-        std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value has no spread, not a spread of 0
+        std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value: no spread (not 0)
         rendered=rendered,
         cached=cached,
         already_complete=already_complete,

@@ -176,7 +176,9 @@ def test_ctrl_c_says_what_is_saved_and_the_rerun_counts_it(tmp_path, capsys, mon
     monkeypatch.setattr(ReconScorer, "score_seeds", real)
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.split() == ["│", "rows", "resumed", "from", "the", "journal", "│", "2", "│"] for line in lines)
+    assert any(
+        line.split() == ["│", "rows", "resumed", "from", "the", "journal", "│", "2", "│"] for line in lines
+    )
     assert any(line.split()[1:8] == ["rendered", "now", "/", "from", "cache", "│", "2"] for line in lines)
     rows = [__import__("json").loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     assert len({tuple(r) for r in rows}) == 1  # one schema

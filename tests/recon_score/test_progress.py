@@ -102,8 +102,12 @@ def test_count_and_stage_of_one_line_agree():
         p.update(2, stage="phase 1/1: scored 2/3 images")
         p.update(1, stage="phase 1/1: scored 3/3 images")
     lines = buf.getvalue().splitlines()
-    assert lines[2].split(" describe[0] ")[1].startswith("2/3 images") and lines[2].endswith("scored 2/3 images")
-    assert lines[3].split(" describe[0] ")[1].startswith("3/3 images") and lines[3].endswith("scored 3/3 images")
+    assert lines[2].split(" describe[0] ")[1].startswith("2/3 images") and lines[2].endswith(
+        "scored 2/3 images"
+    )
+    assert lines[3].split(" describe[0] ")[1].startswith("3/3 images") and lines[3].endswith(
+        "scored 3/3 images"
+    )
 
 
 def test_disabled_prints_nothing_and_units_are_plural():
