@@ -19,7 +19,7 @@ FORMATS = ["ranking", "flickr8k-expert", "flickr8k-crowdflower", "thumb", "csv"]
 Examples:
   reconscore correlate --preferences preference_data/examples/ranking_example.jsonl --format ranking \\
       --metrics clipscore,recon_score --images recon_score/sample --preset smoke --encoder smoke:open-clip --out runs/rank
-  reconscore correlate --preferences ../shared/data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
+  reconscore correlate --preferences /data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
       --metrics bleu1,bleu4,rouge,meteor,cider --out runs/f8k-expert
 \b
 Protocol (Hessel et al. 2021): every (image, candidate, judgment) row is one observation (no averaging over
