@@ -10,8 +10,12 @@ from recon_score.scorer import ReconResult, ReconScorer
 
 def test_reprs_are_short_and_say_what_matters(smoke_scorer):
     text = repr(smoke_scorer)
-    assert text.startswith("ReconScorer(preset='smoke', t2i_model=") and "encoder=" in text and len(text) < 200
-    res = ReconResult("a long caption " * 20, recon_score=71.234, seed=42, width=256, height=256, prompt="p" * 500)
+    assert (
+        text.startswith("ReconScorer(preset='smoke', t2i_model=") and "encoder=" in text and len(text) < 200
+    )
+    res = ReconResult(
+        "a long caption " * 20, recon_score=71.234, seed=42, width=256, height=256, prompt="p" * 500
+    )
     res.cache_key = "k" * 64
     shown = repr(res)
     assert shown.startswith("ReconResult(recon_score=71.23, caption='a long caption") and "seed=42" in shown
