@@ -45,6 +45,7 @@ LABELS = {
     "rendered_this_session": "Rendered (this session)",
     "encoder": "Encoder",
     "t2i_model": "T2I model",
+    "captioner": "VLM",
     "dataset": "Dataset",
     "split": "Split",
     "headline": "Headline τ",
@@ -278,8 +279,12 @@ def _meta(run: dict) -> list[tuple[str, str]]:
     preset = run.get("preset") or (run.get("config") or {}).get("preset")
     if isinstance(preset, dict):
         out.append(("preset", str(preset.get("name"))))
-        # what the numbers came from: the T2I model that rendered and the encoder that compared
-        out += [(k, str(preset[k])) for k in ("t2i_model", "encoder") if preset.get(k)]
+        # what the numbers came from: the VLM that wrote (describe), the T2I model that rendered and the
+        # encoder that compared (describe: its selection's ReconScore preset)
+        scoring = (run.get("selection") or {}).get("preset")
+        scoring = scoring if isinstance(scoring, dict) else preset
+        out += [(k, str(preset[k])) for k in ("captioner",) if preset.get(k)]
+        out += [(k, str(scoring[k])) for k in ("t2i_model", "encoder") if scoring.get(k)]
     elif isinstance(preset, str):
         out.append(("preset", preset))
     for key in ("finished", "processes", "limit"):
