@@ -43,6 +43,21 @@ def cases(tmp: Path) -> list[tuple[str, str, list[str], dict]]:
         ),
         ("score: encoder family typo", "error", ["score", "--encoder", "dreamsm:ensemble", *out], {}),
         ("score: --preset smok", "error", ["score", "--preset", "smok", *out], {}),
+        (
+            "correlate: preferences file missing",
+            "error",
+            [
+                "correlate",
+                "--preferences",
+                str(tmp / "no.jsonl"),
+                "--format",
+                "ranking",
+                "--metrics",
+                "bleu4",
+                *out,
+            ],
+            {},
+        ),
         ("score --preset paper, no weights", "", ["score", "--preset", "paper", *out], empty),
     ]
 

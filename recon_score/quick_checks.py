@@ -16,6 +16,16 @@ def is_fresh(out: Path) -> bool:
     return not out.is_dir() or not any(out.iterdir())
 
 
+def check_input_file(path: Path | str | None, what: str) -> None:
+    """`path`, when given, is a regular file (the reader's own message, "PATH: WHAT not found" and kin)."""
+    from recon_score.errors import InputError
+    from recon_score.textfiles import file_problem
+
+    problem = None if path is None else file_problem(path)
+    if problem:
+        raise InputError(f"{path}: {what} {problem}")
+
+
 def check_recon_job(job, *, command: str = "score") -> None:
     """A `score` job: its captions table (file, format, columns, image root) and the encoder's spelling, without
     torch; then, for a fresh run folder, every model its preset needs, looked up locally (recon_score.preflight:

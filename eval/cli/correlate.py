@@ -67,6 +67,12 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 def command(**job) -> int:
     """Kendall tau-b/tau-c of caption metrics against human judgments."""
+    from eval.metrics.registry import parse_metric_names
+    from recon_score.quick_checks import check_input_file
+
+    check_input_file(job["preferences"], "file")  # before pandas, scipy and the models are imported
+    check_input_file(job.get("references"), "references file")
+    parse_metric_names(job["metrics"])
     from eval.correlate import CorrelateJob, run_correlate
 
     result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field

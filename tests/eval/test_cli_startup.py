@@ -93,17 +93,24 @@ def test_input_errors_answer_before_torch_is_imported(tmp_path):
     """A wrong path, field name, image folder or encoder family is refused before torch is imported."""
     (tmp_path / "wrong.jsonl").write_text('{"img": "a.png", "text": "a field"}\n')
     (tmp_path / "ok.jsonl").write_text('{"image": "a.png", "caption": "a field"}\n')
-    out = str(tmp_path / "run")
+    score = ["score", "--preset", "smoke", "--out", str(tmp_path / "run")]
+    ranking = str(REPO / "preference_data" / "examples" / "ranking_example.jsonl")
+    correlate = ["correlate", "--format", "ranking", "--out", str(tmp_path / "corr")]
     cases = [
-        (["--captions", str(tmp_path / "missing.jsonl")], "not found"),
-        (["--captions", str(tmp_path / "wrong.jsonl")], "no line has the fields image, caption"),
-        (["--captions", str(tmp_path / "ok.jsonl"), "--images", str(tmp_path / "no")], "is not a folder"),
-        (["--encoder", "dreamsm:ensemble"], "did you mean 'dreamsim'"),
+        ([*score, "--captions", str(tmp_path / "missing.jsonl")], "not found"),
+        ([*score, "--captions", str(tmp_path / "wrong.jsonl")], "no line has the fields image, caption"),
+        (
+            [*score, "--captions", str(tmp_path / "ok.jsonl"), "--images", str(tmp_path / "no")],
+            "is not a folder",
+        ),
+        ([*score, "--encoder", "dreamsm:ensemble"], "did you mean 'dreamsim'"),
+        ([*correlate, "--preferences", str(tmp_path / "no.jsonl"), "--metrics", "bleu4"], "file not found"),
+        ([*correlate, "--preferences", ranking, "--metrics", "bleu4,blue"], "did you mean 'bleu4'"),
     ]
     code = (
         "import sys; from eval.cli import main; "
-        f"rcs = [main(['score', '--preset', 'smoke', '--out', {out!r}, *a]) for a in {[c for c, _ in cases]!r}]; "
-        "print(rcs, 'torch' in sys.modules)"
+        f"rcs = [main(a) for a in {[c for c, _ in cases]!r}]; "
+        "print(rcs, 'torch' in sys.modules, 'pandas' in sys.modules)"
     )
     r = subprocess.run(
         [sys.executable, "-c", code],
@@ -112,7 +119,7 @@ def test_input_errors_answer_before_torch_is_imported(tmp_path):
         env={**os.environ, "PYTHONPATH": str(REPO)},
         timeout=300,
     )
-    assert r.stdout.strip() == "[1, 1, 1, 1] False", r.stderr
+    assert r.stdout.strip() == "[1, 1, 1, 1, 1, 1] False False", r.stderr
     errors = r.stderr.strip().splitlines()
     assert len(errors) == len(cases)
     for line, (_, needle) in zip(errors, cases):
