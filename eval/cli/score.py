@@ -28,7 +28,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 )
 @opt.optional_file(
     "--captions",
-    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
+    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced and RSICD tiles of 5 scene kinds: 5 human captions + 3 distractors each).",
 )
 @opt.images_root("the captions file's folder", extra=" Paths may not leave it.")
 @opt.dataset_split(
