@@ -135,9 +135,19 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
 
         ci = summary.ci
         click.echo(f"ReconScore mean [{ci['level']:.0%} bootstrap CI over {ci_label(ci)}]: {format_ci(ci)}")
+    if kinds and kinds.get("images"):
+        click.echo(READING)
     opt.print_failures(console, summary.failures, where="scores.jsonl")
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
+
+
+# how to read the references-vs-distractors lines, printed under them
+READING = (
+    "Reading it: higher is better (a caption that lets the T2I model draw the tile scores higher). With "
+    "--preset paper expect every tile's references above its distractors on most tiles, and good captions "
+    "around 80-84 (the ReconScore paper, Table 3); with smoke models the numbers mean nothing."
+)
 
 
 def _kinds_summary(out: Path) -> dict | None:

@@ -377,7 +377,10 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
     kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
     if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
         out.append(
-            ("References vs distractors", f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}")
+            (
+                "References vs distractors (references should score higher)",
+                f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}",
+            )
         )
     if kinds and kinds.get("images"):
         share = kinds["share_all_references_above_distractors"]
