@@ -148,9 +148,10 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
 
 
 def _no_library_bars() -> None:
-    """Off a terminal the libraries' own tqdm bars ("Writing model shards", downloads) would write carriage-return redraws
-    into the log: recon_score.progress prints the plain lines there. Before they are imported, the hub's switch
-    is enough (transformers reads it at import); where one is already imported (tests), it is told directly."""
+    """Off a terminal the libraries' own tqdm bars ("Writing model shards", downloads) would write their
+    carriage-return redraws into the log: recon_score.progress prints the plain lines there. Before they are
+    imported, the hub's switch is enough (transformers reads it at import); where one is already imported
+    (tests), it is told directly."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if "huggingface_hub" in sys.modules:
         from huggingface_hub.utils import disable_progress_bars
