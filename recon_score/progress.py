@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from typing import TextIO
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,20 @@ def _interval() -> float:
 def _clock(seconds: float) -> str:
     s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _beat(ref: weakref.ref, stop: threading.Event, interval: float) -> None:
+    """The heartbeat: a line every `interval` seconds until the bar is closed, or dropped unclosed (work that
+    raised), or its stream is closed (nobody reads it any more)."""
+    while not stop.wait(interval):
+        bar = ref()
+        if bar is None:
+            return
+        try:
+            bar._line()
+        except (OSError, ValueError):
+            return
+        del bar
 
 
 def _plural(unit: str) -> str:
@@ -84,15 +99,11 @@ class Progress:
         elif total > initial:
             self._line(force=True)
             if self.interval > 0:  # a voice while one long unit runs without an update
-                self._heartbeat = threading.Thread(target=self._beat, name=f"progress {desc}", daemon=True)
+                args = (weakref.ref(self), self._stop, self.interval)
+                self._heartbeat = threading.Thread(
+                    target=_beat, args=args, name=f"progress {desc}", daemon=True
+                )
                 self._heartbeat.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self._line()
-            except (OSError, ValueError):  # the stream was closed under us: nobody is reading any more
-                return
 
     def stage(self, text: str) -> None:
         self._stage = text

@@ -132,3 +132,17 @@ def test_retrieval_bars_go_through_progress():
         if "from tqdm" in p.read_text() and p.name != "progress.py"
     ]
     assert own == []
+
+
+def test_a_bar_dropped_without_close_stops_its_heartbeat():
+    import gc
+    import threading
+    import time
+
+    buf = io.StringIO()
+    p = Progress(3, desc="lost", unit="image", file=buf, interval=0.05)
+    thread = p._heartbeat
+    del p  # the work raised before close()
+    gc.collect()
+    time.sleep(0.3)
+    assert not thread.is_alive() and thread not in threading.enumerate()
