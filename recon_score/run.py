@@ -78,6 +78,7 @@ class ScoreSummary:
     failures: list[tuple[str, str]]
     ci: dict | None = None  # K > 1: bootstrap CI of the mean over images and seeds
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
+    resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
 
     @property
     def exit_code(self) -> int:
@@ -182,7 +183,6 @@ class _Plan:
     redo: set[int] = field(default_factory=set)  # journaled, but their reconstruction is gone or replaced
     repairs: list[str] = field(default_factory=list)
     changed: dict[str, int] = field(default_factory=dict)  # rows recomputed, by the input that changed
-    resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
 
     def is_done(self, row: InputRow, retry_errors: bool) -> bool:
         rec = self.done.get(row.index)
