@@ -35,7 +35,7 @@ def test_from_preset_checks_the_weights_with_python_hints(tmp_path):
 
 def test_one_image_in_a_list_is_not_broadcast(smoke_scorer):
     img = Image.new("RGB", (64, 64), "green")
-    with pytest.raises(ValueError, match="a list of 1 image.*pass the image\\s+itself"):
+    with pytest.raises(ValueError, match=r"a list of 1 image.*pass the image\s+itself"):
         smoke_scorer.score([img], ["a field", "a road"])
     with pytest.raises(ValueError, match="a list of 2 image"):
         smoke_scorer.score([img, img], ["a field"])
