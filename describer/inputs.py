@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from recon_score.errors import EmptyInputError, InputError, ReconScoreError
 from recon_score.images import IMAGE_SUFFIXES, resolve_under
-from recon_score.textfiles import parse_json, read_lines, safe_text, unencodable
+from recon_score.textfiles import file_problem, parse_json, read_lines, safe_text, unencodable
 
 SAMPLE_DIR = Path(__file__).resolve().parent.parent / "recon_score" / "sample"
 
@@ -104,8 +104,8 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
                 item.path, item.error = None, f"{source.name}/{rel}: {err}"
             items.append(item)
         return items
-    if not source.is_file():
-        raise ReconScoreError(f"--inputs {source} does not exist")
+    if problem := file_problem(source):
+        raise ReconScoreError(f"--inputs {source} {problem}")
     if source.suffix.lower() in IMAGE_SUFFIXES:
         return [ImageItem(0, source.stem, source.name, source)]
     kind = source.suffix.lower()

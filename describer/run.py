@@ -298,8 +298,11 @@ def _score_and_select(
         for r in records:
             plan.final[r["row"]] = r
             plan.redo.discard(r["row"])
-        bar.update(len(records), failed=sum(1 for r in records if r["result"].get("error")))
-        bar.stage(f"{where}: scored {min(w0 + step, len(work))}/{len(work)} images")
+        bar.update(
+            len(records),
+            failed=sum(1 for r in records if r["result"].get("error")),
+            stage=f"{where}: scored {min(w0 + step, len(work))}/{len(work)} images",
+        )
 
 
 def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv: int) -> list[dict]:

@@ -71,15 +71,18 @@ def kendall(metric, human, variant: TauVariant | str) -> float:
     return 100.0 * float(kendalltau(x, y, variant=variant.value).statistic)
 
 
-def tau_nan_reason(metric, human) -> str | None:
-    """Why Kendall τ is undefined (NaN) for these rows, in words; None when it is defined."""
+def tau_nan_reason(metric, human, *, shown_metric=None, shown_human=None) -> str | None:
+    """Why Kendall τ is undefined (NaN) for these rows, in words; None when it is defined. `shown_*` are the
+    values as the user wrote them (before orientation: a rank of 1 is shown as 1, not -1)."""
     x, y = np.asarray(metric, dtype=float), np.asarray(human, dtype=float)
+    sx = x if shown_metric is None else np.asarray(shown_metric, dtype=float)
+    sy = y if shown_human is None else np.asarray(shown_human, dtype=float)
     if len(x) < 2:
         return f"tau is NaN: {len(x)} usable row(s), it needs at least 2"
     if np.all(y == y[0]):
-        return f"tau is NaN: every human judgment is the same ({y[0]:g}), so there is no order to agree with"
+        return f"tau is NaN: every human judgment is the same ({sy[0]:g}), so there is no order to agree with"
     if np.all(x == x[0]):
-        return f"tau is NaN: the metric gives every row the same score ({x[0]:g})"
+        return f"tau is NaN: the metric gives every row the same score ({sx[0]:g})"
     return None
 
 
@@ -168,5 +171,10 @@ def correlate(
         row = {"metric": name}
         for stat, (lo, hi) in correlation_cis(flat, n_boot=n_boot, seed=seed).items():
             row.update({stat: point[stat], f"{stat}_low": lo, f"{stat}_high": hi})
-        out.append({**row, "n": len(flat), "note": tau_nan_reason(flat.metric, flat.human) or ""})
+        shown = {  # the note quotes values as written (a rank 1, not its oriented -1)
+            "shown_metric": np.asarray(values, dtype=float)[flat.rows],
+            "shown_human": table["judgment"].to_numpy(dtype=float)[flat.rows],
+        }
+        note = tau_nan_reason(flat.metric, flat.human, **shown)
+        out.append({**row, "n": len(flat), "note": note or ""})
     return pd.DataFrame(out, columns=list(CORRELATION_COLUMNS))

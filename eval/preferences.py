@@ -78,11 +78,13 @@ FORMATS: Registry[PreferenceFormat] = Registry(
 def load_preferences(path: str | Path, fmt: str, *, references: str | Path | None = None):
     """The tidy judgment table (preference_data.schema.COLUMNS) of `path` read as format `fmt`."""
     from preference_data import PreferenceFormatError
+    from recon_score.textfiles import file_problem
 
     entry = FORMATS[fmt]
     path = Path(path)
-    if not path.is_file():
-        raise PreferenceFormatError(path, None, "file not found")
+    problem = file_problem(path)  # never opened: a FIFO or a device would block the read
+    if problem:
+        raise PreferenceFormatError(path, None, f"file {problem}")
     loader = entry.load()
     if entry.references_file:
         return loader(path, Path(references) if references is not None else None)

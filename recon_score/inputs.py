@@ -13,7 +13,7 @@ from pathlib import Path
 
 from recon_score.errors import EmptyInputError, InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.textfiles import csv_dicts, json_lines, safe_text, unencodable
+from recon_score.textfiles import csv_dicts, file_problem, json_lines, safe_text, unencodable
 
 REQUIRED = ("image", "caption")
 
@@ -51,6 +51,14 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict | None, str | None]]:
                 'write it in quotes ("...") to keep it as written',
             )
         out.append((lineno, obj if err is None else None, err))
+    objects = [(lineno, obj) for lineno, obj, err in out if err is None]
+    # no line with any required field: the field names are wrong (a file-level error), not some rows
+    if objects and not any(c in obj for _, obj in objects for c in REQUIRED):
+        lineno, obj = objects[0]
+        raise ReconScoreError(
+            f"{path}: no line has the fields {', '.join(REQUIRED)} (optional: id); "
+            f"line {lineno} has {', '.join(map(str, obj)) or 'no fields'}"
+        )
     return out
 
 
@@ -100,8 +108,9 @@ def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> li
         EmptyInputError: the file holds no data rows.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ReconScoreError(f"captions file {path} not found")
+    problem = file_problem(path)
+    if problem:
+        raise ReconScoreError(f"captions file {path} {problem}")
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         records = _read_jsonl(path)

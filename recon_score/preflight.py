@@ -40,6 +40,9 @@ class ModelNeed:
     encoder: bool = False
     revision: str | None = None
     weights_dir: Path | None = None
+    weights_option: str = (
+        "--weights-dir"  # how the caller names a weights folder (CLI flag or Python argument)
+    )
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,21 @@ def recon_needs(preset, weights_dir: Path | str | None = None) -> list[ModelNeed
     ]
 
 
+def python_needs(needs: list[ModelNeed]) -> list[ModelNeed]:
+    """The same needs for a Python caller (ReconScorer.from_preset): hints name its arguments, not CLI flags."""
+    import dataclasses
+
+    field = {"--t2i-model": "t2i_model", "--encoder": "encoder"}
+    return [
+        dataclasses.replace(
+            n,
+            option=f"overrides={{{field[n.option]!r}: ...}}" if n.option in field else n.option,
+            weights_option="weights_dir=",
+        )
+        for n in needs
+    ]
+
+
 def needs_of(*objects) -> list[ModelNeed]:
     """The needs of every object that declares them (`model_needs()`: scorers, captioners, metrics, selectors)."""
     return [n for obj in objects if hasattr(obj, "model_needs") for n in obj.model_needs()]
@@ -127,7 +145,8 @@ def _check_encoder(need: ModelNeed) -> ModelStatus:
             f"{info.get('detail', 'missing')} in {folder}",
             "github.com",
             f"python -c {shlex.quote(code)}  (on a machine with network; then copy the folder here)",
-            "put the files in DIR/dreamsim and pass --weights-dir DIR (or set RECONSCORE_WEIGHTS=DIR)",
+            f"put the files in DIR/dreamsim and pass {need.weights_option}"
+            f"{'DIR' if need.weights_option.endswith('=') else ' DIR'} (or set RECONSCORE_WEIGHTS=DIR)",
         )
     source = info.get("source", "")
     if source.startswith("https://huggingface.co/"):
@@ -181,6 +200,8 @@ def require_models(needs: list[ModelNeed], *, command: str | None = None) -> lis
         if key not in seen:
             seen.add(key)
             statuses.append(check_need(need))
+            s = statuses[-1]
+            log.debug("%s %r: %s %s", need.role, need.spec, "here," if s.available else "missing:", s.detail)
     absent = [s for s in statuses if not s.available]
     remote = [s for s in absent if s.host is not None]
     reasons = ["not found"] if len(remote) < len(absent) else []

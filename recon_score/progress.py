@@ -1,16 +1,25 @@
-"""Progress for long runs: a tqdm bar on a terminal, plain timestamped lines when stderr is a file.
+"""Progress for long work, the one place that draws it: a tqdm bar on a terminal, plain timestamped lines when
+stderr is a file.
 
-SLURM, nohup and CI capture stderr in a file, where a redrawn bar shows nothing until the end. There a line
-`score[0] 120/1093 captions (11.0%) 1.52 caption/s ETA 0:10:42 failed 2` is printed every
-`RECONSCORE_PROGRESS_INTERVAL` seconds (default 30), and once at the end.
+SLURM, nohup and CI capture stderr in a file, where a redrawn bar shows nothing until the end (and its `\\r`
+redraws litter the log). There a line
+`score[0] 120/1093 captions (11.0%) 1.52 caption/s ETA 0:10:42 elapsed 0:01:19 failed 2` is printed when the work
+starts, every `RECONSCORE_PROGRESS_INTERVAL` seconds (default 30) while it runs, even while one long unit (a
+model load, a batch of renders) gives no update, and once at the end. At `-vv` every update is also a debug log
+record.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+import threading
 import time
+import weakref
 from typing import TextIO
+
+log = logging.getLogger(__name__)
 
 
 def _interval() -> float:
@@ -25,8 +34,28 @@ def _clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _beat(ref: weakref.ref, stop: threading.Event, interval: float) -> None:
+    """The heartbeat: a line every `interval` seconds until the bar is closed, or dropped unclosed (work that
+    raised), or its stream is closed (nobody reads it any more)."""
+    while not stop.wait(interval):
+        bar = ref()
+        if bar is None:
+            return
+        try:
+            bar._line()
+        except (OSError, ValueError):
+            return
+        del bar
+
+
+def _plural(unit: str) -> str:
+    return unit[:-1] + "ies" if unit.endswith("y") and unit[-2:-1] not in "aeiou" else unit + "s"
+
+
 class Progress:
-    """`update(n, failed=k)` after each finished unit; `stage(text)` names what is running now."""
+    """`update(n, failed=k, stage=...)` after each finished unit; `stage(text)` names what is running now.
+
+    `disable` draws nothing (a phase too short to need it); `leave=False` clears a terminal bar at the end."""
 
     def __init__(
         self,
@@ -38,14 +67,22 @@ class Progress:
         position: int = 0,
         file: TextIO | None = None,
         interval: float | None = None,
+        leave: bool = True,
+        disable: bool = False,
     ) -> None:
         self.total, self.done, self.failed, self.desc, self.unit = total, initial, 0, desc, unit
         self.file = file or sys.stderr
         self.interval = _interval() if interval is None else interval
         self._start_done, self._t0, self._last = initial, time.monotonic(), None
         self._stage = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self.disabled = disable
         tty = getattr(self.file, "isatty", lambda: False)()
         self._bar = None
+        if disable:
+            return
         if tty:
             from tqdm.auto import tqdm
 
@@ -57,22 +94,41 @@ class Progress:
                 position=position,
                 file=self.file,
                 dynamic_ncols=True,
+                leave=leave,
             )
         elif total > initial:
             self._line(force=True)
+            if self.interval > 0:  # a voice while one long unit runs without an update
+                args = (weakref.ref(self), self._stop, self.interval)
+                self._heartbeat = threading.Thread(
+                    target=_beat, args=args, name=f"progress {desc}", daemon=True
+                )
+                self._heartbeat.start()
 
     def stage(self, text: str) -> None:
         self._stage = text
+        if self.disabled:
+            return
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=True)
         else:
             self._line()
 
-    def update(self, n: int = 1, *, failed: int = 0) -> None:
+    def update(self, n: int = 1, *, failed: int = 0, stage: str | None = None) -> None:
+        """`n` more units done (`failed` of them failed); `stage`, when given, names the state after them, so
+        the line printed says the count and the stage of the same moment."""
         self.done += n
         self.failed += failed
+        if stage is not None:
+            self._stage = stage
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s", self.line())
+        if self.disabled:
+            return
         if self._bar is not None:
             self._bar.update(n)
+            if stage is not None:
+                self._bar.set_postfix_str(stage, refresh=False)
             if failed:
                 self._bar.set_postfix(failed=self.failed)
         else:
@@ -85,7 +141,7 @@ class Progress:
         pct = 100.0 * self.done / self.total if self.total else 100.0
         eta = _clock((self.total - self.done) / rate) if rate > 0 else "?"
         parts = [
-            f"{self.desc} {self.done}/{self.total} {self.unit}s ({pct:.1f}%)",
+            f"{self.desc} {self.done}/{self.total} {_plural(self.unit)} ({pct:.1f}%)",
             f"{rate:.3g} {self.unit}/s",
             f"ETA {eta}",
             f"elapsed {_clock(elapsed)}",
@@ -96,16 +152,24 @@ class Progress:
         return " ".join(parts)
 
     def _line(self, *, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or self._last is None or now - self._last >= self.interval:
-            self._last = now
-            print(f"[{time.strftime('%H:%M:%S')}] {self.line()}", file=self.file, flush=True)
+        with self._lock:
+            now = time.monotonic()
+            if force or self._last is None or now - self._last >= self.interval:
+                self._last = now
+                print(f"[{time.strftime('%H:%M:%S')}] {self.line()}", file=self.file, flush=True)
 
     def close(self) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join()
+            self._heartbeat = None
+        if self.disabled:
+            return
         if self._bar is not None:
             self._bar.close()
         elif self.total > self._start_done:
             self._line(force=True)
+        self.disabled = True  # a second close prints nothing
 
     def __enter__(self) -> Progress:
         return self

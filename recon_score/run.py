@@ -81,6 +81,7 @@ class ScoreSummary:
     failures: list[tuple[str, str]]
     ci: dict | None = None  # K > 1: the CI of the mean over images x seeds (recon_score_ci)
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
+    resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
 
     @property
     def exit_code(self) -> int:
@@ -143,6 +144,9 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dic
         "cosine": None,
         "reconstruction": None,
         "error": row.error,
+        "width": None,  # one schema for every row: a row that failed before rendering has them too, as null
+        "height": None,
+        "truncated": None,
     }
     if res is not None:
         rec.update(
@@ -206,6 +210,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         plan = _plan(job, run, device)
         if all(plan.is_done(r, job.retry_errors) for r in plan.rows) and not plan.repairs:
             return _summarize(plan.rows, plan.done, already_complete=True, rendered=0, cached=0)
+        resumed = sum(plan.is_done(r, job.retry_errors) for r in plan.rows)
         scorer = _scorer(job, device)
         todo = [c for c in run.mine(_chunks(plan.rows, job.batch_size)) if not _chunk_done(plan, c, job)]
         if todo:
@@ -217,6 +222,7 @@ def run_score(job: ScoreJob) -> ScoreSummary:
         plan.done = run.load(fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys)
         stats = scorer.stats["rendered"], scorer.stats["reconstruction_cache_hits"]
         summary = _summarize(plan.rows, plan.done, already_complete=False, rendered=stats[0], cached=stats[1])
+        summary.resumed = resumed
         if run.is_main:
             summary.ci = _finish(job, run, plan, scorer, summary, inv, worked=bool(todo))
         return summary
@@ -448,7 +454,7 @@ def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int
         ok=len(scores),
         failed=len(failures),
         mean=statistics.fmean(scores) if scores else None,
-        std=statistics.stdev(scores) if len(scores) > 1 else (0.0 if scores else None),
+        std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value: no spread (not 0)
         rendered=rendered,
         cached=cached,
         already_complete=already_complete,

@@ -205,6 +205,33 @@ def _superseded(rec: dict, done: dict) -> bool:
         return False
 
 
+def saved_records(folder: Path) -> dict[str, int]:
+    """How many distinct rows each kind of journal in `folder` holds (`""` for a command's one journal,
+    `"candidates-"` / `"final-"` for describe's): what an interrupted run keeps and its rerun will not redo."""
+    counts: dict[str, set] = {}
+    for path in sorted(folder.glob("*rank-*.jsonl")) if folder.is_dir() else ():
+        prefix = path.name[: path.name.index("rank-")]
+        try:
+            records = read_jsonl(path, is_record=_is_journal_line)
+        except (OSError, ReconScoreError):
+            continue
+        counts.setdefault(prefix, set()).update(
+            rec.get("row", rec.get("id")) for rec in records if "row" in rec or "id" in rec
+        )
+    return {prefix: len(rows) for prefix, rows in counts.items()}
+
+
+def interrupted_message(out: Path, journal_dir: Path) -> str:
+    """What Ctrl-C leaves behind, in one line: the rows saved, where, and how to go on."""
+    counts = saved_records(journal_dir)
+    kinds = {"": "row(s) finished", "final-": "finished", "candidates-": "with captions"}
+    saved = ", ".join(f"{n} {kinds.get(p, p.rstrip('-'))}" for p, n in sorted(counts.items(), reverse=True))
+    return (
+        f"interrupted: {saved or 'nothing'} saved in {journal_dir}; "
+        f"run the same command again to resume (finished rows are not redone; --out {out})"
+    )
+
+
 class FileDigests:
     """sha256 of image files' bytes, memoised per (path, size, mtime_ns) within one run: a file shared by many
     rows is read once, and a file replaced in place (new size or mtime) is hashed again."""
@@ -435,6 +462,8 @@ class RunFolder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is KeyboardInterrupt and self._begun and self.is_main:
+            print(interrupted_message(self.out, self.journal_dir), file=sys.stderr, flush=True)
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo(lock_existed=self._lock_existed)
@@ -461,7 +490,7 @@ class RunFolder:
             )
         if self.journal_dir.exists() and not self.journal_dir.is_dir():
             raise ReconScoreError(
-                f"{self.journal_dir} is a file, not the run's journal folder; move it away (or pass --overwrite)"
+                f"{self.journal_dir} is a file, not the run's journal folder; move it away or choose another --out"
             )
         kind = folder_kind(self.out)
         if kind is not None and kind != self.kind:

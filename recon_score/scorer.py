@@ -115,6 +115,21 @@ class ReconResult:
     def ok(self) -> bool:
         return self.error is None
 
+    def __repr__(self) -> str:
+        """The score and what it belongs to; the prompt, cache key and image stay attributes (print them)."""
+        cap = self.caption if self.caption is None or len(self.caption) <= 50 else self.caption[:47] + "..."
+        score = "None" if self.recon_score is None else f"{self.recon_score:.2f}"
+        parts = [f"recon_score={score}", f"caption={cap!r}"]
+        if self.std is not None:
+            parts.append(f"std={self.std:.2f} over {len(self.per_seed or [])} seeds")
+        elif self.seed is not None:
+            parts.append(f"seed={self.seed}")
+        if self.width is not None:
+            parts.append(f"size={self.width}x{self.height}")
+        if self.error is not None:
+            parts.append(f"error={self.error!r}")
+        return f"ReconResult({', '.join(parts)})"
+
 
 def _mean(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else statistics.fmean(values)
@@ -184,15 +199,36 @@ class ReconScorer:
             "embedding_cache_hits": 0,
         }
 
+    def __repr__(self) -> str:
+        p = self.preset
+        return (
+            f"ReconScorer(preset={p.name!r}, t2i_model={p.t2i_model!r}, encoder={p.encoder!r}, "
+            f"steps={p.steps}, device={self.device!r}, batch_size={self.batch_size})"
+        )
+
     @classmethod
     def from_preset(
-        cls, preset: str | ReconPreset = "paper", *, overrides: dict | None = None, **kwargs
+        cls,
+        preset: str | ReconPreset = "paper",
+        *,
+        overrides: dict | None = None,
+        check_models: bool = True,
+        **kwargs,
     ) -> ReconScorer:
-        """`overrides` replaces preset fields (t2i_model, steps, encoder, ...); kwargs go to __init__."""
+        """`overrides` replaces preset fields (t2i_model, steps, encoder, ...); kwargs go to __init__.
+
+        The models are looked up here (locally, no download), so a missing one fails when the scorer is built,
+        naming every missing model with the Python argument that points at local weights; `check_models=False`
+        leaves that to the first use."""
         p = get_preset(preset) if isinstance(preset, str) else preset
         if overrides:
             p = p.replace(**overrides)
-        return cls(p, **kwargs)
+        scorer = cls(p, **kwargs)
+        if check_models:
+            from recon_score.preflight import python_needs, require_models
+
+            require_models(python_needs(scorer.model_needs()))
+        return scorer
 
     # -- models -----------------------------------------------------------------------------------------------
     @property
@@ -258,8 +294,11 @@ class ReconScorer:
         """One result per (image, caption) pair: a single image with a single caption (a string) gives one
         ReconResult, anything else a list.
 
-        `images` and `captions` are single items or equal-length lists; one image with several captions scores
-        every caption against that image (the describer's case: each rendered with the same seed). An image is
+        `images` and `captions` are single items or equal-length lists. The one broadcast: a single image (not
+        in a list) with a list of captions scores every caption against that image (the describer's case: each
+        rendered with the same seed), and a single caption (a string) with a list of images scores it against
+        each. Lists of different lengths, a list of one included, are a ValueError: `score([img], ["a", "b"])`
+        is refused rather than guessed. An image is
         a path, a PIL image, or a torch tensor / numpy array (uint8 0..255 or float 0..1, CHW or HWC; a 4-D
         tensor or array is a batch): see `recon_score.images.to_pil_image`. Bad items get `error` set instead
         of raising, so one corrupt file never loses the batch.
@@ -269,14 +308,15 @@ class ReconScorer:
         )
         img_list = [images] if one_image else list(images)
         cap_list = [captions] if isinstance(captions, str) else list(captions)
-        if len(img_list) == 1 and len(cap_list) > 1:
+        if one_image and len(cap_list) > 1:
             img_list = img_list * len(cap_list)
-        if len(cap_list) == 1 and len(img_list) > 1:
+        if isinstance(captions, str) and len(img_list) > 1:
             cap_list = cap_list * len(img_list)
         if len(img_list) != len(cap_list):
             raise ValueError(
-                f"expected as many images as captions (or one of either), got {len(img_list)} "
-                f"images and {len(cap_list)} captions"
+                f"expected as many images as captions, got a list of {len(img_list)} image(s) and "
+                f"{len(cap_list)} caption(s); to score several captions against one image pass the image "
+                "itself, not in a list (and one caption against several images as a string)"
             )
         seed_list = self._seeds(seeds, len(cap_list))
         loaded: dict[int, Image.Image | InputError] = {}

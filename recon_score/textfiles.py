@@ -349,3 +349,32 @@ def safe_text(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [safe_text(v) for v in value]
     return value
+
+
+def file_problem(path: str | Path) -> str | None:
+    """Why `path` cannot be read as a file, in words ("not found", "is a FIFO (named pipe), not a regular
+    file", ...; the same words as recon_score.images for image paths), or None for a regular file. Never opens
+    it: a FIFO or a device would block or never end."""
+    import errno
+    import stat
+
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        return "not found"
+    except (OSError, ValueError) as err:
+        if isinstance(err, ValueError):
+            return "holds a NUL byte"
+        if err.errno == errno.ENAMETOOLONG:
+            return "is too long (a path component over 255 bytes, or the whole path over the system's limit)"
+        if err.errno == errno.ENOTDIR:
+            return "not found (a part of the path is a file, not a folder)"
+        return f"cannot be read ({err.strerror or err})"
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    )
+    return next((f"is {what}, not a regular file" for test, what in kinds if test(mode)), None)

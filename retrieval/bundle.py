@@ -41,6 +41,7 @@ import torch
 
 from recon_score.atomic_io import atomic_write_bytes
 from recon_score.errors import InputError
+from recon_score.textfiles import file_problem
 from retrieval.data import EvalData, check_normalised
 from retrieval.datasets.base import Protocol
 from retrieval.errors import BundleError
@@ -212,8 +213,8 @@ def _check_members(fh, where: str) -> None:
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:
     """Every array of the .npz, without pickle; only bundle keys, the required ones present."""
     where = str(path)
-    if not path.is_file():
-        raise InputError(f"bundle {path} does not exist")
+    if problem := file_problem(path):
+        raise InputError(f"bundle {path} {problem}")
     with path.open("rb") as fh:  # ours to close: np.load leaks its own handle when the zip is damaged
         head = fh.read(6)
         fh.seek(0)

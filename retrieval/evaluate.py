@@ -193,9 +193,9 @@ def evaluate(
     opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
     out = _Collector(q_total=data.n_queries, k=min(topk, data.n_database))
 
-    from tqdm.auto import tqdm
+    from recon_score.progress import Progress
 
-    bar = tqdm(total=data.n_queries, unit="query", desc=method.name, disable=not progress, leave=False)
+    bar = Progress(data.n_queries, unit="query", desc=method.name, disable=not progress, leave=False)
     for group, qi, di in data.db_groups():
         if len(qi) == 0:
             continue

@@ -112,10 +112,10 @@ class FeatureStore:
         key = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": items})
         folder = self.root / f"{kind}-{key[:24]}"
         shards = [items[i : i + self.shard_size] for i in range(0, len(items), self.shard_size)]
-        from tqdm.auto import tqdm
+        from recon_score.progress import Progress
 
         show = self.progress and len(items) > 256
-        bar = tqdm(total=len(items), unit=unit, desc=f"{kind} features", disable=not show, leave=False)
+        bar = Progress(len(items), unit=unit, desc=f"{kind} features", disable=not show, leave=False)
         out = []
         for n, shard in enumerate(shards):
             fp = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": shard})

@@ -27,6 +27,24 @@ SUBCOMMANDS = {
     "metrics": "eval.cli.metrics",
 }
 
+# The one-line summaries `reconscore --help` lists, kept here so that listing them imports no subcommand module
+# (tests/eval/test_cli_startup.py checks each against its command's own help).
+SUMMARIES = {
+    "score": "Score captions by reconstruction (ReconScore, reference-free).",
+    "describe": "Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber).",
+    "pairs": "Build DPO preference pairs from scored describe candidates.",
+    "correlate": "Kendall tau-b/tau-c of caption metrics against human judgments.",
+    "retrieve": "Run composed image retrieval methods on a benchmark (mAP, Recall@K).",
+    "retrieve-eval": "Evaluate one composed retrieval method on your own embeddings (a .npz bundle).",
+    "report": "Render runs as a static HTML report.",
+    "evaluate": "Evaluate a captioning model's output on a dataset split.",
+    "study": "The ReconScore paper's experiments (its tables and figures).",
+    "generate": "Generate paraphrased, perturbed or length-controlled captions with a text LLM.",
+    "models": "List encoder families and offline fixtures; check where a model's weights are.",
+    "presets": "List presets or show every value of one.",
+    "metrics": "List caption metrics; add metric columns to a run's scores.jsonl.",
+}
+
 
 class SuggestingGroup(click.Group):
     """A group that answers a mistyped subcommand as click answers a mistyped option: with the closest name."""
@@ -43,12 +61,23 @@ class SuggestingGroup(click.Group):
 
 
 class LazyGroup(SuggestingGroup):
+    def make_context(self, info_name, args, parent=None, **extra):
+        # Off a terminal help is laid out at the fixed content width, never at whatever COLUMNS or a fallback
+        # says, so a log or a test sees the same lines everywhere; subcommands inherit it.
+        if parent is None and not sys.stdout.isatty():
+            extra.setdefault("terminal_width", self.context_settings.get("max_content_width", 110))
+        return super().make_context(info_name, args, parent=parent, **extra)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(SUBCOMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         module = SUBCOMMANDS.get(name)
         return importlib.import_module(module).command if module else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUMMARIES[name]) for name in SUBCOMMANDS])
 
 
 def _version() -> str:
@@ -60,10 +89,24 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """Looked up only when asked: importlib.metadata scans every installed distribution."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"reconscore, version {_version()}")
+        ctx.exit()
+
+
 @click.group(
     cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}
 )
-@click.version_option(_version(), "--version", prog_name="reconscore")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 @click.option(
     "--no-follow-symlinks",
@@ -87,6 +130,36 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
     if verbose < 2:
         for noisy in ("httpx", "huggingface_hub", "urllib3", "filelock"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not sys.stderr.isatty():
+        _no_library_bars()
+    log = logging.getLogger("reconscore")
+    if verbose:
+        log.info("reconscore %s, Python %s, argv %s", _version(), sys.version.split()[0], sys.argv[1:])
+    shown = ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")  # never a token
+    log.debug(
+        "settings from the environment: %s",
+        {
+            k: v
+            for k, v in os.environ.items()
+            if k in shown
+            or (k.startswith("RECONSCORE_") and not any(w in k for w in ("TOKEN", "KEY", "SECRET")))
+        },
+    )
+
+
+def _no_library_bars() -> None:
+    """Off a terminal the libraries' own tqdm bars ("Writing model shards", downloads) would write their
+    carriage-return redraws into the log: recon_score.progress prints the plain lines there. Before they are
+    imported, the hub's switch is enough (transformers reads it at import); where one is already imported
+    (tests), it is told directly."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    for name in ("transformers.utils.logging", "diffusers.utils.logging"):
+        if name in sys.modules:
+            sys.modules[name].disable_progress_bar()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as err:
         err.show()
         return err.exit_code
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort:  # Ctrl-C; a run folder has said what it keeps (recon_score.run_engine)
+        click.echo("aborted (Ctrl-C)", err=True)
         return EXIT_INTERRUPTED
     except ReconScoreError as err:
         click.echo(f"error: {err}", err=True)

@@ -20,7 +20,7 @@ HEADLINE_DEFAULTS = ", ".join(f"{f.headline} for {f.name}" for f in FORMATS.valu
 Examples:
   reconscore correlate --preferences preference_data/examples/ranking_example.jsonl --format ranking \\
       --metrics clipscore,recon_score --images recon_score/sample --preset smoke --encoder smoke:open-clip --out runs/rank
-  reconscore correlate --preferences ../shared/data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
+  reconscore correlate --preferences /data/flickr8k/ExpertAnnotations.txt --format flickr8k-expert \\
       --metrics bleu1,bleu4,rouge,meteor,cider --out runs/f8k-expert
 \b
 Protocol (Hessel et al. 2021): every (image, candidate, judgment) row is one observation (no averaging over
@@ -74,6 +74,12 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="Run folder.")
 def command(**job) -> int:
     """Kendall tau-b/tau-c of caption metrics against human judgments."""
+    from eval.metrics.registry import parse_metric_names
+    from recon_score.quick_checks import check_input_file
+
+    check_input_file(job["preferences"], "file")  # before pandas, scipy and the models are imported
+    check_input_file(job.get("references"), "references file")
+    parse_metric_names(job["metrics"])
     from eval.correlate import CorrelateJob, run_correlate
 
     result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field
@@ -83,12 +89,13 @@ def command(**job) -> int:
 
 def print_correlations(table, run: dict, out: Path | None = None) -> None:
     """The correlations as a rich table, headline column marked."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from eval.cli.console import console as make_console
+
     head = run["protocol"]["headline"]
-    console = Console()
+    console = make_console()
     t = Table(
         title=f"{run['format']}: Kendall tau x 100 (headline {head.replace('_', '-')}) and pairwise accuracy, "
         "each with its [95% bootstrap CI over images]"

@@ -91,11 +91,26 @@ def clip_encoder() -> Callable:
     )
 
 
+class Choice(click.Choice):
+    """click's Choice, whose refusal also names the closest choice: `--preset smok` -> did you mean 'smoke'?"""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as err:
+            import difflib
+
+            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1)
+            if not close:
+                raise
+            self.fail(f"{err.message} Did you mean {close[0]!r}?", param, ctx)
+
+
 def preset(names, help: str = "", *, default: str = "paper") -> Callable:
     """--preset NAME, one of the registry `names` (an unknown name is a usage error, exit 2)."""
     return click.option(
         "--preset",
-        type=click.Choice(list(names)),
+        type=Choice(list(names)),
         default=default,
         show_default=True,
         help=f"{help}`reconscore presets list` describes them.".lstrip(),
@@ -119,7 +134,7 @@ def preset_flags(cls: type, example, *, only: tuple[str, ...] = (), what: str = 
             flags.append(click.option(f"{flag}/--no-{flag[2:]}", f.name, default=None, help=help))
             continue
         t = (
-            click.Choice(o.choices)
+            Choice(o.choices)
             if o.choices
             else {int: click.INT, float: click.FLOAT}.get(kind, click.STRING)
             if o.min is None
@@ -369,11 +384,12 @@ def bands() -> Callable:
 
 def summary_table(title: str, out: Path, *, already_complete: bool):
     """(console, table) for a run's closing summary; a finished run says first that there was nothing to do."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from eval.cli.console import console as make_console
+
+    console = make_console()
     if already_complete:
         console.print(f"[bold]{escape(str(out))}[/] is already complete: nothing to do.")
     return console, Table(title=title, show_header=False)

@@ -28,7 +28,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 )
 @opt.optional_file(
     "--captions",
-    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced tiles: 5 human captions + 3 distractors each).",
+    help="Captions table (.jsonl/.csv). Default: the bundled sample (9 UC Merced and RSICD tiles of 5 scene kinds: 5 human captions + 3 distractors each).",
 )
 @opt.images_root("the captions file's folder", extra=" Paths may not leave it.")
 @opt.dataset_split(
@@ -90,6 +90,7 @@ def command(
     """Score captions by reconstruction (ReconScore, reference-free)."""
     from recon_score.explain import ExplainOptions
     from recon_score.presets import get_preset
+    from recon_score.quick_checks import check_recon_job
     from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
 
     p = get_preset(preset).override(**opt.pop_overrides(ReconPreset, kw))
@@ -120,6 +121,7 @@ def command(
         explain=ExplainOptions(max_phrases=explain_max_phrases) if explain else None,
         **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
+    check_recon_job(job)  # a wrong path, column or name answers before torch is imported
     summary = run_score(job)
     from accelerate import PartialState
 
@@ -133,9 +135,13 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("rows", str(summary.total))
     table.add_row("scored", str(summary.ok))
     table.add_row("failed", str(summary.failed))
-    if summary.mean is not None:
+    if summary.mean is not None and summary.std is not None:
         table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
+    elif summary.mean is not None:  # one scored caption: a value, no spread
+        table.add_row("ReconScore", f"{summary.mean:.2f} (1 caption scored: no spread)")
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
+    if summary.resumed:
+        table.add_row("rows resumed from the journal", str(summary.resumed))
     kinds = _kinds_summary(out)
     if kinds:
         ref, dis = kinds["reference_mean"], kinds["distractor_mean"]
@@ -154,9 +160,19 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
 
         ci = summary.ci
         click.echo(f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}")
+    if kinds and kinds.get("images"):
+        click.echo(READING)
     opt.print_failures(console, summary.failures, where="scores.jsonl")
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
+
+
+# how to read the references-vs-distractors lines, printed under them
+READING = (
+    "Reading it: higher is better (a caption that lets the T2I model draw the tile scores higher). With "
+    "--preset paper expect every tile's references above its distractors on most tiles, and good captions "
+    "around 80-84 (the ReconScore paper, Table 3); with smoke models the numbers mean nothing."
+)
 
 
 def _kinds_summary(out: Path) -> dict | None:

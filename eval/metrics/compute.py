@@ -11,6 +11,9 @@ from eval.metrics.base import CaptionBatch, Metric
 from eval.metrics.registry import get_metric_info
 from recon_score.errors import ReconScoreError
 from recon_score.preflight import needs_of, require_models
+from recon_score.progress import Progress
+
+PROGRESS_MIN_ROWS = 64  # fewer captions take seconds: no progress lines for them
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,6 +88,7 @@ def compute_metrics(
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))
     report: dict[str, dict] = {}
+    bar = None
     try:
         instances = {}
         for name in names:  # construct all first: SPICE's missing jars fail before METEOR starts
@@ -93,8 +97,10 @@ def compute_metrics(
             else:
                 instances[name] = built[name] = build_metric(name, **options.get(name, {}))
         require_models(needs_of(*instances.values()))  # every missing model named at once, before any loads
+        bar = Progress(len(names), desc="metrics", unit="metric", disable=len(batch) < PROGRESS_MIN_ROWS)
         for name in names:
             start = time.perf_counter()
+            bar.stage(f"{name} on {len(batch)} captions")
             out = instances[name].score(batch)
             table[name] = out.values
             for col, values in out.extra.items():
@@ -104,7 +110,10 @@ def compute_metrics(
                 **out.info,
                 "seconds": round(time.perf_counter() - start, 3),
             }
+            bar.update(1, stage=f"{name} done in {report[name]['seconds']:.0f} s")
     finally:
+        if bar is not None:
+            bar.close()
         for m in built.values():
             m.close()
     return table, report

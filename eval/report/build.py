@@ -44,6 +44,8 @@ LABELS = {
     "recon_score_std": "ReconScore std",
     "rendered_this_session": "Rendered (this session)",
     "encoder": "Encoder",
+    "t2i_model": "T2I model",
+    "captioner": "VLM",
     "dataset": "Dataset",
     "split": "Split",
     "headline": "Headline τ",
@@ -83,6 +85,8 @@ class Table:
     columns: list[str]
     rows: list[list[str]]
     note: str = ""
+    sortable: bool = False  # the page sorts it by any column (a click on the header) and filters its rows
+    best: set[tuple[int, int]] = field(default_factory=set)  # (row, column) cells marked best in their column
 
 
 @dataclass
@@ -166,14 +170,98 @@ class ImageStore:
         return src, None
 
 
+# C0 control characters (but tab, newline, carriage return) and DEL: HTML may not hold them raw (a NUL ends some
+# parsers' strings); each is shown as its Unicode control picture (NUL -> U+2400), so it stays visible
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (9, 10, 13)} | {0x7F: 0x2421}
+
+
+def visible_controls(value):
+    """Every value a page prints passes here before escaping (jinja's finalize)."""
+    return value.translate(_CONTROLS) if isinstance(value, str) else value
+
+
 def _png_src(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
+# fields a page computes with: a value that is not a number is the file's error, never a TypeError mid-page
+NUMERIC_FIELDS = ("recon_score", "cosine", "distance", "recon_score_std", "selection_score")
+MAX_TABLE_ROWS = 5000  # the per-caption table of a bigger run lists its first rows (and says so)
+
+
 def _read_jsonl(path: Path) -> list[dict]:
+    """A run's JSONL rows. A score field holding text, a boolean or a list is an error naming file:line (the file
+    was edited, or was not written by reconscore)."""
     if not path.exists():
         return []
-    return [obj for _, obj in json_objects(path)]
+    rows = []
+    for lineno, obj in json_objects(path):
+        for key in NUMERIC_FIELDS:
+            v = obj.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+                raise InputError(f"{path}:{lineno}: `{key}` is {shown}, not a number (was the file edited?)")
+        rows.append(obj)
+    return rows
+
+
+def _words(caption) -> str:
+    return str(len(caption.split())) if isinstance(caption, str) else ""
+
+
+def _caption_table(title: str, columns: list[str], rows: list[list[str]], note: str | None) -> Table:
+    """The page's table of every caption: sortable by any column, filterable; flagged when the numbers are a
+    smoke run's."""
+    smoke = " — smoke models: these numbers are meaningless" if note else ""
+    more = f"; the first {MAX_TABLE_ROWS} of {len(rows)} rows" if len(rows) > MAX_TABLE_ROWS else ""
+    return Table(
+        f"{title} ({len(rows)}){smoke}",
+        columns,
+        rows[:MAX_TABLE_ROWS],
+        note=f"Click a column's header to sort by it (again: the other way); type in the box to keep the rows "
+        f"that contain the text{more}.",
+        sortable=True,
+    )
+
+
+def _score_table(rows: list[dict], note: str | None) -> Table:
+    seeds = any(r.get("recon_score_std") is not None for r in rows)
+    columns = [
+        "image",
+        "id",
+        "kind",
+        "caption",
+        "words",
+        "ReconScore",
+        *(["std over seeds"] * seeds),
+        "error",
+    ]
+    out = []
+    for r in rows:
+        cap = r.get("caption")
+        row = [str(r.get("image")), str(r.get("id")), str(r.get("kind") or "")]
+        row += [cap if isinstance(cap, str) else "", _words(cap), _fmt(r.get("recon_score"))]
+        row += [_fmt(r.get("recon_score_std"))] * seeds + [str(r.get("error") or "")]
+        out.append(row)
+    return _caption_table("Every caption", columns, out, note)
+
+
+def _describe_table(cands: list[dict], sel_label: str, note: str | None) -> Table:
+    columns = ["image", "candidate", "selected", "caption", "words", sel_label, "recon_score", "error"]
+    out = [
+        [
+            str(c.get("image_id")),
+            str(c.get("index")),
+            "selected" if c.get("selected") else "",
+            c.get("caption") if isinstance(c.get("caption"), str) else "",
+            _words(c.get("caption")),
+            _fmt(c.get("selection_score")),
+            _fmt(c.get("recon_score")),
+            str(c.get("error") or ""),
+        ]
+        for c in cands
+    ]
+    return _caption_table("Every candidate caption", columns, out, note)
 
 
 def _root(run: dict) -> Path | None:
@@ -191,6 +279,12 @@ def _meta(run: dict) -> list[tuple[str, str]]:
     preset = run.get("preset") or (run.get("config") or {}).get("preset")
     if isinstance(preset, dict):
         out.append(("preset", str(preset.get("name"))))
+        # what the numbers came from: the VLM that wrote (describe), the T2I model that rendered and the
+        # encoder that compared (describe: its selection's ReconScore preset)
+        scoring = (run.get("selection") or {}).get("preset")
+        scoring = scoring if isinstance(scoring, dict) else preset
+        out += [(k, str(preset[k])) for k in ("captioner",) if preset.get(k)]
+        out += [(k, str(scoring[k])) for k in ("t2i_model", "encoder") if scoring.get(k)]
     elif isinstance(preset, str):
         out.append(("preset", preset))
     for key in ("finished", "processes", "limit"):
@@ -268,15 +362,25 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
 
     out = []
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
-    if ok:
-        out.append(("Mean ReconScore", f"{sum(ok) / len(ok):.2f} over {len(ok)} captions"))
+    if len(ok) == 1:
+        out.append(("ReconScore (higher = closer reconstruction)", f"{ok[0]:.2f}, 1 caption scored"))
+    elif ok:
+        out.append(
+            (
+                "Mean ReconScore (higher = closer reconstruction)",
+                f"{sum(ok) / len(ok):.2f} over {len(ok)} captions",
+            )
+        )
     ci = (run.get("seed_noise") or {}).get("recon_score_ci")
     if ci:
         out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", format_ci(ci)))
     kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
     if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
         out.append(
-            ("References vs distractors", f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}")
+            (
+                "References vs distractors (references should score higher)",
+                f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}",
+            )
         )
     if kinds and kinds.get("images"):
         share = kinds["share_all_references_above_distractors"]
@@ -306,6 +410,8 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
                 _png_src(plots.histogram(ok, title="ReconScore", xlabel="ReconScore")),
             )
         )
+    if rows:
+        sec.tables.append(_score_table(rows, sec.note))
     failed = [r for r in rows if r.get("error")]
     if failed:
         sec.tables.append(
@@ -333,10 +439,13 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             badges = (["best"] if best is not None and r.get("recon_score") == best else []) + (
                 [str(r["kind"])] if r.get("kind") in ("reference", "distractor") else []
             )
+            std = (
+                [("± over seeds", _fmt(r["recon_score_std"]))] if r.get("recon_score_std") is not None else []
+            )
             entries.append(
                 Entry(
                     r.get("caption"),
-                    [("ReconScore", _fmt(r.get("recon_score"))), ("cos", _fmt(r.get("cosine"), 4))],
+                    [("ReconScore", _fmt(r.get("recon_score"))), *std, ("cos", _fmt(r.get("cosine"), 4))],
                     rsrc,
                     error=r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
                     badges=badges,
@@ -375,6 +484,8 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     ):
         if values:
             sec.figures.append(Figure(what, _png_src(plots.histogram(values, title=what, xlabel=key))))
+    if cands:
+        sec.tables.append(_describe_table(cands, sel_label, sec.note))
     root = _root(run)
     by_image: dict[str, list[dict]] = {}
     for c in cands:
@@ -525,11 +636,17 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
     ]
     from retrieval.report import metric_title
 
+    glance = _glance_table(d, run)
+    if glance is not None:
+        sec.tables.append(glance)
     for metric in (run.get("metrics") or {}).get("headline", []):  # the protocol's order
         for suffix, level in (("", "group"), ("_by_subgroup", "subgroup")):
             path = d / f"table_{metric.replace('@', '_at_')}{suffix}.csv"
             if path.exists():
-                sec.tables.append(_csv_table(path, f"{metric_title(metric)} (%) by {level}"))
+                table = _csv_table(
+                    path, f"{metric_title(metric)} (%) by {level}; ★ the best method per column"
+                )
+                sec.tables.append(_mark_best(table))
     top_path = d / "topk.parquet"
     if not top_path.exists():
         return sec
@@ -555,6 +672,50 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
             )
         sec.cards.append(Card(f"{meta['query_id']}: {meta['text']}", src, err, entries, "reference image"))
     return sec
+
+
+def _glance_table(d: Path, run: dict) -> Table | None:
+    """Every method's mAP beside its Recall@K (the protocol's ks), each the mean over all queries in percent, the
+    best method of each column marked: the RS benchmarks' headline is mAP alone, and Recall@K is what a user
+    compares with the other papers."""
+    import pandas as pd
+
+    from retrieval.report import metric_title
+
+    path = d / "per_query.parquet"
+    if not path.exists():
+        return None
+    per_query = pd.read_parquet(path)
+    proto = run.get("metrics") or {}
+    wanted = ["ap", *proto.get("headline", []), *(f"hit@{k}" for k in proto.get("ks", []))]
+    cols = [c for c in dict.fromkeys(wanted) if c in per_query.columns]
+    if per_query.empty or "method" not in per_query.columns or not cols:
+        return None
+    means = per_query.groupby("method", sort=False)[cols].mean() * 100
+    rows = [[str(m), *(_fmt(float(v)) for v in means.loc[m])] for m in means.index]
+    table = Table(
+        "Methods at a glance (%): mean over all queries; ★ the best method per column",
+        ["Method", *(metric_title(c) for c in cols)],
+        rows,
+        note="Recall@K: the share of queries with a positive among the first K results (the papers' Recall@K).",
+    )
+    return _mark_best(table)
+
+
+def _mark_best(table: Table) -> Table:
+    """Mark the highest value of each numeric column (every tie too): higher is better for mAP and Recall@K."""
+    for j in range(1, len(table.columns)):
+        values = {}
+        for i, row in enumerate(table.rows):
+            try:
+                values[i] = float(row[j])
+            except (ValueError, IndexError):
+                continue
+        finite = {i: v for i, v in values.items() if not math.isnan(v)}
+        if len(finite) > 1:
+            top = max(finite.values())
+            table.best |= {(i, j) for i, v in finite.items() if v == top}
+    return table
 
 
 def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
@@ -648,6 +809,7 @@ def build_report(
         autoescape=select_autoescape(["html", "j2"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=visible_controls,
     )
     template = env.get_template("report.html.j2")
     written = []

@@ -327,7 +327,10 @@ def encoders_table(
         pairs[name] = (orig, recon)
     scores = {}
     for spec in encoders:
-        scorer = ReconScorer.from_preset("paper", overrides={"encoder": spec}, device=device)
+        # only the encoder runs here (compare): the preset's T2I model need not be on this machine
+        scorer = ReconScorer.from_preset(
+            "paper", overrides={"encoder": spec}, device=device, check_models=False
+        )
         col = {}
         for name, (orig, recon) in pairs.items():
             results = scorer.compare(orig, recon)

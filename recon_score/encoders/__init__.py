@@ -25,11 +25,24 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from recon_score import synthetic
-from recon_score.encoders.base import Encoder, EncoderInfo
 from recon_score.errors import UnknownEncoderError
 from recon_score.registry import Entry, Registry
+
+if TYPE_CHECKING:
+    from recon_score.encoders.base import Encoder, EncoderInfo
+
+
+def __getattr__(name: str):
+    """Encoder and EncoderInfo come from base, which imports torch: parsing a spec (a typo's answer) must not."""
+    if name in ("Encoder", "EncoderInfo"):
+        from recon_score.encoders import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FAMILIES",

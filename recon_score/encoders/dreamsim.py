@@ -15,9 +15,7 @@ dreamsim's code and the downloaded hubconf, with dreamsim 0.2.1's values as the 
 from __future__ import annotations
 
 import ast
-import inspect
 import os
-import textwrap
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -25,7 +23,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid, SquashingEncoder, token_grid
-from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError, did_you_mean
 from recon_score.hub import is_offline
 from recon_score.paths import weights_root
 
@@ -52,19 +50,32 @@ HUB_WEIGHTS = {
 REQUIRED = _FALLBACK_RELEASE  # the DreamSim models reconscore offers
 
 
-def _source_tree(func) -> ast.Module | None:
+def _source_tree(relpath: str, *names: str) -> ast.AST | None:
+    """The syntax tree of the installed dreamsim's file `relpath` (or of the class/function `names` path inside
+    it), read from disk without importing dreamsim: its import pulls torch, open_clip and peft (seconds), and a
+    weights check must answer before that."""
+    import importlib.util
+
     try:
-        return ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):
+        spec = importlib.util.find_spec("dreamsim")
+        roots = list(spec.submodule_search_locations or []) if spec else []
+        tree: ast.AST = ast.parse(Path(roots[0], relpath).read_text(encoding="utf-8"))
+    except (ImportError, IndexError, OSError, SyntaxError, ValueError):
         return None
+    for name in names:
+        body = getattr(tree, "body", [])
+        tree = next(
+            (n for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == name), None
+        )
+        if tree is None:
+            return None
+    return tree
 
 
 def release_files(name: str) -> list[str]:
     """The unzipped release files `dreamsim.model.download_weights` checks for `name`, read from the installed
     dreamsim's own table (so a new dreamsim release cannot silently need a file this check does not list)."""
-    from dreamsim import model as ds_model
-
-    tree = _source_tree(ds_model.download_weights)
+    tree = _source_tree("model.py", "download_weights")
     for node in ast.walk(tree) if tree else ():
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "dreamsim_required_ckpts" for t in node.targets
@@ -79,7 +90,16 @@ def release_files(name: str) -> list[str]:
 def backbones(name: str) -> list[str]:
     """The ViT backbones of DreamSim model `name` (dreamsim.config), e.g. ensemble -> dino_vitb16, clip_vitb16,
     open_clip_vitb16."""
-    from dreamsim.config import dreamsim_args
+    tree = _source_tree("config.py")
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "dreamsim_args" for t in node.targets
+        ):
+            try:
+                return ast.literal_eval(node.value)["model_config"][name]["model_type"].split(",")
+            except (ValueError, KeyError, AttributeError):
+                break
+    from dreamsim.config import dreamsim_args  # not a literal any more: ask the package itself
 
     return dreamsim_args["model_config"][name]["model_type"].split(",")
 
@@ -87,9 +107,7 @@ def backbones(name: str) -> list[str]:
 def hub_repo(backbone: str) -> str | None:
     """The torch.hub repo ("owner/name[:ref]") the installed dreamsim's `ViTExtractor.create_model` loads
     `backbone` from: its if/elif chain on substrings of the model type, read from its source."""
-    from dreamsim.feature_extraction.extractor import ViTExtractor
-
-    tree = _source_tree(ViTExtractor.create_model)
+    tree = _source_tree("feature_extraction/extractor.py", "ViTExtractor", "create_model")
     if tree is None:
         return next((r for k, r in sorted(_FALLBACK_HUB.items(), reverse=True) if k in backbone), None)
     node = next((n for n in ast.walk(tree) if isinstance(n, ast.If)), None)
@@ -203,7 +221,8 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     if synthetic.is_synthetic(name):
         return _build_synthetic(synthetic.parse(name), device)
     if name not in REQUIRED:
-        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
+        hint = did_you_mean(name, REQUIRED)
+        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}{hint}"
         raise UnknownEncoderError(f"dreamsim:{name}", known=[], reason=reason)
 
     cache_dir = dreamsim_dir(weights_dir)
@@ -282,7 +301,8 @@ def check(name: str, *, weights_dir: Path | None) -> dict:
             "available": False,
             "location": "",
             "source": "",
-            "detail": f"unknown DreamSim model {name!r}",
+            "detail": f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
+            + did_you_mean(name, REQUIRED),
         }
     cache_dir = dreamsim_dir(weights_dir)
     missing = _missing(name, cache_dir)

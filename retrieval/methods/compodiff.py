@@ -126,12 +126,12 @@ class CompoDiffMethod(Method):
                 f"compodiff: {folder} samples {model.cfg.embed_dim}-d image embeddings, but the encoder "
                 f"{r.encoder.info.spec} gives {r.encoder.info.dim}-d ones; use CLIP ViT-L/14 (OpenAI)"
             )
-        from tqdm.auto import tqdm
+        from recon_score.progress import Progress
 
         rows, texts = ctx.query_index.tolist(), ctx.texts()
         image_encoder, rounded = reference_encoder(r.encoder, cfg.clip_weights)
         out = []
-        bar = tqdm(total=len(rows), unit="query", desc="compodiff sampling", leave=False)
+        bar = Progress(len(rows), unit="query", desc="compodiff sampling", leave=False)
         for start in range(0, len(rows), cfg.batch_size):
             batch = rows[start : start + cfg.batch_size]
             images = [squash(r.load_reference(i), cfg.reference_resize) for i in batch]

@@ -94,15 +94,15 @@ class MagicLensMethod(Method):
     def _embed(self, model, pairs: list[tuple], device, what: str) -> list[Tensor]:
         """MagicLens embeddings of (image loader, index, text) triples, in batches (a progress bar counts them)."""
         from open_clip.tokenizer import SimpleTokenizer
-        from tqdm.auto import tqdm
 
+        from recon_score.progress import Progress
         from retrieval.magiclens import image_pixels
 
         tokenizer = SimpleTokenizer(context_length=model.cfg.context_length)
         out: list[Tensor] = []
         bs = self.config.batch_size
-        bar = tqdm(
-            total=len(pairs), unit="image", desc=f"magiclens {what}", leave=False, disable=len(pairs) < bs
+        bar = Progress(
+            len(pairs), unit="image", desc=f"magiclens {what}", leave=False, disable=len(pairs) < bs
         )
         with torch.inference_mode():
             for start in range(0, len(pairs), bs):

@@ -212,7 +212,7 @@ def test_failed_start_and_repair_from_the_journal(tmp_path, sample_dir, caplog):
             inputs=inputs,
         )
 
-    with pytest.raises(ReconScoreError, match=r"nope\.txt does not exist"):
+    with pytest.raises(ReconScoreError, match=r"nope\.txt not found"):
         run_describe(job(tmp_path / "nope.txt"))
     assert not (tmp_path / "new").exists()
     Image.open(sample_dir / "images" / "UCM_1.tif").save(tmp_path / "a.png")

@@ -77,3 +77,72 @@ def test_score_with_stderr_in_a_file(tmp_path):
     assert [r["kind"] for r in rows] == ["reference"] * 3  # the sample's own columns travel to the output
     summary = json.loads((tmp_path / "run" / "run.json").read_text())["summary"]["references_vs_distractors"]
     assert summary["references"] == 3 and summary["distractors"] == 0 and summary["images"] == 0
+
+
+def test_a_long_unit_without_updates_still_prints_lines():
+    import time
+
+    buf = io.StringIO()
+    p = Progress(2, desc="render", unit="caption", file=buf, interval=0.05)
+    p.stage("rendering 2 captions")
+    time.sleep(0.4)  # one long unit: no update, yet the log hears from it
+    p.close()
+    lines = buf.getvalue().splitlines()
+    assert len(lines) >= 4 and all(LINE.match(x) for x in lines), lines
+    assert all(LINE.match(x)["done"] == "0" for x in lines[:-1])
+    n = len(lines)
+    time.sleep(0.2)
+    assert len(buf.getvalue().splitlines()) == n  # closed: the heartbeat has stopped
+
+
+def test_count_and_stage_of_one_line_agree():
+    buf = io.StringIO()
+    with Progress(3, desc="describe[0]", unit="image", file=buf, interval=0) as p:
+        p.stage("phase 1/1: captioned 3/3 images")
+        p.update(2, stage="phase 1/1: scored 2/3 images")
+        p.update(1, stage="phase 1/1: scored 3/3 images")
+    lines = buf.getvalue().splitlines()
+    assert lines[2].split(" describe[0] ")[1].startswith("2/3 images") and lines[2].endswith(
+        "scored 2/3 images"
+    )
+    assert lines[3].split(" describe[0] ")[1].startswith("3/3 images") and lines[3].endswith(
+        "scored 3/3 images"
+    )
+
+
+def test_disabled_prints_nothing_and_units_are_plural():
+    buf = io.StringIO()
+    with Progress(5, desc="q", unit="query", file=buf, interval=0, disable=True) as p:
+        p.update(5)
+    assert buf.getvalue() == ""
+    with Progress(5, desc="q", unit="query", file=buf, interval=0) as p:
+        p.update(5)
+    assert "5/5 queries (100.0%)" in buf.getvalue().splitlines()[-1]
+
+
+def test_retrieval_bars_go_through_progress():
+    """Off a terminal retrieval prints plain lines too: no module draws a tqdm bar of its own."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    own = [
+        str(p.relative_to(root))
+        for pkg in ("recon_score", "eval", "describer", "retrieval")
+        for p in (root / pkg).rglob("*.py")
+        if "from tqdm" in p.read_text() and p.name != "progress.py"
+    ]
+    assert own == []
+
+
+def test_a_bar_dropped_without_close_stops_its_heartbeat():
+    import gc
+    import threading
+    import time
+
+    buf = io.StringIO()
+    p = Progress(3, desc="lost", unit="image", file=buf, interval=0.05)
+    thread = p._heartbeat
+    del p  # the work raised before close()
+    gc.collect()
+    time.sleep(0.3)
+    assert not thread.is_alive() and thread not in threading.enumerate()

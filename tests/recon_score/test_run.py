@@ -162,10 +162,11 @@ def _env(cache: Path) -> dict:
 
 def _many_captions(tmp_path: Path, sample_dir: Path, n: int) -> Path:
     words = ["farmland", "river", "forest", "road", "houses", "trees", "pond", "bridge", "meadow", "barn"]
+    images = sorted(f"images/{p.name}" for p in (sample_dir / "images").iterdir())  # the bundled tiles
     rows = [
         {
             "id": f"r{i}",
-            "image": f"images/UCM_{i % 9 + 1}.tif",
+            "image": images[i % len(images)],
             "caption": f"a {words[i % 10]} next to {words[(3 * i + 1) % 10]} number {i}",
         }
         for i in range(n)

@@ -45,4 +45,4 @@ def test_sample_has_references_and_distractors_of_other_scenes():
         for r in (r for r in rows if r["kind"] == "distractor"):
             n = int(r["source"].rsplit("line ", 1)[1])
             assert lines[n - 1].strip() == r["caption"]
-            assert "(agricultural)" not in r["source"]  # the tiles are all agricultural
+            assert "(agricultural)" not in r["source"]  # never the farmland tiles' own scene

@@ -186,7 +186,7 @@ def test_paper_preset_is_the_protocol():
 
 
 def test_paper_without_weights_fails_clearly():
-    s = ReconScorer.from_preset("paper", device="cpu")
+    s = ReconScorer.from_preset("paper", device="cpu", check_models=False)  # the CLI's check
     with pytest.raises(ModelNotAvailableError) as err:
         s.preflight()
     msg = str(err.value)
