@@ -67,6 +67,7 @@ class Entry:
     badges: list[str] = field(default_factory=list)  # "best", "reference", "distractor", "positive"
     recon_label: str | None = None  # what `recon` is, when an entry shows more than one render
     held_out: str | None = None  # img src of the independent evaluation render (describe's selected caption)
+    explain: object | None = None  # eval.report.explain.ExplainView of an explained row (score --explain)
 
 
 @dataclass
@@ -226,6 +227,7 @@ def _caption_table(title: str, columns: list[str], rows: list[list[str]], note: 
 
 def _score_table(rows: list[dict], note: str | None) -> Table:
     seeds = any(r.get("recon_score_std") is not None for r in rows)
+    explained = any(isinstance(r.get("explain"), dict) for r in rows)
     columns = [
         "image",
         "id",
@@ -234,6 +236,7 @@ def _score_table(rows: list[dict], note: str | None) -> Table:
         "words",
         "ReconScore",
         *(["std over seeds"] * seeds),
+        *(["worst phrase", "worst phrase Δ"] * explained),
         "error",
     ]
     out = []
@@ -241,8 +244,12 @@ def _score_table(rows: list[dict], note: str | None) -> Table:
         cap = r.get("caption")
         row = [str(r.get("image")), str(r.get("id")), str(r.get("kind") or "")]
         row += [cap if isinstance(cap, str) else "", _words(cap), _fmt(r.get("recon_score"))]
-        row += [_fmt(r.get("recon_score_std"))] * seeds + [str(r.get("error") or "")]
-        out.append(row)
+        row += [_fmt(r.get("recon_score_std"))] * seeds
+        if explained:
+            ex = r.get("explain") if isinstance(r.get("explain"), dict) else {}
+            worst = ex.get("worst_phrase")
+            row += [worst if isinstance(worst, str) else "", _fmt(ex.get("worst_delta"), 3)]
+        out.append(row + [str(r.get("error") or "")])
     return _caption_table("Every caption", columns, out, note)
 
 
@@ -449,10 +456,23 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
                     rsrc,
                     error=r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
                     badges=badges,
+                    explain=_explain_view(d, r, store),
                 )
             )
         sec.cards.append(Card(image, src, err, entries))
     return sec
+
+
+def _explain_view(d: Path, row: dict, store: ImageStore):
+    """The row's explanation as the report shows it (eval.report.explain), None for a row not explained."""
+    from eval.report.explain import explain_view
+
+    ex = row.get("explain")
+    if not isinstance(ex, dict):
+        return None
+    heatmap = ex.get("heatmap")
+    src = store.src(d.resolve(), heatmap)[0] if isinstance(heatmap, str) else None
+    return explain_view(ex, src)
 
 
 def _best(items: list[dict]) -> float:

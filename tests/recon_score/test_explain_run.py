@@ -50,6 +50,11 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
         assert (out / ex["heatmap"]).stat().st_size > 0
     assert rows[1]["explain"]["phrases"][0]["error"].startswith("the caption's only phrase")
     assert json.loads((out / "run.json").read_text())["config"]["preset"]["t2i_model"] == "smoke:z-image"
+    html = tmp_path / "report.html"
+    assert main(["report", str(out), "--out", str(html)]) == 0
+    page = html.read_text()
+    assert page.count('<details class="gap">') == len(rows) and 'class="phrase' in page
+    assert "<th" in page and "worst phrase Δ" in page
     before = _files(out)
     (out / rows[0]["explain"]["heatmap"]).unlink()
     with caplog.at_level("WARNING"):
