@@ -30,6 +30,7 @@ extreme rules, so a run can say when its AP is a range rather than a point.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -182,7 +183,9 @@ class PositiveRanks:
         return self._undefined_where_empty(total / np.clip(self.n_pos, 1.0, float(k)))
 
 
-def positive_ranks(scores: Tensor, rows: np.ndarray, cols: np.ndarray, *, ties: str = "index") -> PositiveRanks:
+def positive_ranks(
+    scores: Tensor, rows: np.ndarray, cols: np.ndarray, *, ties: str = "index"
+) -> PositiveRanks:
     """Rank every positive (row `rows[i]`, database item `cols[i]`; each pair once) by counting the items
     that outscore it and those that tie with it, under the pessimistic and optimistic rules and under `ties`.
 
@@ -191,7 +194,7 @@ def positive_ranks(scores: Tensor, rows: np.ndarray, cols: np.ndarray, *, ties: 
     under ``index``; counted only for the positives that have such a negative)."""
     _check_ties(ties)
     x = _float32(scores)
-    b, n = x.shape
+    b = x.shape[0]
     rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
     s = x[rows, cols]
     order = np.lexsort((cols, -s, rows))  # ranking order among the positives of each row
@@ -246,7 +249,7 @@ def _tied_negatives_below(
     before them by the ``index`` rule. Looks only at the items sharing one of the row's tied scores."""
     out = np.empty(len(rows), dtype=np.int64)
     bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1], True])
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         row = x[rows[lo]]
         members = np.flatnonzero(np.isin(row, s[lo:hi]))  # items sharing a tied score, ascending index
         keys = np.sort(_keys(row[members], members))
