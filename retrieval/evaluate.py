@@ -107,7 +107,9 @@ class _Pairs:
         if pairs is None or len(pairs) == 0:
             return cls(np.zeros(0, dtype=np.int64), np.zeros(n_queries + 1, dtype=np.int64))
         p = pairs.numpy().astype(np.int64)
-        query, items = np.divmod(np.unique(p[:, 0] * n_items + p[:, 1]), n_items)
+        key = np.sort(p[:, 0] * n_items + p[:, 1])
+        key = key[np.r_[True, key[1:] != key[:-1]]]  # np.unique is 100x slower here (numpy 2.4)
+        query, items = np.divmod(key, n_items)
         return cls(items, np.searchsorted(query, np.arange(n_queries + 1)))
 
     def __len__(self) -> int:
@@ -312,6 +314,7 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
     pos, exc, sub = pairs
     n = len(di)
     step = opts.chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
+    work = np.empty((min(step, len(qi)), n), dtype=np.float32)  # the sorted rows of every chunk
     for start in range(0, len(qi), step):
         stop = min(start + step, len(qi))
         scores = _chunk_scores(name, prepared, start, stop, n)
@@ -324,7 +327,7 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
             )
             keep = ~np.isin(rows * n + items, e_rows * n + e_items)
             rows, items = rows[keep], items[keep]
-        metrics = _chunk_metrics(name, scores, rows, items, opts, start, stop)
+        metrics = _chunk_metrics(name, scores, rows, items, opts, start, stop, work)
         if len(sub):
             member = _dense(sub, start, stop, n)
             inside = member[torch.from_numpy(rows), torch.from_numpy(items)].numpy()
@@ -335,6 +338,7 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
                 ap=opts.ap,
                 ks=opts.subset_ks,
                 ties=opts.ties,
+                work=work,
             )
             metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in opts.subset_ks)})
         block = qi[start:stop].numpy()
@@ -351,17 +355,17 @@ def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> Tensor:
         raise RuntimeError(
             f"{name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
         )
-    if torch.isnan(scores).any():
+    if scores.numel() and torch.isnan(scores.max()):  # max propagates NaN: one pass, no (B, N) mask
         raise RuntimeError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
     return scores
 
 
 def _chunk_metrics(
-    name: str, scores: Tensor, rows: np.ndarray, items: np.ndarray, opts: _Options, start: int, stop: int
+    name: str, scores: Tensor, rows, items, opts: _Options, start: int, stop: int, work: np.ndarray
 ) -> dict[str, Tensor]:
     try:
         return positive_metrics(
-            scores, rows, items, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties
+            scores, rows, items, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties, work=work
         )
     except ValueError as err:  # NaN scores: name the method; the run records it as failed
         raise ReconScoreError(f"{name}: {err} (queries {start}..{stop - 1} of a group)") from err
