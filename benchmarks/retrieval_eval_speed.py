@@ -322,7 +322,9 @@ def summarise(r: dict, args) -> tuple[list[str], list[str]]:
         "| what | seconds (whole process) | per query (ms) | peak RSS (MB) | note |",
         "|---|---:|---:|---:|---|",
         f"| `retrieve-eval --method sum` (whole CLI) | {cli['wall_s']:.2f} | {cli_ms:.2f} | {cli['peak_mb']:.0f} "
-        f"| fastest of {len(r['cli'])}: " + ", ".join(f"{x['wall_s']:.2f}" for x in r["cli"]) + " |",
+        f"| fastest of {len(r['cli'])}: "
+        + ", ".join(f"{x['wall_s']:.2f}" for x in r["cli"])
+        + f"; mAP {cli['map_overall']:.4f} |",
         f"| limit: python + torch + load + score matrix | {limit['wall_s']:.2f} | {1000 * limit['wall_s'] / q:.2f} "
         f"| {limit['peak_mb']:.0f} | import + load {limit['import_load_s']:.2f} s, matrix product "
         f"{limit['matmul_s']:.2f} s |",

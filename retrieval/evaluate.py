@@ -9,6 +9,9 @@ a group's bookkeeping costs its own pairs. Excluded (query, item) pairs get scor
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -234,6 +237,7 @@ def evaluate(
         raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
     resources = resources or Resources()
     method.check(resources)
+    _fixed_mmap_threshold()
     started = time.perf_counter()
     opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
     out = _Collector(q_total=data.n_queries, k=min(topk, data.n_database))
@@ -266,6 +270,16 @@ def evaluate(
         topk_ids=out.top_ids,
         topk_scores=out.top_scores,
     )
+
+
+@functools.cache
+def _fixed_mmap_threshold() -> None:
+    """Serve buffers of 1 MB and more straight from mmap, so a freed score matrix goes back to the system.
+    glibc otherwise raises its mmap threshold after the first large free; each chunk's score matrix then comes
+    from the heap, which only grows: +230 MB over the 11 chunks of 3,000 queries x 30,400 items (measured),
+    i.e. peak memory growing with the number of queries. Elsewhere than glibc, nothing to do."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
 
 
 def _evaluate_group(
