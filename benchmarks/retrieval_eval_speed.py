@@ -244,7 +244,37 @@ def worker_rscir(bundle: str, n: int) -> dict:
     }
 
 
-WORKERS = {"bundle": worker_bundle, "limit": worker_limit, "naive": worker_naive, "rscir": worker_rscir}
+def worker_faiss(bundle: str, n: int) -> dict:
+    """Recall@10 and @100 of FAISS indexes against exact top-K for `sum`'s composed query vectors."""
+    import torch
+
+    from retrieval.index import FaissIndex, exact_topk, topk_recall
+
+    arrays = _load(bundle)
+    q = torch.from_numpy(arrays["query_image"] + arrays["query_text"])
+    q = q[torch.linspace(0, len(q) - 1, min(n, len(q))).round().long()]
+    db = torch.from_numpy(arrays["database"])
+    _, exact = exact_topk(q, db, 100)
+    out = {}
+    for kind, params in (("faiss-ivf", {"nprobe": 16}), ("faiss-hnsw", {"m": 32, "ef_search": 128})):
+        t = time.perf_counter()
+        index = FaissIndex(db, kind, **params)
+        build = time.perf_counter() - t
+        _, approx = index.search(q, 100)
+        out[kind] = {
+            "build_s": build,
+            **{f"recall@{k}": topk_recall(approx[:, :k], exact[:, :k]) for k in (10, 100)},
+        }
+    return {"queries": len(q), "indexes": out}
+
+
+WORKERS = {
+    "bundle": worker_bundle,
+    "limit": worker_limit,
+    "naive": worker_naive,
+    "rscir": worker_rscir,
+    "faiss": worker_faiss,
+}
 
 
 def measure(kind: str, bundle: Path, n: int = 0) -> dict:
@@ -303,6 +333,12 @@ def run_all(args) -> dict:
     r["rscir"] = measure("rscir", big, args.rscir_queries)
     print(f"  rscir: {r['rscir']['loop_s']:.2f} s on {r['rscir']['queries']} queries", flush=True)
     r["cli_third"] = measure("cli", small)
+    if args.faiss_queries:  # printed only: recall of approximate top-K, not a speed goal
+        for kind, v in measure("faiss", big, args.faiss_queries)["indexes"].items():
+            recalls = ", ".join(f"{k} {x:.3f}" for k, x in v.items() if k.startswith("recall"))
+            print(
+                f"  {kind} vs exact top-K ({args.faiss_queries} queries of `sum`): {recalls}, built in {v['build_s']:.1f} s"
+            )
     load.append(os.getloadavg()[0])
     r["load"] = load
     return r
@@ -395,6 +431,9 @@ def main() -> None:
     ap.add_argument("--rscir-queries", type=int, default=100, help="queries timed in rscir's loop")
     ap.add_argument("--naive-queries", type=int, default=0, help="queries timed in the naive loop (0: all)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the CLI and the limit")
+    ap.add_argument(
+        "--faiss-queries", type=int, default=0, help="also FAISS IVF/HNSW recall@K vs exact (0: no)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/performance.md alone")
     ap.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
