@@ -108,7 +108,9 @@ def test_versions_the_wheels_need_are_checked(kit, tmp_path):
     (image / "timm-1.0.15.dist-info" / "METADATA").unlink()
     (image / "timm-1.0.15.dist-info").rmdir()
     _dist(image, "timm", "1.0.17", [])
-    assert kit.unmet_versions(deps, [str(image)]) == []  # torch absent here: check()'s business, not a version
+    assert (
+        kit.unmet_versions(deps, [str(image)]) == []
+    )  # torch absent here: check()'s business, not a version
 
 
 def test_run_sh_calls_python3():
