@@ -26,8 +26,9 @@ of that child, read with os.wait4) and its own start-up:
 A second CLI run on a bundle with a third of the queries checks that peak memory is flat in the queries.
 
 Goals (same bundle): the CLI >= 5x faster than the naive loop and within 3x of the limit; >= 50x rscir's
-per-query cost; peak RSS <= 900 MB and flat in the number of queries. The machine may be shared: all figures
-come from one run, read the ratios; the load average is printed and written with them.
+per-query cost (shown two ways: the whole CLI's seconds / queries, and its marginal cost per query from the two
+CLI runs, which is what rscir's in-loop figure is); peak RSS <= 900 MB and flat in the number of queries. The
+machine may be shared: all figures come from one run, read the ratios; the load average is written with them.
 
 Usage: python benchmarks/retrieval_eval_speed.py [--queries 3000] [--rscir-queries 100] [--naive-queries 0 (all)]
        [--no-write] [--faiss-queries 0]
@@ -354,6 +355,9 @@ def summarise(r: dict, args) -> tuple[list[str], list[str]]:
     naive_wall = naive["wall_s"] - naive["loop_s"] + naive["loop_s"] * naive["of"] / naive["queries"]
     rscir_ms = 1000 * rscir["loop_s"] / rscir["queries"]
     cli_ms = 1000 * cli["wall_s"] / q
+    third = r["cli_third"]
+    # the CLI's cost per additional query (start-up and loading cancel out): rscir's figure is its loop alone
+    marginal_ms = 1000 * (cli["wall_s"] - third["wall_s"]) / max(1, q - q // 3)
     rows = [
         "| what | seconds (whole process) | per query (ms) | peak RSS (MB) | note |",
         "|---|---:|---:|---:|---|",
@@ -383,7 +387,14 @@ def summarise(r: dict, args) -> tuple[list[str], list[str]]:
             3,
             "<=",
         ),
-        ("per query >= 50x cheaper than rscir's loop", rscir_ms / cli_ms, 50, ">="),
+        ("per query >= 50x cheaper than rscir's loop (whole CLI / queries)", rscir_ms / cli_ms, 50, ">="),
+        (
+            f"per query >= 50x cheaper than rscir's loop (CLI's marginal cost, {marginal_ms:.2f} ms/query: "
+            f"{q:,} vs {q // 3:,} queries)",
+            rscir_ms / marginal_ms if marginal_ms > 0 else float("nan"),
+            50,
+            ">=",
+        ),
         ("peak RSS <= 900 MB", cli["peak_mb"], 900, "<="),
         ("peak RSS flat in the queries (MB apart, 3x the queries)", flat, 50, "<="),
     ]
