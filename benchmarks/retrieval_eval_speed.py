@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -312,8 +313,16 @@ def measure(kind: str, bundle: Path, n: int = 0) -> dict:
 
 
 def run_all(args) -> dict:
-    """Every measurement of one run; CLI and limit interleaved --rounds times (the fastest round is used)."""
+    """Every measurement of one run, in a temporary folder removed afterwards."""
     tmp = Path(tempfile.mkdtemp(prefix="retrieval_eval_speed_"))
+    try:
+        return _measure_all(args, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _measure_all(args, tmp: Path) -> dict:
+    """CLI and limit interleaved --rounds times (the fastest round is used), then the loops."""
     t = time.perf_counter()
     big, small = tmp / "bundle.npz", tmp / "bundle_third.npz"
     measure("bundle", big, args.queries)
