@@ -4,20 +4,27 @@ One prepared run for a lent GPU machine (benchmarks/gpu/run.sh); `--scale 0.02 -
 path with scaled-down widths (the test suite does). Models come from the `shapes:` names through the project's
 own loaders: Z-Image DiT 6.15B + Qwen3-4B text encoder + FLUX.1 VAE, DreamSim ensemble, Qwen3-VL-8B.
 
-Measured, per size x batch:
+Measured, per size x batch, --repeats times with the two paths interleaved (the first path alternates):
   scorer   ReconScorer(batch_size=B).score(image, B captions), caches off
-  bare     the authors' loop: one ZImagePipeline call per caption + DreamSim on the pair
-  ratio    bare s/image / scorer s/image (> 1: the scorer is faster)
+  bare     the same work without the project: one ZImagePipeline call with the B prompts (batched the same way)
+           + DreamSim on the original and the B renders
+  ratio    bare s/image / scorer s/image (> 1: the scorer is faster), from the median of the repeats; the
+           spread (max - min) / median of each path is printed with it
   split    text encoder, DiT steps, VAE decode, DreamSim (CUDA-synchronised hooks, both paths)
-  DiT FLOP/s from the analytic count below, against the chip's bf16 dense peak
-The describer phase runs first (its VLM is freed before the T2I models load). Each call runs --steps DiT steps (default 2, to fit the time budget); "s/img@28" extrapolates to --full-steps
-by adding (full - steps) x the measured time per DiT step: the other stages do not depend on the step count.
+  DiT FLOP/s from the analytic count below; MFU against the chip's bf16 dense peak (datasheet) and against a
+  bf16 matmul measured on the same device in the same run (the attainable peak)
+  peak GPU memory of each path at each (size, batch)
+The describer phase runs first (its VLM is freed before the T2I models load). Each call runs --steps DiT steps
+(default 2, to fit the time budget); "s/img@28" extrapolates to --full-steps by adding (full - steps) x the
+measured time per DiT step: the other stages do not depend on the step count. A size whose warm-up would start
+after --budget-s is skipped with its rows.
 Describer: N candidates with num_return_sequences=N in one call vs N calls of one, fixed output length
 (min_new_tokens = max_new_tokens, so EOS never ends a row early). Peak GPU memory per phase.
 Switches (off by default, recorded in the JSON): --attention-backend (diffusers), --compile (torch.compile DiT).
 
-Usage: python benchmarks/gpu_throughput.py [--device cuda] [--scale 1] [--sizes 256,496,1024] [--batches 1,4,8,16]
-       [--steps 2] [--budget-s 420] [--json FILE]   (JSON also goes to $OUT/gpu_throughput.json when OUT is set)
+Usage: python benchmarks/gpu_throughput.py [--device cuda] [--scale 1] [--sizes 256,496,512,1024]
+       [--batches 1,4,8,16] [--repeats 3] [--steps 2] [--budget-s 420] [--json FILE]
+       (the JSON also goes to $OUT/gpu_throughput.json when OUT is set)
 """
 
 from __future__ import annotations
@@ -163,6 +170,9 @@ def t2i_phase(args, out: dict, deadline: float, save) -> None:
     out["t2i"]["load_s"] = time.perf_counter() - t0
     out["t2i"]["dtype"] = scorer.renderer.dtype
     out["t2i"]["dit_dim"] = pipe.transformer.config.dim
+    n = 8192 if str(args.device).startswith("cuda") else 256
+    out["t2i"]["matmul"] = f"{n}x{n}x{n} {str(pipe.transformer.dtype).replace('torch.', '')}"
+    out["t2i"]["matmul_flops_per_s"] = matmul_flops_per_s(args.device, pipe.transformer.dtype, n)
     split = Split(args.device)
     tokens: list[tuple[int, int]] = []
 
@@ -179,30 +189,53 @@ def t2i_phase(args, out: dict, deadline: float, save) -> None:
     split.method("dreamsim", enc.model, "embed")
 
     def bare(image, captions, size: int) -> None:
-        """The authors' loop (scripts/image_generator.py + DreamSim): one image per pipeline call."""
+        """The same work straight through diffusers and DreamSim: one pipeline call for the batch, as the
+        scorer renders it, then the original and the renders embedded and compared."""
         with torch.inference_mode():
-            for cap in captions:
-                rec = pipe(
-                    prompt=format_prompt(preset.prompt_template, cap),
-                    height=size,
-                    width=size,
-                    num_inference_steps=preset.steps,
-                    guidance_scale=preset.guidance_scale,
-                    max_sequence_length=preset.max_sequence_length,
-                    generator=torch.Generator("cpu").manual_seed(preset.seed),
-                ).images[0]
-                a = enc.model.embed(enc.transform(image).unsqueeze(0).to(args.device))
-                b = enc.model.embed(enc.transform(rec).unsqueeze(0).to(args.device))
-                float(torch.nn.functional.cosine_similarity(a, b).item())
+            renders = pipe(
+                prompt=[format_prompt(preset.prompt_template, cap) for cap in captions],
+                height=size,
+                width=size,
+                num_inference_steps=preset.steps,
+                guidance_scale=preset.guidance_scale,
+                max_sequence_length=preset.max_sequence_length,
+                generator=[torch.Generator("cpu").manual_seed(preset.seed) for _ in captions],
+            ).images
+            a = enc.model.embed(enc.transform(image).unsqueeze(0).to(args.device))
+            b = enc.model.embed(torch.stack([enc.transform(r) for r in renders]).to(args.device))
+            torch.nn.functional.cosine_similarity(a, b).tolist()
+
+    def timed(fn, b: int) -> dict:
+        split.reset()
+        tokens.clear()
+        _peak_reset(args.device)
+        t = time.perf_counter()
+        fn()
+        split.sync()
+        wall = time.perf_counter() - t
+        full = wall + (args.full_steps / args.steps - 1) * split.t["dit"]  # other stages: per call
+        return {
+            "s_per_image": wall / b,
+            "s_per_image_full": full / b,
+            "split_s_per_image": {k: v / b for k, v in split.t.items()},
+            "dit_calls": split.calls["dit"],
+            "dit_flops_per_s": split.flops / split.t["dit"] if split.t["dit"] else None,
+            "tokens": sorted(set(tokens)),
+            "peak_memory_gb": _peak_gb(args.device),
+        }
 
     peak = args.peak_tflops * 1e12 if args.peak_tflops else None
     if peak is None and str(args.device).startswith("cuda"):
         name = torch.cuda.get_device_name()
         peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
     out["t2i"]["peak_flops"] = peak
+    attainable = out["t2i"]["matmul_flops_per_s"]
     rows = out["t2i"]["rows"]
     for size in args.sizes:
         image = _image(size)
+        if time.perf_counter() > deadline:  # the warm-up counts against the budget too
+            rows.extend({"size": size, "batch": b, "skipped": "time budget"} for b in args.batches)
+            continue
         scorer.batch_size = 1
         scorer.score(image, _captions(1, -size))  # warm-up: kernels and autotuning for this resolution
         for b in args.batches:
@@ -211,32 +244,20 @@ def t2i_phase(args, out: dict, deadline: float, save) -> None:
                 rows.append({**row, "skipped": "time budget"})
                 continue
             scorer.batch_size = b
-            measured = {}
-            for name, fn in (
-                ("scorer", lambda im=image, b=b, s=size: scorer.score(im, _captions(b, s))),
-                ("bare", lambda im=image, b=b, s=size: bare(im, _captions(b, s), s)),
-            ):
-                split.reset()
-                tokens.clear()
-                split.sync()
-                t = time.perf_counter()
-                fn()
-                split.sync()
-                wall = time.perf_counter() - t
-                full = wall + (args.full_steps / args.steps - 1) * split.t["dit"]  # other stages: per call
-                measured[name] = {
-                    "s_per_image": wall / b,
-                    "s_per_image_full": full / b,
-                    "split_s_per_image": {k: v / b for k, v in split.t.items()},
-                    "dit_calls": split.calls["dit"],
-                    "dit_flops_per_s": split.flops / split.t["dit"] if split.t["dit"] else None,
-                    "tokens": sorted(set(tokens)),
-                }
-            row.update(measured)
-            row["ratio"] = measured["bare"]["s_per_image"] / measured["scorer"]["s_per_image"]
-            row["ratio_full"] = measured["bare"]["s_per_image_full"] / measured["scorer"]["s_per_image_full"]
-            fl = measured["scorer"]["dit_flops_per_s"]
+            paths = {
+                "scorer": lambda im=image, b=b, s=size: scorer.score(im, _captions(b, s)),
+                "bare": lambda im=image, b=b, s=size: bare(im, _captions(b, s), s),
+            }
+            runs: dict[str, list[dict]] = {"scorer": [], "bare": []}
+            for rep in range(args.repeats):  # interleaved; the path that goes first alternates
+                for name in ("scorer", "bare") if rep % 2 == 0 else ("bare", "scorer"):
+                    runs[name].append(timed(paths[name], b))
+            row.update({name: _median_run(r) for name, r in runs.items()})
+            row["ratio"] = row["bare"]["s_per_image"] / row["scorer"]["s_per_image"]
+            row["ratio_full"] = row["bare"]["s_per_image_full"] / row["scorer"]["s_per_image_full"]
+            fl = row["scorer"]["dit_flops_per_s"]
             row["mfu"] = fl / peak if (fl and peak) else None
+            row["mfu_matmul"] = fl / attainable if (fl and attainable) else None
             rows.append(row)
             save(out)
             print(_t2i_line(row), flush=True)
@@ -245,6 +266,36 @@ def t2i_phase(args, out: dict, deadline: float, save) -> None:
     from recon_score.encoders import release_encoders
 
     release_encoders()
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run of median wall time (its split, FLOP/s and extrapolation stay consistent with it), with every
+    repeat's s/image, their spread (max - min) / median and the highest peak memory of the repeats."""
+    ordered = sorted(runs, key=lambda r: r["s_per_image"])
+    mid = dict(ordered[(len(ordered) - 1) // 2])
+    times = [r["s_per_image"] for r in runs]
+    mid["repeats_s_per_image"] = times
+    mid["spread"] = (max(times) - min(times)) / mid["s_per_image"] if mid["s_per_image"] else 0.0
+    peaks = [r["peak_memory_gb"] for r in runs if r["peak_memory_gb"] is not None]
+    mid["peak_memory_gb"] = max(peaks) if peaks else None
+    return mid
+
+
+def matmul_flops_per_s(device: str, dtype, n: int, repeats: int = 10) -> float:
+    """FLOP/s of an n x n x n matmul in `dtype` on `device`: the attainable peak the MFU is also read against."""
+    import torch
+
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
+    for _ in range(2):
+        a @ b
+    sync()
+    t = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    sync()
+    return 2.0 * n**3 * repeats / (time.perf_counter() - t)
 
 
 def vlm_phase(args, out: dict, deadline: float) -> None:
@@ -315,13 +366,26 @@ def vlm_phase(args, out: dict, deadline: float) -> None:
 def _t2i_line(r: dict) -> str:
     s, b = r["scorer"], r["bare"]
     sp = s["split_s_per_image"]
-    mfu = f"{100 * r['mfu']:5.1f}%" if r.get("mfu") else "    -"
+    pct = lambda v: f"{100 * v:5.1f}%" if v else "     -"  # noqa: E731
+    mem = lambda m: f"{m['peak_memory_gb']:6.1f}" if m["peak_memory_gb"] is not None else "     -"  # noqa: E731
     fl = s["dit_flops_per_s"]
     return (
-        f"{r['size']:>5} {r['batch']:>3} {s['s_per_image']:9.3f} {b['s_per_image']:9.3f} {r['ratio']:5.2f} "
-        f"{s['s_per_image_full']:9.3f} {b['s_per_image_full']:9.3f} {r['ratio_full']:5.2f} "
-        f"{(fl or 0) / 1e12:8.2f} {mfu} | {sp.get('text_encoder', 0):7.3f} {sp.get('dit', 0):7.3f} "
+        f"{r['size']:>5} {r['batch']:>3} {s['s_per_image']:9.3f} {pct(s['spread'])} {b['s_per_image']:9.3f} "
+        f"{pct(b['spread'])} {r['ratio']:5.2f} {s['s_per_image_full']:9.3f} {b['s_per_image_full']:9.3f} "
+        f"{r['ratio_full']:5.2f} {(fl or 0) / 1e12:8.2f} {pct(r['mfu'])} {pct(r['mfu_matmul'])} "
+        f"{mem(s)} {mem(b)} | {sp.get('text_encoder', 0):7.3f} {sp.get('dit', 0):7.3f} "
         f"{sp.get('vae_decode', 0):7.3f} {sp.get('dreamsim', 0):7.3f}"
+    )
+
+
+def _t2i_header(args) -> str:
+    return (
+        f"{'size':>5} {'B':>3} {'scorer':>9} {'spread':>6} {'bare':>9} {'spread':>6} {'ratio':>5} "
+        f"{'scorer@' + str(args.full_steps):>9} {'bare@' + str(args.full_steps):>9} {'ratio':>5} "
+        f"{'DiT TF/s':>8} {'MFU':>6} {'MFU-mm':>6} {'GB sc':>6} {'GB bare':>6} | {'textenc':>7} {'DiT':>7} "
+        f"{'VAE':>7} {'DreamSim':>7}\n(seconds per image, median of {args.repeats} interleaved repeats; spread = "
+        "(max - min) / median; MFU against the datasheet bf16 peak, MFU-mm against the matmul measured here; "
+        "peak GPU memory per path; split from the scorer run)"
     )
 
 
@@ -331,8 +395,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument(
         "--scale", type=float, default=1.0, help="width factor of the shapes models (1 = published)"
     )
-    ap.add_argument("--sizes", default="256,496,1024")
+    ap.add_argument("--sizes", default="256,496,512,1024")
     ap.add_argument("--batches", default="1,4,8,16")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of each (size, batch)")
     ap.add_argument("--steps", type=int, default=2, help="DiT steps actually run per call")
     ap.add_argument("--full-steps", type=int, default=28, help="steps the extrapolated figures stand for")
     ap.add_argument(
@@ -396,13 +461,12 @@ def main(argv: list[str] | None = None) -> dict:
             )
     save = _saver(args)
     save(out)
-    print(
-        f"{'size':>5} {'B':>3} {'scorer':>9} {'bare':>9} {'ratio':>5} {'scorer@' + str(args.full_steps):>9} "
-        f"{'bare@' + str(args.full_steps):>9} {'ratio':>5} {'DiT TF/s':>8} {'MFU':>6} | {'textenc':>7} "
-        f"{'DiT':>7} {'VAE':>7} {'DreamSim':>7}   (seconds per image; split from the scorer run)"
-    )
+    print(_t2i_header(args))
     t2i_phase(args, out, deadline, save)
-    print(f"T2I phase peak GPU memory: {out['t2i']['peak_memory_gb']} GB (load {out['t2i']['load_s']:.1f} s)")
+    print(
+        f"T2I phase peak GPU memory: {out['t2i']['peak_memory_gb']} GB (load {out['t2i']['load_s']:.1f} s); "
+        f"matmul {out['t2i']['matmul']}: {out['t2i']['matmul_flops_per_s'] / 1e12:.2f} TFLOP/s"
+    )
     out["total_s"] = time.perf_counter() - start
     print(f"total {out['total_s']:.1f} s")
     save(out)

@@ -1,13 +1,17 @@
 """Run one method over EvalData and collect per-query metrics.
 
 For each database group (one, or one per i-CIR instance), the method is prepared once; queries are scored in
-chunks sized so a chunk's (B, N) score matrix stays near 8M entries; each chunk's relevance is built densely
-from the sparse positives, and all metrics come from one sort per query row (retrieval.metrics). Excluded
-(query, item) pairs get score −inf and are never positives.
+chunks sized so a chunk's (B, N) score matrix stays near 8M entries (memory does not grow with the number of
+queries); all metrics come from the positives' ranks, counted in each chunk without sorting the database
+(retrieval.metrics), and the pairs (positives, exclusions, subsets) stay sparse, indexed once per evaluation so
+a group's bookkeeping costs its own pairs. Excluded (query, item) pairs get score −inf and are never positives.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +24,7 @@ from recon_score.errors import InputError, ReconScoreError
 from retrieval.aggregate import Summary, summarize
 from retrieval.data import EvalData
 from retrieval.methods.base import Method, MethodContext, Resources
-from retrieval.metrics import AP_VARIANTS, TIES, query_metrics
+from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, top_k
 
 CHUNK_ENTRIES = 1 << 23
 
@@ -93,23 +97,67 @@ def tie_message(method: str, rng: dict) -> str:
     )
 
 
-def _local_pairs(pairs: Tensor | None, q_map: Tensor, d_map: Tensor, n_q: int) -> tuple[Tensor, Tensor]:
-    """Pairs of this group in local indices, sorted by query, and (n_q + 1,) row pointers."""
-    if pairs is None or len(pairs) == 0:
-        return torch.zeros(0, 2, dtype=torch.long), torch.zeros(n_q + 1, dtype=torch.long)
-    lq, ld = q_map[pairs[:, 0]], d_map[pairs[:, 1]]
-    keep = (lq >= 0) & (ld >= 0)
-    lq, ld = lq[keep], ld[keep]
-    order = torch.argsort(lq, stable=True)
-    local = torch.stack([lq[order], ld[order]], dim=1)
-    ptr = torch.searchsorted(local[:, 0].contiguous(), torch.arange(n_q + 1))
-    return local, ptr
+@dataclass
+class _Pairs:
+    """(query, database item) pairs as rows over queries: query q's items are items[ptr[q]:ptr[q + 1]], each
+    pair once (a repeated pair would count twice as a positive)."""
+
+    items: np.ndarray
+    ptr: np.ndarray
+
+    @classmethod
+    def of(cls, pairs: Tensor | None, n_queries: int, n_items: int) -> _Pairs:
+        if pairs is None or len(pairs) == 0:
+            return cls(np.zeros(0, dtype=np.int64), np.zeros(n_queries + 1, dtype=np.int64))
+        p = pairs.numpy().astype(np.int64)
+        key = np.sort(p[:, 0] * n_items + p[:, 1])
+        key = key[np.r_[True, key[1:] != key[:-1]]]  # np.unique is 100x slower here (numpy 2.4)
+        query, items = np.divmod(key, n_items)
+        return cls(items, np.searchsorted(query, np.arange(n_queries + 1)))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def local(self, qi: np.ndarray, d_map: np.ndarray) -> _Pairs:
+        """The pairs of queries `qi`, in that order, with items in a group's local indices (`d_map`, -1 outside
+        the group): work proportional to these queries' pairs, not to all pairs."""
+        lengths = self.ptr[qi + 1] - self.ptr[qi]
+        owner = np.repeat(np.arange(len(qi)), lengths)
+        offset = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        local = d_map[self.items[self.ptr[qi][owner] + offset]]
+        keep = local >= 0
+        ptr = np.zeros(len(qi) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner[keep], minlength=len(qi)), out=ptr[1:])
+        return _Pairs(local[keep], ptr)
+
+    def block(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows relative to `start`, items) of queries start..stop-1."""
+        counts = np.diff(self.ptr[start : stop + 1])
+        return np.repeat(np.arange(stop - start), counts), self.items[self.ptr[start] : self.ptr[stop]]
 
 
-def _dense(local: Tensor, ptr: Tensor, start: int, stop: int, n: int) -> Tensor:
-    block = local[ptr[start] : ptr[stop]]
+@dataclass
+class _AllPairs:
+    """Positives, exclusions and subsets indexed once per evaluation; each group takes its slice."""
+
+    pos: _Pairs
+    exc: _Pairs
+    sub: _Pairs
+    d_map: np.ndarray  # -1 except inside the group being evaluated
+
+    def local(self, qi: Tensor, di: Tensor) -> tuple[_Pairs, _Pairs, _Pairs]:
+        q, d = qi.numpy(), di.numpy()
+        self.d_map[d] = np.arange(len(d))
+        try:
+            return self.pos.local(q, self.d_map), self.exc.local(q, self.d_map), self.sub.local(q, self.d_map)
+        finally:
+            self.d_map[d] = -1
+
+
+def _dense(pairs: _Pairs, start: int, stop: int, n: int) -> Tensor:
+    rows, items = pairs.block(start, stop)
     out = torch.zeros(stop - start, n, dtype=torch.bool)
-    out[block[:, 0] - start, block[:, 1]] = True
+    out[torch.from_numpy(rows), torch.from_numpy(items)] = True
     return out
 
 
@@ -189,6 +237,7 @@ def evaluate(
         raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
     resources = resources or Resources()
     method.check(resources)
+    _fixed_mmap_threshold()
     started = time.perf_counter()
     opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
     out = _Collector(q_total=data.n_queries, k=min(topk, data.n_database))
@@ -196,12 +245,18 @@ def evaluate(
     from recon_score.progress import Progress
 
     bar = Progress(data.n_queries, unit="query", desc=method.name, disable=not progress, leave=False)
+    pairs = _AllPairs(
+        pos=_Pairs.of(data.positives, data.n_queries, data.n_database),
+        exc=_Pairs.of(data.exclude, data.n_queries, data.n_database),
+        sub=_Pairs.of(data.subset if subset_ks else None, data.n_queries, data.n_database),
+        d_map=np.full(data.n_database, -1, dtype=np.int64),
+    )
     for group, qi, di in data.db_groups():
         if len(qi) == 0:
             continue
         if len(di) == 0:
             raise InputError(f"database group {group!r} has queries but no database items")
-        _evaluate_group(method, data, resources, qi, di, opts, out, bar)
+        _evaluate_group(method, data, resources, qi, di, pairs.local(qi, di), opts, out, bar)
     bar.close()
     return EvalResult(
         method=method.name,
@@ -217,25 +272,28 @@ def evaluate(
     )
 
 
+@functools.cache
+def _fixed_mmap_threshold() -> None:
+    """Serve buffers of 1 MB and more straight from mmap, so a freed score matrix goes back to the system.
+    glibc otherwise raises its mmap threshold after the first large free; each chunk's score matrix then comes
+    from the heap, which only grows: +230 MB over the 11 chunks of 3,000 queries x 30,400 items (measured),
+    i.e. peak memory growing with the number of queries. Elsewhere than glibc, nothing to do."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+
+
 def _evaluate_group(
     method: Method,
     data: EvalData,
     resources: Resources,
     qi: Tensor,
     di: Tensor,
+    pairs: tuple[_Pairs, _Pairs, _Pairs],
     opts: _Options,
     out: _Collector,
     bar,
 ) -> None:
     """Prepare `method` on one database group and score its queries chunk by chunk."""
-    q_total, n_total = data.n_queries, data.n_database
-    q_map = torch.full((q_total,), -1, dtype=torch.long)
-    q_map[qi] = torch.arange(len(qi))
-    d_map = torch.full((n_total,), -1, dtype=torch.long)
-    d_map[di] = torch.arange(len(di))
-    pos, pos_ptr = _local_pairs(data.positives, q_map, d_map, len(qi))
-    exc, exc_ptr = _local_pairs(data.exclude, q_map, d_map, len(qi))
-    sub, sub_ptr = _local_pairs(data.subset if opts.subset_ks else None, q_map, d_map, len(qi))
     ctx = MethodContext(
         query_image=data.query_image[qi],
         query_text=data.query_text[qi],
@@ -248,43 +306,60 @@ def _evaluate_group(
     for note in prepared.notes:
         out.note(note)
     if prepared.details is not None:
-        out.details = out.details if out.details is not None else [""] * q_total
+        out.details = out.details if out.details is not None else [""] * data.n_queries
         for j, text in zip(qi.tolist(), prepared.details):
             out.details[j] = text
-    n, k = len(di), out.k
+    k = out.k
     approximate = bool(k) and opts.index != "exact"
     if approximate and prepared.query_vectors is None:
         approximate = False
         out.note(f"{method.name} is not linear (no composed query vector): top-{k} from exact scores")
     if approximate:
         database = prepared.database if prepared.database is not None else ctx.database
-        ids, sc = _index_topk(prepared.query_vectors, database, exc, exc_ptr, k, opts.index)
+        ids, sc = _index_topk(prepared.query_vectors, database, pairs[1], k, opts.index)
         _store_topk(out.top_ids, out.top_scores, qi.numpy(), di, ids, sc)
+    _score_chunks(
+        method.name, prepared, qi, di, pairs, opts, out, bar, exact_topk=bool(k) and not approximate
+    )
+
+
+def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector, bar, *, exact_topk: bool):
+    """Score the group's queries in chunks of about CHUNK_ENTRIES scores and store their metrics."""
+    pos, exc, sub = pairs
+    n = len(di)
     step = opts.chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
+    work = np.empty((min(step, len(qi)), n), dtype=np.float32)  # the sorted rows of every chunk
     for start in range(0, len(qi), step):
         stop = min(start + step, len(qi))
-        scores = _chunk_scores(method.name, prepared, start, stop, n)
-        relevant = _dense(pos, pos_ptr, start, stop, n)
-        if len(exc):
-            excluded = _dense(exc, exc_ptr, start, stop, n)
-            scores = scores.masked_fill(excluded, float("-inf"))
-            relevant &= ~excluded
-        metrics = _chunk_metrics(method.name, scores, relevant, opts, start, stop)
+        scores = _chunk_scores(name, prepared, start, stop, n)
+        rows, items = pos.block(start, stop)
+        if len(exc):  # excluded pairs score -inf and are never positives
+            e_rows, e_items = exc.block(start, stop)
+            scores = scores.index_put(
+                (torch.from_numpy(e_rows), torch.from_numpy(e_items)),
+                torch.tensor(float("-inf"), dtype=scores.dtype),
+            )
+            keep = ~np.isin(rows * n + items, e_rows * n + e_items)
+            rows, items = rows[keep], items[keep]
+        metrics = _chunk_metrics(name, scores, rows, items, opts, start, stop, work)
         if len(sub):
-            member = _dense(sub, sub_ptr, start, stop, n)
-            in_subset = query_metrics(
+            member = _dense(sub, start, stop, n)
+            inside = member[torch.from_numpy(rows), torch.from_numpy(items)].numpy()
+            in_subset = positive_metrics(
                 scores.masked_fill(~member, float("-inf")),
-                relevant & member,
+                rows[inside],
+                items[inside],
                 ap=opts.ap,
                 ks=opts.subset_ks,
                 ties=opts.ties,
+                work=work,
             )
             metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in opts.subset_ks)})
-        rows = qi[start:stop].numpy()
-        if k and not approximate:
-            order = torch.sort(scores, dim=1, descending=True, stable=True)
-            _store_topk(out.top_ids, out.top_scores, rows, di, order.indices[:, :k], order.values[:, :k])
-        out.store(rows, metrics)
+        block = qi[start:stop].numpy()
+        if exact_topk:
+            ids, top = top_k(scores, out.k)
+            _store_topk(out.top_ids, out.top_scores, block, di, ids, top)
+        out.store(block, metrics)
         bar.update(stop - start)
 
 
@@ -294,16 +369,18 @@ def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> Tensor:
         raise RuntimeError(
             f"{name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
         )
-    if torch.isnan(scores).any():
+    if scores.numel() and torch.isnan(scores.max()):  # max propagates NaN: one pass, no (B, N) mask
         raise RuntimeError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
     return scores
 
 
 def _chunk_metrics(
-    name: str, scores: Tensor, relevant: Tensor, opts: _Options, start: int, stop: int
+    name: str, scores: Tensor, rows, items, opts: _Options, start: int, stop: int, work: np.ndarray
 ) -> dict[str, Tensor]:
     try:
-        return query_metrics(scores, relevant, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties)
+        return positive_metrics(
+            scores, rows, items, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties, work=work
+        )
     except ValueError as err:  # NaN scores: name the method; the run records it as failed
         raise ReconScoreError(f"{name}: {err} (queries {start}..{stop - 1} of a group)") from err
 
@@ -317,17 +394,17 @@ def _store_topk(ids_out, scores_out, rows, di: Tensor, local: Tensor, scores: Te
     scores_out[rows, :width] = torch.where(valid, scores, torch.full_like(scores, float("nan"))).numpy()
 
 
-def _index_topk(queries: Tensor, database: Tensor, exc: Tensor, exc_ptr: Tensor, k: int, kind: str):
+def _index_topk(queries: Tensor, database: Tensor, exc: _Pairs, k: int, kind: str):
     """(B, k) local ids and scores from a FAISS index, asking for enough extra items to drop excluded pairs."""
     from retrieval.index import FaissIndex
 
-    extra = int((exc_ptr[1:] - exc_ptr[:-1]).max()) if len(exc) else 0
+    extra = int(np.diff(exc.ptr).max()) if len(exc) else 0
     want = min(k + extra, database.shape[0])
     scores, ids = FaissIndex(database, kind).search(queries, want)
     if extra:
         banned = torch.zeros(ids.shape, dtype=torch.bool)
         for q in range(ids.shape[0]):
-            gone = exc[exc_ptr[q] : exc_ptr[q + 1], 1]
+            gone = torch.from_numpy(exc.items[exc.ptr[q] : exc.ptr[q + 1]])
             banned[q] = torch.isin(ids[q], gone)
         order = torch.sort(banned.int(), dim=1, stable=True).indices  # kept items first, in rank order
         ids = torch.where(banned, -1, ids).gather(1, order)

@@ -8,12 +8,14 @@ A benchmark with one group shows only "Total"; with more than MAX_COLUMNS groups
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from retrieval.aggregate import summarize
 from retrieval.data import EvalData
 from retrieval.evaluate import EvalResult
+
+if TYPE_CHECKING:  # pandas costs ~70 MB and seconds at import: `retrieve-eval` only needs averaging_title
+    import pandas as pd
 
 MAX_COLUMNS = 24
 METRIC_TITLES = {"ap": "mAP"}
@@ -67,6 +69,8 @@ def seed_table(
     group_mean: str = "queries",
 ) -> pd.DataFrame:
     """Methods x (groups, Avg., Total) of `metric` in percent; `level="subgroup"` tabulates subgroups."""
+    import pandas as pd
+
     rows = {}
     for name, res in results.items():
         s = _level_summary(res, data, metric, level, empty_positives, group_mean, order)
@@ -96,6 +100,8 @@ def _level_summary(res, data, metric, level, empty_positives, group_mean, order=
 
 
 def to_markdown(table: pd.DataFrame, title: str) -> str:
+    import pandas as pd
+
     cols = [str(c) for c in table.columns]
     lines = [f"### {title}", "", "| Method | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
     for name, row in table.iterrows():
@@ -114,6 +120,8 @@ def per_group_long(
 ) -> pd.DataFrame:
     """Every (method, level, name, metric) mean with its query count, fractions in [0, 1]; the groups average
     as the tables do (`group_mean`), subgroups over their queries."""
+    import pandas as pd
+
     records = []
     levels = ["group"] + (["subgroup"] if data.query_subgroup else [])
     for method, res in results.items():

@@ -8,6 +8,10 @@ wheels' declared requirements that neither provides (a requirement the run never
 failed: e.g. diffusers declares importlib_metadata, which it imports only on Python < 3.8).
 
     python benchmarks/gpu/check_imports.py          # after prepare.sh; exit 0 when nothing is missing
+    python benchmarks/gpu/check_imports.py --versions DIR   # run.sh, after installing the wheels into DIR
+
+`--versions` checks what pip's --no-deps skips: every installed wheel's requirement that is present must be
+of a version it accepts (open_clip needs timm >= 1.0.17, and timm comes from the image).
 
 Module names are mapped with this environment's metadata; run it in an environment that has the wheels'
 packages installed (the project's venv does).
@@ -161,7 +165,33 @@ def _all(requirements: list[str]) -> list[str]:
     return [d for d in map(_required, requirements) if d]
 
 
-def main() -> int:
+def unmet_versions(deps: Path, search: list[str] | None = None) -> list[str]:
+    """Requirements of the distributions installed in `deps` that are present (in `deps`, then `search`, the
+    order PYTHONPATH gives) at a version the requirement does not accept. Absent ones are `check`'s business."""
+    from packaging.requirements import Requirement
+
+    found: dict[str, str] = {}
+    for dist in metadata.distributions(path=[str(deps), *(sys.path if search is None else search)]):
+        found.setdefault(normalize(dist.metadata["Name"]), dist.version)  # the first on the path wins
+    problems = []
+    for dist in metadata.distributions(path=[str(deps)]):
+        for line in dist.requires or []:
+            name = _required(line)
+            have = found.get(name) if name else None
+            req = Requirement(line)
+            if have is not None and not req.specifier.contains(have, prereleases=True):
+                problems.append(f"{dist.metadata['Name']} needs {req.name}{req.specifier}, found {have}")
+    return sorted(set(problems))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--versions"] and len(argv) == 2:
+        problems = unmet_versions(Path(argv[1]))
+        for line in problems:
+            print(f"VERSION on the GPU machine: {line}", file=sys.stderr)
+        print("ok: every requirement present is of an accepted version" if not problems else "")
+        return 1 if problems else 0
     wheels = wheel_distributions()
     if not wheels:
         print(f"no wheels in {HERE / 'wheels'}: run benchmarks/gpu/prepare.sh first", file=sys.stderr)

@@ -215,3 +215,35 @@ def test_tie_bounds_on_a_hand_computed_ranking():
         assert query_metrics(scores, relevant, ties=rule)["ap"][0].item() == pytest.approx(expected)
     only_positives = query_metrics(torch.zeros(1, 3), torch.ones(1, 3, dtype=torch.bool))
     assert only_positives["tied_positives"].item() == 0  # ties among positives do not move AP
+
+
+def _read_from_a_sort(scores: torch.Tensor, relevant: torch.Tensor, ties: str, k: int):
+    """Per row: AP, recall@k and the top k read off a plainly sorted ranking (Python's sort of (-score, tie
+    flag, index)), the way the metrics were computed before they were counted."""
+    aps, recalls, tops = [], [], []
+    for s, r in zip(scores.tolist(), relevant.tolist()):
+        flag = [0] * len(r) if ties == "index" else [x if ties == "pessimistic" else not x for x in r]
+        order = sorted(range(len(s)), key=lambda i, s=s, flag=flag: (-s[i], flag[i], i))
+        ranks = [pos for pos, i in enumerate(order) if r[i]]
+        aps.append(sum((j + 1) / (q + 1) for j, q in enumerate(ranks)) / len(ranks) if ranks else math.nan)
+        recalls.append(sum(q < k for q in ranks) / len(ranks) if ranks else math.nan)
+        tops.append(sorted(range(len(s)), key=lambda i: (-s[i], i))[:k])
+    return aps, recalls, tops
+
+
+@pytest.mark.parametrize("ties", ["index", "pessimistic", "optimistic"])
+def test_counted_ranks_equal_a_sorted_ranking_under_heavy_ties(ties):
+    """Scores on 4 levels (with -0.0, +0.0 and -inf among them), so most positives tie with negatives: the
+    counted ranks give what reading a sorted ranking gives, and top_k the sorted order's first k."""
+    from retrieval.metrics import top_k
+
+    g = torch.Generator().manual_seed(0)
+    levels = torch.tensor([float("-inf"), -0.0, 0.0, 0.5])
+    scores = levels[torch.randint(0, 4, (40, 23), generator=g)]
+    relevant = torch.rand(40, 23, generator=g) < 0.3
+    aps, recalls, tops = _read_from_a_sort(scores, relevant, ties, 5)
+    out = query_metrics(scores, relevant, ks=(5,), ties=ties)
+    assert out["ap"].tolist() == pytest.approx(aps, abs=1e-12, nan_ok=True)
+    assert out["recall@5"].tolist() == pytest.approx(recalls, abs=1e-12, nan_ok=True)
+    assert top_k(scores, 5)[0].tolist() == tops
+    assert out["tied_positives"].sum() > 0  # the case is really about ties
