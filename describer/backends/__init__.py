@@ -4,7 +4,6 @@ read its keys."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 from describer.backends.base import (
@@ -14,6 +13,7 @@ from describer.backends.base import (
     Sampling,
     clean_generation,
 )
+from recon_score.registry import Entry, Registry
 from recon_score.seeds import derive_seed
 
 __all__ = [
@@ -30,54 +30,42 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Engine:
-    """A registry entry: where the engine's class lives (imported only when built: transformers needs torch,
-    vLLM its own environment) and which build options it takes."""
+class Engine(Entry):
+    """A registry entry: the engine's class as a lazy target (transformers needs torch, vLLM its own environment)
+    and the build options it takes."""
 
-    name: str
-    module: str
-    cls: str
-    options: tuple[str, ...]
-    description: str
-
-    def load(self) -> type[Backend]:
-        return getattr(importlib.import_module(self.module), self.cls)
+    options: tuple[str, ...] = ()
 
 
-BACKENDS: dict[str, Engine] = {
-    e.name: e
-    for e in (
+BACKENDS: Registry[Engine] = Registry(
+    "backend",
+    (
         Engine(
             "transformers",
-            "describer.backends.transformers",
-            "TransformersBackend",
-            ("device", "dtype", "revision", "batch_size", "trust_remote_code"),
+            "describer.backends.transformers:TransformersBackend",
             "a checkpoint loaded here with transformers (exact log-probabilities)",
+            ("device", "dtype", "revision", "batch_size", "trust_remote_code"),
         ),
         Engine(
             "vllm",
-            "describer.backends.vllm",
-            "VLLMBackend",
-            ("dtype", "revision", "trust_remote_code"),
+            "describer.backends.vllm:VLLMBackend",
             "a checkpoint loaded here with vLLM's offline engine (optional extra)",
+            ("dtype", "revision", "trust_remote_code"),
         ),
         Engine(
             "openai",
-            "describer.backends.openai",
-            "OpenAIBackend",
-            ("base_url", "api_key_env", "concurrency", "sampling_extensions"),
+            "describer.backends.openai:OpenAIBackend",
             "an OpenAI-compatible server (vllm serve, SGLang, a hosted API)",
+            ("base_url", "api_key_env", "concurrency", "sampling_extensions"),
         ),
-    )
-}
+    ),
+)
 
 
 def build_backend(backend: str, model: str, *, text_only: bool = False, **options) -> Backend:
     """The engine `backend` for `model`; `options` may name any engine's build options, each engine takes its own
     (BACKENDS[...].options). `text_only`: a text LLM for `complete` instead of a VLM."""
-    engine = BACKENDS.get(backend)
-    if engine is None:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    engine = BACKENDS[backend]  # an unknown name: one UnknownNameError with the known names
     unknown = set(options) - {o for e in BACKENDS.values() for o in e.options}
     if unknown:
         raise TypeError(f"unknown backend option(s): {', '.join(sorted(unknown))}")
