@@ -14,10 +14,9 @@ from eval.kendall import HEADLINE, TauVariant, correlate
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_preferences
-from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.runtime import provenance, utc_now
+from recon_score.run_engine import RunFolder
 
 FORMATS_WITHOUT_IMAGES = ("flickr8k-expert", "flickr8k-crowdflower", "thumb")  # no images ship with them
 
@@ -40,6 +39,7 @@ class CorrelateJob:
     n_boot: int = 1000
     seed: int = 0
     metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
+    argv: list[str] = field(default_factory=list)  # the command line, for the record (default: sys.argv)
 
 
 @dataclass
@@ -60,7 +60,12 @@ def _image_sources(table: pd.DataFrame, root: Path) -> list:
 
 
 def run_correlate(job: CorrelateJob) -> CorrelateResult:
-    started = utc_now()
+    """The run folder is checked (kind, lock) before anything is read or computed."""
+    with RunFolder("correlate", job.out, argv=job.argv) as run:
+        return _correlate(job, run)
+
+
+def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
     names = parse_metric_names(job.metrics)
     headline = TauVariant(job.headline) if job.headline else HEADLINE[job.fmt]
     try:
@@ -99,13 +104,13 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
         seed=job.seed,
     )
     per_item = pd.concat([table.reset_index(drop=True), scores], axis=1)
-    job.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(job.out / "correlations.csv", correlations.to_csv(index=False, float_format="%.4f"))
     buf = io.BytesIO()
     per_item.to_parquet(buf, index=False)
-    atomic_write_bytes(job.out / "per_item.parquet", buf.getvalue())
-    run = {
-        "command": "correlate",
+    files = {
+        "correlations.csv": correlations.to_csv(index=False, float_format="%.4f").encode("utf-8"),
+        "per_item.parquet": buf.getvalue(),
+    }
+    info = {
         "preferences": str(job.preferences.resolve()),
         "format": job.fmt,
         "references": str(job.references.resolve()) if job.references else None,
@@ -125,13 +130,11 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
         "job": {
             f.name: str(v) if isinstance(v := getattr(job, f.name), Path) else v
             for f in fields(job)
-            if f.name != "metric_instances"
+            if f.name not in ("metric_instances", "argv")
         },
         "metric_reports": report,
-        "started": started,
-        "finished": utc_now(),
-        "provenance": provenance(),
     }
-    run["meaningless"] = "meaningless" in json.dumps(report, default=str)
-    write_json_atomic(job.out / "run.json", run)
-    return CorrelateResult(correlations=correlations, per_item=per_item, run=run)
+    info["meaningless"] = "meaningless" in json.dumps(report, default=str)
+    return CorrelateResult(
+        correlations=correlations, per_item=per_item, run=run.publish(files=files, info=info)
+    )

@@ -635,9 +635,9 @@ def build_report(
     if page_size < 1:
         raise ValueError("page_size must be >= 1")
     out = Path(out)
-    from recon_score.run_engine import refuse_run_file
+    from recon_score.run_engine import check_file_target
 
-    refuse_run_file(out)  # e.g. RUN/scores.jsonl: the results would be replaced by HTML
+    check_file_target(out)  # e.g. RUN/scores.jsonl or a link to it: the results would be replaced by HTML
     out.parent.mkdir(parents=True, exist_ok=True)
     store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None, out.parent)
     sections = [load_section(Path(d), store) for d in run_dirs]
