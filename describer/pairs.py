@@ -349,7 +349,8 @@ def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shar
         shutil.rmtree(staged, ignore_errors=True)
         run.abandon()
         return summary
-    run.publish(files={}, info=_record(job, summary, writer.files, sources), folders={"data": staged})
+    record = _record(job, summary, writer.files, sources)
+    run.publish(files={}, info=record, folders={"data": staged}, upstream=[s["path"] for s in sources])
     return summary
 
 

@@ -13,7 +13,7 @@ from preference_data import PreferenceFormatError, load_references
 from recon_score.atomic_io import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.run_engine import check_file_target, read_record
+from recon_score.run_engine import check_file_target, read_record, uses_synthetic_models
 from recon_score.runtime import provenance, utc_now
 
 
@@ -133,6 +133,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
         "metric_reports": report,
         "config": {"run": str(scores.parent.resolve())},
+        "meaningless": uses_synthetic_models(report) or bool(read_record(scores.parent).get("meaningless")),
         "started": started,
         "finished": utc_now(),
         "provenance": provenance(),

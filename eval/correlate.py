@@ -4,7 +4,6 @@ correlate (the statistics: eval.kendall), write correlations.csv, per_item.parqu
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -134,7 +133,6 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
         },
         "metric_reports": report,
     }
-    info["meaningless"] = "meaningless" in json.dumps(report, default=str)
     return CorrelateResult(
         correlations=correlations, per_item=per_item, run=run.publish(files=files, info=info)
     )

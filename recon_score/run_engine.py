@@ -387,6 +387,18 @@ def folder_kind(out: Path) -> str | None:
     return None
 
 
+def uses_synthetic_models(settings: object) -> bool:
+    """Whether a run's settings name a synthetic model (`smoke:...`, `shapes:...`) or a preset marked
+    `meaningless` anywhere in them: the run's numbers mean nothing (run.json `meaningless`)."""
+    from recon_score.synthetic import is_synthetic
+
+    if isinstance(settings, dict):
+        return settings.get("meaningless") is True or any(uses_synthetic_models(v) for v in settings.values())
+    if isinstance(settings, (list, tuple)):
+        return any(uses_synthetic_models(v) for v in settings)
+    return isinstance(settings, str) and is_synthetic(settings)
+
+
 def read_record(out: Path) -> dict:
     """A run folder's record (run.json), read with the size bound of every run file; {} when there is none or
     it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
@@ -592,7 +604,14 @@ class RunFolder:
 
     # -- finishing -------------------------------------------------------------------------------------------
     def finish(
-        self, inv: int, *, files: dict[str, bytes], info: dict, records: Iterable[dict], **end
+        self,
+        inv: int,
+        *,
+        files: dict[str, bytes],
+        info: dict,
+        records: Iterable[dict],
+        upstream: Sequence[Path | str] = (),
+        **end,
     ) -> dict:
         """Process 0: write the final files, close the invocation, write run.json with the history."""
         for name, data in files.items():
@@ -600,37 +619,45 @@ class RunFolder:
         finished = utc_now()
         self.log.end(inv, finished=finished, **end)
         history = self.log.history(records)
+        started = history[0].get("started", self.started) if history else self.started
+        return self._record(info, upstream, started=started, resumed=len(history) > 1, invocations=history)
+
+    def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
+        """The one writer of run.json: the kind, the command's fields, `meaningless` (a synthetic model or a
+        meaningless preset in its settings, or an upstream run that was meaningless) and `upstream`."""
+        ups = [str(Path(u).resolve()) for u in upstream]
+        meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
         run_info = {
             "command": self.kind,
             **info,
-            "started": history[0].get("started", self.started) if history else self.started,
-            "finished": finished,
-            "resumed": len(history) > 1,
-            "invocations": history,
+            "meaningless": meaningless,
+            "upstream": ups,
+            "started": info.get("started", self.started),
+            "finished": utc_now(),
+            **fields,
             "provenance": {**provenance(), "argv": self.argv},
         }
         write_json_atomic(self.out / "run.json", run_info)
         return run_info
 
-    def publish(self, *, files: dict[str, bytes], info: dict, folders: dict[str, Path] | None = None) -> dict:
+    def publish(
+        self,
+        *,
+        files: dict[str, bytes],
+        info: dict,
+        folders: dict[str, Path] | None = None,
+        upstream: Sequence[Path | str] = (),
+    ) -> dict:
         """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
         invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
-        record, which describes this invocation alone."""
+        record, which describes this invocation alone (`upstream`: the run folders it read)."""
         for name, data in files.items():
             atomic_write_bytes(self.out / name, data)
         for name, staged in (folders or {}).items():
             _remove(self.out / name)
             os.replace(staged, self.out / name)
         self._begun = True
-        run_info = {
-            "command": self.kind,
-            **info,
-            "started": info.get("started", self.started),
-            "finished": utc_now(),
-            "provenance": {**provenance(), "argv": self.argv},
-        }
-        write_json_atomic(self.out / "run.json", run_info)
-        return run_info
+        return self._record(info, upstream)
 
     # -- repair ----------------------------------------------------------------------------------------------
     def damage(self, *, fingerprint: str, files: dict[str, bytes]) -> list[str]:

@@ -29,7 +29,10 @@ def write_study(run, study: Study) -> dict:
     for name, (df, title) in study.tables.items():
         files |= table_files(name, df, title=title)
     info = {"study": study.name, "note": study.note, "config": study.config, **study.extra}
-    run.publish(files=files, info={**info, "started": study.started})
+    cfg, points = study.config, study.extra.get("points") or {}
+    upstream = [*(cfg.get("runs") or {}).values(), *([cfg["run"]] if cfg.get("run") else [])]
+    upstream += [p["run"] for p in points.values()]  # compodiff-sweep: a retrieve run per point
+    run.publish(files=files, info={**info, "started": study.started}, upstream=upstream)
     return {name: files[f"{name}.md"].decode("utf-8") for name in study.tables}
 
 

@@ -136,7 +136,7 @@ def test_pairs_command_writes_a_trl_preference_dataset(tmp_path, capsys):
     assert meta["provenance"]["argv"]
 
 
-def test_noise_off_and_min_margin(tmp_path):
+def test_noise_off_and_min_margin(tmp_path, capsys):
     from datasets import load_dataset
 
     run, out = _fake_run(tmp_path), tmp_path / "pairs"
@@ -150,10 +150,29 @@ def test_noise_off_and_min_margin(tmp_path):
     # a rerun with another policy replaces the dataset (never mixes two)
     assert main(["pairs", str(run), "--out", str(out), "--noise", "off"]) == 3
     assert len(load_dataset(str(out), split="train")) == 2  # UCM_1 and UCM_2 best-worst
-    # every pair dropped: said so, and no stale shard of the previous run is left behind
-    assert main(["pairs", str(run), "--out", str(out), "--min-margin", "100"]) == 0
-    assert not list(out.glob("data/*.parquet"))
-    assert json.loads((out / "run.json").read_text())["counts"]["pairs"] == 0
+    # every pair dropped: exit 3 with the reasons, nothing written (the previous dataset stays as it was) ...
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["pairs", str(run), "--out", str(out), "--min-margin", "100"]) == 3
+    assert "no pair was kept, so nothing was written" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # ... and a new --out is not created: no folder a loader would take for a dataset of the record
+    assert main(["pairs", str(run), "--out", str(tmp_path / "none"), "--min-margin", "100"]) == 3
+    assert not (tmp_path / "none").exists()
+
+
+def test_the_dataset_folder_loads_as_pairs_only(tmp_path):
+    """The record (run.json), the lock and the invocation log lie outside data/: `load_dataset(OUT)` reads the
+    shards and nothing else."""
+    from datasets import load_dataset
+
+    run, out = _fake_run(tmp_path), tmp_path / "pairs"
+    assert main(["pairs", str(run), "--out", str(out), "--noise", "off"]) == 3
+    assert (out / "run.json").is_file() and sorted(p.name for p in (out / "data").iterdir()) == [
+        "train-00000.parquet"
+    ]
+    ds = load_dataset(str(out))
+    assert list(ds) == ["train"] and len(ds["train"]) == 2
+    assert {"image", "prompt", "chosen", "rejected"} <= set(ds["train"].column_names)
 
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
