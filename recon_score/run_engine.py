@@ -399,6 +399,18 @@ def uses_synthetic_models(settings: object) -> bool:
     return isinstance(settings, str) and is_synthetic(settings)
 
 
+def load_record(folder: Path) -> dict:
+    """A run folder's record, for a reader that needs one (the report, the studies).
+
+    Raises:
+        ReconScoreError: the folder has none (not a run folder), or it is not a readable JSON object.
+    """
+    path = Path(folder) / "run.json"
+    if not os.path.lexists(path):
+        raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
+    return read_json(path, expect=dict)
+
+
 def read_record(out: Path) -> dict:
     """A run folder's record (run.json), read with the size bound of every run file; {} when there is none or
     it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""

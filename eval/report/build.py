@@ -583,10 +583,9 @@ LOADERS = {
 
 
 def load_section(d: Path, store: ImageStore) -> Section:
-    run_path = d / "run.json"
-    if not run_path.exists():
-        raise ReconScoreError(f"{d} has no run.json: not a reconscore run folder")
-    run = read_json(run_path, expect=dict)
+    from recon_score.run_engine import load_record
+
+    run = load_record(d)
     kind = run.get("command")
     loader = LOADERS.get(kind)
     if loader is None:

@@ -177,8 +177,16 @@ def test_the_dataset_folder_loads_as_pairs_only(tmp_path):
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    assert main(["pairs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 3
+    assert (
+        main(["pairs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 1
+    )  # no input could be read
     assert "no candidates.jsonl" in capsys.readouterr().err
+    run = _fake_run(tmp_path)  # beside a readable run: named, and the rest is paired and written (exit 3)
+    assert (
+        main(["pairs", str(tmp_path / "empty"), str(run), "--noise", "off", "--out", str(tmp_path / "o")])
+        == 3
+    )
+    assert "no candidates.jsonl" in capsys.readouterr().err and (tmp_path / "o" / "data").is_dir()
 
 
 def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path, capsys):

@@ -21,6 +21,7 @@ from tests.smoke_cli import correlate_ranking, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 RANKING = REPO / "preference_data" / "examples" / "ranking_example.jsonl"
+CAPTIONS = REPO / "recon_score" / "sample" / "captions.jsonl"
 
 
 def _sums(folder: Path) -> dict[str, str]:
@@ -69,10 +70,26 @@ WRITERS = {
     "pairs": lambda tmp, out: ["pairs", str(_fake_run(tmp / "src")), "--policy", "all", "--out", str(out)],
     "correlate": lambda tmp, out: correlate_ranking(RANKING, "clipscore", out, "--bootstrap", "10"),
     "compodiff-sweep": _sweep,
-    "study n-sweep": lambda tmp, out: ["study", "n-sweep", "--run", f"a={_fake_run(tmp / 'src')}", "--out", str(out)],
-    "generate": lambda tmp, out: ["generate", "paraphrase", "--captions", str(REPO / "recon_score" / "sample" /
-                                  "captions.jsonl"), "--model", "smoke:qwen3-text", "--device", "cpu",
-                                  "--out", str(out)],  # fmt: skip
+    "study n-sweep": lambda tmp, out: [
+        "study",
+        "n-sweep",
+        "--run",
+        f"a={_fake_run(tmp / 'src')}",
+        "--out",
+        str(out),
+    ],
+    "generate": lambda tmp, out: [
+        "generate",
+        "paraphrase",
+        "--captions",
+        str(CAPTIONS),
+        "--model",
+        "smoke:qwen3-text",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ],
 }
 
 
@@ -123,7 +140,9 @@ def _mount(mnt: Path, size: str) -> None:
     mnt.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
 
