@@ -70,7 +70,8 @@ KIND_OUTPUTS = {
     "study": ("table.csv", "table.md"),
 }
 KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
-RUN_FILES = ("run.json", ".lock", "journal")  # every kind's own files besides its outputs
+RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
+RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 _DISK_FULL = DISK_FULL
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
@@ -405,7 +406,7 @@ def load_record(folder: Path) -> dict:
     Raises:
         ReconScoreError: the folder has none (not a run folder), or it is not a readable JSON object.
     """
-    path = Path(folder) / "run.json"
+    path = Path(folder) / RECORD
     if not os.path.lexists(path):
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
     return read_json(path, expect=dict)
@@ -415,7 +416,7 @@ def read_record(out: Path) -> dict:
     """A run folder's record (run.json), read with the size bound of every run file; {} when there is none or
     it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
     try:
-        info = read_json(out / "run.json", expect=dict, what="run record")
+        info = read_json(out / RECORD, expect=dict, what="run record")
     except (InputError, OSError, RecursionError):
         return {}
     return info if isinstance(info, dict) else {}
@@ -606,7 +607,7 @@ class RunFolder:
         return inv
 
     def _clear(self) -> None:
-        for name in ("journal", "run.json", *KIND_OUTPUTS[self.kind]):
+        for name in ("journal", RECORD, *KIND_OUTPUTS[self.kind]):
             _remove(self.out / name)
 
     def journal(self, fingerprint: str, header: dict, prefix: str = "") -> Journal:
@@ -649,7 +650,7 @@ class RunFolder:
             **fields,
             "provenance": {**provenance(), "argv": self.argv},
         }
-        write_json_atomic(self.out / "run.json", run_info)
+        write_json_atomic(self.out / RECORD, run_info)
         return run_info
 
     def publish(

@@ -40,7 +40,7 @@ import torch
 from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.run_engine import RunFolder
+from recon_score.run_engine import RECORD, RunFolder
 from retrieval.bundle import protocol_record, save_bundle
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
@@ -496,7 +496,7 @@ def _finish(
             "database_dropped": skipped["database_dropped"],
             "items": [{"path": p, "error": e} for p, e in sorted(skipped["items"].items())],
         },
-        "outputs": [*outputs, "run.json"],
+        "outputs": [*outputs, RECORD],
         "seconds": seconds,
     }
     records = run.load(fingerprint=setup.fingerprint, settings=setup.settings).values()
