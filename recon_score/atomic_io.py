@@ -120,9 +120,9 @@ def read_jsonl(
     """Records of a JSONL file. A torn final line (no newline, not valid JSON, or valid JSON that `is_record`
     rejects, e.g. `{}` where a record was being written) is dropped, and with `repair=True` truncated from the
     file so appends continue on a clean line. Any other bad line is an error naming file:line."""
-    if not os.path.lexists(path):
+    if not path.exists():
         return []
-    data = read_bytes(path)
+    data = read_bytes(path)  # a FIFO, a device or an oversized file: a clear error, never a hang
     keep = len(data)
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1

@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import stat
 import sys
@@ -70,6 +71,7 @@ KIND_OUTPUTS = {
     "study": ("table.csv", "table.md"),
 }
 KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
+_JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 _DISK_FULL = DISK_FULL
@@ -516,6 +518,7 @@ class RunFolder:
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
     def __enter__(self) -> RunFolder:
         check_run_target(self.kind, self.out)
+        self._check_layout()
         lock_existed = self._lock.path.exists()
         try:
             if not self.out.is_dir():
@@ -539,6 +542,17 @@ class RunFolder:
             self._undo(lock_existed=self._lock_existed)
         if isinstance(exc, (OSError, WriteError)) and exc.errno in (*_DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
+
+    def _check_layout(self) -> None:
+        """A journal this version would not read (an older reconscore's layout) is refused, never ignored."""
+        if self.overwrite or not self.journal_dir.is_dir():
+            return
+        for p in sorted(self.journal_dir.iterdir()):
+            if not (p.name.startswith(".") or _JOURNAL_NAME.fullmatch(p.name)):
+                raise ReconScoreError(
+                    f"{self.out} was written by an older reconscore ({p.relative_to(self.out)}); rerun the "
+                    "command with --overwrite, or choose another --out"
+                )
 
     def abandon(self) -> None:
         """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""

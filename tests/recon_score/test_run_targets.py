@@ -235,3 +235,16 @@ def test_pairs_holds_the_lock_like_every_run(tmp_path, capsys):
         assert main(WRITERS["pairs"](tmp_path, out)) == 1
     assert "is in use by another process" in _errors(capsys)[0]
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
+
+
+def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys):
+    """No compatibility code: a folder whose journal this version would not read (an older `generate` kept
+    journal/generated.jsonl) is refused, not silently recomputed or mixed."""
+    (run / "journal" / "generated.jsonl").write_text("{}\n")
+    before = _sums(run)
+    assert main(smoke("score", run, "--limit", "2")) == 1
+    assert _errors(capsys) == [
+        f"error: {run} was written by an older reconscore (journal/generated.jsonl); rerun the command with "
+        "--overwrite, or choose another --out"
+    ]
+    assert _sums(run) == before
