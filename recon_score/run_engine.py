@@ -579,7 +579,7 @@ class RunFolder:
         if self.kind in KIND_BY_RECORD_ONLY or self.kind in ("correlate", "evaluate"):
             hint = "free space and rerun the same command"
         if err.errno == errno.EROFS:
-            hint = "the folder is on a read-only filesystem: choose another --out"
+            hint = "choose another --out"
         return write_error(err, self.out, hint)
 
     # -- resume ----------------------------------------------------------------------------------------------
@@ -647,7 +647,13 @@ class RunFolder:
         self.log.end(inv, finished=finished, **end)
         history = self.log.history(records)
         started = history[0].get("started", self.started) if history else self.started
-        return self._record(info, upstream, started=started, resumed=len(history) > 1, invocations=history)
+        fields = {
+            "started": started,
+            "finished": finished,
+            "resumed": len(history) > 1,
+            "invocations": history,
+        }
+        return self._record(info, upstream, **fields)
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
         """The one writer of run.json: the kind, the command's fields, `meaningless` (a synthetic model or a
