@@ -305,9 +305,8 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
             "`reconscore pairs` needs the `datasets` package: pip install 'reconscore[train]'"
         ) from err
     with RunFolder("pairs", job.out, argv=job.argv) as run:
-        staged = (
-            job.out / ".data.partial"
-        )  # becomes data/ at once: a rerun replaces the dataset, never mixes two
+        # the shards are staged here and become data/ at once: a rerun replaces the dataset, never mixes two
+        staged = job.out / ".data.partial"
         shutil.rmtree(staged, ignore_errors=True)  # left by a killed run
         try:
             return _build(job, run, staged, prompt, shard_size)
