@@ -19,20 +19,19 @@ nothing), and a line or a run.json field that cannot be used is reported with fi
 from __future__ import annotations
 
 import io
-import json
 import logging
 import math
+import shutil
 import statistics
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-from recon_score.atomic_io import atomic_write_bytes, png_bytes, write_json_atomic
+from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
-from recon_score.runtime import provenance, utc_now
+from recon_score.run_engine import RECORD, RunFolder
 from recon_score.textfiles import parse_json, read_json, read_lines
 
 log = logging.getLogger(__name__)
@@ -117,8 +116,8 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     run: dict = {}
     if path.is_dir():
         table = path / "candidates.jsonl"
-        if (path / "run.json").is_file():
-            run = read_json(path / "run.json", expect=dict, what="run.json")
+        if (path / RECORD).exists():  # a describe run's record; a broken one is this run's error
+            run = read_json(path / RECORD, expect=dict, what=RECORD)
         if not table.is_file():
             raise InputError(f"{path}: no candidates.jsonl (expected a `reconscore describe` run folder)")
     else:
@@ -376,11 +375,12 @@ def _row(src: Source, image_png: bytes, hi: Candidate, lo: Candidate, job: Pairs
 
 
 class _ShardWriter:
-    """Rows to data/train-NNNNN.parquet, `size` rows a file, each written atomically: a run's images never all
-    sit in memory, and `load_dataset(OUT, split="train")` reads the shards as one split (the hub's layout)."""
+    """Rows to train-NNNNN.parquet in `folder` (staged: it becomes the run's data/ when the run is published),
+    `size` rows a file: a run's images never all sit in memory, and `load_dataset(OUT, split="train")` reads
+    the shards as one split (the hub's layout) and nothing else (the record lies outside data/)."""
 
-    def __init__(self, out: Path, size: int):
-        self.out, self.size, self.rows, self.files, self.count = out, size, [], [], 0
+    def __init__(self, folder: Path, size: int):
+        self.folder, self.size, self.rows, self.files, self.count = folder, size, [], [], 0
 
     def add(self, row: dict) -> None:
         self.rows.append(row)
@@ -395,16 +395,18 @@ class _ShardWriter:
 
         buf = io.BytesIO()
         Dataset.from_list(self.rows, features=_features()).to_parquet(buf)
-        path = self.out / "data" / f"train-{len(self.files):05d}.parquet"
-        atomic_write_bytes(path, buf.getvalue())
-        self.files.append(str(path.relative_to(self.out)))
+        name = f"train-{len(self.files):05d}.parquet"
+        atomic_write_bytes(self.folder / name, buf.getvalue())
+        self.files.append(f"data/{name}")
         self.rows = []
 
 
 def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1000) -> PairsSummary:
-    """Read every input, pair each image's candidates, filter, write the shards and run.json.
+    """Read every input, pair each image's candidates, filter, write the shards and the record. With no pair
+    kept nothing is written (the folder stays as it was; `summary.pairs` is 0): an empty dataset folder would
+    load as a dataset of the record.
 
-    `prompt` overrides the prompt recorded in a describe run's run.json (needed for a scored table)."""
+    `prompt` overrides the prompt recorded in a describe run's record (needed for a scored table)."""
     for name, value, allowed in (
         ("policy", job.policy, POLICIES),
         ("score", job.score, SCORES),
@@ -419,11 +421,20 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
             "`reconscore pairs` needs the `datasets` package: pip install 'reconscore[train]'"
         ) from err
     _refuse_repeated_inputs(job.runs)
-    job.out.mkdir(parents=True, exist_ok=True)
-    for old in job.out.glob("data/train-*.parquet"):  # a rerun replaces the dataset, never mixes two
-        old.unlink()
+    with RunFolder("pairs", job.out, argv=job.argv) as run:
+        # the shards are staged here and become data/ at once: a rerun replaces the dataset, never mixes two
+        staged = job.out / ".data.partial"
+        shutil.rmtree(staged, ignore_errors=True)  # left by a killed run
+        try:
+            return _build(job, run, staged, prompt, shard_size)
+        except BaseException:  # a full disk: the folder is left as this invocation found it
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+
+
+def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shard_size: int) -> PairsSummary:
     tally = _Tally()
-    writer = _ShardWriter(job.out, shard_size)
+    writer = _ShardWriter(staged, shard_size)
     sources = []
     for path in job.runs:
         try:
@@ -450,7 +461,12 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
         held_out_agreement={"pairs": tally.compared, "agree": tally.agree} if tally.compared else None,
         path=job.out,
     )
-    _write_run_json(job, summary, writer.files, sources)
+    if not summary.pairs:
+        shutil.rmtree(staged, ignore_errors=True)
+        run.abandon()
+        return summary
+    record = _record(job, summary, writer.files, sources)
+    run.publish(files={}, info=record, folders={"data": staged}, upstream=[s["path"] for s in sources])
     return summary
 
 
@@ -524,27 +540,21 @@ def _noise_words(kind: str, with_noise: int, candidates: int) -> str:
     )
 
 
-def _write_run_json(job: PairsJob, summary: PairsSummary, files: list[str], sources: list[dict]) -> None:
-    write_json_atomic(
-        job.out / "run.json",
-        {
-            "command": "pairs",
-            "format": "TRL conversational vision preference (image, prompt, chosen, rejected)",
-            "files": files,
-            "sources": sources,
-            "settings": {
-                "policy": job.policy,
-                "score": job.score,
-                "min_margin": job.min_margin,
-                "noise": job.noise,
-            },
-            "counts": {"pairs": summary.pairs, "images": summary.images, "candidates": summary.candidates},
-            "dropped": summary.dropped,
-            "skipped": summary.skipped,
-            "failures": summary.failures,
-            "noise_filter": summary.noise_filter,
-            "held_out_agreement": summary.held_out_agreement,
-            "finished": utc_now(),
-            "provenance": {**provenance(), "argv": job.argv or sys.argv},
+def _record(job: PairsJob, summary: PairsSummary, files: list[str], sources: list[dict]) -> dict:
+    return {
+        "format": "TRL conversational vision preference (image, prompt, chosen, rejected)",
+        "files": files,
+        "sources": sources,
+        "settings": {
+            "policy": job.policy,
+            "score": job.score,
+            "min_margin": job.min_margin,
+            "noise": job.noise,
         },
-    )
+        "counts": {"pairs": summary.pairs, "images": summary.images, "candidates": summary.candidates},
+        "dropped": summary.dropped,
+        "skipped": summary.skipped,
+        "failures": summary.failures,
+        "noise_filter": summary.noise_filter,
+        "held_out_agreement": summary.held_out_agreement,
+    }

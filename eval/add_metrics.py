@@ -3,7 +3,6 @@ BLEU ... CLIPScore. Writes a new file next to the original (atomically); the ori
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from preference_data import PreferenceFormatError, load_references
 from recon_score.atomic_io import read_jsonl, write_json_atomic, write_jsonl_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
+from recon_score.run_engine import check_file_target, read_record, uses_synthetic_models
 from recon_score.runtime import provenance, utc_now
 
 
@@ -50,12 +50,8 @@ def _json_value(v):
 def _images_root(job: AddMetricsJob, scores: Path) -> Path:
     if job.images_root is not None:
         return job.images_root
-    run_json = scores.parent / "run.json"
-    if run_json.is_file():
-        root = json.loads(run_json.read_text(encoding="utf-8")).get("images_root")
-        if root:
-            return Path(root)
-    return scores.parent
+    root = read_record(scores.parent).get("images_root")
+    return Path(root) if root else scores.parent
 
 
 def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
@@ -66,6 +62,13 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         raise ReconScoreError(
             f"{scores} not found: pass a run folder made by `reconscore score` or its scores.jsonl"
         )
+    out = job.out or scores.with_name(f"{scores.stem}.metrics.jsonl")
+    if out.suffix.casefold() == ".json":
+        raise ReconScoreError(
+            f"--out {out} ends in .json, the name of its record (OUT.json): give a .jsonl path"
+        )
+    check_file_target(out, inputs=[scores])  # RUN/scores.jsonl, RUN/journal/..., a link to them
+    check_file_target(out.with_suffix(".json"), inputs=[scores], what="--out's record")  # RUN/run.jsonl
     try:
         rows = read_jsonl(scores)
     except ValueError as err:
@@ -112,7 +115,6 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     )
     opts = metric_options(encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device)
     table, report = compute_metrics(names, batch, options=opts)
-    out = job.out or scores.with_name(f"{scores.stem}.metrics.jsonl")
     records = [
         {**row, **{col: _json_value(table[col].iloc[i]) for col in table.columns}}
         for i, row in enumerate(rows)
@@ -131,6 +133,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
         "metric_reports": report,
         "config": {"run": str(scores.parent.resolve())},
+        "meaningless": uses_synthetic_models(report) or bool(read_record(scores.parent).get("meaningless")),
         "started": started,
         "finished": utc_now(),
         "provenance": provenance(),

@@ -4,7 +4,6 @@ correlate (the statistics: eval.kendall), write correlations.csv, per_item.parqu
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -15,10 +14,9 @@ from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_
 from eval.metrics.clip import DEFAULT_ENCODER
 from eval.preferences import FORMATS, TauVariant, load_preferences
 from preference_data import PreferenceFormatError
-from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, write_json_atomic
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.runtime import provenance, utc_now
+from recon_score.run_engine import RunFolder
 
 
 @dataclass
@@ -39,6 +37,7 @@ class CorrelateJob:
     n_boot: int = 1000
     seed: int = 0
     metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
+    argv: list[str] = field(default_factory=list)  # the command line, for the record (default: sys.argv)
 
 
 @dataclass
@@ -59,7 +58,12 @@ def _image_sources(table: pd.DataFrame, root: Path) -> list:
 
 
 def run_correlate(job: CorrelateJob) -> CorrelateResult:
-    started = utc_now()
+    """The run folder is checked (kind, lock) before anything is read or computed."""
+    with RunFolder("correlate", job.out, argv=job.argv) as run:
+        return _correlate(job, run)
+
+
+def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
     names = parse_metric_names(job.metrics)
     fmt = FORMATS[job.fmt]
     headline = TauVariant(job.headline) if job.headline else fmt.headline
@@ -99,13 +103,13 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
         seed=job.seed,
     )
     per_item = pd.concat([table.reset_index(drop=True), scores], axis=1)
-    job.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(job.out / "correlations.csv", correlations.to_csv(index=False, float_format="%.4f"))
     buf = io.BytesIO()
     per_item.to_parquet(buf, index=False)
-    atomic_write_bytes(job.out / "per_item.parquet", buf.getvalue())
-    run = {
-        "command": "correlate",
+    files = {
+        "correlations.csv": correlations.to_csv(index=False, float_format="%.4f").encode("utf-8"),
+        "per_item.parquet": buf.getvalue(),
+    }
+    info = {
         "preferences": str(job.preferences.resolve()),
         "format": job.fmt,
         "references": str(job.references.resolve()) if job.references else None,
@@ -125,13 +129,10 @@ def run_correlate(job: CorrelateJob) -> CorrelateResult:
         "job": {
             f.name: str(v) if isinstance(v := getattr(job, f.name), Path) else v
             for f in fields(job)
-            if f.name != "metric_instances"
+            if f.name not in ("metric_instances", "argv")
         },
         "metric_reports": report,
-        "started": started,
-        "finished": utc_now(),
-        "provenance": provenance(),
     }
-    run["meaningless"] = "meaningless" in json.dumps(report, default=str)
-    write_json_atomic(job.out / "run.json", run)
-    return CorrelateResult(correlations=correlations, per_item=per_item, run=run)
+    return CorrelateResult(
+        correlations=correlations, per_item=per_item, run=run.publish(files=files, info=info)
+    )

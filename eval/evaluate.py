@@ -186,31 +186,35 @@ class EvaluateResult:
 
 
 def run_evaluate(job: EvaluateJob) -> EvaluateResult:
-    """Score, then write per_image.jsonl, summary.csv/.md (the ReconScore paper's Table 3 layout) and run.json."""
+    """Score, then write per_image.jsonl, summary.csv/.md (the ReconScore paper's Table 3 layout) and run.json;
+    the run folder is checked (kind, lock) before anything is read."""
+    from recon_score.run_engine import RunFolder
+
+    with RunFolder("evaluate", job.out, argv=job.argv or []) as run:
+        return _evaluate(job, run)
+
+
+def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
     from eval.datasets import load_dataset
     from eval.metrics import parse_metric_names
-    from eval.studies.common import write_table
-    from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
-    from recon_score.runtime import provenance, utc_now
+    from eval.studies.common import table_files
+    from recon_score.atomic_io import jsonl_bytes
 
-    started = utc_now()
     names = parse_metric_names(job.metrics)
     ds = load_dataset(
         job.dataset, job.root, job.split, annotations=job.annotations, images_dir=job.images_root
     )
     join = join_captions(ds, read_model_captions(job.captions))
     per_image, summary, report = evaluate_join(join, names, options=job.options)
-    job.out.mkdir(parents=True, exist_ok=True)
     rows = per_image.to_dict(orient="records")
-    write_jsonl_atomic(
-        job.out / "per_image.jsonl", [{k: None if _isnan(v) else v for k, v in r.items()} for r in rows]
-    )
     label = job.label or job.captions.parent.name or job.captions.stem
     title = f"{job.dataset}/{job.split}: {label} (x100 except ReconScore)"
-    write_table(job.out, "summary", summary_frame(summary, label=label), title=title)
+    files = {
+        "per_image.jsonl": jsonl_bytes([{k: None if _isnan(v) else v for k, v in r.items()} for r in rows])
+    }
+    files |= table_files("summary", summary_frame(summary, label=label), title=title)
     failed = int(per_image["error"].notna().sum())
-    run = {
-        "command": "evaluate",
+    info = {
         "dataset": ds.summary(),
         "captions": str(job.captions.resolve()),
         "metrics": names,
@@ -223,9 +227,6 @@ def run_evaluate(job: EvaluateJob) -> EvaluateResult:
         "summary": summary,
         "metric_reports": report,
         "failed_images": failed,
-        "started": started,
-        "finished": utc_now(),
-        "provenance": {**provenance(), "argv": job.argv or []},
     }
-    write_json_atomic(job.out / "run.json", run)
+    run.publish(files=files, info=info)
     return EvaluateResult(join=join, failed=failed, report=report)

@@ -39,8 +39,16 @@ class GenerateResult:
 
 
 def run_generate(job: GenerateJob) -> GenerateResult:
-    from recon_score.atomic_io import sha256_json, write_json_atomic, write_jsonl_atomic
-    from recon_score.runtime import provenance, utc_now
+    """Generate what the run's journal lacks, then write the outputs; the run folder is checked (kind, lock)
+    first and each answer is journaled as it comes, so a killed run resumes where it stopped."""
+    from recon_score.run_engine import RunFolder
+
+    with RunFolder("generate", job.out, overwrite=job.overwrite, argv=job.argv) as run:
+        return _generate(job, run)
+
+
+def _generate(job: GenerateJob, run) -> GenerateResult:
+    from recon_score.atomic_io import jsonl_bytes, sha256_json
 
     sources = [s for s in job.sources if not s.get("error")]
     config = {
@@ -53,14 +61,10 @@ def run_generate(job: GenerateJob) -> GenerateResult:
         "n_triplets": job.n_triplets,
         "instruction": str(job.instruction) if job.instruction else None,
     }
-    job.out.mkdir(parents=True, exist_ok=True)
-    if job.overwrite:
-        import shutil
-
-        shutil.rmtree(job.out / "journal", ignore_errors=True)
-    started = utc_now()
-    stage = _stager(job, config, sha256_json(config)[:16])
+    inv = run.begin()
+    stage = _stager(job, run, config, sha256_json(config)[:16], inv)
     extracted: list[dict] = []
+    files: dict[str, bytes] = {}
     if job.kind == "paraphrase":
         rows = stage(
             "generated", gen.paraphrase_requests(sources, instruction=job.instruction or "paraphrase")
@@ -73,43 +77,48 @@ def run_generate(job: GenerateJob) -> GenerateResult:
             r["triplets"] = [list(t) for t in gen.parse_triplets(r["caption"] or "")][: job.n_triplets]
             if not r["triplets"] and not r["error"]:
                 r["error"] = "no <subject, relation, object> triplet could be parsed from the answer"
-        write_jsonl_atomic(job.out / "triplets.jsonl", extracted)
+        files["triplets.jsonl"] = jsonl_bytes(extracted)
         rows = stage("generated", gen.rewrite_requests(extracted, lengths=job.lengths))
     rows = _with_error_rows(rows, job.sources, job.kind)
-    write_jsonl_atomic(job.out / "generated.jsonl", rows)
+    files["generated.jsonl"] = jsonl_bytes(rows)
     failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
-    write_json_atomic(
-        job.out / "run.json",
-        {
-            "command": "generate",
-            **config,
-            "sources": len(sources),
-            "rows": len(rows),
-            "failed": failed,
-            "started": started,
-            "finished": utc_now(),
-            "provenance": {**provenance(), "argv": job.argv},
-        },
-    )
+    info = {**config, "sources": len(sources), "rows": len(rows), "failed": failed}
+    run.finish(inv, files=files, info=info, records=stage.records)
     return GenerateResult(rows=len(rows), failed=failed, path=job.out / "generated.jsonl")
 
 
-def _stager(job: GenerateJob, config: dict, fingerprint: str) -> Callable[[str, list], list[dict]]:
-    """stage(name, requests): answer the requests not yet in journal/NAME.jsonl, return every answer in order."""
+_JOURNAL_FIELDS = ("inv", "sum")  # what the journal adds to a row: the invocation and the checksum
+
+
+def _stager(
+    job: GenerateJob, run, config: dict, fingerprint: str, inv: int
+) -> Callable[[str, list], list[dict]]:
+    """stage(name, requests): answer the requests not yet in the run's NAME journal (a record whose checksum
+    does not match is asked again), return every answer in order (`stage.records`: the journal records, for
+    the invocation history)."""
     from recon_score.atomic_io import read_jsonl
-    from recon_score.run_engine import Journal
+    from recon_score.run_engine import record_checksum
 
     def complete(prompts: list[str]) -> list[tuple[str | None, str | None]]:
         return [(c.text, c.error) for c in job.llm.complete(prompts, job.sampling)]
 
-    def stage(name: str, requests) -> list[dict]:
-        path = job.out / "journal" / f"{name}.jsonl"
-        done = {r["id"] for r in read_jsonl(path)[1:]}
-        with Journal(path, fingerprint=fingerprint, header=config) as journal:
-            gen.run_requests(requests, complete, done=done, on_rows=journal.write)
-        rows = {r["id"]: r for r in read_jsonl(path)[1:]}
-        return [rows[r.id] for r in requests]
+    def journaled(path) -> dict[str, dict]:
+        return {r["id"]: r for r in read_jsonl(path)[1:] if r.get("sum") == record_checksum(r)}
 
+    def stage(name: str, requests) -> list[dict]:
+        with run.journal(fingerprint, {"settings": config}, prefix=f"{name}-") as journal:
+            done = set(journaled(journal.path))
+            gen.run_requests(
+                requests,
+                complete,
+                done=done,
+                on_rows=lambda rows: journal.write([{**r, "inv": inv} for r in rows]),
+            )
+            rows = journaled(journal.path)
+        stage.records += [rows[r.id] for r in requests]
+        return [{k: v for k, v in rows[r.id].items() if k not in _JOURNAL_FIELDS} for r in requests]
+
+    stage.records = []
     return stage
 
 

@@ -4,6 +4,7 @@ canonical-JSON digest behind cache keys and run fingerprints."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from recon_score.textfiles import TextFileError
+from recon_score.errors import ReconScoreError
+from recon_score.textfiles import TextFileError, read_bytes
 
 SCHEMA_VERSION = 1
 
@@ -31,7 +33,47 @@ def dumps_line(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
 
 
+# a write that failed because of where it went, not what was written: one line naming the folder (WriteError)
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+WRITE_REFUSED = (*DISK_FULL, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class WriteError(ReconScoreError):
+    """A full disk, a quota, a file-size limit, a read-only or forbidden folder: `folder` and the `errno`."""
+
+    def __init__(self, folder: Path | None, errno_: int, hint: str | None = None):
+        self.folder, self.errno = folder, errno_
+        why = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file size limit reached",
+               errno.EDQUOT: "disk quota exceeded", errno.EROFS: "read-only filesystem"}  # fmt: skip
+        if hint is None:
+            hint = (
+                "choose another folder"
+                if errno_ not in DISK_FULL
+                else "free space and rerun the same command"
+            )
+        where = f" in {folder}" if folder is not None else ""
+        super().__init__(f"cannot write{where}: {why.get(errno_, os.strerror(errno_))}; {hint}")
+
+
+def write_error(err: OSError, folder: Path | str | None = None, hint: str | None = None) -> WriteError:
+    """The one line for a write refused by the disk (`err.filename`'s folder, else `folder`)."""
+    if isinstance(err, WriteError):
+        return WriteError(err.folder, err.errno, hint)
+    where = Path(err.filename).parent if err.filename else folder
+    return WriteError(None if where is None else Path(where), err.errno, hint)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Raises WriteError (one line naming the folder) when the disk refuses the write."""
+    try:
+        _atomic_write_bytes(path, data)
+    except OSError as err:
+        if err.errno not in WRITE_REFUSED:
+            raise
+        raise write_error(err, path.parent) from err
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -80,7 +122,7 @@ def read_jsonl(
     file so appends continue on a clean line. Any other bad line is an error naming file:line."""
     if not path.exists():
         return []
-    data = path.read_bytes()
+    data = read_bytes(path)  # a FIFO, a device or an oversized file: a clear error, never a hang
     keep = len(data)
     if data and not data.endswith(b"\n"):
         keep = data.rfind(b"\n") + 1

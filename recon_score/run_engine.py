@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import stat
 import sys
@@ -40,25 +41,40 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from recon_score.atomic_io import (
+    DISK_FULL,
+    WRITE_REFUSED,
+    WriteError,
     atomic_write_bytes,
     canonical_json,
     dumps_line,
     read_jsonl,
     sha256_json,
+    write_error,
     write_json_atomic,
 )
-from recon_score.errors import ReconScoreError, ResumeMismatchError
+from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
 from recon_score.runtime import provenance, utc_now
+from recon_score.textfiles import read_bytes, read_json
 
 log = logging.getLogger(__name__)
 
-# the final files each kind of run folder writes besides run.json (how a folder's kind is told without run.json)
+# the final files each kind of run folder writes besides run.json; the first one tells a folder's kind when it
+# has no run.json yet (a run killed before its first finish), except for kinds in KIND_BY_RECORD_ONLY
 KIND_OUTPUTS = {
     "score": ("scores.jsonl", "reconstructions", "explain"),
     "describe": ("captions.jsonl", "candidates.jsonl", "reconstructions", "explain"),
     "retrieve": ("per_query.csv", "per_query.parquet", "methods"),
+    "generate": ("generated.jsonl", "triplets.jsonl"),
+    "correlate": ("correlations.csv", "per_item.parquet"),
+    "evaluate": ("per_image.jsonl", "summary.csv", "summary.md"),
+    "pairs": ("data",),
+    "study": ("table.csv", "table.md"),
 }
-_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
+_JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
+RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
+RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
+_DISK_FULL = DISK_FULL
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
@@ -380,49 +396,132 @@ def folder_kind(out: Path) -> str | None:
     """The kind of run folder `out` is (`score`, `describe`, `retrieve`, or another command that wrote a
     run.json), or None when it is none: run.json's `command`, else the kind its journal headers or its final
     files belong to."""
-    try:
-        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
-        if isinstance(info, dict) and isinstance(info.get("command"), str):
-            return info[
-                "command"
-            ]  # also `study`, `correlate`, ...: never written into by a run of another kind
-    except (OSError, ValueError, RecursionError):
-        pass
+    info = read_record(out)
+    if isinstance(info.get("command"), str):
+        return info["command"]  # also `study`, `correlate`, ...: never written into by a run of another kind
     journal = out / "journal"
     for path in sorted(journal.glob("*rank-*.jsonl")) if journal.is_dir() else []:
         try:
+            if not path.is_file():  # a FIFO would block the open
+                continue
             with path.open("rb") as f:
-                head = json.loads(f.readline())
+                head = json.loads(f.readline(1 << 20))
             kind = head["header"].get("kind") or head["header"]["settings"]["kind"]
         except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
             continue
         if isinstance(kind, str) and kind.removesuffix("-run") in KIND_OUTPUTS:
             return kind.removesuffix("-run")
     for kind, names in KIND_OUTPUTS.items():
-        if (out / names[0]).is_file():
+        if kind not in KIND_BY_RECORD_ONLY and (out / names[0]).is_file():
             return kind
     return None
 
 
+def uses_synthetic_models(settings: object) -> bool:
+    """Whether a run's settings name a synthetic model (`smoke:...`, `shapes:...`) or a preset marked
+    `meaningless` anywhere in them: the run's numbers mean nothing (run.json `meaningless`)."""
+    from recon_score.synthetic import is_synthetic
+
+    if isinstance(settings, dict):
+        return settings.get("meaningless") is True or any(uses_synthetic_models(v) for v in settings.values())
+    if isinstance(settings, (list, tuple)):
+        return any(uses_synthetic_models(v) for v in settings)
+    return isinstance(settings, str) and is_synthetic(settings)
+
+
+def load_record(folder: Path) -> dict:
+    """A run folder's record, for a reader that needs one (the report, the studies).
+
+    Raises:
+        ReconScoreError: the folder has none (not a run folder), or it is not a readable JSON object.
+    """
+    path = Path(folder) / RECORD
+    if not os.path.lexists(path):
+        raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
+    return read_json(path, expect=dict)
+
+
+def read_record(out: Path) -> dict:
+    """A run folder's record (run.json), read with the size bound of every run file; {} when there is none or
+    it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
+    try:
+        info = read_json(out / RECORD, expect=dict, what="run record")
+    except (InputError, OSError, RecursionError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def refuse_run_file(target: Path, *, what: str = "--out") -> None:
-    """Refuse to write `target` (a report, an export) when it is one of a run folder's own files.
+    """Refuse to write `target` (a report, an export, a run folder) when it is, or resolves to (a symlink on the
+    way, another letter case), one of a run folder's own files: its record, lock, journal or outputs.
 
     Raises:
         ReconScoreError: naming the run folder and the file.
     """
-    target = Path(os.path.abspath(target))
-    for folder in target.parents:
-        kind = folder_kind(folder)
-        if kind is None:
+    seen = set()
+    for path in (Path(os.path.abspath(target)), Path(os.path.realpath(target))):
+        if path in seen:
             continue
-        own = {"run.json", ".lock", "journal", *KIND_OUTPUTS.get(kind, ())}
-        first = target.relative_to(folder).parts[0]
-        if first in own:
-            raise ReconScoreError(
-                f"{what} {target} is a file of the {kind} run in {folder}; writing it would destroy the "
-                "run's results: choose another path"
-            )
-        return
+        seen.add(path)
+        for folder in path.parents:
+            kind = folder_kind(folder)
+            if kind is None:
+                continue
+            own = {n.casefold() for n in (*RUN_FILES, *KIND_OUTPUTS.get(kind, ()))}
+            if path.relative_to(folder).parts[0].casefold() in own:
+                raise ReconScoreError(
+                    f"{what} {target} is a file of the {kind} run in {folder}; writing it would destroy the "
+                    "run's results: choose another path"
+                )
+            break
+
+
+def check_file_target(target: Path, *, inputs: Sequence[Path] = (), what: str = "--out") -> None:
+    """A command that writes one file (a report page, a metrics table and its record, a converted checkpoint):
+    refused before anything is computed when it is a folder, a run's own file, or one of the command's
+    `inputs`.
+
+    Raises:
+        ReconScoreError: naming the target and why.
+    """
+    if Path(target).is_dir():
+        raise ReconScoreError(f"{what} {target} is a folder; give a file path")
+    refuse_run_file(target, what=what)
+    real = os.path.realpath(target)
+    for src in inputs:
+        if os.path.realpath(src) == real or (os.path.exists(target) and os.path.samefile(src, target)):
+            raise ReconScoreError(f"{what} {target} is the input {src}: choose another path")
+
+
+def check_run_target(kind: str, out: Path) -> None:
+    """Before anything is computed: `out` must be a folder (or not exist), of no other kind of run, and not
+    inside another run's own files (`--out SCORE_RUN/journal`).
+
+    Raises:
+        ReconScoreError: naming the folder and what it is.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ReconScoreError(f"--out {out} is a file, not a folder; choose another --out (a run folder)")
+    refuse_run_file(out)
+    journal = out / "journal"
+    if journal.exists() and not journal.is_dir():
+        raise ReconScoreError(
+            f"{journal} is a file, not the run's journal folder; move it away or choose another --out"
+        )
+    found = folder_kind(out)
+    if found is not None and found != kind:
+        raise ReconScoreError(
+            f"{out} is a `{found}` run folder; `{kind}` will not write into it (its results would be lost): "
+            "choose another --out"
+        )
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
 
 
 class RunFolder:
@@ -445,18 +544,21 @@ class RunFolder:
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
     def __enter__(self) -> RunFolder:
-        self._check_kind()
-        if not self.out.is_dir():
-            top = self.out
-            while not top.parent.exists():
-                top = top.parent
-            self.out.mkdir(parents=True, exist_ok=True)
-            self._created = top
+        check_run_target(self.kind, self.out)
+        self._check_layout()
         lock_existed = self._lock.path.exists()
         try:
+            if not self.out.is_dir():
+                top = self.out
+                while not top.parent.exists():
+                    top = top.parent
+                self._created = top
+                self.out.mkdir(parents=True, exist_ok=True)
             self._lock.__enter__()
-        except BaseException:
-            self._undo(lock_existed=True)
+        except BaseException as err:
+            self._undo(lock_existed=lock_existed)
+            if isinstance(err, OSError) and err.errno in WRITE_REFUSED:
+                raise write_error(err, self.out, "choose another --out") from err
             raise
         self._lock_existed = lock_existed
         return self
@@ -467,8 +569,25 @@ class RunFolder:
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo(lock_existed=self._lock_existed)
-        if isinstance(exc, OSError) and exc.errno in (*_DISK_FULL, errno.EROFS):
+        if isinstance(exc, (OSError, WriteError)) and exc.errno in (*_DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
+
+    def _check_layout(self) -> None:
+        """A journal this version would not read (an older reconscore's layout) is refused, never ignored."""
+        if self.overwrite or not self.journal_dir.is_dir():
+            return
+        for p in sorted(self.journal_dir.iterdir()):
+            if not (p.name.startswith(".") or _JOURNAL_NAME.fullmatch(p.name)):
+                raise ReconScoreError(
+                    f"{self.out} was written by an older reconscore ({p.relative_to(self.out)}); rerun the "
+                    "command with --overwrite, or choose another --out"
+                )
+
+    def abandon(self) -> None:
+        """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""
+        if not self._begun:
+            self._lock.__exit__()
+            self._undo(lock_existed=self._lock_existed)
 
     def _undo(self, *, lock_existed: bool) -> None:
         """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
@@ -483,31 +602,14 @@ class RunFolder:
                 if d == self._created:
                     break
 
-    def _check_kind(self) -> None:
-        if self.out.exists() and not self.out.is_dir():
-            raise ReconScoreError(
-                f"--out {self.out} is a file, not a folder; choose another --out (a run folder)"
-            )
-        if self.journal_dir.exists() and not self.journal_dir.is_dir():
-            raise ReconScoreError(
-                f"{self.journal_dir} is a file, not the run's journal folder; move it away or choose another --out"
-            )
-        kind = folder_kind(self.out)
-        if kind is not None and kind != self.kind:
-            raise ReconScoreError(
-                f"{self.out} is a `{kind}` run folder; `{self.kind}` will not write into it (its results would "
-                "be lost): choose another --out"
-            )
-
     def write_error(self, err: OSError) -> ReconScoreError:
         """One clear line for a full disk, a file-size limit or a read-only folder."""
-        where = Path(err.filename).parent if err.filename else self.out
-        why = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file size limit reached"}
-        reason = why.get(err.errno, os.strerror(err.errno))
         hint = "free space and rerun the same command: the run resumes where it stopped"
+        if self.kind in KIND_BY_RECORD_ONLY or self.kind in ("correlate", "evaluate"):
+            hint = "free space and rerun the same command"
         if err.errno == errno.EROFS:
-            hint = "the folder is on a read-only filesystem: choose another --out"
-        return ReconScoreError(f"cannot write in {where}: {reason}; {hint}")
+            hint = "choose another --out"
+        return write_error(err, self.out, hint)
 
     # -- resume ----------------------------------------------------------------------------------------------
     def load(self, *, fingerprint: str, settings: dict, keys: dict | None = None, prefix: str = "") -> dict:
@@ -548,12 +650,8 @@ class RunFolder:
         return inv
 
     def _clear(self) -> None:
-        for name in ("journal", "run.json", *KIND_OUTPUTS[self.kind]):
-            p = self.out / name
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
-            elif p.exists() or p.is_symlink():
-                p.unlink()
+        for name in ("journal", RECORD, *KIND_OUTPUTS[self.kind]):
+            _remove(self.out / name)
 
     def journal(self, fingerprint: str, header: dict, prefix: str = "") -> Journal:
         header = {"kind": self.kind, **header}
@@ -562,7 +660,14 @@ class RunFolder:
 
     # -- finishing -------------------------------------------------------------------------------------------
     def finish(
-        self, inv: int, *, files: dict[str, bytes], info: dict, records: Iterable[dict], **end
+        self,
+        inv: int,
+        *,
+        files: dict[str, bytes],
+        info: dict,
+        records: Iterable[dict],
+        upstream: Sequence[Path | str] = (),
+        **end,
     ) -> dict:
         """Process 0: write the final files, close the invocation, write run.json with the history."""
         for name, data in files.items():
@@ -570,17 +675,51 @@ class RunFolder:
         finished = utc_now()
         self.log.end(inv, finished=finished, **end)
         history = self.log.history(records)
-        run_info = {
-            "command": self.kind,
-            **info,
-            "started": history[0].get("started", self.started) if history else self.started,
+        started = history[0].get("started", self.started) if history else self.started
+        fields = {
+            "started": started,
             "finished": finished,
             "resumed": len(history) > 1,
             "invocations": history,
+        }
+        return self._record(info, upstream, **fields)
+
+    def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
+        """The one writer of run.json: the kind, the command's fields, `meaningless` (a synthetic model or a
+        meaningless preset in its settings, or an upstream run that was meaningless) and `upstream`."""
+        ups = [str(Path(u).resolve()) for u in upstream]
+        meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
+        run_info = {
+            "command": self.kind,
+            **info,
+            "meaningless": meaningless,
+            "upstream": ups,
+            "started": info.get("started", self.started),
+            "finished": utc_now(),
+            **fields,
             "provenance": {**provenance(), "argv": self.argv},
         }
-        write_json_atomic(self.out / "run.json", run_info)
+        write_json_atomic(self.out / RECORD, run_info)
         return run_info
+
+    def publish(
+        self,
+        *,
+        files: dict[str, bytes],
+        info: dict,
+        folders: dict[str, Path] | None = None,
+        upstream: Sequence[Path | str] = (),
+    ) -> dict:
+        """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
+        invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
+        record, which describes this invocation alone (`upstream`: the run folders it read)."""
+        for name, data in files.items():
+            atomic_write_bytes(self.out / name, data)
+        for name, staged in (folders or {}).items():
+            _remove(self.out / name)
+            os.replace(staged, self.out / name)
+        self._begun = True
+        return self._record(info, upstream)
 
     # -- repair ----------------------------------------------------------------------------------------------
     def damage(self, *, fingerprint: str, files: dict[str, bytes]) -> list[str]:
@@ -589,16 +728,15 @@ class RunFolder:
         for name, data in files.items():
             p = self.out / name
             try:
-                if p.read_bytes() != data:
+                if read_bytes(p, limit=len(data)) != data:
                     found.append(f"{name} did not match the journal")
-            except OSError:
-                found.append(f"{name} was missing")
-        try:
-            info = json.loads((self.out / "run.json").read_text(encoding="utf-8"))
-            if not isinstance(info, dict) or info.get("fingerprint") != fingerprint:
-                found.append("run.json was not this run's")
-        except (OSError, ValueError, RecursionError):
+            except InputError:  # larger than the journal's bytes, not a regular file, or gone
+                found.append(f"{name} did not match the journal" if p.is_file() else f"{name} was missing")
+        info = read_record(self.out)
+        if not info:
             found.append("run.json was missing or invalid")
+        elif info.get("fingerprint") != fingerprint:
+            found.append("run.json was not this run's")
         return found
 
     def missing_files(self, expected: dict[str, str]) -> set[str]:
@@ -621,8 +759,4 @@ class RunFolder:
 
     def previous_info(self) -> dict:
         """The run.json a previous invocation wrote ({} when there is none or it is unreadable)."""
-        try:
-            info = json.loads((self.out / "run.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
-            return {}
-        return info if isinstance(info, dict) else {}
+        return read_record(self.out)

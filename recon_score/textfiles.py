@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +37,48 @@ class TextFileError(InputError):
         super().__init__(f"{where}: {message}")
 
 
+# the largest file read whole (captions, tables, run outputs, journals): a larger one is refused with its size,
+# never read into memory until the process dies
+MAX_FILE_BYTES = 2 << 30
+
+
+def read_bytes(path: str | Path, *, what: str = "file", limit: int | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (default MAX_FILE_BYTES). Opened without blocking
+    and checked after opening, so a FIFO is refused instead of waiting forever for a writer, a device
+    (/dev/zero) instead of filling memory, and a file that grows while read stops at the bound.
+
+    Raises:
+        TextFileError: missing, unreadable, not a regular file, or larger than the bound.
+    """
+    path, limit = Path(path), MAX_FILE_BYTES if limit is None else limit
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise TextFileError(path, None, f"{what} not found") from None
+    except OSError as err:
+        raise TextFileError(path, None, f"{what} cannot be read ({err.strerror or err})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kinds = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a device",
+                     stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}  # fmt: skip
+            kind = kinds.get(stat.S_IFMT(st.st_mode), "a special file")
+            raise TextFileError(path, None, f"{what} is {kind}, not a regular file")
+        if st.st_size > limit:
+            raise TextFileError(path, None, f"{what} is {st.st_size:,} bytes, over the {limit:,}-byte limit")
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(1 << 24, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise TextFileError(path, None, f"{what} grew past the {limit:,}-byte limit while read")
+        return b"".join(chunks)
+    except OSError as err:
+        raise TextFileError(path, None, f"{what} cannot be read ({err.strerror or err})") from None
+    finally:
+        os.close(fd)
+
+
 def read_text(path: str | Path, *, encoding: str = "utf-8", what: str = "file") -> str:
     """The whole file, decoded strictly, without a leading BOM.
 
@@ -42,12 +86,7 @@ def read_text(path: str | Path, *, encoding: str = "utf-8", what: str = "file") 
         TextFileError: missing or unreadable file, or a byte sequence that is not valid `encoding`.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise TextFileError(path, None, f"{what} not found") from None
-    except OSError as err:
-        raise TextFileError(path, None, f"{what} cannot be read ({err.strerror or err})") from None
+    data = read_bytes(path, what=what)
     try:
         text = data.decode(encoding)
     except LookupError:

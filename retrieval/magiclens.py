@@ -410,20 +410,18 @@ def load_magiclens(path: str | Path) -> MagicLens:
 
 def convert(src: str | Path, dst: str | Path) -> MagicLensConfig:
     """Write a release as safetensors (state dict + the config as metadata), loadable by `load_magiclens`."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     from recon_score.atomic_io import atomic_write_bytes
+    from recon_score.run_engine import check_file_target
 
-    cfg, state = state_from_release(src)
     dst = Path(dst)
-    tmp = dst.with_name(dst.name + ".part")
-    save_file(
-        {k: v.contiguous() for k, v in state.items()},
-        str(tmp),
-        metadata={"magiclens_config": json.dumps(asdict(cfg))},
+    check_file_target(dst, inputs=[Path(src)], what="DST")  # before the release is read
+    cfg, state = state_from_release(src)
+    data = save(
+        {k: v.contiguous() for k, v in state.items()}, metadata={"magiclens_config": json.dumps(asdict(cfg))}
     )
-    atomic_write_bytes(dst, tmp.read_bytes())
-    tmp.unlink()
+    atomic_write_bytes(dst, data)  # a full disk: one line naming the folder, no half-written file left
     return cfg
 
 

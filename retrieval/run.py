@@ -40,7 +40,7 @@ import torch
 from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.run_engine import RunFolder
+from recon_score.run_engine import RECORD, RunFolder
 from retrieval.bundle import protocol_record, save_bundle
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
@@ -96,6 +96,7 @@ class RetrieveConfig:
 class RunOutcome:
     record: dict
     exit_code: int
+    table: str = ""  # table.md's markdown ("" when no method ran), for the CLI to print
 
 
 def _file_digest(path: Path | None) -> str | None:
@@ -230,10 +231,10 @@ def run_retrieve(
         inputs = _prepare(cfg, setup, captioner, rewriter, progress, say)
         inv = run.begin()
         status, results = _run_methods(cfg, run, setup, inputs, inv, progress, say)
-        record = _finish(cfg, run, setup, inputs, status, results, inv, time.perf_counter() - t0, say)
+        record, table = _finish(cfg, run, setup, inputs, status, results, inv, time.perf_counter() - t0, say)
     ran = all(status[n]["status"] == "ok" for n in cfg.methods)
     exit_code = EXIT_OK if ran and not inputs.skipped["items"] else EXIT_PARTIAL
-    return RunOutcome(record=record, exit_code=exit_code)
+    return RunOutcome(record=record, exit_code=exit_code, table=table)
 
 
 def _setup(cfg: RetrieveConfig) -> _Setup:
@@ -435,9 +436,9 @@ def _read_method(cfg: RetrieveConfig, out: Path, bench: Benchmark, name: str, in
 def _finish(
     cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, status, results, inv: int, seconds: float, say
 ) -> dict:
-    """The tables, the optional bundle and run.json."""
+    """The tables, the optional bundle and run.json; returns the record and table.md's text."""
     bench, data, proto = inputs.bench, inputs.data, inputs.bench.protocol
-    outputs = _write_outputs(run.out, bench, data, results, _meta_frame(bench), cfg)
+    outputs, table = _write_outputs(run.out, bench, data, results, _meta_frame(bench), cfg)
     if cfg.save_bundle:
         save_bundle(run.out / "bundle.npz", data, inputs.resources, protocol_record(bench.name, proto))
         outputs.append("bundle.npz")
@@ -495,14 +496,13 @@ def _finish(
             "database_dropped": skipped["database_dropped"],
             "items": [{"path": p, "error": e} for p, e in sorted(skipped["items"].items())],
         },
-        "outputs": [*outputs, "run.json"],
+        "outputs": [*outputs, RECORD],
         "seconds": seconds,
     }
     records = run.load(fingerprint=setup.fingerprint, settings=setup.settings).values()
     ok = all(status[n]["status"] == "ok" for n in cfg.methods)
-    return run.finish(
-        inv, files={}, info=info, records=records, exit="finished" if ok else "finished with methods not run"
-    )
+    end = "finished" if ok else "finished with methods not run"
+    return run.finish(inv, files={}, info=info, records=records, exit=end), table
 
 
 def _drop_unreadable(
@@ -542,7 +542,7 @@ def _write_outputs(
     results: dict[str, EvalResult],
     meta: pd.DataFrame,
     cfg: RetrieveConfig,
-) -> list[str]:
+) -> tuple[list[str], str]:
     proto = bench.protocol
     frames = []
     for name, res in results.items():
@@ -560,7 +560,7 @@ def _write_outputs(
         atomic_write_bytes(out / "topk.parquet", _parquet_bytes(frame))
         outputs += ["topk.csv", "topk.parquet"]
     if not results:
-        return outputs
+        return outputs, ""
     metrics = list(dict.fromkeys([*proto.headline, "ap"]))
     atomic_write_text(
         out / "per_group.csv",
@@ -591,7 +591,7 @@ def _write_outputs(
             md.append(to_markdown(table, title))
     atomic_write_text(out / "table.md", "\n".join(md))
     outputs.append("table.md")
-    return outputs
+    return outputs, "\n".join(md)
 
 
 def _jsonable(obj):

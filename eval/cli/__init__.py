@@ -4,6 +4,7 @@ imported only when needed and import torch & co. only inside their callbacks, so
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import os
@@ -179,6 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     except ReconScoreError as err:
         click.echo(f"error: {err}", err=True)
         return getattr(err, "exit_code", EXIT_ERROR)  # EmptyInputError: the failed-rows status
+    except (
+        OSError
+    ) as err:  # a write refused by the disk outside a run's own handling: one line, not a traceback
+        from recon_score.atomic_io import DISK_FULL, write_error
+
+        if err.errno not in (*DISK_FULL, errno.EROFS):
+            raise
+        click.echo(f"error: {write_error(err)}", err=True)
+        return EXIT_ERROR
     return rv if isinstance(rv, int) else EXIT_OK
 
 

@@ -70,5 +70,5 @@ def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **sam
         click.echo(
             f"{failed} of {len(join.rows)} split images not scored (see `error` in per_image.jsonl)", err=True
         )
-    opt.smoke_banner(job.out / "run.json")
+    opt.smoke_banner(job.out)
     return EXIT_PARTIAL if failed else EXIT_OK

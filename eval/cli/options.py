@@ -249,13 +249,12 @@ def metric_names(**kw) -> Callable:
 
 def smoke_banner(record: dict | Path) -> None:
     """After a run: say on stderr that its numbers are meaningless when it used a synthetic model (the report's
-    rule, eval.report.build.smoke_note). `record`: the run's record, or the path of its JSON file."""
-    import json
-
+    rule, eval.report.build.smoke_note). `record`: the run's record, or its run folder."""
     from eval.report.build import smoke_note
+    from recon_score.run_engine import read_record
 
     if isinstance(record, Path):
-        record = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        record = read_record(record)
     note = smoke_note(record)
     if note:
         click.secho(f"{note}.", fg="yellow", err=True)

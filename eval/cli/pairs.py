@@ -22,8 +22,10 @@ RUN: a `reconscore describe` folder (candidates.jsonl + run.json) or a scored ca
 image, caption, image_id and the --score column; give --images and --prompt). Output in --out:
 data/train-NNNNN.parquet in TRL's conversational vision preference format (image, prompt, chosen, rejected) plus
 scores, margins, per-seed values, seeds and the source run of each pair; load with
-datasets.load_dataset(OUT, split="train"). run.json counts the pairs dropped and why.
-Exit status: 0 all inputs read, 3 some inputs or images could not be read, 1 nothing could start.""",
+datasets.load_dataset(OUT, split="train") (the record, run.json, lies outside data/). run.json counts the pairs
+dropped and why. With no pair kept nothing is written (the reasons are printed).
+Exit status: 0 all inputs read and pairs written, 3 some inputs or images could not be read or no pair was kept,
+1 nothing could start or no input could be read.""",
 )
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
@@ -64,7 +66,7 @@ def command(runs, out, policy, score, min_margin, noise, images_root, prompt, sh
     """Build DPO preference pairs (chosen / rejected captions) from scored describe candidates."""
     from describer.pairs import PairsJob, build_pairs
     from describer.prompts import load_prompt
-    from recon_score.errors import EXIT_OK, EXIT_PARTIAL
+    from recon_score.errors import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
 
     job = PairsJob(
         runs=list(runs),
@@ -81,7 +83,7 @@ def command(runs, out, policy, score, min_margin, noise, images_root, prompt, sh
         f"{summary.pairs} pairs from {summary.images} images ({summary.candidates} scored candidates) -> {out}"
     )
     if not summary.pairs:
-        click.echo("warning: no pair was kept, so no data file was written (see the reasons below)", err=True)
+        click.echo(f"error: no pair was kept, so nothing was written in {out} (the reasons below)", err=True)
     click.echo(f"seed-noise filter: {summary.noise_filter}")
     for reason, n in sorted(summary.dropped.items()):
         click.echo(f"dropped {n} pairs: {reason}")
@@ -92,4 +94,6 @@ def command(runs, out, policy, score, min_margin, noise, images_root, prompt, sh
         click.echo(f"held-out recon_score orders {a['agree']}/{a['pairs']} kept pairs the same way")
     for line in summary.failures[:20]:
         click.echo(f"error: {line}", err=True)
-    return EXIT_PARTIAL if summary.failures else EXIT_OK
+    if summary.failures and not summary.candidates:
+        return EXIT_ERROR  # no input could be read
+    return EXIT_PARTIAL if summary.failures or not summary.pairs else EXIT_OK

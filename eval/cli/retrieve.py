@@ -162,8 +162,8 @@ def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_k
     outcome = run_retrieve(
         cfg, captioner=caption_fn, rewriter=rewrite_fn, log=lambda m: click.echo(m, err=True)
     )
-    if (cfg.out / "table.md").is_file():
-        click.echo((cfg.out / "table.md").read_text())
+    if outcome.table:
+        click.echo(outcome.table)
     click.echo(f"results in {cfg.out}", err=True)
-    opt.smoke_banner(cfg.out / "run.json")
+    opt.smoke_banner(cfg.out)
     return outcome.exit_code

@@ -20,7 +20,17 @@ metric_opts = opt.options(
     opt.long_text(),
     opt.device(),
 )
-out_option = click.option("--out", type=opt.RUN_FOLDER, required=True)
+
+
+def _check_out(ctx, param, out: Path) -> Path:
+    """Refused before the study computes anything: a folder of another kind of run, or a run's own file."""
+    from recon_score.run_engine import check_run_target
+
+    check_run_target("study", out)
+    return out
+
+
+out_option = click.option("--out", type=opt.RUN_FOLDER, required=True, callback=_check_out)
 
 
 def _file(flag: str, help: str, *, required: bool = True, folder: bool = False) -> Callable:
@@ -43,11 +53,13 @@ def _metrics(default: str) -> Callable:
 def _show(out: Path, study) -> int:
     """Write the study, print its tables; exit status 3 when it skipped items."""
     from eval.studies.commands import write_study
+    from recon_score.run_engine import RunFolder
 
-    write_study(out, study)
+    with RunFolder("study", out) as run:
+        markdown = write_study(run, study)
     for name, (_df, title) in study.tables.items():
         click.echo(f"{title}\n")
-        click.echo((out / f"{name}.md").read_text().split("\n", 2)[2])
+        click.echo(markdown[name].split("\n", 2)[2])
     return EXIT_PARTIAL if study.partial else 0
 
 

@@ -18,7 +18,6 @@ import base64
 import hashlib
 import io
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,8 +51,6 @@ LABELS = {
     "metrics": "Metrics",
     "n_boot": "Bootstrap resamples",
 }
-# Model and encoder names of the smoke models (random weights): "smoke:z-image", "smoke:dreamsim", ...
-_SMOKE_SPEC = re.compile(r"^smoke:\S+$")
 
 
 @dataclass
@@ -305,36 +302,12 @@ def _meta(run: dict) -> list[tuple[str, str]]:
     return [(_label(k), v) for k, v in out]
 
 
-def _smoke_flags(obj) -> bool:
-    """A run record says its numbers are meaningless: a note saying so, a preset with `meaningless: true`, or a
-    smoke model/encoder spec anywhere in it (provenance excluded: argv is not configuration)."""
-    if isinstance(obj, dict):
-        if obj.get("meaningless") is True:
-            return True
-        return any(_smoke_flags(v) for k, v in obj.items() if k != "provenance")
-    if isinstance(obj, list):
-        return any(_smoke_flags(v) for v in obj)
-    return isinstance(obj, str) and ("meaningless" in obj or bool(_SMOKE_SPEC.match(obj)))
-
-
 def smoke_note(run: dict) -> str | None:
-    """The banner for a run: its own note, or SMOKE_NOTE when it, or a run it read (a study's `--run`
-    folders), used smoke models. Studies and retrieve/evaluate runs record no note of their own."""
+    """The banner for a run: its own note, or SMOKE_NOTE when its record says `meaningless` (a synthetic model
+    in its settings, or an input run that was meaningless: the Run decides when it writes the record)."""
     if run.get("note"):
         return str(run["note"])
-    if _smoke_flags(run):
-        return SMOKE_NOTE
-    cfg = run.get("config") or {}
-    upstream = list((cfg.get("runs") or {}).values()) + ([cfg["run"]] if cfg.get("run") else [])
-    for folder in upstream:
-        path = Path(str(folder)) / "run.json"
-        try:
-            up = read_json(path, expect=dict)
-        except (OSError, InputError):
-            continue
-        if up.get("note") or _smoke_flags(up):
-            return f"{SMOKE_NOTE} (input run {folder})"
-    return None
+    return SMOKE_NOTE if run.get("meaningless") is True else None
 
 
 def _caption_kinds(run: dict) -> dict[str, str]:
@@ -791,10 +764,9 @@ LOADERS = {
 
 
 def load_section(d: Path, store: ImageStore) -> Section:
-    run_path = d / "run.json"
-    if not run_path.exists():
-        raise ReconScoreError(f"{d} has no run.json: not a reconscore run folder")
-    run = read_json(run_path, expect=dict)
+    from recon_score.run_engine import load_record
+
+    run = load_record(d)
     kind = run.get("command")
     loader = LOADERS.get(kind)
     if loader is None:
@@ -816,9 +788,9 @@ def build_report(
     if page_size < 1:
         raise ValueError("page_size must be >= 1")
     out = Path(out)
-    from recon_score.run_engine import refuse_run_file
+    from recon_score.run_engine import check_file_target
 
-    refuse_run_file(out)  # e.g. RUN/scores.jsonl: the results would be replaced by HTML
+    check_file_target(out)  # e.g. RUN/scores.jsonl or a link to it: the results would be replaced by HTML
     out.parent.mkdir(parents=True, exist_ok=True)
     store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None, out.parent)
     sections = [load_section(Path(d), store) for d in run_dirs]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.studies.common import parse_pairs, write_run, write_table
+from eval.studies.common import parse_pairs, table_files
 from recon_score.runtime import utc_now
 
 
@@ -22,10 +22,18 @@ class Study:
     partial: bool = False  # exit status 3: some item was skipped
 
 
-def write_study(out: Path, study: Study) -> None:
+def write_study(run, study: Study) -> dict:
+    """Publish the study's tables and record in its run folder (a RunFolder of kind `study`); returns the
+    markdown of each table by name, for the CLI to print."""
+    files: dict[str, bytes] = {}
     for name, (df, title) in study.tables.items():
-        write_table(out, name, df, title=title)
-    write_run(out, study.name, study.config, started=study.started, note=study.note, **study.extra)
+        files |= table_files(name, df, title=title)
+    info = {"study": study.name, "note": study.note, "config": study.config, **study.extra}
+    cfg, points = study.config, study.extra.get("points") or {}
+    upstream = [*(cfg.get("runs") or {}).values(), *([cfg["run"]] if cfg.get("run") else [])]
+    upstream += [p["run"] for p in points.values()]  # compodiff-sweep: a retrieve run per point
+    run.publish(files=files, info={**info, "started": study.started}, upstream=upstream)
+    return {name: files[f"{name}.md"].decode("utf-8") for name in study.tables}
 
 
 def metric_options(preset: str, encoder: str | None, long_text: str, device: str | None) -> dict:

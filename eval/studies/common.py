@@ -1,15 +1,10 @@
-"""What every study shares: tables written as CSV + markdown, run.json with the study's full configuration."""
+"""What every study shares: tables as CSV + markdown files, the paper's names and scales."""
 
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pandas as pd
-
-from recon_score.atomic_io import atomic_write_text, write_json_atomic
-from recon_score.runtime import provenance, utc_now
 
 # Paper-style display: percentages x100 for every caption metric except ReconScore (already 0..100).
 PAPER_NAMES = {
@@ -52,28 +47,10 @@ def markdown_table(df: pd.DataFrame, *, digits: int = 2, index: bool = True) -> 
     return "\n".join(lines) + "\n"
 
 
-def write_table(
-    out: Path, name: str, df: pd.DataFrame, *, title: str, digits: int = 2, index: bool = True
-) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / f"{name}.csv", df.to_csv(index=index))
-    atomic_write_text(out / f"{name}.md", f"**{title}**\n\n" + markdown_table(df, digits=digits, index=index))
-
-
-def write_run(out: Path, study: str, config: dict, *, started: str, note: str | None = None, **extra) -> None:
-    write_json_atomic(
-        out / "run.json",
-        {
-            "command": "study",
-            "study": study,
-            "note": note,
-            "config": config,
-            "started": started,
-            "finished": utc_now(),
-            **extra,
-            "provenance": {**provenance(), "argv": ["reconscore", *sys.argv[1:]]},
-        },
-    )
+def table_files(name: str, df: pd.DataFrame, *, title: str, digits: int = 2, index: bool = True) -> dict:
+    """NAME.csv and NAME.md (markdown under a bold title), as the run's files to publish."""
+    md = f"**{title}**\n\n" + markdown_table(df, digits=digits, index=index)
+    return {f"{name}.csv": df.to_csv(index=index).encode("utf-8"), f"{name}.md": md.encode("utf-8")}
 
 
 def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from eval.studies.common import PAPER_NAMES, paper_scale
 from recon_score.errors import ReconScoreError
-from recon_score.textfiles import json_objects, read_json, read_lines
+from recon_score.textfiles import json_objects, read_lines
 
 N_SWEEP = (1, 2, 4, 6, 8, 10)
 
@@ -34,10 +34,9 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def _run_json(run_dir: Path) -> dict:
-    p = run_dir / "run.json"
-    if not p.exists():
-        raise ReconScoreError(f"{run_dir} has no run.json: not a reconscore run folder")
-    return read_json(p, expect=dict)
+    from recon_score.run_engine import load_record
+
+    return load_record(run_dir)
 
 
 # --- Table 8 ------------------------------------------------------------------------------------------------

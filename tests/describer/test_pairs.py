@@ -181,7 +181,7 @@ def test_pairs_command_writes_a_trl_preference_dataset(tmp_path, capsys):
     assert meta["provenance"]["argv"]
 
 
-def test_noise_off_and_min_margin(tmp_path):
+def test_noise_off_and_min_margin(tmp_path, capsys):
     from datasets import load_dataset
 
     run, out = _fake_run(tmp_path), tmp_path / "pairs"
@@ -195,16 +195,43 @@ def test_noise_off_and_min_margin(tmp_path):
     # a rerun with another policy replaces the dataset (never mixes two)
     assert main(["pairs", str(run), "--out", str(out), "--noise", "off"]) == 3
     assert len(load_dataset(str(out), split="train")) == 2  # UCM_1 and UCM_2 best-worst
-    # every pair dropped: said so, and no stale shard of the previous run is left behind
-    assert main(["pairs", str(run), "--out", str(out), "--min-margin", "100"]) == 0
-    assert not list(out.glob("data/*.parquet"))
-    assert json.loads((out / "run.json").read_text())["counts"]["pairs"] == 0
+    # every pair dropped: exit 3 with the reasons, nothing written (the previous dataset stays as it was) ...
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["pairs", str(run), "--out", str(out), "--min-margin", "100"]) == 3
+    assert "no pair was kept, so nothing was written" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    # ... and a new --out is not created: no folder a loader would take for a dataset of the record
+    assert main(["pairs", str(run), "--out", str(tmp_path / "none"), "--min-margin", "100"]) == 3
+    assert not (tmp_path / "none").exists()
+
+
+def test_the_dataset_folder_loads_as_pairs_only(tmp_path):
+    """The record (run.json), the lock and the invocation log lie outside data/: `load_dataset(OUT)` reads the
+    shards and nothing else."""
+    from datasets import load_dataset
+
+    run, out = _fake_run(tmp_path), tmp_path / "pairs"
+    assert main(["pairs", str(run), "--out", str(out), "--noise", "off"]) == 3
+    assert (out / "run.json").is_file() and sorted(p.name for p in (out / "data").iterdir()) == [
+        "train-00000.parquet"
+    ]
+    ds = load_dataset(str(out))
+    assert list(ds) == ["train"] and len(ds["train"]) == 2
+    assert {"image", "prompt", "chosen", "rejected"} <= set(ds["train"].column_names)
 
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    assert main(["pairs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 3
+    assert (
+        main(["pairs", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 1
+    )  # no input could be read
     assert "no candidates.jsonl" in capsys.readouterr().err
+    run = _fake_run(tmp_path)  # beside a readable run: named, and the rest is paired and written (exit 3)
+    assert (
+        main(["pairs", str(tmp_path / "empty"), str(run), "--noise", "off", "--out", str(tmp_path / "o")])
+        == 3
+    )
+    assert "no candidates.jsonl" in capsys.readouterr().err and (tmp_path / "o" / "data").is_dir()
 
 
 def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path, capsys):
@@ -217,7 +244,7 @@ def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path,
     ]
     write_jsonl_atomic(table, rows)
     out = tmp_path / "p"
-    assert main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 3
+    assert main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 1  # its only input unusable
     assert "pass --prompt" in capsys.readouterr().err
     argv = ["pairs", str(table), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
     assert main(argv) == 0

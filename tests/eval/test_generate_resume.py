@@ -1,0 +1,64 @@
+"""`reconscore generate` is a run like `score`: journaled through the run folder (its lock, its journal with
+checksums), so a SIGKILL between two batches resumes to the same bytes as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from recon_score.atomic_io import read_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+
+# the CLI, killed (SIGKILL, no cleanup) when the LLM is asked for its second batch of 16 prompts
+KILLED = """
+import os, signal, sys
+import preference_data.generators as gen
+real = gen.run_requests
+def run_requests(requests, complete, **kw):
+    calls = []
+    def dying(prompts):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return complete(prompts)
+    return real(requests, dying, **kw)
+gen.run_requests = run_requests
+from eval.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _generate(caps: Path, out: Path, *, killed: bool = False) -> subprocess.CompletedProcess:
+    args = ["generate", "perturb", "--captions", str(caps), "--model", "smoke:qwen3-text", "--device", "cpu",
+            "--max-new-tokens", "4", "--out", str(out)]  # fmt: skip
+    code = ["-c", KILLED] if killed else ["-m", "eval"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, *code, *args], cwd=REPO, env=env, capture_output=True, timeout=600)
+
+
+def test_kill_and_resume_gives_identical_output(tmp_path):
+    caps = tmp_path / "caps.jsonl"
+    rows = [
+        {"id": f"s{i}", "image": "images/UCM_1.tif", "caption": f"a farmland with {i} trees"}
+        for i in range(20)
+    ]
+    caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ref = tmp_path / "ref"
+    assert _generate(caps, ref).returncode in (0, 3)
+
+    out = tmp_path / "killed"
+    assert _generate(caps, out, killed=True).returncode == -9
+    assert not (out / "generated.jsonl").exists()
+    (journal,) = (out / "journal").glob("generated-rank-*.jsonl")
+    assert len(read_jsonl(journal)) == 1 + 16  # the header and the first batch, each record with its checksum
+
+    done = _generate(caps, out)
+    assert done.returncode in (0, 3), done.stderr[-2000:]
+    assert (out / "generated.jsonl").read_bytes() == (ref / "generated.jsonl").read_bytes()
+    run = json.loads((out / "run.json").read_text())
+    assert run["resumed"] and [i["rows_done"] for i in run["invocations"]] == [16, 4]
+    assert run["meaningless"] is True  # a synthetic model: the record says so

@@ -1,0 +1,250 @@
+"""Targets are checked before anything is written, for every command that writes (recon_score.run_engine,
+docs/runs.md, docs/bad-inputs.md): a folder of another kind of run, a run's own file (also through a symlink,
+`with_suffix` or another letter case), a full, size-limited or read-only disk, and run files that are FIFOs,
+devices or too large. Each case: exit 1, one `error:` line, the target folder's files unchanged (sha256)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from eval.cli import main
+from recon_score.run_engine import RunLock
+from tests.describer.test_pairs import _fake_run
+from tests.smoke_cli import correlate_ranking, smoke
+
+REPO = Path(__file__).resolve().parents[2]
+RANKING = REPO / "preference_data" / "examples" / "ranking_example.jsonl"
+CAPTIONS = REPO / "recon_score" / "sample" / "captions.jsonl"
+
+
+def _sums(folder: Path) -> dict[str, str]:
+    """sha256 of every file under `folder` (links followed only when they point at regular files)."""
+    found = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            found[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+        elif p.is_symlink():
+            found[str(p.relative_to(folder))] = "-> " + os.readlink(p)
+    return found
+
+
+def _errors(capsys) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+
+
+@pytest.fixture(scope="module")
+def score_run(tmp_path_factory) -> Path:
+    """A finished 2-row smoke score run, copied by each test that aims a command at it."""
+    out = tmp_path_factory.mktemp("score") / "run"
+    assert main(smoke("score", out, "--limit", "2")) == 0
+    return out
+
+
+@pytest.fixture
+def run(score_run, tmp_path) -> Path:
+    out = tmp_path / "run"
+    shutil.copytree(score_run, out, symlinks=True)
+    return out
+
+
+def _metrics_add(run: Path, out: Path) -> list[str]:
+    return ["metrics", "add", str(run), "--metrics", "bleu1", "--references", str(REPO / "recon_score" /
+            "sample" / "references.json"), "--out", str(out)]  # fmt: skip
+
+
+def _sweep(tmp_path: Path, out: Path) -> list[str]:
+    (tmp_path / "release").mkdir(exist_ok=True)
+    (tmp_path / "PatternNet").mkdir(exist_ok=True)
+    return ["study", "compodiff-sweep", "--root", str(tmp_path / "PatternNet"), "--encoder", "smoke:open-clip",
+            "--checkpoint", str(tmp_path / "release"), "--device", "cpu", "--out", str(out)]  # fmt: skip
+
+
+WRITERS = {
+    "pairs": lambda tmp, out: ["pairs", str(_fake_run(tmp / "src")), "--policy", "all", "--out", str(out)],
+    "correlate": lambda tmp, out: correlate_ranking(RANKING, "clipscore", out, "--bootstrap", "10"),
+    "compodiff-sweep": _sweep,
+    "study n-sweep": lambda tmp, out: [
+        "study",
+        "n-sweep",
+        "--run",
+        f"a={_fake_run(tmp / 'src')}",
+        "--out",
+        str(out),
+    ],
+    "generate": lambda tmp, out: [
+        "generate",
+        "paraphrase",
+        "--captions",
+        str(CAPTIONS),
+        "--model",
+        "smoke:qwen3-text",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ],
+}
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_a_folder_of_another_kind_is_refused_untouched(command, run, tmp_path, capsys):
+    before = _sums(run)
+    assert main(WRITERS[command](tmp_path, run)) == 1
+    errors = _errors(capsys)
+    assert len(errors) == 1 and "is a `score` run folder" in errors[0] and str(run) in errors[0]
+    assert _sums(run) == before
+    # also any folder inside the run's own files (its journal, its reconstructions)
+    assert main(WRITERS[command](tmp_path, run / "journal")) == 1
+    assert "is a file of the score run" in _errors(capsys)[0]
+    assert _sums(run) == before
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["journal/rank-0.jsonl", "run.jsonl", "scores.jsonl", "Scores.jsonl", "journal/invocations.jsonl"],
+)
+def test_metrics_add_never_writes_a_file_of_the_run(target, run, capsys):
+    """`run.jsonl` would put its record on RUN/run.json (with_suffix); `Scores.jsonl` is scores.jsonl on a
+    case-insensitive disk."""
+    before = _sums(run)
+    assert main(_metrics_add(run, run / target)) == 1
+    errors = _errors(capsys)
+    assert len(errors) == 1 and "writing it would destroy the run's results" in errors[0]
+    assert _sums(run) == before
+
+
+def test_a_symlink_to_a_run_file_is_refused(run, tmp_path, capsys):
+    before = _sums(run)
+    (tmp_path / "link.jsonl").symlink_to(run / "scores.jsonl")
+    (tmp_path / "linked").symlink_to(run / "journal")
+    assert main(_metrics_add(run, tmp_path / "link.jsonl")) == 1
+    assert main(["report", str(run), "--out", str(tmp_path / "linked" / "rank-0.jsonl")]) == 1
+    assert main(["report", str(run), "--out", str(tmp_path / "link.jsonl")]) == 1
+    assert len(_errors(capsys)) == 3
+    assert _sums(run) == before
+
+
+def test_a_metrics_table_named_like_its_record_is_refused(run, tmp_path, capsys):
+    assert main(_metrics_add(run, tmp_path / "m.json")) == 1
+    assert "ends in .json" in _errors(capsys)[0]
+
+
+def _mount(mnt: Path, size: str) -> None:
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    mnt = tmp_path / "ro"
+    _mount(mnt, "1m")
+    (mnt / "kept.txt").write_text("the user's file")
+    subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    mnt = tmp_path / "tiny"
+    _mount(mnt, "12k")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_read_only_disk_is_one_line_for_every_writer(run, read_only, tmp_path, capsys):
+    before = _sums(read_only)
+    argvs = {
+        "score": smoke("score", read_only / "new", "--limit", "1"),
+        "pairs": WRITERS["pairs"](tmp_path, read_only / "new"),
+        "correlate": WRITERS["correlate"](tmp_path, read_only / "new"),
+        "report": ["report", str(run), "--out", str(read_only / "r.html")],
+        "report, new folder": ["report", str(run), "--out", str(read_only / "sub" / "r.html")],
+        "metrics add": _metrics_add(run, read_only / "m.jsonl"),
+    }
+    for name, argv in argvs.items():
+        assert main(argv) == 1, name
+        errors = _errors(capsys)
+        assert len(errors) == 1 and errors[0].startswith("error: cannot write in "), (name, errors)
+        assert "read-only" in errors[0] and str(read_only) in errors[0], (name, errors)
+    assert _sums(read_only) == before
+
+
+def test_a_full_disk_is_one_line_and_a_new_folder_is_not_left_behind(run, tiny_disk, tmp_path, capsys):
+    """12 KB: the record fits, a pair's PNG does not."""
+    out = tiny_disk / "pairs"
+    assert main(WRITERS["pairs"](tmp_path, out)) == 1
+    errors = _errors(capsys)
+    assert len(errors) == 1 and "no space left on the device" in errors[0] and str(out) in errors[0]
+    assert not out.exists()
+    assert main(["report", str(run), "--out", str(tiny_disk / "r.html")]) == 1
+    assert "no space left on the device" in _errors(capsys)[0]
+    assert list(tiny_disk.iterdir()) == []
+
+
+def test_a_file_size_limit_is_one_line(run, tmp_path, capsys):
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64, hard))
+    try:
+        rc = main(["report", str(run), "--out", str(tmp_path / "r.html")])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert rc == 1
+    assert _errors(capsys) == [f"error: cannot write in {tmp_path}: file size limit reached; free space and rerun "
+                               "the same command"]  # fmt: skip
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_run_files_that_are_fifos_devices_or_too_large_are_named(run, tmp_path, capsys):
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert main(["pairs", str(fifo), "--prompt", "x", "--out", str(tmp_path / "p")]) == 1
+    assert f"{fifo}: file is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+    assert main(["pairs", "/dev/zero", "--prompt", "x", "--out", str(tmp_path / "p")]) == 1
+    assert "/dev/zero: file is a device, not a regular file" in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+    (run / "scores.jsonl").unlink()
+    (run / "scores.jsonl").symlink_to("/dev/zero")
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 1
+    assert _errors(capsys) == [f"error: {run / 'scores.jsonl'}: file is a device, not a regular file"]
+    (run / "scores.jsonl").unlink()
+    with open(run / "scores.jsonl", "wb") as f:
+        f.truncate((2 << 30) + 1)  # sparse: over the bound without using the disk
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 1
+    assert "2,147,483,649 bytes, over the 2,147,483,648-byte limit" in _errors(capsys)[0]
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_pairs_holds_the_lock_like_every_run(tmp_path, capsys):
+    out = tmp_path / "pairs"
+    out.mkdir()
+    with RunLock(out):
+        assert main(WRITERS["pairs"](tmp_path, out)) == 1
+    assert "is in use by another process" in _errors(capsys)[0]
+    assert sorted(p.name for p in out.iterdir()) == [".lock"]
+
+
+def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys):
+    """No compatibility code: a folder whose journal this version would not read (an older `generate` kept
+    journal/generated.jsonl) is refused, not silently recomputed or mixed."""
+    (run / "journal" / "generated.jsonl").write_text("{}\n")
+    before = _sums(run)
+    assert main(smoke("score", run, "--limit", "2")) == 1
+    assert _errors(capsys) == [
+        f"error: {run} was written by an older reconscore (journal/generated.jsonl); rerun the command with "
+        "--overwrite, or choose another --out"
+    ]
+    assert _sums(run) == before
