@@ -59,11 +59,17 @@ def main() -> None:
     phrases = statistics.fmean(len(split_phrases(c)) for c in CAPTIONS)
     print(f"preset {args.preset}, device {args.device}, K = {args.seeds} seeds, {len(CAPTIONS)} captions, "
           f"{phrases:.2f} phrases per caption on average, {args.rounds} interleaved rounds")  # fmt: skip
-    print(f"renders per caption: score {args.seeds}, explain {(phrases + 1) * args.seeds:.1f} ((phrases + 1) x K)")
+    print(
+        f"renders per caption: score {args.seeds}, explain {(phrases + 1) * args.seeds:.1f} ((phrases + 1) x K)"
+    )
     for name, values in times.items():
-        print(f"{name:8s} s/caption: median {statistics.median(values):.3f}  range {min(values):.3f}-{max(values):.3f}")
+        print(
+            f"{name:8s} s/caption: median {statistics.median(values):.3f}  range {min(values):.3f}-{max(values):.3f}"
+        )
     ratios = [e / s for e, s in zip(times["explain"], times["score"])]
-    print(f"explain / score: median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}")
+    print(
+        f"explain / score: median {statistics.median(ratios):.2f}  range {min(ratios):.2f}-{max(ratios):.2f}"
+    )
 
 
 if __name__ == "__main__":

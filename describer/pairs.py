@@ -19,6 +19,7 @@ nothing), and a line or a run.json field that cannot be used is reported with fi
 from __future__ import annotations
 
 import io
+import json
 import logging
 import math
 import shutil

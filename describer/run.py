@@ -24,8 +24,8 @@ from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
-from recon_score.explain import ExplainOptions, explain_row
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
+from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
@@ -358,7 +358,9 @@ def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> 
         if res["index"] is None:
             continue
         stem = f"{rec['row']:06d}_chosen"
-        res["explain"], files = explain_row(scorer, loaded[rec["row"]], res["caption"], seeds, job.explain, out, stem)
+        res["explain"], files = explain_row(
+            scorer, loaded[rec["row"]], res["caption"], seeds, job.explain, out, stem
+        )
         rec.setdefault("files", {}).update(dict(files))
 
 

@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +29,21 @@ from PIL import Image
 
 # Connectives that open a new phrase (kept with the phrase they open, so leaving it out removes them too):
 # coordinating conjunctions, "with"/"without", relative pronouns and adverbs.
-CONNECTIVES = ("and", "or", "but", "nor", "yet", "with", "without", "which", "that", "who", "whose", "where", "while")
+CONNECTIVES = (
+    "and",
+    "or",
+    "but",
+    "nor",
+    "yet",
+    "with",
+    "without",
+    "which",
+    "that",
+    "who",
+    "whose",
+    "where",
+    "while",
+)
 _CONNECTIVE = re.compile(r"\s+(?=(?:" + "|".join(CONNECTIVES) + r")\b)", re.IGNORECASE)
 _PUNCT = re.compile(r"(?<=[,;:])\s*|(?<=[.!?])\s+")
 
@@ -81,7 +96,7 @@ def split_phrases(caption: str) -> list[Phrase]:
     cuts.update(m.end() for m in _CONNECTIVE.finditer(caption))
     bounds = sorted(cuts)
     spans: list[list[int]] = []
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in pairwise(bounds):
         if not any(ch.isalnum() for ch in caption[a:b]) and spans:
             spans[-1][1] = b
         elif b > a:
@@ -192,7 +207,9 @@ def tower_maps(original: np.ndarray, recon: np.ndarray) -> tuple[np.ndarray, np.
 def _resize(grid: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     if grid.shape == shape:
         return grid
-    img = Image.fromarray(grid.astype(np.float32), mode="F").resize((shape[1], shape[0]), Image.Resampling.BILINEAR)
+    img = Image.fromarray(grid.astype(np.float32), mode="F").resize(
+        (shape[1], shape[0]), Image.Resampling.BILINEAR
+    )
     return np.asarray(img, dtype=np.float64)
 
 
@@ -210,7 +227,12 @@ def cell_box(index: tuple[int, int], shape: tuple[int, int], box) -> list[float]
     (r, c), (rows, cols) = index, shape
     x0, y0, x1, y1 = box
     w, h = (x1 - x0) / cols, (y1 - y0) / rows
-    return [round(x0 + c * w, 6), round(y0 + r * h, 6), round(x0 + (c + 1) * w, 6), round(y0 + (r + 1) * h, 6)]
+    return [
+        round(x0 + c * w, 6),
+        round(y0 + r * h, 6),
+        round(x0 + (c + 1) * w, 6),
+        round(y0 + (r + 1) * h, 6),
+    ]
 
 
 # -- statistics -------------------------------------------------------------------------------------------------
@@ -293,7 +315,13 @@ def _attach_maps(expl: Explanation, scorer, image: Image.Image, renders: _Render
 
 
 def explain_one(
-    scorer, image: Image.Image, caption: str, *, seeds: Sequence[int], max_phrases: int = 8, level: float = 0.05
+    scorer,
+    image: Image.Image,
+    caption: str,
+    *,
+    seeds: Sequence[int],
+    max_phrases: int = 8,
+    level: float = 0.05,
 ) -> Explanation:
     """The explanation of one loaded image and its caption (see the module docstring)."""
     from recon_score.errors import InputError
@@ -409,10 +437,18 @@ def save(expl: Explanation, original: Image.Image, out: Path, stem: str) -> list
 
 
 def explain_row(
-    scorer, image: Image.Image, caption: str, seeds: Sequence[int], options: ExplainOptions, out: Path, stem: str
+    scorer,
+    image: Image.Image,
+    caption: str,
+    seeds: Sequence[int],
+    options: ExplainOptions,
+    out: Path,
+    stem: str,
 ) -> tuple[dict, list[list[str]]]:
     """A results row's `explain` field (the Explanation's record plus its files) and the files written."""
-    expl = explain_one(scorer, image, caption, seeds=seeds, max_phrases=options.max_phrases, level=options.level)
+    expl = explain_one(
+        scorer, image, caption, seeds=seeds, max_phrases=options.max_phrases, level=options.level
+    )
     files = save(expl, image, out, stem)
     rec = expl.record()
     rec.update({"maps": None, "heatmap": None})

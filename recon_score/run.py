@@ -26,8 +26,8 @@ from pathlib import Path
 
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
-from recon_score.explain import ExplainOptions, explain_row
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
+from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
@@ -65,7 +65,9 @@ class ScoreJob:
     source: dict | None = None  # what `rows` came from, for run.json
     seeds: int = 1  # K renders per caption (recon_score.seeds); 1 = the preset's seed only, as the paper
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
-    explain: ExplainOptions | None = None  # gap maps and phrase attributions per scored row (recon_score.explain)
+    explain: ExplainOptions | None = (
+        None  # gap maps and phrase attributions per scored row (recon_score.explain)
+    )
 
 
 @dataclass

@@ -443,7 +443,9 @@ class ReconScorer:
         renders; `max_phrases` bounds it. See docs/explain.md."""
         from recon_score.explain import explain_one
 
-        seed_list = [self.preset.seed] if seeds is None else [seeds] if isinstance(seeds, int) else list(seeds)
+        seed_list = (
+            [self.preset.seed] if seeds is None else [seeds] if isinstance(seeds, int) else list(seeds)
+        )
         if not seed_list:
             raise ValueError("explain needs at least one seed")
         img = to_pil_image(image, name="image") if is_array_image(image) else image

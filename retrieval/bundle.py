@@ -156,7 +156,9 @@ def load_bundle(path: str | Path) -> Bundle:
     return Bundle(path=path, data=data, resources=resources, protocol=protocol)
 
 
-MAX_INFLATION = 200  # uncompressed / compressed bytes above which a member is refused (deflate tops out near 1032)
+MAX_INFLATION = (
+    200  # uncompressed / compressed bytes above which a member is refused (deflate tops out near 1032)
+)
 SMALL_MEMBER = 256 << 20  # members up to this size are read whatever their ratio (strings compress well)
 
 
@@ -188,10 +190,14 @@ def _check_members(fh, where: str) -> None:
                         raise ValueError(f"npy format version {version}")
                     shape, _, dtype = read(member)
                 except ValueError as err:
-                    raise BundleError(where, key, f"has no readable .npy header ({err})", "Write it with np.savez.") from err
+                    raise BundleError(
+                        where, key, f"has no readable .npy header ({err})", "Write it with np.savez."
+                    ) from err
                 header = member.tell()
             if dtype.hasobject:
-                raise BundleError(where, key, "needs pickle to load (an object array)", "Store strings with dtype=str.")
+                raise BundleError(
+                    where, key, "needs pickle to load (an object array)", "Store strings with dtype=str."
+                )
             declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
             if header + declared != info.file_size:
                 raise BundleError(
@@ -206,7 +212,10 @@ def _check_members(fh, where: str) -> None:
             total += info.file_size
         if total > _memory_bytes():
             raise BundleError(
-                where, "*", f"holds {total} bytes of arrays, more than this machine's memory", "Split the bundle."
+                where,
+                "*",
+                f"holds {total} bytes of arrays, more than this machine's memory",
+                "Split the bundle.",
             )
 
 

@@ -49,7 +49,9 @@ def _payload_span(fh, size: int, where: str) -> tuple[int, int]:
     while True:
         head = fh.read(1)
         if not head:
-            raise FlaxCheckpointError(f"{where}: not a readable pickle (it ends at byte {pos}, before any bytes)")
+            raise FlaxCheckpointError(
+                f"{where}: not a readable pickle (it ends at byte {pos}, before any bytes)"
+            )
         code = head[0]
         width = _PRE_OPS.get(code) or _BYTES_ARG.get(code)
         if width is None:
@@ -103,7 +105,9 @@ def _shape(value, where: str, what: str = "array leaf") -> tuple[int, ...]:
     if not isinstance(value, (list, tuple)) or not all(
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in value
     ):
-        raise FlaxCheckpointError(f"{where}: a malformed {what} (shape {value!r} is not a list of sizes >= 0)")
+        raise FlaxCheckpointError(
+            f"{where}: a malformed {what} (shape {value!r} is not a list of sizes >= 0)"
+        )
     return tuple(value)
 
 
@@ -151,7 +155,9 @@ def _joined(tree: dict, where: str) -> np.ndarray:
     shape = _shape(_numbered(tree["shape"], "shape", where), where, "chunked array")
     chunks = _numbered(tree["chunks"], "chunks", where)
     if not chunks or not all(isinstance(c, np.ndarray) for c in chunks):
-        raise FlaxCheckpointError(f"{where}: a malformed chunked array (its chunks must be arrays, at least one)")
+        raise FlaxCheckpointError(
+            f"{where}: a malformed chunked array (its chunks must be arrays, at least one)"
+        )
     if len({c.dtype for c in chunks}) != 1:
         raise FlaxCheckpointError(f"{where}: a malformed chunked array (chunks of different dtypes)")
     count, have = int(np.prod(shape, dtype=np.int64)) if shape else 1, sum(c.size for c in chunks)

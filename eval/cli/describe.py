@@ -68,7 +68,9 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     help="Explain each chosen caption on held-out renders: gap maps and phrase effects in captions.jsonl's "
     "`explain` (docs/explain.md). Costs (phrases + 1) x --explain-seeds renders per image.",
 )
-@opt.positive_int("--explain-max-phrases", default=8, help="With --explain: attribute at most the first N phrases.")
+@opt.positive_int(
+    "--explain-max-phrases", default=8, help="With --explain: attribute at most the first N phrases."
+)
 @opt.positive_int(
     "--explain-seeds",
     default=1,
@@ -140,7 +142,9 @@ def command(
         trust_remote_code=kw.get("trust_remote_code", False),
     )
     if explain and getattr(selector, "scorer", None) is None:
-        raise click.UsageError(f"--explain needs ReconScore selection (--select-by recon_score), not {p.select_by!r}")
+        raise click.UsageError(
+            f"--explain needs ReconScore selection (--select-by recon_score), not {p.select_by!r}"
+        )
     preflight(cap, selector)
     job = DescribeJob(
         preset=p,

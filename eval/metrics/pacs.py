@@ -30,7 +30,10 @@ WEIGHTS = (
     "smoke",
     "shapes",
 )  # the released checkpoint; tiny random; full-size random (benchmarks)
-REFERENCE_FLOORS = ("none", "zero")  # the max reference cosine as is (the authors' code) / clipped at 0 (Eq. 2)
+REFERENCE_FLOORS = (
+    "none",
+    "zero",
+)  # the max reference cosine as is (the authors' code) / clipped at 0 (Eq. 2)
 
 
 def release_spec(encoder: str, weights: str) -> str:
@@ -83,7 +86,9 @@ class _ReleasedClipMetric(_ClipMetric):
     ):
         floor = self.default_floor if reference_floor is None else reference_floor
         if floor not in REFERENCE_FLOORS:
-            raise ReconScoreError(f"reference_floor must be one of {', '.join(REFERENCE_FLOORS)}, got {floor!r}")
+            raise ReconScoreError(
+                f"reference_floor must be one of {', '.join(REFERENCE_FLOORS)}, got {floor!r}"
+            )
         super().__init__(
             encoder=release_spec(encoder or self.default_encoder, weights),
             prefix=prefix,

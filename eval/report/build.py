@@ -246,7 +246,7 @@ def _score_table(rows: list[dict], note: str | None) -> Table:
             ex = r.get("explain") if isinstance(r.get("explain"), dict) else {}
             worst = ex.get("worst_phrase")
             row += [worst if isinstance(worst, str) else "", _fmt(ex.get("worst_delta"), 3)]
-        out.append(row + [str(r.get("error") or "")])
+        out.append([*row, str(r.get("error") or "")])
     return _caption_table("Every caption", columns, out, note)
 
 

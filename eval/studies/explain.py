@@ -49,7 +49,9 @@ def kinds_table(phrases: pd.DataFrame) -> pd.DataFrame:
             "hurt (significant)": len(hurt),
             "share hurt %": 100 * len(hurt) / len(sub) if len(sub) else float("nan"),
         })  # fmt: skip
-    return pd.DataFrame(out).set_index("kind").sort_values("share hurt %", ascending=False, na_position="last")
+    return (
+        pd.DataFrame(out).set_index("kind").sort_values("share hurt %", ascending=False, na_position="last")
+    )
 
 
 def worst_table(phrases: pd.DataFrame, n: int = 20) -> pd.DataFrame:

@@ -204,7 +204,9 @@ class DreamSimEncoder(SquashingEncoder):
         for extractor, model_type in zip(inner.extractor_list, inner.model_list):
             desc = extractor.extract_descriptors(inner._preprocess(x, model_type), 11)
             rows, cols = extractor.num_patches
-            grids.append(PatchGrid(token_grid(desc.reshape(len(images), desc.shape[-2], -1), rows, cols), boxes))
+            grids.append(
+                PatchGrid(token_grid(desc.reshape(len(images), desc.shape[-2], -1), rows, cols), boxes)
+            )
         return grids
 
 

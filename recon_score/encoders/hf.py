@@ -17,7 +17,15 @@ from pathlib import Path
 import torch
 
 from recon_score import synthetic
-from recon_score.encoders.base import Box, Encoder, EncoderInfo, PatchGrid, centre_crop_box, shorter_side, token_grid
+from recon_score.encoders.base import (
+    Box,
+    Encoder,
+    EncoderInfo,
+    PatchGrid,
+    centre_crop_box,
+    shorter_side,
+    token_grid,
+)
 from recon_score.errors import ModelNotAvailableError
 
 # SigLIP-family text towers were trained on max_length-padded text; other towers use dynamic padding

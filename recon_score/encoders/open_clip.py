@@ -25,7 +25,15 @@ import torch
 
 from recon_score import synthetic
 from recon_score.checkpoints import load_strict, read_checkpoint
-from recon_score.encoders.base import Box, Encoder, EncoderInfo, PatchGrid, centre_crop_box, shorter_side, token_grid
+from recon_score.encoders.base import (
+    Box,
+    Encoder,
+    EncoderInfo,
+    PatchGrid,
+    centre_crop_box,
+    shorter_side,
+    token_grid,
+)
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import is_offline
 
@@ -474,9 +482,12 @@ RELEASES: dict[str, Release] = {
 # Named variants: every LoRA pair folded (what the PAC-S++ layers would add had they not been marked merged);
 # Long-CLIP with the file's fp32 values as stored.
 RELEASES |= {
-    f"{name}-lora-all": replace(RELEASES[name], lora_unused=()) for name in ("pacs++-ViT-B-32", "pacs++-ViT-L-14")
+    f"{name}-lora-all": replace(RELEASES[name], lora_unused=())
+    for name in ("pacs++-ViT-B-32", "pacs++-ViT-L-14")
 }
-RELEASES |= {f"{name}-fp32": replace(RELEASES[name], round_fp16=False) for name in ("longclip-B", "longclip-L")}
+RELEASES |= {
+    f"{name}-fp32": replace(RELEASES[name], round_fp16=False) for name in ("longclip-B", "longclip-L")
+}
 LONGCLIP_KEEP = 20  # Long-CLIP keeps CLIP's first 20 positions and uses its stretched copy from 20 on
 _OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # dropped by the authors' build_model
 
@@ -622,7 +633,9 @@ def build_release(
     preprocess = release_transform(release, model.visual.image_size)
     tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)
     extra = {"activation": activation_of(model), "context_length": release.context_length}
-    extra["checkpoint_dtype"] = "float16 (rounded, as the authors' build_model)" if release.round_fp16 else "as stored"
+    extra["checkpoint_dtype"] = (
+        "float16 (rounded, as the authors' build_model)" if release.round_fp16 else "as stored"
+    )
     info = EncoderInfo(
         spec=f"{random}:open-clip/{name}" if random else f"open_clip:{name}" + (f"@{where}" if where else ""),
         kind="embedding",
@@ -658,7 +671,15 @@ def round_to_fp16(model: torch.nn.Module, *, everything: bool = False) -> None:
         for param in model.parameters():
             param.copy_(param.half())
         return
-    names = ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "bias_k", "bias_v")
+    names = (
+        "in_proj_weight",
+        "q_proj_weight",
+        "k_proj_weight",
+        "v_proj_weight",
+        "in_proj_bias",
+        "bias_k",
+        "bias_v",
+    )
     for module in model.modules():
         tensors = []
         if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):

@@ -50,14 +50,18 @@ class CompoDiffMethodConfig:
     seed: int = 0  # torch.manual_seed per batch, as the authors' `random_seed`
     batch_size: int = 16
     text_encoder: str = "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k"  # hub id or local folder (CLIPTextModel)
-    clip_weights: str = "fp16-rounded"  # the authors' from_pretrained(torch_dtype=float16).to(float32); "as-stored"
+    clip_weights: str = (
+        "fp16-rounded"  # the authors' from_pretrained(torch_dtype=float16).to(float32); "as-stored"
+    )
     reference_resize: str = "squash-512"  # demo_search.py's image.resize((512, 512)); "none"
 
     def __post_init__(self):
         if self.clip_weights not in ("fp16-rounded", "as-stored"):
             raise ValueError(f"clip_weights must be 'fp16-rounded' or 'as-stored', got {self.clip_weights!r}")
         if self.reference_resize not in ("squash-512", "none"):
-            raise ValueError(f"reference_resize must be 'squash-512' or 'none', got {self.reference_resize!r}")
+            raise ValueError(
+                f"reference_resize must be 'squash-512' or 'none', got {self.reference_resize!r}"
+            )
         if self.steps < 2:
             raise ValueError(f"steps must be >= 2, got {self.steps}")
         if not 0.0 <= self.source_weight <= 1.0:

@@ -244,7 +244,9 @@ def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path,
     ]
     write_jsonl_atomic(table, rows)
     out = tmp_path / "p"
-    assert main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 1  # its only input unusable
+    assert (
+        main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 1
+    )  # its only input unusable
     assert "pass --prompt" in capsys.readouterr().err
     argv = ["pairs", str(table), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
     assert main(argv) == 0

@@ -98,7 +98,11 @@ def test_retrieve_eval_damaged_bundle(tmp_path, capsys, damage):
             for name in z.namelist():
                 w.writestr(name, z.read(name)[:40] if name == "database.npy" else z.read(name))
     assert main(["retrieve-eval", "--bundle", str(bundle), "--method", "sum", "--json"]) == 1
-    problem = ": 'database' has no readable .npy header (EOF" if damage == "bad-member" else " is not a readable .npz file ("
+    problem = (
+        ": 'database' has no readable .npy header (EOF"
+        if damage == "bad-member"
+        else " is not a readable .npz file ("
+    )
     assert _one_error_line(capsys).startswith(f"error: {bundle}{problem}")
 
 

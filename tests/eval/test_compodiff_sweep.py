@@ -66,7 +66,9 @@ def test_the_swept_settings_cannot_also_be_set(tmp_path, capsys):
 def test_empty_or_holed_grids_are_refused(tmp_path, capsys, extra, message):
     """`--weights ""` used to exit 0 with an empty table and never look at --root."""
     root = layouts.patterncom(tmp_path / "PatternNet")
-    (tmp_path / "release").mkdir()  # click checks that the folder exists; the grid is refused before it is read
+    (
+        tmp_path / "release"
+    ).mkdir()  # click checks that the folder exists; the grid is refused before it is read
     assert main(_argv(root, tmp_path / "release", tmp_path / "sweep", *extra)) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err

@@ -38,7 +38,7 @@ def test_segments_cover_the_caption_in_order_and_colour_by_sign():
 
 def test_view_names_the_worst_phrase_and_survives_hostile_values():
     caption = "a farmland, a road"
-    ex = {"caption": caption, "phrases": [_phrase(caption, "a road", -0.5, True)] + ["junk", {"start": "x"}],
+    ex = {"caption": caption, "phrases": [_phrase(caption, "a road", -0.5, True), "junk", {"start": "x"}],
           "worst_phrase": "a road", "worst_delta": -0.5, "skipped_phrases": 2, "maps_note": None}  # fmt: skip
     view = explain_view(ex, "data:image/png;base64,AAAA")
     assert view.worst == "a road (-0.500)" and view.heatmap.startswith("data:")

@@ -144,7 +144,9 @@ def test_longclip_position_table_matches_the_authors_masks():
 def test_released_key_layout_loads_strictly(name):
     """Every key and shape of the authors' model (as their loader saves/loads it) fits open_clip's CLIP."""
     rel = RELEASES[name]
-    layout = next(LAYOUTS[k] for k in LAYOUTS if RELEASES[k].filename == rel.filename)  # variants share a file
+    layout = next(
+        LAYOUTS[k] for k in LAYOUTS if RELEASES[k].filename == rel.filename
+    )  # variants share a file
     state = {k: torch.empty(shape, device="meta") for k, shape in layout.items()}
     ckpt = {"state_dict": state} if rel.layout != "longclip" else state
     model = release_model(rel, device="cpu", mode="empty")
@@ -209,7 +211,9 @@ def test_pacs_plus_plus_lora_folds_into_the_weights_as_the_authors_layers_add_it
     img = torch.randn(1, 3, 4, 4, generator=g)
     conv_authors = F.conv2d(img, cw + (cb @ ca).view(cw.shape) * s, stride=k)
     torch.testing.assert_close(F.conv2d(img, merged["conv1.weight"], stride=k), conv_authors)
-    default = merge_lora({f"x.{k}": v for k, v in state.items()}, unused=RELEASES["pacs++-ViT-B-32"].lora_unused)
+    default = merge_lora(
+        {f"x.{k}": v for k, v in state.items()}, unused=RELEASES["pacs++-ViT-B-32"].lora_unused
+    )
     torch.testing.assert_close(default["x.mlp.c_fc.weight"], w)  # the MLP pair is dropped, not folded
     torch.testing.assert_close(default["x.attn.in_proj_weight"], merged["attn.in_proj_weight"])
     assert not [k for k in default if "lora" in k]

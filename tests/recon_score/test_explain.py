@@ -50,7 +50,9 @@ def paint(text: str, width: int, height: int, generator: torch.Generator) -> Ima
 class PaintPipeline:
     """diffusers' text-to-image call signature; returns `.images` like a pipeline output."""
 
-    def __call__(self, prompt, height, width, num_inference_steps, generator, output_type="pil", guidance_scale=0.0):
+    def __call__(
+        self, prompt, height, width, num_inference_steps, generator, output_type="pil", guidance_scale=0.0
+    ):
         images = [paint(p, width, height, g) for p, g in zip(prompt, generator)]
         return type("Output", (), {"images": images})()
 
@@ -59,11 +61,18 @@ class ColourPatches(Encoder):
     """Patch tokens = mean colour of each 8x8 cell of a 64x64 squash (centred); embedding = the 4x4 cell means."""
 
     def __init__(self):
-        self.info = EncoderInfo(spec="test:colour-patches", kind="embedding", modalities=("image",), source="test")
+        self.info = EncoderInfo(
+            spec="test:colour-patches", kind="embedding", modalities=("image",), source="test"
+        )
         self.device = torch.device("cpu")
 
     def _cells(self, images, n):
-        arr = np.stack([np.asarray(im.convert("RGB").resize((64, 64), Image.Resampling.BOX), np.float64) for im in images])
+        arr = np.stack(
+            [
+                np.asarray(im.convert("RGB").resize((64, 64), Image.Resampling.BOX), np.float64)
+                for im in images
+            ]
+        )
         return torch.from_numpy(arr.reshape(len(images), n, 64 // n, n, 64 // n, 3).mean((2, 4)) / 255 - 0.5)
 
     def _embed_images(self, images):
@@ -98,7 +107,9 @@ SEEDS = [1, 2, 3, 4, 5]
 def region_mean(grid: np.ndarray, box) -> float:
     rows, cols = grid.shape
     x0, y0, x1, y1 = box
-    return float(grid[int(y0 * rows) : int(np.ceil(y1 * rows)), int(x0 * cols) : int(np.ceil(x1 * cols))].mean())
+    return float(
+        grid[int(y0 * rows) : int(np.ceil(y1 * rows)), int(x0 * cols) : int(np.ceil(x1 * cols))].mean()
+    )
 
 
 def inside(point_box, plant_box) -> bool:
@@ -138,7 +149,10 @@ def test_correct_and_wrong_phrases_get_significant_deltas_of_opposite_sign(toy_s
 def test_deltas_are_the_per_seed_paired_differences(toy_scorer):
     caption = "a green field, a red square"
     expl = toy_scorer.explain(planted_original(), caption, seeds=SEEDS[:3])
-    reduced = [toy_scorer.score(planted_original(), without(caption, split_phrases(caption)[1]), seeds=s) for s in SEEDS[:3]]
+    reduced = [
+        toy_scorer.score(planted_original(), without(caption, split_phrases(caption)[1]), seeds=s)
+        for s in SEEDS[:3]
+    ]
     expected = [f - r.recon_score for f, r in zip(expl.per_seed, reduced)]
     assert expl.phrases[1].per_seed == pytest.approx(expected, abs=1e-5)
 
@@ -152,7 +166,7 @@ def test_an_encoder_without_patch_tokens_still_attributes_phrases(toy_scorer):
 
 def test_paired_effect_matches_scipy_ttest_rel():
     full, reduced = [71.2, 70.4, 72.9, 70.1], [70.0, 70.9, 71.1, 69.0]
-    mean, se, t, sig = paired_effect(full, reduced, 0.05)
+    mean, _se, t, sig = paired_effect(full, reduced, 0.05)
     ref = stats.ttest_rel(full, reduced)
     assert t == pytest.approx(ref.statistic, rel=1e-12)
     assert sig == (ref.pvalue < 0.05)
@@ -166,7 +180,13 @@ def test_paired_effect_matches_scipy_ttest_rel():
         ("green farmland", ["green farmland"]),
         (
             "A dense residential area with many houses, some trees and a road that runs left to right.",
-            ["A dense residential area", "with many houses", "some trees", "and a road", "that runs left to right"],
+            [
+                "A dense residential area",
+                "with many houses",
+                "some trees",
+                "and a road",
+                "that runs left to right",
+            ],
         ),
         (
             "two white planes near the terminal; a runway lies to the north.",

@@ -21,7 +21,11 @@ from recon_score.explain import split_phrases
 from tests.smoke_cli import caption_folder, smoke
 
 REPO = Path(__file__).resolve().parents[2]
-CAPTIONS = ("a farmland with rows of crops, a road on the left", "a baseball field", "a sandy beach, white waves")
+CAPTIONS = (
+    "a farmland with rows of crops, a road on the left",
+    "a baseball field",
+    "a sandy beach, white waves",
+)
 
 
 @pytest.fixture
@@ -46,7 +50,9 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
         assert ex["seeds"] == row["seeds"] and len(ex["per_seed"]) == 2
         assert [p["text"] for p in ex["phrases"]] == [p.text for p in split_phrases(caption)]
         with np.load(out / ex["maps"], allow_pickle=False) as z:
-            assert z["recall"].shape == z["aligned"].shape and z["phrase_drops"].shape[0] == len(ex["phrases"])
+            assert z["recall"].shape == z["aligned"].shape and z["phrase_drops"].shape[0] == len(
+                ex["phrases"]
+            )
         assert (out / ex["heatmap"]).stat().st_size > 0
     assert rows[1]["explain"]["phrases"][0]["error"].startswith("the caption's only phrase")
     assert json.loads((out / "run.json").read_text())["config"]["preset"]["t2i_model"] == "smoke:z-image"
@@ -64,14 +70,22 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
 
 
 def test_explain_kill_and_resume_gives_identical_bytes(tmp_path, sample_dir):
-    data = caption_folder(tmp_path / "data", sample_dir, ("a farmland, a road", "trees and a river", "a beach, waves"))
+    data = caption_folder(
+        tmp_path / "data", sample_dir, ("a farmland, a road", "trees and a river", "a beach, waves")
+    )
     env = {**os.environ, "RECONSCORE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     ref, out = tmp_path / "ref", tmp_path / "killed"
     cli = [sys.executable, "-m", "eval"]
-    subprocess.run([*cli, *_argv(data, ref, "1")], env=env, cwd=REPO, check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [*cli, *_argv(data, ref, "1")], env=env, cwd=REPO, check=True, capture_output=True, timeout=600
+    )
     env["RECONSCORE_CACHE"] = str(tmp_path / "cache-killed")
     proc = subprocess.Popen(
-        [*cli, *_argv(data, out, "1")], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [*cli, *_argv(data, out, "1")],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     journal = out / "journal" / "rank-0.jsonl"
     deadline = time.time() + 300
@@ -83,7 +97,9 @@ def test_explain_kill_and_resume_gives_identical_bytes(tmp_path, sample_dir):
     proc.wait()
     finished = len(read_jsonl(journal)) - 1
     assert 1 <= finished < 3
-    subprocess.run([*cli, *_argv(data, out, "1")], env=env, cwd=REPO, check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [*cli, *_argv(data, out, "1")], env=env, cwd=REPO, check=True, capture_output=True, timeout=600
+    )
     assert (out / "scores.jsonl").read_bytes() == (ref / "scores.jsonl").read_bytes()
     assert _files(out) == _files(ref)
 
@@ -96,12 +112,16 @@ def test_describe_explains_the_chosen_caption_on_held_out_seeds(tmp_path):
     run = json.loads((out / "run.json").read_text())
     selection = selection_seeds(run)
     assert selection and ex["seeds"][0] == row["eval_seed"] and not set(ex["seeds"]) & set(selection)
-    assert [p["text"] for p in ex["phrases"]] == [p.text for p in split_phrases(row["caption"])] or ex["error"]
+    assert [p["text"] for p in ex["phrases"]] == [p.text for p in split_phrases(row["caption"])] or ex[
+        "error"
+    ]
     if ex["maps"]:
         assert (out / ex["maps"]).is_file() and (out / ex["heatmap"]).is_file()
 
 
 def test_describe_explain_needs_recon_score_selection(tmp_path, capsys):
-    argv = smoke("describe", tmp_path / "d", "--n", "2", "--limit", "1", "--explain", "--select-by", "clipscore")
+    argv = smoke(
+        "describe", tmp_path / "d", "--n", "2", "--limit", "1", "--explain", "--select-by", "clipscore"
+    )
     assert main(argv) == 2
     assert "--explain needs ReconScore selection" in capsys.readouterr().err

@@ -274,7 +274,10 @@ def test_a_header_declaring_a_trillion_floats_is_refused_before_reading(tmp_path
         fh.write(np.zeros(16, np.float32).tobytes())
 
     path = _zip_with(tmp_path / "huge.npz", "database.npy", forged)
-    with pytest.raises(BundleError, match=r"'database' declares shape \(1000000000000,\) of float32 \(4000000000000 bytes\) but the archive holds 64"):
+    with pytest.raises(
+        BundleError,
+        match=r"'database' declares shape \(1000000000000,\) of float32 \(4000000000000 bytes\) but the archive holds 64",
+    ):
         load_bundle(path)
     assert main(["retrieve-eval", "--bundle", path, "--method", "image"]) == 1
     err = capsys.readouterr().err
@@ -286,11 +289,15 @@ def test_a_deflate_bomb_is_refused_before_inflating(tmp_path):
     n = 80 << 20  # float32 values
 
     def bomb(fh):
-        np.lib.format.write_array_header_2_0(fh, {"descr": "<f4", "fortran_order": False, "shape": (n // 4, 4)})
+        np.lib.format.write_array_header_2_0(
+            fh, {"descr": "<f4", "fortran_order": False, "shape": (n // 4, 4)}
+        )
         zeros = bytes(16 << 20)
         for _ in range(n * 4 // len(zeros)):
             fh.write(zeros)
 
     path = _zip_with(tmp_path / "bomb.npz", "database.npy", bomb)
-    with pytest.raises(BundleError, match=r"'database' inflates from \d+ to \d+ bytes \(\d+x\).*decompression bomb"):
+    with pytest.raises(
+        BundleError, match=r"'database' inflates from \d+ to \d+ bytes \(\d+x\).*decompression bomb"
+    ):
         load_bundle(path)

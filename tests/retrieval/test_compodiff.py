@@ -71,7 +71,9 @@ def test_a_checkpoint_with_parameters_the_config_does_not_use_is_refused(release
     shutil.copytree(release, folder)
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "model_depth": 1}))
-    with pytest.raises(ValueError, match=r"checkpoint parameters that config\.json's model does not use.*layers\.1"):
+    with pytest.raises(
+        ValueError, match=r"checkpoint parameters that config\.json's model does not use.*layers\.1"
+    ):
         load_compodiff(folder)
 
 
@@ -91,7 +93,10 @@ def test_clip_inputs_are_the_authors_fp16_rounded_towers_and_512_squash():
             states = load_text_encoder(DATA / "clip_inputs" / "text_encoder", mode)(ids, attention_mask=mask)
         diff[mode] = float(np.abs(states.last_hidden_state.numpy() - ref["states"]).max())
     assert diff["fp16-rounded"] < 1e-5 < diff["as-stored"]
-    mean, std = open_clip.OPENAI_DATASET_MEAN, open_clip.OPENAI_DATASET_STD  # open_clip:ViT-L-14-quickgelu/openai
+    mean, std = (
+        open_clip.OPENAI_DATASET_MEAN,
+        open_clip.OPENAI_DATASET_STD,
+    )  # open_clip:ViT-L-14-quickgelu/openai
     transform = open_clip.image_transform(224, is_train=False, mean=mean, std=std, resize_mode="shortest")
     pacs = Path(__file__).parents[1] / "data" / "metrics" / "pacscore"
     for i in range(2):
@@ -189,5 +194,7 @@ def test_the_reference_tower_is_a_rounded_copy_and_the_database_encoder_is_untou
     for key, value in rounded.model.named_parameters():
         assert torch.equal(value, before[key].half().float()), key
     assert all(torch.equal(v, before[k]) for k, v in enc.model.state_dict().items())
-    assert any(not torch.equal(before[k].half().float(), before[k]) for k in before if before[k].is_floating_point())
+    assert any(
+        not torch.equal(before[k].half().float(), before[k]) for k in before if before[k].is_floating_point()
+    )
     assert reference_encoder(enc, "as-stored") == (enc, "as stored")

@@ -55,14 +55,19 @@ CHUNKED = {
 def test_malformed_chunked_arrays_are_named(tmp_path, case):
     tree, message = CHUNKED[case]
     path = release(tmp_path / "bad.pkl", {"params": {"img": {"w": tree}}})
-    with pytest.raises(FlaxCheckpointError, match=rf"bad\.pkl: params/img/w: a malformed chunked array.*{message}"):
+    with pytest.raises(
+        FlaxCheckpointError, match=rf"bad\.pkl: params/img/w: a malformed chunked array.*{message}"
+    ):
         read_flax_pickle(path)
 
 
 @pytest.mark.parametrize(
     ("tree", "message"),
     [
-        ({"params": {"w": leaf(np.zeros(4, np.float32), shape=[-1])}}, r"shape \[-1\] is not a list of sizes"),
+        (
+            {"params": {"w": leaf(np.zeros(4, np.float32), shape=[-1])}},
+            r"shape \[-1\] is not a list of sizes",
+        ),
         ({"params": {"w": leaf(np.zeros(4, np.float32), shape=[5])}}, r"needs 20 bytes, the leaf holds 16"),
         ({"params": {"w": leaf(np.zeros(4, np.float32), shape=[True])}}, r"not a list of sizes"),
         ({"params": [1, 2]}, r"'params' is a list, not a parameter tree"),
@@ -83,7 +88,9 @@ def test_a_huge_sparse_release_is_refused_without_reading_it(tmp_path):
         fh.write(b"\x80\x04\x8e" + size.to_bytes(8, "little"))
         fh.seek(11 + size)
         fh.write(b".")
-    with pytest.raises(FlaxCheckpointError, match=r"sparse\.pkl: not Flax msgpack bytes \(the payload starts with 0x00"):
+    with pytest.raises(
+        FlaxCheckpointError, match=r"sparse\.pkl: not Flax msgpack bytes \(the payload starts with 0x00"
+    ):
         read_flax_pickle(path)
     (tmp_path / "short.pkl").write_bytes(b"\x80\x04\x8e" + size.to_bytes(8, "little") + b"\x80")
     with pytest.raises(FlaxCheckpointError, match=r"declares 8589934592 bytes; the file has 1"):
@@ -98,7 +105,9 @@ def test_a_bad_release_fails_magiclens_alone(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "Traceback" not in err and "malformed chunked array" in err
     record = json.loads((out / "run.json").read_text())
-    assert record["methods"]["text"]["status"] == "ok" and record["methods"]["magiclens"]["status"] == "failed"
+    assert (
+        record["methods"]["text"]["status"] == "ok" and record["methods"]["magiclens"]["status"] == "failed"
+    )
     assert "bad.pkl: params/img/w" in record["methods"]["magiclens"]["reason"]
     per_query = pd.read_parquet(out / "per_query.parquet")
     assert set(per_query["method"]) == {"text"}

@@ -46,7 +46,11 @@ pac_score = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pac_score)
 
 CANDS = ["a farm with fields", "two tennis courts", "a harbour with boats"]
-REFS = [["fields and a farm", "a farmland"], ["tennis courts near a road"], ["boats in a port", "water", "a pier"]]
+REFS = [
+    ["fields and a farm", "a farmland"],
+    ["tennis courts near a road"],
+    ["boats in a port", "water", "a pier"],
+]
 TINY_L = {
     "embed_dim": 16,
     "vision_cfg": {"image_size": 16, "layers": 1, "width": 32, "patch_size": 8, "head_width": 16},
@@ -94,7 +98,9 @@ def save_gz(obj, path: Path) -> None:
 
 def scores(model, preprocess, paths) -> dict:
     model.eval()
-    _, pac, cand_feats, lens = pac_score.PACScore(model, preprocess, [str(p) for p in paths], CANDS, "cpu", w=2.0)
+    _, pac, cand_feats, lens = pac_score.PACScore(
+        model, preprocess, [str(p) for p in paths], CANDS, "cpu", w=2.0
+    )
     _, ref_sim = pac_score.RefPACScore(model, REFS, cand_feats, "cpu", torch.tensor(lens))
     ref_sim = np.array(ref_sim)
     refpac = 2 * pac * ref_sim / (pac + ref_sim)  # compute_metrics.py's line
@@ -108,7 +114,9 @@ def vit_l(paths) -> dict:
     base = HERE / "_pretrained_tiny.pt"
     torch.save(authors_open_clip.CLIP(**TINY_L).state_dict(), base)
     factory.download_pretrained = lambda cfg, cache_dir=None: str(base)
-    model, _, preprocess = authors_open_clip.create_model_and_transforms("ViT-L-14", pretrained="laion2b_s32b_b82k")
+    model, _, preprocess = authors_open_clip.create_model_and_transforms(
+        "ViT-L-14", pretrained="laion2b_s32b_b82k"
+    )
     base.unlink()
     model = model.float()
     checkpoint = {"state_dict": randomise(model.state_dict(), seed=1)}

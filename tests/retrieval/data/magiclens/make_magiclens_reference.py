@@ -73,7 +73,9 @@ magiclens_model.MagicLensConfig["tiny"] = dict(
 def inner_zero_outputs(model, params, images) -> dict:
     """Texts with token id 0 before the end marker (0 is CLIP's bare "!" token, e.g. in 'the banner says "go!".'):
     scenic's TextEncoder masks those keys (make_attention_mask(text > 0, text > 0) with the causal mask)."""
-    ids = np.array([[62, 5, 0, 33, 63, 0, 0, 0], [62, 0, 0, 63, 0, 0, 0, 0], [62, 40, 2, 0, 11, 0, 50, 63]], np.int32)
+    ids = np.array(
+        [[62, 5, 0, 33, 63, 0, 0, 0], [62, 0, 0, 63, 0, 0, 0, 0], [62, 40, 2, 0, 11, 0, 50, 63]], np.int32
+    )
     batch = {"ids": jnp.asarray(ids), "image": jnp.asarray(images)}
     out = model.apply(params, batch)
     _, txt_emb = model.apply(params, batch, method=model.clip_encode)
