@@ -47,10 +47,11 @@ class ImageItem:
 
 
 def _sample_items() -> list[ImageItem]:
+    """The bundled sample's tiles in the order references.json lists them (it names every tile)."""
     refs = {e["image"]: e["captions"] for e in json.loads((SAMPLE_DIR / "references.json").read_text())}
-    paths = sorted((SAMPLE_DIR / "images").glob("UCM_*.tif"), key=lambda p: int(p.stem.split("_")[1]))
     return [
-        ImageItem(i, p.stem, f"images/{p.name}", p, refs.get(f"images/{p.name}")) for i, p in enumerate(paths)
+        ImageItem(i, Path(rel).stem, rel, SAMPLE_DIR / rel, captions)
+        for i, (rel, captions) in enumerate(refs.items())
     ]
 
 
