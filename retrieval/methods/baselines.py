@@ -5,9 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import Tensor
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from retrieval.data import as_numpy
 from retrieval.methods.base import Method, MethodContext, Prepared, linear
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -24,14 +30,14 @@ class ProductConfig:
 
 
 class TextOnly(Method):
-    name, config_cls = "text", NoConfig
+    name, config_cls, takes_numpy = "text", NoConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         return linear(ctx.query_text, ctx.database)
 
 
 class ImageOnly(Method):
-    name, config_cls = "image", NoConfig
+    name, config_cls, takes_numpy = "image", NoConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         return linear(ctx.query_image, ctx.database)
@@ -40,23 +46,24 @@ class ImageOnly(Method):
 class Sum(Method):
     """Text + image: (f(y) + g(t))·f(x) equals s_f + s_g, so the method is linear (FAISS-servable)."""
 
-    name, config_cls = "sum", NoConfig
+    name, config_cls, takes_numpy = "sum", NoConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         return linear(ctx.query_image + ctx.query_text, ctx.database)
 
 
 class Product(Method):
-    name, config_cls = "product", ProductConfig
+    name, config_cls, takes_numpy = "product", ProductConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         rectify = self.config.rectify
+        q_img, q_txt, db = (as_numpy(x) for x in (ctx.query_image, ctx.query_text, ctx.database))
 
-        def score(rows: Tensor) -> Tensor:
-            s_img = ctx.query_image[rows] @ ctx.database.T
-            s_txt = ctx.query_text[rows] @ ctx.database.T
+        def score(rows: np.ndarray | Tensor) -> np.ndarray:
+            s_img = q_img[as_numpy(rows)] @ db.T
+            s_txt = q_txt[as_numpy(rows)] @ db.T
             if rectify:
-                s_img, s_txt = s_img.clamp(min=0), s_txt.clamp(min=0)
+                s_img, s_txt = np.maximum(s_img, 0), np.maximum(s_txt, 0)
             return s_img * s_txt
 
         return Prepared(score=score)
