@@ -35,6 +35,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,10 +43,12 @@ from recon_score.atomic_io import atomic_write_bytes
 from recon_score.errors import InputError
 from recon_score.textfiles import file_problem
 from retrieval.data import EvalData, as_numpy, check_normalised
-from retrieval.datasets.base import Protocol
 from retrieval.errors import BundleError
 from retrieval.methods.base import Resources
 from retrieval.metrics import AP_VARIANTS
+
+if TYPE_CHECKING:  # a benchmark's protocol: the datasets (and PIL) are not loaded to read a bundle
+    from retrieval.datasets.base import Protocol
 
 REQUIRED = ("query_image", "query_text", "database", "positives", "query_group")
 OPTIONAL = (

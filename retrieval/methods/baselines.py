@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.data import as_numpy
 from retrieval.methods.base import Method, MethodContext, Prepared, linear
 
 if TYPE_CHECKING:
@@ -57,13 +56,12 @@ class Product(Method):
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         rectify = self.config.rectify
-        q_img, q_txt, db = (as_numpy(x) for x in (ctx.query_image, ctx.query_text, ctx.database))
 
-        def score(rows: np.ndarray | Tensor) -> np.ndarray:
-            s_img = q_img[as_numpy(rows)] @ db.T
-            s_txt = q_txt[as_numpy(rows)] @ db.T
-            if rectify:
-                s_img, s_txt = np.maximum(s_img, 0), np.maximum(s_txt, 0)
+        def score(rows: np.ndarray | Tensor) -> np.ndarray | Tensor:  # in the arrays' own library
+            s_img = ctx.query_image[rows] @ ctx.database.T
+            s_txt = ctx.query_text[rows] @ ctx.database.T
+            if rectify:  # clip: numpy's and torch's name for clamp
+                s_img, s_txt = s_img.clip(min=0), s_txt.clip(min=0)
             return s_img * s_txt
 
         return Prepared(score=score)
