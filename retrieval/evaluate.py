@@ -15,7 +15,6 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -80,7 +80,15 @@ class Resources:
         """These resources with every array a tensor (a bundle's are numpy), for methods written in torch."""
         from retrieval.data import as_torch
 
-        arrays = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text", "vocabulary")
+        arrays = (
+            "corpus_pos",
+            "corpus_neg",
+            "image_mean",
+            "text_mean",
+            "norm_image",
+            "norm_text",
+            "vocabulary",
+        )
         return dataclasses.replace(
             self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
         )

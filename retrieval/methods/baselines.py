@@ -4,7 +4,6 @@ s_f = f(y)·f(x), text + image s_f + s_g, text × image s_f · s_g."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import numpy as np

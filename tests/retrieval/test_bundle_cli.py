@@ -336,7 +336,12 @@ def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
     repo = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
     child = subprocess.run(
-        [sys.executable, "-c", NUMPY_ONLY_RUN, *argv], capture_output=True, text=True, timeout=300, env=env, cwd=repo
+        [sys.executable, "-c", NUMPY_ONLY_RUN, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=repo,
     )
     assert child.returncode == 0, child.stderr[-2000:]
     report, heavy = child.stdout.strip().splitlines()[-2:]
