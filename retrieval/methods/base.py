@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from recon_score.errors import InputError
 from retrieval.errors import MethodUnavailableError
 
@@ -182,13 +184,25 @@ class Method:
         return {"name": self.name, "config": cfg}
 
 
+def dot_scores(vectors: np.ndarray | Tensor, database: np.ndarray | Tensor) -> Callable:
+    """rows -> vectors[rows] @ database.T. On numpy (a bundle) accumulated in float64 and rounded once to
+    float32: the correctly rounded dot products whatever the chunk or the item's position, so identical items
+    tie exactly (OpenBLAS's float32 product gives copies of one database row different last bits, which the
+    tie rules would read as a ranking). Tensors keep torch's float32 product."""
+    if not isinstance(database, np.ndarray):
+        return lambda rows: vectors[rows] @ database.T
+    v64, d64 = np.asarray(vectors, dtype=np.float64), database.astype(np.float64)
+    return lambda rows: (v64[rows] @ d64.T).astype(np.float32)
+
+
 def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None = None) -> Prepared:
     """A Prepared whose scores are dot products of composed query vectors with the database."""
-
-    def score(rows: Tensor) -> Tensor:
-        return query_vectors[rows] @ database.T
-
-    return Prepared(score=score, query_vectors=query_vectors, database=database, details=details)
+    return Prepared(
+        score=dot_scores(query_vectors, database),
+        query_vectors=query_vectors,
+        database=database,
+        details=details,
+    )
 
 
 def sample_rows(t: Tensor, limit: int) -> Tensor:

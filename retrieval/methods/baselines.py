@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.methods.base import Method, MethodContext, Prepared, linear
+from retrieval.methods.base import Method, MethodContext, Prepared, dot_scores, linear
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -55,10 +55,10 @@ class Product(Method):
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         rectify = self.config.rectify
+        image, text = dot_scores(ctx.query_image, ctx.database), dot_scores(ctx.query_text, ctx.database)
 
         def score(rows: np.ndarray | Tensor) -> np.ndarray | Tensor:  # in the arrays' own library
-            s_img = ctx.query_image[rows] @ ctx.database.T
-            s_txt = ctx.query_text[rows] @ ctx.database.T
+            s_img, s_txt = image(rows), text(rows)
             if rectify:  # clip: numpy's and torch's name for clamp
                 s_img, s_txt = s_img.clip(min=0), s_txt.clip(min=0)
             return s_img * s_txt

@@ -347,3 +347,26 @@ def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
     report, heavy = child.stdout.strip().splitlines()[-2:]
     assert json.loads(heavy) == []
     assert json.loads(report) == run_json(capsys, *argv)
+
+
+@pytest.mark.parametrize("method", ["sum", "product"])
+def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
+    """A bundle's scores are numpy dot products rounded once from float64: a copy of a database item ties with
+    it exactly wherever it sits (a float32 BLAS product can give copies different last bits, which the tie
+    rules would read as a ranking)."""
+    from retrieval.methods import build_method
+    from retrieval.methods.base import MethodContext
+
+    rng = np.random.default_rng(0)
+    unit = lambda n: (lambda x: (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))(  # noqa: E731
+        rng.normal(size=(n, 256))
+    )
+    db, q_img, q_txt = unit(3000), unit(300), unit(300)
+    src, dst = rng.permutation(1500)[:700], 1500 + rng.permutation(1500)[:700]
+    db[dst] = db[src]
+    ctx = MethodContext(q_img, q_txt, db, np.arange(300))
+    scores = build_method(method).prepare(ctx).score(np.arange(300))
+    assert isinstance(scores, np.ndarray) and scores.dtype == np.float32
+    assert np.array_equal(scores[:, dst], scores[:, src])
+    s_img, s_txt = q_img @ db.T, q_txt @ db.T
+    np.testing.assert_allclose(scores, s_img + s_txt if method == "sum" else s_img * s_txt, rtol=0, atol=1e-6)
