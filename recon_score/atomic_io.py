@@ -11,11 +11,13 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
-from PIL import Image
+from typing import TYPE_CHECKING
 
 from recon_score.errors import ReconScoreError
 from recon_score.textfiles import TextFileError, read_bytes
+
+if TYPE_CHECKING:  # PIL is loaded by whoever has an image to write
+    from PIL import Image
 
 SCHEMA_VERSION = 1
 

@@ -35,18 +35,20 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from recon_score.atomic_io import atomic_write_bytes
 from recon_score.errors import InputError
 from recon_score.textfiles import file_problem
-from retrieval.data import EvalData, check_normalised
-from retrieval.datasets.base import Protocol
+from retrieval.data import EvalData, as_numpy, check_normalised
 from retrieval.errors import BundleError
 from retrieval.methods.base import Resources
 from retrieval.metrics import AP_VARIANTS
+
+if TYPE_CHECKING:  # a benchmark's protocol: the datasets (and PIL) are not loaded to read a bundle
+    from retrieval.datasets.base import Protocol
 
 REQUIRED = ("query_image", "query_text", "database", "positives", "query_group")
 OPTIONAL = (
@@ -89,7 +91,7 @@ def _strings(arr: np.ndarray, key: str, path: str) -> list[str]:
     return [str(x) for x in arr.tolist()]
 
 
-def _float(arr: np.ndarray, key: str, path: str, *, ndim: int) -> torch.Tensor:
+def _float(arr: np.ndarray, key: str, path: str, *, ndim: int) -> np.ndarray:
     if arr.dtype != np.float32:
         raise BundleError(
             path, key, f"must be float32, got {arr.dtype}", "Convert with arr.astype(np.float32)."
@@ -101,10 +103,10 @@ def _float(arr: np.ndarray, key: str, path: str, *, ndim: int) -> torch.Tensor:
             f"must have {ndim} dimensions, got shape {arr.shape}",
             "See the bundle format in the README.",
         )
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    return np.ascontiguousarray(arr)
 
 
-def _pairs(arr: np.ndarray, key: str, path: str) -> torch.Tensor:
+def _pairs(arr: np.ndarray, key: str, path: str) -> np.ndarray:
     if arr.dtype.kind not in ("i", "u") or arr.ndim != 2 or arr.shape[1] != 2:
         raise BundleError(
             path,
@@ -112,7 +114,7 @@ def _pairs(arr: np.ndarray, key: str, path: str) -> torch.Tensor:
             f"must be an integer array of shape (P, 2), got {arr.dtype} {arr.shape}",
             "Store (query index, database index) rows.",
         )
-    return torch.from_numpy(arr.astype(np.int64))
+    return arr.astype(np.int64)
 
 
 def _reason(err: Exception) -> str:
@@ -275,8 +277,8 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
                 raise InputError(f"{path} is damaged ({_reason(err)}); write it again with np.savez") from err
 
 
-def _float_tensors(arrays: dict[str, np.ndarray], where: str) -> dict[str, torch.Tensor]:
-    """The float keys as tensors: dtype, rank, one embedding dimension, L2-normalised rows where required."""
+def _float_tensors(arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    """The float keys, checked: dtype, rank, one embedding dimension, L2-normalised rows where required."""
     if arrays["query_image"].shape[:1] == (0,):
         raise BundleError(
             where, "query_image", "has 0 rows: no queries to evaluate", "Store one row per query."
@@ -357,10 +359,10 @@ def save_bundle(
     data.validate()
     r = resources or Resources()
     arrays: dict[str, np.ndarray] = {
-        "query_image": data.query_image.numpy(),
-        "query_text": data.query_text.numpy(),
-        "database": data.database.numpy(),
-        "positives": data.positives.numpy().astype(np.int64),
+        "query_image": as_numpy(data.query_image),
+        "query_text": as_numpy(data.query_text),
+        "database": as_numpy(data.database),
+        "positives": as_numpy(data.positives).astype(np.int64),
         "query_group": np.array(data.query_group, dtype=str),
     }
     optional_strings = {
@@ -372,11 +374,11 @@ def save_bundle(
     arrays.update({k: np.array(v, dtype=str) for k, v in optional_strings.items() if v is not None})
     for key in ("exclude", "subset"):
         if getattr(data, key) is not None:
-            arrays[key] = getattr(data, key).numpy().astype(np.int64)
+            arrays[key] = as_numpy(getattr(data, key)).astype(np.int64)
     for key in ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text"):
         value = getattr(r, key)
         if value is not None:
-            arrays[key] = value.float().numpy()
+            arrays[key] = as_numpy(value).astype(np.float32)
     if protocol is not None:
         arrays["protocol"] = np.array(json.dumps(protocol, sort_keys=True), dtype=str)
     buf = io.BytesIO()

@@ -4,21 +4,26 @@ one key to one field."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from recon_score.errors import InputError
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
 
 NORM_TOLERANCE = 1e-3
 
 
 @dataclass
 class EvalData:
-    """Queries, database and relevance as tensors.
+    """Queries, database and relevance as arrays: numpy (a bundle: `retrieve-eval` never loads torch) or
+    tensors (a `retrieve` run); methods and metrics take either.
 
     Attributes:
         query_image: (Q, D) reference-image embeddings, L2-normalised.
@@ -35,16 +40,16 @@ class EvalData:
         query_ids: optional Q identifiers for per-query outputs.
     """
 
-    query_image: Tensor
-    query_text: Tensor
-    database: Tensor
-    positives: Tensor
+    query_image: np.ndarray | Tensor
+    query_text: np.ndarray | Tensor
+    database: np.ndarray | Tensor
+    positives: np.ndarray | Tensor
     query_group: list[str]
     query_subgroup: list[str] | None = None
     database_group: list[str] | None = None
     query_db_group: list[str] | None = None
-    exclude: Tensor | None = None
-    subset: Tensor | None = None
+    exclude: np.ndarray | Tensor | None = None
+    subset: np.ndarray | Tensor | None = None
     query_ids: list[str] | None = None
 
     @property
@@ -91,7 +96,7 @@ class EvalData:
                 return_inverse=True,
             )
             q_codes, d_codes = codes[:q], codes[q:]
-            pairs = self.positives.numpy()
+            pairs = as_numpy(self.positives)
             bad = np.flatnonzero(q_codes[pairs[:, 0]] != d_codes[pairs[:, 1]])
             if bad.size:
                 qi, di = pairs[bad[0]].tolist()
@@ -102,16 +107,23 @@ class EvalData:
                 )
         return self
 
-    def db_groups(self) -> list[tuple[str | None, Tensor, Tensor]]:
+    def tensors(self) -> EvalData:
+        """This data with every array a tensor (a bundle's are numpy), for methods written in torch."""
+        arrays = ("query_image", "query_text", "database", "positives", "exclude", "subset")
+        return dataclasses.replace(
+            self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
+        )
+
+    def db_groups(self) -> list[tuple[str | None, np.ndarray, np.ndarray]]:
         """(group, query indices, database indices) per database group; one entry (None, all, all) without."""
         if self.database_group is None:
-            return [(None, torch.arange(self.n_queries), torch.arange(self.n_database))]
+            return [(None, np.arange(self.n_queries), np.arange(self.n_database))]
         q_names = np.asarray(self.query_db_group, dtype=object)
         d_names = np.asarray(self.database_group, dtype=object)
         out = []
         for g in dict.fromkeys(self.query_db_group):
-            qi = torch.from_numpy(np.flatnonzero(q_names == g))
-            di = torch.from_numpy(np.flatnonzero(d_names == g))
+            qi = np.flatnonzero(q_names == g)
+            di = np.flatnonzero(d_names == g)
             out.append((g, qi, di))
         return out
 
@@ -133,15 +145,32 @@ def check_unique_ids(
         raise InputError(f"{where}: {len(repeats)} repeated {what}(s): {shown}. Each query must appear once.")
 
 
-def check_normalised(t: Tensor, name: str, *, where: str = "EvalData") -> None:
-    if t.dtype != torch.float32:
+def as_numpy(t: np.ndarray | Tensor) -> np.ndarray:
+    """The array as numpy without loading torch: itself, or a CPU tensor's view (a GPU tensor is copied)."""
+    return t if isinstance(t, np.ndarray) else t.detach().cpu().numpy()
+
+
+def as_torch(t: np.ndarray | Tensor) -> Tensor:
+    """The array as a tensor, for methods written in torch (a numpy array is shared, not copied)."""
+    import torch
+
+    return torch.from_numpy(t) if isinstance(t, np.ndarray) else t
+
+
+def _dtype_name(t: np.ndarray | Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def check_normalised(t: np.ndarray | Tensor, name: str, *, where: str = "EvalData") -> None:
+    if _dtype_name(t) != "float32":
         raise InputError(f"{where}: {name} must be float32, got {t.dtype}")
-    if t.numel() == 0:
+    x = as_numpy(t)
+    if x.size == 0:
         return
-    if not torch.isfinite(t).all():
+    if not np.isfinite(x).all():
         raise InputError(f"{where}: {name} has NaN or infinite values")
-    norms = t.norm(dim=-1)
-    worst = int((norms - 1).abs().argmax())
+    norms = np.linalg.norm(x, axis=-1)
+    worst = int(np.abs(norms - 1).argmax())
     if abs(float(norms[worst]) - 1.0) > NORM_TOLERANCE:
         raise InputError(
             f"{where}: {name} rows must be L2-normalised (row {worst} has norm {float(norms[worst]):.4f}); "
@@ -149,13 +178,14 @@ def check_normalised(t: Tensor, name: str, *, where: str = "EvalData") -> None:
         )
 
 
-def _check_pairs(t: Tensor, q: int, n: int, name: str, where: str) -> None:
-    if t.ndim != 2 or t.shape[1] != 2 or t.dtype not in (torch.int64, torch.int32):
+def _check_pairs(p: np.ndarray | Tensor, q: int, n: int, name: str, where: str) -> None:
+    if p.ndim != 2 or p.shape[1] != 2 or _dtype_name(p) not in ("int64", "int32"):
         raise InputError(
-            f"{where}: {name} must be an integer array of shape (P, 2), got {tuple(t.shape)} {t.dtype}"
+            f"{where}: {name} must be an integer array of shape (P, 2), got {tuple(p.shape)} {p.dtype}"
         )
+    t = as_numpy(p)
     for col, what, limit in ((0, "query", q), (1, "database", n)):
-        bad = ((t[:, col] < 0) | (t[:, col] >= limit)).nonzero().flatten() if len(t) else []
+        bad = np.flatnonzero((t[:, col] < 0) | (t[:, col] >= limit))
         if len(bad):
             row = int(bad[0])
             raise InputError(

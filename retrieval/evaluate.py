@@ -15,16 +15,18 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from recon_score.errors import InputError, ReconScoreError
 from retrieval.aggregate import Summary, summarize
-from retrieval.data import EvalData
+from retrieval.data import EvalData, as_numpy, as_torch
 from retrieval.methods.base import Method, MethodContext, Resources
-from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, top_k
+from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, scores_array, top_k
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 CHUNK_ENTRIES = 1 << 23
 
@@ -109,7 +111,7 @@ class _Pairs:
     def of(cls, pairs: Tensor | None, n_queries: int, n_items: int) -> _Pairs:
         if pairs is None or len(pairs) == 0:
             return cls(np.zeros(0, dtype=np.int64), np.zeros(n_queries + 1, dtype=np.int64))
-        p = pairs.numpy().astype(np.int64)
+        p = as_numpy(pairs).astype(np.int64)
         key = np.sort(p[:, 0] * n_items + p[:, 1])
         key = key[np.r_[True, key[1:] != key[:-1]]]  # np.unique is 100x slower here (numpy 2.4)
         query, items = np.divmod(key, n_items)
@@ -145,8 +147,7 @@ class _AllPairs:
     sub: _Pairs
     d_map: np.ndarray  # -1 except inside the group being evaluated
 
-    def local(self, qi: Tensor, di: Tensor) -> tuple[_Pairs, _Pairs, _Pairs]:
-        q, d = qi.numpy(), di.numpy()
+    def local(self, q: np.ndarray, d: np.ndarray) -> tuple[_Pairs, _Pairs, _Pairs]:
         self.d_map[d] = np.arange(len(d))
         try:
             return self.pos.local(q, self.d_map), self.exc.local(q, self.d_map), self.sub.local(q, self.d_map)
@@ -154,10 +155,10 @@ class _AllPairs:
             self.d_map[d] = -1
 
 
-def _dense(pairs: _Pairs, start: int, stop: int, n: int) -> Tensor:
+def _dense(pairs: _Pairs, start: int, stop: int, n: int) -> np.ndarray:
     rows, items = pairs.block(start, stop)
-    out = torch.zeros(stop - start, n, dtype=torch.bool)
-    out[torch.from_numpy(rows), torch.from_numpy(items)] = True
+    out = np.zeros((stop - start, n), dtype=bool)
+    out[rows, items] = True
     return out
 
 
@@ -194,11 +195,11 @@ class _Collector:
         if text not in self.notes:
             self.notes.append(text)
 
-    def store(self, rows: np.ndarray, metrics: dict[str, Tensor]) -> None:
+    def store(self, rows: np.ndarray, metrics: dict[str, np.ndarray]) -> None:
         for name, values in metrics.items():
             if name not in self.per_query:
                 self.per_query[name] = np.full(self.q_total, np.nan)
-            self.per_query[name][rows] = values.numpy()
+            self.per_query[name][rows] = values
 
 
 def evaluate(
@@ -237,6 +238,8 @@ def evaluate(
         raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
     resources = resources or Resources()
     method.check(resources)
+    if not method.takes_numpy:
+        data, resources = data.tensors(), resources.tensors()
     _fixed_mmap_threshold()
     started = time.perf_counter()
     opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
@@ -286,8 +289,8 @@ def _evaluate_group(
     method: Method,
     data: EvalData,
     resources: Resources,
-    qi: Tensor,
-    di: Tensor,
+    qi: np.ndarray,
+    di: np.ndarray,
     pairs: tuple[_Pairs, _Pairs, _Pairs],
     opts: _Options,
     out: _Collector,
@@ -317,7 +320,7 @@ def _evaluate_group(
     if approximate:
         database = prepared.database if prepared.database is not None else ctx.database
         ids, sc = _index_topk(prepared.query_vectors, database, pairs[1], k, opts.index)
-        _store_topk(out.top_ids, out.top_scores, qi.numpy(), di, ids, sc)
+        _store_topk(out.top_ids, out.top_scores, qi, di, ids, sc)
     _score_chunks(
         method.name, prepared, qi, di, pairs, opts, out, bar, exact_topk=bool(k) and not approximate
     )
@@ -335,18 +338,16 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
         rows, items = pos.block(start, stop)
         if len(exc):  # excluded pairs score -inf and are never positives
             e_rows, e_items = exc.block(start, stop)
-            scores = scores.index_put(
-                (torch.from_numpy(e_rows), torch.from_numpy(e_items)),
-                torch.tensor(float("-inf"), dtype=scores.dtype),
-            )
+            scores = scores.copy()  # the method's array is left as it was
+            scores[e_rows, e_items] = -np.inf
             keep = ~np.isin(rows * n + items, e_rows * n + e_items)
             rows, items = rows[keep], items[keep]
         metrics = _chunk_metrics(name, scores, rows, items, opts, start, stop, work)
         if len(sub):
             member = _dense(sub, start, stop, n)
-            inside = member[torch.from_numpy(rows), torch.from_numpy(items)].numpy()
+            inside = member[rows, items]
             in_subset = positive_metrics(
-                scores.masked_fill(~member, float("-inf")),
+                np.where(member, scores, np.float32(-np.inf)),
                 rows[inside],
                 items[inside],
                 ap=opts.ap,
@@ -355,7 +356,7 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
                 work=work,
             )
             metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in opts.subset_ks)})
-        block = qi[start:stop].numpy()
+        block = qi[start:stop]
         if exact_topk:
             ids, top = top_k(scores, out.k)
             _store_topk(out.top_ids, out.top_scores, block, di, ids, top)
@@ -363,20 +364,21 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
         bar.update(stop - start)
 
 
-def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> Tensor:
-    scores = prepared.score(torch.arange(start, stop))
+def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> np.ndarray:
+    """The chunk's (B, N) float32 scores as numpy, whether the method scores in numpy or torch."""
+    scores = scores_array(prepared.score(np.arange(start, stop)))
     if scores.shape != (stop - start, n):
         raise RuntimeError(
             f"{name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
         )
-    if scores.numel() and torch.isnan(scores.max()):  # max propagates NaN: one pass, no (B, N) mask
+    if scores.size and np.isnan(scores.max()):  # max propagates NaN: one pass, no (B, N) mask
         raise RuntimeError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
     return scores
 
 
 def _chunk_metrics(
-    name: str, scores: Tensor, rows, items, opts: _Options, start: int, stop: int, work: np.ndarray
-) -> dict[str, Tensor]:
+    name: str, scores: np.ndarray, rows, items, opts: _Options, start: int, stop: int, work: np.ndarray
+) -> dict[str, np.ndarray]:
     try:
         return positive_metrics(
             scores, rows, items, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties, work=work
@@ -385,28 +387,27 @@ def _chunk_metrics(
         raise ReconScoreError(f"{name}: {err} (queries {start}..{stop - 1} of a group)") from err
 
 
-def _store_topk(ids_out, scores_out, rows, di: Tensor, local: Tensor, scores: Tensor) -> None:
+def _store_topk(ids_out, scores_out, rows, di: np.ndarray, local: np.ndarray, scores: np.ndarray) -> None:
     """Write local top-k (B, <=k) into the global arrays; -inf (excluded) and -1 (FAISS padding) become pads."""
-    valid = (local >= 0) & torch.isfinite(scores)
-    glob = torch.where(valid, di[local.clamp(min=0)], torch.full_like(local, -1))
+    valid = (local >= 0) & np.isfinite(scores)
+    glob = np.where(valid, di[np.maximum(local, 0)], -1)
     width = local.shape[1]
-    ids_out[rows, :width] = glob.numpy()
-    scores_out[rows, :width] = torch.where(valid, scores, torch.full_like(scores, float("nan"))).numpy()
+    ids_out[rows, :width] = glob
+    scores_out[rows, :width] = np.where(valid, scores, np.nan)
 
 
-def _index_topk(queries: Tensor, database: Tensor, exc: _Pairs, k: int, kind: str):
+def _index_topk(queries, database, exc: _Pairs, k: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """(B, k) local ids and scores from a FAISS index, asking for enough extra items to drop excluded pairs."""
     from retrieval.index import FaissIndex
 
     extra = int(np.diff(exc.ptr).max()) if len(exc) else 0
     want = min(k + extra, database.shape[0])
-    scores, ids = FaissIndex(database, kind).search(queries, want)
+    scores, ids = (as_numpy(t) for t in FaissIndex(as_torch(database), kind).search(as_torch(queries), want))
     if extra:
-        banned = torch.zeros(ids.shape, dtype=torch.bool)
+        banned = np.zeros(ids.shape, dtype=bool)
         for q in range(ids.shape[0]):
-            gone = torch.from_numpy(exc.items[exc.ptr[q] : exc.ptr[q + 1]])
-            banned[q] = torch.isin(ids[q], gone)
-        order = torch.sort(banned.int(), dim=1, stable=True).indices  # kept items first, in rank order
-        ids = torch.where(banned, -1, ids).gather(1, order)
-        scores = scores.gather(1, order)
+            banned[q] = np.isin(ids[q], exc.items[exc.ptr[q] : exc.ptr[q + 1]])
+        order = np.argsort(banned, axis=1, kind="stable")  # kept items first, in rank order
+        ids = np.take_along_axis(np.where(banned, -1, ids), order, axis=1)
+        scores = np.take_along_axis(scores, order, axis=1)
     return ids[:, :k], scores[:, :k]

@@ -33,12 +33,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from retrieval.choices import AP_VARIANTS, TIES
+from retrieval.data import as_numpy
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def _check(scores: Tensor, relevant: Tensor) -> None:
@@ -47,8 +50,16 @@ def _check(scores: Tensor, relevant: Tensor) -> None:
             f"expected scores and relevant of the same shape (B, N), got {tuple(scores.shape)} and "
             f"{tuple(relevant.shape)}"
         )
-    if relevant.dtype != torch.bool:
+    if str(relevant.dtype).removeprefix("torch.") != "bool":
         raise TypeError(f"relevant must be a bool tensor, got {relevant.dtype}")
+
+
+def scores_array(scores: np.ndarray | Tensor) -> np.ndarray:
+    """A method's (B, N) scores as float32 numpy (a view where it can be): the metrics run on numpy whatever
+    the method computes in, so a bundle's evaluation never loads torch."""
+    if isinstance(scores, np.ndarray):
+        return scores.astype(np.float32, copy=False)
+    return scores.detach().float().cpu().numpy()
 
 
 def _check_ties(ties: str) -> None:
@@ -64,10 +75,10 @@ def _check_width(n: int) -> None:
         raise ValueError(f"at most 2^{_INDEX_BITS} database items per ranking, got {n}")
 
 
-def _float32(scores: Tensor) -> np.ndarray:
+def _float32(scores: np.ndarray | Tensor) -> np.ndarray:
     """(B, N) float32 copy of the scores with −0.0 made +0.0 (their bits then order as the values)."""
     _check_width(scores.shape[-1])
-    x = scores.detach().to(torch.float32).cpu().numpy() + np.float32(0.0)
+    x = scores_array(scores) + np.float32(0.0)
     if np.isnan(x).any():
         raise ValueError("scores contain NaN; a method produced undefined similarities")
     return x
@@ -87,28 +98,28 @@ def _keys(x: np.ndarray, index: np.ndarray, flag: np.ndarray | None = None) -> n
     return key
 
 
-def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> Tensor:
+def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> np.ndarray:
     """(B, N) database indices, best score first, ties broken by `ties`: the full ranking, for reading or
     writing it whole (the metrics never build it)."""
     _check_ties(ties)
     x = _float32(scores)
     flag = None
     if ties != "index":
-        rel = relevant.cpu().numpy()
+        rel = as_numpy(relevant)
         flag = rel if ties == "pessimistic" else ~rel
     key = _keys(x, np.arange(x.shape[1], dtype=np.int64), flag)
     key.sort(axis=1)
     key &= (1 << _INDEX_BITS) - 1
-    return torch.from_numpy(key)
+    return key
 
 
-def ranked_relevance(scores: Tensor, relevant: Tensor, *, ties: str = "index") -> Tensor:
+def ranked_relevance(scores: Tensor, relevant: Tensor, *, ties: str = "index") -> np.ndarray:
     """(B, N) bool: `relevant` read in ranking order (best score first), ties broken by `ties`."""
     _check(scores, relevant)
-    return relevant.gather(1, ranking_order(scores, relevant, ties=ties))
+    return np.take_along_axis(as_numpy(relevant), ranking_order(scores, relevant, ties=ties), axis=1)
 
 
-def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
+def top_k(scores: np.ndarray | Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(B, k) database indices and their scores, best first, ties by database index (the order
     `ranking_order` gives), from one partition of each row: only the k kept items are sorted."""
     x = _float32(scores)
@@ -118,8 +129,8 @@ def top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     if k < n:
         key = np.take_along_axis(key, np.argpartition(key, k - 1, axis=1)[:, :k], axis=1)
     key.sort(axis=1)
-    ids = torch.from_numpy(key & ((1 << _INDEX_BITS) - 1))
-    return ids, scores.gather(1, ids.to(scores.device))
+    ids = key & ((1 << _INDEX_BITS) - 1)
+    return ids, np.take_along_axis(scores_array(scores), ids, axis=1)
 
 
 @dataclass
@@ -136,8 +147,8 @@ class PositiveRanks:
     ranks: dict[str, np.ndarray]  # tie rule -> (P,) int64
     tied: np.ndarray  # (P,) bool: a negative has the positive's score
 
-    def _undefined_where_empty(self, values: np.ndarray) -> Tensor:
-        return torch.from_numpy(np.where(self.n_pos > 0, values, np.nan))
+    def _undefined_where_empty(self, values: np.ndarray) -> np.ndarray:
+        return np.where(self.n_pos > 0, values, np.nan)
 
     def _per_row(self, weights: np.ndarray | None = None, where: np.ndarray | None = None) -> np.ndarray:
         rows = self.rows if where is None else self.rows[where]
@@ -150,7 +161,7 @@ class PositiveRanks:
             raise ValueError(f"cut-off k must be >= 1, got {k}")
         return self._per_row(where=self.ranks[rule] < k)
 
-    def average_precision(self, variant: str = "non-interpolated", rule: str = "index") -> Tensor:
+    def average_precision(self, variant: str = "non-interpolated", rule: str = "index") -> np.ndarray:
         if variant not in AP_VARIANTS:
             raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {variant!r}")
         r = self.ranks[rule].astype(np.float64)
@@ -164,19 +175,19 @@ class PositiveRanks:
         denominator = self.n_pos + 1e-5 if variant == "trapezoidal-eps" else np.maximum(self.n_pos, 1.0)
         return self._undefined_where_empty(total / denominator)
 
-    def recall_at(self, k: int, rule: str = "index") -> Tensor:
+    def recall_at(self, k: int, rule: str = "index") -> np.ndarray:
         """Fraction of the query's positives within the top k (rscir's R@k)."""
         return self._undefined_where_empty(self._at(k, rule) / np.maximum(self.n_pos, 1.0))
 
-    def hit_at(self, k: int, rule: str = "index") -> Tensor:
+    def hit_at(self, k: int, rule: str = "index") -> np.ndarray:
         """1 if any positive is within the top k (Recall@K of CIRR, FashionIQ, EDIR: one target per query)."""
         return self._undefined_where_empty((self._at(k, rule) > 0).astype(np.float64))
 
-    def precision_at(self, k: int, rule: str = "index") -> Tensor:
+    def precision_at(self, k: int, rule: str = "index") -> np.ndarray:
         """Positives within the top k, divided by k (rscir's P@k)."""
         return self._undefined_where_empty(self._at(k, rule) / float(k))
 
-    def ap_at(self, k: int, rule: str = "index") -> Tensor:
+    def ap_at(self, k: int, rule: str = "index") -> np.ndarray:
         """CIRCO's AP@k: sum of precision at the positives within the top k, over min(n positives, k)
         (miccunifi/CIRCO src/evaluation.py)."""
         if k < 1:
@@ -200,7 +211,7 @@ def positive_ranks(
     page faults comparable to the sort)."""
     _check_ties(ties)
     _check_width(scores.shape[-1])
-    x = scores.detach().to(torch.float32).cpu().numpy()  # a view where it can be: the sort below copies
+    x = scores_array(scores)  # a view where it can be: the sort below copies
     b = x.shape[0]
     rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
     s = x[rows, cols] + np.float32(0.0)  # -0.0 becomes +0.0 (the tie keys compare bits)
@@ -299,7 +310,7 @@ def query_metrics(
     ks: Sequence[int] = (1, 5, 10),
     map_at: Sequence[int] = (),
     ties: str = "index",
-) -> dict[str, Tensor]:
+) -> dict[str, np.ndarray]:
     """Every per-query metric of a chunk (see `positive_metrics`), with the positives as a dense mask.
 
     Args:
@@ -307,7 +318,7 @@ def query_metrics(
         relevant: (B, N) bool, True for the query's positives.
     """
     _check(scores, relevant)
-    rows, cols = np.nonzero(relevant.cpu().numpy())
+    rows, cols = np.nonzero(as_numpy(relevant))
     return positive_metrics(scores, rows, cols, ap=ap, ks=ks, map_at=map_at, ties=ties)
 
 
@@ -321,7 +332,7 @@ def positive_metrics(
     map_at: Sequence[int] = (),
     ties: str = "index",
     work: np.ndarray | None = None,
-) -> dict[str, Tensor]:
+) -> dict[str, np.ndarray]:
     """Every per-query metric of a chunk from its positives' ranks: ``ap``, ``n_positives``, ``recall@k``
     (fraction of positives), ``hit@k``, ``precision@k`` for k in `ks`, ``map@k`` (CIRCO's AP@k) for k in
     `map_at`, and the tie bounds: ``tied_positives`` (positives whose score equals a negative's),
@@ -338,14 +349,14 @@ def positive_metrics(
     if ap not in AP_VARIANTS:
         raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
     ranked = positive_ranks(scores, rows, cols, ties=ties, work=work)
-    out = {"ap": ranked.average_precision(ap, ties), "n_positives": torch.from_numpy(ranked.n_pos)}
+    out = {"ap": ranked.average_precision(ap, ties), "n_positives": ranked.n_pos}
     for k in ks:
         out[f"recall@{k}"] = ranked.recall_at(k, ties)
         out[f"hit@{k}"] = ranked.hit_at(k, ties)
         out[f"precision@{k}"] = ranked.precision_at(k, ties)
     for k in map_at:
         out[f"map@{k}"] = ranked.ap_at(k, ties)
-    out["tied_positives"] = torch.from_numpy(ranked._per_row(where=ranked.tied))
+    out["tied_positives"] = ranked._per_row(where=ranked.tied)
     out["ap_pessimistic"] = ranked.average_precision(ap, "pessimistic")
     out["ap_optimistic"] = ranked.average_precision(ap, "optimistic")
     return out
@@ -353,8 +364,8 @@ def positive_metrics(
 
 def average_precision(
     scores: Tensor, relevant: Tensor, *, variant: str = "non-interpolated", ties: str = "index"
-) -> Tensor:
+) -> np.ndarray:
     """(B,) AP of each query over the full ranking (see the module docstring for the variants)."""
     _check(scores, relevant)
-    rows, cols = np.nonzero(relevant.cpu().numpy())
+    rows, cols = np.nonzero(as_numpy(relevant))
     return positive_ranks(scores, rows, cols, ties=ties).average_precision(variant, ties)

@@ -12,17 +12,19 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from PIL import Image
-from torch import Tensor
+import numpy as np
 
 from recon_score.errors import InputError
 from retrieval.errors import MethodUnavailableError
 
-TextEncoder = Callable[[list[str]], Tensor]  # texts -> (n, D) float32, L2-normalised
-Captioner = Callable[[list[Image.Image]], list[str]]  # reference images -> one caption each
+if TYPE_CHECKING:  # a bundle's methods run on numpy: importing this module loads neither torch nor PIL
+    from PIL import Image
+    from torch import Tensor
+
+TextEncoder = Callable[[list[str]], "Tensor"]  # texts -> (n, D) float32, L2-normalised
+Captioner = Callable[[list["Image.Image"]], list[str]]  # reference images -> one caption each
 Rewriter = Callable[[list[str], list[str]], list[str]]  # (captions, modifier texts) -> target descriptions
 
 
@@ -75,6 +77,23 @@ class Resources:
     origin: str = (
         "cli"  # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
     )
+
+    def tensors(self) -> Resources:
+        """These resources with every array a tensor (a bundle's are numpy), for methods written in torch."""
+        from retrieval.data import as_torch
+
+        arrays = (
+            "corpus_pos",
+            "corpus_neg",
+            "image_mean",
+            "text_mean",
+            "norm_image",
+            "norm_text",
+            "vocabulary",
+        )
+        return dataclasses.replace(
+            self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
+        )
 
     def checkpoint_needs(self, method: str, release: str, *, folder: bool = False) -> list[str]:
         """What `method` lacks of its --checkpoint: `release` (how to get one) when none was given, or the given
@@ -135,6 +154,9 @@ class Method:
 
     name: str = ""
     config_cls: type = object
+    # True: scores numpy arrays as well as tensors, so a bundle's evaluation loads no torch; else `evaluate`
+    # hands the method tensors (EvalData.tensors, Resources.tensors)
+    takes_numpy: bool = False
 
     def __init__(self, config: Any = None):
         self.config = config if config is not None else self.config_cls()
@@ -162,17 +184,31 @@ class Method:
         return {"name": self.name, "config": cfg}
 
 
+def dot_scores(vectors: np.ndarray | Tensor, database: np.ndarray | Tensor) -> Callable:
+    """rows -> vectors[rows] @ database.T. On numpy (a bundle) accumulated in float64 and rounded once to
+    float32: the correctly rounded dot products whatever the chunk or the item's position, so identical items
+    tie exactly (OpenBLAS's float32 product gives copies of one database row different last bits, which the
+    tie rules would read as a ranking). Tensors keep torch's float32 product."""
+    if not isinstance(database, np.ndarray):
+        return lambda rows: vectors[rows] @ database.T
+    v64, d64 = np.asarray(vectors, dtype=np.float64), database.astype(np.float64)
+    return lambda rows: (v64[rows] @ d64.T).astype(np.float32)
+
+
 def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None = None) -> Prepared:
     """A Prepared whose scores are dot products of composed query vectors with the database."""
-
-    def score(rows: Tensor) -> Tensor:
-        return query_vectors[rows] @ database.T
-
-    return Prepared(score=score, query_vectors=query_vectors, database=database, details=details)
+    return Prepared(
+        score=dot_scores(query_vectors, database),
+        query_vectors=query_vectors,
+        database=database,
+        details=details,
+    )
 
 
 def sample_rows(t: Tensor, limit: int) -> Tensor:
     """At most `limit` rows of `t`, evenly spaced (deterministic), for statistics on large databases."""
+    import torch
+
     if t.shape[0] <= limit:
         return t
     idx = torch.linspace(0, t.shape[0] - 1, limit).round().long()

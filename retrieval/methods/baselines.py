@@ -4,10 +4,14 @@ s_f = f(y)·f(x), text + image s_f + s_g, text × image s_f · s_g."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from torch import Tensor
+import numpy as np
 
-from retrieval.methods.base import Method, MethodContext, Prepared, linear
+from retrieval.methods.base import Method, MethodContext, Prepared, dot_scores, linear
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 @dataclass(frozen=True)
@@ -24,14 +28,14 @@ class ProductConfig:
 
 
 class TextOnly(Method):
-    name, config_cls = "text", NoConfig
+    name, config_cls, takes_numpy = "text", NoConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         return linear(ctx.query_text, ctx.database)
 
 
 class ImageOnly(Method):
-    name, config_cls = "image", NoConfig
+    name, config_cls, takes_numpy = "image", NoConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         return linear(ctx.query_image, ctx.database)
@@ -40,23 +44,23 @@ class ImageOnly(Method):
 class Sum(Method):
     """Text + image: (f(y) + g(t))·f(x) equals s_f + s_g, so the method is linear (FAISS-servable)."""
 
-    name, config_cls = "sum", NoConfig
+    name, config_cls, takes_numpy = "sum", NoConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         return linear(ctx.query_image + ctx.query_text, ctx.database)
 
 
 class Product(Method):
-    name, config_cls = "product", ProductConfig
+    name, config_cls, takes_numpy = "product", ProductConfig, True
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         rectify = self.config.rectify
+        image, text = dot_scores(ctx.query_image, ctx.database), dot_scores(ctx.query_text, ctx.database)
 
-        def score(rows: Tensor) -> Tensor:
-            s_img = ctx.query_image[rows] @ ctx.database.T
-            s_txt = ctx.query_text[rows] @ ctx.database.T
-            if rectify:
-                s_img, s_txt = s_img.clamp(min=0), s_txt.clamp(min=0)
+        def score(rows: np.ndarray | Tensor) -> np.ndarray | Tensor:  # in the arrays' own library
+            s_img, s_txt = image(rows), text(rows)
+            if rectify:  # clip: numpy's and torch's name for clamp
+                s_img, s_txt = s_img.clip(min=0), s_txt.clip(min=0)
             return s_img * s_txt
 
         return Prepared(score=score)

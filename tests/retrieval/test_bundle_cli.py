@@ -185,7 +185,7 @@ def test_save_load_round_trip(tmp_path):
         query_subgroup=["s", "t", "s"],
     )
     b = load_bundle(save_bundle(tmp_path / "rt.npz", data))
-    assert torch.equal(b.data.database, data.database) and b.data.query_subgroup == ["s", "t", "s"]
+    assert np.array_equal(b.data.database, data.database.numpy()) and b.data.query_subgroup == ["s", "t", "s"]
     with pytest.raises(BundleError):
         np.savez(tmp_path / "x.npz", **{**arrays(), "exclude": np.zeros((1, 3), np.int64)})
         load_bundle(tmp_path / "x.npz")
@@ -301,3 +301,72 @@ def test_a_deflate_bomb_is_refused_before_inflating(tmp_path):
         BundleError, match=r"'database' inflates from \d+ to \d+ bytes \(\d+x\).*decompression bomb"
     ):
         load_bundle(path)
+
+
+NUMPY_ONLY_RUN = """
+import json, sys
+from eval.cli import main
+main(["retrieve-eval", "--json", *sys.argv[1:]])
+heavy = sorted(m for m in ("torch", "pandas", "transformers", "open_clip", "PIL.Image") if m in sys.modules)
+print(json.dumps(heavy))
+"""
+
+
+@pytest.mark.parametrize(
+    "method", [["--method", "image"], ["--method", "sum"], ["--method", "product", "--set", "rectify=true"]]
+)
+def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
+    """A bundle's methods score, rank and average on numpy alone (Python + torch start-up is most of a
+    PatternCom-sized evaluation): the same figures as in this process, where torch is loaded, and no torch,
+    pandas, transformers, open_clip or PIL.Image in the child. The bundle uses every path of the evaluation:
+    per-group databases, an excluded pair, subsets."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bundle = write(
+        tmp_path / "b.npz",
+        database_group=np.array(["x", "x", "x", "x", "y", "y"]),
+        query_db_group=np.array(["x", "x", "y"]),
+        exclude=np.array([[0, 0]], np.int64),
+        subset=np.array([[0, 1], [0, 2], [1, 0], [1, 1], [2, 4], [2, 5]], np.int64),
+    )
+    argv = ["--bundle", str(bundle), *method]
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.run(
+        [sys.executable, "-c", NUMPY_ONLY_RUN, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=repo,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    report, heavy = child.stdout.strip().splitlines()[-2:]
+    assert json.loads(heavy) == []
+    assert json.loads(report) == run_json(capsys, *argv)
+
+
+@pytest.mark.parametrize("method", ["sum", "product"])
+def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
+    """A bundle's scores are numpy dot products rounded once from float64: a copy of a database item ties with
+    it exactly wherever it sits (a float32 BLAS product can give copies different last bits, which the tie
+    rules would read as a ranking)."""
+    from retrieval.methods import build_method
+    from retrieval.methods.base import MethodContext
+
+    rng = np.random.default_rng(0)
+    unit = lambda n: (lambda x: (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))(  # noqa: E731
+        rng.normal(size=(n, 256))
+    )
+    db, q_img, q_txt = unit(3000), unit(300), unit(300)
+    src, dst = rng.permutation(1500)[:700], 1500 + rng.permutation(1500)[:700]
+    db[dst] = db[src]
+    ctx = MethodContext(q_img, q_txt, db, np.arange(300))
+    scores = build_method(method).prepare(ctx).score(np.arange(300))
+    assert isinstance(scores, np.ndarray) and scores.dtype == np.float32
+    assert np.array_equal(scores[:, dst], scores[:, src])
+    s_img, s_txt = q_img @ db.T, q_txt @ db.T
+    np.testing.assert_allclose(scores, s_img + s_txt if method == "sum" else s_img * s_txt, rtol=0, atol=1e-6)
