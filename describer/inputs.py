@@ -47,10 +47,11 @@ class ImageItem:
 
 
 def _sample_items() -> list[ImageItem]:
-    refs = {e["image"]: e["captions"] for e in json.loads((SAMPLE_DIR / "references.json").read_text())}
-    paths = sorted((SAMPLE_DIR / "images").glob("UCM_*.tif"), key=lambda p: int(p.stem.split("_")[1]))
+    """Every bundled tile, in references.json's order (each with its human captions)."""
+    entries = json.loads((SAMPLE_DIR / "references.json").read_text())
     return [
-        ImageItem(i, p.stem, f"images/{p.name}", p, refs.get(f"images/{p.name}")) for i, p in enumerate(paths)
+        ImageItem(i, Path(e["image"]).stem, e["image"], SAMPLE_DIR / e["image"], e["captions"])
+        for i, e in enumerate(entries)
     ]
 
 
