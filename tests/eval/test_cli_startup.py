@@ -131,7 +131,8 @@ def test_input_errors_answer_before_torch_is_imported(tmp_path):
     )
     assert r.stdout.strip() == "[1, 1, 1, 1, 1, 1, 1] []", r.stderr
     errors = [line for line in r.stderr.strip().splitlines() if not line.startswith((" ", "- ", "`"))]
-    assert len(errors) == len(cases), r.stderr  # the missing-models error lists each model on lines of its own
+    # the missing-models error lists each model on lines of its own
+    assert len(errors) == len(cases), r.stderr
     for line, (_, needle) in zip(errors, cases):
         assert line.startswith("error: ") and needle in line
 
