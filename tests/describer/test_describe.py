@@ -381,6 +381,6 @@ def test_every_row_has_the_same_keys(tmp_path, sample_dir):
     for name in ("captions.jsonl", "candidates.jsonl"):
         rows = _jsonl(out / name)
         assert rows and all(set(r) == set(rows[-1]) for r in rows), name
-    caps = {c["image_id"]: c for c in _jsonl(out / "captions.jsonl")}
+    caps = {Path(c["image"]).stem: c for c in _jsonl(out / "captions.jsonl")}
     assert caps["a_broken"]["error"] and caps["a_broken"]["recon_score"] is None
     assert caps["b_good"]["recon_score"] is not None and caps["b_good"]["error"] is None
