@@ -5,8 +5,8 @@
 Every command runs as a fresh process, the way a user types it; the rounds interleave the commands (so a change
 of load hits all of them alike) and each line prints the median and the spread over the rounds, with the load
 average before and after. Goals (first contact): `reconscore --help` <= 0.07x the import of torch; an argument
-or file error < 0.5x; a preset whose weights are missing is answered before any model loads (its check may
-import torch, since the encoder families' weight checks need it, but never waits on the network).
+or file error < 0.5x, and so is `--preset paper` without its weights (offline, an empty weights folder): the
+local weights check imports no torch and never waits on the network.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def cases(tmp: Path) -> list[tuple[str, str, list[str], dict]]:
             ],
             {},
         ),
-        ("score --preset paper, no weights", "", ["score", "--preset", "paper", *out], empty),
+        ("score --preset paper, no weights", "error", ["score", "--preset", "paper", *out], empty),
     ]
 
 

@@ -469,7 +469,18 @@ def _output_files(items: list[ImageItem], final: dict, note) -> dict[str, bytes]
                 row["note"] = note
             cand_rows.append(row)
         caption_rows.append({k: v for k, v in res.items() if k != "candidates"})
-    return {"candidates.jsonl": jsonl_bytes(cand_rows), "captions.jsonl": jsonl_bytes(caption_rows)}
+    return {
+        "candidates.jsonl": jsonl_bytes(_one_schema(cand_rows)),
+        "captions.jsonl": jsonl_bytes(_one_schema(caption_rows)),
+    }
+
+
+def _one_schema(rows: list[dict]) -> list[dict]:
+    """Every row with the same keys (a failed image or candidate has the scored ones' keys, as null), so a reader
+    of the file needs no per-row key checks. Keys in order of first appearance; `selected` and `note` last."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    keys = [k for k in keys if k not in ("selected", "note")] + [k for k in ("selected", "note") if k in keys]
+    return [{k: row.get(k) for k in keys} for row in rows]
 
 
 def _finish(job: DescribeJob, run: RunFolder, plan: _Plan, summary: DescribeSummary, inv: int) -> None:

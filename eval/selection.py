@@ -119,6 +119,7 @@ def build_selector(
         cache=ArtifactCache(cache_dir, enabled=use_cache),
         weights_dir=weights_dir,
         trust_remote_code=trust_remote_code,
+        check_models=False,  # `preflight` checks them with the captioner's, so one error names every model
     )
     return ReconScoreSelector(scorer, **(seeds or {}))
 

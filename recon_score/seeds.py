@@ -190,6 +190,17 @@ def format_ci(ci: dict, digits: int = 2) -> str:
     return f"{ci['mean']:.{digits}f} [{ci['low']:.{digits}f}, {ci['high']:.{digits}f}]"
 
 
+def ci_line(ci: dict) -> str:
+    """The printed CI line. One image: no interval over images exists, so the line says what the interval is
+    over (its seeds), or prints the mean alone where one value is all there is (1 image x 1 seed)."""
+    line = f"ReconScore mean [{ci_heading(ci)}]: "
+    if ci["images"] > 1:
+        return line + format_ci(ci)
+    if ci["seeds"] > 1:
+        return line + format_ci(ci) + " (1 image: the CI is over its seeds only, not over images)"
+    return line + f"{ci['mean']:.2f} (1 image, 1 seed: no interval)"
+
+
 def seed_summary(records: Sequence[dict], seeds: Sequence[int]) -> dict:
     """run.json's multi-seed summary from finished score rows (those with every seed scored)."""
     done = [r for r in records if not r.get("error") and r.get("recon_score_per_seed")]

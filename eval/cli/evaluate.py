@@ -57,9 +57,9 @@ def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **sam
     click.echo((job.out / "summary.md").read_text())
     ci = result.report.get("recon_score", {}).get("ci")
     if ci is not None:
-        from recon_score.seeds import ci_heading, format_ci
+        from recon_score.seeds import ci_line
 
-        click.echo(f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}")
+        click.echo(ci_line(ci))
     join, failed = result.join, result.failed
     if join.unmatched:
         click.echo(

@@ -136,7 +136,10 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("scored", str(summary.ok))
     table.add_row("failed", str(summary.failed))
     if summary.mean is not None and summary.std is not None:
-        table.add_row("ReconScore mean ± std", f"{summary.mean:.2f} ± {summary.std:.2f}")
+        table.add_row(
+            f"ReconScore mean ± std over {summary.ok} captions",
+            f"{summary.mean:.2f} ± {_spread(summary.std)}",
+        )
     elif summary.mean is not None:  # one scored caption: a value, no spread
         table.add_row("ReconScore", f"{summary.mean:.2f} (1 caption scored: no spread)")
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
@@ -156,15 +159,19 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("results", str(out / "scores.jsonl"))
     console.print(table)
     if summary.ci is not None:  # a line of its own: the label must never wrap
-        from recon_score.seeds import ci_heading, format_ci
+        from recon_score.seeds import ci_line
 
-        ci = summary.ci
-        click.echo(f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}")
+        click.echo(ci_line(summary.ci))
     if kinds and kinds.get("images"):
         click.echo(READING)
     opt.print_failures(console, summary.failures, where="scores.jsonl")
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
+
+
+def _spread(std: float) -> str:
+    """A std that rounds to 0.00 but is not 0 keeps one significant digit: "± 0.00" reads as no spread at all."""
+    return f"{std:.2f}" if std == 0 or std >= 0.005 else f"{std:.1g}"
 
 
 # how to read the references-vs-distractors lines, printed under them

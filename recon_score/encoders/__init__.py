@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from recon_score import synthetic
 from recon_score.errors import UnknownEncoderError
-from recon_score.registry import Entry, Registry
+from recon_score.registry import Entry, Registry, load_target
 
 if TYPE_CHECKING:
     from recon_score.encoders.base import Encoder, EncoderInfo
@@ -60,6 +60,9 @@ class EncoderFamily(Entry):
     """`target` is the family's module: build(name, device, weights_dir) -> Encoder, check(name, weights_dir)."""
 
     examples: tuple[str, ...] = ()  # example specs (the synthetic ones the family loads are added by listing)
+    checker: str = (
+        ""  # "module:check" when the family module imports torch: a weights check must not ("": target's)
+    )
 
 
 FAMILIES: Registry[EncoderFamily] = Registry(
@@ -77,6 +80,7 @@ FAMILIES: Registry[EncoderFamily] = Registry(
                 "dreamsim:clip_vitb32",
                 "dreamsim:dinov2_vitb14",
             ),
+            "recon_score.encoders.dreamsim_files:check",
         ),
         EncoderFamily(
             "open_clip",
@@ -195,5 +199,7 @@ def list_encoders() -> list[dict]:
 def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> dict:
     """Whether `spec`'s weights are available locally, and where they would come from. Downloads nothing."""
     family, name = parse_spec(spec)
-    out = FAMILIES.load(family).check(name, weights_dir=Path(weights_dir) if weights_dir else None)
+    entry = FAMILIES[family]
+    check = load_target(entry.checker) if entry.checker else entry.load().check
+    out = check(name, weights_dir=Path(weights_dir) if weights_dir else None)
     return {"spec": spec, **out}

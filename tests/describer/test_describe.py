@@ -194,6 +194,10 @@ def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
     assert "list.jsonl:5" in caps["line5"]["error"]
     cands = _jsonl(tmp_path / "run" / "candidates.jsonl")
     assert [c["error"] for c in cands if c["image_id"] == "ok1"] == ["backend error: timeout", None]
+    assert all(
+        set(c) == set(cands[0]) for c in cands
+    )  # an errored candidate has a scored one's keys, as null
+    assert all(set(c) == set(caps["ok1"]) for c in caps.values())
 
 
 def test_failed_start_and_repair_from_the_journal(tmp_path, sample_dir, caplog):
@@ -363,3 +367,20 @@ def test_transformers_backend_batches_across_images(sample_dir):
     assert all(isinstance(c, Candidate) for cs in out for c in cs)
     ident = cap.identity()
     assert ident["backend"] == "transformers" and ident["revision"].startswith("fixture:")
+
+
+def test_every_row_has_the_same_keys(tmp_path, sample_dir):
+    """One schema for every row: a broken image's caption row and an errored candidate's row carry the keys of
+    scored ones (as null), as scores.jsonl does."""
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "a_broken.png").write_bytes(b"not a png")
+    Image.open(sample_dir / "images" / "UCM_1.tif").save(images / "b_good.png")
+    out = tmp_path / "run"
+    assert main(smoke("describe", out, "--images", str(images), "--n", "2")) == 3
+    for name in ("captions.jsonl", "candidates.jsonl"):
+        rows = _jsonl(out / name)
+        assert rows and all(set(r) == set(rows[-1]) for r in rows), name
+    caps = {Path(c["image"]).stem: c for c in _jsonl(out / "captions.jsonl")}
+    assert caps["a_broken"]["error"] and caps["a_broken"]["recon_score"] is None
+    assert caps["b_good"]["recon_score"] is not None and caps["b_good"]["error"] is None

@@ -90,7 +90,9 @@ def test_every_listed_summary_is_its_commands_own(capsys):
 
 
 def test_input_errors_answer_before_torch_is_imported(tmp_path):
-    """A wrong path, field name, image folder or encoder family is refused before torch is imported."""
+    """A wrong path, field name, image folder, encoder family or missing local weights (offline, an empty
+    weights folder) is refused before torch is imported."""
+    (tmp_path / "weights").mkdir()
     (tmp_path / "wrong.jsonl").write_text('{"img": "a.png", "text": "a field"}\n')
     (tmp_path / "ok.jsonl").write_text('{"image": "a.png", "caption": "a field"}\n')
     score = ["score", "--preset", "smoke", "--out", str(tmp_path / "run")]
@@ -106,22 +108,31 @@ def test_input_errors_answer_before_torch_is_imported(tmp_path):
         ([*score, "--encoder", "dreamsm:ensemble"], "did you mean 'dreamsim'"),
         ([*correlate, "--preferences", str(tmp_path / "no.jsonl"), "--metrics", "bleu4"], "file not found"),
         ([*correlate, "--preferences", ranking, "--metrics", "bleu4,blue"], "did you mean 'bleu4'"),
+        (["score", "--preset", "paper", "--out", str(tmp_path / "paper")], "not available here"),
     ]
     code = (
         "import sys; from eval.cli import main; "
         f"rcs = [main(a) for a in {[c for c, _ in cases]!r}]; "
-        "print(rcs, 'torch' in sys.modules, 'pandas' in sys.modules)"
+        "heavy = ('torch', 'transformers', 'diffusers', 'open_clip', 'pandas'); "
+        "print(rcs, [m for m in heavy if m in sys.modules])"
     )
     r = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "HF_HUB_OFFLINE": "1",
+            "RECONSCORE_WEIGHTS": str(tmp_path / "weights"),
+            "RECONSCORE_DREAMSIM_DIR": "",
+        },
         timeout=300,
     )
-    assert r.stdout.strip() == "[1, 1, 1, 1, 1, 1] False False", r.stderr
-    errors = r.stderr.strip().splitlines()
-    assert len(errors) == len(cases)
+    assert r.stdout.strip() == "[1, 1, 1, 1, 1, 1, 1] []", r.stderr
+    errors = [line for line in r.stderr.strip().splitlines() if not line.startswith((" ", "- ", "`"))]
+    # the missing-models error lists each model on lines of its own
+    assert len(errors) == len(cases), r.stderr
     for line, (_, needle) in zip(errors, cases):
         assert line.startswith("error: ") and needle in line
 

@@ -2,6 +2,7 @@
 (one seed), a two-way random-effects t interval over images x shared seeds (K > 1)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from eval.cli import main
 from recon_score.seeds import (
     ci_heading,
     ci_label,
+    ci_line,
     crossed_variance,
     derive_seed,
     derive_seeds,
@@ -284,7 +286,11 @@ def test_score_seeds_on_captions_of_one_image_counts_one_image(tmp_path, capsys)
         str(out),
     ]
     assert main(args) == 0
-    assert "1 image x 3 seeds (3 captions)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1 image x 3 seeds (3 captions)" in printed
+    assert "(1 image: the CI is over its seeds only, not over images)" in printed
+    assert "mean ± std over 3 captions" in printed
+    assert not re.search(r"± 0\.00(?!\d)", printed)  # the three captions' std is small, not zero
     ci = json.loads((out / "run.json").read_text())["seed_noise"]["recon_score_ci"]
     assert (ci["images"], ci["seeds"], ci["captions"]) == (1, 3, 3)
 
@@ -294,3 +300,14 @@ def test_docs_coverage_table_is_the_scripts():
     mod = _coverage_module()
     page = mod.DOCS.read_text(encoding="utf-8")
     assert f"{mod.MARK[0]}\n{mod.table(4000)}\n{mod.MARK[1]}" in page
+
+
+def test_ci_line_never_shows_a_spread_of_one_value():
+    ci = recon_score_ci(np.array([[80.0], [81.0]]), ["a", "b"])
+    assert ci_line(ci).endswith(f"{ci['mean']:.2f} [{ci['low']:.2f}, {ci['high']:.2f}]")
+    one = recon_score_ci(np.array([[80.0]]), ["a"])  # 1 image x 1 seed: a value, no interval
+    assert ci_line(one).endswith("80.00 (1 image, 1 seed: no interval)") and "[80.00, 80.00]" not in ci_line(
+        one
+    )
+    seeds = recon_score_ci(np.array([[80.0, 81.0, 79.0]]), ["a"])
+    assert ci_line(seeds).endswith("(1 image: the CI is over its seeds only, not over images)")
