@@ -110,10 +110,10 @@ def command(
     from describer.presets import get_describer_preset
     from describer.run import DescribeJob, run_describe
     from eval.selection import build_selector, preflight
-    from recon_score.explain import ExplainOptions
     from recon_score.runtime import resolve_device
 
     p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
+    explained = _explain_options(explain, explain_max_phrases, p.select_by)
     recon = opt.pop_overrides(ReconPreset, kw)  # t2i_model, encoder of the selection renders
     job_kw = {k: kw.pop(k) for k in ("limit", "overwrite", "retry_errors", "bands", "out")}
     items, source = _items(inputs, images_root, dataset, dataset_root, split, annotations)
@@ -141,10 +141,6 @@ def command(
         overrides=recon,
         trust_remote_code=kw.get("trust_remote_code", False),
     )
-    if explain and getattr(selector, "scorer", None) is None:
-        raise click.UsageError(
-            f"--explain needs ReconScore selection (--select-by recon_score), not {p.select_by!r}"
-        )
     preflight(cap, selector)
     job = DescribeJob(
         preset=p,
@@ -157,7 +153,7 @@ def command(
         argv=["reconscore", *sys.argv[1:]],
         items=items,
         source=source,
-        explain=ExplainOptions(max_phrases=explain_max_phrases) if explain else None,
+        explain=explained,
         explain_seeds=explain_seeds,
         **job_kw,
     )
@@ -167,6 +163,21 @@ def command(
     if PartialState().is_main_process:
         _print_summary(summary, job.out, p)
     return summary.exit_code
+
+
+def _explain_options(explain: bool, max_phrases: int, select_by: str):
+    """--explain's options (None without it): the explanation comes from ReconScore's renders, so it needs
+    ReconScore selection; refused before any model loads."""
+    from eval.metrics import get_metric_info
+    from recon_score.explain import ExplainOptions
+
+    if not explain:
+        return None
+    if get_metric_info(select_by).name != "recon_score":
+        raise click.UsageError(
+            f"--explain needs ReconScore selection (--select-by recon_score), not {select_by!r}"
+        )
+    return ExplainOptions(max_phrases=max_phrases)
 
 
 def _items(inputs, images_root, dataset, dataset_root, split, annotations) -> tuple[list | None, dict | None]:
