@@ -517,6 +517,44 @@ def check_run_target(kind: str, out: Path) -> None:
         )
 
 
+def _run_record(
+    kind: str, info: dict, upstream: Sequence[Path | str], since: str, argv: Sequence[str], fields: dict
+) -> dict:
+    """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
+    `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
+    meaningless) and `upstream` (the run folders it read)."""
+    ups = [str(Path(u).resolve()) for u in upstream]
+    meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
+    return {
+        "command": kind,
+        **info,
+        "meaningless": meaningless,
+        "upstream": ups,
+        "started": info.get("started", since),
+        "finished": utc_now(),
+        **fields,
+        "provenance": {**provenance(), "argv": list(argv)},
+    }
+
+
+def file_record_path(target: Path) -> Path:
+    """Where a file target's record lives: next to it, with the suffix `.json` (`m.jsonl` -> `m.json`)."""
+    return Path(target).with_suffix(".json")
+
+
+def publish_file(
+    kind: str, target: Path, *, data: bytes, info: dict, upstream: Sequence[Path | str] = ()
+) -> dict:
+    """A run whose result is one file (`metrics add`): the file, then its record next to it
+    (`file_record_path`), each atomically, the record in the same shape as a run folder's run.json. The target
+    was checked with `check_file_target` (and its record path too) before anything was computed."""
+    started = info.get("started") or utc_now()
+    atomic_write_bytes(Path(target), data)
+    record = _run_record(kind, info, upstream, started, sys.argv, {})
+    write_json_atomic(file_record_path(target), record)
+    return record
+
+
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p)
@@ -685,20 +723,7 @@ class RunFolder:
         return self._record(info, upstream, **fields)
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
-        """The one writer of run.json: the kind, the command's fields, `meaningless` (a synthetic model or a
-        meaningless preset in its settings, or an upstream run that was meaningless) and `upstream`."""
-        ups = [str(Path(u).resolve()) for u in upstream]
-        meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
-        run_info = {
-            "command": self.kind,
-            **info,
-            "meaningless": meaningless,
-            "upstream": ups,
-            "started": info.get("started", self.started),
-            "finished": utc_now(),
-            **fields,
-            "provenance": {**provenance(), "argv": self.argv},
-        }
+        run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
         write_json_atomic(self.out / RECORD, run_info)
         return run_info
 

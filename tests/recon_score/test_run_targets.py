@@ -248,3 +248,17 @@ def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys)
         "--overwrite, or choose another --out"
     ]
     assert _sums(run) == before
+
+
+def test_metrics_add_writes_its_record_through_the_run_writer(run, tmp_path, capsys):
+    """`metrics add` is a file-target run: OUT.json has run.json's shape (kind, `meaningless` from the run it
+    read, `upstream`), written by the one record writer."""
+    import json
+
+    assert main(_metrics_add(run, tmp_path / "m.jsonl")) == 0
+    record = json.loads((tmp_path / "m.json").read_text())
+    score_record = json.loads((run / "run.json").read_text())
+    assert record["command"] == "metrics add" and record["upstream"] == [str(run.resolve())]
+    assert record["meaningless"] is True  # bleu1 is a real metric; the smoke score run it read is not
+    assert {"started", "finished", "provenance"} <= record.keys() and "argv" in record["provenance"]
+    assert score_record["meaningless"] is True and set(score_record) >= {"command", "meaningless", "upstream"}
