@@ -32,8 +32,8 @@ from pathlib import Path
 from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
-from recon_score.run_engine import RECORD, RunFolder
-from recon_score.textfiles import parse_json, read_json, read_lines
+from recon_score.run_engine import RECORD, RunFolder, upstream_record
+from recon_score.textfiles import parse_json, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -117,13 +117,12 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     run: dict = {}
     if path.is_dir():
         table = path / "candidates.jsonl"
-        if (path / RECORD).exists():  # a describe run's record; a broken one is this run's error
-            run = read_json(path / RECORD, expect=dict, what=RECORD)
+        run = upstream_record(path)  # a describe run's record; a broken one is this run's error
         if not table.is_file():
             raise InputError(f"{path}: no candidates.jsonl (expected a `reconscore describe` run folder)")
     else:
         table = path
-    fields = _run_fields(path / "run.json", run)
+    fields = _run_fields(path / RECORD, run)
     root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)
     groups: dict[str, list[Candidate]] = {}
     for line, text in read_lines(table, what="candidates table"):

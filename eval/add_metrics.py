@@ -13,7 +13,7 @@ from preference_data import PreferenceFormatError, load_references
 from recon_score.atomic_io import jsonl_bytes, read_jsonl
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.run_engine import check_file_target, file_record_path, publish_file, read_record
+from recon_score.run_engine import check_file_target, file_record_path, publish_file, upstream_record
 from recon_score.runtime import utc_now
 
 
@@ -50,7 +50,7 @@ def _json_value(v):
 def _images_root(job: AddMetricsJob, scores: Path) -> Path:
     if job.images_root is not None:
         return job.images_root
-    root = read_record(scores.parent).get("images_root")
+    root = upstream_record(scores.parent).get("images_root")
     return Path(root) if root else scores.parent
 
 
@@ -69,6 +69,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         )
     check_file_target(out, inputs=[scores])  # RUN/scores.jsonl, RUN/journal/..., a link to them
     check_file_target(file_record_path(out), inputs=[scores], what="--out's record")  # RUN/run.jsonl
+    upstream_record(scores.parent)  # an older reconscore's run is refused before anything is computed
     try:
         rows = read_jsonl(scores)
     except ValueError as err:
@@ -133,6 +134,8 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         "config": {"run": str(scores.parent.resolve())},
         "started": started,
     }
-    upstream = [scores.parent] if read_record(scores.parent) else []  # a run folder, not a bare scores file
+    upstream = (
+        [scores.parent] if upstream_record(scores.parent) else []
+    )  # a run folder, not a bare scores file
     record = publish_file("metrics add", out, data=jsonl_bytes(records), info=info, upstream=upstream)
     return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored, record=record)

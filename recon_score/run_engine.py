@@ -430,15 +430,36 @@ def uses_synthetic_models(settings: object) -> bool:
 
 
 def load_record(folder: Path) -> dict:
-    """A run folder's record, for a reader that needs one (the report, the studies).
+    """A run folder's record, for a command that reads the run as its input (the report, the studies).
 
     Raises:
-        ReconScoreError: the folder has none (not a run folder), or it is not a readable JSON object.
+        ReconScoreError: the folder has none (not a run folder), it is not a readable JSON object, or it was
+            written before records said whether the run is `meaningless` (`upstream_record`).
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
-    return read_json(path, expect=dict)
+    return _current(folder, read_json(path, expect=dict))
+
+
+def upstream_record(folder: Path) -> dict:
+    """The record of a run folder a command reads as its input (`pairs`, `metrics add`): {} when it has none
+    (a bare results table), else as `load_record` (InputError when unreadable, an older reconscore's refused)."""
+    path = Path(folder) / RECORD
+    if not os.path.lexists(path):
+        return {}
+    return _current(folder, read_json(path, expect=dict, what=RECORD))
+
+
+def _current(folder: Path, record: dict) -> dict:
+    """A record written before every record said `meaningless` would hide a smoke run's banner downstream:
+    refused with the one thing to do (0.1.0 keeps no compatibility with such folders)."""
+    if "meaningless" not in record:
+        raise ReconScoreError(
+            f"{folder} was written by an older reconscore (its run.json has no `meaningless` field): rerun "
+            "the command that made it"
+        )
+    return record
 
 
 def read_record(out: Path) -> dict:

@@ -262,3 +262,31 @@ def test_metrics_add_writes_its_record_through_the_run_writer(run, tmp_path, cap
     assert record["meaningless"] is True  # bleu1 is a real metric; the smoke score run it read is not
     assert {"started", "finished", "provenance"} <= record.keys() and "argv" in record["provenance"]
     assert score_record["meaningless"] is True and set(score_record) >= {"command", "meaningless", "upstream"}
+
+
+def test_an_older_run_read_as_input_is_refused_with_one_line(run, tmp_path, capsys):
+    """A run.json written before records said `meaningless` would silently lose the smoke banner downstream:
+    report, studies, pairs and metrics add refuse it (exit 1, one line saying to rerun), the folder untouched."""
+    import json
+
+    def old(folder: Path) -> Path:
+        record = json.loads((folder / "run.json").read_text())
+        del record["meaningless"]
+        (folder / "run.json").write_text(json.dumps(record))
+        return folder
+
+    score_run, describe_run = old(run), old(_fake_run(tmp_path / "d"))
+    before = _sums(score_run), _sums(describe_run)
+    commands = {
+        "report": ["report", str(score_run), "--out", str(tmp_path / "r.html")],
+        "metrics add": _metrics_add(score_run, tmp_path / "m.jsonl"),
+        "pairs": ["pairs", str(describe_run), "--prompt", "x", "--out", str(tmp_path / "p")],
+        "study": ["study", "n-sweep", "--run", f"x={describe_run}", "--out", str(tmp_path / "st")],
+    }
+    for name, argv in commands.items():
+        assert main(argv) == 1, name
+        errors = _errors(capsys)
+        assert len(errors) == 1 and "written by an older reconscore" in errors[0], (name, errors)
+        assert "rerun the command that made it" in errors[0]
+    assert (_sums(score_run), _sums(describe_run)) == before
+    assert not any((tmp_path / n).exists() for n in ("r.html", "m.jsonl", "m.json", "p", "st"))
