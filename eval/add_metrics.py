@@ -14,6 +14,7 @@ from recon_score.atomic_io import jsonl_bytes, read_jsonl
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.run_engine import check_file_target, file_record_path, publish_file, upstream_record
+from recon_score.run_outputs import SCORES, scores_file
 from recon_score.runtime import utc_now
 
 
@@ -57,10 +58,10 @@ def _images_root(job: AddMetricsJob, scores: Path) -> Path:
 def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     started = utc_now()
     names = parse_metric_names(job.metrics)
-    scores = job.run / "scores.jsonl" if job.run.is_dir() else job.run
+    scores = scores_file(job.run) if job.run.is_dir() else job.run
     if not scores.is_file():
         raise ReconScoreError(
-            f"{scores} not found: pass a run folder made by `reconscore score` or its scores.jsonl"
+            f"{scores} not found: pass a run folder made by `reconscore score` or its {SCORES}"
         )
     out = job.out or scores.with_name(f"{scores.stem}.metrics.jsonl")
     if out.suffix.casefold() == ".json":

@@ -53,24 +53,12 @@ from recon_score.atomic_io import (
     write_json_atomic,
 )
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
+from recon_score.run_outputs import KIND_BY_RECORD_ONLY, KIND_OUTPUTS
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import read_bytes, read_json
 
 log = logging.getLogger(__name__)
 
-# the final files each kind of run folder writes besides run.json; the first one tells a folder's kind when it
-# has no run.json yet (a run killed before its first finish), except for kinds in KIND_BY_RECORD_ONLY
-KIND_OUTPUTS = {
-    "score": ("scores.jsonl", "reconstructions", "explain"),
-    "describe": ("captions.jsonl", "candidates.jsonl", "reconstructions", "explain"),
-    "retrieve": ("per_query.csv", "per_query.parquet", "methods"),
-    "generate": ("generated.jsonl", "triplets.jsonl"),
-    "correlate": ("correlations.csv", "per_item.parquet"),
-    "evaluate": ("per_image.jsonl", "summary.csv", "summary.md"),
-    "pairs": ("data",),
-    "study": ("table.csv", "table.md"),
-}
-KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs

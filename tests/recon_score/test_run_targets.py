@@ -290,3 +290,23 @@ def test_an_older_run_read_as_input_is_refused_with_one_line(run, tmp_path, caps
         assert "rerun the command that made it" in errors[0]
     assert (_sums(score_run), _sums(describe_run)) == before
     assert not any((tmp_path / n).exists() for n in ("r.html", "m.jsonl", "m.json", "p", "st"))
+
+
+def test_a_runs_outputs_are_read_through_their_declared_readers(run, tmp_path):
+    """run_outputs declares each kind's files once (the engine guards them) and reads them for other commands:
+    a score run's rows in order, a missing file named, a bad line named file:line."""
+    import json
+
+    from recon_score.errors import ReconScoreError
+    from recon_score.run_engine import RUN_FILES
+    from recon_score.run_outputs import KIND_OUTPUTS, SCORES, describe_candidates, score_rows
+    from recon_score.textfiles import TextFileError
+
+    assert KIND_OUTPUTS["score"][0] == SCORES and SCORES not in RUN_FILES
+    lines = (run / SCORES).read_text().splitlines()
+    assert score_rows(run) == [json.loads(x) for x in lines] and len(lines) == 2
+    with pytest.raises(ReconScoreError, match="candidates.jsonl not found"):
+        describe_candidates(run)
+    (run / SCORES).write_text(lines[0] + "\n[1]\n")
+    with pytest.raises(TextFileError, match=r"scores.jsonl:2"):
+        score_rows(run)
