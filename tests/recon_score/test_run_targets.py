@@ -212,9 +212,9 @@ def test_run_files_that_are_fifos_devices_or_too_large_are_named(run, tmp_path, 
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     assert main(["pairs", str(fifo), "--prompt", "x", "--out", str(tmp_path / "p")]) == 1
-    assert f"{fifo}: file is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+    assert f"{fifo}: candidates table is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
     assert main(["pairs", "/dev/zero", "--prompt", "x", "--out", str(tmp_path / "p")]) == 1
-    assert "/dev/zero: file is a device, not a regular file" in capsys.readouterr().err
+    assert "/dev/zero: candidates table is a device, not a regular file" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
     (run / "scores.jsonl").unlink()
     (run / "scores.jsonl").symlink_to("/dev/zero")
