@@ -305,8 +305,8 @@ def test_a_runs_outputs_are_read_through_their_declared_readers(run, tmp_path):
     assert KIND_OUTPUTS["score"][0] == SCORES and SCORES not in RUN_FILES
     lines = (run / SCORES).read_text().splitlines()
     assert score_rows(run) == [json.loads(x) for x in lines] and len(lines) == 2
-    with pytest.raises(ReconScoreError, match="candidates.jsonl not found"):
+    with pytest.raises(ReconScoreError, match=r"candidates\.jsonl not found"):
         describe_candidates(run)
     (run / SCORES).write_text(lines[0] + "\n[1]\n")
-    with pytest.raises(TextFileError, match=r"scores.jsonl:2"):
+    with pytest.raises(TextFileError, match=r"scores\.jsonl:2"):
         score_rows(run)
