@@ -32,8 +32,9 @@ from pathlib import Path
 from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
-from recon_score.run_engine import RECORD, RunFolder
-from recon_score.textfiles import parse_json, read_json, read_lines
+from recon_score.run_engine import RECORD, RunFolder, upstream_record
+from recon_score.run_outputs import CANDIDATES, candidates_file
+from recon_score.textfiles import parse_json, read_lines
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +117,13 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     the score column. Every line is read; a line that is not a usable candidate is a failure naming it."""
     run: dict = {}
     if path.is_dir():
-        table = path / "candidates.jsonl"
-        if (path / RECORD).exists():  # a describe run's record; a broken one is this run's error
-            run = read_json(path / RECORD, expect=dict, what=RECORD)
+        table = candidates_file(path)
+        run = upstream_record(path)  # a describe run's record; a broken one is this run's error
         if not table.is_file():
-            raise InputError(f"{path}: no candidates.jsonl (expected a `reconscore describe` run folder)")
+            raise InputError(f"{path}: no {CANDIDATES} (expected a `reconscore describe` run folder)")
     else:
         table = path
-    fields = _run_fields(path / "run.json", run)
+    fields = _run_fields(path / RECORD, run)
     root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)
     groups: dict[str, list[Candidate]] = {}
     for line, text in read_lines(table, what="candidates table"):
@@ -476,7 +476,7 @@ def _refuse_repeated_inputs(runs: list[Path]) -> None:
     candidates.jsonl) would write every pair twice: refused, naming both arguments."""
     seen: dict[Path, Path] = {}
     for path in runs:
-        table = (path / "candidates.jsonl" if path.is_dir() else path).resolve()
+        table = (candidates_file(path) if path.is_dir() else path).resolve()
         if table in seen:
             raise InputError(
                 f"{path} and {seen[table]} are the same candidates table ({table}); give each run once"

@@ -30,6 +30,7 @@ from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
 from recon_score.run_engine import FileDigests, RunFolder
+from recon_score.run_outputs import CANDIDATES, CAPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -470,8 +471,8 @@ def _output_files(items: list[ImageItem], final: dict, note) -> dict[str, bytes]
             cand_rows.append(row)
         caption_rows.append({k: v for k, v in res.items() if k != "candidates"})
     return {
-        "candidates.jsonl": jsonl_bytes(_one_schema(cand_rows)),
-        "captions.jsonl": jsonl_bytes(_one_schema(caption_rows)),
+        CANDIDATES: jsonl_bytes(_one_schema(cand_rows)),
+        CAPTIONS: jsonl_bytes(_one_schema(caption_rows)),
     }
 
 

@@ -10,11 +10,12 @@ from pathlib import Path
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
-from recon_score.atomic_io import read_jsonl, write_json_atomic, write_jsonl_atomic
+from recon_score.atomic_io import jsonl_bytes, read_jsonl
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.run_engine import check_file_target, read_record, uses_synthetic_models
-from recon_score.runtime import provenance, utc_now
+from recon_score.run_engine import check_file_target, file_record_path, publish_file, upstream_record
+from recon_score.run_outputs import SCORES, scores_file
+from recon_score.runtime import utc_now
 
 
 @dataclass
@@ -50,17 +51,17 @@ def _json_value(v):
 def _images_root(job: AddMetricsJob, scores: Path) -> Path:
     if job.images_root is not None:
         return job.images_root
-    root = read_record(scores.parent).get("images_root")
+    root = upstream_record(scores.parent).get("images_root")
     return Path(root) if root else scores.parent
 
 
 def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     started = utc_now()
     names = parse_metric_names(job.metrics)
-    scores = job.run / "scores.jsonl" if job.run.is_dir() else job.run
+    scores = scores_file(job.run) if job.run.is_dir() else job.run
     if not scores.is_file():
         raise ReconScoreError(
-            f"{scores} not found: pass a run folder made by `reconscore score` or its scores.jsonl"
+            f"{scores} not found: pass a run folder made by `reconscore score` or its {SCORES}"
         )
     out = job.out or scores.with_name(f"{scores.stem}.metrics.jsonl")
     if out.suffix.casefold() == ".json":
@@ -68,7 +69,8 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
             f"--out {out} ends in .json, the name of its record (OUT.json): give a .jsonl path"
         )
     check_file_target(out, inputs=[scores])  # RUN/scores.jsonl, RUN/journal/..., a link to them
-    check_file_target(out.with_suffix(".json"), inputs=[scores], what="--out's record")  # RUN/run.jsonl
+    check_file_target(file_record_path(out), inputs=[scores], what="--out's record")  # RUN/run.jsonl
+    upstream_record(scores.parent)  # an older reconscore's run is refused before anything is computed
     try:
         rows = read_jsonl(scores)
     except ValueError as err:
@@ -119,11 +121,9 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         {**row, **{col: _json_value(table[col].iloc[i]) for col in table.columns}}
         for i, row in enumerate(rows)
     ]
-    write_jsonl_atomic(out, records)
     means = {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names}
     scored = {n: int(table[n].notna().sum()) for n in names}
-    record = {
-        "command": "metrics add",
+    info = {
         "scores": str(scores.resolve()),
         "references": str(job.references.resolve()) if job.references else None,
         "metrics": names,
@@ -133,10 +133,10 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
         "metric_reports": report,
         "config": {"run": str(scores.parent.resolve())},
-        "meaningless": uses_synthetic_models(report) or bool(read_record(scores.parent).get("meaningless")),
         "started": started,
-        "finished": utc_now(),
-        "provenance": provenance(),
     }
-    write_json_atomic(out.with_suffix(".json"), record)
+    upstream = (
+        [scores.parent] if upstream_record(scores.parent) else []
+    )  # a run folder, not a bare scores file
+    record = publish_file("metrics add", out, data=jsonl_bytes(records), info=info, upstream=upstream)
     return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored, record=record)

@@ -33,6 +33,7 @@ from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
 from recon_score.progress import Progress
 from recon_score.run_engine import FileDigests, RunFolder, changed_fields, resume_key
+from recon_score.run_outputs import SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
 from recon_score.seeds import derive_seeds, seed_summary
@@ -253,7 +254,7 @@ def _plan(job: ScoreJob, run: RunFolder, device: str) -> _Plan:
     if maps - recon:
         plan.repairs.append(f"{len(maps - recon)} explanation(s) missing or replaced: explained again")
     if len(current) == len(rows):  # otherwise the final files are written anyway
-        plan.repairs += run.damage(fingerprint=fp, files={"scores.jsonl": jsonl_bytes(_merged(plan))})
+        plan.repairs += run.damage(fingerprint=fp, files={SCORES: jsonl_bytes(_merged(plan))})
     return plan
 
 
@@ -419,7 +420,7 @@ def _finish(
     }
     run_info = run.finish(
         inv,
-        files={"scores.jsonl": jsonl_bytes(ordered)},
+        files={SCORES: jsonl_bytes(ordered)},
         info=info,
         records=plan.done.values(),
         exit="finished" if not summary.failed else "finished with failed rows",

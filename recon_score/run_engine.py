@@ -53,24 +53,12 @@ from recon_score.atomic_io import (
     write_json_atomic,
 )
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
+from recon_score.run_outputs import KIND_BY_RECORD_ONLY, KIND_OUTPUTS
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import read_bytes, read_json
 
 log = logging.getLogger(__name__)
 
-# the final files each kind of run folder writes besides run.json; the first one tells a folder's kind when it
-# has no run.json yet (a run killed before its first finish), except for kinds in KIND_BY_RECORD_ONLY
-KIND_OUTPUTS = {
-    "score": ("scores.jsonl", "reconstructions", "explain"),
-    "describe": ("captions.jsonl", "candidates.jsonl", "reconstructions", "explain"),
-    "retrieve": ("per_query.csv", "per_query.parquet", "methods"),
-    "generate": ("generated.jsonl", "triplets.jsonl"),
-    "correlate": ("correlations.csv", "per_item.parquet"),
-    "evaluate": ("per_image.jsonl", "summary.csv", "summary.md"),
-    "pairs": ("data",),
-    "study": ("table.csv", "table.md"),
-}
-KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
@@ -430,15 +418,36 @@ def uses_synthetic_models(settings: object) -> bool:
 
 
 def load_record(folder: Path) -> dict:
-    """A run folder's record, for a reader that needs one (the report, the studies).
+    """A run folder's record, for a command that reads the run as its input (the report, the studies).
 
     Raises:
-        ReconScoreError: the folder has none (not a run folder), or it is not a readable JSON object.
+        ReconScoreError: the folder has none (not a run folder), it is not a readable JSON object, or it was
+            written before records said whether the run is `meaningless` (`upstream_record`).
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
-    return read_json(path, expect=dict)
+    return _current(folder, read_json(path, expect=dict))
+
+
+def upstream_record(folder: Path) -> dict:
+    """The record of a run folder a command reads as its input (`pairs`, `metrics add`): {} when it has none
+    (a bare results table), else as `load_record` (InputError when unreadable, an older reconscore's refused)."""
+    path = Path(folder) / RECORD
+    if not os.path.lexists(path):
+        return {}
+    return _current(folder, read_json(path, expect=dict, what=RECORD))
+
+
+def _current(folder: Path, record: dict) -> dict:
+    """A record written before every record said `meaningless` would hide a smoke run's banner downstream:
+    refused with the one thing to do (0.1.0 keeps no compatibility with such folders)."""
+    if "meaningless" not in record:
+        raise ReconScoreError(
+            f"{folder} was written by an older reconscore (its run.json has no `meaningless` field): rerun "
+            "the command that made it"
+        )
+    return record
 
 
 def read_record(out: Path) -> dict:
@@ -515,6 +524,44 @@ def check_run_target(kind: str, out: Path) -> None:
             f"{out} is a `{found}` run folder; `{kind}` will not write into it (its results would be lost): "
             "choose another --out"
         )
+
+
+def _run_record(
+    kind: str, info: dict, upstream: Sequence[Path | str], since: str, argv: Sequence[str], fields: dict
+) -> dict:
+    """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
+    `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
+    meaningless) and `upstream` (the run folders it read)."""
+    ups = [str(Path(u).resolve()) for u in upstream]
+    meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
+    return {
+        "command": kind,
+        **info,
+        "meaningless": meaningless,
+        "upstream": ups,
+        "started": info.get("started", since),
+        "finished": utc_now(),
+        **fields,
+        "provenance": {**provenance(), "argv": list(argv)},
+    }
+
+
+def file_record_path(target: Path) -> Path:
+    """Where a file target's record lives: next to it, with the suffix `.json` (`m.jsonl` -> `m.json`)."""
+    return Path(target).with_suffix(".json")
+
+
+def publish_file(
+    kind: str, target: Path, *, data: bytes, info: dict, upstream: Sequence[Path | str] = ()
+) -> dict:
+    """A run whose result is one file (`metrics add`): the file, then its record next to it
+    (`file_record_path`), each atomically, the record in the same shape as a run folder's run.json. The target
+    was checked with `check_file_target` (and its record path too) before anything was computed."""
+    started = info.get("started") or utc_now()
+    atomic_write_bytes(Path(target), data)
+    record = _run_record(kind, info, upstream, started, sys.argv, {})
+    write_json_atomic(file_record_path(target), record)
+    return record
 
 
 def _remove(p: Path) -> None:
@@ -685,20 +732,7 @@ class RunFolder:
         return self._record(info, upstream, **fields)
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
-        """The one writer of run.json: the kind, the command's fields, `meaningless` (a synthetic model or a
-        meaningless preset in its settings, or an upstream run that was meaningless) and `upstream`."""
-        ups = [str(Path(u).resolve()) for u in upstream]
-        meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
-        run_info = {
-            "command": self.kind,
-            **info,
-            "meaningless": meaningless,
-            "upstream": ups,
-            "started": info.get("started", self.started),
-            "finished": utc_now(),
-            **fields,
-            "provenance": {**provenance(), "argv": self.argv},
-        }
+        run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
         write_json_atomic(self.out / RECORD, run_info)
         return run_info
 

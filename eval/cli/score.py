@@ -9,6 +9,7 @@ import click
 
 from eval.cli import options as opt
 from recon_score.presets import PRESETS, ReconPreset
+from recon_score.run_outputs import SCORES, scores_file
 
 
 @click.command(
@@ -156,7 +157,7 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
                 f"{kinds['images_all_references_above_distractors']}/{kinds['images']}"
                 f" ({100 * kinds['share_all_references_above_distractors']:.0f}%)",
             )
-    table.add_row("results", str(out / "scores.jsonl"))
+    table.add_row("results", str(scores_file(out)))
     console.print(table)
     if summary.ci is not None:  # a line of its own: the label must never wrap
         from recon_score.seeds import ci_line
@@ -164,7 +165,7 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
         click.echo(ci_line(summary.ci))
     if kinds and kinds.get("images"):
         click.echo(READING)
-    opt.print_failures(console, summary.failures, where="scores.jsonl")
+    opt.print_failures(console, summary.failures, where=SCORES)
     if meaningless:
         console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
 
@@ -187,5 +188,5 @@ def _kinds_summary(out: Path) -> dict | None:
     from recon_score.atomic_io import read_jsonl
     from recon_score.sanity import references_vs_distractors
 
-    path = out / "scores.jsonl"
+    path = scores_file(out)
     return references_vs_distractors(read_jsonl(path)) if path.exists() else None

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.presets import SMOKE_NOTE
+from recon_score.run_outputs import candidates_file, captions_file, scores_file
 from recon_score.textfiles import csv_dicts, csv_rows, json_objects, read_json
 
 THUMB_SIDE = 256  # px, long side of every thumbnail (originals and reconstructions)
@@ -376,7 +377,7 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
 def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
-    rows = _read_jsonl(d / "scores.jsonl")
+    rows = _read_jsonl(scores_file(d))
     kinds = _caption_kinds(run)
     for r in rows:
         r.setdefault("kind", kinds.get(str(r.get("id"))))
@@ -458,8 +459,8 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     chose, `recon_score` the independent evaluation render, shown beside it for the selected caption."""
     from eval.report import plots
 
-    caps = _read_jsonl(d / "captions.jsonl")
-    cands = _read_jsonl(d / "candidates.jsonl")
+    caps = _read_jsonl(captions_file(d))
+    cands = _read_jsonl(candidates_file(d))
     metric = (run.get("selection") or {}).get("metric", "score")
     sel_label = "selection_score" if metric == "recon_score" else f"selection_score ({metric})"
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))

@@ -104,10 +104,11 @@ def read_score_run(run_dir: Path) -> dict[tuple[str, str], float]:
     """ReconScore by (image, caption) from a `reconscore score` run over the ranking's candidates."""
     from preference_data.schema import normalize_space
     from recon_score.atomic_io import read_jsonl
+    from recon_score.run_outputs import SCORES, scores_file
 
-    path = run_dir / "scores.jsonl"
+    path = scores_file(run_dir)
     if not path.exists():
-        raise ReconScoreError(f"{run_dir}: no scores.jsonl (not a `reconscore score` run)")
+        raise ReconScoreError(f"{run_dir}: no {SCORES} (not a `reconscore score` run)")
     return {
         (r["image"], normalize_space(r["caption"])): r["recon_score"]
         for r in read_jsonl(path)

@@ -22,15 +22,10 @@ import pandas as pd
 
 from eval.studies.common import PAPER_NAMES, paper_scale
 from recon_score.errors import ReconScoreError
-from recon_score.textfiles import json_objects, read_lines
+from recon_score.run_outputs import candidates_file, describe_candidates, describe_captions, score_rows
+from recon_score.textfiles import read_lines
 
 N_SWEEP = (1, 2, 4, 6, 8, 10)
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        raise ReconScoreError(f"{path} not found")
-    return [obj for _, obj in json_objects(path)]
 
 
 def _run_json(run_dir: Path) -> dict:
@@ -54,11 +49,9 @@ def candidate_pool(describe_run: Path) -> dict[str, list[dict]]:
     if eval_seed is not None:
         refuse_selection_seeds(run, [int(eval_seed)], str(describe_run))
     pool: dict[str, list[dict]] = {}
-    for lineno, c in enumerate(_read_jsonl(describe_run / "candidates.jsonl"), 1):
+    for lineno, c in enumerate(describe_candidates(describe_run), 1):
         if "selection_score" not in c and not c.get("error"):
-            raise ReconScoreError(
-                f"{describe_run / 'candidates.jsonl'}:{lineno}: no `selection_score` column"
-            )
+            raise ReconScoreError(f"{candidates_file(describe_run)}:{lineno}: no `selection_score` column")
         pool.setdefault(str(c["image_id"]), []).append(c)
     for cands in pool.values():
         cands.sort(key=lambda c: c["index"])
@@ -146,7 +139,7 @@ def selection_table(
 
     run = _run_json(describe_run)
     pool = candidate_pool(describe_run)
-    caps = {str(c["image_id"]): c for c in _read_jsonl(describe_run / "captions.jsonl")}
+    caps = {str(c["image_id"]): c for c in describe_captions(describe_run)}
     root = images_root or (Path(run["images_root"]) if run.get("images_root") else None)
     ids = [i for i in pool if caps.get(i, {}).get("image")]
     flat = [(i, c) for i in ids for c in pool[i] if c.get("caption") and not c.get("error")]
@@ -307,7 +300,7 @@ def encoders_table(
         reader = (run.get("preset") or {}).get("image_reader")  # as the score run read its originals
         reader = reader if reader in READERS else reader_for(None)
         orig, recon = [], []
-        for row in _read_jsonl(run_dir / "scores.jsonl"):
+        for row in score_rows(run_dir):
             if row.get("reconstruction") and not row.get("error"):
                 path = root / row["image"]
                 try:

@@ -140,6 +140,7 @@ def _fake_run(tmp_path: Path) -> Path:
             "preset": {"prompt": "Describe this image."},
             "selection": {"selection_seeds": [0, 11, 12], "eval_seed": 42},
             "bands": None,
+            "meaningless": False,
         },
     )
     return run
@@ -320,10 +321,13 @@ def test_a_table_is_not_a_journal_every_line_is_read_or_named(tmp_path, capsys):
         (b"{not json", "invalid JSON"),
         (b"[1, 2]", "expected a JSON object, got list"),
         ('{"note": "caf\u00e9"}'.encode("latin-1"), "not valid utf-8 text"),
-        (b'{"bands": 5}', "field 'bands' must be a list of integers, got 5"),
-        (b'{"selection": "abc"}', "field 'selection' must be an object, got \"abc\""),
-        (b'{"preset": [1]}', "field 'preset' must be an object, got [1]"),
-        (b'{"selection": {"selection_seeds": [0, "a"]}}', "field 'selection.selection_seeds' must be a list"),
+        (b'{"bands": 5, "meaningless": false}', "field 'bands' must be a list of integers, got 5"),
+        (b'{"selection": "abc", "meaningless": false}', "field 'selection' must be an object, got \"abc\""),
+        (b'{"preset": [1], "meaningless": false}', "field 'preset' must be an object, got [1]"),
+        (
+            b'{"selection": {"selection_seeds": [0, "a"]}, "meaningless": false}',
+            "field 'selection.selection_seeds' must be a list",
+        ),
     ],
 )
 def test_a_bad_run_json_fails_that_run_alone(tmp_path, capsys, content, words):

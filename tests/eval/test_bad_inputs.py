@@ -109,7 +109,7 @@ def test_retrieve_eval_damaged_bundle(tmp_path, capsys, damage):
 def _describe_run(folder: Path, candidates: bytes) -> Path:
     folder.mkdir()
     (folder / "run.json").write_text(
-        json.dumps({"command": "describe", "selection": {"metric": "recon_score"}})
+        json.dumps({"command": "describe", "selection": {"metric": "recon_score"}, "meaningless": False})
     )
     (folder / "candidates.jsonl").write_bytes(candidates)
     return folder
@@ -128,7 +128,8 @@ def test_report_bad_run_files(tmp_path, capsys, bad):
     run.mkdir()
     ok = {"id": "a", "image": "a.png", "caption": "x", "recon_score": 50.0, "error": None}
     if bad == "scores-line":
-        (run / "run.json").write_text(json.dumps({"command": "score", "images_root": str(tmp_path)}))
+        record = {"command": "score", "images_root": str(tmp_path), "meaningless": False}
+        (run / "run.json").write_text(json.dumps(record))
         (run / "scores.jsonl").write_text(json.dumps(ok) + "\n[1, 2\n")
         expect = "scores.jsonl:2: invalid JSON"
     else:

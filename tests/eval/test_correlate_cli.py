@@ -176,7 +176,9 @@ def test_metrics_add_puts_reference_metrics_next_to_recon_score(tmp_path, capsys
         {"id": "bad", "image": "images/missing.tif", "caption": None, "recon_score": None, "error": "x"}
     )
     (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "run.json").write_text(json.dumps({"images_root": str(sample)}))
+    (run / "run.json").write_text(
+        json.dumps({"command": "score", "images_root": str(sample), "meaningless": False})
+    )
     before = (run / "scores.jsonl").read_bytes()
     argv = ["metrics", "add", str(run), "--references", str(sample / "references.json")]
     argv += ["--metrics", "bleu4,cider,clipscore", "--encoder", "smoke:open-clip", "--device", "cpu"]

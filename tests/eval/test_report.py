@@ -94,6 +94,7 @@ def test_bundled_sample_marks_references_and_distractors(tmp_path, sample_dir):
         "command": "score",
         "captions": str(SAMPLE_DIR / "captions.jsonl"),
         "images_root": str(SAMPLE_DIR),
+        "meaningless": False,
     }
     (run / "run.json").write_text(json.dumps(record))
     html = _report([run], tmp_path / "r.html", "--page-size", "100")
@@ -201,7 +202,9 @@ def test_page_weight_is_bounded_for_big_runs(tmp_path, sample_dir):
             }
         )
     (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "run.json").write_text(json.dumps({"command": "score", "images_root": str(run)}))
+    (run / "run.json").write_text(
+        json.dumps({"command": "score", "images_root": str(run), "meaningless": False})
+    )
     assert main(["report", str(run), "--out", str(tmp_path / "big.html")]) == 0
     pages = sorted(tmp_path.glob("big*.html"))
     assert len(pages) == 3

@@ -212,9 +212,9 @@ def test_run_files_that_are_fifos_devices_or_too_large_are_named(run, tmp_path, 
     fifo = tmp_path / "fifo.jsonl"
     os.mkfifo(fifo)
     assert main(["pairs", str(fifo), "--prompt", "x", "--out", str(tmp_path / "p")]) == 1
-    assert f"{fifo}: file is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+    assert f"{fifo}: candidates table is a FIFO (named pipe), not a regular file" in capsys.readouterr().err
     assert main(["pairs", "/dev/zero", "--prompt", "x", "--out", str(tmp_path / "p")]) == 1
-    assert "/dev/zero: file is a device, not a regular file" in capsys.readouterr().err
+    assert "/dev/zero: candidates table is a device, not a regular file" in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
     (run / "scores.jsonl").unlink()
     (run / "scores.jsonl").symlink_to("/dev/zero")
@@ -248,3 +248,65 @@ def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys)
         "--overwrite, or choose another --out"
     ]
     assert _sums(run) == before
+
+
+def test_metrics_add_writes_its_record_through_the_run_writer(run, tmp_path, capsys):
+    """`metrics add` is a file-target run: OUT.json has run.json's shape (kind, `meaningless` from the run it
+    read, `upstream`), written by the one record writer."""
+    import json
+
+    assert main(_metrics_add(run, tmp_path / "m.jsonl")) == 0
+    record = json.loads((tmp_path / "m.json").read_text())
+    score_record = json.loads((run / "run.json").read_text())
+    assert record["command"] == "metrics add" and record["upstream"] == [str(run.resolve())]
+    assert record["meaningless"] is True  # bleu1 is a real metric; the smoke score run it read is not
+    assert {"started", "finished", "provenance"} <= record.keys() and "argv" in record["provenance"]
+    assert score_record["meaningless"] is True and set(score_record) >= {"command", "meaningless", "upstream"}
+
+
+def test_an_older_run_read_as_input_is_refused_with_one_line(run, tmp_path, capsys):
+    """A run.json written before records said `meaningless` would silently lose the smoke banner downstream:
+    report, studies, pairs and metrics add refuse it (exit 1, one line saying to rerun), the folder untouched."""
+    import json
+
+    def old(folder: Path) -> Path:
+        record = json.loads((folder / "run.json").read_text())
+        del record["meaningless"]
+        (folder / "run.json").write_text(json.dumps(record))
+        return folder
+
+    score_run, describe_run = old(run), old(_fake_run(tmp_path / "d"))
+    before = _sums(score_run), _sums(describe_run)
+    commands = {
+        "report": ["report", str(score_run), "--out", str(tmp_path / "r.html")],
+        "metrics add": _metrics_add(score_run, tmp_path / "m.jsonl"),
+        "pairs": ["pairs", str(describe_run), "--prompt", "x", "--out", str(tmp_path / "p")],
+        "study": ["study", "n-sweep", "--run", f"x={describe_run}", "--out", str(tmp_path / "st")],
+    }
+    for name, argv in commands.items():
+        assert main(argv) == 1, name
+        errors = _errors(capsys)
+        assert len(errors) == 1 and "written by an older reconscore" in errors[0], (name, errors)
+        assert "rerun the command that made it" in errors[0]
+    assert (_sums(score_run), _sums(describe_run)) == before
+    assert not any((tmp_path / n).exists() for n in ("r.html", "m.jsonl", "m.json", "p", "st"))
+
+
+def test_a_runs_outputs_are_read_through_their_declared_readers(run, tmp_path):
+    """run_outputs declares each kind's files once (the engine guards them) and reads them for other commands:
+    a score run's rows in order, a missing file named, a bad line named file:line."""
+    import json
+
+    from recon_score.errors import ReconScoreError
+    from recon_score.run_engine import RUN_FILES
+    from recon_score.run_outputs import KIND_OUTPUTS, SCORES, describe_candidates, score_rows
+    from recon_score.textfiles import TextFileError
+
+    assert KIND_OUTPUTS["score"][0] == SCORES and SCORES not in RUN_FILES
+    lines = (run / SCORES).read_text().splitlines()
+    assert score_rows(run) == [json.loads(x) for x in lines] and len(lines) == 2
+    with pytest.raises(ReconScoreError, match=r"candidates\.jsonl not found"):
+        describe_candidates(run)
+    (run / SCORES).write_text(lines[0] + "\n[1]\n")
+    with pytest.raises(TextFileError, match=r"scores\.jsonl:2"):
+        score_rows(run)
