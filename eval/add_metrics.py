@@ -55,6 +55,26 @@ def _images_root(job: AddMetricsJob, scores: Path) -> Path:
     return Path(root) if root else scores.parent
 
 
+def _references(job: AddMetricsJob, names: list[str], rows: list[dict], scores: Path) -> dict[str, list[str]]:
+    """Reference captions by image, when a metric needs them; at least one row's image must have some."""
+    needs_refs = [n for n in names if get_metric_info(n).needs_references]
+    if not needs_refs:
+        return {}
+    if job.references is None:
+        raise ReconScoreError(f"{', '.join(needs_refs)} need reference captions: pass --references FILE")
+    try:
+        refs_by_image = load_references(job.references)
+    except PreferenceFormatError as err:
+        raise ReconScoreError(str(err)) from err
+    images = {str(r.get("image")) for r in rows}
+    if not images & set(refs_by_image):
+        raise ReconScoreError(
+            f"no image of {scores.name} (e.g. {next(iter(images))!r}) is in {job.references} (e.g. "
+            f"{next(iter(refs_by_image), None)!r}); references are matched on the `image` value exactly"
+        )
+    return refs_by_image
+
+
 def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     started = utc_now()
     names = parse_metric_names(job.metrics)
@@ -83,21 +103,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
             f"{scores} already has a {', '.join(present)} column (e.g. a `reconscore score` run's own "
             "ReconScore); metrics add adds the metrics it lacks: drop them from --metrics"
         )
-    refs_by_image: dict[str, list[str]] = {}
-    needs_refs = [n for n in names if get_metric_info(n).needs_references]
-    if needs_refs:
-        if job.references is None:
-            raise ReconScoreError(f"{', '.join(needs_refs)} need reference captions: pass --references FILE")
-        try:
-            refs_by_image = load_references(job.references)
-        except PreferenceFormatError as err:
-            raise ReconScoreError(str(err)) from err
-        images = {str(r.get("image")) for r in rows}
-        if not images & set(refs_by_image):
-            raise ReconScoreError(
-                f"no image of {scores.name} (e.g. {next(iter(images))!r}) is in {job.references} (e.g. "
-                f"{next(iter(refs_by_image), None)!r}); references are matched on the `image` value exactly"
-            )
+    refs_by_image = _references(job, names, rows, scores)
     captions = [
         r["caption"] if isinstance(r.get("caption"), str) and r["caption"].strip() else None for r in rows
     ]
