@@ -15,7 +15,7 @@ from PIL import Image
 
 class CandidateSelector(Protocol):
     name: str  # the selection metric, a registry name (e.g. "recon_score")
-    image_reader: str  # how the images it scores are read (recon_score.images.reader_for of its preset)
+    image_reader: str  # how the images it scores are read (recon_score.presets.reader_for of its preset)
 
     def score_many(
         self, items: Sequence[tuple[Image.Image, list[str], list[str] | None]]
@@ -58,7 +58,7 @@ class ReconScoreSelector:
                 f"--selection-seed {selection_seed} equals --eval-seed: the reported score would be the render "
                 "that selected the caption (an in-sample maximum); choose another selection seed"
             )
-        from recon_score.images import reader_for
+        from recon_score.presets import reader_for
 
         self.scorer = scorer
         self.image_reader = reader_for(scorer.preset)  # describe reads its images as `score` does

@@ -26,7 +26,7 @@ class MetricSelector:
         if not self.info.higher_is_better:
             raise ReconScoreError(f"metric {name!r} is lower-is-better; selection keeps the argmax")
         self.name = self.info.name
-        from recon_score.images import reader_for
+        from recon_score.presets import reader_for
 
         self.options = metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
         self.image_reader = reader_for(preset)

@@ -467,20 +467,6 @@ def _pil_convert(img: Image.Image) -> Image.Image | None:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
-def reader_for(preset=None) -> str:
-    """The one place a command's image reader is resolved: its ReconScore preset's `image_reader` (a
-    `ReconPreset`, with any overrides applied, or a preset name), or DEFAULT_READER where there is none.
-    Every reader of the same pixels (score, evaluate, correlate, metrics add, describe, pairs, the studies, the
-    Python API) goes through it, so one image, caption and preset give one score whatever the command."""
-    if preset is None:
-        return DEFAULT_READER
-    if isinstance(preset, str):
-        from recon_score.presets import get_preset
-
-        preset = get_preset(preset)
-    return preset.image_reader
-
-
 def _check_reader(reader: str) -> None:
     if reader not in READERS:
         raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")

@@ -27,7 +27,7 @@ class CaptionBatch:
     candidates: list[str | None]
     references: list[list[str]] | None = None
     images: list[ImageSource] | None = None
-    # how 8-bit files become RGB (recon_score.images.reader_for(preset)); None: the command's preset decides
+    # how 8-bit files become RGB (recon_score.presets.reader_for(preset)); None: the command's preset decides
     # (compute_metrics), else recon_score.images.DEFAULT_READER
     image_reader: str | None = None
     _memo: dict = field(default_factory=dict, repr=False)

@@ -80,7 +80,7 @@ def compute_metrics(
     options, given = options or {}, metrics or {}
     check_inputs(names, batch)
     if batch.image_reader is None and "preset" in options.get("recon_score", {}):
-        from recon_score.images import reader_for
+        from recon_score.presets import reader_for
 
         batch.image_reader = reader_for(
             options["recon_score"]["preset"]

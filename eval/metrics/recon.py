@@ -49,7 +49,7 @@ class ReconScoreMetric(Metric):
         return self._scorer
 
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        from recon_score.images import reader_for
+        from recon_score.presets import reader_for
 
         loaded = batch.loaded_images(reader=reader_for(self.scorer.preset))  # as `score` reads them
         index: dict[tuple[int, str], int] = {}

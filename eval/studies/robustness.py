@@ -182,9 +182,10 @@ def t2i_table(
 
 
 def _read_as(pairs: list, preset) -> list:
-    """(image or its load error, caption): paths read with the preset's reader (recon_score.images.reader_for)."""
+    """(image or its load error, caption): paths read with the preset's reader (recon_score.presets.reader_for)."""
     from recon_score.errors import InputError
-    from recon_score.images import load_image, reader_for
+    from recon_score.images import load_image
+    from recon_score.presets import reader_for
 
     out = []
     for img, caption in pairs:
@@ -199,7 +200,7 @@ def _read_as(pairs: list, preset) -> list:
 
 def read_pairs(captions: Path, images_root: Path | None, limit: int | None) -> list:
     """(image path, caption) of a captions table's usable rows, for `t2i_table`: each preset's scorer reads the
-    image with that preset's reader (recon_score.images.reader_for), as `score` would."""
+    image with that preset's reader (recon_score.presets.reader_for), as `score` would."""
     from recon_score.inputs import read_caption_rows
 
     rows = [r for r in read_caption_rows(captions, root=images_root) if r.error is None][:limit]

@@ -289,7 +289,8 @@ def encoders_table(
     from scipy.stats import kendalltau
 
     from recon_score.errors import ImageLoadError
-    from recon_score.images import READERS, load_image, reader_for
+    from recon_score.images import READERS, load_image
+    from recon_score.presets import reader_for
     from recon_score.scorer import ReconScorer
 
     pairs: dict[str, tuple[list, list]] = {}

@@ -34,7 +34,7 @@ def test_the_registry_names_the_engine_classes_and_the_cli_reads_it():
     for command in ("generate", "describe"):
         params = {p.name: p for p in cli.get_command(ctx, command).params}
         assert list(params["backend"].type.choices) == list(BACKENDS)
-    with pytest.raises(ValueError, match="choose one of transformers, vllm, openai"):
+    with pytest.raises(ValueError, match=r"unknown backend 'tgi'; known: transformers, vllm, openai"):
         build_backend("tgi", "m")
 
 

@@ -1,4 +1,4 @@
-"""One image reader, resolved from the preset (recon_score.images.reader_for), whatever the command: the same
+"""One image reader, resolved from the preset (recon_score.presets.reader_for), whatever the command: the same
 RGBA or EXIF-rotated file, caption and preset give the same ReconScore via `score`, `metrics add` (the engine
 `evaluate` and `correlate` share: eval.metrics.compute_metrics) and the Python API. The smoke preset reads as
 `paper` does (the authors' `Image.open(p).convert("RGB")`), which ignores EXIF rotation and drops alpha."""
@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from eval.cli import main
-from recon_score.images import load_image, reader_for
-from recon_score.presets import get_preset
+from recon_score.images import load_image
+from recon_score.presets import get_preset, reader_for
 from tests.smoke_cli import smoke
 
 CAPTION = "a farm next to a river"
