@@ -42,7 +42,7 @@ def test_metrics_add_scores_the_bundled_sample_with_every_new_metric(tmp_path, c
     run = tmp_path / "run"
     run.mkdir()
     (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run / "run.json").write_text(json.dumps({"images_root": str(sample)}))
+    (run / "run.json").write_text(json.dumps({"images_root": str(sample), "meaningless": True}))
     argv = ["metrics", "add", str(run), "--references", str(sample / "references.json"), "--preset", "smoke"]
     assert main([*argv, "--metrics", ",".join(NEW), "--device", "cpu"]) == 0
     assert "(3 rows)" in capsys.readouterr().out

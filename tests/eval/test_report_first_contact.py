@@ -27,6 +27,7 @@ def _score_run(root: Path, rows: list[dict], **run) -> Path:
         "images_root": str(root),
         "preset": SMOKE,
         "note": "smoke preset: meaningless",
+        "meaningless": True,
     }
     (root / "run.json").write_text(json.dumps({**record, **run}))
     return root
@@ -99,6 +100,7 @@ def test_retrieval_page_shows_recall_beside_map_and_marks_the_best(tmp_path):
         "command": "retrieve",
         "metrics": {"headline": ["ap"], "ks": [1, 5]},
         "benchmark": {"name": "b"},
+        "meaningless": False,
     }
     (run / "run.json").write_text(json.dumps({**record, "config": {"encoder": "e"}}))
     html = _report([run], tmp_path / "r.html")
