@@ -50,6 +50,7 @@ def main() -> None:
         for name in times:
             start = time.perf_counter()
             for caption in CAPTIONS:
+                scorer.cache.forget()  # every round renders: the last round's renders stay in memory otherwise
                 if name == "score":
                     scorer.score_seeds([(image, caption)], seeds)
                 else:

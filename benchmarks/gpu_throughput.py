@@ -206,6 +206,7 @@ def t2i_phase(args, out: dict, deadline: float, save) -> None:
             torch.nn.functional.cosine_similarity(a, b).tolist()
 
     def timed(fn, b: int) -> dict:
+        scorer.cache.forget()  # every repeat renders and embeds: the last repeat's renders stay in memory otherwise
         split.reset()
         tokens.clear()
         _peak_reset(args.device)

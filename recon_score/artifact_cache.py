@@ -64,6 +64,11 @@ class ArtifactCache:
         self._recons: OrderedDict[str, tuple[Image.Image, dict]] = OrderedDict()
         self._embeddings: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
+    def forget(self) -> None:
+        """Drop the in-memory entries (the disk cache stays): a benchmark's next round renders and embeds again."""
+        self._recons.clear()
+        self._embeddings.clear()
+
     # -- reconstructions --------------------------------------------------------------------------------------
     def _recon_path(self, key: str) -> Path:
         return self.root / "recon" / key[:2] / f"{key}.png"
