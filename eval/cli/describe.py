@@ -63,14 +63,8 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
     "--phase-size", default=32, help="Images captioned before the VLM is freed and the T2I model scores them."
 )
 @opt.preset_flags(ReconPreset, PRESETS["paper"], only=("t2i_model", "encoder"), what="Selection renders: ")
-@click.option(
-    "--explain",
-    is_flag=True,
-    help="Explain each chosen caption on held-out renders: gap maps and phrase effects in captions.jsonl's "
-    "`explain` (docs/explain.md). Costs (phrases + 1) x --explain-seeds renders per image.",
-)
-@opt.positive_int(
-    "--explain-max-phrases", default=8, help="With --explain: attribute at most the first N phrases."
+@opt.explain(
+    "Explain each chosen caption on held-out renders (captions.jsonl's `explain`)", "--explain-seeds"
 )
 @opt.positive_int(
     "--explain-seeds",

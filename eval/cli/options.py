@@ -33,6 +33,23 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
     )
 
 
+def explain(what: str, renders: str) -> Callable:
+    """--explain and --explain-max-phrases (recon_score.explain), spelt once for score and describe."""
+    return options(
+        click.option(
+            "--explain",
+            is_flag=True,
+            help=f"{what}: gap maps from the encoder's patch tokens and each phrase's effect (left out, re-rendered "
+            f"with the same seeds); docs/explain.md. Costs (phrases + 1) x {renders} renders per caption.",
+        ),
+        positive_int(
+            "--explain-max-phrases",
+            default=8,
+            help="With --explain: attribute at most the first N phrases of a caption (bounds the cost).",
+        ),
+    )
+
+
 def optional_file(*names: str, help: str) -> Callable:
     """An option naming a file (not a folder) that the command reads when given; None when not."""
     return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)

@@ -48,18 +48,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
     "mean and std, run.json a CI over images x seeds. 1 = the paper's protocol, output unchanged.",
 )
-@click.option(
-    "--explain",
-    is_flag=True,
-    help="Also explain every scored row: gap maps from the encoder's patch tokens (explain/*.npz, *.png) and "
-    "each phrase's effect (leave it out, re-render with the same seeds) in the row's `explain`. Costs "
-    "(phrases + 1) x K renders per caption; see docs/explain.md.",
-)
-@opt.positive_int(
-    "--explain-max-phrases",
-    default=8,
-    help="With --explain: attribute at most the first N phrases of a caption (bounds the cost).",
-)
+@opt.explain("Also explain every scored row (explain/*.npz, *.png and the row's `explain`)", "K (--seeds)")
 @opt.bands()
 @opt.weights_dir()
 @opt.trust_remote_code("the T2I model (a preset's custom pipeline, e.g. text2earth's)")
