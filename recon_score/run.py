@@ -66,9 +66,8 @@ class ScoreJob:
     source: dict | None = None  # what `rows` came from, for run.json
     seeds: int = 1  # K renders per caption (recon_score.seeds); 1 = the preset's seed only, as the paper
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
-    explain: ExplainOptions | None = (
-        None  # gap maps and phrase attributions per scored row (recon_score.explain)
-    )
+    # gap maps and phrase attributions per scored row (recon_score.explain)
+    explain: ExplainOptions | None = None
 
 
 @dataclass
