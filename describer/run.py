@@ -29,7 +29,7 @@ from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
-from recon_score.run_engine import FileDigests, RunFolder
+from recon_score.run_engine import FileDigests, Plan, RunFolder
 from recon_score.run_outputs import CANDIDATES, CAPTIONS
 
 log = logging.getLogger(__name__)
@@ -119,27 +119,6 @@ def _plan(selector) -> dict | None:
     return plan() if plan is not None else None
 
 
-@dataclass
-class _Plan:
-    """What one invocation knows before it works: the images, the journaled candidates and final records, and
-    the images whose outputs must be rebuilt (reconstructions gone or replaced)."""
-
-    items: list[ImageItem]
-    keys: dict[int, str]
-    fingerprint: str
-    settings: dict
-    generated: dict
-    final: dict
-    redo: set[int] = field(default_factory=set)
-    repairs: list[str] = field(default_factory=list)
-
-    def finished(self, item: ImageItem, retry_errors: bool) -> bool:
-        rec = self.final.get(item.index)
-        if rec is None or rec.get("key") != item.key() or item.index in self.redo:
-            return False
-        return not (retry_errors and rec["result"].get("error"))
-
-
 def run_describe(job: DescribeJob) -> DescribeSummary:
     """Describe every image; process 0 holds the --out lock for the whole run (docs/runs.md)."""
     import torch
@@ -147,26 +126,22 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
 
     state = PartialState(cpu=not torch.cuda.is_available())
     with RunFolder("describe", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
-        plan = _plan_run(job, run)
-        if all(plan.finished(i, job.retry_errors) for i in plan.items) and not plan.repairs:
-            return _summarize(plan.items, plan.final, already_complete=True)
-        if plan.repairs and run.is_main:
-            log.warning("repairing %s from its journal: %s", run.out, "; ".join(plan.repairs))
-        mine = [i for i in run.mine(plan.items) if not plan.finished(i, job.retry_errors)]
-        inv = run.begin()
-        _describe_phases(job, run, plan, mine, inv)
-        run.wait()
-        plan.final = run.load(
-            fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys, prefix="final-"
-        )
-        summary = _summarize(plan.items, plan.final, already_complete=False)
+        items, plan, generated = _plan_run(job, run)
+        if plan.complete:
+            return _summarize(items, plan.done, already_complete=True)
+        mine = [i for i in run.mine(items) if not plan.is_done(i.index)]
+        inv = run.begin(plan)
+        _describe_phases(job, run, plan, generated, mine, inv)
+        run.reload(plan)
+        summary = _summarize(items, plan.done, already_complete=False)
         if run.is_main:
             summary.repaired = plan.repairs
-            _finish(job, run, plan, summary, inv)
+            _finish(job, run, plan, items, summary, inv)
         return summary
 
 
-def _plan_run(job: DescribeJob, run: RunFolder) -> _Plan:
+def _plan_run(job: DescribeJob, run: RunFolder) -> tuple[list[ImageItem], Plan, dict]:
+    """The images, what the run's journal holds for them (the final records), and their journaled candidates."""
     items = job.items if job.items is not None else discover_images(job.inputs, root=job.images_root)
     if job.limit is not None:
         items = items[: job.limit]
@@ -182,31 +157,26 @@ def _plan_run(job: DescribeJob, run: RunFolder) -> _Plan:
         )
     fp, settings = _fingerprint(job), _settings(job)
     keys = {item.index: item.key() for item in items}
-    load = dict(fingerprint=fp, settings=settings, keys=keys)
-    plan = _Plan(
-        items, keys, fp, settings, run.load(**load, prefix="candidates-"), run.load(**load, prefix="final-")
+    generated = run.load(fingerprint=fp, settings=settings, keys=keys, prefix="candidates-")
+    plan = run.plan(
+        fingerprint=fp,
+        settings=settings,
+        keys=keys,
+        retry_errors=job.retry_errors,
+        prefix="final-",
+        unit="image",
+        outputs=lambda plan: _output_files(items, plan, _note(job)),
     )
-    if run.tampered:
-        plan.repairs.append(
-            f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
-        )
-    current = [plan.final[i.index] for i in items if plan.finished(i, job.retry_errors)]
-    gone = run.missing_files({rel: sha for rec in current for rel, sha in (rec.get("files") or {}).items()})
-    plan.redo = {rec["row"] for rec in current if gone & set(rec.get("files") or {})}
-    if plan.redo:
-        plan.repairs.append(
-            f"reconstructions of {len(plan.redo)} image(s) missing or replaced: rendered again"
-        )
-    if len(current) == len(items):  # otherwise the final files are written anyway
-        plan.repairs += run.damage(fingerprint=fp, files=_output_files(plan.items, plan.final, _note(job)))
-    return plan
+    return items, plan, generated
 
 
 def _note(job: DescribeJob) -> str | None:
     return SMOKE_NOTE if job.preset.meaningless else None
 
 
-def _describe_phases(job: DescribeJob, run: RunFolder, plan: _Plan, mine: list[ImageItem], inv: int) -> None:
+def _describe_phases(
+    job: DescribeJob, run: RunFolder, plan: Plan, generated: dict, mine: list[ImageItem], inv: int
+) -> None:
     """This process's images, a phase at a time: captions (VLM), then scores and selection (T2I + encoder)."""
     import torch
 
@@ -223,19 +193,21 @@ def _describe_phases(job: DescribeJob, run: RunFolder, plan: _Plan, mine: list[I
         for start in range(0, len(mine), job.phase_size):
             phase = mine[start : start + job.phase_size]
             where = f"phase {start // job.phase_size + 1}/{phases}"
-            loaded = _load_phase(job, phase, final_journal, bar, inv)
-            need = [i for i in phase if i.index in loaded and not _has_candidates(plan.generated, i)]
-            _caption(job, need, loaded, plan.generated, cand_journal, bar, where)
+            loaded = _load_phase(job, plan, phase, final_journal, bar, inv)
+            need = [i for i in phase if i.index in loaded and not _has_candidates(generated, i)]
+            _caption(job, need, loaded, generated, cand_journal, bar, where)
             if unload and need:
                 job.captioner.unload()
             work = [i for i in phase if i.index in loaded]
-            _score_and_select(job, run, plan, work, loaded, final_journal, bar, where, inv)
+            _score_and_select(job, run, plan, generated, work, loaded, final_journal, bar, where, inv)
             if unload and work:
                 job.selector.unload()
     bar.close()
 
 
-def _load_phase(job: DescribeJob, phase: list[ImageItem], journal, bar, inv: int) -> dict[int, object]:
+def _load_phase(
+    job: DescribeJob, plan: Plan, phase: list[ImageItem], journal, bar, inv: int
+) -> dict[int, object]:
     """The phase's images; an unreadable one is journaled as failed at once."""
     loaded: dict[int, object] = {}
     failed_now: list[dict] = []
@@ -248,7 +220,7 @@ def _load_phase(job: DescribeJob, phase: list[ImageItem], journal, bar, inv: int
             )
         except InputError as err:
             failed_now.append(
-                _final_record(item, [], None, error=item.located(str(err)), note=_note(job), inv=inv)
+                _final_record(plan, item, [], None, error=item.located(str(err)), note=_note(job), inv=inv)
             )
     if failed_now:
         journal.write(failed_now)
@@ -282,23 +254,21 @@ def _caption(job: DescribeJob, need: list, loaded: dict, generated: dict, journa
 
 
 def _score_and_select(
-    job, run, plan: _Plan, todo: list, loaded: dict, journal, bar, where: str, inv: int
+    job, run, plan: Plan, generated: dict, todo: list, loaded: dict, journal, bar, where: str, inv: int
 ) -> None:
     """Score every valid candidate and keep the best, journaling every few images (not once per phase), with
     enough candidates to fill a render batch."""
     work = []
     for item in todo:
-        cands = plan.generated[item.index]["candidates"]
+        cands = generated[item.index]["candidates"]
         valid = [(k, c["caption"]) for k, c in enumerate(cands) if c["caption"] and not c["error"]]
         work.append((item, cands, valid))
     step = max(1, job.vlm_batch_size, 8 // max(1, max((len(v) for _, _, v in work), default=1)))
     for w0 in range(0, len(work), step):
         part = work[w0 : w0 + step]
-        records = _select(job, run.out, part, plan.generated, loaded, _note(job), inv)
+        records = _select(job, run.out, plan, part, generated, loaded, inv)
         journal.write(records)
-        for r in records:
-            plan.final[r["row"]] = r
-            plan.redo.discard(r["row"])
+        plan.add(records)
         bar.update(
             len(records),
             failed=sum(1 for r in records if r["result"].get("error")),
@@ -306,7 +276,7 @@ def _score_and_select(
         )
 
 
-def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv: int) -> list[dict]:
+def _select(job, out: Path, plan: Plan, work: list, generated: dict, loaded: dict, inv: int) -> list[dict]:
     """Score every valid candidate of these images, keep each image's best, render the held-out evaluation."""
     scored = job.selector.score_many(
         [(loaded[item.index], [t for _, t in valid], item.references) for item, _, valid in work]
@@ -329,17 +299,17 @@ def _select(job, out: Path, work: list, generated: dict, loaded: dict, note, inv
         err = None if best is not None else _no_candidate_reason(rows)
         records.append(
             _final_record(
+                plan,
                 item,
                 rows,
                 best,
                 seed=generated[item.index]["seed"],
                 error=err,
-                note=note,
+                note=_note(job),
                 inv=inv,
+                files=files,
             )
         )
-        if files:
-            records[-1]["files"] = files
     _held_out(job, out, records, loaded)
     _explain(job, out, records, loaded)
     return records
@@ -417,6 +387,7 @@ def _no_candidate_reason(rows: list[dict]) -> str:
 
 
 def _final_record(
+    plan: Plan,
     item: ImageItem,
     rows: list[dict],
     best: int | None,
@@ -425,7 +396,9 @@ def _final_record(
     error: str | None = None,
     note: str | None = None,
     inv: int = 0,
+    files: dict[str, str] | None = None,
 ) -> dict:
+    """The journal record of one image: the chosen caption, every candidate, the files written."""
     result = {
         "image_id": item.id,
         "image": item.image,
@@ -442,19 +415,14 @@ def _final_record(
         result["references"] = item.references
     if note:
         result["note"] = note
-    return {"row": item.index, "key": item.key(), "inv": inv, "result": result}
+    return plan.record(item.index, inv, result, files)
 
 
-def _output_files(items: list[ImageItem], final: dict, note) -> dict[str, bytes]:
+def _output_files(items: list[ImageItem], plan: Plan, note) -> dict[str, bytes]:
     """candidates.jsonl and captions.jsonl, in input order, from the journal."""
     cand_rows, caption_rows = [], []
-    for item in items:
-        rec = final.get(item.index)
-        if rec is None or rec.get("key") != item.key():
-            raise ReconScoreError(
-                f"image {item.id!r} has no result after all processes finished; rerun to finish"
-            )
-        res = rec["result"]
+    ids = {item.index: item.id for item in items}
+    for res in plan.results(lambda index: f"image {ids[index]!r}"):
         for c in res["candidates"]:
             row = {
                 "image_id": res["image_id"],
@@ -484,14 +452,16 @@ def _one_schema(rows: list[dict]) -> list[dict]:
     return [{k: row.get(k) for k in keys} for row in rows]
 
 
-def _finish(job: DescribeJob, run: RunFolder, plan: _Plan, summary: DescribeSummary, inv: int) -> None:
+def _finish(
+    job: DescribeJob, run: RunFolder, plan: Plan, items: list[ImageItem], summary: DescribeSummary, inv: int
+) -> None:
     """Process 0: the final files and run.json."""
     info = {
         "note": _note(job),
         "out": str(job.out.resolve()),
         "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
         "source": job.source,
-        "images_root": _images_root(plan.items),
+        "images_root": _images_root(items),
         "fingerprint": plan.fingerprint,
         "preset": job.preset.to_dict(),
         "captioner": job.captioner.identity(),
@@ -529,9 +499,9 @@ def _finish(job: DescribeJob, run: RunFolder, plan: _Plan, summary: DescribeSumm
     }
     run.finish(
         inv,
-        files=_output_files(plan.items, plan.final, _note(job)),
+        files=_output_files(items, plan, _note(job)),
         info=info,
-        records=plan.final.values(),
+        records=plan.done.values(),
         exit="finished" if not summary.failed else "finished with failed images",
         **({"repaired": plan.repairs} if plan.repairs else {}),
     )

@@ -17,7 +17,6 @@ holds only what is score's own: rows, chunks, rendering and scoring, scores.json
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 import statistics
 from collections import OrderedDict
@@ -26,19 +25,17 @@ from pathlib import Path
 
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
-from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
+from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError
 from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
 from recon_score.progress import Progress
-from recon_score.run_engine import FileDigests, RunFolder, changed_fields, resume_key
+from recon_score.run_engine import FileDigests, Plan, RunFolder, resume_key
 from recon_score.run_outputs import SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
 from recon_score.seeds import derive_seeds, seed_summary
-
-log = logging.getLogger(__name__)
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 
@@ -135,9 +132,9 @@ def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
     }
 
 
-def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dict, list[str] | None]:
-    """scores.jsonl's row for one result, and [reconstruction path, sha256 of its bytes] when one was written."""
-    files = None
+def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dict, dict[str, str]]:
+    """scores.jsonl's row for one result, and {reconstruction path: sha256 of its bytes} when one was written."""
+    files: dict[str, str] = {}
     rec = {
         "id": row.id,
         "image": row.image,
@@ -168,34 +165,12 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dic
             data = png_bytes(res.reconstruction)
             atomic_write_bytes(out / rel, data)
             rec["reconstruction"] = str(rel)
-            files = [str(rel), hashlib.sha256(data).hexdigest()]
+            files[str(rel)] = hashlib.sha256(data).hexdigest()
     if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
         rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
     if note:
         rec["note"] = note
     return rec, files
-
-
-@dataclass
-class _Plan:
-    """What one invocation knows before it works: the rows, their resume keys, the journaled results, and
-    which of them must be computed again (changed inputs, --retry-errors, damaged outputs)."""
-
-    rows: list[InputRow]
-    inputs: dict[int, dict]
-    keys: dict[int, str]
-    fingerprint: str
-    settings: dict
-    done: dict
-    redo: set[int] = field(default_factory=set)  # journaled, but their reconstruction is gone or replaced
-    repairs: list[str] = field(default_factory=list)
-    changed: dict[str, int] = field(default_factory=dict)  # rows recomputed, by the input that changed
-
-    def is_done(self, row: InputRow, retry_errors: bool) -> bool:
-        rec = self.done.get(row.index)
-        if rec is None or rec.get("key") != self.keys[row.index] or row.index in self.redo:
-            return False
-        return not (retry_errors and rec["result"].get("error"))
 
 
 def run_score(job: ScoreJob) -> ScoreSummary:
@@ -209,61 +184,43 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     # accelerate names a CPU process's device "cpu:0": normalise it, the Z-Image DiT gives other floats on "cpu:0"
     device = resolve_device(job.device if state.num_processes == 1 else str(state.device))
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
-        plan = _plan(job, run, device)
-        if all(plan.is_done(r, job.retry_errors) for r in plan.rows) and not plan.repairs:
-            return _summarize(plan.rows, plan.done, already_complete=True, rendered=0, cached=0)
-        resumed = sum(plan.is_done(r, job.retry_errors) for r in plan.rows)
+        rows, plan = _plan(job, run, device)
+        if plan.complete:
+            return _summarize(rows, plan.done, already_complete=True, rendered=0, cached=0)
+        resumed = sum(plan.is_done(r.index) for r in rows)
         scorer = _scorer(job, device)
-        todo = [c for c in run.mine(_chunks(plan.rows, job.batch_size)) if not _chunk_done(plan, c, job)]
+        todo = [
+            c for c in run.mine(_chunks(rows, job.batch_size)) if not all(plan.is_done(r.index) for r in c)
+        ]
         if todo:
             scorer.preflight("score")  # every missing model named here, before any image is read or written
-        _log_changes(run, plan)
-        inv = run.begin(batch_size=job.batch_size)
-        _score_chunks(job, run, plan, scorer, todo, inv)
-        run.wait()
-        plan.done = run.load(fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys)
+        inv = run.begin(plan, batch_size=job.batch_size)
+        _score_chunks(job, run, plan, scorer, rows, todo, inv)
+        run.reload(plan)
         stats = scorer.stats["rendered"], scorer.stats["reconstruction_cache_hits"]
-        summary = _summarize(plan.rows, plan.done, already_complete=False, rendered=stats[0], cached=stats[1])
+        summary = _summarize(rows, plan.done, already_complete=False, rendered=stats[0], cached=stats[1])
         summary.resumed = resumed
         if run.is_main:
-            summary.ci = _finish(job, run, plan, scorer, summary, inv, worked=bool(todo))
+            summary.ci = _finish(job, run, plan, rows, scorer, summary, inv, worked=bool(todo))
         return summary
 
 
-def _plan(job: ScoreJob, run: RunFolder, device: str) -> _Plan:
+def _plan(job: ScoreJob, run: RunFolder, device: str) -> tuple[list[InputRow], Plan]:
+    """The input rows, and what the run's journal already holds for them."""
     rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
     if job.limit is not None:
         rows = rows[: job.limit]
     digests = FileDigests()
     inputs = {r.index: _row_inputs(r, digests) for r in rows}
-    keys = {i: resume_key(v) for i, v in inputs.items()}
-    fp, settings = _fingerprint(job, device), _settings(job, device)
-    plan = _Plan(rows, inputs, keys, fp, settings, run.load(fingerprint=fp, settings=settings, keys=keys))
-    if run.tampered:
-        plan.repairs.append(
-            f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
-        )
-    current = [plan.done[r.index] for r in rows if plan.is_done(r, job.retry_errors)]
-    gone = run.missing_files({p: h for rec in current for p, h in _record_files(rec)})
-    recon = {rec["row"] for rec in current if rec.get("files") and rec["files"][0] in gone}
-    maps = {rec["row"] for rec in current if any(p in gone for p, _ in rec.get("explain_files", []))}
-    plan.redo = recon | maps
-    if recon:
-        plan.repairs.append(f"{len(recon)} reconstruction(s) missing or replaced: rendered again")
-    if maps - recon:
-        plan.repairs.append(f"{len(maps - recon)} explanation(s) missing or replaced: explained again")
-    if len(current) == len(rows):  # otherwise the final files are written anyway
-        plan.repairs += run.damage(fingerprint=fp, files={SCORES: jsonl_bytes(_merged(plan))})
-    return plan
-
-
-def _record_files(rec: dict) -> list[list[str]]:
-    """[path, sha256] of every file a journal record wrote: its reconstruction and its explanation's maps."""
-    return ([rec["files"]] if rec.get("files") else []) + rec.get("explain_files", [])
-
-
-def _chunk_done(plan: _Plan, chunk: list[InputRow], job: ScoreJob) -> bool:
-    return all(plan.is_done(r, job.retry_errors) for r in chunk)
+    plan = run.plan(
+        fingerprint=_fingerprint(job, device),
+        settings=_settings(job, device),
+        keys={i: resume_key(v) for i, v in inputs.items()},
+        inputs=inputs,
+        retry_errors=job.retry_errors,
+        outputs=lambda plan: {SCORES: jsonl_bytes(_merged(plan, rows))},
+    )
+    return rows, plan
 
 
 def _scorer(job: ScoreJob, device: str):
@@ -280,26 +237,14 @@ def _scorer(job: ScoreJob, device: str):
     )
 
 
-def _log_changes(run: RunFolder, plan: _Plan) -> None:
-    """Say, once, which journaled rows are recomputed because their inputs changed, and what is repaired."""
-    plan.changed = _changed_inputs(plan.rows, plan.done, plan.inputs, plan.keys)
-    if not run.is_main:
-        return
-    if plan.changed:
-        why = ", ".join(f"{n} {field}" for field, n in sorted(plan.changed.items()))
-        log.warning(
-            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(plan.changed.values()), why
-        )
-    if plan.repairs:
-        log.warning("repairing %s from its journal: %s", run.out, "; ".join(plan.repairs))
-
-
-def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list, inv: int) -> None:
+def _score_chunks(
+    job: ScoreJob, run: RunFolder, plan: Plan, scorer, rows: list[InputRow], todo: list, inv: int
+) -> None:
     """This process's unfinished chunks, each journaled as soon as it is scored."""
     seeds = derive_seeds(job.preset.seed, job.seeds)
     note = SMOKE_NOTE if job.preset.meaningless else None
     header = {"settings": plan.settings, "captions": str(job.captions), "started": run.started}
-    n_mine = sum(len(c) for c in run.mine(_chunks(plan.rows, job.batch_size)))
+    n_mine = sum(len(c) for c in run.mine(_chunks(rows, job.batch_size)))
     bar = Progress(
         n_mine,
         initial=n_mine - sum(len(c) for c in todo),
@@ -310,7 +255,7 @@ def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list
     decoded: OrderedDict = OrderedDict()  # the latest images read: each file is decoded once in a run
     with run.journal(plan.fingerprint, header) as journal:
         for chunk in todo:
-            pending = [r for r in chunk if not plan.is_done(r, job.retry_errors)]
+            pending = [r for r in chunk if not plan.is_done(r.index)]
             # a half-done chunk is rendered whole, as a fresh run composed it, bypassing the cache
             pairs = _pairs(job, chunk, decoded)
             results = scorer.score_seeds(pairs, seeds, force_render=len(pending) < len(chunk))
@@ -319,19 +264,15 @@ def _score_chunks(job: ScoreJob, run: RunFolder, plan: _Plan, scorer, todo: list
             for row in pending:
                 res, pair = (None, None) if row.error is not None else by_index[row.index]
                 rec, files = _row_record(row, res, job.out, note=note)
-                key, inputs = plan.keys[row.index], plan.inputs[row.index]
-                records.append({"row": row.index, "key": key, "inv": inv, "inputs": inputs, "result": rec})
-                if files:
-                    records[-1]["files"] = files
                 if job.explain is not None and res is not None and res.error is None:
-                    stem = Path(files[0]).stem
-                    rec["explain"], records[-1]["explain_files"] = explain_row(
+                    stem = Path(next(iter(files))).stem
+                    rec["explain"], maps = explain_row(
                         scorer, pair[0], rec["caption"], seeds, job.explain, job.out, stem
                     )
+                    files.update(maps)
+                records.append(plan.record(row.index, inv, rec, files))
             journal.write(records)
-            for r in records:
-                plan.done[r["row"]] = r
-                plan.redo.discard(r["row"])
+            plan.add(records)
             bar.update(len(chunk), failed=sum(1 for r in records if r["result"].get("error")))
     bar.close()
 
@@ -362,28 +303,30 @@ def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[t
     return pairs
 
 
-def _merged(plan: _Plan) -> list[dict]:
-    """scores.jsonl's rows, in input order, from the journal."""
-    ordered = []
-    for row in plan.rows:
-        rec = plan.done.get(row.index)
-        if rec is None or rec.get("key") != plan.keys[row.index]:
-            raise ReconScoreError(
-                f"row {row.index} (id {row.id!r}) has no result after all processes finished; "
-                "rerun the same command to complete it"
-            )
-        # the input's own columns (e.g. `kind`) travel through as they are now, never from the journal
-        ordered.append(
-            {**rec["result"], **{k: v for k, v in (row.extra or {}).items() if k not in rec["result"]}}
-        )
-    return ordered
+def _merged(plan: Plan, rows: list[InputRow]) -> list[dict]:
+    """scores.jsonl's rows, in input order, from the journal; the input's own columns (e.g. `kind`) travel
+    through as they are now, never from the journal."""
+    ids = {row.index: row.id for row in rows}
+    results = plan.results(lambda index: f"row {index} (id {ids[index]!r})")
+    return [
+        {**res, **{k: v for k, v in (row.extra or {}).items() if k not in res}}
+        for row, res in zip(rows, results)
+    ]
 
 
 def _finish(
-    job: ScoreJob, run: RunFolder, plan: _Plan, scorer, summary, inv: int, *, worked: bool
+    job: ScoreJob,
+    run: RunFolder,
+    plan: Plan,
+    rows: list[InputRow],
+    scorer,
+    summary,
+    inv: int,
+    *,
+    worked: bool,
 ) -> dict | None:
     """Process 0: scores.jsonl and run.json; returns the seed CI (K > 1)."""
-    ordered = _merged(plan)
+    ordered = _merged(plan, rows)
     seeds = derive_seeds(job.preset.seed, job.seeds)
     changed = sum(plan.changed.values())
     config = scorer.config() if worked else run.previous_info().get("config")
@@ -429,18 +372,6 @@ def _finish(
     )
     summary.repaired = plan.repairs
     return (run_info.get("seed_noise") or {}).get("recon_score_ci")
-
-
-def _changed_inputs(rows, done, inputs, keys) -> dict[str, int]:
-    """Rows with a journaled result for other inputs, counted by the input that changed (for the log)."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        rec = done.get(row.index)
-        if rec is None or rec.get("key") == keys[row.index]:
-            continue
-        for name in changed_fields(rec.get("inputs"), inputs[row.index]):
-            counts[name] = counts.get(name, 0) + 1
-    return counts
 
 
 def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int) -> ScoreSummary:

@@ -2,9 +2,10 @@
 which owns everything about a run folder that is not the command's own work (docs/runs.md).
 
 Layout of a run folder:
-    journal/<prefix>rank-<k>.jsonl  one per process and journal; line 1 = {"fingerprint", "header"}, then one
-                            line per finished item with its checksum (`sum`), each written with a single
-                            write() + fsync. A SIGKILL can only leave a torn *last* line, which is dropped.
+    journal/<prefix>rank-<k>.jsonl  one per process and journal; line 1 = {"fingerprint", "layout", "header"},
+                            then one line per finished item with its checksum (`sum`), each written with a
+                            single write() + fsync. A SIGKILL can only leave a torn *last* line, which is
+                            dropped. An item's record: {row, key, inv, inputs?, result, files?: {path: sha256}}.
     journal/invocations.jsonl  one "start" line per invocation that had work to do, one "end" line when it
                             finished (an invocation killed mid-way has a start and no end): run.json's history.
     <outputs>, run.json     written to a temporary file in the same folder, then os.replace'd; run.json's
@@ -13,11 +14,14 @@ Layout of a run folder:
 
 The steps of a command, in order:
     with RunFolder(kind, out, ...) as run:    kind check, lock; a failed start leaves nothing behind
-        done = run.load(fingerprint, ...)     every journal of every past process; refuses changed settings
+        plan = run.plan(fingerprint, ...)     every journal of every past process (changed settings refused),
+                                              and what must be computed again: changed inputs, --retry-errors,
+                                              output files gone or replaced, final files that no longer match
         ... read inputs, preflight models ...
-        inv = run.begin(...)                  --overwrite clears, the invocation is logged: work starts here
-        with run.journal(...) as j: ...       this rank's share (run.mine), one record per finished item
-        merged = run.merge(...)               process 0: every rank's records, for the final files
+        inv = run.begin(plan, ...)            --overwrite clears, the plan's changes and repairs are said, the
+                                              invocation is logged: work starts here
+        with run.journal(...) as j: ...       this rank's share (run.mine), one `plan.record` per finished item
+        run.reload(plan)                      every rank's records, for process 0's final files
         run.finish(inv, files, info, ...)     final files, invocation end, run.json with the history
 
 A resumed run reads every journal (so a run may resume with another number of processes), refuses to mix
@@ -37,7 +41,8 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from recon_score.atomic_io import (
@@ -59,6 +64,7 @@ from recon_score.textfiles import read_bytes, read_json
 
 log = logging.getLogger(__name__)
 
+JOURNAL_LAYOUT = 2  # the journal records' shape; a journal of another layout is refused with a rerun hint
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
@@ -97,12 +103,13 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         records = read_jsonl(path, repair=True, is_record=_is_journal_line)
         if records:
+            _check_layout_line(path, records[0])
             found = records[0].get("fingerprint")
             if found != fingerprint:
                 raise ResumeMismatchError(str(path.parent.parent), found=str(found), wanted=fingerprint)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if not records:
-            self._append([{"fingerprint": fingerprint, "header": header}])
+            self._append([{"fingerprint": fingerprint, "layout": JOURNAL_LAYOUT, "header": header}])
 
     def _append(self, records: Iterable[dict]) -> None:
         for rec in records:  # one write per record: whole or torn-last
@@ -124,6 +131,19 @@ class Journal:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_layout_line(path: Path, head: dict) -> None:
+    """A journal whose records have another shape (an older reconscore's) is refused, never misread.
+
+    Raises:
+        ReconScoreError: naming the run folder and what to do.
+    """
+    if head.get("layout") != JOURNAL_LAYOUT:
+        raise ReconScoreError(
+            f"{path.parent.parent} was written by an older reconscore ({path.parent.name}/{path.name}); rerun "
+            "the command with --overwrite, or choose another --out"
+        )
 
 
 def diff_settings(old: dict | None, new: dict | None) -> list[str]:
@@ -181,6 +201,7 @@ def load_journals(
         records = read_jsonl(path, is_record=_is_journal_line)
         if not records:
             continue
+        _check_layout_line(path, records[0])
         found = records[0].get("fingerprint")
         if found != fingerprint:
             before = (records[0].get("header") or {}).get("settings")
@@ -564,11 +585,111 @@ def publish_file(
     return record
 
 
+# what a rerun does for an item whose output files are gone or replaced, by the folder they live in
+_REDONE = {"reconstructions": "rendered again", "explain": "explained again"}
+
+
+@dataclass
+class Plan:
+    """What one invocation knows before it works (`RunFolder.plan`): each item's resume key (and the inputs it
+    hashes), the journaled records, and which items are computed again: changed inputs, --retry-errors, output
+    files gone or replaced (`redo`). `repairs` says what a rerun of a finished run rebuilds from its journal."""
+
+    keys: dict
+    fingerprint: str
+    settings: dict
+    done: dict
+    inputs: dict = field(default_factory=dict)
+    retry_errors: bool = False
+    prefix: str = ""
+    redo: set = field(default_factory=set)
+    repairs: list[str] = field(default_factory=list)
+    changed: dict[str, int] = field(default_factory=dict)  # items recomputed, by the input that changed
+
+    def is_done(self, item) -> bool:
+        rec = self.done.get(item)
+        if rec is None or rec.get("key") != self.keys[item] or item in self.redo:
+            return False
+        return not (self.retry_errors and rec["result"].get("error"))
+
+    @property
+    def complete(self) -> bool:
+        """Nothing to compute and nothing to repair: a rerun is a no-op."""
+        return all(self.is_done(k) for k in self.keys) and not self.repairs
+
+    def record(self, item, inv: int, result: dict, files: dict[str, str] | None = None) -> dict:
+        """The journal record of a finished item: its key and inputs, the invocation, its result, and the
+        files it wrote (run-relative path -> sha256, checked on every rerun)."""
+        rec = {"row": item, "key": self.keys[item], "inv": inv}
+        if item in self.inputs:
+            rec["inputs"] = self.inputs[item]
+        rec["result"] = result
+        if files:
+            rec["files"] = dict(files)
+        return rec
+
+    def add(self, records: Iterable[dict]) -> None:
+        """Records this process just journaled: done for the rest of the invocation."""
+        for rec in records:
+            self.done[rec["row"]] = rec
+            self.redo.discard(rec["row"])
+
+    def results(self, name: Callable[[object], str]) -> list[dict]:
+        """Every item's journaled result, in the plan's order (the final files' rows).
+
+        Raises:
+            ReconScoreError: an item has none after every process finished (`name(item)` says which).
+        """
+        out = []
+        for item, key in self.keys.items():
+            rec = self.done.get(item)
+            if rec is None or rec.get("key") != key:
+                raise ReconScoreError(
+                    f"{name(item)} has no result after all processes finished; rerun the same command to "
+                    "complete it"
+                )
+            out.append(rec["result"])
+        return out
+
+    def _changed_inputs(self) -> dict[str, int]:
+        """Items with a journaled result for other inputs, counted by the input that changed (for the log)."""
+        counts: dict[str, int] = {}
+        for item, rec in self.done.items():
+            if item not in self.keys or rec.get("key") == self.keys[item] or item not in self.inputs:
+                continue
+            for name in changed_fields(rec.get("inputs"), self.inputs[item]):
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+
+def _gone_files(plan: Plan, gone: set[str], unit: str) -> list[str]:
+    """One line per output folder whose files were gone or replaced: how many items, and what happens."""
+    by_folder: dict[str, int] = {}
+    for item in sorted(plan.redo, key=str):
+        lost = sorted(p for p in plan.done[item].get("files") or {} if p in gone)
+        folder = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
+        by_folder[folder] = by_folder.get(folder, 0) + 1
+    return [
+        f"{n} {unit}(s) with {folder}/ files missing or replaced: {_REDONE.get(folder, 'computed again')}"
+        for folder, n in sorted(by_folder.items())
+    ]
+
+
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p)
     elif p.exists() or p.is_symlink():
         p.unlink()
+
+
+def _say_plan(out: Path, plan: Plan) -> None:
+    if plan.changed:
+        why = ", ".join(f"{n} {name}" for name, n in sorted(plan.changed.items()))
+        log.warning(
+            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(plan.changed.values()), why
+        )
+    if plan.repairs:
+        log.warning("repairing %s from its journal: %s", out, "; ".join(plan.repairs))
 
 
 class RunFolder:
@@ -660,7 +781,7 @@ class RunFolder:
 
     # -- resume ----------------------------------------------------------------------------------------------
     def load(self, *, fingerprint: str, settings: dict, keys: dict | None = None, prefix: str = "") -> dict:
-        """Every journaled record of this run (none when --overwrite starts again), by row."""
+        """Every journaled record of this run (none when --overwrite starts again), by item."""
         if self.overwrite and not self._begun:
             return {}
         found: list[str] = []
@@ -675,6 +796,50 @@ class RunFolder:
         self.tampered += [t for t in found if t not in self.tampered]
         return done
 
+    def plan(
+        self,
+        *,
+        fingerprint: str,
+        settings: dict,
+        keys: dict,
+        inputs: dict | None = None,
+        retry_errors: bool = False,
+        prefix: str = "",
+        unit: str = "row",
+        outputs: Callable[[Plan], dict[str, bytes]] | None = None,
+    ) -> Plan:
+        """What this invocation computes: the journal's records for these items (`keys`: item -> resume key,
+        `inputs`: what each key hashes, to name a change), less the items whose output files are gone or
+        replaced; for a finished run, the final files (`outputs(plan)`) and run.json checked against the
+        journal, so a rerun repairs them.
+
+        Raises:
+            ResumeMismatchError: the journal was written with other settings (naming them).
+        """
+        done = self.load(fingerprint=fingerprint, settings=settings, keys=keys, prefix=prefix)
+        plan = Plan(keys, fingerprint, settings, done, dict(inputs or {}), retry_errors, prefix)
+        if self.tampered:
+            plan.repairs.append(
+                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
+            )
+        current = [done[k] for k in keys if plan.is_done(k)]
+        gone = self.missing_files(
+            {rel: sha for rec in current for rel, sha in (rec.get("files") or {}).items()}
+        )
+        plan.redo = {rec["row"] for rec in current if gone & set(rec.get("files") or {})}
+        plan.repairs += _gone_files(plan, gone, unit)
+        plan.changed = plan._changed_inputs()
+        if outputs is not None and len(current) == len(keys):  # otherwise the final files are written anyway
+            plan.repairs += self.damage(fingerprint=fingerprint, files=outputs(plan))
+        return plan
+
+    def reload(self, plan: Plan) -> None:
+        """After every process finished: the records all of them journaled, for process 0's final files."""
+        self.wait()
+        plan.done = self.load(
+            fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys, prefix=plan.prefix
+        )
+
     def mine(self, items: Sequence) -> list:
         """This process's share: item j goes to process j mod the number of processes."""
         return [x for j, x in enumerate(items) if j % self.world == self.rank]
@@ -684,8 +849,11 @@ class RunFolder:
             self.state.wait_for_everyone()
 
     # -- working ---------------------------------------------------------------------------------------------
-    def begin(self, **info) -> int:
-        """Work starts: --overwrite clears the folder's results, the invocation is logged; returns its number."""
+    def begin(self, plan: Plan | None = None, **info) -> int:
+        """Work starts: --overwrite clears the folder's results, what the plan recomputes and repairs is said
+        once, the invocation is logged; returns its number."""
+        if plan is not None and self.is_main:
+            _say_plan(self.out, plan)
         if self.overwrite and self.is_main:
             self._clear()
         self.wait()
@@ -775,12 +943,13 @@ class RunFolder:
 
     def missing_files(self, expected: dict[str, str]) -> set[str]:
         """Of these run-relative files (path -> sha256), the ones that are gone or were replaced."""
-        folder = self.out / "reconstructions"
-        if folder.exists() and not folder.is_dir():
-            folder.unlink()  # a file where the folder belongs: every reconstruction is rendered again
-            log.warning(
-                "%s was a file, not a folder: removed, its reconstructions are rendered again", folder
-            )
+        for top in sorted({Path(rel).parts[0] for rel in expected if len(Path(rel).parts) > 1}):
+            folder = self.out / top
+            if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
+                folder.unlink()  # a file where the folder belongs: its files are written again
+                log.warning(
+                    "%s was a file, not a folder: removed, the files it held are written again", folder
+                )
         gone = set()
         for rel, digest in expected.items():
             p = self.out / rel

@@ -340,17 +340,14 @@ def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, 
         else:
             runnable.append(name)
     keys = {name: _method_fingerprint(cfg, setup, inputs, name) for name in runnable}
-    done = run.load(fingerprint=setup.fingerprint, settings=setup.settings, keys=keys)
+    plan = run.plan(fingerprint=setup.fingerprint, settings=setup.settings, keys=keys, unit="method")
+    for line in plan.repairs:
+        say(f"repairing {run.out}: {line}")
     results: dict[str, EvalResult] = {}
     with run.journal(setup.fingerprint, {"settings": setup.settings}) as journal:
         for name in runnable:
-            rec = done.get(name)
-            if (
-                rec is not None
-                and rec.get("key") == keys[name]
-                and not run.missing_files(rec.get("files") or {})
-            ):
-                results[name] = _read_method(cfg, run.out, inputs.bench, name, rec["result"])
+            if plan.is_done(name):
+                results[name] = _read_method(cfg, run.out, inputs.bench, name, plan.done[name]["result"])
                 status[name] = {"status": "ok", "resumed": True}
                 say(f"{name}: read from {run.out / 'methods'}")
                 continue
@@ -363,7 +360,7 @@ def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, 
             results[name] = res
             files = _write_method(run.out, inputs.bench, res)
             result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
-            journal.write([{"row": name, "key": keys[name], "inv": inv, "result": result, "files": files}])
+            journal.write([plan.record(name, inv, result, files)])
             status[name] = {"status": "ok", "resumed": False}
             say(f"{name}: {res.seconds:.1f} s")
     return status, results

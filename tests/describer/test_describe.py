@@ -231,7 +231,7 @@ def test_failed_start_and_repair_from_the_journal(tmp_path, sample_dir, caplog):
     lost.unlink()
     summary = run_describe(job(tmp_path / "list.txt"))
     assert not summary.already_complete and summary.repaired and captioner.calls == calls
-    assert "reconstructions of 1 image(s) missing or replaced" in caplog.text
+    assert "1 image(s) with reconstructions/ files missing or replaced" in caplog.text
     assert lost.is_file() and {p: (out / p).read_bytes() for p in want} == want
     assert run_describe(job(tmp_path / "list.txt")).already_complete
 

@@ -65,7 +65,7 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
     (out / rows[0]["explain"]["heatmap"]).unlink()
     with caplog.at_level("WARNING"):
         assert main(_argv(data, out)) == 0
-    assert "1 explanation(s) missing or replaced" in caplog.text
+    assert "1 row(s) with explain/ files missing or replaced: explained again" in caplog.text
     assert _files(out) == before
 
 

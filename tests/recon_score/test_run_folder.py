@@ -117,7 +117,7 @@ def test_rerun_rebuilds_a_damaged_folder_from_the_journal(finished, tmp_path, ca
     (out / "run.json").write_text("{not json")
     assert _score(data, out) == 0
     said = " ".join(r.getMessage() for r in caplog.records if "repairing" in r.getMessage())
-    assert "2 reconstruction(s) missing or replaced" in said
+    assert "2 row(s) with reconstructions/ files missing or replaced: rendered again" in said
     assert "scores.jsonl did not match the journal" in said and "run.json was missing or invalid" in said
     assert _files(out) == want
     info = json.loads((out / "run.json").read_text())
@@ -140,7 +140,7 @@ def test_rerun_rebuilds_a_damaged_folder_from_the_journal(finished, tmp_path, ca
     (out / "reconstructions").write_text("a file where the folder was")
     caplog.clear()
     assert _score(data, out) == 0
-    assert "3 reconstruction(s) missing or replaced" in caplog.text
+    assert "3 row(s) with reconstructions/ files missing or replaced" in caplog.text
     assert _files(out) == want
     n = len(json.loads((out / "run.json").read_text())["invocations"])
     assert _score(data, out) == 0  # repaired: a no-op again
