@@ -186,7 +186,11 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
         rows, plan = _plan(job, run, device)
         if plan.complete:
-            return _summarize(rows, plan.done, already_complete=True, rendered=0, cached=0)
+            summary = _summarize(rows, plan.done, already_complete=True, rendered=0, cached=0)
+            if job.seeds > 1:  # the same CI line as the run that finished it
+                seeds = derive_seeds(job.preset.seed, job.seeds)
+                summary.ci = seed_summary(_merged(plan, rows), seeds).get("recon_score_ci")
+            return summary
         resumed = sum(plan.is_done(r.index) for r in rows)
         scorer = _scorer(job, device)
         todo = [

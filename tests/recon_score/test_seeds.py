@@ -293,6 +293,10 @@ def test_score_seeds_on_captions_of_one_image_counts_one_image(tmp_path, capsys)
     assert not re.search(r"± 0\.00(?!\d)", printed)  # the three captions' std is small, not zero
     ci = json.loads((out / "run.json").read_text())["seed_noise"]["recon_score_ci"]
     assert (ci["images"], ci["seeds"], ci["captions"]) == (1, 3, 3)
+    ci_line = next(line for line in printed.splitlines() if "1 image x 3 seeds" in line)
+    assert main(args) == 0  # already complete: the same CI line, read from the journal
+    again = capsys.readouterr().out
+    assert "already complete" in again and ci_line in again.splitlines()
 
 
 def test_docs_coverage_table_is_the_scripts():
