@@ -63,3 +63,16 @@ def test_papers_are_cited_by_name(package):
         if jargon.search(line)
     ]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_functions_are_short_enough_to_read_at_once(package):
+    """The style rule: no function over 80 lines (a longer one is split where its steps are)."""
+    long = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long
