@@ -84,6 +84,7 @@ class ScoreSummary:
     ci: dict | None = None  # K > 1: the CI of the mean over images x seeds (recon_score_ci)
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
+    kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
 
     @property
     def exit_code(self) -> int:
@@ -211,7 +212,9 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
         plan = _plan(job, run, device)
         if all(plan.is_done(r, job.retry_errors) for r in plan.rows) and not plan.repairs:
-            return _summarize(plan.rows, plan.done, already_complete=True, rendered=0, cached=0)
+            summary = _summarize(plan.rows, plan.done, already_complete=True, rendered=0, cached=0)
+            summary.kinds = references_vs_distractors(_merged(plan))
+            return summary
         resumed = sum(plan.is_done(r, job.retry_errors) for r in plan.rows)
         scorer = _scorer(job, device)
         todo = [c for c in run.mine(_chunks(plan.rows, job.batch_size)) if not _chunk_done(plan, c, job)]
@@ -413,7 +416,7 @@ def _finish(
         "summary": {
             "recon_score_mean": summary.mean,
             "recon_score_std": summary.std,
-            "references_vs_distractors": references_vs_distractors(ordered),
+            "references_vs_distractors": (kinds := references_vs_distractors(ordered)),
         },
         **({"seed_noise": seed_summary(ordered, seeds)} if job.seeds > 1 else {}),
     }
@@ -427,7 +430,7 @@ def _finish(
         recomputed_changed_inputs=changed,
         **({"repaired": plan.repairs} if plan.repairs else {}),
     )
-    summary.repaired = plan.repairs
+    summary.repaired, summary.kinds = plan.repairs, kinds
     return (run_info.get("seed_noise") or {}).get("recon_score_ci")
 
 

@@ -83,12 +83,12 @@ def command(**job) -> int:
     from eval.correlate import CorrelateJob, run_correlate
 
     result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field
-    print_correlations(result.correlations, result.run, job["out"])
+    print_correlations(result.correlations, result.run, result.written)
     return EXIT_PARTIAL if (result.correlations["n"] == 0).any() else EXIT_OK
 
 
-def print_correlations(table, run: dict, out: Path | None = None) -> None:
-    """The correlations as a rich table, headline column marked."""
+def print_correlations(table, run: dict, written: list[Path] = ()) -> None:
+    """The correlations as a rich table, headline column marked; `written`: the run's files (the first in full)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -123,7 +123,8 @@ def print_correlations(table, run: dict, out: Path | None = None) -> None:
                 f"error: see {r.metric} and {r.metric}_error in per_item.parquet)[/]",
                 highlight=False,
             )
-    if out is not None:
-        console.print(f"  written: {out / 'correlations.csv'}, per_item.parquet, run.json", highlight=False)
+    if written:
+        names = ", ".join([str(written[0]), *(p.name for p in written[1:])])
+        console.print(f"  written: {names}", highlight=False)
     if run.get("meaningless"):
         console.print("[yellow]smoke models (random weights): these numbers are meaningless.[/]")

@@ -54,7 +54,7 @@ def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **sam
     )
     job = EvaluateJob(root=dataset_root, options=options, argv=["reconscore", *sys.argv[1:]], **same)
     result = run_evaluate(job)
-    click.echo((job.out / "summary.md").read_text())
+    click.echo(result.summary_md)
     ci = result.report.get("recon_score", {}).get("ci")
     if ci is not None:
         from recon_score.seeds import ci_line
@@ -70,5 +70,5 @@ def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **sam
         click.echo(
             f"{failed} of {len(join.rows)} split images not scored (see `error` in per_image.jsonl)", err=True
         )
-    opt.smoke_banner(job.out)
+    opt.smoke_banner(result.record)
     return EXIT_PARTIAL if failed else EXIT_OK
