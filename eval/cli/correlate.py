@@ -10,6 +10,7 @@ from eval.cli import options as opt
 from eval.preferences import FORMATS, TauVariant
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 from recon_score.presets import PRESETS
+from recon_score.run_outputs import PER_ITEM
 
 HEADLINE_DEFAULTS = ", ".join(f"{f.headline} for {f.name}" for f in FORMATS.values())
 
@@ -120,7 +121,7 @@ def print_correlations(table, run: dict, written: list[Path] = ()) -> None:
         if r.n < rows:
             console.print(
                 f"[yellow]  {r.metric}: {rows - r.n} of {rows} rows not scored (no references, no image, or an "
-                f"error: see {r.metric} and {r.metric}_error in per_item.parquet)[/]",
+                f"error: see {r.metric} and {r.metric}_error in {PER_ITEM})[/]",
                 highlight=False,
             )
     if written:
