@@ -153,3 +153,30 @@ def test_candidate_lines_keep_going_past_a_bad_line_and_name_it(tmp_path):
     os.mkfifo(tmp_path / "pipe.jsonl")
     with _no_hang(), pytest.raises(TextFileError, match="FIFO"):
         list(outputs.candidate_lines(outputs.candidates_table(tmp_path / "pipe.jsonl")))
+
+
+def test_score_prints_references_vs_distractors_from_the_run_not_from_disk(tmp_path, sample_dir, capsys):
+    """The CLI prints what the run returns (ScoreSummary.kinds, the record's summary), on the first run and on a
+    rerun that finds the run complete."""
+    from eval.cli import main
+    from recon_score.run_engine import load_record
+    from tests.smoke_cli import smoke
+
+    rows = [json.loads(x) for x in (sample_dir / "captions.jsonl").read_text().splitlines()]
+    pick = [
+        next(r for r in rows if r["kind"] == k and r["image"] == rows[0]["image"])
+        for k in ("reference", "distractor")
+    ]
+    caps = tmp_path / "caps.jsonl"
+    caps.write_text("".join(json.dumps(r) + "\n" for r in pick))
+    out = tmp_path / "run"
+    argv = smoke("score", out, "--captions", str(caps), "--images", str(sample_dir))
+    assert main(argv) == 0
+    kinds = load_record(out)["summary"]["references_vs_distractors"]
+    line = f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}"
+    assert kinds["references"] == kinds["distractors"] == kinds["images"] == 1
+    first = capsys.readouterr().out
+    assert "references vs distractors (mean)" in first and line in first
+    assert main(argv) == 0
+    again = capsys.readouterr().out
+    assert "already complete" in again and line in again
