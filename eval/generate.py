@@ -37,6 +37,7 @@ class GenerateResult:
     rows: int
     failed: int
     path: Path
+    record: dict = field(default_factory=dict)  # the run's record
 
 
 def run_generate(job: GenerateJob) -> GenerateResult:
@@ -84,8 +85,8 @@ def _generate(job: GenerateJob, run) -> GenerateResult:
     files[GENERATED] = jsonl_bytes(rows)
     failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
     info = {**config, "sources": len(sources), "rows": len(rows), "failed": failed}
-    run.finish(inv, files=files, info=info, records=stage.records)
-    return GenerateResult(rows=len(rows), failed=failed, path=job.out / GENERATED)
+    record = run.finish(inv, files=files, info=info, records=stage.records)
+    return GenerateResult(rows=len(rows), failed=failed, path=job.out / GENERATED, record=record)
 
 
 _JOURNAL_FIELDS = ("inv", "sum")  # what the journal adds to a row: the invocation and the checksum

@@ -143,7 +143,7 @@ def _rows(path: Path, what: str, *, missing_ok: bool = False) -> list[dict]:
             return []
         raise _missing(path, what)
     rows = []
-    for lineno, obj in json_objects(path, what=what):
+    for lineno, obj in json_objects(path):
         for key in NUMERIC_FIELDS:
             v = obj.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
@@ -220,7 +220,7 @@ def table_rows(folder: Path, name: str) -> list[list[str]]:
     path = Path(folder) / name
     if not path.exists() and not path.is_symlink():
         raise _missing(path, "a table of the run")
-    return [fields for _, fields in csv_rows(path, what="run table")]
+    return [fields for _, fields in csv_rows(path)]
 
 
 def study_tables(folder: Path) -> list[str]:
@@ -234,11 +234,11 @@ def _frame(path: Path, what: str, **read_csv):
 
     if not path.exists() and not path.is_symlink():
         raise _missing(path, what)
-    text = read_text(path, what=what)
+    text = read_text(path)
     try:
         return pd.read_csv(io.StringIO(text), **read_csv)
     except ValueError as err:  # pandas' ParserError and EmptyDataError
-        raise TextFileError(path, None, f"{what} cannot be read as CSV ({str(err).strip()})") from None
+        raise TextFileError(path, None, f"not a CSV table reconscore wrote ({str(err).strip()})") from None
 
 
 def _parquet(path: Path, what: str):
@@ -247,12 +247,12 @@ def _parquet(path: Path, what: str):
 
     if not path.exists() and not path.is_symlink():
         raise _missing(path, what)
-    data = read_bytes(path, what=what)
+    data = read_bytes(path)
     try:
         return pd.read_parquet(io.BytesIO(data))
     except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid / ArrowIOError
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TextFileError(path, None, f"{what} is not a Parquet file reconscore wrote ({reason})") from None
+        raise TextFileError(path, None, f"not a Parquet file reconscore wrote ({reason})") from None
 
 
 def correlations(folder: Path):

@@ -121,7 +121,7 @@ def test_csv_outputs_come_back_as_written_and_garbled_ones_are_named(tmp_path):
         ["cider", "41.25", "9"],
     ]
     (tmp_path / outputs.SUMMARY_CSV).write_text('label,bleu4\nmine,"12.5\n')  # a quote never closed
-    with pytest.raises(TextFileError, match=r"summary\.csv: .*cannot be read as CSV"):
+    with pytest.raises(TextFileError, match=r"summary\.csv: not a CSV table reconscore wrote"):
         outputs.evaluate_summary(tmp_path)
     with pytest.raises(TextFileError, match=r"summary\.csv:2: malformed CSV"):
         outputs.table_rows(tmp_path, outputs.SUMMARY_CSV)
@@ -132,7 +132,7 @@ def test_parquet_outputs_come_back_as_written_and_garbled_ones_are_named(tmp_pat
     frame.to_parquet(tmp_path / outputs.PER_QUERY, index=False)
     pd.testing.assert_frame_equal(outputs.per_query(tmp_path), frame)
     (tmp_path / outputs.TOPK).write_bytes(b"PAR1 this is not a parquet file")
-    with pytest.raises(TextFileError, match=r"topk\.parquet: .*is not a Parquet file reconscore wrote"):
+    with pytest.raises(TextFileError, match=r"topk\.parquet: not a Parquet file reconscore wrote"):
         outputs.topk(tmp_path)
 
 
