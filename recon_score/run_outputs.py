@@ -106,7 +106,7 @@ def captions_file(folder: Path) -> Path:
 
 
 def candidates_file(folder: Path) -> Path:
-    """Where a describe run keeps every candidate (`pairs` reads it line by line, keeping the good lines)."""
+    """Where a describe run keeps every candidate (`candidate_lines` reads it line by line)."""
     return Path(folder) / CANDIDATES
 
 
