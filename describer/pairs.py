@@ -32,9 +32,8 @@ from pathlib import Path
 from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
-from recon_score.run_engine import RECORD, RunFolder, upstream_record
-from recon_score.run_outputs import CANDIDATES, candidates_file
-from recon_score.textfiles import parse_json, read_lines
+from recon_score.run_engine import RunFolder, upstream_record
+from recon_score.run_outputs import PAIRS_DATA, candidate_lines, candidates_table, record_file
 
 log = logging.getLogger(__name__)
 
@@ -115,22 +114,13 @@ class Source:
 def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str]) -> Source:
     """A describe run folder (run.json + candidates.jsonl) or a scored table (.jsonl) with image, caption and
     the score column. Every line is read; a line that is not a usable candidate is a failure naming it."""
-    run: dict = {}
-    if path.is_dir():
-        table = candidates_file(path)
-        run = upstream_record(path)  # a describe run's record; a broken one is this run's error
-        if not table.is_file():
-            raise InputError(f"{path}: no {CANDIDATES} (expected a `reconscore describe` run folder)")
-    else:
-        table = path
-    fields = _run_fields(path / RECORD, run)
+    # a describe run's record ({} for a table); a broken one is this run's error
+    run = upstream_record(path) if path.is_dir() else {}
+    table = candidates_table(path)
+    fields = _run_fields(record_file(path), run)
     root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)
     groups: dict[str, list[Candidate]] = {}
-    for line, text in read_lines(table, what="candidates table"):
-        if not text.strip():
-            continue
-        where = f"{table}:{line}"
-        row, why = parse_json(text)
+    for where, row, why in candidate_lines(table):
         if why is not None:
             failures.append(f"{where}: {why}")
             continue
@@ -398,7 +388,7 @@ class _ShardWriter:
         Dataset.from_list(self.rows, features=_features()).to_parquet(buf)
         name = f"train-{len(self.files):05d}.parquet"
         atomic_write_bytes(self.folder / name, buf.getvalue())
-        self.files.append(f"data/{name}")
+        self.files.append(f"{PAIRS_DATA}/{name}")
         self.rows = []
 
 
@@ -467,7 +457,7 @@ def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shar
         run.abandon()
         return summary
     record = _record(job, summary, writer.files, sources)
-    run.publish(files={}, info=record, folders={"data": staged}, upstream=[s["path"] for s in sources])
+    run.publish(files={}, info=record, folders={PAIRS_DATA: staged}, upstream=[s["path"] for s in sources])
     return summary
 
 
@@ -476,7 +466,10 @@ def _refuse_repeated_inputs(runs: list[Path]) -> None:
     candidates.jsonl) would write every pair twice: refused, naming both arguments."""
     seen: dict[Path, Path] = {}
     for path in runs:
-        table = (candidates_file(path) if path.is_dir() else path).resolve()
+        try:
+            table = candidates_table(path).resolve()
+        except InputError:  # a folder without candidates: named when it is read, beside the other inputs
+            continue
         if table in seen:
             raise InputError(
                 f"{path} and {seen[table]} are the same candidates table ({table}); give each run once"

@@ -10,11 +10,11 @@ from pathlib import Path
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
-from recon_score.atomic_io import jsonl_bytes, read_jsonl
+from recon_score.atomic_io import jsonl_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.run_engine import check_file_target, file_record_path, publish_file, upstream_record
-from recon_score.run_outputs import SCORES, scores_file
+from recon_score.run_outputs import SCORES, score_rows, scores_file
 from recon_score.runtime import utc_now
 
 
@@ -91,10 +91,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     check_file_target(out, inputs=[scores])  # RUN/scores.jsonl, RUN/journal/..., a link to them
     check_file_target(file_record_path(out), inputs=[scores], what="--out's record")  # RUN/run.jsonl
     upstream_record(scores.parent)  # an older reconscore's run is refused before anything is computed
-    try:
-        rows = read_jsonl(scores)
-    except ValueError as err:
-        raise ReconScoreError(str(err)) from err
+    rows = score_rows(scores)
     if not rows:
         raise ReconScoreError(f"{scores} has no rows")
     present = [n for n in names if any(n in r for r in rows)]

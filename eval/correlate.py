@@ -17,6 +17,7 @@ from preference_data import PreferenceFormatError
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.run_engine import RunFolder
+from recon_score.run_outputs import CORRELATIONS, PER_ITEM, record_file
 
 
 @dataclass
@@ -45,6 +46,7 @@ class CorrelateResult:
     correlations: pd.DataFrame
     per_item: pd.DataFrame
     run: dict
+    written: list[Path] = field(default_factory=list)  # the files written: the tables, then the record
 
 
 def _image_sources(table: pd.DataFrame, root: Path) -> list:
@@ -106,8 +108,8 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
     buf = io.BytesIO()
     per_item.to_parquet(buf, index=False)
     files = {
-        "correlations.csv": correlations.to_csv(index=False, float_format="%.4f").encode("utf-8"),
-        "per_item.parquet": buf.getvalue(),
+        CORRELATIONS: correlations.to_csv(index=False, float_format="%.4f").encode("utf-8"),
+        PER_ITEM: buf.getvalue(),
     }
     info = {
         "preferences": str(job.preferences.resolve()),
@@ -133,6 +135,6 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
         },
         "metric_reports": report,
     }
-    return CorrelateResult(
-        correlations=correlations, per_item=per_item, run=run.publish(files=files, info=info)
-    )
+    record = run.publish(files=files, info=info)
+    written = [run.out / name for name in files] + [record_file(run.out)]
+    return CorrelateResult(correlations=correlations, per_item=per_item, run=record, written=written)

@@ -14,7 +14,7 @@ pycocoevalcap reports for ROUGE-L, CIDEr-D and SPICE.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -183,6 +183,8 @@ class EvaluateResult:
     join: JoinResult
     failed: int  # split images without a value for every metric
     report: dict  # per metric: config, info, the bootstrap CI of recon_score
+    summary_md: str = ""  # summary.md as written (the Table 3 row under its title), for the CLI to print
+    record: dict = field(default_factory=dict)  # the run's record
 
 
 def run_evaluate(job: EvaluateJob) -> EvaluateResult:
@@ -199,6 +201,7 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
     from eval.metrics import parse_metric_names
     from eval.studies.common import table_files
     from recon_score.atomic_io import jsonl_bytes
+    from recon_score.run_outputs import PER_IMAGE, SUMMARY, SUMMARY_MD
 
     names = parse_metric_names(job.metrics)
     ds = load_dataset(
@@ -209,10 +212,8 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
     rows = per_image.to_dict(orient="records")
     label = job.label or job.captions.parent.name or job.captions.stem
     title = f"{job.dataset}/{job.split}: {label} (x100 except ReconScore)"
-    files = {
-        "per_image.jsonl": jsonl_bytes([{k: None if _isnan(v) else v for k, v in r.items()} for r in rows])
-    }
-    files |= table_files("summary", summary_frame(summary, label=label), title=title)
+    files = {PER_IMAGE: jsonl_bytes([{k: None if _isnan(v) else v for k, v in r.items()} for r in rows])}
+    files |= table_files(SUMMARY, summary_frame(summary, label=label), title=title)
     failed = int(per_image["error"].notna().sum())
     info = {
         "dataset": ds.summary(),
@@ -228,5 +229,6 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
         "metric_reports": report,
         "failed_images": failed,
     }
-    run.publish(files=files, info=info)
-    return EvaluateResult(join=join, failed=failed, report=report)
+    record = run.publish(files=files, info=info)
+    summary_md = files[SUMMARY_MD].decode("utf-8")
+    return EvaluateResult(join=join, failed=failed, report=report, summary_md=summary_md, record=record)

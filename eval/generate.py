@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from preference_data import generators as gen
+from recon_score.run_outputs import GENERATED, TRIPLETS
 
 KINDS = ("paraphrase", "perturb", "length")
 
@@ -36,6 +37,7 @@ class GenerateResult:
     rows: int
     failed: int
     path: Path
+    record: dict = field(default_factory=dict)  # the run's record
 
 
 def run_generate(job: GenerateJob) -> GenerateResult:
@@ -77,14 +79,14 @@ def _generate(job: GenerateJob, run) -> GenerateResult:
             r["triplets"] = [list(t) for t in gen.parse_triplets(r["caption"] or "")][: job.n_triplets]
             if not r["triplets"] and not r["error"]:
                 r["error"] = "no <subject, relation, object> triplet could be parsed from the answer"
-        files["triplets.jsonl"] = jsonl_bytes(extracted)
+        files[TRIPLETS] = jsonl_bytes(extracted)
         rows = stage("generated", gen.rewrite_requests(extracted, lengths=job.lengths))
     rows = _with_error_rows(rows, job.sources, job.kind)
-    files["generated.jsonl"] = jsonl_bytes(rows)
+    files[GENERATED] = jsonl_bytes(rows)
     failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
     info = {**config, "sources": len(sources), "rows": len(rows), "failed": failed}
-    run.finish(inv, files=files, info=info, records=stage.records)
-    return GenerateResult(rows=len(rows), failed=failed, path=job.out / "generated.jsonl")
+    record = run.finish(inv, files=files, info=info, records=stage.records)
+    return GenerateResult(rows=len(rows), failed=failed, path=job.out / GENERATED, record=record)
 
 
 _JOURNAL_FIELDS = ("inv", "sum")  # what the journal adds to a row: the invocation and the checksum

@@ -81,6 +81,7 @@ class ScoreSummary:
     ci: dict | None = None  # K > 1: the CI of the mean over images x seeds (recon_score_ci)
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
+    kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
 
     @property
     def exit_code(self) -> int:
@@ -185,11 +186,14 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     device = resolve_device(job.device if state.num_processes == 1 else str(state.device))
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
         rows, plan = _plan(job, run, device)
-        if plan.complete:
+        if plan.complete:  # the same summary as the run that finished it, read from the journal
             summary = _summarize(rows, plan.done, already_complete=True, rendered=0, cached=0)
-            if job.seeds > 1:  # the same CI line as the run that finished it
-                seeds = derive_seeds(job.preset.seed, job.seeds)
-                summary.ci = seed_summary(_merged(plan, rows), seeds).get("recon_score_ci")
+            merged = _merged(plan, rows)
+            summary.kinds = references_vs_distractors(merged)
+            if job.seeds > 1:
+                summary.ci = seed_summary(merged, derive_seeds(job.preset.seed, job.seeds)).get(
+                    "recon_score_ci"
+                )
             return summary
         resumed = sum(plan.is_done(r.index) for r in rows)
         scorer = _scorer(job, device)
@@ -360,7 +364,7 @@ def _finish(
         "summary": {
             "recon_score_mean": summary.mean,
             "recon_score_std": summary.std,
-            "references_vs_distractors": references_vs_distractors(ordered),
+            "references_vs_distractors": (kinds := references_vs_distractors(ordered)),
         },
         **({"seed_noise": seed_summary(ordered, seeds)} if job.seeds > 1 else {}),
     }
@@ -374,7 +378,7 @@ def _finish(
         recomputed_changed_inputs=changed,
         **({"repaired": plan.repairs} if plan.repairs else {}),
     )
-    summary.repaired = plan.repairs
+    summary.repaired, summary.kinds = plan.repairs, kinds
     return (run_info.get("seed_noise") or {}).get("recon_score_ci")
 
 

@@ -1,33 +1,100 @@
 """Each kind of run folder's output files, declared once, with the readers other commands use: the report, the
-studies, `pairs` and `metrics add` read a score or describe run through these, never by naming its files
-(docs/runs.md). The run engine reads `KIND_OUTPUTS` to tell a folder's kind and to guard a run's own files."""
+studies, `pairs`, `metrics add` and the CLI read a run's outputs through these, never by naming its files
+(docs/runs.md). The run engine reads `KIND_OUTPUTS` to tell a folder's kind and to guard a run's own files.
+
+Every reader reads with the size bound of every text file (recon_score.textfiles): a missing file, a folder, a
+FIFO or a device where a file belongs, or a garbled file is one clear error naming the file (and the line of a
+JSONL file), never a hang or a traceback."""
 
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
 from pathlib import Path
 
 from recon_score.errors import ReconScoreError
-from recon_score.textfiles import json_objects
+from recon_score.textfiles import (
+    TextFileError,
+    csv_rows,
+    json_objects,
+    parse_json,
+    read_bytes,
+    read_lines,
+    read_text,
+)
 
+# -- score and describe ----------------------------------------------------------------------------------------
 SCORES = "scores.jsonl"  # score: one row per caption (ReconScore, cosine, error, ...)
 CAPTIONS = "captions.jsonl"  # describe: the chosen caption per image
 CANDIDATES = "candidates.jsonl"  # describe: every candidate caption with its selection score
+RECONSTRUCTIONS = "reconstructions"  # score, describe: the rendered images
+EXPLAIN = "explain"  # score, describe with --explain: the phrase maps
+
+# -- retrieve --------------------------------------------------------------------------------------------------
+PER_QUERY_CSV = "per_query.csv"  # one row per (method, query)
+PER_QUERY = "per_query.parquet"  # the same rows, typed
+PER_GROUP = "per_group.csv"  # long format: method, level, name, metric, value, n_queries
+RETRIEVE_TABLE = "table.md"  # the seed-layout tables, markdown
+TOPK_CSV = "topk.csv"  # with --topk: each query's first database items
+TOPK = "topk.parquet"
+METHODS = "methods"  # methods/<name>.parquet (+ .topk.npz): each method's journaled per-query results
+BUNDLE = "bundle.npz"  # with --save-bundle: the features-level bundle for `retrieve-eval`
+
+# -- generate, correlate, evaluate, pairs -------------------------------------------------------------------------
+GENERATED = "generated.jsonl"  # generate: one row per generated caption
+TRIPLETS = "triplets.jsonl"  # generate length: the triplets extracted per image
+CORRELATIONS = "correlations.csv"  # correlate: one row per metric (tau_b, tau_c, pairwise_acc, CIs, n, note)
+PER_ITEM = "per_item.parquet"  # correlate: every judgment row with its scores
+PER_IMAGE = "per_image.jsonl"  # evaluate: one row per split image
+SUMMARY = "summary"  # evaluate: the summary table (summary.csv + summary.md)
+PAIRS_DATA = "data"  # pairs: the dataset's Parquet shards (the record lies outside the loader's glob)
+
+# -- study: each table is NAME.csv + NAME.md ---------------------------------------------------------------------
+STUDY_TABLE = "table"  # every study's main table, in the paper's layout
+ALL_METRICS = "all_metrics"  # models: every metric per model and dataset
+RECON_SCORE_CI = "recon_score_ci"  # models: the ReconScore mean with its CI per model and dataset
+IN_SAMPLE = "in_sample"  # n-sweep: the in-sample selection scores of the same picks
+RATINGS = "ratings"  # selection: the rating of each selection metric's picks
+RANK_CONSISTENCY = "rank_consistency"  # encoders: Kendall tau-b between the encoders' system rankings
+PHRASE_KINDS = "kinds"  # explain: phrase kinds that hurt
+WORST_PHRASES = "worst_phrases"  # explain: the phrases whose removal helped most
+POINTS = "points"  # compodiff-sweep: one retrieve run per point
+
+
+def table_files(name: str) -> tuple[str, str]:
+    """The CSV and markdown files of a table called `name` (a study's tables, evaluate's summary)."""
+    return f"{name}.csv", f"{name}.md"
+
+
+def metric_table_file(metric: str, level: str = "group") -> str:
+    """retrieve: the CSV of one headline metric's seed-layout table, by group or by subgroup."""
+    return f"table_{metric.replace('@', '_at_')}{'' if level == 'group' else '_by_' + level}.csv"
+
+
+def method_files(method: str) -> tuple[str, str]:
+    """retrieve: a method's journaled results, run-relative: its per-query rows and its top-k arrays."""
+    return f"{METHODS}/{method}.parquet", f"{METHODS}/{method}.topk.npz"
+
+
+SUMMARY_CSV, SUMMARY_MD = table_files(SUMMARY)
+STUDY_TABLE_CSV, STUDY_TABLE_MD = table_files(STUDY_TABLE)
 
 # the final files each kind of run folder writes besides run.json; the first one tells a folder's kind when it
 # has no run.json yet (a run killed before its first finish), except for kinds in KIND_BY_RECORD_ONLY
 KIND_OUTPUTS = {
-    "score": (SCORES, "reconstructions", "explain"),
-    "describe": (CAPTIONS, CANDIDATES, "reconstructions", "explain"),
-    "retrieve": ("per_query.csv", "per_query.parquet", "methods"),
-    "generate": ("generated.jsonl", "triplets.jsonl"),
-    "correlate": ("correlations.csv", "per_item.parquet"),
-    "evaluate": ("per_image.jsonl", "summary.csv", "summary.md"),
-    "pairs": ("data",),
-    "study": ("table.csv", "table.md"),
+    "score": (SCORES, RECONSTRUCTIONS, EXPLAIN),
+    "describe": (CAPTIONS, CANDIDATES, RECONSTRUCTIONS, EXPLAIN),
+    "retrieve": (PER_QUERY_CSV, PER_QUERY, METHODS),
+    "generate": (GENERATED, TRIPLETS),
+    "correlate": (CORRELATIONS, PER_ITEM),
+    "evaluate": (PER_IMAGE, SUMMARY_CSV, SUMMARY_MD),
+    "pairs": (PAIRS_DATA,),
+    "study": (STUDY_TABLE_CSV, STUDY_TABLE_MD),
 }
 KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
 
 
+# -- paths, for a message, a record or a reader with its own line handling ---------------------------------------
 def scores_file(folder: Path) -> Path:
     """Where a score run keeps its rows (for a reader with its own line handling, or a message)."""
     return Path(folder) / SCORES
@@ -39,31 +106,180 @@ def captions_file(folder: Path) -> Path:
 
 
 def candidates_file(folder: Path) -> Path:
-    """Where a describe run keeps every candidate (`pairs` reads it line by line, keeping the good lines)."""
+    """Where a describe run keeps every candidate (`candidate_lines` reads it line by line)."""
     return Path(folder) / CANDIDATES
 
 
-def _rows(path: Path) -> list[dict]:
+def has_output(folder: Path, name: str) -> bool:
+    """Whether a run folder holds the output `name` (an optional one: topk, a subgroup table, a study's table)."""
+    return (Path(folder) / name).exists()
+
+
+def record_file(folder: Path) -> Path:
+    """Where a run folder keeps its record, for a message (written and read by recon_score.run_engine only)."""
+    from recon_score.run_engine import RECORD
+
+    return Path(folder) / RECORD
+
+
+# -- JSONL outputs -------------------------------------------------------------------------------------------------
+# fields a reader computes with: a value that is not a number is the file's error, never a TypeError later
+NUMERIC_FIELDS = ("recon_score", "cosine", "distance", "recon_score_std", "selection_score")
+
+
+def _missing(path: Path, what: str) -> ReconScoreError:
+    return ReconScoreError(f"{path} not found ({what})")
+
+
+def _rows(path: Path, what: str, *, missing_ok: bool = False) -> list[dict]:
     """Every line of a run's JSONL output as an object, read with the size bound of every text file.
 
     Raises:
-        ReconScoreError: the file is missing; TextFileError naming file:line for a line that is not an object.
+        ReconScoreError: the file is missing (unless `missing_ok`: then no rows); TextFileError naming file:line
+            for a line that is not an object, or a score field that is not a number.
     """
-    if not path.exists():
-        raise ReconScoreError(f"{path} not found")
-    return [obj for _, obj in json_objects(path)]
+    if not path.exists() and not path.is_symlink():
+        if missing_ok:
+            return []
+        raise _missing(path, what)
+    rows = []
+    for lineno, obj in json_objects(path):
+        for key in NUMERIC_FIELDS:
+            v = obj.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+                raise TextFileError(path, lineno, f"`{key}` is {shown}, not a number (was the file edited?)")
+        rows.append(obj)
+    return rows
 
 
-def score_rows(folder: Path) -> list[dict]:
-    """A score run's rows (scores.jsonl), in order."""
-    return _rows(scores_file(folder))
+def score_rows(run: Path, *, missing_ok: bool = False) -> list[dict]:
+    """A score run's rows (scores.jsonl), in order; `run`: the run folder, or a scores file itself."""
+    path = scores_file(run) if Path(run).is_dir() else Path(run)
+    return _rows(path, "a `reconscore score` run's rows", missing_ok=missing_ok)
 
 
-def describe_captions(folder: Path) -> list[dict]:
+def describe_captions(folder: Path, *, missing_ok: bool = False) -> list[dict]:
     """A describe run's chosen caption per image (captions.jsonl), in order."""
-    return _rows(captions_file(folder))
+    return _rows(captions_file(folder), "a `reconscore describe` run's captions", missing_ok=missing_ok)
 
 
-def describe_candidates(folder: Path) -> list[dict]:
+def describe_candidates(folder: Path, *, missing_ok: bool = False) -> list[dict]:
     """A describe run's candidates (candidates.jsonl), in order."""
-    return _rows(candidates_file(folder))
+    return _rows(candidates_file(folder), "a `reconscore describe` run's candidates", missing_ok=missing_ok)
+
+
+def candidates_table(source: Path) -> Path:
+    """The candidates a `pairs` input holds: a describe run folder's candidates.jsonl, or the scored table given.
+
+    Raises:
+        InputError: a folder without candidates.jsonl.
+    """
+    from recon_score.errors import InputError
+
+    source = Path(source)
+    if not source.is_dir():
+        return source
+    table = candidates_file(source)
+    if not table.is_file():
+        raise InputError(f"{source}: no {CANDIDATES} (expected a `reconscore describe` run folder)")
+    return table
+
+
+def candidate_lines(table: Path) -> Iterator[tuple[str, object | None, str | None]]:
+    """(file:line, value, None) for each non-blank line of a candidates table, or (file:line, None, why) where
+    the line is not JSON: the caller keeps the good lines and reports each bad one (`pairs`).
+
+    Raises:
+        TextFileError: the table as a whole cannot be read (missing, not a regular file, too large, not UTF-8).
+    """
+    for line, text in read_lines(table, what="candidates table"):
+        if text.strip():
+            value, why = parse_json(text)
+            yield f"{table}:{line}", value, why
+
+
+def per_image_rows(folder: Path, *, missing_ok: bool = False) -> list[dict]:
+    """An evaluate run's rows, one per split image (per_image.jsonl), in order."""
+    return _rows(Path(folder) / PER_IMAGE, "a `reconscore evaluate` run's rows", missing_ok=missing_ok)
+
+
+def generated_rows(path: Path) -> list[dict]:
+    """The rows `reconscore generate` wrote (`path`: its generated.jsonl, or the run folder)."""
+    path = Path(path) / GENERATED if Path(path).is_dir() else Path(path)
+    return _rows(path, f"a {GENERATED} written by `reconscore generate`")
+
+
+# -- tables --------------------------------------------------------------------------------------------------------
+def table_rows(folder: Path, name: str) -> list[list[str]]:
+    """A CSV output of a run as written (header first, every cell the text in the file), for display.
+
+    Raises:
+        ReconScoreError: the file is missing; TextFileError: it cannot be read, or a record is malformed.
+    """
+    path = Path(folder) / name
+    if not path.exists() and not path.is_symlink():
+        raise _missing(path, "a table of the run")
+    return [fields for _, fields in csv_rows(path)]
+
+
+def study_tables(folder: Path) -> list[str]:
+    """The names of a study run's CSV tables (NAME.csv), sorted: every study writes its own set."""
+    return sorted(p.name for p in Path(folder).glob("*.csv"))
+
+
+def _frame(path: Path, what: str, **read_csv):
+    """A CSV output as a DataFrame (the bounded read, then pandas)."""
+    import pandas as pd
+
+    if not path.exists() and not path.is_symlink():
+        raise _missing(path, what)
+    text = read_text(path)
+    try:
+        return pd.read_csv(io.StringIO(text), **read_csv)
+    except ValueError as err:  # pandas' ParserError and EmptyDataError
+        raise TextFileError(path, None, f"not a CSV table reconscore wrote ({str(err).strip()})") from None
+
+
+def _parquet(path: Path, what: str):
+    """A Parquet output as a DataFrame (the bounded read, then pandas)."""
+    import pandas as pd
+
+    if not path.exists() and not path.is_symlink():
+        raise _missing(path, what)
+    data = read_bytes(path)
+    try:
+        return pd.read_parquet(io.BytesIO(data))
+    except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid / ArrowIOError
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TextFileError(path, None, f"not a Parquet file reconscore wrote ({reason})") from None
+
+
+def correlations(folder: Path):
+    """A correlate run's table: one row per metric (tau_b, tau_c, pairwise_acc, their CIs, n, note)."""
+    return _frame(Path(folder) / CORRELATIONS, "a `reconscore correlate` run's correlations")
+
+
+def per_item(folder: Path):
+    """A correlate run's rows: every judgment with its scores."""
+    return _parquet(Path(folder) / PER_ITEM, "a `reconscore correlate` run's rows")
+
+
+def evaluate_summary(folder: Path):
+    """An evaluate run's summary: one row, one column per metric (x100 except ReconScore)."""
+    return _frame(Path(folder) / SUMMARY_CSV, "a `reconscore evaluate` run's summary", index_col=0)
+
+
+def per_query(folder: Path):
+    """A retrieve run's rows: one per (method, query), with the query's ids, text and every metric."""
+    return _parquet(Path(folder) / PER_QUERY, "a `reconscore retrieve` run's rows")
+
+
+def topk(folder: Path):
+    """A retrieve run's top-k lists (with --topk): method, query, rank, item, score, relevant."""
+    return _parquet(Path(folder) / TOPK, "a `reconscore retrieve --topk` run's top-k lists")
+
+
+def study_table(folder: Path, name: str = STUDY_TABLE):
+    """One table of a study run (NAME.csv), its first column as the index."""
+    return _frame(Path(folder) / table_files(name)[0], "a `reconscore study` run's table", index_col=0)

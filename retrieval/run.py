@@ -41,6 +41,17 @@ from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
 from recon_score.run_engine import RECORD, RunFolder
+from recon_score.run_outputs import (
+    BUNDLE,
+    PER_GROUP,
+    PER_QUERY,
+    PER_QUERY_CSV,
+    RETRIEVE_TABLE,
+    TOPK,
+    TOPK_CSV,
+    method_files,
+    metric_table_file,
+)
 from retrieval.bundle import protocol_record, save_bundle
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
@@ -398,23 +409,25 @@ def _evaluate(cfg: RetrieveConfig, method, inputs: _Inputs, progress: bool) -> E
 
 def _write_method(out: Path, bench: Benchmark, res: EvalResult) -> dict[str, str]:
     """methods/<name>.parquet (+ .topk.npz): the method's per-query results; returns their digests."""
-    blobs = {f"methods/{res.method}.parquet": _parquet_bytes(per_query_frame(bench, res))}
+    rows_file, topk_file = method_files(res.method)
+    blobs = {rows_file: _parquet_bytes(per_query_frame(bench, res))}
     if res.topk_ids is not None:
         buf = io.BytesIO()
         np.savez(buf, ids=res.topk_ids, scores=res.topk_scores)
-        blobs[f"methods/{res.method}.topk.npz"] = buf.getvalue()
+        blobs[topk_file] = buf.getvalue()
     for rel, data in blobs.items():
         atomic_write_bytes(out / rel, data)
     return {rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()}
 
 
 def _read_method(cfg: RetrieveConfig, out: Path, bench: Benchmark, name: str, info: dict) -> EvalResult:
-    df = pd.read_parquet(out / "methods" / f"{name}.parquet")
+    rows_file, topk_file = method_files(name)
+    df = pd.read_parquet(out / rows_file)
     metric_cols = [c for c in df.columns if c not in ("query_index", "detail")]
     details = df["detail"].tolist() if df["detail"].astype(bool).any() else None
     top_ids = top_scores = None
     if cfg.topk:
-        top = np.load(out / "methods" / f"{name}.topk.npz")
+        top = np.load(out / topk_file)
         top_ids, top_scores = top["ids"], top["scores"]
     return EvalResult(
         method=name,
@@ -437,8 +450,8 @@ def _finish(
     bench, data, proto = inputs.bench, inputs.data, inputs.bench.protocol
     outputs, table = _write_outputs(run.out, bench, data, results, _meta_frame(bench), cfg)
     if cfg.save_bundle:
-        save_bundle(run.out / "bundle.npz", data, inputs.resources, protocol_record(bench.name, proto))
-        outputs.append("bundle.npz")
+        save_bundle(run.out / BUNDLE, data, inputs.resources, protocol_record(bench.name, proto))
+        outputs.append(BUNDLE)
     method_records = {}
     for name in cfg.methods:
         rec = {"config": setup.methods[name].describe()["config"], **status[name]}
@@ -547,25 +560,25 @@ def _write_outputs(
         df.insert(0, "method", name)
         frames.append(df)
     per_query = pd.concat(frames, ignore_index=True) if frames else meta.assign(method=pd.Series(dtype=str))
-    atomic_write_text(out / "per_query.csv", per_query.to_csv(index=False))
-    atomic_write_bytes(out / "per_query.parquet", _parquet_bytes(per_query))
-    outputs = ["per_query.csv", "per_query.parquet"]
+    atomic_write_text(out / PER_QUERY_CSV, per_query.to_csv(index=False))
+    atomic_write_bytes(out / PER_QUERY, _parquet_bytes(per_query))
+    outputs = [PER_QUERY_CSV, PER_QUERY]
     top = [topk_frame(bench, data, res) for res in results.values() if res.topk_ids is not None]
     if top:
         frame = pd.concat(top, ignore_index=True)
-        atomic_write_text(out / "topk.csv", frame.to_csv(index=False))
-        atomic_write_bytes(out / "topk.parquet", _parquet_bytes(frame))
-        outputs += ["topk.csv", "topk.parquet"]
+        atomic_write_text(out / TOPK_CSV, frame.to_csv(index=False))
+        atomic_write_bytes(out / TOPK, _parquet_bytes(frame))
+        outputs += [TOPK_CSV, TOPK]
     if not results:
         return outputs, ""
     metrics = list(dict.fromkeys([*proto.headline, "ap"]))
     atomic_write_text(
-        out / "per_group.csv",
+        out / PER_GROUP,
         per_group_long(
             results, data, metrics, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
         ).to_csv(index=False),
     )
-    outputs.append("per_group.csv")
+    outputs.append(PER_GROUP)
     md = [f"## {bench.name}: {cfg.encoder}", ""]
     levels = ["group"] + (["subgroup"] if proto.subgroup_table and data.query_subgroup else [])
     for metric in proto.headline:
@@ -579,15 +592,14 @@ def _write_outputs(
                 empty_positives=cfg.empty_positives,
                 group_mean=cfg.group_mean,
             )
-            suffix = "" if level == "group" else "_by_subgroup"
-            atomic_write_text(out / f"table_{metric.replace('@', '_at_')}{suffix}.csv", table.to_csv())
-            outputs.append(f"table_{metric.replace('@', '_at_')}{suffix}.csv")
+            atomic_write_text(out / metric_table_file(metric, level), table.to_csv())
+            outputs.append(metric_table_file(metric, level))
             title = table_title(
                 metric, level, ap=proto.ap, group_mean=cfg.group_mean, empty_positives=cfg.empty_positives
             )
             md.append(to_markdown(table, title))
-    atomic_write_text(out / "table.md", "\n".join(md))
-    outputs.append("table.md")
+    atomic_write_text(out / RETRIEVE_TABLE, "\n".join(md))
+    outputs.append(RETRIEVE_TABLE)
     return outputs, "\n".join(md)
 
 

@@ -10,6 +10,7 @@ from eval.cli import options as opt
 from eval.preferences import FORMATS, TauVariant
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 from recon_score.presets import PRESETS
+from recon_score.run_outputs import PER_ITEM
 
 HEADLINE_DEFAULTS = ", ".join(f"{f.headline} for {f.name}" for f in FORMATS.values())
 
@@ -83,12 +84,12 @@ def command(**job) -> int:
     from eval.correlate import CorrelateJob, run_correlate
 
     result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field
-    print_correlations(result.correlations, result.run, job["out"])
+    print_correlations(result.correlations, result.run, result.written)
     return EXIT_PARTIAL if (result.correlations["n"] == 0).any() else EXIT_OK
 
 
-def print_correlations(table, run: dict, out: Path | None = None) -> None:
-    """The correlations as a rich table, headline column marked."""
+def print_correlations(table, run: dict, written: list[Path] = ()) -> None:
+    """The correlations as a rich table, headline column marked; `written`: the run's files (the first in full)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -120,10 +121,11 @@ def print_correlations(table, run: dict, out: Path | None = None) -> None:
         if r.n < rows:
             console.print(
                 f"[yellow]  {r.metric}: {rows - r.n} of {rows} rows not scored (no references, no image, or an "
-                f"error: see {r.metric} and {r.metric}_error in per_item.parquet)[/]",
+                f"error: see {r.metric} and {r.metric}_error in {PER_ITEM})[/]",
                 highlight=False,
             )
-    if out is not None:
-        console.print(f"  written: {out / 'correlations.csv'}, per_item.parquet, run.json", highlight=False)
+    if written:
+        names = ", ".join([str(written[0]), *(p.name for p in written[1:])])
+        console.print(f"  written: {names}", highlight=False)
     if run.get("meaningless"):
         console.print("[yellow]smoke models (random weights): these numbers are meaningless.[/]")

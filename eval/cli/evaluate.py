@@ -10,6 +10,7 @@ import click
 from eval.cli import options as opt
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
 from recon_score.presets import PRESETS
+from recon_score.run_outputs import PER_IMAGE
 
 
 @click.command(
@@ -54,7 +55,7 @@ def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **sam
     )
     job = EvaluateJob(root=dataset_root, options=options, argv=["reconscore", *sys.argv[1:]], **same)
     result = run_evaluate(job)
-    click.echo((job.out / "summary.md").read_text())
+    click.echo(result.summary_md)
     ci = result.report.get("recon_score", {}).get("ci")
     if ci is not None:
         from recon_score.seeds import ci_line
@@ -68,7 +69,7 @@ def command(dataset_root, preset, recon_seeds, encoder, long_text, device, **sam
         )
     if failed:
         click.echo(
-            f"{failed} of {len(join.rows)} split images not scored (see `error` in per_image.jsonl)", err=True
+            f"{failed} of {len(join.rows)} split images not scored (see `error` in {PER_IMAGE})", err=True
         )
-    opt.smoke_banner(job.out)
+    opt.smoke_banner(result.record)
     return EXIT_PARTIAL if failed else EXIT_OK

@@ -132,5 +132,5 @@ def command(
     )
     result = run_generate(job)
     click.echo(f"{result.rows} rows ({result.failed} failed) -> {result.path}")
-    opt.smoke_banner(out)
+    opt.smoke_banner(result.record)
     return EXIT_PARTIAL if result.failed else EXIT_OK

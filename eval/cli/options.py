@@ -264,14 +264,11 @@ def metric_names(**kw) -> Callable:
     )
 
 
-def smoke_banner(record: dict | Path) -> None:
+def smoke_banner(record: dict) -> None:
     """After a run: say on stderr that its numbers are meaningless when it used a synthetic model (the report's
-    rule, eval.report.build.smoke_note). `record`: the run's record, or its run folder."""
+    rule, eval.report.build.smoke_note). `record`: the record the run returned."""
     from eval.report.build import smoke_note
-    from recon_score.run_engine import read_record
 
-    if isinstance(record, Path):
-        record = read_record(record)
     note = smoke_note(record)
     if note:
         click.secho(f"{note}.", fg="yellow", err=True)

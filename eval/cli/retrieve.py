@@ -165,5 +165,5 @@ def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_k
     if outcome.table:
         click.echo(outcome.table)
     click.echo(f"results in {cfg.out}", err=True)
-    opt.smoke_banner(cfg.out)
+    opt.smoke_banner(outcome.record)
     return outcome.exit_code

@@ -135,7 +135,7 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
     if summary.resumed:
         table.add_row("rows resumed from the journal", str(summary.resumed))
-    kinds = _kinds_summary(out)
+    kinds = summary.kinds
     if kinds:
         ref, dis = kinds["reference_mean"], kinds["distractor_mean"]
         if ref is not None and dis is not None:
@@ -170,12 +170,3 @@ READING = (
     "--preset paper expect every tile's references above its distractors on most tiles, and good captions "
     "around 80-84 (the ReconScore paper, Table 3); with smoke models the numbers mean nothing."
 )
-
-
-def _kinds_summary(out: Path) -> dict | None:
-    """The reference-vs-distractor check of a finished run (rows with `kind`, e.g. the bundled sample)."""
-    from recon_score.atomic_io import read_jsonl
-    from recon_score.sanity import references_vs_distractors
-
-    path = scores_file(out)
-    return references_vs_distractors(read_jsonl(path)) if path.exists() else None

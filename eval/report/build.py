@@ -21,10 +21,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recon_score import run_outputs as outputs
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.presets import SMOKE_NOTE
-from recon_score.run_outputs import candidates_file, captions_file, scores_file
-from recon_score.textfiles import csv_dicts, csv_rows, json_objects, read_json
+from recon_score.textfiles import read_json
 
 THUMB_SIDE = 256  # px, long side of every thumbnail (originals and reconstructions)
 THUMB_QUALITY = 80  # JPEG: ~10-20 kB per thumbnail, so a page of 50 images stays a few MB
@@ -183,25 +183,7 @@ def _png_src(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
-# fields a page computes with: a value that is not a number is the file's error, never a TypeError mid-page
-NUMERIC_FIELDS = ("recon_score", "cosine", "distance", "recon_score_std", "selection_score")
 MAX_TABLE_ROWS = 5000  # the per-caption table of a bigger run lists its first rows (and says so)
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    """A run's JSONL rows. A score field holding text, a boolean or a list is an error naming file:line (the file
-    was edited, or was not written by reconscore)."""
-    if not path.exists():
-        return []
-    rows = []
-    for lineno, obj in json_objects(path):
-        for key in NUMERIC_FIELDS:
-            v = obj.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
-                raise InputError(f"{path}:{lineno}: `{key}` is {shown}, not a number (was the file edited?)")
-        rows.append(obj)
-    return rows
 
 
 def _words(caption) -> str:
@@ -377,7 +359,7 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
 def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
-    rows = _read_jsonl(scores_file(d))
+    rows = outputs.score_rows(d, missing_ok=True)
     kinds = _caption_kinds(run)
     for r in rows:
         r.setdefault("kind", kinds.get(str(r.get("id"))))
@@ -459,8 +441,8 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     chose, `recon_score` the independent evaluation render, shown beside it for the selected caption."""
     from eval.report import plots
 
-    caps = _read_jsonl(captions_file(d))
-    cands = _read_jsonl(candidates_file(d))
+    caps = outputs.describe_captions(d, missing_ok=True)
+    cands = outputs.describe_candidates(d, missing_ok=True)
     metric = (run.get("selection") or {}).get("metric", "score")
     sel_label = "selection_score" if metric == "recon_score" else f"selection_score ({metric})"
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
@@ -518,8 +500,8 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     return sec
 
 
-def _csv_table(path: Path, title: str, digits: int = 2) -> Table:
-    rows = [r for _, r in csv_rows(path)]
+def _csv_table(rows: list[list[str]], title: str, digits: int = 2) -> Table:
+    """A run's CSV table as written (header first), numbers formatted for the page."""
     if not rows:
         return Table(title, [], [])
 
@@ -532,17 +514,23 @@ def _csv_table(path: Path, title: str, digits: int = 2) -> Table:
     return Table(title, rows[0], [[cell(v) for v in r] for r in rows[1:]])
 
 
+def _records(written: list[list[str]]) -> list[dict]:
+    """A CSV table's rows as {column: text}, keyed by its header."""
+    header = written[0] if written else []
+    return [{h: r[i] if i < len(r) else None for i, h in enumerate(header)} for r in written[1:]]
+
+
 def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
     sec = Section("correlate", str(d), f"Agreement with humans — {d.name}", _meta(run), smoke_note(run))
-    path = d / "correlations.csv"
-    if path.exists():
-        table = _csv_table(path, "Kendall τ ×100 (flattened rows)")
+    if outputs.has_output(d, outputs.CORRELATIONS):
+        written = outputs.table_rows(d, outputs.CORRELATIONS)
+        table = _csv_table(written, "Kendall τ ×100 (flattened rows)")
         sec.tables.append(table)
         cols = table.columns
         if "metric" in cols:
-            recs = [r for _, r in csv_dicts(path)[1]]
+            recs = _records(written)
             num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
             headline = str((run.get("protocol") or {}).get("headline", "tau_b"))
             series = {t.replace("_", "-"): [num(r[t]) for r in recs] for t in ("tau_b", "tau_c") if t in cols}
@@ -577,13 +565,16 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
 
     name = run.get("study", "study")
     sec = Section(f"study {name}", str(d), f"Study `{name}` — {d.name}", _meta(run), smoke_note(run))
-    for path in sorted(d.glob("*.csv")):
-        sec.tables.append(_csv_table(path, path.stem))
-    if name == "encoders" and (d / "table.csv").exists() and (d / "rank_consistency.csv").exists():
-        import pandas as pd
-
-        means = pd.read_csv(d / "table.csv", index_col=0)
-        tau = pd.read_csv(d / "rank_consistency.csv", index_col=0)
+    for file in outputs.study_tables(d):
+        sec.tables.append(_csv_table(outputs.table_rows(d, file), Path(file).stem))
+    tau_table = outputs.table_files(outputs.RANK_CONSISTENCY)[0]
+    if (
+        name == "encoders"
+        and outputs.has_output(d, outputs.STUDY_TABLE_CSV)
+        and outputs.has_output(d, tau_table)
+    ):
+        means = outputs.study_table(d)
+        tau = outputs.study_table(d, outputs.RANK_CONSISTENCY)
         sec.figures.append(
             Figure(
                 "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
@@ -613,8 +604,6 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
 def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
     """Seed-layout tables, and with `--topk` one card per query: the reference image, its text, and each
     method's top-k database images (positives highlighted)."""
-    import pandas as pd
-
     cfg = run.get("config") or {}
     bench = run.get("benchmark") or {}
     sec = Section(
@@ -634,20 +623,20 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
     if glance is not None:
         sec.tables.append(glance)
     for metric in (run.get("metrics") or {}).get("headline", []):  # the protocol's order
-        for suffix, level in (("", "group"), ("_by_subgroup", "subgroup")):
-            path = d / f"table_{metric.replace('@', '_at_')}{suffix}.csv"
-            if path.exists():
+        for level in ("group", "subgroup"):
+            file = outputs.metric_table_file(metric, level)
+            if outputs.has_output(d, file):
                 table = _csv_table(
-                    path, f"{metric_title(metric)} (%) by {level}; ★ the best method per column"
+                    outputs.table_rows(d, file),
+                    f"{metric_title(metric)} (%) by {level}; ★ the best method per column",
                 )
                 sec.tables.append(_mark_best(table))
-    top_path = d / "topk.parquet"
-    if not top_path.exists():
+    if not outputs.has_output(d, outputs.TOPK):
         return sec
     # images_root: the absolute root (recorded since this version); older runs only have --root as typed
     root = run.get("images_root") or cfg.get("root")
-    top = pd.read_parquet(top_path)
-    queries = pd.read_parquet(d / "per_query.parquet").drop_duplicates("query_index").set_index("query_index")
+    top = outputs.topk(d)
+    queries = outputs.per_query(d).drop_duplicates("query_index").set_index("query_index")
     for q, rows in top.groupby("query_index", sort=True):
         meta = queries.loc[q]
         src, err = store.src(root, meta["reference"])
@@ -672,14 +661,11 @@ def _glance_table(d: Path, run: dict) -> Table | None:
     """Every method's mAP beside its Recall@K (the protocol's ks), each the mean over all queries in percent, the
     best method of each column marked: the RS benchmarks' headline is mAP alone, and Recall@K is what a user
     compares with the other papers."""
-    import pandas as pd
-
     from retrieval.report import metric_title
 
-    path = d / "per_query.parquet"
-    if not path.exists():
+    if not outputs.has_output(d, outputs.PER_QUERY):
         return None
-    per_query = pd.read_parquet(path)
+    per_query = outputs.per_query(d)
     proto = run.get("metrics") or {}
     wanted = ["ap", *proto.get("headline", []), *(f"hit@{k}" for k in proto.get("ks", []))]
     cols = [c for c in dict.fromkeys(wanted) if c in per_query.columns]
@@ -726,12 +712,13 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
     ]
     meta += [("Metrics", ", ".join(run.get("metrics") or [])), (_label("finished"), str(run.get("finished")))]
     sec = Section("evaluate", str(d), title, meta, smoke_note(run))
-    if (d / "summary.csv").exists():
+    if outputs.has_output(d, outputs.SUMMARY_CSV):
         from eval.report import plots
 
-        table = _csv_table(d / "summary.csv", "Summary (x100 except ReconScore)")
+        written = outputs.table_rows(d, outputs.SUMMARY_CSV)
+        table = _csv_table(written, "Summary (x100 except ReconScore)")
         sec.tables.append(table)
-        recs = [r for _, r in csv_dicts(d / "summary.csv")[1]]
+        recs = _records(written)
         metrics = table.columns[1:]
         if recs and metrics:
             num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
@@ -742,7 +729,7 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
                     _png_src(plots.bars(metrics, series, title="Summary", ylabel="score")),
                 )
             )
-    failed = [r for r in _read_jsonl(d / "per_image.jsonl") if r.get("error")]
+    failed = [r for r in outputs.per_image_rows(d, missing_ok=True) if r.get("error")]
     if failed:
         sec.tables.append(
             Table(

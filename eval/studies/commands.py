@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eval.studies.common import parse_pairs, table_files
+from recon_score import run_outputs as outputs
 from recon_score.runtime import utc_now
 
 
@@ -33,7 +34,7 @@ def write_study(run, study: Study) -> dict:
     upstream = [*(cfg.get("runs") or {}).values(), *([cfg["run"]] if cfg.get("run") else [])]
     upstream += [p["run"] for p in points.values()]  # compodiff-sweep: a retrieve run per point
     run.publish(files=files, info={**info, "started": study.started}, upstream=upstream)
-    return {name: files[f"{name}.md"].decode("utf-8") for name in study.tables}
+    return {name: files[outputs.table_files(name)[1]].decode("utf-8") for name in study.tables}
 
 
 def metric_options(preset: str, encoder: str | None, long_text: str, device: str | None) -> dict:
@@ -81,8 +82,11 @@ def n_sweep(runs, ns: str) -> tuple[Study, dict]:
     n_values = tuple(int(x) for x in ns.split(","))
     held, insample, counts, lacking = n_sweep_table(labels, n_values)
     tables = {
-        "table": (held, "Table 8 layout: mean held-out ReconScore of the selected caption per pool size N"),
-        "in_sample": (insample, "In-sample: the selection score of the same picks (optimistic)"),
+        outputs.STUDY_TABLE: (
+            held,
+            "Table 8 layout: mean held-out ReconScore of the selected caption per pool size N",
+        ),
+        outputs.IN_SAMPLE: (insample, "In-sample: the selection score of the same picks (optimistic)"),
     }
     config = {"runs": {k: str(v) for k, v in labels.items()}, "ns": list(n_values)}
     extra = {
@@ -114,10 +118,13 @@ def selection(
         images_root=images_root,
         selection_seed=selection_seed,
     )
-    tables = {"ratings": (ratings, "Selection metric -> rating of its picks (x100 except ReconScore)")}
+    tables = {outputs.RATINGS: (ratings, "Selection metric -> rating of its picks (x100 except ReconScore)")}
     if preference is not None:
         tables = {
-            "table": (preference, "Table 7 layout: human preference rate of each selection metric"),
+            outputs.STUDY_TABLE: (
+                preference,
+                "Table 7 layout: human preference rate of each selection metric",
+            ),
             **tables,
         }
     config = {"run": str(run_dir), "selectors": sel, "metrics": names, "human": str(human) if human else None}
@@ -135,8 +142,8 @@ def encoders(runs, encoder_specs: str, device) -> tuple[Study, list]:
     specs = [e.strip() for e in encoder_specs.split(",") if e.strip()]
     table, tau, skipped = encoders_table(systems, specs, device=device)
     tables = {
-        "table": (table, "Fig. 4 data: mean ReconScore per system (rows) and encoder (columns)"),
-        "rank_consistency": (tau, "Kendall tau-b between the system rankings of two encoders"),
+        outputs.STUDY_TABLE: (table, "Fig. 4 data: mean ReconScore per system (rows) and encoder (columns)"),
+        outputs.RANK_CONSISTENCY: (tau, "Kendall tau-b between the system rankings of two encoders"),
     }
     config = {"runs": {k: str(v) for k, v in systems.items()}, "encoders": specs}
     extra = {"skipped_images": {"count": len(skipped), "items": skipped}}
@@ -154,7 +161,9 @@ def t2i(captions, images_root, presets, batch_size, limit, device, trust_remote_
         names, pairs, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
     )
     notes = {smoke_note(n) for n in names} - {None}
-    tables = {"table": (df, "Table 9 layout: T2I model -> max tokens, seconds per image, ReconScore")}
+    tables = {
+        outputs.STUDY_TABLE: (df, "Table 9 layout: T2I model -> max tokens, seconds per image, ReconScore")
+    }
     config = {"captions": str(captions), "presets": names, "rows": len(pairs), "batch_size": batch_size}
     return Study("t2i", tables, config, started, next(iter(notes), None), {"preset_configs": configs})
 
@@ -162,18 +171,21 @@ def t2i(captions, images_root, presets, batch_size, limit, device, trust_remote_
 def paraphrase(paraphrased, perturbed, references, images_root, metrics, metric_opts) -> Study:
     """Table 4: paraphrased vs one-fact-perturbed captions."""
     from eval.metrics import parse_metric_names
-    from eval.studies.robustness import paraphrase_table, read_generated
+    from eval.studies.robustness import paraphrase_table
+    from recon_score.run_outputs import generated_rows
 
     started, names = utc_now(), parse_metric_names(metrics)
     df = paraphrase_table(
-        read_generated(paraphrased),
-        read_generated(perturbed),
+        generated_rows(paraphrased),
+        generated_rows(perturbed),
         names,
         options=metric_options(**metric_opts),
         images_root=images_root,
         references=references,
     )
-    tables = {"table": (df, "Table 4 layout: paraphrased vs perturbed GT (x100 except ReconScore)")}
+    tables = {
+        outputs.STUDY_TABLE: (df, "Table 4 layout: paraphrased vs perturbed GT (x100 except ReconScore)")
+    }
     config = {"paraphrased": str(paraphrased), "perturbed": str(perturbed), "metrics": names}
     config |= {"preset": metric_opts["preset"], "encoder": metric_opts["encoder"]}
     return Study("paraphrase", tables, config, started, smoke_note(metric_opts["preset"]))
@@ -182,20 +194,23 @@ def paraphrase(paraphrased, perturbed, references, images_root, metrics, metric_
 def length(generated, references, images_root, metrics, metric_opts) -> Study:
     """Table 5: short / medium / long captions from the same triplets."""
     from eval.metrics import parse_metric_names
-    from eval.studies.robustness import length_table, read_generated
+    from eval.studies.robustness import length_table
     from recon_score.presets import get_preset
+    from recon_score.run_outputs import generated_rows
 
     started, names, preset = utc_now(), parse_metric_names(metrics), metric_opts["preset"]
     limits = {"clipscore": 77, "refclipscore": 77, "recon_score": get_preset(preset).max_sequence_length}
     df = length_table(
-        read_generated(generated),
+        generated_rows(generated),
         names,
         options=metric_options(**metric_opts),
         images_root=images_root,
         references=references,
         token_limits=limits,
     )
-    tables = {"table": (df, "Table 5 layout: mean per caption length and σ (x100 except ReconScore)")}
+    tables = {
+        outputs.STUDY_TABLE: (df, "Table 5 layout: mean per caption length and σ (x100 except ReconScore)")
+    }
     config = {
         "generated": str(generated),
         "metrics": names,
@@ -218,7 +233,7 @@ def paradigms(ranking, paradigms_spec, score_run, images_root, preset, device) -
     else:
         recon = score_candidates(table, images_root, preset=preset, device=device)
     df, info = paradigms_table(table, mapping, recon)
-    tables = {"table": (df, "Table 6 layout: human preference of each model paradigm")}
+    tables = {outputs.STUDY_TABLE: (df, "Table 6 layout: human preference of each model paradigm")}
     config = {"ranking": str(ranking), "paradigms": mapping, "scores": str(score_run) if score_run else None}
     config["preset"] = None if score_run else preset
     note = None if score_run else smoke_note(preset)
@@ -234,7 +249,9 @@ def compodiff_sweep(base, weights, steps, log) -> Study:
     config = {**base.as_dict(), "weights": list(weights), "steps": list(steps)}
     title = f"Fig. 12 data: CompoDiff {info['metric']} (%, Avg.) per steps (rows) and source weight (columns)"
     partial = any(p["exit_code"] for p in info["points"].values())
-    return Study("compodiff-sweep", {"table": (table, title)}, config, started, extra=info, partial=partial)
+    return Study(
+        "compodiff-sweep", {outputs.STUDY_TABLE: (table, title)}, config, started, extra=info, partial=partial
+    )
 
 
 def explain(runs) -> Study:
@@ -245,9 +262,9 @@ def explain(runs) -> Study:
     systems = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
     phrases = explained_phrases(systems)
     tables = {
-        "kinds": (kinds_table(phrases), "Phrase kinds: leaving a phrase out and re-rendering (mean delta; hurt = "
+        outputs.PHRASE_KINDS: (kinds_table(phrases), "Phrase kinds: leaving a phrase out and re-rendering (mean delta; hurt = "
                   "negative and significant over the run's seeds)"),
-        "worst_phrases": (worst_table(phrases), "The phrases whose removal helped the reconstruction most"),
+        outputs.WORST_PHRASES: (worst_table(phrases), "The phrases whose removal helped the reconstruction most"),
     }  # fmt: skip
     config = {"runs": {k: str(v) for k, v in systems.items()}, "phrases": len(phrases)}
     return Study("explain", tables, config, started)

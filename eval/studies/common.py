@@ -49,8 +49,11 @@ def markdown_table(df: pd.DataFrame, *, digits: int = 2, index: bool = True) -> 
 
 def table_files(name: str, df: pd.DataFrame, *, title: str, digits: int = 2, index: bool = True) -> dict:
     """NAME.csv and NAME.md (markdown under a bold title), as the run's files to publish."""
+    from recon_score.run_outputs import table_files as names
+
     md = f"**{title}**\n\n" + markdown_table(df, digits=digits, index=index)
-    return {f"{name}.csv": df.to_csv(index=index).encode("utf-8"), f"{name}.md": md.encode("utf-8")}
+    csv_name, md_name = names(name)
+    return {csv_name: df.to_csv(index=index).encode("utf-8"), md_name: md.encode("utf-8")}
 
 
 def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:

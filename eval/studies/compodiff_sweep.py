@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from recon_score.errors import InputError
+from recon_score.run_outputs import POINTS
 from retrieval.run import RetrieveConfig, run_retrieve
 
 # The paper's text (A.5) describes the sweep as "very small" to mid-range (0.3-0.5) source weights and budgets
@@ -74,7 +75,7 @@ def compodiff_sweep(
                 base,
                 methods=["compodiff"],
                 overrides={"compodiff": {**settings, "steps": str(t), "source_weight": str(w)}},
-                out=base.out / "points" / name,
+                out=base.out / POINTS / name,
             )
             say(f"{name}: CompoDiff, {t} steps, source weight {w:g}")
             outcome = run_retrieve(cfg, progress=progress, log=say)

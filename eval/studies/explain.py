@@ -18,12 +18,11 @@ from recon_score.explain import KINDS
 def explained_phrases(runs: dict[str, Path]) -> pd.DataFrame:
     """One row per attributed phrase of every explained row of every run (system, id, caption, phrase, kind,
     delta, significant)."""
-    from recon_score.atomic_io import read_jsonl
-    from recon_score.run_outputs import scores_file
+    from recon_score.run_outputs import score_rows
 
     rows = []
     for system, folder in runs.items():
-        scored = read_jsonl(scores_file(folder))
+        scored = score_rows(folder)
         explained = [r for r in scored if isinstance(r.get("explain"), dict)]
         if not explained:
             raise ReconScoreError(f"{folder}: no explained rows; run `reconscore score --explain` first")

@@ -11,13 +11,6 @@ import pandas as pd
 
 from eval.studies.common import PAPER_NAMES, paper_scale
 from recon_score.errors import ReconScoreError
-from recon_score.textfiles import json_objects
-
-
-def read_generated(path: Path) -> list[dict]:
-    if not path.exists():
-        raise ReconScoreError(f"{path} not found (a generated.jsonl written by `reconscore generate`)")
-    return [obj for _, obj in json_objects(path)]
 
 
 def references_by_image(rows: list[dict], references: Path | None = None) -> dict[str, list[str]]:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from eval.studies.common import PAPER_NAMES, paper_scale
+from recon_score import run_outputs as outputs
 from recon_score.errors import ReconScoreError
 from recon_score.run_outputs import candidates_file, describe_candidates, describe_captions, score_rows
 from recon_score.textfiles import read_lines
@@ -402,8 +403,8 @@ def models_tables(
     )
     name = PAPER_NAMES.get(metric, metric)
     out = {
-        "table": (table, f"Table 3 layout: {name} per model and dataset"),
-        "all_metrics": (wide, "All metrics (x100 except ReconScore)"),
+        outputs.STUDY_TABLE: (table, f"Table 3 layout: {name} per model and dataset"),
+        outputs.ALL_METRICS: (wide, "All metrics (x100 except ReconScore)"),
     }
     if cis:
         ci_df = pd.DataFrame(
@@ -414,7 +415,7 @@ def models_tables(
         ).reindex(index=models)
         ci_df.index.name = "model"
         any_ci = next(iter(cis.values()))
-        out["recon_score_ci"] = (
+        out[outputs.RECON_SCORE_CI] = (
             ci_df,
             f"ReconScore mean [{ci_heading(any_ci)}, e.g.] per model and dataset",
         )
