@@ -30,7 +30,7 @@ from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.progress import Progress
 from recon_score.run_engine import FileDigests, Plan, RunFolder
-from recon_score.run_outputs import CANDIDATES, CAPTIONS
+from recon_score.run_outputs import CANDIDATES, CAPTIONS, RECONSTRUCTIONS
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +291,7 @@ def _select(job, out: Path, plan: Plan, work: list, generated: dict, loaded: dic
                 rows[k][job.selector.name] = s.get("score")
             rows[k].update({key: v for key, v in s.items() if key not in ("score", "error", "_image")})
             if s.get("_image") is not None:
-                rel = f"reconstructions/{item.index:06d}_{k:02d}.png"
+                rel = f"{RECONSTRUCTIONS}/{item.index:06d}_{k:02d}.png"
                 rows[k]["reconstruction"] = _write_png(out, rel, s["_image"], files)
             if s.get("error"):
                 rows[k]["error"] = s["error"]
@@ -364,7 +364,7 @@ def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) ->
             continue
         res.update(recon_score=s["score"], eval_seed=s["seed"], recon_score_error=s["error"])
         if s.get("_image") is not None:
-            rel = f"reconstructions/{rec['row']:06d}_eval.png"
+            rel = f"{RECONSTRUCTIONS}/{rec['row']:06d}_eval.png"
             res["eval_reconstruction"] = _write_png(out, rel, s["_image"], rec.setdefault("files", {}))
 
 

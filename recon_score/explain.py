@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from recon_score.run_outputs import EXPLAIN
+
 # Connectives that open a new phrase (kept with the phrase they open, so leaving it out removes them too):
 # coordinating conjunctions, "with"/"without", relative pronouns and adverbs.
 CONNECTIVES = (
@@ -416,9 +418,6 @@ class ExplainOptions:
             raise ValueError(f"level must be in (0, 1), got {self.level}")
 
 
-EXPLAIN_DIR = "explain"
-
-
 def save(expl: Explanation, original: Image.Image, out: Path, stem: str) -> list[list[str]]:
     """Write explain/`stem`.npz and explain/`stem`.png under the run folder `out` atomically; returns [relative
     path, sha256] of each (none without maps: an encoder without patch tokens, or an error)."""
@@ -430,7 +429,7 @@ def save(expl: Explanation, original: Image.Image, out: Path, stem: str) -> list
         return []
     files = []
     for suffix, data in ((".npz", maps_npz(expl)), (".png", heatmap_png(expl, original))):
-        rel = f"{EXPLAIN_DIR}/{stem}{suffix}"
+        rel = f"{EXPLAIN}/{stem}{suffix}"
         atomic_write_bytes(out / rel, data)
         files.append([rel, hashlib.sha256(data).hexdigest()])
     return files

@@ -32,12 +32,13 @@ from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
 from recon_score.progress import Progress
 from recon_score.run_engine import FileDigests, Plan, RunFolder, resume_key
-from recon_score.run_outputs import SCORES
+from recon_score.run_outputs import RECONSTRUCTIONS, SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
 from recon_score.seeds import derive_seeds, seed_summary
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+SAMPLE_CAPTIONS = SAMPLE_DIR / "captions.jsonl"  # the bundled sample's input table (not a describe output)
 
 
 @dataclass
@@ -162,7 +163,7 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dic
         if res.per_seed is not None:  # --seeds K > 1 (ReconScorer.score_seeds)
             rec.update(seeds=res.seeds, recon_score_per_seed=res.per_seed, recon_score_std=res.std)
         if res.error is None:  # the scorer turns a non-finite similarity into the row's error
-            rel = Path("reconstructions") / f"{row.index:06d}_{_slug(row.id)}.png"
+            rel = Path(RECONSTRUCTIONS) / f"{row.index:06d}_{_slug(row.id)}.png"
             data = png_bytes(res.reconstruction)
             atomic_write_bytes(out / rel, data)
             rec["reconstruction"] = str(rel)

@@ -76,3 +76,34 @@ def test_functions_are_short_enough_to_read_at_once(package):
                 if lines > 80:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, long
+
+
+# inputs that share a name with an output: the bundled sample's table, the generic dataset's default file
+SAME_NAME_INPUTS = {
+    ("recon_score/run.py", "captions.jsonl"),
+    ("recon_score/synthetic/tokenizers.py", "captions.jsonl"),
+    ("eval/datasets/__init__.py", "captions.jsonl"),
+}
+
+
+def test_run_files_are_named_only_by_the_run():
+    """run.json, the journal and every kind's output files are named in recon_score/run_engine.py and
+    recon_score/run_outputs.py only: other modules use their constants and readers (docstrings may mention them)."""
+    from recon_score import run_outputs
+    from recon_score.run_engine import RECORD
+
+    names = {RECORD, "journal", "invocations.jsonl"}
+    names |= {v for k, v in vars(run_outputs).items() if k.isupper() and isinstance(v, str) and "." in v}
+    names |= {f for stem in ("table", "summary") for f in run_outputs.table_files(stem)}
+    owners = {"recon_score/run_engine.py", "recon_score/run_outputs.py"}
+    found = []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel in owners:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                named = isinstance(node, ast.Constant) and node.value in names
+                if named and (rel, node.value) not in SAME_NAME_INPUTS:
+                    found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not found, found

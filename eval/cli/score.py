@@ -81,7 +81,7 @@ def command(
     from recon_score.explain import ExplainOptions
     from recon_score.presets import get_preset
     from recon_score.quick_checks import check_recon_job
-    from recon_score.run import SAMPLE_DIR, ScoreJob, run_score
+    from recon_score.run import SAMPLE_CAPTIONS, SAMPLE_DIR, ScoreJob, run_score
 
     p = get_preset(preset).override(**opt.pop_overrides(ReconPreset, kw))
     rows = source = None
@@ -97,7 +97,7 @@ def command(
 
         rows, source = split_inputs("score", dataset, dataset_root, split, annotations)
     elif captions is None:
-        captions = SAMPLE_DIR / "captions.jsonl"
+        captions = SAMPLE_CAPTIONS
         images_root = images_root or SAMPLE_DIR
     job = ScoreJob(
         captions=captions,

@@ -297,7 +297,7 @@ def _caption_kinds(run: dict) -> dict[str, str]:
     """id -> "reference" / "distractor" for a score run's captions: the captions file's `kind` field when
     present; for the bundled sample without one, whether the caption is one of the image's references."""
     from recon_score.inputs import read_caption_rows
-    from recon_score.run import SAMPLE_DIR
+    from recon_score.run import SAMPLE_CAPTIONS, SAMPLE_DIR
 
     path = Path(run["captions"]) if run.get("captions") else None
     if path is None or not path.is_file():
@@ -307,7 +307,7 @@ def _caption_kinds(run: dict) -> dict[str, str]:
     except ReconScoreError:
         return {}
     kinds = {r.id: str((r.extra or {}).get("kind")) for r in rows if (r.extra or {}).get("kind")}
-    if kinds or path.resolve() != (SAMPLE_DIR / "captions.jsonl").resolve():
+    if kinds or path.resolve() != SAMPLE_CAPTIONS.resolve():
         return kinds
     refs = {r["image"]: set(r["captions"]) for r in read_json(SAMPLE_DIR / "references.json", expect=list)}
     return {
