@@ -8,8 +8,9 @@
 
 One spelling per model family wherever a model name is taken (--t2i-model, --captioner, --model, --encoder):
 `smoke:z-image`, `smoke:dreamsim`, `shapes:dreamsim@0.02`, ... Encoder families (`encoder` in the table) are
-also encoder specs; the encoder registry (recon_score.encoders) hands them to that family's loader. The numbers
-these models produce are meaningless.
+also encoder specs. Loaders never see these names: recon_score.hub resolves them through `resolve` (a folder in the
+library's own layout, or a builder) and the loader loads what it is handed. The numbers these models produce are
+meaningless.
 
 The entries (MODELS) hold import paths, so parsing names and listing import no torch.
 """
