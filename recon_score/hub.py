@@ -1,4 +1,8 @@
-"""Turning a model name (hub id, local path, synthetic `smoke:`/`shapes:` name) into a local folder.
+"""Turning a model name (hub id, local path, synthetic `smoke:`/`shapes:` name) into what a loader loads.
+
+The one place synthetic names are resolved: a synthetic model is a folder in the loading library's own layout
+where the library loads one, else a `build` that makes it on the target device (recon_score.synthetic decides
+which, and builds); loaders load what they are given and never look at the name.
 
 Folders (RECONSCORE_CACHE, RECONSCORE_WEIGHTS, the HF cache) are recon_score.paths'; HF_HUB_OFFLINE as in
 huggingface_hub.
@@ -8,11 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from recon_score import synthetic
-from recon_score.errors import ModelNotAvailableError
+from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.paths import hf_cache_dir
 
 
@@ -23,11 +29,46 @@ def is_offline() -> bool:
 @dataclass(frozen=True)
 class ResolvedModel:
     name: str  # what the user asked for
-    path: Path  # local folder holding the files
-    revision: str  # hub commit hash, "local:<digest of configs>", or "fixture:v<N>"
+    path: Path | None  # local folder holding the files; None: only `build` makes it
+    revision: str  # hub commit hash, "local:<digest of configs>", "fixture:v<N>" or "shapes:v<N>"
+    # synthetic models the library cannot load from a folder (random weights made straight on the device, or a
+    # format of our own): build(device=..., [dtype=...]) -> the model the loader would have read
+    build: Callable[..., Any] | None = field(default=None, compare=False)
+    source: str = (
+        ""  # a synthetic model: what it is, for the encoder's record ("... numbers are meaningless")
+    )
+    stands_for: str = ""  # a synthetic open_clip model: the release or architecture whose shape it has
 
     def as_dict(self) -> dict:
         return {"name": self.name, "path": str(self.path), "revision": self.revision}
+
+
+def is_synthetic(name: str) -> bool:
+    """Whether `name` is a synthetic model's (`smoke:...`, `shapes:...`; it may still be malformed)."""
+    return synthetic.is_synthetic(name)
+
+
+def encoder_family(name: str) -> str | None:
+    """The encoder family that loads synthetic `name` (`smoke:dreamsim` -> dreamsim); None for a pipeline or
+    language model. Raises ValueError for a malformed name."""
+    return synthetic.encoder_family(name)
+
+
+def synthetic_encoders() -> list[tuple[str, str]]:
+    """(spelling, encoder family) of every synthetic encoder, as `models list` shows them."""
+    return [(row["name"], row["encoder"]) for row in synthetic.list_models() if row["encoder"]]
+
+
+def resolve_encoder(spec: str) -> ResolvedModel:
+    """What the encoder family's loader loads for the synthetic encoder `spec` (a folder, or `build`).
+
+    Raises:
+        UnknownEncoderError: an open_clip release or architecture that does not exist.
+    """
+    try:
+        return ResolvedModel(spec, **synthetic.resolve(spec))
+    except ValueError as err:
+        raise UnknownEncoderError(spec, known=[], reason=str(err)) from None
 
 
 def local_revision(path: Path) -> str:
@@ -48,8 +89,8 @@ def resolve_model(
     option: str = "--t2i-model",
     downloader: str = "snapshot",
 ) -> ResolvedModel:
-    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`), an existing directory, or a
-    hub id (HF cache first).
+    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`; a `shapes:` one comes with
+    `build`, which makes the model from it on the device), an existing directory, or a hub id (HF cache first).
 
     `downloader="diffusers"` uses DiffusionPipeline.download, which fetches only the files a pipeline needs.
 
@@ -57,12 +98,15 @@ def resolve_model(
         ModelNotAvailableError: nothing local and the hub is offline or unreachable.
     """
     if synthetic.is_synthetic(name):
+        fix = "`reconscore models list` lists the synthetic models."
         try:
-            path, rev = synthetic.resolve(name)
+            found = synthetic.resolve(name)
         except ValueError as err:
-            fix = "`reconscore models list` lists the synthetic models."
             raise ModelNotAvailableError(name, searched=[], fix=fix, reason=str(err)) from err
-        return ResolvedModel(name, path, rev)
+        if found["path"] is None:
+            reason = f"{name} is an encoder with no folder: use it as an encoder spec (--encoder)"
+            raise ModelNotAvailableError(name, searched=[], fix=fix, reason=reason)
+        return ResolvedModel(name, **found)
     local = Path(name).expanduser()
     if local.is_dir():
         return ResolvedModel(name, local.resolve(), local_revision(local))

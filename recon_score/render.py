@@ -318,8 +318,6 @@ class Renderer:
         import diffusers.utils.logging as dlog
         import transformers.utils.logging as tlog
 
-        from recon_score.synthetic.shapes import build_pipeline, is_shapes_folder
-
         if not self.show_progress:  # per-component loading bars drown the run's own progress bar
             dlog.disable_progress_bar()
             tlog.disable_progress_bar()
@@ -327,9 +325,11 @@ class Renderer:
         log.info(
             "loading %s (%s) from %s as %s", self.preset.t2i_model, self.pipeline_class, path, self.dtype
         )
-        if is_shapes_folder(path):  # published sizes, random weights, built straight on the device
+        if (
+            self.resolved.build is not None
+        ):  # a synthetic pipeline made straight on the device (recon_score.hub)
             target = self.device if self.offload == "none" else "cpu"
-            pipe = build_pipeline(path, device=target, dtype=parse_dtype(self.dtype))
+            pipe = self.resolved.build(device=target, dtype=parse_dtype(self.dtype))
         else:
             pipe = load_pipeline(
                 path,

@@ -100,11 +100,9 @@ class TransformersBackend(LocalBackend):
     def _load_vlm(self, path: str):
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        from recon_score.synthetic.shapes import build_vlm, is_shapes_folder
-
         processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
-        if is_shapes_folder(path):  # published sizes, random weights, built straight on the device
-            return processor, build_vlm(path, device=self.device, dtype=parse_dtype(self.dtype))
+        if self.resolved.build is not None:  # a synthetic VLM made straight on the device (recon_score.hub)
+            return processor, self.resolved.build(device=self.device, dtype=parse_dtype(self.dtype))
         model = AutoModelForImageTextToText.from_pretrained(
             path, dtype=parse_dtype(self.dtype), trust_remote_code=self.trust_remote_code
         )

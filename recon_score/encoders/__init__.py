@@ -14,8 +14,9 @@ A spec is ``FAMILY:NAME``, or the name of a synthetic encoder (recon_score.synth
     smoke:dreamsim | smoke:open-clip | smoke:hf-clip | smoke:hf-dinov2     tiny random models (tests, smoke)
     shapes:dreamsim[@SCALE] | shapes:open-clip/ARCH                          published sizes, random weights
 
-A synthetic spec goes to the family that loads it (`smoke:dreamsim` -> dreamsim's loader, as NAME
-`smoke:dreamsim`); that is its one spelling (`dreamsim:smoke:dreamsim` is refused).
+A synthetic spec is resolved by recon_score.hub (a folder, or a model built on the device) and handed to the
+`load` of the family that loads it (`smoke:dreamsim` -> dreamsim's); that is its one spelling
+(`dreamsim:smoke:dreamsim` is refused).
 
 The table holds import paths, so parsing specs, listing and `--help` import no backend.
 """
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from recon_score import synthetic
+from recon_score import hub
 from recon_score.errors import UnknownEncoderError
 from recon_score.registry import Entry, Registry, load_target
 
@@ -57,7 +58,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class EncoderFamily(Entry):
-    """`target` is the family's module: build(name, device, weights_dir) -> Encoder, check(name, weights_dir)."""
+    """`target` is the family's module: build(name, device, weights_dir) -> Encoder, check(name, weights_dir), and
+    for the families that load synthetic encoders load(ResolvedModel, device) -> Encoder."""
 
     examples: tuple[str, ...] = ()  # example specs (the synthetic ones the family loads are added by listing)
     checker: str = (
@@ -123,20 +125,20 @@ _LOCK = threading.Lock()
 def parse_spec(spec: str) -> tuple[str, str]:
     """(family, name): 'open_clip:ViT-B-32/openai' -> ('open_clip', 'ViT-B-32/openai'); a synthetic encoder keeps
     its whole name: 'smoke:dreamsim' -> ('dreamsim', 'smoke:dreamsim')."""
-    if synthetic.is_synthetic(spec):
+    if hub.is_synthetic(spec):
         try:
-            family = synthetic.encoder_family(spec)
+            family = hub.encoder_family(spec)
         except ValueError as err:
             raise UnknownEncoderError(spec, known=sorted(FAMILIES), reason=str(err)) from None
         if family is None:
-            names = ", ".join(synthetic.known_names(encoders_only=True))
+            names = ", ".join(n for n, _ in hub.synthetic_encoders())
             reason = f"{spec!r} is a pipeline or language model, not an encoder (synthetic encoders: {names})"
             raise UnknownEncoderError(spec, known=sorted(FAMILIES), reason=reason)
         return family, spec
     family, sep, name = spec.partition(":")
     if not sep or family not in FAMILIES or not name:
         raise UnknownEncoderError(spec, known=sorted(FAMILIES))
-    if synthetic.is_synthetic(name):
+    if hub.is_synthetic(name):
         raise UnknownEncoderError(
             spec, known=sorted(FAMILIES), reason=f"spell it {name!r}, without {family + ':'!r}"
         )
@@ -164,9 +166,13 @@ def build_encoder(
     with _LOCK:
         enc = _CACHE.get(key)
         if enc is None:
-            enc = FAMILIES.load(family).build(
-                name, device=device, weights_dir=Path(weights_dir) if weights_dir else None
-            )
+            loader = FAMILIES.load(family)
+            if hub.is_synthetic(spec):
+                enc = loader.load(hub.resolve_encoder(spec), device=device)
+            else:
+                enc = loader.build(
+                    name, device=device, weights_dir=Path(weights_dir) if weights_dir else None
+                )
             _CACHE[key] = enc
     if batch_size:
         enc.batch_size = batch_size
@@ -182,9 +188,8 @@ def release_encoders() -> None:
 def list_encoders() -> list[dict]:
     """One row per family: its description and example specs, the synthetic encoders it loads included."""
     synthetic_by_family: dict[str, list[str]] = {}
-    for row in synthetic.list_models():
-        if row["encoder"]:
-            synthetic_by_family.setdefault(row["encoder"], []).append(row["name"])
+    for name, family in hub.synthetic_encoders():
+        synthetic_by_family.setdefault(family, []).append(name)
     return [
         {
             "family": f.name,
@@ -199,6 +204,8 @@ def list_encoders() -> list[dict]:
 def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> dict:
     """Whether `spec`'s weights are available locally, and where they would come from. Downloads nothing."""
     family, name = parse_spec(spec)
+    if hub.is_synthetic(spec):
+        return {"spec": spec, **hub.check_model(spec)}
     entry = FAMILIES[family]
     check = load_target(entry.checker) if entry.checker else entry.load().check
     out = check(name, weights_dir=Path(weights_dir) if weights_dir else None)

@@ -19,11 +19,10 @@ from pathlib import Path
 
 import torch
 
-from recon_score import synthetic
 from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid, SquashingEncoder, token_grid
 from recon_score.encoders.dreamsim_files import REQUIRED, dreamsim_dir, missing_files
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError, did_you_mean
-from recon_score.hub import is_offline
+from recon_score.hub import ResolvedModel, is_offline
 
 
 class DreamSimEncoder(SquashingEncoder):
@@ -62,8 +61,6 @@ def perceptual_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
-    if synthetic.is_synthetic(name):
-        return _build_synthetic(synthetic.parse(name), device)
     if name not in REQUIRED:
         hint = did_you_mean(name, REQUIRED)
         reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}{hint}"
@@ -119,19 +116,10 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     return DreamSimEncoder(model, info, device)
 
 
-def _build_synthetic(name: synthetic.SyntheticName, device: str) -> Encoder:
-    """`smoke:dreamsim`: a DreamSim-shaped tiny ensemble; `shapes:dreamsim[@SCALE]`: dreamsim's own ensemble
-    model (three ViT-B/16 towers + LoRA) with random weights."""
-    if name.prefix == "smoke":
-        from recon_score.synthetic.tiny_models import TinyDreamSim
-
-        path, revision = synthetic.resolve(name.name)
-        model = TinyDreamSim.from_dir(path)
-        source = f"{revision} {path} (random weights; numbers are meaningless)"
-        dim = sum(b["embed_dim"] for b in model.config["backbones"])
-    else:
-        from recon_score.synthetic.shapes import SHAPES_NOTE, build_dreamsim_ensemble
-
-        model, source, dim = build_dreamsim_ensemble(name.scale, device=device), SHAPES_NOTE, None
-    info = EncoderInfo(spec=name.name, kind="embedding", modalities=("image",), source=source, dim=dim)
-    return DreamSimEncoder(model, info, device)
+def load(model: ResolvedModel, *, device: str) -> Encoder:
+    """A synthetic encoder as recon_score.hub resolved it (`smoke:dreamsim`: the tiny DreamSim-shaped ensemble;
+    `shapes:dreamsim[@SCALE]`: dreamsim's own ensemble model with random weights), built on the device."""
+    net = model.build(device=device)
+    dim = getattr(net, "embed_dim", None)  # the tiny ensemble says; dreamsim's PerceptualModel does not
+    info = EncoderInfo(spec=model.name, kind="embedding", modalities=("image",), source=model.source, dim=dim)
+    return DreamSimEncoder(net, info, device)

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
-from recon_score import synthetic
 from recon_score.errors import did_you_mean
 from recon_score.paths import weights_root
 
@@ -171,8 +170,6 @@ def missing_files(name: str, cache_dir: Path) -> list[str]:
 
 
 def check(name: str, *, weights_dir: Path | None) -> dict:
-    if synthetic.is_synthetic(name):
-        return synthetic.check(name)
     if name not in REQUIRED:
         return {
             "available": False,

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import torch
 
-from recon_score import synthetic
 from recon_score.encoders.base import (
     Box,
     Encoder,
@@ -27,6 +26,7 @@ from recon_score.encoders.base import (
     token_grid,
 )
 from recon_score.errors import ModelNotAvailableError
+from recon_score.hub import ResolvedModel
 
 # SigLIP-family text towers were trained on max_length-padded text; other towers use dynamic padding
 _MAX_LENGTH_PADDING = ("siglip", "siglip2")
@@ -117,18 +117,22 @@ def processor_box(processor, width: int, height: int) -> Box:
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
-    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoProcessor, AutoTokenizer
-
     from recon_score.hub import resolve_model
 
-    spec = name if synthetic.is_synthetic(name) else f"hf:{name}"
-    if synthetic.is_synthetic(name):
-        resolved = resolve_model(name)
-        source = f"{resolved.revision} {resolved.path} (random weights; numbers are meaningless)"
-    else:
-        resolved = resolve_model(name, kind="transformers model", option="the hf:PATH spec")
-        source = f"{resolved.name}@{resolved.revision} ({resolved.path})"
-    path, trust = str(resolved.path), _trust_remote_code()
+    resolved = resolve_model(name, kind="transformers model", option="the hf:PATH spec")
+    source = f"{resolved.name}@{resolved.revision} ({resolved.path})"
+    return _load(resolved.path, spec=f"hf:{name}", source=source, device=device)
+
+
+def load(model: ResolvedModel, *, device: str) -> Encoder:
+    """A synthetic encoder as recon_score.hub resolved it: a `save_pretrained` folder."""
+    return _load(model.path, spec=model.name, source=model.source, device=device)
+
+
+def _load(folder: Path, *, spec: str, source: str, device: str) -> Encoder:
+    from transformers import AutoConfig, AutoImageProcessor, AutoModel, AutoProcessor, AutoTokenizer
+
+    path, trust = str(folder), _trust_remote_code()
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         model = AutoModel.from_pretrained(path, trust_remote_code=trust, dtype=torch.float32)

@@ -5,9 +5,8 @@ Names:
     ARCH@/path/ckpt.pt   a local checkpoint for a known architecture (RemoteCLIP and SkyCLIP ship these)
     hf-hub:ORG/REPO      open_clip's hub format
     local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
-    smoke:open-clip      (the whole spec) a tiny random ViT in local-dir format, real CLIP BPE tokenizer
-    shapes:open-clip/ARCH  (the whole spec) ARCH at its published size, random weights
-    smoke:open-clip/RELEASE, shapes:open-clip/RELEASE   a released fine-tune's architecture (RELEASES), random
+Synthetic encoders (`smoke:open-clip[/RELEASE]`, `shapes:open-clip/ARCH`) come resolved by recon_score.hub to
+`load`: a folder in the local-dir layout, or a random model standing for an architecture or a release (RELEASES).
 
 Activation: OpenAI's CLIP was trained with QuickGELU. open_clip 3.x builds `ViT-B-32` with nn.GELU even for
 `pretrained="openai"` and only warns ("QuickGELU mismatch"), which shifts every embedding. A tag whose pretrained
@@ -23,7 +22,6 @@ from pathlib import Path
 
 import torch
 
-from recon_score import synthetic
 from recon_score.checkpoints import load_strict, read_checkpoint
 from recon_score.encoders.base import (
     Box,
@@ -35,7 +33,7 @@ from recon_score.encoders.base import (
     token_grid,
 )
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
-from recon_score.hub import is_offline
+from recon_score.hub import ResolvedModel, is_offline
 
 
 def _split(name: str) -> tuple[str, str | None, str]:
@@ -213,8 +211,6 @@ def _fix(spec: str) -> str:
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     import open_clip
 
-    if synthetic.is_synthetic(name):
-        return _build_synthetic(synthetic.parse(name), device)
     spec = f"open_clip:{name}"
     release, _, where = name.partition("@")
     if release in RELEASES:
@@ -272,38 +268,32 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 
 
-def _build_synthetic(name: synthetic.SyntheticName, device: str) -> Encoder:
-    """`smoke:open-clip`: a tiny ViT in open_clip's local-dir layout (real CLIP BPE tokenizer);
-    `shapes:open-clip/ARCH`: the architecture at full size with random weights (benchmarks)."""
+def load(model: ResolvedModel, *, device: str) -> Encoder:
+    """A synthetic encoder as recon_score.hub resolved it: a folder in open_clip's local-dir layout, or a model
+    `build` makes on the device, standing for a release (its preprocessing and tokenizer) or an architecture."""
     import open_clip
 
-    if name.arch in RELEASES:
-        return build_release(name.arch, None, device=device, weights_dir=None, random=name.prefix)
-    if name.prefix == "smoke" and name.arch:
-        reason = f"{name.arch!r} is not a released CLIP fine-tune; known: {', '.join(RELEASES)}"
-        raise UnknownEncoderError(name.name, known=[], reason=reason)
-    if name.prefix == "smoke":
-        path, revision = synthetic.resolve(name.name)
-        model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
-        tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
-        source = f"{revision} {path} (random weights; numbers are meaningless)"
+    if model.stands_for in RELEASES:
+        return build_release(model.stands_for, None, device=device, weights_dir=None, given=model)
+    if model.build is None:
+        folder = f"local-dir:{model.path}"
+        net, _, preprocess = open_clip.create_model_and_transforms(folder)
+        tokenizer = open_clip.get_tokenizer(folder)
     else:
-        from recon_score.synthetic.shapes import SHAPES_NOTE, build_open_clip
+        from open_clip.transform import PreprocessCfg, image_transform_v2
 
-        if name.arch not in open_clip.list_models():
-            reason = f"unknown open_clip architecture {name.arch!r}; see open_clip.list_models()"
-            raise UnknownEncoderError(name.name, known=[], reason=reason)
-        model, preprocess = build_open_clip(name.arch, device=device)
-        tokenizer, source = open_clip.get_tokenizer(name.arch), SHAPES_NOTE
+        net = model.build(device=device)
+        preprocess = image_transform_v2(PreprocessCfg(**net.visual.preprocess_cfg), is_train=False)
+        tokenizer = open_clip.get_tokenizer(model.stands_for)
     info = EncoderInfo(
-        spec=name.name,
+        spec=model.name,
         kind="embedding",
         modalities=("image", "text"),
-        source=source,
-        dim=model.text_projection.shape[1] if model.text_projection is not None else None,
-        extra={"activation": activation_of(model)},
+        source=model.source,
+        dim=net.text_projection.shape[1] if net.text_projection is not None else None,
+        extra={"activation": activation_of(net)},
     )
-    return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+    return OpenCLIPEncoder(net, preprocess, tokenizer, info, device)
 
 
 def _location(model_name: str, pretrained: str | None, how: str) -> str:
@@ -327,8 +317,6 @@ def _refuse_suffix(release: str, where: str) -> None:
 
 
 def check(name: str, *, weights_dir: Path | None) -> dict:
-    if synthetic.is_synthetic(name):
-        return synthetic.check(name)
     release, _, where = name.partition("@")
     if release in RELEASES:
         _refuse_suffix(release, where)
@@ -602,17 +590,21 @@ def find_release_file(
 
 
 def build_release(
-    name: str, where: str | None, *, device: str, weights_dir: Path | None, random: str | None = None
+    name: str,
+    where: str | None,
+    *,
+    device: str,
+    weights_dir: Path | None,
+    given: ResolvedModel | None = None,
 ) -> Encoder:
-    """`NAME` (weights found by name), `NAME@/path/file`; `random` "smoke" (tiny) or "shapes" (full size): the
-    release's architecture with random weights (`smoke:open-clip/NAME`). The checkpoint is read with
+    """`NAME` (weights found by name), `NAME@/path/file`; `given`: the release's architecture built by
+    recon_score.hub's resolution (`smoke:open-clip/NAME`, random weights). The checkpoint is read with
     weights_only=True and loaded strictly."""
     import open_clip
 
     release = RELEASES[name]
-    if random:
-        model = release_model(release, device=device, mode=random)
-        source = f"{random}: {release.paper} architecture, random weights (numbers are meaningless)"
+    if given is not None:
+        model, source = given.build(device=device), given.source
     else:
         path = Path(where).expanduser() if where else find_release_file(name, release, weights_dir)
         if not path.is_file():
@@ -637,7 +629,7 @@ def build_release(
         "float16 (rounded, as the authors' build_model)" if release.round_fp16 else "as stored"
     )
     info = EncoderInfo(
-        spec=f"{random}:open-clip/{name}" if random else f"open_clip:{name}" + (f"@{where}" if where else ""),
+        spec=given.name if given else f"open_clip:{name}" + (f"@{where}" if where else ""),
         kind="embedding",
         modalities=("image", "text"),
         source=source,

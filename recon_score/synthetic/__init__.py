@@ -8,8 +8,9 @@
 
 One spelling per model family wherever a model name is taken (--t2i-model, --captioner, --model, --encoder):
 `smoke:z-image`, `smoke:dreamsim`, `shapes:dreamsim@0.02`, ... Encoder families (`encoder` in the table) are
-also encoder specs; the encoder registry (recon_score.encoders) hands them to that family's loader. The numbers
-these models produce are meaningless.
+also encoder specs. Loaders never see these names: recon_score.hub resolves them through `resolve` (a folder in the
+library's own layout, or a builder) and the loader loads what it is handed. The numbers these models produce are
+meaningless.
 
 The entries (MODELS) hold import paths, so parsing names and listing import no torch.
 """
@@ -17,18 +18,18 @@ The entries (MODELS) hold import paths, so parsing names and listing import no t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from recon_score.registry import Entry, Registry
 
 _SMOKE = "recon_score.synthetic.smoke"
 _SHAPES = "recon_score.synthetic.shapes"
+_ENCODERS = "recon_score.synthetic.encoders"
 
 
 @dataclass(frozen=True)
 class SyntheticModel(Entry):
-    """`name` is PREFIX:FAMILY; `target` the module that implements resolve(SyntheticName) -> (folder, revision)
-    and check(SyntheticName) -> dict for it."""
+    """`name` is PREFIX:FAMILY; `target` the module that implements resolve(SyntheticName) -> dict (the fields of
+    recon_score.hub.ResolvedModel but the name) and check(SyntheticName) -> dict for it."""
 
     encoder: str | None = None  # the encoder family that loads it; None: a pipeline or language model
     argument: str = ""  # what may follow the family name: "" | "@SCALE" | "/ARCH" (required) | "[/RELEASE]"
@@ -85,11 +86,11 @@ MODELS: Registry[SyntheticModel] = Registry(
             "smoke:qwen3-text", _SMOKE, "Qwen3 causal LM (text only) for the robustness-set generators"
         ),
         SyntheticModel(
-            "smoke:dreamsim", _SMOKE, "DreamSim-shaped ensemble of three tiny ViTs", encoder="dreamsim"
+            "smoke:dreamsim", _ENCODERS, "DreamSim-shaped ensemble of three tiny ViTs", encoder="dreamsim"
         ),
         SyntheticModel(
             "smoke:open-clip",
-            _SMOKE,
+            _ENCODERS,
             f"open_clip ViT (width 32) in local-dir layout, real CLIP BPE; /RELEASE: {_RELEASE}, tiny",
             encoder="open_clip",
             argument="[/RELEASE]",
@@ -110,14 +111,14 @@ MODELS: Registry[SyntheticModel] = Registry(
         SyntheticModel("shapes:qwen3-vl", _SHAPES, "Qwen3-VL-8B-Instruct", argument="@SCALE"),
         SyntheticModel(
             "shapes:dreamsim",
-            _SHAPES,
+            _ENCODERS,
             "dreamsim 0.2.1's ensemble: DINO, CLIP, OpenCLIP ViT-B/16 + LoRA",
             encoder="dreamsim",
             argument="@SCALE",
         ),
         SyntheticModel(
             "shapes:open-clip",
-            _SHAPES,
+            _ENCODERS,
             "an open_clip architecture, e.g. ViT-L-14-quickgelu, or a released CLIP fine-tune, e.g. longclip-B",
             encoder="open_clip",
             argument="/ARCH",
@@ -185,10 +186,13 @@ def encoder_family(name: str) -> str | None:
     return MODELS[f"{n.prefix}:{n.family}"].encoder
 
 
-def resolve(name: str) -> tuple[Path, str]:
-    """The folder the real loader reads for `name`, and its revision ("fixture:v1", "shapes:v1").
+def resolve(name: str) -> dict:
+    """What a loader needs for `name` (recon_score.hub makes it a ResolvedModel): `path`, the folder the real
+    loader reads, or None; `revision` ("fixture:v1", "shapes:v1"); `build`, where the model is made on the target
+    device instead of read from a folder; `source`, how an encoder describes it; `stands_for`, the open_clip
+    release or architecture whose shape it has.
 
-    Raises ValueError for a malformed name or an encoder that has no folder (shapes:dreamsim, shapes:open-clip).
+    Raises ValueError for a malformed name, or an open_clip release or architecture that does not exist.
     """
     n = parse(name)
     return MODELS.load(f"{n.prefix}:{n.family}").resolve(n)

@@ -265,15 +265,19 @@ def shapes_root() -> Path:
     return cache_root() / "shapes" / f"v{SHAPES_VERSION}"
 
 
-def is_shapes_folder(path: Path) -> bool:
-    return (Path(path) / MARKER).is_file()
+def resolve(name: SyntheticName) -> dict:
+    """The registry's entry point for `shapes:FAMILY[@SCALE]`: its folder (configs and tokenizer, no weights)
+    and `build`, which makes the model from that folder on the target device."""
+    from functools import partial
 
-
-def resolve(name: SyntheticName) -> tuple[Path, str]:
-    """The registry's entry point: the folder of `shapes:FAMILY[@SCALE]` and its revision."""
-    if name.family not in _WRITERS:
-        raise ValueError(f"{name.name} is an encoder with no folder: use it as an encoder spec (--encoder)")
-    return ensure_shapes(name.family, name.scale), f"shapes:v{SHAPES_VERSION}"
+    path = ensure_shapes(name.family, name.scale)
+    builder = {"z-image": build_pipeline, "qwen3-vl": build_vlm}[name.family]
+    return {
+        "path": path,
+        "revision": f"shapes:v{SHAPES_VERSION}",
+        "build": partial(builder, path),
+        "source": SHAPES_NOTE,
+    }
 
 
 def check(name: SyntheticName) -> dict:
@@ -487,10 +491,11 @@ def meta_open_clip(arch: str):
 
 
 def build_open_clip(arch: str, *, device, dtype: torch.dtype = torch.float32, seed: int = 0):
-    """An open_clip architecture (e.g. ViT-L-14-quickgelu) with random weights, and its preprocessing."""
-    model, preprocess = meta_open_clip(arch)
+    """An open_clip architecture (e.g. ViT-L-14-quickgelu) with random weights; its preprocessing is the one
+    its `visual.preprocess_cfg` names, as for a loaded checkpoint."""
+    model, _ = meta_open_clip(arch)
     materialize(model, device=device, dtype=dtype, seed=seed)
     if getattr(model, "attn_mask", None) is not None:  # open_clip's causal text mask, lost on the meta device
         n = model.attn_mask.shape[0]
         model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
-    return model, preprocess
+    return model

@@ -22,6 +22,7 @@ from recon_score.synthetic import MODELS, SyntheticName
 
 # Bump when a builder changes: cached fixtures of another version are ignored.
 FIXTURE_VERSION = 1
+MEANINGLESS = "random weights; numbers are meaningless"
 
 
 def _builders() -> dict[str, Callable[[Path], Path]]:
@@ -42,9 +43,10 @@ def _builders() -> dict[str, Callable[[Path], Path]]:
 FIXTURE_NAMES = tuple(m.family for m in MODELS.values() if m.prefix == "smoke")
 
 
-def resolve(name: SyntheticName) -> tuple[Path, str]:
-    """The registry's entry point: the built folder of `smoke:FAMILY` and its revision."""
-    return ensure_fixture(name.family), f"fixture:v{FIXTURE_VERSION}"
+def resolve(name: SyntheticName) -> dict:
+    """The registry's entry point: the built folder of `smoke:FAMILY`, which the real loader reads."""
+    path, revision = ensure_fixture(name.family), f"fixture:v{FIXTURE_VERSION}"
+    return {"path": path, "revision": revision, "source": f"{revision} {path} ({MEANINGLESS})"}
 
 
 def check(name: SyntheticName) -> dict:

@@ -248,6 +248,10 @@ class TinyDreamSim(torch.nn.Module):
         self.register_buffer("means", torch.stack(means), persistent=False)
         self.register_buffer("stds", torch.stack(stds), persistent=False)
 
+    @property
+    def embed_dim(self) -> int:
+        return sum(b["embed_dim"] for b in self.config["backbones"])
+
     def embed(self, img: torch.Tensor) -> torch.Tensor:
         from dreamsim.model import normalize_embedding
 

@@ -225,3 +225,54 @@ def test_cli_names_a_misspelled_synthetic_model(tmp_path, capsys, option, value,
     err = capsys.readouterr().err  # (a first use may print the smoke models' build progress before)
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in err and "Traceback" not in err, err
+
+
+def test_the_hub_hands_each_synthetic_encoder_a_folder_or_a_builder():
+    """One place resolves synthetic names: a folder in the loading library's own layout where it loads one, else a
+    builder that makes the model on the device; nothing is built while resolving."""
+    from recon_score.errors import UnknownEncoderError
+    from recon_score.hub import resolve_encoder
+
+    folder = resolve_encoder("smoke:open-clip")
+    assert folder.build is None and (folder.path / "open_clip_config.json").is_file()
+    assert "random weights" in folder.source
+    release = resolve_encoder("smoke:open-clip/pacs-ViT-B-32")
+    assert release.path is None and release.stands_for == "pacs-ViT-B-32" and callable(release.build)
+    arch = resolve_encoder("shapes:open-clip/ViT-B-32-quickgelu")
+    assert (
+        arch.path is None and arch.stands_for == "ViT-B-32-quickgelu" and arch.revision.startswith("shapes:")
+    )
+    tiny = resolve_encoder("smoke:dreamsim")  # its own small format: read by a builder, not by dreamsim
+    assert (tiny.path / "model.safetensors").is_file() and callable(tiny.build)
+    with pytest.raises(UnknownEncoderError, match="'ViT-B-32' is not a released CLIP fine-tune"):
+        resolve_encoder("smoke:open-clip/ViT-B-32")
+    with pytest.raises(UnknownEncoderError, match="unknown open_clip architecture 'ViT-Q'"):
+        resolve_encoder("shapes:open-clip/ViT-Q")
+
+
+def test_shapes_pipelines_come_with_their_builder():
+    resolved = resolve_model("shapes:z-image@0.02")
+    assert (resolved.path / "model_index.json").is_file() and callable(resolved.build)
+    assert resolve_model("smoke:z-image").build is None  # a real diffusers folder: the pipeline loads it
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "recon_score/encoders/__init__.py",
+        "recon_score/encoders/open_clip.py",
+        "recon_score/encoders/dreamsim.py",
+        "recon_score/encoders/dreamsim_files.py",
+        "recon_score/encoders/hf.py",
+        "recon_score/render.py",
+        "describer/backends/transformers.py",
+    ],
+)
+def test_loaders_do_not_resolve_synthetic_names(module):
+    """The loaders load what recon_score.hub hands them: none asks the synthetic registry about a name."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / module).read_text(encoding="utf-8")
+    assert "from recon_score import synthetic" not in text
+    for call in ("synthetic.is_synthetic", "synthetic.parse", "synthetic.resolve", "synthetic.check"):
+        assert call not in text, f"{module} calls {call}"
