@@ -58,7 +58,7 @@ from recon_score.atomic_io import (
     write_json_atomic,
 )
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
-from recon_score.run_outputs import KIND_BY_RECORD_ONLY, KIND_OUTPUTS
+from recon_score.run_outputs import KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECORD
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import read_bytes, read_json
 
@@ -66,7 +66,6 @@ log = logging.getLogger(__name__)
 
 JOURNAL_LAYOUT = 2  # the journal records' shape; a journal of another layout is refused with a rerun hint
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
-RECORD = "run.json"  # a run folder's record: written by RunFolder only, read with read_record / load_record
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 _DISK_FULL = DISK_FULL
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)

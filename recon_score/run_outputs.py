@@ -23,6 +23,8 @@ from recon_score.textfiles import (
     read_text,
 )
 
+RECORD = "run.json"  # every run folder's record: written by recon_score.run_engine only
+
 # -- score and describe ----------------------------------------------------------------------------------------
 SCORES = "scores.jsonl"  # score: one row per caption (ReconScore, cosine, error, ...)
 CAPTIONS = "captions.jsonl"  # describe: the chosen caption per image
@@ -117,8 +119,6 @@ def has_output(folder: Path, name: str) -> bool:
 
 def record_file(folder: Path) -> Path:
     """Where a run folder keeps its record, for a message (written and read by recon_score.run_engine only)."""
-    from recon_score.run_engine import RECORD
-
     return Path(folder) / RECORD
 
 

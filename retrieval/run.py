@@ -40,12 +40,13 @@ import torch
 from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.run_engine import RECORD, RunFolder
+from recon_score.run_engine import RunFolder
 from recon_score.run_outputs import (
     BUNDLE,
     PER_GROUP,
     PER_QUERY,
     PER_QUERY_CSV,
+    RECORD,
     RETRIEVE_TABLE,
     TOPK,
     TOPK_CSV,
