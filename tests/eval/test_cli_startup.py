@@ -208,6 +208,6 @@ def test_a_row_that_failed_before_rendering_has_every_key(tmp_path):
 
     row = InputRow(index=0, line=1, id="a", image="a.png", caption="x", error="caps.jsonl:1: image not found")
     rec, files = _row_record(row, None, tmp_path, note=None)
-    assert files is None and {k: rec[k] for k in ("width", "height", "truncated")} == dict.fromkeys(
+    assert files == {} and {k: rec[k] for k in ("width", "height", "truncated")} == dict.fromkeys(
         ("width", "height", "truncated")
     )
