@@ -184,15 +184,34 @@ class Method:
         return {"name": self.name, "config": cfg}
 
 
-def dot_scores(vectors: np.ndarray | Tensor, database: np.ndarray | Tensor) -> Callable:
-    """rows -> vectors[rows] @ database.T. On numpy (a bundle) accumulated in float64 and rounded once to
-    float32: the correctly rounded dot products whatever the chunk or the item's position, so identical items
-    tie exactly (OpenBLAS's float32 product gives copies of one database row different last bits, which the
-    tie rules would read as a ranking). Tensors keep torch's float32 product."""
+def distinct_rows(database: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The rows to score and, when some rows of `database` repeat, each row's index among them (None when every
+    row is distinct, then the rows are `database` itself). Rows compare by value (−0.0 equals +0.0)."""
+    x = database + np.float32(0.0)  # -0.0 becomes +0.0, so equal rows have equal bytes
+    if x.shape[0] < 2:
+        return database, None
+    as_bytes = np.ascontiguousarray(x).view(np.dtype((np.void, x.shape[1] * x.itemsize))).ravel()
+    _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+    if len(first) == x.shape[0]:
+        return database, None
+    return x[first], inverse.ravel()
+
+
+def dot_scores(
+    vectors: np.ndarray | Tensor,
+    database: np.ndarray | Tensor,
+    distinct: tuple[np.ndarray, np.ndarray | None] | None = None,
+) -> Callable:
+    """rows -> vectors[rows] @ database.T, in float32. On numpy (a bundle) each distinct database row is scored
+    once and its copies take that score (`distinct`: `distinct_rows(database)`, when the caller has it): copies
+    of one item tie exactly by construction, wherever they sit (OpenBLAS's float32 product can give copies of
+    one row different last bits, which the tie rules would read as a ranking). Tensors keep torch's product."""
     if not isinstance(database, np.ndarray):
         return lambda rows: vectors[rows] @ database.T
-    v64, d64 = np.asarray(vectors, dtype=np.float64), database.astype(np.float64)
-    return lambda rows: (v64[rows] @ d64.T).astype(np.float32)
+    unique, inverse = distinct if distinct is not None else distinct_rows(database)
+    if inverse is None:
+        return lambda rows: vectors[rows] @ unique.T
+    return lambda rows: np.take(vectors[rows] @ unique.T, inverse, axis=1)
 
 
 def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None = None) -> Prepared:
