@@ -186,15 +186,35 @@ class Method:
 
 def distinct_rows(database: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """The rows to score and, when some rows of `database` repeat, each row's index among them (None when every
-    row is distinct, then the rows are `database` itself). Rows compare by value (−0.0 equals +0.0)."""
-    x = database + np.float32(0.0)  # -0.0 becomes +0.0, so equal rows have equal bytes
-    if x.shape[0] < 2:
+    row is distinct: then the rows are `database` itself). Rows compare by value (−0.0 equals +0.0): a 64-bit
+    hash of each row's bytes finds the candidates in one pass, and equal hashes are checked byte for byte."""
+    x = np.ascontiguousarray(database + database.dtype.type(0))  # -0.0 becomes +0.0: equal rows, equal bytes
+    if x.shape[0] < 2 or x.size == 0:
         return database, None
-    as_bytes = np.ascontiguousarray(x).view(np.dtype((np.void, x.shape[1] * x.itemsize))).ravel()
-    _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
-    if len(first) == x.shape[0]:
+    words = x.view(np.uint64) if x.shape[1] * x.itemsize % 8 == 0 else x.view(np.uint32).astype(np.uint64)
+    key = words @ _row_hash_weights(words.shape[1])  # wraps modulo 2^64
+    order = np.argsort(key, kind="stable")
+    new = np.r_[True, key[order][1:] != key[order][:-1]]
+    if new.all():
         return database, None
-    return x[first], inverse.ravel()
+    group = np.cumsum(new) - 1
+    first = order[new]  # the lowest index of each group (stable sort)
+    copies = order[~new]  # each row whose hash an earlier row has: is it that row's copy?
+    if not np.array_equal(words[copies], words[first[group[~new]]]):  # a hash collision
+        as_bytes = x.view(np.dtype((np.void, x.shape[1] * x.itemsize))).ravel()
+        _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+        return (database, None) if len(first) == len(x) else (x[first], inverse.ravel())
+    inverse = np.empty(x.shape[0], dtype=np.int64)
+    inverse[order] = group
+    return x[first], inverse
+
+
+def _row_hash_weights(n: int) -> np.ndarray:
+    """n odd 64-bit multipliers, the same in every run (splitmix64 of 1..n; numpy.random is not loaded)."""
+    z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return (z ^ (z >> np.uint64(31))) | np.uint64(1)
 
 
 def dot_scores(

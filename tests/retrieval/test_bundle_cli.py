@@ -351,9 +351,9 @@ def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
 
 @pytest.mark.parametrize("method", ["sum", "product"])
 def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
-    """A bundle's scores are numpy dot products rounded once from float64: a copy of a database item ties with
-    it exactly wherever it sits (a float32 BLAS product can give copies different last bits, which the tie
-    rules would read as a ranking)."""
+    """A bundle's scores are float32 numpy dot products over the distinct database rows: a copy of a database
+    item ties with it exactly wherever it sits (a float32 BLAS product of every row can give copies different
+    last bits, which the tie rules would read as a ranking)."""
     from retrieval.methods import build_method
     from retrieval.methods.base import MethodContext
 
@@ -370,3 +370,27 @@ def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
     assert np.array_equal(scores[:, dst], scores[:, src])
     s_img, s_txt = q_img @ db.T, q_txt @ db.T
     np.testing.assert_allclose(scores, s_img + s_txt if method == "sum" else s_img * s_txt, rtol=0, atol=1e-6)
+
+
+def test_distinct_rows_finds_copies_by_value_even_when_hashes_collide(monkeypatch):
+    """Copies are found by a row hash checked byte for byte: −0.0 equals +0.0, a row differing in one last bit
+    is distinct, and with every hash equal (a forced collision) the exact fallback gives the same groups."""
+    from retrieval.methods import base
+
+    rng = np.random.default_rng(1)
+    db = rng.normal(size=(50, 6)).astype(np.float32)
+    db[10] = db[3]
+    db[20] = db[3]
+    db[30] = np.where(db[7] == 0, 0, db[7])
+    db[7, 0], db[30, 0] = 0.0, -0.0
+    db[40] = db[41]
+    db[40, 2] = np.nextafter(db[40, 2], np.float32(1))
+    for weights in (base._row_hash_weights, lambda n: np.zeros(n, np.uint64)):
+        monkeypatch.setattr(base, "_row_hash_weights", weights)
+        rows, inverse = base.distinct_rows(db)
+        assert len(rows) == 47 and np.array_equal(rows[inverse], db)  # -0.0 == 0.0 in array_equal
+        assert inverse[10] == inverse[3] == inverse[20] and inverse[30] == inverse[7]
+        assert inverse[40] != inverse[41]
+        unique = rng.normal(size=(50, 6)).astype(np.float32)
+        rows, inverse = base.distinct_rows(unique)
+        assert rows is unique and inverse is None
