@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -146,6 +146,7 @@ class PositiveRanks:
     n_pos: np.ndarray  # (B,) float64
     ranks: dict[str, np.ndarray]  # tie rule -> (P,) int64
     tied: np.ndarray  # (P,) bool: a negative has the positive's score
+    _within: dict[tuple[int, str], np.ndarray] = field(default_factory=dict, repr=False)
 
     def _undefined_where_empty(self, values: np.ndarray) -> np.ndarray:
         return np.where(self.n_pos > 0, values, np.nan)
@@ -156,10 +157,13 @@ class PositiveRanks:
         return np.bincount(rows, weights=w, minlength=self.b).astype(np.float64)
 
     def _at(self, k: int, rule: str) -> np.ndarray:
-        """(B,) number of positives within the top k."""
+        """(B,) number of positives within the top k (counted once per (k, rule): recall, hit and precision
+        read the same counts)."""
         if k < 1:
             raise ValueError(f"cut-off k must be >= 1, got {k}")
-        return self._per_row(where=self.ranks[rule] < k)
+        if (k, rule) not in self._within:
+            self._within[k, rule] = self._per_row(where=self.ranks[rule] < k)
+        return self._within[k, rule]
 
     def average_precision(self, variant: str = "non-interpolated", rule: str = "index") -> np.ndarray:
         if variant not in AP_VARIANTS:
@@ -262,16 +266,20 @@ def _row_then_key(rows: np.ndarray, key: np.ndarray) -> np.ndarray:
 def _count_above_and_equal(
     sorted_rows: np.ndarray, rows: np.ndarray, s: np.ndarray, first: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per positive: the items of its row scored above it, and those scored equal (itself included), by two
-    binary searches of its score in the row's ascending values."""
+    """Per positive: the items of its row scored above it, and those scored equal (itself included). One binary
+    search of its score in the row's ascending values gives the first; a second search runs only for the
+    positives whose lower neighbour in that order has their score (a tie, rare with continuous scores)."""
     n = sorted_rows.shape[1]
-    higher, equal = np.empty(len(rows), dtype=np.int64), np.empty(len(rows), dtype=np.int64)
+    up_to = np.empty(len(rows), dtype=np.int64)
     for r in np.flatnonzero(counts):
         part = slice(first[r], first[r] + counts[r])
-        up_to = np.searchsorted(sorted_rows[r], s[part], side="right")
-        higher[part] = n - up_to
-        equal[part] = up_to - np.searchsorted(sorted_rows[r], s[part], side="left")
-    return higher, equal
+        up_to[part] = np.searchsorted(sorted_rows[r], s[part], side="right")
+    equal = np.ones(len(rows), dtype=np.int64)  # the positive itself, the last item <= its score
+    below = sorted_rows[rows, np.maximum(up_to - 2, 0)]
+    tied = np.flatnonzero((up_to >= 2) & (below == s))  # in row order, as the positives
+    for part in np.split(tied, np.flatnonzero(np.diff(rows[tied])) + 1) if len(tied) else ():
+        equal[part] = up_to[part] - np.searchsorted(sorted_rows[rows[part[0]]], s[part], side="left")
+    return n - up_to, equal
 
 
 def _tied_negatives_below(
