@@ -362,6 +362,7 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
             _store_topk(out.top_ids, out.top_scores, block, di, ids, top)
         out.store(block, metrics)
         bar.update(stop - start)
+        del scores  # else it lives on while the next chunk is scored: two score matrices at the peak
 
 
 def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> np.ndarray:
