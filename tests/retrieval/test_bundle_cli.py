@@ -394,3 +394,16 @@ def test_distinct_rows_finds_copies_by_value_even_when_hashes_collide(monkeypatc
         unique = rng.normal(size=(50, 6)).astype(np.float32)
         rows, inverse = base.distinct_rows(unique)
         assert rows is unique and inverse is None
+
+
+def test_group_mean_subgroups_on_a_bundle_without_subgroups_is_one_error_line(tmp_path, capsys):
+    """--group-mean subgroups needs query_subgroup: one line naming the bundle, the key and the option, exit 1,
+    before any scoring; with subgroups the same command averages each group over them."""
+    bundle = str(write(tmp_path / "b.npz"))
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "image", "--group-mean", "subgroups"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"{bundle}: 'query_subgroup' is missing" in err and "--group-mean subgroups" in err
+    with_subgroups = str(write(tmp_path / "s.npz", query_subgroup=np.array(["s", "t", "u"])))
+    out = run_json(capsys, "--bundle", with_subgroups, "--method", "image", "--group-mean", "subgroups")
+    assert out["map_macro"] == pytest.approx(((0.5 + 1) / 2 + 1 / 6) / 2)
