@@ -313,7 +313,13 @@ print(json.dumps(heavy))
 
 
 @pytest.mark.parametrize(
-    "method", [["--method", "image"], ["--method", "sum"], ["--method", "product", "--set", "rectify=true"]]
+    "method",
+    [
+        ["--method", "image"],
+        ["--method", "sum"],
+        ["--method", "product", "--set", "rectify=true"],
+        ["--method", "weicom", "--lambda", "0.3"],
+    ],
 )
 def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
     """A bundle's methods score, rank and average on numpy alone (Python + torch start-up is most of a
