@@ -5,9 +5,10 @@ A positive's 0-based rank is the number of database items ranked before it: thos
 those with an equal score that the tie rule puts first. Every metric below (AP, Recall@K, Precision@K, hit@K,
 mAP@K, the tie bounds) is read from the positives' ranks and their order among the positives, so a chunk costs
 one ascending sort of each row's score *values* (AVX-512 in numpy; measured on this machine 18x faster than a
-binary search of every item among the positives) and two binary searches per positive; the ranking itself is
-never materialised. Functions take `scores` (B, N) (higher = better) and the positives, either as a dense
-`relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A query without positives gets NaN
+binary search of every item among the positives) and one binary search per positive (two where its score
+repeats); the ranking itself is never materialised. Functions take `scores` (B, N) (higher = better) and the
+positives, either as a dense `relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A
+query without positives gets NaN
 from every metric: what it adds to a mean is decided once, by name, in `retrieval.aggregate`
 (``empty_positives``), never by accident here.
 
