@@ -8,9 +8,8 @@ one ascending sort of each row's score *values* (AVX-512 in numpy; measured on t
 binary search of every item among the positives) and one binary search per positive (two where its score
 repeats); the ranking itself is never materialised. Functions take `scores` (B, N) (higher = better) and the
 positives, either as a dense `relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A
-query without positives gets NaN
-from every metric: what it adds to a mean is decided once, by name, in `retrieval.aggregate`
-(``empty_positives``), never by accident here.
+query without positives gets NaN from every metric: what it adds to a mean is decided once, by name, in
+`retrieval.aggregate` (``empty_positives``), never by accident here.
 
 AP variants (DESIGN.md, "Composed retrieval metrics"), for the j-th positive (0-based) at 0-based rank r and
 n positives in the whole ranking:
