@@ -413,3 +413,27 @@ def test_group_mean_subgroups_on_a_bundle_without_subgroups_is_one_error_line(tm
     with_subgroups = str(write(tmp_path / "s.npz", query_subgroup=np.array(["s", "t", "u"])))
     out = run_json(capsys, "--bundle", with_subgroups, "--method", "image", "--group-mean", "subgroups")
     assert out["map_macro"] == pytest.approx(((0.5 + 1) / 2 + 1 / 6) / 2)
+
+
+def test_weicom_scores_copies_alike_and_runs_on_numpy():
+    """WeiCom on a bundle's numpy arrays returns float32 numpy scores, and a copy of a database item (scored
+    once, as its row) ties with it exactly, standardisation and the float64 tails included."""
+    from retrieval.methods import build_method
+    from retrieval.methods.base import MethodContext
+
+    rng = np.random.default_rng(3)
+    unit = lambda n: (lambda x: (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))(  # noqa: E731
+        rng.normal(size=(n, 256))
+    )
+    db, q_img, q_txt = unit(2000), unit(50), unit(50)
+    db[1000:1300] = db[:300]
+    db[1500] = q_img[0]  # z about 16 for query 0 (cosines of random unit vectors: sd 1/16): float64
+    db[1501] = q_img[0]
+    scores = (
+        build_method("weicom", {"lam": "0"})
+        .prepare(MethodContext(q_img, q_txt, db, np.arange(50)))
+        .score(np.arange(50))
+    )
+    assert isinstance(scores, np.ndarray) and scores.dtype == np.float32
+    assert np.array_equal(scores[:, 1000:1300], scores[:, :300]) and scores[0, 1500] == scores[0, 1501]
+    assert scores[0, 1500] == scores[0].max() > np.partition(scores[0], -3)[-3]
