@@ -191,7 +191,8 @@ def distinct_rows(database: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     x = np.ascontiguousarray(database + database.dtype.type(0))  # -0.0 becomes +0.0: equal rows, equal bytes
     if x.shape[0] < 2 or x.size == 0:
         return database, None
-    words = x.view(np.uint64) if x.shape[1] * x.itemsize % 8 == 0 else x.view(np.uint32).astype(np.uint64)
+    row_bytes = x.shape[1] * x.itemsize
+    words = x.view(np.uint64) if row_bytes % 8 == 0 else x.view(np.uint8).astype(np.uint64)
     key = words @ _row_hash_weights(words.shape[1])  # wraps modulo 2^64
     order = np.argsort(key, kind="stable")
     new = np.r_[True, key[order][1:] != key[order][:-1]]
@@ -201,7 +202,7 @@ def distinct_rows(database: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     first = order[new]  # the lowest index of each group (stable sort)
     copies = order[~new]  # each row whose hash an earlier row has: is it that row's copy?
     if not np.array_equal(words[copies], words[first[group[~new]]]):  # a hash collision
-        as_bytes = x.view(np.dtype((np.void, x.shape[1] * x.itemsize))).ravel()
+        as_bytes = x.view(np.dtype((np.void, row_bytes))).ravel()
         _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
         return (database, None) if len(first) == len(x) else (x[first], inverse.ravel())
     inverse = np.empty(x.shape[0], dtype=np.int64)
