@@ -245,14 +245,15 @@ def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None
     )
 
 
-def sample_rows(t: Tensor, limit: int) -> Tensor:
-    """At most `limit` rows of `t`, evenly spaced (deterministic), for statistics on large databases."""
-    import torch
+def sample_rows(t: np.ndarray | Tensor, limit: int) -> np.ndarray:
+    """At most `limit` rows of `t` as float32 numpy, evenly spaced (deterministic), for statistics on large
+    databases."""
+    from retrieval.data import as_numpy
 
-    if t.shape[0] <= limit:
-        return t
-    idx = torch.linspace(0, t.shape[0] - 1, limit).round().long()
-    return t[idx]
+    x = as_numpy(t).astype(np.float32, copy=False)
+    if x.shape[0] <= limit:
+        return x
+    return x[np.linspace(0, x.shape[0] - 1, limit).round().astype(np.int64)]
 
 
 def parse_overrides(config_cls: type, values: dict[str, Any], *, method: str) -> dict[str, Any]:

@@ -303,6 +303,7 @@ def test_a_deflate_bomb_is_refused_before_inflating(tmp_path):
         load_bundle(path)
 
 
+BASIC_WITHOUT_CORPORA = [f"--set={k}=false" for k in ("projection", "centering", "min_normalization")]
 NUMPY_ONLY_RUN = """
 import json, sys
 from eval.cli import main
@@ -319,6 +320,7 @@ print(json.dumps(heavy))
         ["--method", "sum"],
         ["--method", "product", "--set", "rectify=true"],
         ["--method", "weicom", "--lambda", "0.3"],
+        ["--method", "basic", "--set", "qe_k=2", *BASIC_WITHOUT_CORPORA],
     ],
 )
 def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
