@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from recon_score.errors import InputError
 from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS
 from retrieval.errors import EmptyPositivesError
 
@@ -93,7 +94,11 @@ def summarize(
     if len(groups) != len(raw):
         raise ValueError(f"expected one group per query ({len(raw)}), got {len(groups)}")
     if group_mean == "subgroups" and (subgroups is None or len(subgroups) != len(raw)):
-        raise ValueError("group_mean='subgroups' needs one subgroup per query")
+        given = "none" if subgroups is None else f"{len(subgroups)}"
+        raise InputError(
+            f"group_mean='subgroups' needs one subgroup per query ({len(raw)}), got {given}; "
+            "give the queries subgroups or average each group over its queries (group_mean='queries')"
+        )
     vals = apply_empty_action(raw, empty_positives, what=what)
     groups_arr = np.asarray(groups, dtype=object)
     sub_arr = np.asarray(subgroups, dtype=object) if subgroups is not None else None

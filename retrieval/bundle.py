@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recon_score.atomic_io import atomic_write_bytes
 from recon_score.errors import InputError
 from recon_score.textfiles import file_problem
 from retrieval.data import EvalData, as_numpy, check_normalised
@@ -355,6 +354,8 @@ def save_bundle(
 ) -> Path:
     """Write `data` (BASIC's corpora/means from `resources`, the `protocol_record`) as a bundle, atomically."""
     import io
+
+    from recon_score.atomic_io import atomic_write_bytes  # loading a bundle needs none of its imports
 
     data.validate()
     r = resources or Resources()

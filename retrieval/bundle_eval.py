@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.errors import BundleError
 from retrieval.methods import METHODS, build_method
 
 KS = (1, 5, 10)
@@ -55,6 +56,13 @@ def evaluate_bundle(
 
     entry = METHODS[method]
     b = load_bundle(path)
+    if group_mean == "subgroups" and b.data.query_subgroup is None:  # say it before any scoring
+        raise BundleError(
+            str(path),
+            "query_subgroup",
+            "is missing, and --group-mean subgroups averages each group over its subgroups",
+            "Store query_subgroup (one string per query) in the bundle, or use --group-mean queries.",
+        )
     ap, overrides, said = with_protocol(b.protocol or {}, method, ap, dict(overrides))
     if said:
         log(said)

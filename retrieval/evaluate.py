@@ -111,11 +111,16 @@ class _Pairs:
     def of(cls, pairs: Tensor | None, n_queries: int, n_items: int) -> _Pairs:
         if pairs is None or len(pairs) == 0:
             return cls(np.zeros(0, dtype=np.int64), np.zeros(n_queries + 1, dtype=np.int64))
-        p = as_numpy(pairs).astype(np.int64)
-        key = np.sort(p[:, 0] * n_items + p[:, 1])
-        key = key[np.r_[True, key[1:] != key[:-1]]]  # np.unique is 100x slower here (numpy 2.4)
-        query, items = np.divmod(key, n_items)
-        return cls(items, np.searchsorted(query, np.arange(n_queries + 1)))
+        p = as_numpy(pairs).astype(np.int64, copy=False)
+        key = p[:, 0] * n_items
+        key += p[:, 1]
+        key.sort()
+        repeated = key[1:] == key[:-1]
+        if repeated.any():  # np.unique is 100x slower here (numpy 2.4)
+            key = key[np.r_[True, ~repeated]]
+        ptr = np.searchsorted(key, np.arange(n_queries + 1) * n_items)  # query q's keys: [q n, (q + 1) n)
+        key %= n_items
+        return cls(key, ptr)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -148,11 +153,18 @@ class _AllPairs:
     d_map: np.ndarray  # -1 except inside the group being evaluated
 
     def local(self, q: np.ndarray, d: np.ndarray) -> tuple[_Pairs, _Pairs, _Pairs]:
+        if _is_range(q, len(self.pos.ptr) - 1) and _is_range(d, len(self.d_map)):  # one group: all of it
+            return self.pos, self.exc, self.sub
         self.d_map[d] = np.arange(len(d))
         try:
             return self.pos.local(q, self.d_map), self.exc.local(q, self.d_map), self.sub.local(q, self.d_map)
         finally:
             self.d_map[d] = -1
+
+
+def _is_range(indices: np.ndarray, n: int) -> bool:
+    """Whether `indices` is 0, 1, ..., n - 1."""
+    return len(indices) == n and (n == 0 or (indices[0] == 0 and bool((np.diff(indices) == 1).all())))
 
 
 def _dense(pairs: _Pairs, start: int, stop: int, n: int) -> np.ndarray:
@@ -280,9 +292,14 @@ def _fixed_mmap_threshold() -> None:
     """Serve buffers of 1 MB and more straight from mmap, so a freed score matrix goes back to the system.
     glibc otherwise raises its mmap threshold after the first large free; each chunk's score matrix then comes
     from the heap, which only grows: +230 MB over the 11 chunks of 3,000 queries x 30,400 items (measured),
-    i.e. peak memory growing with the number of queries. Elsewhere than glibc, nothing to do."""
+    i.e. peak memory growing with the number of queries. Fixing it also fixes the heap's trim threshold at
+    128 KB, so the heap handed back every freed per-positive array (under 1 MB) and the next chunk faulted it
+    in again (2,700 page faults per chunk, measured); the heap keeps up to 32 MB free instead, a bound that does
+    not grow with the queries. Elsewhere than glibc, nothing to do."""
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 32 << 20)  # M_TRIM_THRESHOLD
 
 
 def _evaluate_group(
@@ -362,6 +379,7 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
             _store_topk(out.top_ids, out.top_scores, block, di, ids, top)
         out.store(block, metrics)
         bar.update(stop - start)
+        del scores  # else it lives on while the next chunk is scored: two score matrices at the peak
 
 
 def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> np.ndarray:

@@ -5,11 +5,11 @@ A positive's 0-based rank is the number of database items ranked before it: thos
 those with an equal score that the tie rule puts first. Every metric below (AP, Recall@K, Precision@K, hit@K,
 mAP@K, the tie bounds) is read from the positives' ranks and their order among the positives, so a chunk costs
 one ascending sort of each row's score *values* (AVX-512 in numpy; measured on this machine 18x faster than a
-binary search of every item among the positives) and two binary searches per positive; the ranking itself is
-never materialised. Functions take `scores` (B, N) (higher = better) and the positives, either as a dense
-`relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A query without positives gets NaN
-from every metric: what it adds to a mean is decided once, by name, in `retrieval.aggregate`
-(``empty_positives``), never by accident here.
+binary search of every item among the positives) and one binary search per positive (two where its score
+repeats); the ranking itself is never materialised. Functions take `scores` (B, N) (higher = better) and the
+positives, either as a dense `relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A
+query without positives gets NaN from every metric: what it adds to a mean is decided once, by name, in
+`retrieval.aggregate` (``empty_positives``), never by accident here.
 
 AP variants (DESIGN.md, "Composed retrieval metrics"), for the j-th positive (0-based) at 0-based rank r and
 n positives in the whole ranking:
@@ -30,9 +30,10 @@ extreme rules, so a run can say when its AP is a range rather than a point.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -146,6 +147,7 @@ class PositiveRanks:
     n_pos: np.ndarray  # (B,) float64
     ranks: dict[str, np.ndarray]  # tie rule -> (P,) int64
     tied: np.ndarray  # (P,) bool: a negative has the positive's score
+    _within: dict[tuple[int, str], np.ndarray] = field(default_factory=dict, repr=False)
 
     def _undefined_where_empty(self, values: np.ndarray) -> np.ndarray:
         return np.where(self.n_pos > 0, values, np.nan)
@@ -156,10 +158,13 @@ class PositiveRanks:
         return np.bincount(rows, weights=w, minlength=self.b).astype(np.float64)
 
     def _at(self, k: int, rule: str) -> np.ndarray:
-        """(B,) number of positives within the top k."""
+        """(B,) number of positives within the top k (counted once per (k, rule): recall, hit and precision
+        read the same counts)."""
         if k < 1:
             raise ValueError(f"cut-off k must be >= 1, got {k}")
-        return self._per_row(where=self.ranks[rule] < k)
+        if (k, rule) not in self._within:
+            self._within[k, rule] = self._per_row(where=self.ranks[rule] < k)
+        return self._within[k, rule]
 
     def average_precision(self, variant: str = "non-interpolated", rule: str = "index") -> np.ndarray:
         if variant not in AP_VARIANTS:
@@ -223,7 +228,7 @@ def positive_ranks(
     fits = work is not None and work.shape[0] >= b and work.shape[1] >= x.shape[1]
     ascending = work[:b, : x.shape[1]] if fits else np.empty(x.shape, dtype=np.float32)
     np.copyto(ascending, x)
-    ascending.sort(axis=1)  # -0.0 and +0.0 compare equal here, as in every comparison below
+    _sort_rows(ascending)  # -0.0 and +0.0 compare equal here, as in every comparison below
     if b and x.shape[1] and np.isnan(ascending[:, -1]).any():  # NaN sorts last
         raise ValueError("scores contain NaN; a method produced undefined similarities")
     higher, equal = _count_above_and_equal(ascending, rows, s, first, counts)
@@ -250,6 +255,28 @@ def positive_ranks(
     )
 
 
+def _sort_rows(a: np.ndarray) -> None:
+    """Sort each row of `a` in place, in blocks of rows on up to 4 threads (numpy releases the GIL while it
+    sorts): the sort is the evaluation's largest cost after the matrix product, which BLAS already spreads over
+    every core."""
+    threads = min(4, _cores(), a.shape[0] // 16)
+    if threads < 2:
+        a.sort(axis=1)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = np.linspace(0, a.shape[0], threads + 1).astype(int)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda lo, hi: a[lo:hi].sort(axis=1), bounds[:-1], bounds[1:]))
+
+
+@functools.cache
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _row_then_key(rows: np.ndarray, key: np.ndarray) -> np.ndarray:
     """The permutation sorting by row, then by the unique int64 `key` (two integer argsorts: np.lexsort is
     30x slower here)."""
@@ -262,16 +289,20 @@ def _row_then_key(rows: np.ndarray, key: np.ndarray) -> np.ndarray:
 def _count_above_and_equal(
     sorted_rows: np.ndarray, rows: np.ndarray, s: np.ndarray, first: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per positive: the items of its row scored above it, and those scored equal (itself included), by two
-    binary searches of its score in the row's ascending values."""
+    """Per positive: the items of its row scored above it, and those scored equal (itself included). One binary
+    search of its score in the row's ascending values gives the first; a second search runs only for the
+    positives whose lower neighbour in that order has their score (a tie, rare with continuous scores)."""
     n = sorted_rows.shape[1]
-    higher, equal = np.empty(len(rows), dtype=np.int64), np.empty(len(rows), dtype=np.int64)
+    up_to = np.empty(len(rows), dtype=np.int64)
     for r in np.flatnonzero(counts):
         part = slice(first[r], first[r] + counts[r])
-        up_to = np.searchsorted(sorted_rows[r], s[part], side="right")
-        higher[part] = n - up_to
-        equal[part] = up_to - np.searchsorted(sorted_rows[r], s[part], side="left")
-    return higher, equal
+        up_to[part] = np.searchsorted(sorted_rows[r], s[part], side="right")
+    equal = np.ones(len(rows), dtype=np.int64)  # the positive itself, the last item <= its score
+    below = sorted_rows[rows, np.maximum(up_to - 2, 0)]
+    tied = np.flatnonzero((up_to >= 2) & (below == s))  # in row order, as the positives
+    for part in np.split(tied, np.flatnonzero(np.diff(rows[tied])) + 1) if len(tied) else ():
+        equal[part] = up_to[part] - np.searchsorted(sorted_rows[rows[part[0]]], s[part], side="left")
+    return n - up_to, equal
 
 
 def _tied_negatives_below(

@@ -184,15 +184,55 @@ class Method:
         return {"name": self.name, "config": cfg}
 
 
-def dot_scores(vectors: np.ndarray | Tensor, database: np.ndarray | Tensor) -> Callable:
-    """rows -> vectors[rows] @ database.T. On numpy (a bundle) accumulated in float64 and rounded once to
-    float32: the correctly rounded dot products whatever the chunk or the item's position, so identical items
-    tie exactly (OpenBLAS's float32 product gives copies of one database row different last bits, which the
-    tie rules would read as a ranking). Tensors keep torch's float32 product."""
+def distinct_rows(database: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The rows to score and, when some rows of `database` repeat, each row's index among them (None when every
+    row is distinct: then the rows are `database` itself). Rows compare by value (−0.0 equals +0.0): a 64-bit
+    hash of each row's bytes finds the candidates in one pass, and equal hashes are checked byte for byte."""
+    x = np.ascontiguousarray(database + database.dtype.type(0))  # -0.0 becomes +0.0: equal rows, equal bytes
+    if x.shape[0] < 2 or x.size == 0:
+        return database, None
+    row_bytes = x.shape[1] * x.itemsize
+    words = x.view(np.uint64) if row_bytes % 8 == 0 else x.view(np.uint8).astype(np.uint64)
+    key = words @ _row_hash_weights(words.shape[1])  # wraps modulo 2^64
+    order = np.argsort(key, kind="stable")
+    new = np.r_[True, key[order][1:] != key[order][:-1]]
+    if new.all():
+        return database, None
+    group = np.cumsum(new) - 1
+    first = order[new]  # the lowest index of each group (stable sort)
+    copies = order[~new]  # each row whose hash an earlier row has: is it that row's copy?
+    if not np.array_equal(words[copies], words[first[group[~new]]]):  # a hash collision
+        as_bytes = x.view(np.dtype((np.void, row_bytes))).ravel()
+        _, first, inverse = np.unique(as_bytes, return_index=True, return_inverse=True)
+        return (database, None) if len(first) == len(x) else (x[first], inverse.ravel())
+    inverse = np.empty(x.shape[0], dtype=np.int64)
+    inverse[order] = group
+    return x[first], inverse
+
+
+def _row_hash_weights(n: int) -> np.ndarray:
+    """n odd 64-bit multipliers, the same in every run (splitmix64 of 1..n; numpy.random is not loaded)."""
+    z = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return (z ^ (z >> np.uint64(31))) | np.uint64(1)
+
+
+def dot_scores(
+    vectors: np.ndarray | Tensor,
+    database: np.ndarray | Tensor,
+    distinct: tuple[np.ndarray, np.ndarray | None] | None = None,
+) -> Callable:
+    """rows -> vectors[rows] @ database.T, in float32. On numpy (a bundle) each distinct database row is scored
+    once and its copies take that score (`distinct`: `distinct_rows(database)`, when the caller has it): copies
+    of one item tie exactly by construction, wherever they sit (OpenBLAS's float32 product can give copies of
+    one row different last bits, which the tie rules would read as a ranking). Tensors keep torch's product."""
     if not isinstance(database, np.ndarray):
         return lambda rows: vectors[rows] @ database.T
-    v64, d64 = np.asarray(vectors, dtype=np.float64), database.astype(np.float64)
-    return lambda rows: (v64[rows] @ d64.T).astype(np.float32)
+    unique, inverse = distinct if distinct is not None else distinct_rows(database)
+    if inverse is None:
+        return lambda rows: vectors[rows] @ unique.T
+    return lambda rows: np.take(vectors[rows] @ unique.T, inverse, axis=1)
 
 
 def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None = None) -> Prepared:
@@ -205,14 +245,15 @@ def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None
     )
 
 
-def sample_rows(t: Tensor, limit: int) -> Tensor:
-    """At most `limit` rows of `t`, evenly spaced (deterministic), for statistics on large databases."""
-    import torch
+def sample_rows(t: np.ndarray | Tensor, limit: int) -> np.ndarray:
+    """At most `limit` rows of `t` as float32 numpy, evenly spaced (deterministic), for statistics on large
+    databases."""
+    from retrieval.data import as_numpy
 
-    if t.shape[0] <= limit:
-        return t
-    idx = torch.linspace(0, t.shape[0] - 1, limit).round().long()
-    return t[idx]
+    x = as_numpy(t).astype(np.float32, copy=False)
+    if x.shape[0] <= limit:
+        return x
+    return x[np.linspace(0, x.shape[0] - 1, limit).round().astype(np.int64)]
 
 
 def parse_overrides(config_cls: type, values: dict[str, Any], *, method: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.methods.base import Method, MethodContext, Prepared, dot_scores, linear
+from retrieval.methods.base import Method, MethodContext, Prepared, distinct_rows, dot_scores, linear
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -55,7 +55,8 @@ class Product(Method):
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         rectify = self.config.rectify
-        image, text = dot_scores(ctx.query_image, ctx.database), dot_scores(ctx.query_text, ctx.database)
+        rows = distinct_rows(ctx.database) if isinstance(ctx.database, np.ndarray) else None
+        image, text = (dot_scores(q, ctx.database, rows) for q in (ctx.query_image, ctx.query_text))
 
         def score(rows: np.ndarray | Tensor) -> np.ndarray | Tensor:  # in the arrays' own library
             s_img, s_txt = image(rows), text(rows)

@@ -20,20 +20,33 @@ utils_retrieval.py step by step. Every component can be switched off for the RS-
    The authors' csv reader keeps generic_subjects.csv's header ("object_name") as a word; we drop headers.
 
 Defaults are the RS-CIR benchmark paper's A.4 / i-CIR preset: 250 components, α = 0.2, 25 neighbours, λ_Harris = 0.1.
+Computed in numpy (float32, the projection's eigendecomposition in float64), so `retrieve-eval` on a bundle loads
+no torch; copies of one database item are scored once and tie exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor
+import numpy as np
 
+from retrieval.data import as_numpy
 from retrieval.errors import MethodUnavailableError
-from retrieval.methods.base import Method, MethodContext, Prepared, Resources, sample_rows
+from retrieval.methods.base import (
+    Method,
+    MethodContext,
+    Prepared,
+    Resources,
+    distinct_rows,
+    dot_scores,
+    sample_rows,
+)
 
-CHUNK = 1024
+if TYPE_CHECKING:
+    from torch import Tensor
+
+CHUNK = 256  # queries expanded at once: their (CHUNK, N) similarities and top-k partition indices
 
 
 @dataclass(frozen=True)
@@ -60,43 +73,49 @@ class BasicConfig:
             raise ValueError(f"basic.alpha must be in [0, 1], got {self.alpha}")
 
 
+def _f32(t: np.ndarray | Tensor) -> np.ndarray:
+    return as_numpy(t).astype(np.float32, copy=False)
+
+
 def contrastive_projection(
-    pos: Tensor, neg: Tensor, *, alpha: float, n_components: float
-) -> tuple[Tensor, int]:
-    """(D, D) projection onto the top eigenvectors of (1 − α) S₊ − α S₋ + 1e-5, and how many were kept.
+    pos: np.ndarray | Tensor, neg: np.ndarray | Tensor, *, alpha: float, n_components: float
+) -> tuple[np.ndarray, int]:
+    """(D, D) float32 projection onto the top eigenvectors of (1 − α) S₊ − α S₋ + 1e-5, and how many were kept.
 
     `pos` and `neg` are already centred (by the positive-corpus mean, as the authors do)."""
+    pos, neg = as_numpy(pos).astype(np.float64), as_numpy(neg).astype(np.float64)
     if pos.shape[0] < 2 or neg.shape[0] < 2:
         raise ValueError("contrastive projection needs at least 2 texts in each corpus")
-    s_pos = pos.double().T @ pos.double() / (pos.shape[0] - 1)
-    s_neg = neg.double().T @ neg.double() / (neg.shape[0] - 1)
+    s_pos = pos.T @ pos / (pos.shape[0] - 1)
+    s_neg = neg.T @ neg / (neg.shape[0] - 1)
     c = (1.0 - alpha) * s_pos - alpha * s_neg + 1e-5
-    evals, evecs = torch.linalg.eigh(c)
-    evals, evecs = evals.flip(0), evecs.flip(1)
+    evals, evecs = np.linalg.eigh(c)
+    evals, evecs = evals[::-1], evecs[:, ::-1]
     positive = evals[evals > 0]
     if n_components >= 1:
-        k = min(int(n_components), int(positive.numel()))
+        k = min(int(n_components), positive.size)
     else:
-        energy = positive.cumsum(0) / positive.sum()
-        k = int(torch.searchsorted(energy, torch.tensor(n_components, dtype=energy.dtype))) + 1
-        k = min(k, int(positive.numel()))
+        energy = np.cumsum(positive) / positive.sum()
+        k = min(int(np.searchsorted(energy, n_components)) + 1, positive.size)
     v = evecs[:, :k]
-    return (v @ v.T).float(), k
+    return (v @ v.T).astype(np.float32), k
 
 
-def contextual_text_features(text: str, words: list[str], encode) -> Tensor:
+def contextual_text_features(text: str, words: list[str], encode) -> np.ndarray:
     """(D,) mean of g("{w} {t}") and g("{t} {w}") over `words`, L2-normalised."""
-    feats = encode([f"{w} {text}" for w in words] + [f"{text} {w}" for w in words])
-    return F.normalize(feats.mean(0), dim=-1)
+    mean = _f32(encode([f"{w} {text}" for w in words] + [f"{text} {w}" for w in words])).mean(0)
+    return mean / max(float(np.linalg.norm(mean)), 1e-12)
 
 
 class Basic(Method):
-    name, config_cls = "basic", BasicConfig
+    """Scores in numpy (a bundle's evaluation loads no torch); tensors from `retrieve` are read as arrays."""
+
+    name, config_cls, takes_numpy = "basic", BasicConfig, True
 
     def __init__(self, config: BasicConfig | None = None):
         super().__init__(config)
-        self._projection: dict[tuple, tuple[Tensor, int]] = {}
-        self._context: dict[str, Tensor] = {}
+        self._projection: dict[tuple, tuple[np.ndarray, int]] = {}
+        self._context: dict[str, np.ndarray] = {}
 
     def missing(self, r: Resources) -> list[str]:
         c, out = self.config, []
@@ -142,73 +161,80 @@ class Basic(Method):
         )
 
     # -- pieces ------------------------------------------------------------------------------------------------
-    def _means(self, ctx: MethodContext, notes: list[str]) -> tuple[Tensor, Tensor]:
+    def _means(self, ctx: MethodContext, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
         r, c, d = ctx.resources, self.config, ctx.database.shape[1]
         if not c.centering:
-            return torch.zeros(d), torch.zeros(d)
+            return np.zeros(d, np.float32), np.zeros(d, np.float32)
         if c.image_mean == "database" or (c.image_mean == "auto" and r.image_mean is None):
-            m_img = ctx.database.mean(0)
+            m_img = _f32(ctx.database).mean(0)
             notes.append("basic: image mean = the database mean (no external image mean given)")
         else:
-            m_img = r.image_mean.float()
+            m_img = _f32(r.image_mean)
             notes.append(f"basic: image mean = {r.image_mean_source or 'the given image_mean'}")
-        m_txt = r.text_mean.float() if r.text_mean is not None else r.corpus_pos.mean(0)
+        m_txt = _f32(r.text_mean) if r.text_mean is not None else _f32(r.corpus_pos).mean(0)
         return m_img, m_txt
 
-    def _project(self, r: Resources, m_txt: Tensor, d: int, notes: list[str]) -> Tensor:
+    def _project(self, r: Resources, m_txt: np.ndarray, d: int, notes: list[str]) -> np.ndarray:
         c = self.config
         if not c.projection:
-            return torch.eye(d)
+            return np.eye(d, dtype=np.float32)
         key = (id(r.corpus_pos), id(r.corpus_neg), id(r.text_mean), c.centering)
         if key not in self._projection:
             self._projection[key] = contrastive_projection(
-                r.corpus_pos - m_txt, r.corpus_neg - m_txt, alpha=c.alpha, n_components=c.n_components
+                _f32(r.corpus_pos) - m_txt,
+                _f32(r.corpus_neg) - m_txt,
+                alpha=c.alpha,
+                n_components=c.n_components,
             )
         proj, k = self._projection[key]
         notes.append(f"basic: projection onto {k} components")
         return proj
 
-    def _text_features(self, ctx: MethodContext) -> Tensor:
+    def _text_features(self, ctx: MethodContext) -> np.ndarray:
         if not self.config.contextualize:
-            return ctx.query_text
+            return _f32(ctx.query_text)
         r = ctx.resources
         words = [w for w in r.corpus_pos_texts][: self.config.context_words]
         texts = ctx.texts()
         for t in dict.fromkeys(texts):
             if t not in self._context:
                 self._context[t] = contextual_text_features(t, words, r.encode_texts)
-        return torch.stack([self._context[t] for t in texts]) if texts else ctx.query_text
+        return np.stack([self._context[t] for t in texts]) if texts else _f32(ctx.query_text)
 
-    def _expand(self, q_c: Tensor, db_c: Tensor, proj: Tensor) -> Tensor:
+    def _expand(self, q_c: np.ndarray, db_c: np.ndarray, proj: np.ndarray) -> np.ndarray:
+        """Each projected query averaged with its k nearest items (best first) and itself, then projected."""
         c = self.config
         k = min(c.qe_k, db_c.shape[0])
         out = []
         for start in range(0, q_c.shape[0], CHUNK):
             qc = q_c[start : start + CHUNK]
             sims = (qc @ proj) @ db_c.T
-            top_v, top_i = torch.topk(sims, k, dim=1)
-            feats = torch.cat([db_c[top_i], qc.unsqueeze(1)], dim=1)
-            vals = torch.cat([top_v, torch.ones(qc.shape[0], 1)], dim=1)
-            w = torch.exp(c.qe_beta * vals)
-            w = w / w.sum(dim=1, keepdim=True)
-            out.append((feats * w.unsqueeze(-1)).sum(1) @ proj)
-        return torch.cat(out) if out else q_c @ proj
+            top_i = np.argpartition(sims, -k, axis=1)[:, -k:] if k else np.zeros((len(qc), 0), np.int64)
+            top_v = np.take_along_axis(sims, top_i, axis=1)
+            best_first = np.argsort(-top_v, axis=1, kind="stable")
+            top_i, top_v = (np.take_along_axis(a, best_first, axis=1) for a in (top_i, top_v))
+            feats = np.concatenate([db_c[top_i], qc[:, None, :]], axis=1)
+            vals = np.concatenate([top_v, np.ones((qc.shape[0], 1), np.float32)], axis=1)
+            w = np.exp(np.float32(c.qe_beta) * vals)
+            w = w / w.sum(axis=1, keepdims=True)
+            out.append((feats * w[..., None]).sum(1) @ proj)
+        return np.concatenate(out) if out else q_c @ proj
 
     def _minima(
-        self, r: Resources, db: Tensor, m_img: Tensor, m_txt: Tensor, notes: list[str]
+        self, r: Resources, db: np.ndarray, m_img: np.ndarray, m_txt: np.ndarray, notes: list[str]
     ) -> tuple[float, float]:
         c = self.config
         if r.norm_image is not None:
-            img_ref = r.norm_image.float()
+            img_ref = _f32(r.norm_image)
             notes.append("basic: min-normalisation reference images = the given norm_image")
         else:
             img_ref = sample_rows(db, c.norm_sample)
             notes.append(f"basic: min-normalisation reference images = {img_ref.shape[0]} database items")
         if r.norm_text is not None:
-            txt_ref = r.norm_text.float()
+            txt_ref = _f32(r.norm_text)
             notes.append("basic: min-normalisation reference texts = the given norm_text")
         else:
-            txt_ref = sample_rows(r.corpus_pos, c.norm_sample)
+            txt_ref = sample_rows(_f32(r.corpus_pos), c.norm_sample)
             notes.append(
                 f"basic: min-normalisation reference texts = {txt_ref.shape[0]} positive-corpus texts"
             )
@@ -227,22 +253,25 @@ class Basic(Method):
     def prepare(self, ctx: MethodContext) -> Prepared:
         self.check(ctx.resources)
         c, r, notes = self.config, ctx.resources, []
+        database = _f32(ctx.database)
         m_img, m_txt = self._means(ctx, notes)
-        proj = self._project(r, m_txt, ctx.database.shape[1], notes)
-        db_c = ctx.database - m_img
-        q_c = ctx.query_image - m_img
+        proj = self._project(r, m_txt, database.shape[1], notes)
+        db_c = database - m_img
+        q_c = _f32(ctx.query_image) - m_img
         t_c = self._text_features(ctx) - m_txt
         q_p = self._expand(q_c, db_c, proj) if c.query_expansion else q_c @ proj
-        minima = self._minima(r, ctx.database, m_img, m_txt, notes) if c.min_normalization else None
+        minima = self._minima(r, database, m_img, m_txt, notes) if c.min_normalization else None
+        copies = distinct_rows(db_c)  # copies of one item get one score
+        image, text = (dot_scores(v, db_c, copies) for v in (q_p, t_c))
 
-        def score(rows: Tensor) -> Tensor:
-            s_img = q_p[rows] @ db_c.T
-            s_txt = t_c[rows] @ db_c.T
+        def score(rows: np.ndarray | Tensor) -> np.ndarray:
+            rows = as_numpy(rows)
+            s_img, s_txt = image(rows), text(rows)
             if minima is not None:
                 img_min, txt_min = minima
                 s_txt = (s_txt - txt_min) / abs(img_min)
                 s_img = (s_img - img_min) / abs(img_min)
-            s_txt, s_img = s_txt.clamp(min=0), s_img.clamp(min=0)
+            s_txt, s_img = s_txt.clip(min=0), s_img.clip(min=0)
             fused = s_txt * s_img
             if c.harris:
                 fused = fused - c.harris_lambda * (s_txt + s_img) ** 2

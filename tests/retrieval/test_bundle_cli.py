@@ -303,6 +303,7 @@ def test_a_deflate_bomb_is_refused_before_inflating(tmp_path):
         load_bundle(path)
 
 
+BASIC_WITHOUT_CORPORA = [f"--set={k}=false" for k in ("projection", "centering", "min_normalization")]
 NUMPY_ONLY_RUN = """
 import json, sys
 from eval.cli import main
@@ -313,7 +314,14 @@ print(json.dumps(heavy))
 
 
 @pytest.mark.parametrize(
-    "method", [["--method", "image"], ["--method", "sum"], ["--method", "product", "--set", "rectify=true"]]
+    "method",
+    [
+        ["--method", "image"],
+        ["--method", "sum"],
+        ["--method", "product", "--set", "rectify=true"],
+        ["--method", "weicom", "--lambda", "0.3"],
+        ["--method", "basic", "--set", "qe_k=2", *BASIC_WITHOUT_CORPORA],
+    ],
 )
 def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
     """A bundle's methods score, rank and average on numpy alone (Python + torch start-up is most of a
@@ -351,9 +359,9 @@ def test_retrieve_eval_on_a_bundle_loads_no_torch(tmp_path, capsys, method):
 
 @pytest.mark.parametrize("method", ["sum", "product"])
 def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
-    """A bundle's scores are numpy dot products rounded once from float64: a copy of a database item ties with
-    it exactly wherever it sits (a float32 BLAS product can give copies different last bits, which the tie
-    rules would read as a ranking)."""
+    """A bundle's scores are float32 numpy dot products over the distinct database rows: a copy of a database
+    item ties with it exactly wherever it sits (a float32 BLAS product of every row can give copies different
+    last bits, which the tie rules would read as a ranking)."""
     from retrieval.methods import build_method
     from retrieval.methods.base import MethodContext
 
@@ -370,3 +378,64 @@ def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
     assert np.array_equal(scores[:, dst], scores[:, src])
     s_img, s_txt = q_img @ db.T, q_txt @ db.T
     np.testing.assert_allclose(scores, s_img + s_txt if method == "sum" else s_img * s_txt, rtol=0, atol=1e-6)
+
+
+def test_distinct_rows_finds_copies_by_value_even_when_hashes_collide(monkeypatch):
+    """Copies are found by a row hash checked byte for byte: −0.0 equals +0.0, a row differing in one last bit
+    is distinct, and with every hash equal (a forced collision) the exact fallback gives the same groups."""
+    from retrieval.methods import base
+
+    rng = np.random.default_rng(1)
+    db = rng.normal(size=(50, 6)).astype(np.float32)
+    db[10] = db[3]
+    db[20] = db[3]
+    db[30] = np.where(db[7] == 0, 0, db[7])
+    db[7, 0], db[30, 0] = 0.0, -0.0
+    db[40] = db[41]
+    db[40, 2] = np.nextafter(db[40, 2], np.float32(1))
+    for weights in (base._row_hash_weights, lambda n: np.zeros(n, np.uint64)):
+        monkeypatch.setattr(base, "_row_hash_weights", weights)
+        rows, inverse = base.distinct_rows(db)
+        assert len(rows) == 47 and np.array_equal(rows[inverse], db)  # -0.0 == 0.0 in array_equal
+        assert inverse[10] == inverse[3] == inverse[20] and inverse[30] == inverse[7]
+        assert inverse[40] != inverse[41]
+        unique = rng.normal(size=(50, 6)).astype(np.float32)
+        rows, inverse = base.distinct_rows(unique)
+        assert rows is unique and inverse is None
+
+
+def test_group_mean_subgroups_on_a_bundle_without_subgroups_is_one_error_line(tmp_path, capsys):
+    """--group-mean subgroups needs query_subgroup: one line naming the bundle, the key and the option, exit 1,
+    before any scoring; with subgroups the same command averages each group over them."""
+    bundle = str(write(tmp_path / "b.npz"))
+    assert main(["retrieve-eval", "--bundle", bundle, "--method", "image", "--group-mean", "subgroups"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"{bundle}: 'query_subgroup' is missing" in err and "--group-mean subgroups" in err
+    with_subgroups = str(write(tmp_path / "s.npz", query_subgroup=np.array(["s", "t", "u"])))
+    out = run_json(capsys, "--bundle", with_subgroups, "--method", "image", "--group-mean", "subgroups")
+    assert out["map_macro"] == pytest.approx(((0.5 + 1) / 2 + 1 / 6) / 2)
+
+
+def test_weicom_scores_copies_alike_and_runs_on_numpy():
+    """WeiCom on a bundle's numpy arrays returns float32 numpy scores, and a copy of a database item (scored
+    once, as its row) ties with it exactly, standardisation and the float64 tails included."""
+    from retrieval.methods import build_method
+    from retrieval.methods.base import MethodContext
+
+    rng = np.random.default_rng(3)
+    unit = lambda n: (lambda x: (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32))(  # noqa: E731
+        rng.normal(size=(n, 256))
+    )
+    db, q_img, q_txt = unit(2000), unit(50), unit(50)
+    db[1000:1300] = db[:300]
+    db[1500] = q_img[0]  # z about 16 for query 0 (cosines of random unit vectors: sd 1/16): float64
+    db[1501] = q_img[0]
+    scores = (
+        build_method("weicom", {"lam": "0"})
+        .prepare(MethodContext(q_img, q_txt, db, np.arange(50)))
+        .score(np.arange(50))
+    )
+    assert isinstance(scores, np.ndarray) and scores.dtype == np.float32
+    assert np.array_equal(scores[:, 1000:1300], scores[:, :300]) and scores[0, 1500] == scores[0, 1501]
+    assert scores[0, 1500] == scores[0].max() > np.partition(scores[0], -3)[-3]
