@@ -30,7 +30,6 @@ extreme rules, so a run can say when its AP is a range rather than a point.
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -228,7 +227,7 @@ def positive_ranks(
     fits = work is not None and work.shape[0] >= b and work.shape[1] >= x.shape[1]
     ascending = work[:b, : x.shape[1]] if fits else np.empty(x.shape, dtype=np.float32)
     np.copyto(ascending, x)
-    _sort_rows(ascending)  # -0.0 and +0.0 compare equal here, as in every comparison below
+    ascending.sort(axis=1)  # -0.0 and +0.0 compare equal here, as in every comparison below
     if b and x.shape[1] and np.isnan(ascending[:, -1]).any():  # NaN sorts last
         raise ValueError("scores contain NaN; a method produced undefined similarities")
     higher, equal = _count_above_and_equal(ascending, rows, s, first, counts)
@@ -253,28 +252,6 @@ def positive_ranks(
         ranks=ranks,
         tied=tied,
     )
-
-
-def _sort_rows(a: np.ndarray) -> None:
-    """Sort each row of `a` in place, in blocks of rows on up to 4 threads (numpy releases the GIL while it
-    sorts): the sort is the evaluation's largest cost after the matrix product, which BLAS already spreads over
-    every core."""
-    threads = min(4, _cores(), a.shape[0] // 16)
-    if threads < 2:
-        a.sort(axis=1)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    bounds = np.linspace(0, a.shape[0], threads + 1).astype(int)
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda lo, hi: a[lo:hi].sort(axis=1), bounds[:-1], bounds[1:]))
-
-
-@functools.cache
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _row_then_key(rows: np.ndarray, key: np.ndarray) -> np.ndarray:
