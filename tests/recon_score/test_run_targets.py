@@ -250,6 +250,25 @@ def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys)
     assert _sums(run) == before
 
 
+def test_a_journal_of_an_older_record_shape_gets_the_same_rerun_message(run, capsys):
+    """A journal written before records had one shape (no `layout` on its first line) is refused by the CLI in
+    one line naming the journal file, the folder untouched."""
+    import json
+
+    journal = run / "journal" / "rank-0.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    del head["layout"]
+    journal.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    before = _sums(run)
+    assert main(smoke("score", run, "--limit", "2")) == 1
+    assert _errors(capsys) == [
+        f"error: {run} was written by an older reconscore (journal/rank-0.jsonl); rerun the command with "
+        "--overwrite, or choose another --out"
+    ]
+    assert _sums(run) == before
+
+
 def test_metrics_add_writes_its_record_through_the_run_writer(run, tmp_path, capsys):
     """`metrics add` is a file-target run: OUT.json has run.json's shape (kind, `meaningless` from the run it
     read, `upstream`), written by the one record writer."""
