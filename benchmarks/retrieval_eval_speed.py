@@ -452,7 +452,10 @@ def main() -> None:
     ap.add_argument("--rscir-queries", type=int, default=100, help="queries timed in rscir's loop")
     ap.add_argument("--naive-queries", type=int, default=0, help="queries timed in the naive loop (0: all)")
     ap.add_argument(
-        "--rounds", type=int, default=5, help="interleaved rounds of the CLI and the limit (the fastest is used)"
+        "--rounds",
+        type=int,
+        default=5,
+        help="interleaved rounds of the CLI and the limit (the fastest is used)",
     )
     ap.add_argument(
         "--faiss-queries", type=int, default=0, help="also FAISS IVF/HNSW recall@K vs exact (0: no)"
