@@ -7,11 +7,9 @@ and none may hang: each runs under an alarm, and what could read forever runs in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 import warnings
@@ -27,25 +25,10 @@ from recon_score.images import MAX_PIXELS, load_image
 from recon_score.inputs import read_caption_rows
 from recon_score.textfiles import TextFileError, csv_dicts
 from tests.smoke_cli import smoke
+from tests.timeouts import no_hang
 
 REPO = Path(__file__).resolve().parents[2]
 SPARSE_SIZE = 16 * 2**30  # a 16 GiB file that takes no disk space
-
-
-@contextlib.contextmanager
-def _no_hang(seconds: int):
-    """A hang becomes a failure after `seconds` (SIGALRM), not a stuck test run."""
-
-    def _fail(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s: a hang")
-
-    old = signal.signal(signal.SIGALRM, _fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _png(path: Path, size=(24, 20), mode="RGB") -> Path:
@@ -100,7 +83,7 @@ def test_score_refuses_fifos_devices_and_unopenable_paths(tmp_path):
     ]
     caps = root / "caps.jsonl"
     caps.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    with _no_hang(300):
+    with no_hang(300):
         assert _score(caps, tmp_path / "run") == EXIT_PARTIAL
     errors = {r["id"]: r["error"] for r in _jsonl(tmp_path / "run" / "scores.jsonl")}
     assert errors["ok"] is None
@@ -129,7 +112,7 @@ def test_describe_list_refuses_fifos_and_devices(tmp_path):
     os.mkfifo(tmp_path / "pipe.png")
     os.symlink("/dev/zero", tmp_path / "zero.png")
     (tmp_path / "list.txt").write_text("ok.png\npipe.png\nzero.png\nb.png \n", encoding="utf-8")
-    with _no_hang(30):
+    with no_hang(30):
         items = discover_images(tmp_path / "list.txt")
     assert [i.error for i in items] == [
         None,
@@ -144,9 +127,9 @@ def test_describe_list_refuses_fifos_and_devices(tmp_path):
 
 def test_load_image_refuses_a_fifo_without_opening_it(tmp_path):
     os.mkfifo(tmp_path / "pipe.png")
-    with _no_hang(10), pytest.raises(ImageLoadError, match="is a FIFO"):
+    with no_hang(10), pytest.raises(ImageLoadError, match="is a FIFO"):
         load_image(tmp_path / "pipe.png")
-    with _no_hang(10), pytest.raises(ImageLoadError, match="is a character device"):
+    with no_hang(10), pytest.raises(ImageLoadError, match="is a character device"):
         load_image("/dev/zero")
 
 
@@ -170,7 +153,7 @@ def test_a_sparse_png_is_not_read_whole(tmp_path):
                          capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "(24, 20)"
-    with _no_hang(10), pytest.raises(ImageLoadError, match=r"is 16.0 GiB on disk, more than 8 GiB"):
+    with no_hang(10), pytest.raises(ImageLoadError, match=r"is 16.0 GiB on disk, more than 8 GiB"):
         load_image(_sparse(tmp_path / "huge.png"))
 
 
@@ -197,7 +180,7 @@ def test_the_pixel_limit_is_checked_from_the_header(tmp_path):
     side = 13_400  # 179.56 MP, just over the limit
     assert side * side > MAX_PIXELS > (side - 100) ** 2
     for path in (png("big8.png", side, side, 8), png("big16.png", side, side, 16)):
-        with _no_hang(10), pytest.raises(ImageLoadError, match=f"more than {MAX_PIXELS:,}"):
+        with no_hang(10), pytest.raises(ImageLoadError, match=f"more than {MAX_PIXELS:,}"):
             load_image(path)
 
 
@@ -282,7 +265,7 @@ def test_json_lines_too_deep_too_long_or_not_objects_are_row_errors(tmp_path):
         json.dumps({"image": "ok.png", "caption": "a road"}),
     ]
     caps.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with _no_hang(30):
+    with no_hang(30):
         rows = read_caption_rows(caps)
     assert [r.error for r in rows] == [
         None,
@@ -306,7 +289,7 @@ def test_ranking_file_too_deep_names_the_line(tmp_path):
     for bad, why in (("[" * 100_000 + "]" * 100_000, "nested too deeply"), ("9" * 5000, "4300 digits")):
         path = tmp_path / "ranking.jsonl"
         path.write_text(json.dumps(good) + "\n" + bad + "\n", encoding="utf-8")
-        with _no_hang(30), pytest.raises(PreferenceFormatError, match=f"ranking.jsonl:2: .*{why}"):
+        with no_hang(30), pytest.raises(PreferenceFormatError, match=f"ranking.jsonl:2: .*{why}"):
             load_preferences(path, "ranking")
 
 

@@ -4,11 +4,9 @@ file is named, a garbled line is named file:line, a FIFO or a folder where the f
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 
 import pandas as pd
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from recon_score import run_outputs as outputs
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.textfiles import TextFileError
+from tests.timeouts import no_hang
 
 # reader -> the file it reads in a run folder
 JSONL_READERS = {
@@ -32,22 +31,6 @@ CSV_READERS = {
 }
 PARQUET_READERS = {"per_query": outputs.PER_QUERY, "topk": outputs.TOPK, "per_item": outputs.PER_ITEM}
 ALL_READERS = {**JSONL_READERS, **CSV_READERS, **PARQUET_READERS}
-
-
-@contextlib.contextmanager
-def _no_hang(seconds: int = 10):
-    """A hang becomes a failure after `seconds` (SIGALRM), not a stuck test run."""
-
-    def _fail(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s: a hang")
-
-    old = signal.signal(signal.SIGALRM, _fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _read(name: str, folder):
@@ -72,7 +55,7 @@ def test_a_missing_output_is_named(tmp_path, reader):
 @pytest.mark.parametrize("reader", sorted(ALL_READERS))
 def test_a_fifo_where_an_output_belongs_is_refused_not_waited_on(tmp_path, reader):
     os.mkfifo(tmp_path / ALL_READERS[reader])
-    with _no_hang(), pytest.raises(TextFileError, match="FIFO"):
+    with no_hang(), pytest.raises(TextFileError, match="FIFO"):
         _read(reader, tmp_path)
 
 
@@ -151,7 +134,7 @@ def test_candidate_lines_keep_going_past_a_bad_line_and_name_it(tmp_path):
     ):
         outputs.candidates_table(tmp_path / "sub")
     os.mkfifo(tmp_path / "pipe.jsonl")
-    with _no_hang(), pytest.raises(TextFileError, match="FIFO"):
+    with no_hang(), pytest.raises(TextFileError, match="FIFO"):
         list(outputs.candidate_lines(outputs.candidates_table(tmp_path / "pipe.jsonl")))
 
 

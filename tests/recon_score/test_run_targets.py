@@ -237,33 +237,30 @@ def test_pairs_holds_the_lock_like_every_run(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
 
 
-def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys):
-    """No compatibility code: a folder whose journal this version would not read (an older `generate` kept
-    journal/generated.jsonl) is refused, not silently recomputed or mixed."""
-    (run / "journal" / "generated.jsonl").write_text("{}\n")
-    before = _sums(run)
-    assert main(smoke("score", run, "--limit", "2")) == 1
-    assert _errors(capsys) == [
-        f"error: {run} was written by an older reconscore (journal/generated.jsonl); rerun the command with "
-        "--overwrite, or choose another --out"
-    ]
-    assert _sums(run) == before
+def _older_generate_journal(journal: Path) -> str:
+    (journal / "generated.jsonl").write_text("{}\n")  # an older `generate` kept this file
+    return "journal/generated.jsonl"
 
 
-def test_a_journal_of_an_older_record_shape_gets_the_same_rerun_message(run, capsys):
-    """A journal written before records had one shape (no `layout` on its first line) is refused by the CLI in
-    one line naming the journal file, the folder untouched."""
+def _journal_without_layout(journal: Path) -> str:
     import json
 
-    journal = run / "journal" / "rank-0.jsonl"
-    lines = journal.read_text().splitlines(keepends=True)
+    lines = (journal / "rank-0.jsonl").read_text().splitlines(keepends=True)
     head = json.loads(lines[0])
-    del head["layout"]
-    journal.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    del head["layout"]  # written before records had one shape
+    (journal / "rank-0.jsonl").write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    return "journal/rank-0.jsonl"
+
+
+@pytest.mark.parametrize("older", [_older_generate_journal, _journal_without_layout])
+def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys, older):
+    """No compatibility code: a folder whose journal this version would not read (a file of an older layout, or
+    records of an older shape) is refused in one line naming the file, not silently recomputed or mixed."""
+    where = older(run / "journal")
     before = _sums(run)
     assert main(smoke("score", run, "--limit", "2")) == 1
     assert _errors(capsys) == [
-        f"error: {run} was written by an older reconscore (journal/rank-0.jsonl); rerun the command with "
+        f"error: {run} was written by an older reconscore ({where}); rerun the command with "
         "--overwrite, or choose another --out"
     ]
     assert _sums(run) == before
