@@ -58,7 +58,7 @@ from recon_score.atomic_io import (
     write_json_atomic,
 )
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
-from recon_score.run_outputs import KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECORD
+from recon_score.run_outputs import EXPLAIN, KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECONSTRUCTIONS, RECORD
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import read_bytes, read_json
 
@@ -585,7 +585,7 @@ def publish_file(
 
 
 # what a rerun does for an item whose output files are gone or replaced, by the folder they live in
-_REDONE = {"reconstructions": "rendered again", "explain": "explained again"}
+_REDONE = {RECONSTRUCTIONS: "rendered again", EXPLAIN: "explained again"}
 
 
 @dataclass

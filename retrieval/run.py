@@ -40,7 +40,7 @@ import torch
 from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.run_engine import RunFolder
+from recon_score.run_engine import Plan, RunFolder
 from recon_score.run_outputs import (
     BUNDLE,
     PER_GROUP,
@@ -242,8 +242,10 @@ def run_retrieve(
         run.load(fingerprint=setup.fingerprint, settings=setup.settings)  # refuses a changed configuration
         inputs = _prepare(cfg, setup, captioner, rewriter, progress, say)
         inv = run.begin()
-        status, results = _run_methods(cfg, run, setup, inputs, inv, progress, say)
-        record, table = _finish(cfg, run, setup, inputs, status, results, inv, time.perf_counter() - t0, say)
+        status, results, plan = _run_methods(cfg, run, setup, inputs, inv, progress, say)
+        record, table = _finish(
+            cfg, run, setup, inputs, status, results, plan, inv, time.perf_counter() - t0, say
+        )
     ran = all(status[n]["status"] == "ok" for n in cfg.methods)
     exit_code = EXIT_OK if ran and not inputs.skipped["items"] else EXIT_PARTIAL
     return RunOutcome(record=record, exit_code=exit_code, table=table)
@@ -372,10 +374,12 @@ def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, 
             results[name] = res
             files = _write_method(run.out, inputs.bench, res)
             result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
-            journal.write([plan.record(name, inv, result, files)])
+            rec = plan.record(name, inv, result, files)
+            journal.write([rec])
+            plan.add([rec])
             status[name] = {"status": "ok", "resumed": False}
             say(f"{name}: {res.seconds:.1f} s")
-    return status, results
+    return status, results, plan
 
 
 def _method_fingerprint(cfg: RetrieveConfig, setup: _Setup, inputs: _Inputs, name: str) -> str:
@@ -445,7 +449,16 @@ def _read_method(cfg: RetrieveConfig, out: Path, bench: Benchmark, name: str, in
 
 
 def _finish(
-    cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, status, results, inv: int, seconds: float, say
+    cfg,
+    run: RunFolder,
+    setup: _Setup,
+    inputs: _Inputs,
+    status,
+    results,
+    plan: Plan,
+    inv: int,
+    seconds: float,
+    say,
 ) -> dict:
     """The tables, the optional bundle and run.json; returns the record and table.md's text."""
     bench, data, proto = inputs.bench, inputs.data, inputs.bench.protocol
@@ -510,7 +523,7 @@ def _finish(
         "outputs": [*outputs, RECORD],
         "seconds": seconds,
     }
-    records = run.load(fingerprint=setup.fingerprint, settings=setup.settings).values()
+    records = plan.done.values()  # one process: every journal record, this invocation's included
     ok = all(status[n]["status"] == "ok" for n in cfg.methods)
     end = "finished" if ok else "finished with methods not run"
     return run.finish(inv, files={}, info=info, records=records, exit=end), table
