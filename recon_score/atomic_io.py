@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recon_score.errors import ReconScoreError
-from recon_score.textfiles import TextFileError, read_bytes
+from recon_score.textfiles import TextFileError, entry_kind, read_bytes
 
 if TYPE_CHECKING:  # PIL is loaded by whoever has an image to write
     from PIL import Image
@@ -65,8 +65,28 @@ def write_error(err: OSError, folder: Path | str | None = None, hint: str | None
     return WriteError(None if where is None else Path(where), err.errno, hint)
 
 
+class NotAFileError(ReconScoreError):
+    """Where a command writes a file, something else stands (a folder, a symlink, a device, a FIFO): it is never
+    replaced, and the message names it."""
+
+    def __init__(self, path: Path, kind: str):
+        self.path, self.kind = Path(path), kind
+        super().__init__(
+            f"{path} is {kind}, not a regular file, where a file is written; move it away and rerun"
+        )
+
+
+def refuse_non_file(path: Path) -> None:
+    """Raises NotAFileError when `path` exists and is not a regular file."""
+    kind = entry_kind(path)
+    if kind is not None:
+        raise NotAFileError(path, kind)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Raises WriteError (one line naming the folder) when the disk refuses the write."""
+    """Raises WriteError (one line naming the folder) when the disk refuses the write, NotAFileError when
+    something other than a regular file stands at `path`."""
+    refuse_non_file(path)
     try:
         _atomic_write_bytes(path, data)
     except OSError as err:

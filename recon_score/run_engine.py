@@ -60,7 +60,7 @@ from recon_score.atomic_io import (
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
 from recon_score.run_outputs import EXPLAIN, KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECONSTRUCTIONS, RECORD
 from recon_score.runtime import provenance, utc_now
-from recon_score.textfiles import read_bytes, read_json
+from recon_score.textfiles import entry_kind, read_bytes, read_json
 
 log = logging.getLogger(__name__)
 
@@ -513,8 +513,11 @@ def check_file_target(target: Path, *, inputs: Sequence[Path] = (), what: str = 
     Raises:
         ReconScoreError: naming the target and why.
     """
-    if Path(target).is_dir():
+    kind = entry_kind(target)
+    if kind == "a folder":
         raise ReconScoreError(f"{what} {target} is a folder; give a file path")
+    if kind is not None:  # os.replace would swap the device, FIFO or link itself for the result
+        raise ReconScoreError(f"{what} {target} is {kind}, not a regular file; choose another path")
     refuse_run_file(target, what=what)
     real = os.path.realpath(target)
     for src in inputs:

@@ -390,6 +390,29 @@ def safe_text(value: object) -> object:
     return value
 
 
+_ENTRY_KINDS = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def entry_kind(path: str | Path) -> str | None:
+    """What is at `path` itself when it is not a regular file ("a symlink", "a folder", "a character device",
+    ...), None for a regular file or nothing: the one test a writer makes before replacing `path`, since
+    os.replace would swap a device, a FIFO or a link itself (never what it points to) for a regular file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _ENTRY_KINDS if test(mode)), "a special file")
+
+
 def file_problem(path: str | Path) -> str | None:
     """Why `path` cannot be read as a file, in words ("not found", "is a FIFO (named pipe), not a regular
     file", ...; the same words as recon_score.images for image paths), or None for a regular file. Never opens

@@ -9,6 +9,7 @@ import hashlib
 import os
 import resource
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -326,3 +327,67 @@ def test_a_runs_outputs_are_read_through_their_declared_readers(run, tmp_path):
     (run / SCORES).write_text(lines[0] + "\n[1]\n")
     with pytest.raises(TextFileError, match=r"scores\.jsonl:2"):
         score_rows(run)
+
+
+def _special_files(folder: Path, suffix: str) -> dict[str, Path]:
+    """A private character device (/dev/null's numbers, made with mknod in the test's own folder, never the real
+    /dev), a FIFO and a symlink to the process's stdout: what a file writer must never replace."""
+    folder.mkdir()
+    made = {}
+    try:
+        os.mknod(folder / f"chardev{suffix}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        made["a character device"] = folder / f"chardev{suffix}"
+    except PermissionError:  # not root: the FIFO and the symlink are still tested
+        pass
+    os.mkfifo(folder / f"fifo{suffix}")
+    made["a FIFO (named pipe)"] = folder / f"fifo{suffix}"
+    (folder / f"link{suffix}").symlink_to("/proc/self/fd/1")
+    made["a symlink"] = folder / f"link{suffix}"
+    return made
+
+
+def _entries(folder: Path) -> list[tuple]:
+    """Every entry of `folder` as lstat sees it: name, mode, device numbers, link target."""
+    return [
+        (p.name, os.lstat(p).st_mode, os.lstat(p).st_rdev, os.readlink(p) if p.is_symlink() else None)
+        for p in sorted(folder.iterdir())
+    ]
+
+
+def _writer_argv(writer: str, run: Path, target: Path, tmp_path: Path) -> tuple[list[str], str]:
+    """The command line of one file writer aimed at `target`, and the name its error gives the target."""
+    if writer == "report":
+        return ["report", str(run), "--out", str(target)], "--out"
+    if writer == "metrics add":
+        return _metrics_add(run, target), "--out"
+    src = tmp_path / "release.pkl"
+    src.write_bytes(b"never read: the target is refused first")
+    return ["models", "convert", "magiclens", str(src), str(target)], "DST"
+
+
+@pytest.mark.parametrize("writer", ["report", "metrics add", "models convert"])
+def test_file_writers_never_replace_what_is_not_a_regular_file(writer, run, tmp_path, capsys):
+    folder = tmp_path / "targets"
+    specials = _special_files(folder, ".safetensors" if writer == "models convert" else ".out")
+    before = _entries(folder)
+    for kind, target in specials.items():
+        argv, name = _writer_argv(writer, run, target, tmp_path)
+        assert main(argv) == 1, kind
+        assert _errors(capsys) == [
+            f"error: {name} {target} is {kind}, not a regular file; choose another path"
+        ]
+    assert _entries(folder) == before  # nothing replaced, and no record written beside any of them
+
+
+@pytest.mark.parametrize("output", ["reconstructions", "scores.jsonl", "run.json"])
+def test_an_output_replaced_by_a_folder_is_named_in_one_line(output, run, capsys):
+    target = run / output
+    if output == "reconstructions":
+        target = sorted(target.iterdir())[0]
+    target.unlink()
+    target.mkdir()
+    (target / "keep.txt").write_text("the user's")
+    assert main(smoke("score", run, "--limit", "2")) == 1
+    assert _errors(capsys) == [f"error: {target} is a folder, not a regular file, where a file is written; move "
+                               "it away and rerun"]  # fmt: skip
+    assert (target / "keep.txt").read_text() == "the user's"
