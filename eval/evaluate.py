@@ -182,7 +182,7 @@ class EvaluateJob:
 class EvaluateResult:
     join: JoinResult
     failed: int  # split images without a value for every metric
-    report: dict  # per metric: config, info, the bootstrap CI of recon_score
+    report: dict  # per metric: config, info, the CI of the mean recon_score
     summary_md: str = ""  # summary.md as written (the Table 3 row under its title), for the CLI to print
     record: dict = field(default_factory=dict)  # the run's record
 

@@ -3,11 +3,12 @@
 A caption's ReconScore depends on the seed of its reconstruction; no paper reports how much. `derive_seeds`
 gives K seeds per caption (the first is the preset's, 42 in `paper`, so K = 1 is the paper's protocol),
 `ReconScorer.score_seeds` renders every caption with each of them, and `recon_score_ci` is the interval of the
-mean. With one seed it is a cluster bootstrap over distinct images. With K > 1 seeds every image shares the same K
-seeds: images and seeds are a crossed design, and the interval is a t interval from a two-way random-effects
-decomposition of the mean's variance (images, seeds, residual) with Satterthwaite's degrees of freedom. A
-bootstrap that redraws images and seed columns counts the residual twice (too wide when noise dominates) and
-learns the shared seed term from K values with a normal-width interval (too short when that term dominates).
+mean: a t interval whose variance comes from a decomposition of the mean's variance with Satterthwaite's degrees
+of freedom. With one seed that is the spread of the distinct images' means (a percentile bootstrap over images
+undercovers there, docs/seeds.md). With K > 1 seeds every image shares the same K seeds: images and seeds are
+a crossed design, and the decomposition is two-way random effects (images, seeds, residual). A bootstrap that
+redraws images and seed columns counts the residual twice (too wide when noise dominates) and learns the shared
+seed term from K values with a normal-width interval (too short when that term dominates).
 """
 
 from __future__ import annotations
@@ -18,13 +19,7 @@ from collections.abc import Collection, Hashable, Sequence
 
 import numpy as np
 
-from recon_score.bootstrap import (
-    CI_LEVEL,
-    CI_RESAMPLES,
-    CI_RNG_SEED,
-    bootstrap_replicates,
-    percentile_interval,
-)
+from recon_score.bootstrap import CI_LEVEL, SMALL_SAMPLE_DF, t_interval
 
 
 def derive_seed(*parts: object, bits: int = 60) -> int:
@@ -52,6 +47,7 @@ def derive_seeds(base: int, k: int, *, exclude: Collection[int] = ()) -> list[in
 
 
 SEED_POOL_LEVEL = 0.25  # Bancroft's "sometimes pool": keep the seed component only when its F test passes
+RECON_SCORE_RANGE = (0.0, 100.0)  # recon_score_from_cosine's range: 100 * (1 + cos) / 2 with cos in [-1, 1]
 
 
 def crossed_variance(z: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -65,8 +61,10 @@ def crossed_variance(z: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np
     (the factor `s2 / (s2 - 2 s3 + s2^2)`, s_p = sum w_g^p, corrects the weighted spreads). The seed component
     `seeds - residual` is kept only when the F ratio `seeds / residual` exceeds its (1 - SEED_POOL_LEVEL) quantile,
     else it is taken as 0. Degrees of freedom: images (G - 1) x the effective share (sum w^2)^2 / (G sum w^4),
-    seeds K - 1, residual their product. One image (G = 1): the image term is not estimable; the variance is
-    the seed term alone, an interval over seeds for that image."""
+    seeds K - 1, residual their product. One seed (K = 1): the seed's shared effect is not estimable and is part
+    of what is measured (the mean at that seed), so the variance is the image term alone. One image (G = 1): the
+    image term is not estimable; the variance is the seed term alone, an interval over seeds for that image (NaN
+    with one seed as well)."""
     from scipy import stats
 
     z = np.asarray(z, dtype=np.float64)
@@ -77,16 +75,26 @@ def crossed_variance(z: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np
     mean = zg @ w
     r, c = zg - mean[..., None], cols - mean[..., None]
     e = z - zg[..., None] - cols[..., None, :] + mean[..., None, None]
-    seeds = (c**2).sum(-1) / (k * (k - 1))
+    zero = np.zeros_like(mean)
     if g == 1:
-        zero = np.zeros_like(seeds)
+        seeds = (c**2).sum(-1) / (k * (k - 1)) if k > 1 else zero + np.nan
         parts = {"images": zero, "seeds": seeds, "residual": zero, "df": zero + k - 1, "seed_kept": zero == 0}
         return mean, seeds, parts
     s2, s3, s4 = (w**2).sum(), (w**3).sum(), (w**4).sum()
     f = s2 - 2 * s3 + s2**2
     images = (w**2 * r**2).sum(-1) * s2 / f
-    residual = np.einsum("g,...gk->...", w**2, e**2) * s2 / ((k - 1) * f) / k
     df_images = (g - 1) * s2**2 / (g * s4)
+    if k == 1:
+        parts = {
+            "images": images,
+            "seeds": zero,
+            "residual": zero,
+            "df": zero + df_images,
+            "seed_kept": zero != 0,
+        }
+        return mean, images, parts
+    seeds = (c**2).sum(-1) / (k * (k - 1))
+    residual = np.einsum("g,...gk->...", w**2, e**2) * s2 / ((k - 1) * f) / k
     df_residual = df_images * (k - 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = seeds / residual
@@ -104,15 +112,15 @@ def recon_score_ci(
     images: Sequence[Hashable],
     *,
     level: float = CI_LEVEL,
-    resamples: int = CI_RESAMPLES,
-    rng_seed: int = CI_RNG_SEED,
+    value_range: tuple[float, float] | None = RECON_SCORE_RANGE,
 ) -> dict:
     """CI of the mean ReconScore of a (captions, seeds) matrix whose row i is a caption of `images[i]`; the mean
-    is over every (caption, seed) cell.
-
-    One seed: a percentile cluster bootstrap (recon_score.bootstrap) drawing distinct images with all their
-    captions. K > 1 seeds: mean +/- t(df) * sqrt(variance) from `crossed_variance` of the image-by-seed means,
-    each image weighted by its number of captions (the weights of the cell mean)."""
+    is over every (caption, seed) cell: mean +/- t(df) * sqrt(variance) (recon_score.bootstrap.t_interval), the
+    variance and df from `crossed_variance` of the image-by-seed means, each image weighted by its number of
+    captions (the weights of the cell mean). K > 1: images, seeds and residual; one seed: the image term alone
+    (a t interval over images, for the mean at that seed). The bounds are clipped to `value_range`, the metric's
+    numeric range (ReconScore's 0-100 by default; the seam for a metric registry entry's range; None: unclipped).
+    One image with one seed has no interval (`low`/`high` None)."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim == 1:
         v = v[:, None]
@@ -127,21 +135,23 @@ def recon_score_ci(
     np.add.at(sums, group, v)  # sums[g, j]: image g's captions under seed column j
     counts = np.bincount(group, minlength=n).astype(np.float64)
     out = {"mean": float(v.mean()), "level": level, "images": n, "seeds": k, "captions": int(v.shape[0])}
-    if k == 1:
-        return {**out, **_cluster_bootstrap(sums[:, 0], counts, level, resamples, rng_seed)}
-    from scipy import stats
-
+    out["kind"] = "two-way random-effects t" if k > 1 else "t"
+    if n == 1 and k == 1:
+        return {**out, "low": None, "high": None, "method": "one image with one seed: no interval"}
     _, var, parts = crossed_variance(sums / counts[:, None], counts / counts.sum())
     var, df = float(var), float(parts["df"])
-    half = float(stats.t.ppf(0.5 + level / 2, df)) * math.sqrt(var) if var > 0 else 0.0
+    raw = tuple(map(float, t_interval(out["mean"], var, df, level=level)))
+    low, high = map(float, t_interval(out["mean"], var, df, level=level, value_range=value_range))
+    out |= {"low": low, "high": high, "se": math.sqrt(max(var, 0.0)), "df": df}
+    out |= {"range": None if value_range is None else list(value_range), "clipped": (low, high) != raw}
+    if k == 1:
+        out["variance"] = {"images": var}
+        return out | {
+            "method": "t interval over images: variance of the caption-weighted mean of the image means, "
+            "Satterthwaite degrees of freedom; one seed, so the interval is for the mean at that seed",
+        }
     words = "images, seeds and residual" if n > 1 else "seeds only (one image: its variance is not estimable)"
-    return {
-        **out,
-        "low": out["mean"] - half,
-        "high": out["mean"] + half,
-        "kind": "two-way random-effects t",
-        "se": math.sqrt(max(var, 0.0)),
-        "df": df,
+    return out | {
         "variance": {name: float(parts[name]) for name in ("images", "seeds", "residual")},
         "seed_component_kept": bool(parts["seed_kept"]),
         "method": f"t interval, variance of the mean from a two-way random-effects decomposition ({words}) "
@@ -149,32 +159,9 @@ def recon_score_ci(
     }
 
 
-def _cluster_bootstrap(
-    sums: np.ndarray, counts: np.ndarray, level: float, resamples: int, rng_seed: int
-) -> dict:
-    """One seed: draw the distinct images with replacement, each with all its captions."""
-    n = len(counts)
-
-    def mean_of_draw(clusters: np.ndarray) -> float:
-        wg = np.bincount(clusters, minlength=n).astype(np.float64)
-        return float(wg @ sums / (wg @ counts))
-
-    lo, hi = percentile_interval(
-        bootstrap_replicates(mean_of_draw, n, resamples=resamples, rng_seed=rng_seed), level
-    )
-    return {
-        "low": lo,
-        "high": hi,
-        "kind": "bootstrap",
-        "resamples": resamples,
-        "rng_seed": rng_seed,
-        "method": "percentile cluster bootstrap: images drawn with all their captions",
-    }
-
-
 def ci_heading(ci: dict) -> str:
-    """What the interval is and what it is over, e.g. `95% bootstrap CI over 3 images x 1 seed (5 captions)`."""
-    return f"{ci['level']:.0%} {ci.get('kind', 'bootstrap')} CI over {ci_label(ci)}"
+    """What the interval is and what it is over, e.g. `95% t CI over 3 images x 1 seed (5 captions)`."""
+    return f"{ci['level']:.0%} {ci['kind']} CI over {ci_label(ci)}"
 
 
 def ci_label(ci: dict) -> str:
@@ -187,18 +174,35 @@ def ci_label(ci: dict) -> str:
 
 
 def format_ci(ci: dict, digits: int = 2) -> str:
+    if ci["low"] is None:
+        return f"{ci['mean']:.{digits}f} (no interval)"
     return f"{ci['mean']:.{digits}f} [{ci['low']:.{digits}f}, {ci['high']:.{digits}f}]"
 
 
+def ci_notes(ci: dict) -> list[str]:
+    """What a reader must know to read the interval, in words: over seeds only (one image), clipped to the
+    score's range, or resting on too few degrees of freedom to mean much (recon_score.bootstrap.SMALL_SAMPLE_DF)."""
+    if ci["low"] is None:
+        return ["1 image, 1 seed: no interval"]
+    notes = ["1 image: the CI is over its seeds only, not over images"] if ci["images"] == 1 else []
+    if ci.get("clipped"):
+        lo, hi = ci["range"]
+        notes.append(f"clipped to the score's range {lo:g}-{hi:g}")
+    if ci["df"] < SMALL_SAMPLE_DF:
+        notes.append(
+            f"too few to mean much: {ci['df']:.1f} degrees of freedom, fewer than {SMALL_SAMPLE_DF:g}, "
+            "so add images or seeds"
+        )
+    return notes
+
+
 def ci_line(ci: dict) -> str:
-    """The printed CI line. One image: no interval over images exists, so the line says what the interval is
-    over (its seeds), or prints the mean alone where one value is all there is (1 image x 1 seed)."""
-    line = f"ReconScore mean [{ci_heading(ci)}]: "
-    if ci["images"] > 1:
-        return line + format_ci(ci)
-    if ci["seeds"] > 1:
-        return line + format_ci(ci) + " (1 image: the CI is over its seeds only, not over images)"
-    return line + f"{ci['mean']:.2f} (1 image, 1 seed: no interval)"
+    """The printed CI line, with its notes (ci_notes). One image with one seed: the mean alone, no interval."""
+    notes = ci_notes(ci)
+    if ci["low"] is None:
+        return f"ReconScore mean over {ci_label(ci)}: {ci['mean']:.2f} ({notes[0]})"
+    line = f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}"
+    return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def seed_summary(records: Sequence[dict], seeds: Sequence[int]) -> dict:

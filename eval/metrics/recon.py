@@ -93,6 +93,7 @@ class ReconScoreMetric(Metric):
         ]
         if scored:
             per_seed = [results[inverse[i]].per_seed or [results[inverse[i]].recon_score] for i in scored]
+            # clipped to ReconScore's 0-100 (recon_score_ci's default value_range); the seam for a registry range
             info["ci"] = recon_score_ci(np.asarray(per_seed), [_image_key(batch, loaded, i) for i in scored])
         return MetricOutput(values, extra=extra, info=info)
 

@@ -83,6 +83,7 @@ def test_messy_input_end_to_end(messy, tmp_path):
         with Image.open(out / r["reconstruction"]) as png:
             assert png.size == (r["width"], r["height"])
     assert (by_id["wide"]["width"], by_id["wide"]["height"]) == (256, 160)
+    _assert_scores_are_an_independent_cosine(messy, out, [by_id["ok1"], by_id["ok2"], by_id["wide"]])
     assert by_id["long"]["truncated"] is True and by_id["ok1"]["truncated"] is False
     assert "corrupt" in errors["corrupt"] and "corrupt.jpg" in errors["corrupt"]
     assert "too small" in errors["tiny"]
@@ -106,6 +107,27 @@ def test_messy_input_end_to_end(messy, tmp_path):
     before = {p: p.read_bytes() for p in (out / "scores.jsonl", out / "run.json")}
     assert main(smoke("score", out, "--captions", str(messy / "captions.jsonl"))) == 3
     assert {p: p.read_bytes() for p in before} == before  # a finished run rerun is a no-op
+
+
+def _assert_scores_are_an_independent_cosine(root: Path, out: Path, rows: list[dict]) -> None:
+    """Outside value beside the consistency check: the run's encoder (run.json) embeds the input image and the
+    reconstruction PNG the run saved, one image at a time, unnormalised; their cosine in float64 numpy, and
+    100 * (1 + cos) / 2 by hand, is the row's score."""
+    from recon_score.encoders import build_encoder
+    from recon_score.images import load_image
+
+    run = json.loads((out / "run.json").read_text())
+    enc = build_encoder(run["config"]["preset"]["encoder"], device="cpu")
+
+    def raw(img):
+        return enc.encode_images([img], normalize=False).numpy()[0].astype(np.float64)
+
+    for r in rows:
+        a = raw(load_image(root / r["image"]))
+        with Image.open(out / r["reconstruction"]) as png:
+            b = raw(png.convert("RGB"))
+        cos = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        assert r["recon_score"] == pytest.approx(100 * (1 + cos) / 2, abs=1e-3), r["id"]
 
 
 def test_resume_refuses_another_configuration(messy, tmp_path):

@@ -47,6 +47,25 @@ def test_scores_are_consistent_with_the_cosine(smoke_scorer, ucm):
         assert f" {r.caption} Remember," in r.prompt
 
 
+def test_scores_equal_an_independent_cosine_of_the_embeddings(smoke_scorer, ucm):
+    """Outside value beside the consistency check above: the encoder's raw (unnormalised) embeddings of the
+    original and of each saved reconstruction, one image at a time, their cosine computed here with numpy in
+    float64, and 100 * (1 + cos) / 2 by hand: the score the scorer reports for that reconstruction."""
+    res = smoke_scorer.score(ucm, CAPTIONS)
+    enc = smoke_scorer.encoder
+
+    def raw(img):
+        return enc.encode_images([img], normalize=False).numpy()[0].astype(np.float64)
+
+    a = raw(ucm)
+    for r in res:
+        b = raw(r.reconstruction)
+        cos = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        assert r.cosine == pytest.approx(cos, abs=1e-5)
+        assert r.recon_score == pytest.approx(100 * (1 + cos) / 2, abs=1e-3)
+    assert len({round(r.recon_score, 6) for r in res}) == len(res)  # three renders, three different scores
+
+
 def test_same_inputs_same_numbers(ucm):
     a = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False)).score(
         ucm, CAPTIONS
