@@ -3,7 +3,9 @@
 
 Reference outputs come from the authors' compodiff/models.py on a tiny random checkpoint
 (tests/retrieval/data/compodiff/PROVENANCE.md). Tolerance: max abs difference < 1e-5 in float32 for one denoiser
-call, one guided call and the full sampler with a fixed seed (measured here: 0, the same operations on CPU).
+call and one guided call. The sampler chains 10 guided calls (guidance weights 1.5 and 7.5 scale each step's rounding
+by up to ~10) on values up to ~4.5, so its bound is relative: 1e-4 of the largest reference value (measured: 0 on
+one CPU, 4.7e-5 on another with a different BLAS kernel order; float32's epsilon is 1.2e-7).
 """
 
 import gzip
@@ -24,6 +26,7 @@ from tests.smoke_cli import retrieve_patterncom
 
 DATA = Path(__file__).parent / "data" / "compodiff"
 TOL = 1e-5
+SAMPLER_RTOL = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,8 @@ def test_the_port_reproduces_the_authors_denoiser_and_sampler(release):
     sampled = model.sample(
         r["image_cond"], r["text_cond"], r["negative_cond"], steps=10, num_samples=2, seed=0
     )
-    assert (sampled - r["sampled"]).abs().max().item() < TOL
+    bound = SAMPLER_RTOL * max(1.0, r["sampled"].abs().max().item())
+    assert (sampled - r["sampled"]).abs().max().item() < bound
 
 
 def test_the_defaults_are_the_papers_and_bad_settings_are_refused():
