@@ -30,7 +30,8 @@ from PIL import Image
 from recon_score.run_outputs import EXPLAIN
 
 # Connectives that open a new phrase (kept with the phrase they open, so leaving it out removes them too):
-# coordinating conjunctions, "with"/"without", relative pronouns and adverbs.
+# coordinating conjunctions, "with"/"without", relative pronouns and adverbs. Whole words between spaces: one
+# joined to its neighbours by a hyphen or a slash ("red-and-white", "and/or") is part of that word.
 CONNECTIVES = (
     "and",
     "or",
@@ -46,8 +47,20 @@ CONNECTIVES = (
     "where",
     "while",
 )
-_CONNECTIVE = re.compile(r"\s+(?=(?:" + "|".join(CONNECTIVES) + r")\b)", re.IGNORECASE)
-_PUNCT = re.compile(r"(?<=[,;:])\s*|(?<=[.!?])\s+")
+# The closed list of abbreviations whose final dot ends no sentence and whose comma ("e.g.,") cuts nothing:
+# street and place names, titles, and the Latin ones of captions. Matched as whole words, any letter case.
+ABBREVIATIONS = (
+    "St", "Ste", "Ave", "Rd", "Blvd", "Hwy", "Mt", "Ft", "Pt", "No", "Nos", "Dr", "Mr", "Mrs", "Ms", "Prof",
+    "Jr", "Sr", "Co", "Corp", "Inc", "Ltd", "Dept", "Univ", "Intl", "Fig", "approx", "ca", "cf", "vs", "etc",
+    "e.g", "i.e", "U.S", "U.K", "U.N", "U.S.A",
+)  # fmt: skip
+_CONNECTIVE = re.compile(r"(?<=\s)(?:" + "|".join(CONNECTIVES) + r")\b(?![-/])", re.IGNORECASE)
+_ABBREVIATION = re.compile(
+    r"(?<![\w.])(?:" + "|".join(re.escape(a) for a in sorted(ABBREVIATIONS, key=len, reverse=True)) + r")\.",
+    re.IGNORECASE,
+)
+_PUNCT = re.compile(r"[,;:]\s*|[.!?]\s+")
+_BRACKETS = {"(": ")", "[": "]"}
 
 # Phrase kinds for `study explain` (first match wins, in this order); the word lists are the documented rule.
 KIND_WORDS = {
@@ -89,27 +102,66 @@ def phrase_kind(text: str) -> str:
     return "object"
 
 
-def split_phrases(caption: str) -> list[Phrase]:
-    """Deterministic phrases: split after , ; : and after . ! ? followed by a space, and before each connective
-    (CONNECTIVES) not at the start. Pieces without a letter or digit join the phrase before them. A phrase's span
-    is its words: the punctuation after it stays with the sentence."""
+def _bracket_groups(caption: str) -> list[tuple[int, int]]:
+    """(start, end) of each outermost balanced ( ... ) or [ ... ] group; an unbalanced bracket is plain text."""
+    groups, stack = [], []
+    for i, ch in enumerate(caption):
+        if ch in _BRACKETS:
+            stack.append((i, _BRACKETS[ch]))
+        elif stack and ch == stack[-1][1]:
+            start = stack.pop()[0]
+            if not stack:
+                groups.append((start, i + 1))
+        elif ch in _BRACKETS.values():
+            stack = []  # a closing bracket that closes nothing: forget what was open
+    return groups
+
+
+def _cuts(caption: str) -> list[int]:
+    """Where phrases start (docs/explain.md, "The split rule"): after , ; : and after . ! ? followed by a space,
+    except between digits ("3,000", "12:30") and after a listed abbreviation ("St.", "e.g.,"); before each
+    connective; around each bracketed group, with no cut inside it."""
+    abbrev_ends = {m.end() for m in _ABBREVIATION.finditer(caption)}
     cuts = {0, len(caption)}
-    cuts.update(m.end() for m in _PUNCT.finditer(caption))
-    cuts.update(m.end() for m in _CONNECTIVE.finditer(caption))
-    bounds = sorted(cuts)
+    for m in _PUNCT.finditer(caption):
+        at, ch = m.start(), caption[m.start()]
+        between_digits = ch in ",:." and 0 < at < len(caption) - 1 and caption[at - 1].isdigit()
+        between_digits = between_digits and caption[at + 1].isdigit()
+        after_abbrev = (at + 1 if ch == "." else at) in abbrev_ends
+        if not between_digits and not after_abbrev:
+            cuts.add(m.end())
+    cuts.update(m.start() for m in _CONNECTIVE.finditer(caption))
+    for a, b in _bracket_groups(caption):
+        cuts = {c for c in cuts if not a < c < b} | {a, b}
+    return sorted(cuts)
+
+
+def split_phrases(caption: str) -> list[Phrase]:
+    """Deterministic phrases by the documented rule (`_cuts`). Pieces without a letter or digit, or only an
+    abbreviation ("etc."), join the phrase before them. A phrase's span is its words: the punctuation after it stays with the sentence, but an
+    abbreviation keeps its dot ("St.")."""
+    abbrev_ends = {m.end() for m in _ABBREVIATION.finditer(caption)}
     spans: list[list[int]] = []
-    for a, b in pairwise(bounds):
-        if not any(ch.isalnum() for ch in caption[a:b]) and spans:
+    for a, b in pairwise(_cuts(caption)):
+        if spans and (
+            not any(ch.isalnum() for ch in caption[a:b])
+            or _ABBREVIATION.fullmatch(caption[a:b].strip(" ,;:"))
+        ):
             spans[-1][1] = b
         elif b > a:
             spans.append([a, b])
     phrases = []
     for a, b in spans:
         raw = caption[a:b]
-        text = raw.strip().rstrip(",;:.!?").rstrip()
+        start = a + len(raw) - len(raw.lstrip())
+        end = a + len(raw.rstrip())
+        while end > start and caption[end - 1] in ",;:.!?" and end not in abbrev_ends:
+            end -= 1
+            while end > start and caption[end - 1].isspace():
+                end -= 1
+        text = caption[start:end]
         if any(ch.isalnum() for ch in text):
-            start = a + len(raw) - len(raw.lstrip())
-            phrases.append(Phrase(text, start, start + len(text), phrase_kind(text)))
+            phrases.append(Phrase(text, start, end, phrase_kind(text)))
     return phrases
 
 
@@ -119,7 +171,7 @@ def without(caption: str, phrase: Phrase) -> str:
     text = re.sub(r"\s+", " ", text)
     text = re.sub(r"\s+([,;:.!?])", r"\1", text)
     text = re.sub(r"[,;:]+(?=[,;:.!?])", "", text)
-    return text.strip().lstrip(",;:.!? ").strip()
+    return text.strip().lstrip(",;:.!? ").rstrip(",;: ").strip()
 
 
 @dataclass
