@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import statistics
+import sys
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from pathlib import Path
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError
-from recon_score.explain import ExplainOptions, explain_row
+from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
@@ -83,6 +84,7 @@ class ScoreSummary:
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
     kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
+    explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
 
     @property
     def exit_code(self) -> int:
@@ -251,10 +253,11 @@ def _score_chunks(
 ) -> None:
     """This process's unfinished chunks, each journaled as soon as it is scored."""
     seeds = derive_seeds(job.preset.seed, job.seeds)
+    explain_seeds = derive_seeds(job.preset.seed, job.explain.seeds) if job.explain else []
     note = SMOKE_NOTE if job.preset.meaningless else None
     header = {"settings": plan.settings, "captions": str(job.captions), "started": run.started}
     n_mine = sum(len(c) for c in run.mine(_chunks(rows, job.batch_size)))
-    bar = Progress(
+    bar = _explain_bar(job, run, rows, todo, plan) or Progress(
         n_mine,
         initial=n_mine - sum(len(c) for c in todo),
         desc=f"score[{run.rank}]",
@@ -274,16 +277,51 @@ def _score_chunks(
                 res, pair = (None, None) if row.error is not None else by_index[row.index]
                 rec, files = _row_record(row, res, job.out, note=note)
                 if job.explain is not None and res is not None and res.error is None:
-                    stem = Path(next(iter(files))).stem
+                    before, stem = bar.done, Path(next(iter(files))).stem
                     rec["explain"], maps = explain_row(
-                        scorer, pair[0], rec["caption"], seeds, job.explain, job.out, stem
+                        scorer, pair[0], rec["caption"], explain_seeds, job.explain, stem, bar.update
                     )
-                    files.update(maps)
+                    for rel, data in maps.items():  # the explanation computes, the run writes
+                        atomic_write_bytes(job.out / rel, data)
+                        files[rel] = hashlib.sha256(data).hexdigest()
+                    bar.update(max(0, _row_renders(job, row) - job.seeds - (bar.done - before)))
                 records.append(plan.record(row.index, inv, rec, files))
             journal.write(records)
             plan.add(records)
-            bar.update(len(chunk), failed=sum(1 for r in records if r["result"].get("error")))
+            failed = sum(1 for r in records if r["result"].get("error"))
+            if job.explain is None:
+                bar.update(len(chunk), failed=failed)
+            else:  # the score's renders, and what an unexplained (failed) row would have rendered
+                explained = {r["row"] for r in records if isinstance(r["result"].get("explain"), dict)}
+                rest = sum(_row_renders(job, r) - job.seeds for r in pending if r.index not in explained)
+                bar.update(job.seeds * len(pending) + rest, failed=failed)
     bar.close()
+
+
+def _row_renders(job: ScoreJob, row: InputRow) -> int:
+    """What a row renders: the score's K, and with --explain its (phrases + 1) x K' (recon_score.explain)."""
+    usable = job.explain is not None and row.error is None and isinstance(row.caption, str)
+    return job.seeds + (job.explain.renders(row.caption) if usable else 0)
+
+
+def _explain_bar(job: ScoreJob, run: RunFolder, rows: list[InputRow], todo: list, plan: Plan):
+    """With --explain, progress counts renders, the score's K per row plus (phrases + 1) x K' per explained
+    row, and the cost is said before the first one; None without --explain."""
+    if job.explain is None:
+        return None
+    mine = [r for c in run.mine(_chunks(rows, job.batch_size)) for r in c]
+    left = [r for c in todo for r in c if not plan.is_done(r.index)]
+
+    total, todo_renders = sum(_row_renders(job, r) for r in mine), sum(_row_renders(job, r) for r in left)
+    explain_renders = todo_renders - job.seeds * len(left)
+    print(
+        f"explain: {len(left)} caption(s) x (phrases + 1) x {job.explain.seeds} seeds = {explain_renders} "
+        f"renders, besides the score's {job.seeds * len(left)} ({todo_renders} in all)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return Progress(total, initial=total - todo_renders, desc=f"score[{run.rank}]", unit="render",
+                    position=run.rank)  # fmt: skip
 
 
 RECENT_IMAGES = 8  # decoded originals kept between chunks (a file's captions usually follow each other)
@@ -401,4 +439,5 @@ def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int
         cached=cached,
         already_complete=already_complete,
         failures=failures,
+        explain=explain_summary([done.get(r.index, {}).get("result", {}) for r in rows]),
     )

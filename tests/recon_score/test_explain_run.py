@@ -34,7 +34,17 @@ def data(tmp_path, sample_dir):
 
 
 def _argv(data: Path, out: Path, seeds: str = "2") -> list[str]:
-    return smoke("score", out, "--captions", str(data / "caps.jsonl"), "--explain", "--seeds", seeds)
+    return smoke(
+        "score",
+        out,
+        "--captions",
+        str(data / "caps.jsonl"),
+        "--explain",
+        "--explain-seeds",
+        "2",
+        "--seeds",
+        seeds,
+    )
 
 
 def _files(out: Path) -> dict[str, bytes]:
