@@ -33,3 +33,21 @@ def test_the_issue_values_for_a_two_point_phrase():
     assert got == pytest.approx([0.18, 0.40, 0.68], abs=0.01)
     assert paired_power(1, effect=4.0, spread=2.0, correlation=0.5, level=0.05) == 0.0
     assert required_seeds(PowerDesign(effect=0.01)) == 200  # nothing reaches it: the cap
+
+
+def test_the_docs_cost_example_is_what_the_bundled_captions_cost():
+    """docs/explain.md's example cost line, for the bundled explain captions at the default seeds."""
+    import json
+    import re
+    from pathlib import Path
+
+    from recon_score.explain import ExplainOptions
+    from recon_score.run import SAMPLE_DIR
+
+    repo = Path(__file__).resolve().parents[2]
+    line = re.search(r"explain: (\d+) caption\(s\) x \(phrases \+ 1\) x (\d+) seeds = (\d+) renders", (
+        repo / "docs" / "explain.md").read_text(encoding="utf-8"))  # fmt: skip
+    rows = [json.loads(x) for x in (SAMPLE_DIR / "explain_captions.jsonl").read_text().splitlines()]
+    options = ExplainOptions()
+    assert (int(line[1]), int(line[2])) == (len(rows), options.seeds)
+    assert int(line[3]) == sum(options.renders(r["caption"]) for r in rows)
