@@ -37,7 +37,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from recon_score.artifact_cache import ArtifactCache
-    from recon_score.explain import split_phrases
+    from recon_score.explain import ExplainOptions, split_phrases
     from recon_score.images import load_image
     from recon_score.run import SAMPLE_DIR
     from recon_score.scorer import ReconScorer
@@ -69,9 +69,10 @@ def main() -> None:
     phrases = statistics.fmean(len(split_phrases(c)) for c in CAPTIONS)
     print(f"preset {args.preset}, device {args.device}, K = {args.seeds} seeds, {len(CAPTIONS)} captions, "
           f"{phrases:.2f} phrases per caption on average, {args.rounds} interleaved rounds")  # fmt: skip
+    expected = statistics.fmean(ExplainOptions(seeds=args.seeds).renders(c) for c in CAPTIONS)
     print(
-        f"renders per caption expected: score {args.seeds}, explain {(phrases + 1) * args.seeds:.1f} "
-        "((phrases + 1) x K)"
+        f"renders per caption expected: score {args.seeds}, explain {expected:.1f} ((attributed phrases + 1) x K; "
+        "a one-phrase caption: K)"
     )
     per = args.rounds * len(CAPTIONS)
     for name, w in work.items():
