@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "models": "eval.cli.models",
     "presets": "eval.cli.presets",
     "metrics": "eval.cli.metrics",
+    "annotate": "eval.cli.annotate",
 }
 
 # The one-line summaries `reconscore --help` lists, kept here so that listing them imports no subcommand module
@@ -44,6 +45,7 @@ SUMMARIES = {
     "models": "List encoder families and offline fixtures; check where a model's weights are.",
     "presets": "List presets or show every value of one.",
     "metrics": "List caption metrics; add metric columns to a run's scores.jsonl.",
+    "annotate": "Collect human rankings of captions: blind pages for annotators, then agreement and a ranking set.",
 }
 
 
