@@ -303,7 +303,7 @@ def run_consensus_build(collected: Path, *, seed: int = 0, argv: list[str] | Non
 def _csv(path: Path) -> list[dict]:
     from recon_score.textfiles import csv_dicts
 
-    return [rec for _, rec in csv_dicts(path)]
+    return [rec for _, rec in csv_dicts(path)[1]]
 
 
 def _jsonl(path: Path) -> list[dict]:
