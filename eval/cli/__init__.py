@@ -45,7 +45,7 @@ SUMMARIES = {
     "models": "List encoder families and offline fixtures; check where a model's weights are.",
     "presets": "List presets or show every value of one.",
     "metrics": "List caption metrics; add metric columns to a run's scores.jsonl.",
-    "annotate": "Collect human rankings of captions: blind pages for annotators, then agreement and a ranking set.",
+    "annotate": "Collect human rankings: blind pages for annotators, then agreement and a ranking set.",
 }
 
 

@@ -14,7 +14,7 @@ from eval.cli import options as opt
 
 @click.group("annotate", cls=SuggestingGroup)
 def command() -> None:
-    """Collect human rankings of captions: blind pages for annotators, then agreement and a ranking set."""
+    """Collect human rankings: blind pages for annotators, then agreement and a ranking set."""
 
 
 @command.command(
