@@ -185,3 +185,21 @@ def test_selections_give_the_preference_rate(study, tmp_path):
     assert main([*argv, "--out", str(out2)]) == 0
     rates = {p["metric"]: p["rate"] for p in json.loads((out2 / "run.json").read_text())["preference"]}
     assert rates == {"best": 1.0, "worst": 0.0}
+
+
+def test_the_report_shows_agreement_and_win_shares(study, tmp_path):
+    exports = _exports(study, tmp_path)
+    out = tmp_path / "c"
+    assert (
+        main(["annotate", "collect", str(study), *map(str, exports), "--resamples", "20", "--out", str(out)])
+        == 0
+    )
+    page = tmp_path / "report.html"
+    assert main(["report", str(out), "--out", str(page)]) == 0
+    html = page.read_text()
+    assert (
+        "Agreement among annotators" in html
+        and "Win share per model" in html
+        and "Krippendorff alpha" in html
+    )
+    assert "distractor-a" in html  # unblinded: the report names the models
