@@ -203,3 +203,49 @@ def test_the_report_shows_agreement_and_win_shares(study, tmp_path):
         and "Krippendorff alpha" in html
     )
     assert "distractor-a" in html  # unblinded: the report names the models
+
+
+def test_build_escapes_user_text_and_skips_an_unreadable_image(tmp_path, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    from PIL import Image
+
+    Image.new("RGB", (32, 32), (10, 120, 40)).save(images / "a.png")
+    (images / "broken.png").write_bytes(b"not a png")
+    evil = "</script><script>alert(1)</script> & <b>bold</b>"
+    table = tmp_path / "c.jsonl"
+    rows = [
+        {"image": "a.png", "candidate": evil, "model": "m1"},
+        {"image": "a.png", "candidate": "a green field", "model": "m2"},
+        {"image": "broken.png", "candidate": "x", "model": "m1"},
+        {"image": "broken.png", "candidate": "y", "model": "m2"},
+    ]
+    table.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "study"
+    argv = ["annotate", "build", "--candidates", str(table), "--images", str(images), "--title", "<i>T</i>"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert "skipped broken.png" in capsys.readouterr().err
+    html = (out / "pages" / "annotator-1.html").read_text()
+    assert "<script>alert" not in html and "<b>bold" not in html and "<i>T</i>" not in html
+    assert page_data(out / "pages" / "annotator-1.html")["items"][0]["captions"].count(evil) == 1
+    assert [it["image"] for it in json.loads((out / "study.json").read_text())["items"]] == ["a.png"]
+    assert not list((out / "pages").rglob("key*")) and "m1" not in html
+
+
+def test_a_bad_candidates_row_is_one_line_naming_it(tmp_path, capsys):
+    table = tmp_path / "c.csv"
+    table.write_text("image,candidate,model\na.png,one,m1\na.png,two,m1\n")
+    argv = [
+        "annotate",
+        "build",
+        "--candidates",
+        str(table),
+        "--images",
+        str(tmp_path),
+        "--out",
+        str(tmp_path / "s"),
+    ]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {table}:3: model 'm1' already has a candidate for 'a.png' ({table}:2)", err
+    assert not (tmp_path / "s").exists()
