@@ -321,7 +321,7 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
     """What the run found, before any detail: the mean (with its CI for --seeds runs) and, for captions with a
     kind, references vs distractors and the share of images where every reference beats every distractor."""
     from recon_score.sanity import references_vs_distractors
-    from recon_score.seeds import ci_label, format_ci
+    from recon_score.seeds import ci_label, ci_text
 
     out = []
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
@@ -336,7 +336,8 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
         )
     ci = (run.get("seed_noise") or {}).get("recon_score_ci")
     if ci:
-        out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", format_ci(ci)))
+        # with its notes: one image, clipped, or too few degrees of freedom to mean much (ci_notes)
+        out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", ci_text(ci)))
     kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
     if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
         out.append(
@@ -402,13 +403,10 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             badges = (["best"] if best is not None and r.get("recon_score") == best else []) + (
                 [str(r["kind"])] if r.get("kind") in ("reference", "distractor") else []
             )
-            std = (
-                [("± over seeds", _fmt(r["recon_score_std"]))] if r.get("recon_score_std") is not None else []
-            )
             entries.append(
                 Entry(
                     r.get("caption"),
-                    [("ReconScore", _fmt(r.get("recon_score"))), *std, ("cos", _fmt(r.get("cosine"), 4))],
+                    [("ReconScore", _score_with_spread(r)), ("cos", _fmt(r.get("cosine"), 4))],
                     rsrc,
                     error=r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
                     badges=badges,
@@ -417,6 +415,17 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             )
         sec.cards.append(Card(image, src, err, entries))
     return sec
+
+
+def _score_with_spread(row: dict) -> str:
+    """A card's ReconScore: the mean alone, or with its std over seeds as "98.37 ± 0.65 (3 seeds)" for a
+    `--seeds K` row (K from its per-seed scores, else its seed list)."""
+    std = row.get("recon_score_std")
+    if std is None:
+        return _fmt(row.get("recon_score"))
+    per_seed = row.get("recon_score_per_seed") or row.get("seeds")
+    k = f" ({len(per_seed)} seeds)" if isinstance(per_seed, list) and per_seed else " (over seeds)"
+    return f"{_fmt(row.get('recon_score'))} ± {_fmt(std)}{k}"
 
 
 def _explain_view(d: Path, row: dict, store: ImageStore):
