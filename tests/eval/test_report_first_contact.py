@@ -252,3 +252,64 @@ def test_score_card_in_headless_chromium(tmp_path):
         px = np.asarray(im.convert("RGB"), dtype=np.int16)
     headline_border = np.all(np.abs(px - (59, 110, 165)) <= 2, axis=-1).sum()  # .headline's left border
     assert headline_border > 100
+
+
+def _many_rows_run(root: Path, captions: int, images: int = 2) -> Path:
+    """`captions` captions over `images` images, every caption's reconstruction one of three files (a run that
+    rendered few distinct pictures): the originals and those three are the only thumbnails a page may hold."""
+    root.mkdir(parents=True, exist_ok=True)
+    colours = ["green", "blue", "red", "white", "black"]
+    for i in range(images):
+        Image.new("RGB", (32, 32), colours[i]).save(root / f"{i}.png")
+    (root / "reconstructions").mkdir()
+    for j in range(3):
+        Image.new("RGB", (32, 32), (40 * j, 90, 200)).save(root / "reconstructions" / f"{j}.png")
+    rows = [
+        _row(
+            n,
+            50.0 + n % 7,
+            f"caption {n}",
+            image=f"{n % images}.png",
+            reconstruction=f"reconstructions/{n % 3}.png",
+        )
+        for n in range(captions)
+    ]
+    return _score_run(root, rows)
+
+
+def test_many_rows_report_embeds_each_image_once_and_pages_by_rows(tmp_path):
+    run = _many_rows_run(tmp_path / "run", 60)
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html"), "--page-rows", "8"]) == 0
+    pages = [tmp_path / "r.html", *(tmp_path / f"r-p{p}.html" for p in range(2, 9))]
+    assert sorted(tmp_path.glob("r*.html")) == sorted(pages)  # 2 images x 30 captions, 8 per page: 8 pages
+    shown = 0
+    for page in pages:
+        html = page.read_text()
+        table = json.loads(
+            re.search(r'<script type="application/json" id="embedded-images">(.*?)</script>', html).group(1)
+        )
+        uris = list(table.values())
+        assert len(uris) == len(set(uris)) <= 2 + 3  # each distinct thumbnail once: originals + three renders
+        assert html.count("data:image/jpeg") == len(uris)
+        named = set(re.findall(r'data-embedded="([^"]+)"', html))
+        assert named == set(table)  # every reference resolves, no unused copy
+        shown += html.count('class="entry')
+    assert shown == 60  # every caption on exactly one page
+    first = pages[0].read_text()
+    assert "captions 1-8 of 30" in first and "captions 9-16 of 30" in pages[1].read_text()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
+def test_many_rows_pages_load_every_image_in_headless_chromium(tmp_path):
+    """Every <img> of the first and the last page decodes from the one embedded copy (none broken)."""
+    run = _many_rows_run(tmp_path / "run", 60)
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html"), "--page-rows", "8"]) == 0
+    for page in (tmp_path / "r.html", tmp_path / "r-p8.html"):
+        dom = _chromium(["--virtual-time-budget=10000", "--dump-dom", page.as_uri()], tmp_path)
+        body = re.search(r"<body([^>]*)>", dom.stdout).group(1)
+        total, loaded, broken = (
+            int(re.search(rf'data-images-{k}="(\d+)"', body).group(1)) for k in ("total", "loaded", "broken")
+        )
+        entries = dom.stdout.count('class="entry')
+        assert total == 1 + entries + (page.name == "r.html"), (page, total)  # original, renders, plot
+        assert loaded == total and broken == 0, (page, total, loaded, broken)
