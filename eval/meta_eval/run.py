@@ -56,9 +56,7 @@ def _clean(rows: list[dict]) -> list[dict]:
     ]
 
 
-def _plan_items(
-    job: MetaEvalJob, metrics: list[str]
-) -> tuple[list[tuple[Loaded, str]], dict[str, str]]:
+def _plan_items(job: MetaEvalJob, metrics: list[str]) -> tuple[list[tuple[Loaded, str]], dict[str, str]]:
     """The (benchmark, metric) items to run, and what is skipped with the reason."""
     from eval.metrics import get_metric_info
 

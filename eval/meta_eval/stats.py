@@ -63,7 +63,7 @@ def pair_outcomes(table: pd.DataFrame, scores, *, higher_is_better: bool) -> pd.
     df = df[np.isfinite(df["score"])]
     good = df[df["preferred"]].set_index(["pair", "draw"])
     bad = df[~df["preferred"]].set_index(["pair", "draw"])
-    both = good.join(bad[["score"]], rsuffix="_other", how="inner")
+    both = good.join(bad[["score"]].rename(columns={"score": "score_other"}), how="inner")
     both["correct"] = (both["score"] > both["score_other"]).astype(float)
     per_pair = both.groupby(level="pair").agg(
         image=("image", "first"), category=("category", "first"), correct=("correct", "mean")
