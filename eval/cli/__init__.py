@@ -43,7 +43,7 @@ SUBCOMMANDS: Registry[Entry] = Registry(
         _row("metrics", "List caption metrics; add metric columns to a run's scores.jsonl."),
         _row(
             "annotate",
-            "Collect human rankings of captions: blind pages for annotators, then agreement and a ranking set.",
+            "Blind ranking pages for annotators; collect their agreement and a ranking set.",
         ),
     ),
 )
