@@ -14,7 +14,7 @@ from eval.cli import options as opt
 
 @click.group("annotate", cls=SuggestingGroup)
 def command() -> None:
-    """Collect human rankings: blind pages for annotators, then agreement and a ranking set."""
+    """Blind ranking pages for annotators; collect their agreement and a ranking set."""
 
 
 @command.command(
