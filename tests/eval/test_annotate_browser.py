@@ -30,10 +30,13 @@ def browser():
         b.close()
 
 
-def rank_by_keyboard(browser, page_file: Path, order, save_as: Path, notes: dict | None = None) -> dict:
+def rank_by_keyboard(
+    browser, page_file: Path, order, save_as: Path, notes: dict | None = None, *, mouse: bool = False
+) -> dict:
     """Open the page from file://, press each image's candidates best first (order(item, captions) -> page
-    positions), Enter to the next image, a note where asked; export and keep the download. Returns the
-    page's embedded data."""
+    positions; `mouse`: click them instead), Enter to the next image, a note where asked; after the first
+    image, reload the page (the autosave restores it); export and keep the download. Returns the page's
+    embedded data."""
     ctx = browser.new_context(accept_downloads=True)
     page = ctx.new_page()
     errors: list[str] = []
@@ -44,12 +47,21 @@ def rank_by_keyboard(browser, page_file: Path, order, save_as: Path, notes: dict
     for it in data["items"]:
         assert page.inner_text("#cands").count("\n") >= len(it["captions"]) - 1
         for pos in order(it["id"], it["captions"]):
-            page.keyboard.press(f"Digit{pos + 1}")
+            if mouse:
+                page.click(f".cand[data-pos='{pos}']")
+            else:
+                page.keyboard.press(f"Digit{pos + 1}")
         if notes and it["id"] in notes:
             page.keyboard.press("n")
             page.keyboard.type(notes[it["id"]])
             page.keyboard.press("Escape")
         page.keyboard.press("Enter")
+        if it is data["items"][0]:
+            page.reload()
+            page.wait_for_selector("body[data-ready='1']")
+            assert page.inner_text("#progress").startswith(
+                f"1 of {len(data['items'])} images ranked · image 2"
+            )
     progress = page.inner_text("#progress")
     with page.expect_download() as download:
         page.click("#export")
@@ -109,7 +121,7 @@ def test_two_annotators_rank_export_collect_and_correlate(browser, tmp_path, cap
                 str(a1),
                 str(a2),
                 "--resamples",
-                "200",
+                "30",
                 "--out",
                 str(collected),
             ]
@@ -141,10 +153,10 @@ def test_two_annotators_rank_export_collect_and_correlate(browser, tmp_path, cap
     assert data["items"] == contested or sorted(data["items"]) == sorted(contested)
     final = tmp_path / "consensus.jsonl"
 
-    shown = rank_by_keyboard(browser, pages / "consensus.html", disagree_on_two, final)
+    shown = rank_by_keyboard(browser, pages / "consensus.html", disagree_on_two, final, mouse=True)
     assert all(len(it["shown"]) == 2 for it in shown["items"])
     again = tmp_path / "collected-2"
-    args = ["annotate", "collect", str(study), str(a1), str(a2), str(final), "--resamples", "50"]
+    args = ["annotate", "collect", str(study), str(a1), str(a2), str(final), "--resamples", "20"]
     assert main([*args, "--out", str(again)]) == 0
     settled = {
         line["image"]: {c["model"]: c["rank"] for c in line["candidates"]}
