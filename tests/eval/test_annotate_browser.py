@@ -120,7 +120,7 @@ def test_two_annotators_rank_export_collect_and_correlate(browser, tmp_path, cap
                 str(study),
                 str(a1),
                 str(a2),
-                "--resamples",
+                "--bootstrap",
                 "30",
                 "--out",
                 str(collected),
@@ -156,7 +156,7 @@ def test_two_annotators_rank_export_collect_and_correlate(browser, tmp_path, cap
     shown = rank_by_keyboard(browser, pages / "consensus.html", disagree_on_two, final, mouse=True)
     assert all(len(it["shown"]) == 2 for it in shown["items"])
     again = tmp_path / "collected-2"
-    args = ["annotate", "collect", str(study), str(a1), str(a2), str(final), "--resamples", "20"]
+    args = ["annotate", "collect", str(study), str(a1), str(a2), str(final), "--bootstrap", "20"]
     assert main([*args, "--out", str(again)]) == 0
     settled = {
         line["image"]: {c["model"]: c["rank"] for c in line["candidates"]}

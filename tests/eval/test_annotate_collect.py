@@ -47,7 +47,7 @@ def test_alpha_and_w_equal_the_references_on_the_unblinded_judgments(study, tmp_
     exports = _exports(study, tmp_path)
     out = tmp_path / "collected"
     assert (
-        main(["annotate", "collect", str(study), *map(str, exports), "--resamples", "50", "--out", str(out)])
+        main(["annotate", "collect", str(study), *map(str, exports), "--bootstrap", "50", "--out", str(out)])
         == 0
     )
     rows = [json.loads(x) for x in (out / "judgments.jsonl").read_text().splitlines()]
@@ -99,13 +99,13 @@ def test_a_bad_export_is_one_line_and_changes_nothing(study, tmp_path, capsys, k
     exports = _exports(study, tmp_path)
     out = tmp_path / "collected"
     assert (
-        main(["annotate", "collect", str(study), *map(str, exports), "--resamples", "20", "--out", str(out)])
+        main(["annotate", "collect", str(study), *map(str, exports), "--bootstrap", "20", "--out", str(out)])
         == 0
     )
     before = _digests(out)
     capsys.readouterr()
     bad, message = _bad(study, tmp_path, kind)
-    argv = ["annotate", "collect", str(study), str(bad), *map(str, exports[1:]), "--resamples", "20"]
+    argv = ["annotate", "collect", str(study), str(bad), *map(str, exports[1:]), "--bootstrap", "20"]
     assert main([*argv, "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and message in err, err
@@ -140,7 +140,7 @@ def test_an_export_may_list_images_it_skipped(study, tmp_path):
                 str(study),
                 str(part),
                 *map(str, others),
-                "--resamples",
+                "--bootstrap",
                 "20",
                 "--out",
                 str(out),
@@ -158,7 +158,7 @@ def test_selections_give_the_preference_rate(study, tmp_path):
     exports = _exports(study, tmp_path)
     out = tmp_path / "c"
     assert (
-        main(["annotate", "collect", str(study), *map(str, exports), "--resamples", "20", "--out", str(out)])
+        main(["annotate", "collect", str(study), *map(str, exports), "--bootstrap", "20", "--out", str(out)])
         == 0
     )
     consensus = [json.loads(x) for x in (out / "consensus.jsonl").read_text().splitlines()]
@@ -179,7 +179,7 @@ def test_selections_give_the_preference_rate(study, tmp_path):
         *map(str, exports),
         "--selections",
         str(picks),
-        "--resamples",
+        "--bootstrap",
         "20",
     ]
     assert main([*argv, "--out", str(out2)]) == 0
@@ -191,7 +191,7 @@ def test_the_report_shows_agreement_and_win_shares(study, tmp_path):
     exports = _exports(study, tmp_path)
     out = tmp_path / "c"
     assert (
-        main(["annotate", "collect", str(study), *map(str, exports), "--resamples", "20", "--out", str(out)])
+        main(["annotate", "collect", str(study), *map(str, exports), "--bootstrap", "20", "--out", str(out)])
         == 0
     )
     page = tmp_path / "report.html"
