@@ -70,7 +70,7 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 def read_header(path: Path) -> tuple[dict, list[tuple[int, str]]]:
     """The header and the body lines of an export (only its shape is checked here)."""
     lines = _lines(path)
-    head = _loads(path, 1, lines[0][1])
+    head, _ = parse_json(lines[0][1])
     if not isinstance(head, dict) or "study" not in head or "body_sha256" not in head:
         raise PreferenceFormatError(path, 1, "is not a reconscore annotation export (no study header)")
     _io.check_keys(path, 1, head, HEADER_KEYS)
