@@ -9,6 +9,7 @@ import io
 import json
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,7 +112,9 @@ def candidate_rows(source: Path) -> tuple[list[CandidateRow], Path | None, dict]
     return rows, Path(root) if root else None, record
 
 
-def _image_files(items: list[Item], root: Path, say) -> tuple[dict[str, bytes], list[str]]:
+def _image_files(
+    items: list[Item], root: Path, say: Callable[[str], None]
+) -> tuple[dict[str, tuple[str, bytes]], list[str]]:
     """pages/images/NNNN.jpg per image (numbered, so no file name says anything), and the images that could not
     be read (their items are left out, each said in one line)."""
     from recon_score.images import load_image, resolve_under
@@ -167,7 +170,7 @@ def build_files(
     return files
 
 
-def run_build(job: BuildJob, say=print) -> dict:
+def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
     """The study folder: checked (kind, lock) before anything is read; pages/ replaced as a whole."""
     if job.annotators < 1:
         raise ReconScoreError("--annotators must be at least 1")

@@ -249,3 +249,37 @@ def test_a_bad_candidates_row_is_one_line_naming_it(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err == f"error: {table}:3: model 'm1' already has a candidate for 'a.png' ({table}:2)", err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_describe_run_is_a_study_and_its_picks_are_selections(report_runs, tmp_path):
+    """Candidates from a describe run (its images found through its record); its selected captions give the
+    preference rate of the metric that selected them."""
+    describe = report_runs["describe"]
+    out = tmp_path / "study"
+    assert (
+        main(["annotate", "build", "--candidates", str(describe), "--annotators", "2", "--out", str(out)])
+        == 0
+    )
+    study = json.loads((out / "study.json").read_text())
+    assert len(study["items"]) == 2 and all(len(it["candidates"]) == 2 for it in study["items"])
+    exports = []
+    for k, order in ((1, lambda it: [0, 1]), (2, lambda it: [1, 0])):
+        data = page_data(out / "pages" / f"annotator-{k}.html")
+        exports.append(write_export(tmp_path / f"a{k}.jsonl", data, in_order(data, order)))
+    col = tmp_path / "c"
+    argv = [
+        "annotate",
+        "collect",
+        str(out),
+        *map(str, exports),
+        "--selections",
+        str(describe),
+        "--bootstrap",
+        "20",
+    ]
+    assert main([*argv, "--out", str(col)]) == 0
+    record = json.loads((col / "run.json").read_text())
+    assert [p["metric"] for p in record["preference"]] == ["recon_score"] and record["preference"][0][
+        "images"
+    ] == 2
+    assert record["meaningless"] is True  # smoke models upstream
