@@ -40,6 +40,7 @@ import torch
 from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
+from recon_score.progress import announce
 from recon_score.run_engine import Plan, RunFolder
 from recon_score.run_outputs import (
     BUNDLE,
@@ -236,13 +237,17 @@ def run_retrieve(
 ) -> RunOutcome:
     """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
     say = log or (lambda _msg: None)
+    note = announce if progress else say  # timestamped start-up lines, before the first bar can show
     t0 = time.perf_counter()
     with RunFolder("retrieve", Path(cfg.out), overwrite=cfg.overwrite) as run:
-        setup = _setup(cfg)
+        note(
+            f"retrieve: {cfg.benchmark} from {cfg.root}; encoder {cfg.encoder}; methods {', '.join(cfg.methods)}"
+        )
+        setup = _setup(cfg, note)
         run.load(fingerprint=setup.fingerprint, settings=setup.settings)  # refuses a changed configuration
         inputs = _prepare(cfg, setup, captioner, rewriter, progress, say)
         inv = run.begin()
-        status, results, plan = _run_methods(cfg, run, setup, inputs, inv, progress, say)
+        status, results, plan = _run_methods(cfg, run, setup, inputs, inv, progress, note, say)
         record, table = _finish(
             cfg, run, setup, inputs, status, results, plan, inv, time.perf_counter() - t0, say
         )
@@ -251,8 +256,9 @@ def run_retrieve(
     return RunOutcome(record=record, exit_code=exit_code, table=table)
 
 
-def _setup(cfg: RetrieveConfig) -> _Setup:
-    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work."""
+def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
+    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work.
+    `note` says what starts (reading the annotations, loading the encoder: the minutes before any bar)."""
     from recon_score.encoders import build_encoder
 
     methods = {name: build_method(name, cfg.overrides.get(name)) for name in cfg.methods}
@@ -261,6 +267,7 @@ def _setup(cfg: RetrieveConfig) -> _Setup:
         raise InputError(
             f"--set names method(s) {sorted(unknown_overrides)} that are not in --methods {cfg.methods}"
         )
+    note(f"retrieve: reading the {cfg.benchmark} annotations")
     bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
         cfg.limit
     )
@@ -270,9 +277,12 @@ def _setup(cfg: RetrieveConfig) -> _Setup:
     ) in bench.protocol.method_defaults.items():  # the benchmark authors' setting, then --set
         if name in methods:
             methods[name] = build_method(name, {**defaults, **cfg.overrides.get(name, {})})
+    note(f"retrieve: loading encoder {cfg.encoder}")
+    start = time.perf_counter()
     encoder = build_encoder(
         cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
     )
+    note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
     if not (encoder.has_images and encoder.has_texts) or encoder.kind != "embedding":
         raise InputError(
             f"encoder {cfg.encoder!r} embeds {', '.join(encoder.info.modalities)} ({encoder.kind}); composed retrieval "
@@ -338,7 +348,7 @@ def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: 
     return _Inputs(bench, data, resources, skipped, features)
 
 
-def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, progress: bool, say):
+def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, progress: bool, note, say):
     """Evaluate each available method, or read it back when the journal has it for this configuration."""
     status: dict[str, dict] = {}
     runnable = []
@@ -365,6 +375,7 @@ def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, 
                 status[name] = {"status": "ok", "resumed": True}
                 say(f"{name}: read from {run.out / 'methods'}")
                 continue
+            note(f"retrieve: method {name} on {inputs.data.n_queries} queries")
             try:
                 res = _evaluate(cfg, setup.methods[name], inputs, progress)
             except ReconScoreError as err:

@@ -11,9 +11,7 @@ from eval.metrics.base import CaptionBatch, Metric
 from eval.metrics.registry import get_metric_info
 from recon_score.errors import ReconScoreError
 from recon_score.preflight import needs_of, require_models
-from recon_score.progress import Progress
-
-PROGRESS_MIN_ROWS = 64  # fewer captions take seconds: no progress lines for them
+from recon_score.progress import Progress, announce
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,15 +89,18 @@ def compute_metrics(
     bar = None
     try:
         instances = {}
-        for name in names:  # construct all first: SPICE's missing jars fail before METEOR starts
+        for i, name in enumerate(names, start=1):  # construct all first: SPICE's missing jars fail early
             if name in given:
                 instances[name] = given[name]
             else:
+                announce(f"metrics: setting up {name} ({i}/{len(names)})")
                 instances[name] = built[name] = build_metric(name, **options.get(name, {}))
         require_models(needs_of(*instances.values()))  # every missing model named at once, before any loads
-        bar = Progress(len(names), desc="metrics", unit="metric", disable=len(batch) < PROGRESS_MIN_ROWS)
-        for name in names:
+        # a line per metric (a model may load in its first call), and the bar's heartbeat while one runs
+        bar = Progress(len(names), desc="metrics", unit="metric")
+        for i, name in enumerate(names, start=1):
             start = time.perf_counter()
+            announce(f"metrics: {name} on {len(batch)} captions ({i}/{len(names)})")
             bar.stage(f"{name} on {len(batch)} captions")
             out = instances[name].score(batch)
             table[name] = out.values
