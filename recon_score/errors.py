@@ -52,8 +52,10 @@ class UnknownEncoderError(ReconScoreError, ValueError):
     def __init__(self, spec: str, known: list[str], reason: str | None = None):
         family = spec.partition(":")[0]
         hint = did_you_mean(family, known)
-        why = reason or f"family {family!r} is not one of {', '.join(known)}{hint}"
-        super().__init__(f"unknown encoder spec {spec!r}: {why}. `reconscore models list` shows every spec.")
+        why = (reason or f"family {family!r} is not one of {', '.join(known)}{hint}").rstrip(".")
+        # a reason from another registry may already point at the listing: say it once
+        see = "" if "`reconscore models list`" in why else " `reconscore models list` shows every spec."
+        super().__init__(f"unknown encoder spec {spec!r}: {why}.{see}")
 
 
 class InputError(ReconScoreError, ValueError):

@@ -41,7 +41,7 @@ def test_parse_spec():
     [
         ("dreamsim:smoke:dreamsim", "spell it 'smoke:dreamsim'"),  # one spelling: no family in front
         ("open_clip:shapes:open-clip/ViT-B-32", "spell it 'shapes:open-clip/ViT-B-32'"),
-        ("dreamsim:smoke", "unknown DreamSim model 'smoke'"),  # the spelling before the registry
+        ("dreamsim:smoke", "unknown dreamsim model 'smoke'"),  # the spelling before the registry
         ("smoke:z-image", "a pipeline or language model, not an encoder"),
         ("smoke:clip", "unknown synthetic model 'smoke:clip'"),
         ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),

@@ -201,7 +201,7 @@ def test_missing_weights_detects_weightless_components(tmp_path):
         (
             "--encoder",
             "dreamsim:smoke",
-            "'dreamsim:smoke': unknown DreamSim model 'smoke'",
+            "'dreamsim:smoke': unknown dreamsim model 'smoke'",
         ),
         (
             "--encoder",
