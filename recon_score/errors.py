@@ -84,11 +84,17 @@ class ResumeMismatchError(ReconScoreError):
     """`changes`: the settings that differ ("steps: 28 -> 4"), when the earlier run recorded its settings."""
 
     def __init__(self, path: str, found: str, wanted: str, changes: list[str] | None = None):
+        hint = ""
         if changes:
             shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more" if len(changes) > 8 else "")
             what = f"a different configuration: {shown}"
+            dropped = [c.split(":", 1)[0] for c in changes if c.endswith("-> (unset)")]
+            if any(key.split(".")[0] == "explain" for key in dropped):
+                hint = " It was an --explain run: pass --explain (with its options) to resume it, or use another --out."
+            elif dropped:
+                hint = f" This run leaves {', '.join(dropped)} unset: pass the option(s) again to resume it."
         else:
             what = f"a different configuration (fingerprint {found}; this run's is {wanted})"
         super().__init__(
-            f"{path} was started with {what}. Choose another --out, or pass --overwrite to start again."
+            f"{path} was started with {what}.{hint} Choose another --out, or pass --overwrite to start again."
         )

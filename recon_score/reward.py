@@ -155,15 +155,21 @@ class ReconScoreReward:
             raise ValueError(
                 f"reward: {len(prompts)} prompts but {n} completions (one prompt per completion)"
             )
-        images = self._images(columns, n)
+        column, images = self._images(columns, n)
         seeds = self._call_seeds(columns, n)
         pairs, errors = [], {}
         for i, (img, comp) in enumerate(zip(images, completions)):
             text = completion_text(comp)
-            img, why = self._load(img, i)
+            img, why = self._load(img, i, column)
             if why is not None:
                 errors[i] = why
-            elif not text or not text.strip():
+            elif text is None:  # an int, None, bytes, ...: say what it is, never "empty"
+                kind = type(comp).__name__
+                what = "None" if comp is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+                errors[i] = (
+                    f"completion {i} is {what}, not text (a string, or assistant messages with text content)"
+                )
+            elif not text.strip():
                 errors[i] = "empty completion"
             pairs.append((img if img is not None else InputError("no image"), text or ""))
         todo = [i for i in range(len(pairs)) if i not in errors]
@@ -182,8 +188,9 @@ class ReconScoreReward:
             scores = length_residuals(scores, [completion_text(c) or "" for c in completions])
         return self._flatten_narrow_groups(scores, columns)
 
-    def _images(self, columns: dict, n: int) -> list:
-        """One image per completion from the `image` column, or the first of each row's `images`."""
+    def _images(self, columns: dict, n: int) -> tuple[str, list]:
+        """(the column read, one image per completion): the `image` column, or the first of each row's
+        `images`."""
         if self.image_column in columns and columns[self.image_column] is not None:
             name, images = self.image_column, list(columns[self.image_column])
         elif "images" in columns and columns["images"] is not None:
@@ -193,21 +200,21 @@ class ReconScoreReward:
                 for imgs in columns["images"]
             ]
         else:
-            return [None] * n
+            return self.image_column, [None] * n
         if len(images) != n:
             raise ValueError(
                 f"reward: {len(images)} entries in column {name!r} but {n} completions (one each)"
             )
-        return images
+        return name, images
 
-    def _load(self, img, i: int) -> tuple[Image.Image | None, str | None]:
-        """(image, None) or (None, why this row has no image)."""
+    def _load(self, img, i: int, column: str) -> tuple[Image.Image | None, str | None]:
+        """(image, None) or (None, why this row has no image), naming the column it was read from."""
         from recon_score.images import is_array_image, load_image, to_pil_image
 
         reader = self.scorer.preset.image_reader
         try:
             if img is None:
-                return None, f"no image in column {self.image_column!r}"
+                return None, f"no image for completion {i} in column {column!r}"
             if isinstance(img, Image.Image):
                 img.load()  # a lazily opened file: a truncated one fails here, not in the middle of the batch
                 return img, None

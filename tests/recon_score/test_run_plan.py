@@ -195,3 +195,19 @@ def test_a_journal_of_a_newer_layout_names_both_layouts(tmp_path):
         ReconScoreError, match=rf"a newer reconscore .*layout {JOURNAL_LAYOUT + 1}, this version"
     ):
         _plan(out, {0: "k0"})
+
+
+def test_rerunning_an_explain_run_without_explain_says_how_to_resume():
+    """The settings diff alone ("explain.level: 0.05 -> (unset)") leaves the reader guessing: name the flag."""
+    from recon_score.errors import ResumeMismatchError
+    from recon_score.run_engine import diff_settings
+
+    before = {"steps": 4, "explain": {"level": 0.05, "max_phrases": 8}}
+    changes = diff_settings(before, {"steps": 4})
+    assert "explain.level: 0.05 -> (unset)" in changes
+    message = str(ResumeMismatchError("runs/x", found="a", wanted="b", changes=changes))
+    assert "It was an --explain run: pass --explain (with its options) to resume it" in message
+    other = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"seeds": 3}, {})))
+    assert "This run leaves seeds unset: pass the option(s) again to resume it." in other
+    plain = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"steps": 28}, {"steps": 4})))
+    assert "unset" not in plain and "--explain" not in plain
