@@ -196,6 +196,12 @@ def ci_notes(ci: dict) -> list[str]:
     return notes
 
 
+def ci_text(ci: dict, digits: int = 2) -> str:
+    """The interval with its notes in words, for a table cell or a card: `98.52 [90.71, 100.00] (clipped ...)`."""
+    notes = ci_notes(ci) if ci["low"] is not None else []
+    return format_ci(ci, digits) + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def ci_line(ci: dict) -> str:
     """The printed CI line, with its notes (ci_notes). One image with one seed: the mean alone, no interval."""
     notes = ci_notes(ci)

@@ -41,6 +41,10 @@ SUBCOMMANDS: Registry[Entry] = Registry(
         _row("models", "List encoder families and offline fixtures; check where a model's weights are."),
         _row("presets", "List presets or show every value of one."),
         _row("metrics", "List caption metrics; add metric columns to a run's scores.jsonl."),
+        _row(
+            "annotate",
+            "Blind ranking pages for annotators; collect their agreement and a ranking set.",
+        ),
     ),
 )
 

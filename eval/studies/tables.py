@@ -382,7 +382,7 @@ def models_tables(
     `table`: the paper's layout: Method | Pub. | one column per dataset, the models grouped under one label row
     per paradigm (e.g. "Fine-tuned", "Zero-shot"; models without one last, ungrouped); `all_metrics`: every
     metric per model and dataset; `recon_score_ci` with K-seed CIs."""
-    from recon_score.seeds import ci_heading, format_ci
+    from recon_score.seeds import ci_heading, ci_text
 
     main = long[long.metric == metric].pivot(index="model", columns="dataset", values="value")
     main = main.reindex(index=models, columns=datasets)
@@ -408,10 +408,7 @@ def models_tables(
     }
     if cis:
         ci_df = pd.DataFrame(
-            {
-                lab: {m: format_ci(cis[(m, lab)]) if (m, lab) in cis else "–" for m in models}
-                for lab in datasets
-            }
+            {lab: {m: ci_text(cis[(m, lab)]) if (m, lab) in cis else "–" for m in models} for lab in datasets}
         ).reindex(index=models)
         ci_df.index.name = "model"
         any_ci = next(iter(cis.values()))
