@@ -17,6 +17,7 @@ import numpy as np
 
 from preference_data import _io
 from preference_data.schema import PreferenceFormatError, normalize_space
+from recon_score.textfiles import json_objects
 
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 TABLE_KEYS = ("image", "candidate", "caption", "model", "references")
@@ -67,7 +68,7 @@ def read_candidates(path: Path) -> list[CandidateRow]:
     `references` (a JSON list). Raises PreferenceFormatError naming file:line."""
     path = Path(path)
     if _io.suffix_format(path) == "jsonl":
-        records = list(_io.jsonl_objects(path))
+        records = list(json_objects(path))
         for lineno, obj in records:
             _io.check_keys(path, lineno, obj, TABLE_KEYS)
     else:
@@ -176,7 +177,7 @@ def read_selections(path: Path) -> list[tuple[str, str, str, str]]:
     path = Path(path)
     keys = ("image", "caption", "candidate", "metric")
     if _io.suffix_format(path) == "jsonl":
-        records = list(_io.jsonl_objects(path))
+        records = list(json_objects(path))
         for lineno, obj in records:
             _io.check_keys(path, lineno, obj, keys)
     else:
