@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from preference_data._io import text_lines
 from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from recon_score.textfiles import read_lines
 
 CAPTIONS_FILE = "Flickr8k.token.txt"
 
 
 def _lines(path: Path):
-    for lineno, raw in text_lines(path):
+    for lineno, raw in read_lines(path):
         line = raw.strip()
         if line:
             yield lineno, line

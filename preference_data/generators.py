@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from preference_data._io import read_text
+from recon_score.textfiles import read_text
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 PERTURBATIONS = ("object", "count", "colour", "spatial")

@@ -14,6 +14,7 @@ import pandas as pd
 
 from preference_data import _io
 from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from recon_score.textfiles import json_objects
 
 REFERENCES_FILE = "mscoco_references.json"
 SCORE_KEYS = ("P", "R", "Fl", "Inc", "Con", "human_score")
@@ -22,7 +23,7 @@ SCORE_KEYS = ("P", "R", "Fl", "Inc", "Con", "human_score")
 def read_thumb_references(path: str | Path) -> dict[str, list[str]]:
     path = Path(path)
     out: dict[str, list[str]] = {}
-    for lineno, obj in _io.jsonl_objects(path):
+    for lineno, obj in json_objects(path):
         seg = obj.get("seg_id")
         if seg is None:
             raise PreferenceFormatError(path, lineno, "missing 'seg_id'")
@@ -46,7 +47,7 @@ def load_thumb(path: str | Path, references: str | Path | None = None) -> pd.Dat
         )
     refs = read_thumb_references(ref_path)
     rows = []
-    for lineno, obj in _io.jsonl_objects(path):
+    for lineno, obj in json_objects(path):
         for key in ("SYS", "seg_id", "hyp", "image", "human_score"):
             if obj.get(key) in (None, ""):
                 raise PreferenceFormatError(path, lineno, f"missing {key!r} (THumB 1.0 layout)")

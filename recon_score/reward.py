@@ -40,6 +40,7 @@ the batch mean is subtracted instead. Off by default (the raw ReconScore in [0, 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import statistics
@@ -50,9 +51,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError
-from recon_score.presets import ReconPreset, get_preset
+from recon_score.presets import ReconPreset
 from recon_score.scorer import ReconScorer
 from recon_score.seeds import derive_seed, derive_seeds
 
@@ -119,34 +119,13 @@ class ReconScoreReward:
         self.flat_groups = 0  # groups whose advantages min_spread set to 0
 
     @classmethod
-    def from_preset(
-        cls,
-        preset: str | ReconPreset = "paper",
-        *,
-        device: str | None = None,
-        batch_size: int = 8,
-        cache_dir: str | Path | None = None,
-        seeds: Sequence[int] | None = None,
-        image_column: str = "image",
-        normalize: str | None = None,
-        seed_schedule: str = "fixed",
-        min_spread: float = 0.0,
-        group_size: int | None = None,
-        **scorer_kwargs,
-    ) -> ReconScoreReward:
-        """A reward on its own ReconScorer: `device` is where the T2I model and encoder run."""
-        p = get_preset(preset) if isinstance(preset, str) else preset
-        cache = ArtifactCache(Path(cache_dir)) if cache_dir else None
-        scorer = ReconScorer(p, device=device, batch_size=batch_size, cache=cache, **scorer_kwargs)
-        return cls(
-            scorer,
-            seeds=seeds,
-            image_column=image_column,
-            normalize=normalize,
-            seed_schedule=seed_schedule,
-            min_spread=min_spread,
-            group_size=group_size,
-        )
+    def from_preset(cls, preset: str | ReconPreset = "paper", **kwargs) -> ReconScoreReward:
+        """A reward on its own `ReconScorer.from_preset(preset, ...)`: the keyword arguments `__init__` takes
+        (seeds, normalize, seed_schedule, ...) configure the reward, every other one the scorer (device: where
+        the T2I model and encoder run; batch_size, cache, overrides, weights_dir), with the scorer's defaults."""
+        own = set(inspect.signature(cls).parameters) - {"scorer"}
+        reward = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
+        return cls(ReconScorer.from_preset(preset, **kwargs), **reward)
 
     def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
         completions = list(completions or [])

@@ -34,18 +34,14 @@ def build_metric(name: str, **options) -> Metric:
 def metric_options(
     *, encoder: str, long_text: str, preset: str, device: str | None, recon_seeds: int = 1
 ) -> dict[str, dict]:
-    """Command-line settings -> constructor options of the metrics that take them."""
-    from eval.metrics.registry import list_metrics
+    """Command-line settings -> constructor options of the metrics that take them (each entry's `settings`)."""
+    from eval.metrics.registry import METRICS
 
-    clip = {"encoder": encoder, "long_text": long_text, "device": device}
-    recon = {"preset": preset, "device": device, "seeds": recon_seeds}
-    out = {"clipscore": clip, "refclipscore": clip, "recon_score": recon}
-    # metrics with released weights of their own: the smoke preset builds them tiny and random, as it does the T2I
-    weights = {"weights": "smoke" if preset == "smoke" else "released", "device": device}
-    for m in list_metrics():
-        if "weights" in m.options and m.name not in out:
-            out[m.name] = {**weights, **({"long_text": long_text} if "long_text" in m.options else {})}
-    return out
+    # released weights: the smoke preset builds them tiny and random, as it does the T2I
+    weights = "smoke" if preset == "smoke" else "released"
+    given = dict(encoder=encoder, long_text=long_text, preset=preset, device=device, seeds=recon_seeds)
+    given["weights"] = weights
+    return {m.name: {k: given[k] for k in m.settings} for m in METRICS.values() if m.settings}
 
 
 def check_inputs(names: Sequence[str], batch: CaptionBatch) -> None:
@@ -79,12 +75,11 @@ def compute_metrics(
 
     options, given = options or {}, metrics or {}
     check_inputs(names, batch)
-    if batch.image_reader is None and "preset" in options.get("recon_score", {}):
+    preset = next((o["preset"] for o in options.values() if "preset" in o), None)
+    if batch.image_reader is None and preset is not None:
         from recon_score.presets import reader_for
 
-        batch.image_reader = reader_for(
-            options["recon_score"]["preset"]
-        )  # every image metric sees its pixels
+        batch.image_reader = reader_for(preset)  # every image metric sees the pixels ReconScore sees
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))
     report: dict[str, dict] = {}

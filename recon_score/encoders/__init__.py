@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from recon_score import hub
 from recon_score.errors import UnknownEncoderError
+from recon_score.paths import WeightsLocation
 from recon_score.registry import Entry, Registry, load_target
 
 if TYPE_CHECKING:
@@ -201,12 +202,12 @@ def list_encoders() -> list[dict]:
     ]
 
 
-def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> dict:
-    """Whether `spec`'s weights are available locally, and where they would come from. Downloads nothing."""
+def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> WeightsLocation:
+    """Whether `spec`'s weights are available locally, and where they would come from (its family's rules).
+    Downloads nothing."""
     family, name = parse_spec(spec)
     if hub.is_synthetic(spec):
-        return {"spec": spec, **hub.check_model(spec)}
+        return hub.locate(spec)
     entry = FAMILIES[family]
     check = load_target(entry.checker) if entry.checker else entry.load().check
-    out = check(name, weights_dir=Path(weights_dir) if weights_dir else None)
-    return {"spec": spec, **out}
+    return check(name, weights_dir=Path(weights_dir) if weights_dir else None)

@@ -7,7 +7,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.encoders import FAMILIES, parse_spec
-from recon_score.hub import check_model, resolve_model
+from recon_score.hub import locate, resolve_model
 from recon_score.synthetic.smoke import FIXTURE_NAMES, ensure_fixture, fixture_path
 
 
@@ -60,17 +60,15 @@ def test_parse(name, parsed):
 def test_malformed_names_are_explained(name, why):
     with pytest.raises(ValueError, match=why):
         synthetic.parse(name)
-    assert check_model(name)["available"] is False
+    assert locate(name).available is False
 
 
 def test_check_says_whether_a_smoke_model_is_built():
-    info = check_model("smoke:hf-dinov2")
-    assert info["available"] is True and info["location"] == str(fixture_path("hf-dinov2"))
-    assert info["detail"] == (
-        "built" if (fixture_path("hf-dinov2") / ".complete").exists() else "not built yet"
-    )
+    info = locate("smoke:hf-dinov2")
+    assert info.available is True and info.location == str(fixture_path("hf-dinov2"))
+    assert info.detail == ("built" if (fixture_path("hf-dinov2") / ".complete").exists() else "not built yet")
     ensure_fixture("hf-dinov2")
-    assert check_model("smoke:hf-dinov2")["detail"] == "built"
+    assert locate("smoke:hf-dinov2").detail == "built"
 
 
 def test_fixtures_are_cached_on_disk():

@@ -1,0 +1,190 @@
+"""`reconscore correlate --benchmarks ...`: the suite as one Run (recon_score.run_engine.RunFolder): every
+(benchmark, variant, metric) item is journaled with its table rows, so a rerun resumes where it stopped and a
+finished run is a no-op; progress per item, also off a terminal."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from eval.meta_eval.benchmarks import parse_benchmarks
+from eval.meta_eval.suite import Loaded, frame, load, output_files, statistics
+from eval.metrics.clip import DEFAULT_ENCODER
+from recon_score.atomic_io import sha256_json
+from recon_score.errors import ReconScoreError
+from recon_score.run_engine import FileDigests, RunFolder, resume_key
+
+KIND = "meta-eval"
+
+
+@dataclass
+class MetaEvalJob:
+    benchmarks: str | list[str]  # `all` or names
+    data_root: Path  # DIR: DIR/<benchmark folder>/ in the layout its download has
+    metrics: str | list[str]
+    out: Path
+    variants: dict[str, str] = field(default_factory=dict)  # benchmark -> variant (default: its first)
+    preset: str = "paper"  # for recon_score
+    encoder: str = DEFAULT_ENCODER
+    long_text: str = "truncate"
+    device: str | None = None
+    n_boot: int = 1000
+    seed: int = 0
+    metric_instances: dict = field(default_factory=dict, repr=False)  # ready metrics to reuse (tests)
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MetaEvalResult:
+    table: pd.DataFrame  # the rows of meta_eval.csv
+    skipped: dict[str, str]  # benchmark (or benchmark/metric) -> why it was not run
+    run: dict
+    written: list[Path]
+
+
+def _item(loaded: Loaded, metric: str) -> str:
+    return f"{loaded.benchmark.name}/{loaded.variant}/{metric}"
+
+
+def _clean(rows: list[dict]) -> list[dict]:
+    """JSON has no NaN: None in the journal, NaN again in the table."""
+    return [
+        {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows
+    ]
+
+
+def _plan_items(job: MetaEvalJob, metrics: list[str]) -> tuple[list[tuple[Loaded, str]], dict[str, str]]:
+    """The (benchmark, metric) items to run, and what is skipped with the reason."""
+    from eval.metrics import get_metric_info
+
+    items, skipped = [], {}
+    for name in parse_benchmarks(job.benchmarks) if isinstance(job.benchmarks, str) else job.benchmarks:
+        loaded = load(name, job.data_root, job.variants.get(name))
+        if loaded.table is None:
+            skipped[name] = loaded.skipped
+            continue
+        for m in metrics:
+            if get_metric_info(m).needs_images and loaded.images_root is None:
+                skipped[f"{name}/{m}"] = (
+                    f"{m} needs images: put them in {Path(job.data_root) / loaded.benchmark.folder}/"
+                    f"{'Flickr8k_Dataset' if loaded.benchmark.folder == 'flickr8k' else 'images'}/ "
+                    f"({loaded.benchmark.images})"
+                )
+                continue
+            items.append((loaded, m))
+    return items, skipped
+
+
+def run_meta_eval(job: MetaEvalJob) -> MetaEvalResult:
+    from eval.metrics import parse_metric_names
+
+    metrics = parse_metric_names(job.metrics)
+    with RunFolder(KIND, job.out, argv=job.argv) as run:
+        items, skipped = _plan_items(job, metrics)
+        if not items:
+            raise ReconScoreError(
+                "no benchmark could be run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
+            )
+        return _run(job, run, metrics, items, skipped)
+
+
+def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
+    return {
+        "kind": KIND,
+        "metrics": metrics,
+        "n_boot": job.n_boot,
+        "seed": job.seed,
+        "preset": job.preset,
+        "encoder": job.encoder,
+        "long_text": job.long_text,
+    }
+
+
+def _run(job, run: RunFolder, metrics, items, skipped) -> MetaEvalResult:
+    settings = _settings(job, metrics)
+    fingerprint = sha256_json(settings)
+    digest = FileDigests()
+    inputs = {
+        _item(ld, m): {"metric": m, "files": {p.name: digest(p) for p in ld.files}, "variant": ld.variant}
+        for ld, m in items
+    }
+    keys = {k: resume_key({"fingerprint": fingerprint, **v}) for k, v in inputs.items()}
+    plan = run.plan(
+        fingerprint=fingerprint, settings=settings, keys=keys, inputs=inputs, unit="benchmark x metric item"
+    )
+    inv = run.begin(plan)
+    with run.journal(fingerprint, {"settings": settings}) as journal:
+        _score_items(job, items, plan, inv, journal)
+    rows = [r for res in plan.results(lambda k: k) for r in res["rows"]]
+    rows = [{k: float("nan") if v is None and k in ("value", "ci_low", "ci_high") else v for k, v in r.items()}
+            for r in rows]  # fmt: skip
+    files = output_files(rows, skipped)
+    info = {
+        "data_root": str(Path(job.data_root).resolve()),
+        "benchmarks": sorted({ld.benchmark.name for ld, _ in items}),
+        "variants": {ld.benchmark.name: ld.variant for ld, _ in items},
+        "metrics": metrics,
+        "skipped": skipped,
+        "protocol": {
+            "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100 over every judgment row",
+            "accuracy": "share of pairs where the preferred caption scores strictly higher, x 100",
+            "ci": f"percentile bootstrap over images (95%), {job.n_boot} resamples, seed {job.seed}",
+            "published": "eval/meta_eval/published.csv (paper and table per value)",
+        },
+    }
+    record = run.finish(inv, files=files, info=info, records=plan.done.values())
+    written = [run.out / n for n in files] + [run.out / "run.json"]
+    return MetaEvalResult(frame(rows), skipped, record, written)
+
+
+def _score_items(job, items, plan, inv, journal) -> None:
+    """Score each pending item; the items of one benchmark share one CaptionBatch (its tokenisation, images)."""
+    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options
+    from recon_score.progress import Progress
+
+    options = metric_options(
+        encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
+    )
+    todo = [(ld, m) for ld, m in items if not plan.is_done(_item(ld, m))]
+    bar = Progress(len(items), desc="meta-eval", unit="item", initial=len(items) - len(todo))
+    batches: dict[int, CaptionBatch] = {}
+    try:
+        for ld, m in todo:
+            bar.stage(f"{ld.benchmark.name} ({len(ld.table)} rows): {m}")
+            if id(ld) not in batches:
+                batches[id(ld)] = batch_of(ld)
+            scores, _ = compute_metrics([m], batches[id(ld)], options=options, metrics=job.metric_instances)
+            hib = get_metric_info(m).higher_is_better
+            rows = statistics(
+                ld, m, scores[m].to_numpy(), higher_is_better=hib, n_boot=job.n_boot, seed=job.seed
+            )
+            rec = plan.record(_item(ld, m), inv, {"rows": _clean(rows)})
+            journal.write([rec])
+            plan.add([rec])
+            bar.update(1, stage=f"{ld.benchmark.name}: {m} done")
+    finally:
+        bar.close()
+
+
+def batch_of(loaded: Loaded):
+    """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
+    from eval.metrics import CaptionBatch
+    from recon_score.errors import InputError
+    from recon_score.images import resolve_under
+
+    table = loaded.table
+    images = None
+    if loaded.images_root is not None:
+        resolved: dict = {}
+        for image in table["image"].unique():
+            try:
+                resolved[image] = resolve_under(loaded.images_root, image)
+            except InputError as err:
+                resolved[image] = err
+        images = [resolved[i] for i in table["image"]]
+    return CaptionBatch(
+        candidates=table["candidate"].tolist(), references=table["references"].tolist(), images=images
+    )
