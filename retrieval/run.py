@@ -62,7 +62,14 @@ from retrieval.features import FeatureStore, encoder_identity
 from retrieval.means import bundled_image_mean
 from retrieval.methods import build_method
 from retrieval.methods.base import Resources
-from retrieval.report import per_group_long, run_notes, seed_table, table_title, to_markdown
+from retrieval.report import (
+    per_group_long,
+    query_image_line,
+    run_notes,
+    seed_table,
+    table_title,
+    to_markdown,
+)
 from retrieval.textlists import read_phrases, read_text_list
 from retrieval.vocabularies import load_vocabulary
 
@@ -312,6 +319,7 @@ def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: 
     say(
         f"{bench.name}: {len(bench.queries)} queries, {len(bench.database)} database images; encoder {cfg.encoder}"
     )
+    say(f"query image in the database: {query_image_line(bench.query_image_facts())}")
     image_feats = store.images(encoder, bench.root, paths)
     bench, paths, image_feats, skipped = _drop_unreadable(bench, paths, image_feats, store.skipped, say)
     encode_texts = store.text_encoder(encoder)
