@@ -28,7 +28,7 @@ from describer.backends.base import (
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
-from recon_score.runtime import parse_dtype
+from recon_score.runtime import parse_dtype, seeded
 from recon_score.seeds import derive_seed
 
 log = logging.getLogger(__name__)
@@ -169,10 +169,10 @@ class TransformersBackend(LocalBackend):
                 if len(chunk) == 1
                 else derive_seed(sampling.seed, *(str(r.seed) for r in chunk))
             )
-            torch.manual_seed(seed)  # also seeds CUDA
             # every sampling field explicit: nothing is inherited from the checkpoint's generation_config.json
             config = generation_config(sampling, self._model.generation_config)
-            ids = self._model.generate(**inputs, generation_config=config)
+            with seeded(seed, self.device):  # torch.manual_seed's draws; the caller's generators restored
+                ids = self._model.generate(**inputs, generation_config=config)
         except (RuntimeError, ValueError) as err:  # OOM, a processor error on an odd image, ...
             log.warning("generation failed for %s: %s", [r.key for r in chunk], err)
             return [[Candidate(None, error=f"generation failed: {err}"[:500])] * sampling.n for _ in chunk]
@@ -210,9 +210,8 @@ class TransformersBackend(LocalBackend):
             else:
                 text = prompt
             enc = tok([text], return_tensors="pt").to(self.device)
-            torch.manual_seed(prompt_seed(sampling.seed, prompt))
             config = generation_config(replace(sampling, n=1), self._model.generation_config)
-            with torch.inference_mode():
+            with torch.inference_mode(), seeded(prompt_seed(sampling.seed, prompt), self.device):
                 ids = self._model.generate(**enc, generation_config=config)
             new = ids[0, enc["input_ids"].shape[1] :]
             finish = "stop" if any(t in self._eos_ids() for t in new.tolist()) else "length"

@@ -511,12 +511,13 @@ def release_model(release: Release, *, device: str, mode: str):
     from recon_score.synthetic.shapes import empty_weights, materialize
 
     if mode == "smoke":
+        from recon_score.runtime import seeded
         from recon_score.synthetic.tiny_models import OPEN_CLIP_TINY_CFG as tiny
 
         cfg = {**tiny, "text_cfg": {**tiny["text_cfg"], "context_length": release.context_length}}
         cfg["quick_gelu"] = bool(open_clip.get_model_config(release.arch).get("quick_gelu", False))
-        torch.manual_seed(0)
-        return open_clip.CLIP(**cfg).to(device)
+        with seeded(0):
+            return open_clip.CLIP(**cfg).to(device)
     cfg = open_clip.get_model_config(release.arch)
     cfg = {**cfg, "text_cfg": {**cfg["text_cfg"], "context_length": release.context_length}}
     with empty_weights():

@@ -199,7 +199,7 @@ def test_a_row_that_failed_before_rendering_has_every_key(tmp_path):
     from recon_score.run import _row_record
 
     row = InputRow(index=0, line=1, id="a", image="a.png", caption="x", error="caps.jsonl:1: image not found")
-    rec, files = _row_record(row, None, tmp_path, note=None)
+    rec, files = _row_record(row, None, note=None)
     assert files == {} and {k: rec[k] for k in ("width", "height", "truncated")} == dict.fromkeys(
         ("width", "height", "truncated")
     )

@@ -274,3 +274,25 @@ def test_loaders_do_not_resolve_synthetic_names(module):
     assert "from recon_score import synthetic" not in text
     for call in ("synthetic.is_synthetic", "synthetic.parse", "synthetic.resolve", "synthetic.check"):
         assert call not in text, f"{module} calls {call}"
+
+
+def test_seeded_makes_manual_seeds_draws_and_leaves_the_callers_state(tmp_path):
+    """`seeded(s)` draws what torch.manual_seed(s) makes torch draw, then puts the caller's generator back; a
+    tiny model built with it has the weights of a build after torch.manual_seed and leaves the state alone."""
+    import open_clip
+
+    from recon_score.runtime import seeded
+    from recon_score.synthetic.tiny_models import OPEN_CLIP_TINY_CFG, build_open_clip
+
+    torch.manual_seed(5)
+    want = torch.randn(3)
+    reference = open_clip.CLIP(**OPEN_CLIP_TINY_CFG).state_dict()  # what torch.manual_seed(5) then init gives
+    torch.manual_seed(77)
+    before = torch.get_rng_state()
+    with seeded(5):
+        assert torch.equal(torch.randn(3), want)
+        built = open_clip.CLIP(**OPEN_CLIP_TINY_CFG).state_dict()
+    assert torch.equal(torch.get_rng_state(), before)
+    assert all(torch.equal(built[k], v) for k, v in reference.items())
+    build_open_clip(tmp_path / "clip", seed=3)
+    assert torch.equal(torch.get_rng_state(), before)
