@@ -222,31 +222,27 @@ FAST = _derive(
     steps=9,
 )
 
+
 # The ReconScore paper Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
 # not give guidance scales, so each model runs with the default of its diffusers pipeline / model card.
-FLUX1_DEV = _derive(
-    PAPER,
-    {
-        "t2i_model": f"{_T9} FLUX.1 [dev] (huggingface.co/black-forest-labs/FLUX.1-dev)",
-        "guidance_scale": f"{_SILENT}; FluxPipeline's default (3.5)",
-    },
-    name="flux1-dev",
-    description="FLUX.1 [dev] (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 3.5 (FluxPipeline's default).",
-    t2i_model="black-forest-labs/FLUX.1-dev",
-    guidance_scale=3.5,
-)
+def _table9_flux(name: str, label: str, t2i_model: str, guidance: float, pipeline: str) -> ReconPreset:
+    """A FLUX model of Table 9 at the paper's 28 steps and 512 tokens, guidance as its diffusers pipeline's
+    default (the paper gives none)."""
+    return _derive(
+        PAPER,
+        {
+            "t2i_model": f"{_T9} {label} (huggingface.co/{t2i_model})",
+            "guidance_scale": f"{_SILENT}; {pipeline}'s default ({guidance:.1f})",
+        },
+        name=name,
+        description=f"{label} ({_T9}): 28 steps, 512 tokens, guidance {guidance:.1f} ({pipeline}'s default).",
+        t2i_model=t2i_model,
+        guidance_scale=guidance,
+    )
 
-FLUX2_DEV = _derive(
-    PAPER,
-    {
-        "t2i_model": f"{_T9} FLUX.2 [dev] (huggingface.co/black-forest-labs/FLUX.2-dev)",
-        "guidance_scale": f"{_SILENT}; Flux2Pipeline's default (4.0)",
-    },
-    name="flux2-dev",
-    description="FLUX.2 [dev] (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 4.0 (Flux2Pipeline's default).",
-    t2i_model="black-forest-labs/FLUX.2-dev",
-    guidance_scale=4.0,
-)
+
+FLUX1_DEV = _table9_flux("flux1-dev", "FLUX.1 [dev]", "black-forest-labs/FLUX.1-dev", 3.5, "FluxPipeline")
+FLUX2_DEV = _table9_flux("flux2-dev", "FLUX.2 [dev]", "black-forest-labs/FLUX.2-dev", 4.0, "Flux2Pipeline")
 
 FLUX2_KLEIN = _derive(
     PAPER,

@@ -15,6 +15,7 @@ from describer.backends.base import (
     Candidate,
     CaptionRequest,
     JudgeAnswer,
+    JudgeRequest,
     JudgeStep,
     LocalBackend,
     Sampling,
@@ -221,35 +222,27 @@ class TransformersBackend(LocalBackend):
             )
         return out
 
-    def judge(
-        self,
-        image,
-        prompt: str,
-        *,
-        max_new_tokens: int,
-        conversation: str = "chat-template",
-        digits_only=False,
-    ) -> JudgeAnswer:
+    def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
         from transformers import GenerationConfig
 
-        text = self.judge_text(prompt, conversation)
+        text = self.judge_text(req.prompt, req.conversation)
         tok = self._tokenizer
         ids = digit_token_ids(tok)
         by_id = {i: d for d, i in ids.items()}
-        inputs = self._processor(text=[text], images=[image], return_tensors="pt").to(self.device)
+        inputs = self._processor(text=[text], images=[req.image], return_tensors="pt").to(self.device)
         base = self._model.generation_config
         config = GenerationConfig(
             do_sample=False,
             num_beams=1,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=req.max_new_tokens,
             eos_token_id=base.eos_token_id,
             pad_token_id=base.pad_token_id if base.pad_token_id is not None else tok.pad_token_id,
             output_logits=True,  # raw logits: the model's own distribution, before any processor
             return_dict_in_generate=True,
         )
         allowed = (
-            _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if digits_only else None
+            _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if req.digits_only else None
         )
         with torch.inference_mode():
             out = self._model.generate(**inputs, generation_config=config, prefix_allowed_tokens_fn=allowed)

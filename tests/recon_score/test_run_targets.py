@@ -18,6 +18,7 @@ import pytest
 from eval.cli import main
 from recon_score.run_engine import RunLock
 from tests.describer.test_pairs import _fake_run
+from tests.recon_score.test_run_folder import _tmpfs
 from tests.smoke_cli import correlate_ranking, smoke
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,21 +138,10 @@ def test_a_metrics_table_named_like_its_record_is_refused(run, tmp_path, capsys)
     assert "ends in .json" in _errors(capsys)[0]
 
 
-def _mount(mnt: Path, size: str) -> None:
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-
-
 @pytest.fixture
 def read_only(tmp_path):
     mnt = tmp_path / "ro"
-    _mount(mnt, "1m")
+    _tmpfs(mnt, "1m")
     (mnt / "kept.txt").write_text("the user's file")
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
     yield mnt
@@ -161,7 +151,7 @@ def read_only(tmp_path):
 @pytest.fixture
 def tiny_disk(tmp_path):
     mnt = tmp_path / "tiny"
-    _mount(mnt, "12k")
+    _tmpfs(mnt, "12k")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
