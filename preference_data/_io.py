@@ -108,3 +108,16 @@ def suffix_format(path: Path) -> str:
     raise PreferenceFormatError(
         path, None, f"cannot tell JSONL from CSV by the suffix {ext!r}; use .jsonl or .csv"
     )
+
+
+def companion_file(path: Path, given: str | Path | None, default: str, what: str) -> Path:
+    """The file a format reads beside its judgments (`what`: "references file (mscoco_references.json from
+    THumB)"): `given`, else `default` next to `path`; a missing one is named with how to give it."""
+    found = Path(given) if given is not None else path.parent / default
+    if not found.is_file():
+        raise PreferenceFormatError(
+            path,
+            None,
+            f"needs the {what} {found}; put it next to {path.name} or pass its path (--references)",
+        )
+    return found

@@ -37,14 +37,8 @@ def read_thumb_references(path: str | Path) -> dict[str, list[str]]:
 def load_thumb(path: str | Path, references: str | Path | None = None) -> pd.DataFrame:
     """THumB 1.0 jsonl -> the tidy table (judgment kind `score`, model = system, rater = None)."""
     path = Path(path)
-    ref_path = Path(references) if references is not None else path.parent / REFERENCES_FILE
-    if not ref_path.is_file():
-        raise PreferenceFormatError(
-            path,
-            None,
-            f"needs the references file {ref_path} ({REFERENCES_FILE} from THumB); put it next to "
-            "the scores or pass its path (--references)",
-        )
+    what = f"references file ({REFERENCES_FILE} from THumB)"
+    ref_path = _io.companion_file(path, references, REFERENCES_FILE, what)
     refs = read_thumb_references(ref_path)
     rows = []
     for lineno, obj in json_objects(path):

@@ -50,7 +50,7 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
 @click.option("--title", default="Rank the captions", show_default=True, help="The pages' title.")
 @click.option(
     "--only",
-    type=click.Choice(["all", "contested"]),
+    type=opt.Choice(["all", "contested"]),
     default="all",
     show_default=True,
     help="contested: a consensus page for the images --collected lists as contested, written into its study.",
@@ -113,7 +113,7 @@ A bad export is one line naming file:line, and nothing is written.""",
 )
 @click.option(
     "--consensus-rule",
-    type=click.Choice(["mean-rank", "median-rank"]),
+    type=opt.Choice(["mean-rank", "median-rank"]),
     default="mean-rank",
     show_default=True,
     help="How the annotators' ranks make the consensus ranking (a consensus pass's export overrides it).",

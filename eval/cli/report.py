@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 
 @click.command(
     "report",
@@ -29,7 +31,7 @@ offline; each distinct thumbnail is embedded once per page.""",
 )
 @click.option(
     "--thumbnails",
-    type=click.Choice(["embed", "link"]),
+    type=opt.Choice(["embed", "link"]),
     default="embed",
     show_default=True,
     help="embed thumbnails in the page, or write them to OUT_files/ and link them.",

@@ -635,8 +635,9 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
     sec.meta += [
         (f"Method {name}", rec.get("status", "?")) for name, rec in (run.get("methods") or {}).items()
     ]
-    from retrieval.report import metric_title
+    from retrieval.report import metric_title, query_image_line
 
+    sec.meta.append(("Query image in the database", query_image_line(bench.get("query_image"))))
     glance = _glance_table(d, run)
     if glance is not None:
         sec.tables.append(glance)
@@ -648,6 +649,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
                     outputs.table_rows(d, file),
                     f"{metric_title(metric)} (%) by {level}; ★ the best method per column",
                 )
+                table.sortable = True
                 sec.tables.append(_mark_best(table))
     if not outputs.has_output(d, outputs.TOPK):
         return sec
@@ -661,6 +663,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
         entries = []
         for r in rows.itertuples(index=False):
             item_src, item_err = store.src(root, str(r.item))
+            own = str(r.item) == str(meta["reference"])  # the query's own image, where the rule keeps it
             entries.append(
                 Entry(
                     str(r.item),
@@ -668,7 +671,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
                     item_src,
                     item_err,
                     selected=bool(r.relevant),
-                    badges=["positive"] if r.relevant else [],
+                    badges=(["positive"] if r.relevant else []) + (["query image"] if own else []),
                 )
             )
         sec.cards.append(Card(f"{meta['query_id']}: {meta['text']}", src, err, entries, "reference image"))
@@ -696,6 +699,7 @@ def _glance_table(d: Path, run: dict) -> Table | None:
         ["Method", *(metric_title(c) for c in cols)],
         rows,
         note="Recall@K: the share of queries with a positive among the first K results (the papers' Recall@K).",
+        sortable=True,
     )
     return _mark_best(table)
 

@@ -85,15 +85,7 @@ class Resources:
         """These resources with every array a tensor (a bundle's are numpy), for methods written in torch."""
         from retrieval.data import as_torch
 
-        arrays = (
-            "corpus_pos",
-            "corpus_neg",
-            "image_mean",
-            "text_mean",
-            "norm_image",
-            "norm_text",
-            "vocabulary",
-        )
+        arrays = [f.name for f in dataclasses.fields(self) if f.type == "Tensor | None"]  # the array fields
         return dataclasses.replace(
             self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
         )

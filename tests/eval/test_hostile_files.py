@@ -354,6 +354,15 @@ def test_empty_inputs_say_so_and_exit_with_the_failed_rows_status(tmp_path, caps
     out = tmp_path / "rd"
     assert main(["describe", "--preset", "smoke", "--inputs", str(lst), "--out", str(out)]) == EXIT_PARTIAL
     assert "no images listed" in capsys.readouterr().err
+    folder = tmp_path / "nothing"  # an empty folder: the same status as an empty list
+    (folder / "notes").mkdir(parents=True)
+    (folder / "readme.txt").write_text("no pictures here\n")
+    out = tmp_path / "rf"
+    assert main(["describe", "--preset", "smoke", "--inputs", str(folder), "--out", str(out)]) == EXIT_PARTIAL
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --inputs {folder}: no images (") and err.endswith(
+        "under it; nothing to do"
+    )
 
 
 # --- commands: usage errors and reasons -------------------------------------------------------------------

@@ -122,6 +122,17 @@ def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _harness_result(tmp_path: Path):
+    """What tmp_path/harness.html left in its body's data-result attribute after headless chromium ran it."""
+    page = (tmp_path / "harness.html").as_uri()
+    dom = _chromium(
+        ["--allow-file-access-from-files", "--virtual-time-budget=10000", "--dump-dom", page], tmp_path
+    )
+    found = re.search(r'data-result="([^"]*)"', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
 def test_sort_and_filter_in_headless_chromium(tmp_path):
     """A harness page drives the report in an iframe as a reader would: click a header twice, type a filter."""
@@ -144,18 +155,7 @@ def test_sort_and_filter_in_headless_chromium(tmp_path):
           document.body.setAttribute("data-result", JSON.stringify([up, down, words, col(3)]));
         });</script></body></html>"""
     )
-    dom = _chromium(
-        [
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            (tmp_path / "harness.html").as_uri(),
-        ],
-        tmp_path,
-    )
-    found = re.search(r'data-result="([^"]*)"', dom.stdout)
-    assert found, dom.stderr[-2000:]
-    up, down, words, filtered = json.loads(found.group(1).replace("&quot;", '"'))
+    up, down, words, filtered = _harness_result(tmp_path)
     assert up == "64.00|71.00|90.50|—" and down == "90.50|71.00|64.00|—"  # no score: last either way
     assert words == "1|2|3|3"
     assert filtered == "a road here"
@@ -225,18 +225,7 @@ def test_score_card_in_headless_chromium(tmp_path):
           document.body.setAttribute("data-result", JSON.stringify([scores, head]));
         });</script></body></html>"""
     )
-    dom = _chromium(
-        [
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            (tmp_path / "harness.html").as_uri(),
-        ],
-        tmp_path,
-    )
-    found = re.search(r'data-result="([^"]*)"', dom.stdout)
-    assert found, dom.stderr[-2000:]
-    scores, head = json.loads(found.group(1).replace("&quot;", '"'))
+    scores, head = _harness_result(tmp_path)
     assert len(scores) == 2 and all(
         re.fullmatch(r"ReconScore \d+\.\d\d ± 0\.65 \(3 seeds\) · cos —", s) for s in scores
     )
