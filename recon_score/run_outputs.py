@@ -123,7 +123,8 @@ KIND_OUTPUTS = {
         PREFERENCE,
     ),
 }
-KIND_BY_RECORD_ONLY = ("pairs", "study", "annotate")  # `data/`, `table.csv`, `study.json`: names a user's own folder may hold
+# `data/`, `table.csv`, `study.json`: names a user's own folder may hold
+KIND_BY_RECORD_ONLY = ("pairs", "study", "annotate")
 
 
 # -- paths, for a message, a record or a reader with its own line handling ---------------------------------------

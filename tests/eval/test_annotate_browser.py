@@ -147,7 +147,15 @@ def test_two_annotators_rank_export_collect_and_correlate(browser, tmp_path, cap
     assert main([*corr, "--metrics", "bleu1", "--bootstrap", "20", "--out", str(out)]) == 0
     assert (out / "correlations.csv").is_file()
 
-    # the consensus pass: a page with the contested images and both rankings; its export is the final word
+    consensus_pass(browser, tmp_path, study, collected, contested, [a1, a2], disagree_on_two)
+
+
+def consensus_pass(browser, tmp_path, study, collected, contested, exports, order) -> None:
+    """A page with the contested images and both rankings, ranked with the mouse; its export is the final
+    word for those images (here: distractor-a first on both)."""
+    pages = study / "pages"
+    a1, a2 = exports
+    disagree_on_two = order
     assert main(["annotate", "build", "--only", "contested", "--collected", str(collected)]) == 0
     data = json.loads((study / "consensus.json").read_text())
     assert data["items"] == contested or sorted(data["items"]) == sorted(contested)
