@@ -74,8 +74,8 @@ _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _is_journal_line(rec: object) -> bool:
-    """A header (`fingerprint`) or a record: keyed by `row` (score, describe, retrieve) or `id` (generate)."""
-    return isinstance(rec, dict) and ("row" in rec or "id" in rec or "fingerprint" in rec)
+    """A header (`fingerprint`) or an item's record (`row`)."""
+    return isinstance(rec, dict) and ("row" in rec or "fingerprint" in rec)
 
 
 def _is_log_line(rec: object) -> bool:
@@ -88,6 +88,20 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+_APPENDS = [0]
+
+
+def _kill_point() -> None:
+    """RECONSCORE_TEST_KILL_AT_APPEND=N: SIGKILL this process at its Nth journal append, before it is written
+    (the kill tests' one way to stop any command at a chosen point; unset, nothing happens)."""
+    at = os.environ.get("RECONSCORE_TEST_KILL_AT_APPEND")
+    _APPENDS[0] += 1
+    if at and _APPENDS[0] == int(at):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def record_checksum(rec: dict) -> str:
@@ -118,6 +132,7 @@ class Journal:
         os.fsync(self._fd)
 
     def write(self, records: list[dict]) -> None:
+        _kill_point()
         if self.checksum:
             records = [{**r, "sum": record_checksum(r)} for r in records]
         self._append(records)
@@ -241,9 +256,7 @@ def saved_records(folder: Path) -> dict[str, int]:
             records = read_jsonl(path, is_record=_is_journal_line)
         except (OSError, ReconScoreError):
             continue
-        counts.setdefault(prefix, set()).update(
-            rec.get("row", rec.get("id")) for rec in records if "row" in rec or "id" in rec
-        )
+        counts.setdefault(prefix, set()).update(rec["row"] for rec in records if "row" in rec)
     return {prefix: len(rows) for prefix, rows in counts.items()}
 
 
