@@ -106,3 +106,43 @@ def test_run_files_are_named_only_by_the_run():
                 if named and (rel, node.value) not in SAME_NAME_INPUTS:
                     found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert not found, found
+
+
+# the modules that open a run folder; each hands it a RunSpec (eval/cli/study.py passes its folder to
+# eval/studies/commands.py, which does)
+RUN_COMMANDS = {
+    "recon_score/run.py": "score",
+    "describer/run.py": "describe",
+    "describer/pairs.py": "pairs",
+    "retrieval/run.py": "retrieve",
+    "eval/generate.py": "generate",
+    "eval/evaluate.py": "evaluate",
+    "eval/correlate.py": "correlate",
+    "eval/cli/study.py": "study",
+}
+_LIFECYCLE = ("load", "begin", "plan", "reload", "finish", "publish", "journal", "mine")
+
+
+def test_every_writing_command_goes_through_the_run():
+    """Every writing command hands `RunFolder.run` a spec: the Run has no lifecycle step a command could call
+    itself, no module calls one on a run folder, and every module that opens a run folder is listed here."""
+    from recon_score.run_engine import RunFolder
+
+    assert [m for m in _LIFECYCLE if hasattr(RunFolder, m)] == []
+    opened, bad = set(), []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel == "recon_score/run_engine.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Name) and func.id == "RunFolder":
+                    opened.add(rel)
+                is_run = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                if is_run and func.value.id == "run" and func.attr in _LIFECYCLE:
+                    bad.append(f"{rel}:{node.lineno} run.{func.attr}()")
+    assert not bad, bad
+    assert opened <= set(RUN_COMMANDS), sorted(opened - set(RUN_COMMANDS))
