@@ -144,10 +144,21 @@ def _check_layout_line(path: Path, head: dict) -> None:
     Raises:
         ReconScoreError: naming the run folder and what to do.
     """
-    if head.get("layout") != JOURNAL_LAYOUT:
+    layout, where = head.get("layout"), f"{path.parent.name}/{path.name}"
+    fix = "rerun the command with --overwrite, or choose another --out"
+    if (
+        "fingerprint" not in head
+    ):  # the header is not the first line: the file was edited, joined or reordered
         raise ReconScoreError(
-            f"{path.parent.parent} was written by an older reconscore ({path.parent.name}/{path.name}); rerun "
-            "the command with --overwrite, or choose another --out"
+            f"{path.parent.parent}: {where} does not start with its header line (line 1 is a record): the "
+            f"journal was edited or its lines moved, so it cannot be resumed; {fix}"
+        )
+    if layout != JOURNAL_LAYOUT:
+        newer = isinstance(layout, int) and layout > JOURNAL_LAYOUT
+        said = f": journal layout {layout}, this version reads {JOURNAL_LAYOUT}" if layout is not None else ""
+        raise ReconScoreError(
+            f"{path.parent.parent} was written by {'a newer' if newer else 'an older'} reconscore "
+            f"({where}{said}); {fix}"
         )
 
 
@@ -450,6 +461,12 @@ def load_record(folder: Path) -> dict:
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
+        started = [n for n in (".lock", "journal") if os.path.lexists(Path(folder) / n)]
+        if started:  # run.json is written last: a run under way, or one stopped before it finished
+            raise ReconScoreError(
+                f"{folder} has no run.json yet: the run is still being written, or stopped before it finished "
+                f"(its {' and '.join(started)} are there); let it finish, or rerun its command to resume it"
+            )
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
     return _current(folder, read_json(path, expect=dict))
 

@@ -40,6 +40,7 @@ import torch
 from recon_score.atomic_io import sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
+from recon_score.progress import announce
 from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import (
     BUNDLE,
@@ -61,7 +62,14 @@ from retrieval.features import FeatureStore, encoder_identity
 from retrieval.means import bundled_image_mean
 from retrieval.methods import build_method
 from retrieval.methods.base import Resources
-from retrieval.report import per_group_long, run_notes, seed_table, table_title, to_markdown
+from retrieval.report import (
+    per_group_long,
+    query_image_line,
+    run_notes,
+    seed_table,
+    table_title,
+    to_markdown,
+)
 from retrieval.textlists import read_phrases, read_text_list
 from retrieval.vocabularies import load_vocabulary
 
@@ -236,9 +244,13 @@ def run_retrieve(
 ) -> RunOutcome:
     """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
     say = log or (lambda _msg: None)
+    note = announce if progress else say  # timestamped start-up lines, before the first bar can show
     t0 = time.perf_counter()
     with RunFolder("retrieve", Path(cfg.out), overwrite=cfg.overwrite) as run:
-        setup = _setup(cfg)
+        note(
+            f"retrieve: {cfg.benchmark} from {cfg.root}; encoder {cfg.encoder}; methods {', '.join(cfg.methods)}"
+        )
+        setup = _setup(cfg, note)
         run.check(setup.settings)  # a changed configuration is refused before any feature is computed
         work = _Methods(cfg, setup, _prepare(cfg, setup, captioner, rewriter, progress, say), progress, say)
         res = run.run(work.spec(run.out, t0))
@@ -249,8 +261,9 @@ def run_retrieve(
     return RunOutcome(record=res.info or res.previous, exit_code=exit_code, table=table)
 
 
-def _setup(cfg: RetrieveConfig) -> _Setup:
-    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work."""
+def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
+    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work.
+    `note` says what starts (reading the annotations, loading the encoder: the minutes before any bar)."""
     from recon_score.encoders import build_encoder
 
     methods = {name: build_method(name, cfg.overrides.get(name)) for name in cfg.methods}
@@ -259,6 +272,7 @@ def _setup(cfg: RetrieveConfig) -> _Setup:
         raise InputError(
             f"--set names method(s) {sorted(unknown_overrides)} that are not in --methods {cfg.methods}"
         )
+    note(f"retrieve: reading the {cfg.benchmark} annotations")
     bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
         cfg.limit
     )
@@ -268,9 +282,12 @@ def _setup(cfg: RetrieveConfig) -> _Setup:
     ) in bench.protocol.method_defaults.items():  # the benchmark authors' setting, then --set
         if name in methods:
             methods[name] = build_method(name, {**defaults, **cfg.overrides.get(name, {})})
+    note(f"retrieve: loading encoder {cfg.encoder}")
+    start = time.perf_counter()
     encoder = build_encoder(
         cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
     )
+    note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
     if not (encoder.has_images and encoder.has_texts) or encoder.kind != "embedding":
         raise InputError(
             f"encoder {cfg.encoder!r} embeds {', '.join(encoder.info.modalities)} ({encoder.kind}); composed retrieval "
@@ -302,6 +319,7 @@ def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: 
     say(
         f"{bench.name}: {len(bench.queries)} queries, {len(bench.database)} database images; encoder {cfg.encoder}"
     )
+    say(f"query image in the database: {query_image_line(bench.query_image_facts())}")
     image_feats = store.images(encoder, bench.root, paths)
     bench, paths, image_feats, skipped = _drop_unreadable(bench, paths, image_feats, store.skipped, say)
     encode_texts = store.text_encoder(encoder)
@@ -382,6 +400,9 @@ class _Methods:
 
     def compute(self, batch: list[Item], todo: list[Item]) -> list:
         name = todo[0].id
+        (announce if self.progress else self.say)(
+            f"retrieve: method {name} on {self.inputs.data.n_queries} queries"
+        )
         try:
             res = _evaluate(self.cfg, self.setup.methods[name], self.inputs, self.progress)
         except ReconScoreError as err:
