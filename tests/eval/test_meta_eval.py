@@ -387,3 +387,28 @@ def test_cli_usage_errors(tmp_path, capsys):
     assert "drop --preferences" in capsys.readouterr().err
     assert main([*base, "--benchmarks", "thumb", "--data-root", str(tmp_path)]) != 0
     assert "no benchmark could be run: thumb:" in capsys.readouterr().err
+
+
+def test_each_distinct_text_is_tokenised_once_across_benchmarks_and_metrics(tmp_path, monkeypatch):
+    import eval.metrics.ptb as ptb
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+
+    seen: list[str] = []
+    real = ptb.ptb_tokenize
+
+    def counting(texts):
+        seen.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(ptb, "ptb_tokenize", counting)
+    job = MetaEvalJob(
+        ["flickr8k-expert", "flickr8k-cf"], DATA, "bleu4,rouge,cider", tmp_path / "run", n_boot=0
+    )
+    result = run_meta_eval(job)
+    assert len(result.table) == 2 * 3 * 2  # benchmarks x metrics x (tau_b, tau_c)
+    tables = [load(b, DATA).table for b in ("flickr8k-expert", "flickr8k-cf")]
+    distinct = {
+        t for tab in tables for t in [*tab["candidate"], *(r for refs in tab["references"] for r in refs)]
+    }
+    rows = sum(len(tab) for tab in tables)
+    assert len(seen) == len(set(seen)) == len(distinct) < rows  # once each, fewer than the rows scored
