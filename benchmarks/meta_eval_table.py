@@ -27,11 +27,14 @@ def table(run: Path) -> str:
     df = pd.read_csv(run / META_EVAL_CSV, keep_default_na=False, na_values=[""])
     record = json.loads((run / "run.json").read_text(encoding="utf-8"))
     pub = df[df["status"] != "—"]
-    first = record["invocations"][0]["argv"][
-        1:
-    ]  # the command that computed the values (argv[0]: the program)
+    first = record["invocations"][0]  # the invocation that computed the values
+    argv = list(first["argv"][1:])  # argv[0]: the program
+    for flag, shown in (("--data-root", "DATA"), ("--out", "RUN")):  # the machine's paths, not the docs'
+        if flag in argv[:-1]:
+            argv[argv.index(flag) + 1] = shown
     lines = [
-        f"Measured by `reconscore {' '.join(first)}`.",
+        f"Measured by `reconscore {' '.join(argv)}` (started {first['started']}, finished {first['finished']}), "
+        "with DATA holding the Flickr8K text release in DATA/flickr8k/ and THumB 1.0 in DATA/thumb/.",
         "",
         "| benchmark | metric | statistic | measured [95% CI] | published | difference | status | source |",
         "|---|---|---|---|---|---|---|---|",

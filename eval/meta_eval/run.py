@@ -151,11 +151,12 @@ def _score_items(job, items, plan, inv, journal) -> None:
     todo = [(ld, m) for ld, m in items if not plan.is_done(_item(ld, m))]
     bar = Progress(len(items), desc="meta-eval", unit="item", initial=len(items) - len(todo))
     batches: dict[int, CaptionBatch] = {}
+    tokens: dict[str, str] = {}  # one PTB pass per distinct text across every benchmark of the run
     try:
         for ld, m in todo:
             bar.stage(f"{ld.benchmark.name} ({len(ld.table)} rows): {m}")
             if id(ld) not in batches:
-                batches[id(ld)] = batch_of(ld)
+                batches[id(ld)] = batch_of(ld, tokens)
             scores, _ = compute_metrics([m], batches[id(ld)], options=options, metrics=job.metric_instances)
             hib = get_metric_info(m).higher_is_better
             rows = statistics(
@@ -169,7 +170,7 @@ def _score_items(job, items, plan, inv, journal) -> None:
         bar.close()
 
 
-def batch_of(loaded: Loaded):
+def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
     """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
     from eval.metrics import CaptionBatch
     from recon_score.errors import InputError
@@ -186,5 +187,8 @@ def batch_of(loaded: Loaded):
                 resolved[image] = err
         images = [resolved[i] for i in table["image"]]
     return CaptionBatch(
-        candidates=table["candidate"].tolist(), references=table["references"].tolist(), images=images
+        candidates=table["candidate"].tolist(),
+        references=table["references"].tolist(),
+        images=images,
+        text_tokens=text_tokens,
     )
