@@ -108,6 +108,28 @@ def frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(attach_published(rows), columns=list(COLUMNS))
 
 
+def paper_layout(df: pd.DataFrame) -> pd.DataFrame:
+    """The verify table in the papers' layout: one row per metric, one column per (benchmark, category,
+    statistic) with a published value or the benchmark's headline statistic; each cell `measured status
+    (published)`, e.g. `30.78 ✓ (30.8)`, or `30.78 —` where nothing is published."""
+    df = df.copy()
+    df["column"] = [
+        f"{b}{' ' + c if c else ''} {s.replace('_', '-')}"
+        for b, c, s in zip(df["benchmark"], df["category"].fillna(""), df["statistic"])
+    ]
+    head = df["statistic"] == df["benchmark"].map(lambda b: BENCHMARKS[b].headline)
+    df = df[head | (df["status"] != NONE)]
+
+    def cell(r) -> str:
+        if r["status"] == NONE:
+            return f"{_cell(r['value'])} {NONE}"
+        return f"{_cell(r['value'])} {r['status']} ({r['published']:g})"
+
+    df["cell"] = [cell(r) for r in df.to_dict("records")]
+    out = df.pivot_table(index="metric", columns="column", values="cell", aggfunc="first", sort=False)
+    return out.reindex(index=list(dict.fromkeys(df["metric"])), columns=list(dict.fromkeys(df["column"])))
+
+
 def _cell(x, digits: int = 2) -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return ""

@@ -412,3 +412,19 @@ def test_each_distinct_text_is_tokenised_once_across_benchmarks_and_metrics(tmp_
     }
     rows = sum(len(tab) for tab in tables)
     assert len(seen) == len(set(seen)) == len(distinct) < rows  # once each, fewer than the rows scored
+
+
+def test_verify_table_in_the_papers_layout():
+    from eval.meta_eval.suite import attach_published, paper_layout
+
+    rows = [
+        {"benchmark": "flickr8k-expert", "variant": "default", "category": "", "metric": m, "statistic": s,
+         "value": v, "ci_low": v - 1, "ci_high": v + 1, "n": 10, "note": ""}
+        for m, s, v in (("bleu4", "tau_c", 30.78), ("bleu4", "tau_b", 30.1), ("bleu1", "tau_c", 32.3),
+                        ("bleu1", "tau_b", 32.1))
+    ]  # fmt: skip
+    df = pd.DataFrame(attach_published(rows))
+    grid = paper_layout(df)
+    assert list(grid.columns) == ["flickr8k-expert tau-c", "flickr8k-expert tau-b"]  # bleu1 tau-b: no column
+    assert grid.loc["bleu4"].tolist() == ["30.78 ✓ (30.8)", "30.10 ✗ (30.6)"]
+    assert grid.loc["bleu1", "flickr8k-expert tau-c"] == "32.30 —"
