@@ -67,7 +67,7 @@ def _plan_items(job: MetaEvalJob, metrics: list[str]) -> tuple[list[tuple[Loaded
             skipped[name] = loaded.skipped
             continue
         for m in metrics:
-            if get_metric_info(m).needs_images and loaded.images_root is None:
+            if get_metric_info(m).needs_images and not loaded.has_images:
                 skipped[f"{name}/{m}"] = (
                     f"{m} needs images: put them in {Path(job.data_root) / loaded.benchmark.folder}/"
                     f"{'Flickr8k_Dataset' if loaded.benchmark.folder == 'flickr8k' else 'images'}/ "
@@ -170,6 +170,27 @@ def _score_items(job, items, plan, inv, journal) -> None:
         bar.close()
 
 
+def decoded_images(table) -> list:
+    """A hub set's images, one PIL image per distinct image (rows of one image share it), opened lazily: the
+    metric's image reader (recon_score.images.load_image) decodes each once."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    from recon_score.errors import InputError
+
+    opened: dict[int, object] = {}
+    out = []
+    for data, source in zip(table["image_bytes"], table["source"]):
+        if id(data) not in opened:
+            try:
+                opened[id(data)] = Image.open(io.BytesIO(data))
+            except (OSError, UnidentifiedImageError) as err:  # the row's metric is NaN, its error says why
+                opened[id(data)] = InputError(f"{source}: the image bytes are not an image ({err})")
+        out.append(opened[id(data)])
+    return out
+
+
 def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
     """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
     from eval.metrics import CaptionBatch
@@ -178,7 +199,9 @@ def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
 
     table = loaded.table
     images = None
-    if loaded.images_root is not None:
+    if loaded.images_root is None and loaded.has_images:
+        images = decoded_images(table)
+    elif loaded.images_root is not None:
         resolved: dict = {}
         for image in table["image"].unique():
             try:

@@ -39,6 +39,15 @@ class Loaded:
     images_root: Path | None = None
     files: list[Path] = field(default_factory=list)
 
+    @property
+    def has_images(self) -> bool:
+        """Image metrics can run: an images folder, or the hub dataset's own Image feature."""
+        if self.images_root is not None:
+            return True
+        return (
+            self.table is not None and "image_bytes" in self.table and self.table["image_bytes"].notna().all()
+        )
+
 
 def load(name: str, data_root: Path, variant: str | None = None) -> Loaded:
     """Benchmark `name` from DIR/<folder>/; a missing file skips it (the reason names the file). A malformed

@@ -79,7 +79,7 @@ def _polaris(folder, scores=(0.25, 0.5, 1.0, 0.75)) -> None:
     records = {
         "refs": [["a dog runs", "a dog on grass"]] * n,
         "cand": ["a dog", "a cat", "a dog runs on grass", "two dogs"][:n],
-        "img": [{"bytes": _png(i), "path": f"img{i // 2}.png"} for i in range(n)],
+        "img": [{"bytes": _png(i // 2), "path": f"img{i // 2}.png"} for i in range(n)],  # 2 rows per image
         "human_score": list(scores),
     }
     _hub(folder, "test", records, _polaris_features())
@@ -428,3 +428,24 @@ def test_verify_table_in_the_papers_layout():
     assert list(grid.columns) == ["flickr8k-expert tau-c", "flickr8k-expert tau-b"]  # bleu1 tau-b: no column
     assert grid.loc["bleu4"].tolist() == ["30.78 ✓ (30.8)", "30.10 ✗ (30.6)"]
     assert grid.loc["bleu1", "flickr8k-expert tau-c"] == "32.30 —"
+
+
+def test_image_metrics_read_the_hub_sets_own_images_each_decoded_once(tmp_path, monkeypatch):
+    """A hub parquet set needs no image folder: CLIP-S scores its Image feature; rows of one image share it."""
+    import recon_score.images as images_mod
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+
+    _polaris(tmp_path / "polaris")
+    loads: list = []
+    real = images_mod.load_image
+
+    def counting(source, **kw):
+        loads.append(source)
+        return real(source, **kw)
+
+    monkeypatch.setattr(images_mod, "load_image", counting)
+    job = MetaEvalJob(["polaris"], tmp_path, "clipscore", tmp_path / "run", preset="smoke",
+                      encoder="smoke:open-clip", n_boot=0)  # fmt: skip
+    result = run_meta_eval(job)
+    assert result.table["n"].tolist() == [4, 4]  # every row scored: its image was read from the parquet shard
+    assert len(loads) == 2  # 4 rows, 2 distinct images: each read once
