@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from eval.datasets import CaptionDataset
-from eval.studies.common import PAPER_NAMES, paper_scale
+from eval.metrics.registry import METRICS
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.textfiles import csv_dicts, json_objects, safe_text, unencodable
 
@@ -146,7 +146,7 @@ def evaluate_join(
             if corpus is not None
             else (float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan)
         )
-        summary[m] = value * paper_scale(m)
+        summary[m] = value * METRICS[m].display_scale
         report.setdefault(m, {})["summary"] = "corpus" if corpus is not None else "mean over images"
     return per_image, summary, report
 
@@ -156,7 +156,7 @@ def _isnan(v) -> bool:
 
 
 def summary_frame(summary: dict, *, label: str) -> pd.DataFrame:
-    df = pd.DataFrame([{PAPER_NAMES.get(k, k): v for k, v in summary.items()}], index=[label])
+    df = pd.DataFrame([{METRICS[k].paper_name: v for k, v in summary.items()}], index=[label])
     df.index.name = "model"
     return df
 

@@ -30,7 +30,8 @@ from PIL import Image
 from recon_score.run_outputs import EXPLAIN
 
 # Connectives that open a new phrase (kept with the phrase they open, so leaving it out removes them too):
-# coordinating conjunctions, "with"/"without", relative pronouns and adverbs.
+# coordinating conjunctions, "with"/"without", relative pronouns and adverbs. Whole words between spaces: one
+# joined to its neighbours by a hyphen or a slash ("red-and-white", "and/or") is part of that word.
 CONNECTIVES = (
     "and",
     "or",
@@ -46,8 +47,20 @@ CONNECTIVES = (
     "where",
     "while",
 )
-_CONNECTIVE = re.compile(r"\s+(?=(?:" + "|".join(CONNECTIVES) + r")\b)", re.IGNORECASE)
-_PUNCT = re.compile(r"(?<=[,;:])\s*|(?<=[.!?])\s+")
+# The closed list of abbreviations whose final dot ends no sentence and whose comma ("e.g.,") cuts nothing:
+# street and place names, titles, and the Latin ones of captions. Matched as whole words, any letter case.
+ABBREVIATIONS = (
+    "St", "Ste", "Ave", "Rd", "Blvd", "Hwy", "Mt", "Ft", "Pt", "No", "Nos", "Dr", "Mr", "Mrs", "Ms", "Prof",
+    "Jr", "Sr", "Co", "Corp", "Inc", "Ltd", "Dept", "Univ", "Intl", "Fig", "approx", "ca", "cf", "vs", "etc",
+    "e.g", "i.e", "U.S", "U.K", "U.N", "U.S.A",
+)  # fmt: skip
+_CONNECTIVE = re.compile(r"(?<=\s)(?:" + "|".join(CONNECTIVES) + r")\b(?![-/])", re.IGNORECASE)
+_ABBREVIATION = re.compile(
+    r"(?<![\w.])(?:" + "|".join(re.escape(a) for a in sorted(ABBREVIATIONS, key=len, reverse=True)) + r")\.",
+    re.IGNORECASE,
+)
+_PUNCT = re.compile(r"[,;:]\s*|[.!?]\s+")
+_BRACKETS = {"(": ")", "[": "]"}
 
 # Phrase kinds for `study explain` (first match wins, in this order); the word lists are the documented rule.
 KIND_WORDS = {
@@ -67,6 +80,8 @@ KIND_WORDS = {
 }
 KINDS = (*KIND_WORDS, "object")
 ONLY_PHRASE = "the caption's only phrase: nothing to leave it out against"
+NO_HURT = "no phrase hurt"
+CORRECTION = "holm"  # the family-wise correction over one caption's phrases
 
 
 @dataclass(frozen=True)
@@ -89,27 +104,66 @@ def phrase_kind(text: str) -> str:
     return "object"
 
 
-def split_phrases(caption: str) -> list[Phrase]:
-    """Deterministic phrases: split after , ; : and after . ! ? followed by a space, and before each connective
-    (CONNECTIVES) not at the start. Pieces without a letter or digit join the phrase before them. A phrase's span
-    is its words: the punctuation after it stays with the sentence."""
+def _bracket_groups(caption: str) -> list[tuple[int, int]]:
+    """(start, end) of each outermost balanced ( ... ) or [ ... ] group; an unbalanced bracket is plain text."""
+    groups, stack = [], []
+    for i, ch in enumerate(caption):
+        if ch in _BRACKETS:
+            stack.append((i, _BRACKETS[ch]))
+        elif stack and ch == stack[-1][1]:
+            start = stack.pop()[0]
+            if not stack:
+                groups.append((start, i + 1))
+        elif ch in _BRACKETS.values():
+            stack = []  # a closing bracket that closes nothing: forget what was open
+    return groups
+
+
+def _cuts(caption: str) -> list[int]:
+    """Where phrases start (docs/explain.md, "The split rule"): after , ; : and after . ! ? followed by a space,
+    except between digits ("3,000", "12:30") and after a listed abbreviation ("St.", "e.g.,"); before each
+    connective; around each bracketed group, with no cut inside it."""
+    abbrev_ends = {m.end() for m in _ABBREVIATION.finditer(caption)}
     cuts = {0, len(caption)}
-    cuts.update(m.end() for m in _PUNCT.finditer(caption))
-    cuts.update(m.end() for m in _CONNECTIVE.finditer(caption))
-    bounds = sorted(cuts)
+    for m in _PUNCT.finditer(caption):
+        at, ch = m.start(), caption[m.start()]
+        between_digits = ch in ",:." and 0 < at < len(caption) - 1 and caption[at - 1].isdigit()
+        between_digits = between_digits and caption[at + 1].isdigit()
+        after_abbrev = (at + 1 if ch == "." else at) in abbrev_ends
+        if not between_digits and not after_abbrev:
+            cuts.add(m.end())
+    cuts.update(m.start() for m in _CONNECTIVE.finditer(caption))
+    for a, b in _bracket_groups(caption):
+        cuts = {c for c in cuts if not a < c < b} | {a, b}
+    return sorted(cuts)
+
+
+def split_phrases(caption: str) -> list[Phrase]:
+    """Deterministic phrases by the documented rule (`_cuts`). Pieces without a letter or digit, or only an
+    abbreviation ("etc."), join the phrase before them. A phrase's span is its words: the punctuation after it stays with the sentence, but an
+    abbreviation keeps its dot ("St.")."""
+    abbrev_ends = {m.end() for m in _ABBREVIATION.finditer(caption)}
     spans: list[list[int]] = []
-    for a, b in pairwise(bounds):
-        if not any(ch.isalnum() for ch in caption[a:b]) and spans:
+    for a, b in pairwise(_cuts(caption)):
+        if spans and (
+            not any(ch.isalnum() for ch in caption[a:b])
+            or _ABBREVIATION.fullmatch(caption[a:b].strip(" ,;:"))
+        ):
             spans[-1][1] = b
         elif b > a:
             spans.append([a, b])
     phrases = []
     for a, b in spans:
         raw = caption[a:b]
-        text = raw.strip().rstrip(",;:.!?").rstrip()
+        start = a + len(raw) - len(raw.lstrip())
+        end = a + len(raw.rstrip())
+        while end > start and caption[end - 1] in ",;:.!?" and end not in abbrev_ends:
+            end -= 1
+            while end > start and caption[end - 1].isspace():
+                end -= 1
+        text = caption[start:end]
         if any(ch.isalnum() for ch in text):
-            start = a + len(raw) - len(raw.lstrip())
-            phrases.append(Phrase(text, start, start + len(text), phrase_kind(text)))
+            phrases.append(Phrase(text, start, end, phrase_kind(text)))
     return phrases
 
 
@@ -119,7 +173,7 @@ def without(caption: str, phrase: Phrase) -> str:
     text = re.sub(r"\s+", " ", text)
     text = re.sub(r"\s+([,;:.!?])", r"\1", text)
     text = re.sub(r"[,;:]+(?=[,;:.!?])", "", text)
-    return text.strip().lstrip(",;:.!? ").strip()
+    return text.strip().lstrip(",;:.!? ").rstrip(",;: ").strip()
 
 
 @dataclass
@@ -134,9 +188,12 @@ class PhraseEffect:
     per_seed: list[float] | None
     se: float | None = None
     t: float | None = None
-    significant: bool | None = None  # None with one seed: no noise estimate
+    p: float | None = None  # two-sided p of the paired t-test over seeds
+    p_adjusted: float | None = None  # Holm-adjusted over the caption's attributed phrases
+    significant: bool | None = None  # p_adjusted < level; None with one seed: no noise estimate
     region: list[float] | None = None  # (x0, y0, x1, y1) fractions of the original: where recall drops most
-    region_drop: float | None = None  # that drop in recall (cosine units)
+    region_drop: float | None = None  # that drop in recall (cosine units), beyond the seed noise of the map
+    region_se: float | None = None  # its standard error over seeds
     error: str | None = None
 
 
@@ -157,11 +214,25 @@ class Explanation:
     maps_note: str | None = None  # why there are no maps (an encoder without patch tokens)
     skipped_phrases: int = 0  # phrases beyond max_phrases, not attributed
     error: str | None = None
+    correction: str = CORRECTION
 
     @property
     def worst_phrase(self) -> PhraseEffect | None:
-        scored = [p for p in self.phrases if p.delta is not None]
-        return min(scored, key=lambda p: p.delta) if scored else None
+        """The most negative phrase among the significant negative ones (a likely wrong phrase); None when no
+        phrase hurt."""
+        hurt = [p for p in self.phrases if p.significant is True and p.delta is not None and p.delta < 0]
+        return min(hurt, key=lambda p: p.delta) if hurt else None
+
+    @property
+    def worst_note(self) -> str | None:
+        """Why there is no worst phrase, in words (None when there is one)."""
+        if self.worst_phrase is not None:
+            return None
+        if not any(p.delta is not None for p in self.phrases):
+            return "no phrase attributed"
+        if len(self.seeds) < 2:
+            return "one seed: no noise estimate, nothing can be significant"
+        return NO_HURT
 
     def record(self) -> dict:
         """The JSON-ready summary (no grids): what a results row carries."""
@@ -171,6 +242,7 @@ class Explanation:
             "seeds": self.seeds,
             "per_seed": self.per_seed,
             "level": self.level,
+            "correction": self.correction,
             "box": list(self.box) if self.box else None,
             "recall_mean": _round(float(self.recall.mean())) if self.recall is not None else None,
             "aligned_mean": _round(float(self.aligned.mean())) if self.aligned is not None else None,
@@ -178,13 +250,14 @@ class Explanation:
             "skipped_phrases": self.skipped_phrases,
             "worst_phrase": worst.text if worst else None,
             "worst_delta": worst.delta if worst else None,
+            "worst_note": self.worst_note,
             "phrases": [asdict(p) for p in self.phrases],
             "error": self.error,
         }
 
     def __repr__(self) -> str:
         worst = self.worst_phrase
-        tail = f", worst={worst.text!r} ({worst.delta:+.3f})" if worst else ""
+        tail = f", worst={worst.text!r} ({worst.delta:+.3f})" if worst else f", {self.worst_note}"
         return f"Explanation(score={self.recon_score}, phrases={len(self.phrases)}{tail})"
 
 
@@ -238,8 +311,9 @@ def cell_box(index: tuple[int, int], shape: tuple[int, int], box) -> list[float]
 
 
 # -- statistics -------------------------------------------------------------------------------------------------
-def paired_effect(full: Sequence[float], reduced: Sequence[float], level: float) -> tuple:
-    """(mean delta, se, t, significant) of per-seed paired differences full - reduced."""
+def paired_effect(full: Sequence[float], reduced: Sequence[float]) -> tuple:
+    """(mean delta, se, t, two-sided p) of the paired t-test on per-seed differences full - reduced (scipy's
+    `ttest_rel`); se, t and p are None with one seed."""
     from scipy import stats
 
     d = np.asarray(full, np.float64) - np.asarray(reduced, np.float64)
@@ -248,8 +322,28 @@ def paired_effect(full: Sequence[float], reduced: Sequence[float], level: float)
         return mean, None, None, None
     se = float(d.std(ddof=1) / math.sqrt(len(d)))
     t = math.copysign(math.inf, mean) if se == 0 and mean != 0 else (0.0 if se == 0 else mean / se)
-    crit = float(stats.t.ppf(1 - level / 2, len(d) - 1))
-    return mean, se, t, bool(abs(t) > crit)
+    p = float(2 * stats.t.sf(abs(t), len(d) - 1))
+    return mean, se, t, p
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): the i-th smallest p times (m - i), made monotone and
+    capped at 1. Rejecting where the adjusted p < level holds the family-wise error rate at `level` over the
+    m phrases of one caption, whatever their dependence."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted, running = [1.0] * m, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _significance(effects: list[PhraseEffect], level: float) -> None:
+    """Holm over the caption's phrases that have a p-value: each one's p_adjusted and significant."""
+    tested = [e for e in effects if e.p is not None]
+    for e, adj in zip(tested, holm([e.p for e in tested])):
+        e.p_adjusted, e.significant = adj, bool(adj < level)
 
 
 # -- the explanation of one (image, caption) --------------------------------------------------------------------
@@ -286,13 +380,32 @@ def _grids(encoder, images: list[Image.Image]) -> tuple[list[list[np.ndarray]], 
     return out, box
 
 
-def _mean_maps(orig: list[np.ndarray], recons: list[list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def _seed_maps(orig: list[np.ndarray], recons: list[list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(K, rows, cols) recall and aligned maps, one per seed's reconstruction."""
     maps = [gap_maps(orig, r) for r in recons]
-    return np.mean([m[0] for m in maps], axis=0), np.mean([m[1] for m in maps], axis=0)
+    return np.stack([m[0] for m in maps]), np.stack([m[1] for m in maps])
+
+
+def _region(effect: PhraseEffect, drops: np.ndarray, box, level: float) -> np.ndarray:
+    """The phrase's mean recall drop map; its `region` is the cell where the drop is largest, only when that
+    drop exceeds the seed noise of the map there (the paired t-test over seeds at `level`, two-sided)."""
+    from scipy import stats
+
+    mean = drops.mean(axis=0)
+    r, c = np.unravel_index(int(np.argmax(mean)), mean.shape)
+    k, top = drops.shape[0], float(mean[r, c])
+    if k < 2 or top <= 0:
+        return mean
+    se = float(drops[:, r, c].std(ddof=1) / math.sqrt(k))
+    if se == 0 or top / se > float(stats.t.ppf(1 - level / 2, k - 1)):
+        effect.region = cell_box((int(r), int(c)), mean.shape, box)
+        effect.region_drop, effect.region_se = _round(top), _round(se)
+    return mean
 
 
 def _attach_maps(expl: Explanation, scorer, image: Image.Image, renders: _Renders) -> None:
-    """Recall/aligned maps of the full caption and each phrase's recall drop, all means over seeds."""
+    """Recall/aligned maps of the full caption and each phrase's recall drop, all means over seeds; the drops
+    are paired by seed (the same seed renders the caption with and without the phrase)."""
     ok = [i for i, err in enumerate(renders.errors) if err is None]
     flat = [im for i in ok for im in renders.images[i]]
     try:
@@ -302,17 +415,14 @@ def _attach_maps(expl: Explanation, scorer, image: Image.Image, renders: _Render
         return
     k = len(expl.seeds)
     by_variant = {v: grids[1 + n * k : 1 + (n + 1) * k] for n, v in enumerate(ok)}
-    expl.recall, expl.aligned = _mean_maps(grids[0], by_variant[0])
+    recall, aligned = _seed_maps(grids[0], by_variant[0])
+    expl.recall, expl.aligned = recall.mean(axis=0), aligned.mean(axis=0)
     expl.box = tuple(float(x) for x in box)
     drops = np.full((len(expl.phrases), *expl.recall.shape), np.nan)
     for n, effect in enumerate(expl.phrases):
-        if n + 1 not in by_variant:
-            continue
-        drops[n] = expl.recall - _mean_maps(grids[0], by_variant[n + 1])[0]
-        r, c = np.unravel_index(int(np.argmax(drops[n])), drops[n].shape)
-        if drops[n][r, c] > 0:
-            effect.region = cell_box((int(r), int(c)), drops[n].shape, expl.box)
-            effect.region_drop = _round(float(drops[n][r, c]))
+        if n + 1 in by_variant:
+            reduced = _seed_maps(grids[0], by_variant[n + 1])[0]
+            drops[n] = _region(effect, recall - reduced, expl.box, expl.level)
     expl.phrase_drops = drops
 
 
@@ -353,10 +463,11 @@ def explain_one(
         if renders.errors[n] or not variants[n]:
             effect.error = renders.errors[n] or "nothing left without this phrase"
         else:
-            mean, se, t, sig = paired_effect(full, renders.scores[n], level)
-            effect.delta, effect.se, effect.t, effect.significant = _round(mean), _round(se), _round(t), sig
+            mean, se, t, effect.p = paired_effect(full, renders.scores[n])
+            effect.delta, effect.se, effect.t = _round(mean), _round(se), _round(t)
             effect.per_seed = [_round(a - b) for a, b in zip(full, renders.scores[n])]
         expl.phrases.append(effect)
+    _significance(expl.phrases, level)
     _attach_maps(expl, scorer, image, renders)
     return expl
 

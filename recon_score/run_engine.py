@@ -42,6 +42,7 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,13 +59,14 @@ from recon_score.atomic_io import (
     write_json_atomic,
 )
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
+from recon_score.progress import Progress
 from recon_score.run_outputs import EXPLAIN, KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECONSTRUCTIONS, RECORD
 from recon_score.runtime import provenance, utc_now
 from recon_score.textfiles import entry_kind, read_bytes, read_json
 
 log = logging.getLogger(__name__)
 
-JOURNAL_LAYOUT = 2  # the journal records' shape; a journal of another layout is refused with a rerun hint
+JOURNAL_LAYOUT = 3  # the journal records' shape; a journal of another layout is refused with a rerun hint
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 _DISK_FULL = DISK_FULL
@@ -138,10 +140,21 @@ def _check_layout_line(path: Path, head: dict) -> None:
     Raises:
         ReconScoreError: naming the run folder and what to do.
     """
-    if head.get("layout") != JOURNAL_LAYOUT:
+    layout, where = head.get("layout"), f"{path.parent.name}/{path.name}"
+    fix = "rerun the command with --overwrite, or choose another --out"
+    if (
+        "fingerprint" not in head
+    ):  # the header is not the first line: the file was edited, joined or reordered
         raise ReconScoreError(
-            f"{path.parent.parent} was written by an older reconscore ({path.parent.name}/{path.name}); rerun "
-            "the command with --overwrite, or choose another --out"
+            f"{path.parent.parent}: {where} does not start with its header line (line 1 is a record): the "
+            f"journal was edited or its lines moved, so it cannot be resumed; {fix}"
+        )
+    if layout != JOURNAL_LAYOUT:
+        newer = isinstance(layout, int) and layout > JOURNAL_LAYOUT
+        said = f": journal layout {layout}, this version reads {JOURNAL_LAYOUT}" if layout is not None else ""
+        raise ReconScoreError(
+            f"{path.parent.parent} was written by {'a newer' if newer else 'an older'} reconscore "
+            f"({where}{said}); {fix}"
         )
 
 
@@ -390,7 +403,7 @@ class InvocationLog:
         for e in self.entries():
             inv = int(e.get("inv", 0))
             entry = out.setdefault(inv, {"invocation": inv, "exit": "interrupted"})
-            fields = {k: v for k, v in e.items() if k not in ("event", "inv")}
+            fields = {k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")}
             if e.get("event") == "end":
                 entry.update(fields, exit=fields.get("exit", "finished"))
             else:
@@ -446,6 +459,12 @@ def load_record(folder: Path) -> dict:
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
+        started = [n for n in (".lock", "journal") if os.path.lexists(Path(folder) / n)]
+        if started:  # run.json is written last: a run under way, or one stopped before it finished
+            raise ReconScoreError(
+                f"{folder} has no run.json yet: the run is still being written, or stopped before it finished "
+                f"(its {' and '.join(started)} are there); let it finish, or rerun its command to resume it"
+            )
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
     return _current(folder, read_json(path, expect=dict))
 
@@ -694,6 +713,443 @@ def _say_plan(out: Path, plan: Plan) -> None:
         log.warning("repairing %s from its journal: %s", out, "; ".join(plan.repairs))
 
 
+# -- the spec a command hands the Run ------------------------------------------------------------------------------
+Computed = tuple[dict, dict[str, bytes]]  # an item's result record and its files (run-relative path -> bytes)
+
+
+@dataclass
+class Item:
+    """One unit of a command's work. `inputs` is everything its result is computed from: its key hashes them
+    (with the keys of the chunk it is computed in), so a changed input is recomputed by construction."""
+
+    id: object  # the journal's `row`: a row index, a method or a request id
+    inputs: dict
+    name: str = ""  # how a message names it; "<unit> <id>" by default
+    key: str = ""  # set by the Run
+    results: dict = field(default_factory=dict)  # set by the Run: the earlier stages' results, by stage name
+
+
+@dataclass
+class Stage:
+    """One journaled step over the items. `compute(batch, todo)` returns one Computed per item of `todo`: with
+    `batch=None` it is called once per chunk (`batch`: the chunk as composed by position, `todo`: its unfinished
+    items), with `batch=N` on N unfinished items of a phase at a time (`batch` is `todo`)."""
+
+    compute: Callable[[list[Item], list[Item]], list[Computed]]
+    name: str = ""  # the journal's prefix (journal/NAME-rank-K.jsonl); "" for a command's one stage
+    batch: int | None = None
+    items: Callable[[dict], list[Item]] | None = None  # built from the earlier stages' results by stage name
+    ended: Callable[[], None] | None = None  # after the stage's work in a phase (unload its model)
+
+
+@dataclass
+class RunSpec:
+    """Everything a command hands `RunFolder.run`: the Run owns the rest of the lifecycle (docs/runs.md)."""
+
+    settings: dict  # what every result depends on besides the items: hashed into the fingerprint
+    items: list[Item] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)  # none: a run computed in one go by `outputs`
+    outputs: Callable[[RunResult], dict[str, bytes]] | None = None  # the final files, from the records
+    record: Callable[[RunResult], dict] | None = None  # run.json's fields of the command
+    ended: Callable[[RunResult], dict] | None = None  # the invocation's end fields (exit state, counts)
+    prepare: Callable[[], None] | None = None  # before this process's first compute (a model preflight)
+    chunk: int = 1  # consecutive items per chunk: chunk j goes to process j mod the number of processes
+    phase: int | None = None  # chunks per phase: each phase runs every stage (describe's two models)
+    retry_errors: bool = False  # a journaled result with an `error` is computed again
+    unit: str = "row"  # how messages count items
+    progress: str | None = None  # the bar's unit (None: no bar)
+    header: dict = field(default_factory=dict)  # kept in each journal's first line
+    depends: object = None  # what the outputs read besides the records (score: the input's own columns)
+    started: dict = field(default_factory=dict)  # the invocation's start fields (its batch size)
+    upstream: Sequence[Path | str] = ()  # the run folders it read
+
+
+@dataclass
+class RunResult:
+    """What `RunFolder.run` returns: every stage's journaled records, and what this invocation did."""
+
+    fingerprint: str
+    items: dict[str, list[Item]]  # by stage name
+    records: dict[str, dict]  # by stage name: item id -> journal record
+    complete: bool = False  # a finished run rerun: nothing computed, nothing written
+    resumed: int = 0  # items of the last stage finished by an earlier invocation
+    changed: dict[str, int] = field(default_factory=dict)  # items recomputed, by the input that changed
+    repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
+    previous: dict = field(default_factory=dict)  # the run.json found before this invocation
+    info: dict = field(default_factory=dict)  # the run.json it wrote (process 0)
+    inv: int = -1
+    processes: int = 1
+
+    def results(self, stage: str = "") -> list[dict]:
+        """Every item's result in order.
+
+        Raises:
+            ReconScoreError: an item has none after every process finished.
+        """
+        out = []
+        for item in self.items[stage]:
+            rec = self.records[stage].get(item.id)
+            if rec is None or rec.get("key") != item.key:
+                raise ReconScoreError(
+                    f"{item.name} has no result after all processes finished; rerun the same command to "
+                    "complete it"
+                )
+            out.append(rec["result"])
+        return out
+
+
+def _stat(path: Path) -> list:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
+    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]."""
+    kept = {}
+    for rel, data in files.items():
+        atomic_write_bytes(out / rel, data)
+        kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
+    return kept
+
+
+def _intact(out: Path, rel: str, kept: list) -> bool:
+    """Whether a journaled file is as written: by size and modification time (the file is not opened), else by
+    content (a copy or a `touch` keeps its bytes)."""
+    try:
+        if not stat.S_ISREG(os.lstat(out / rel).st_mode):
+            return False
+        if _stat(out / rel) == kept[1:]:
+            return True
+        return file_sha256(out / rel) == kept[0]
+    except OSError:
+        return False
+
+
+def _item_keys(items: list[Item], chunk: int) -> None:
+    """Each item's key: its inputs, and with chunks of several items the keys of its chunk (batch composition
+    changes a batched kernel's floats, as in the artifact cache's keys)."""
+    own = [resume_key(item.inputs) for item in items]
+    for j, item in enumerate(items):
+        if chunk <= 1:
+            item.key = own[j]
+            continue
+        start = j - j % chunk
+        item.key = sha256_json({"kind": "resume", "item": own[j], "batch": own[start : start + chunk]})[:24]
+        if not item.name:
+            item.name = str(item.id)
+
+
+@dataclass
+class _StagePlan:
+    stage: Stage
+    items: list[Item]
+    done: dict  # item id -> current record (only those whose key matches and are not to redo)
+    records: dict  # item id -> latest record (also stale ones)
+
+
+class _Lifecycle:
+    """One invocation of `RunFolder.run`: plan, work, finish (kept apart from RunFolder's opening and locking)."""
+
+    def __init__(self, run: RunFolder, spec: RunSpec):
+        self.run, self.spec = run, spec
+        self.fp = sha256_json(spec.settings)[:16]
+        self.plans: dict[str, _StagePlan] = {}
+        self.result = RunResult(self.fp, {}, {}, previous=read_record(run.out), processes=run.world)
+
+    # -- plan --------------------------------------------------------------------------------------------------
+    def _load(self, stage: Stage, items: list[Item]) -> _StagePlan:
+        run, spec = self.run, self.spec
+        prefix = f"{stage.name}-" if stage.name else ""
+        records = {}
+        if not (run.overwrite and not run._begun):  # --overwrite starts from nothing
+            keys = {item.id: item.key for item in items}
+            found: list[str] = []
+            records = load_journals(
+                run.journal_dir,
+                fingerprint=self.fp,
+                prefix=prefix,
+                keys=keys,
+                settings=spec.settings,
+                tampered=found,
+            )
+            run.tampered += [t for t in found if t not in run.tampered]
+        done = {}
+        for item in items:
+            rec = records.get(item.id)
+            if rec is None or rec.get("key") != item.key:
+                continue
+            if spec.retry_errors and (rec.get("result") or {}).get("error"):
+                continue
+            done[item.id] = rec
+        return _StagePlan(stage, items, done, records)
+
+    def _items(self, stage: Stage) -> list[Item]:
+        if stage.items is None:
+            items = self.spec.items
+        else:
+            items = stage.items(
+                {n: {i: r["result"] for i, r in p.done.items()} for n, p in self.plans.items()}
+            )
+        for item in items:
+            item.name = item.name or f"{self.spec.unit} {item.id}"
+            item.results = {n: p.done[item.id]["result"] for n, p in self.plans.items() if item.id in p.done}
+        _item_keys(items, self.spec.chunk if stage.batch is None else 1)
+        return items
+
+    def plan(self) -> bool:
+        """Read every journal; returns whether the run is finished (nothing to compute or repair)."""
+        run, res = self.run, self.result
+        gone: dict[str, int] = {}
+        finished = bool(self.spec.stages)  # every item has its record: the final files are checked too
+        for stage in self.spec.stages:
+            plan = self._load(stage, self._items(stage))
+            self.plans[stage.name] = plan
+            finished = finished and len(plan.done) == len(plan.items)
+            _unblock(run.out, {rel for rec in plan.done.values() for rel in rec.get("files", {})})
+            for item in plan.items:
+                rec = plan.done.get(item.id)
+                lost = [
+                    rel
+                    for rel, kept in (rec or {}).get("files", {}).items()
+                    if not _intact(run.out, rel, kept)
+                ]
+                if lost:
+                    del plan.done[item.id]
+                    top = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
+                    gone[top] = gone.get(top, 0) + 1
+            self._count_changed(plan)
+        if run.tampered:
+            res.repairs.append(
+                f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
+            )
+        res.repairs += [
+            f"{n} {self.spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
+            for top, n in sorted(gone.items())
+        ]
+        if not finished:
+            return False
+        res.repairs += self._damage()
+        return not res.repairs and all(len(p.done) == len(p.items) for p in self.plans.values())
+
+    def _count_changed(self, plan: _StagePlan) -> None:
+        for item in plan.items:
+            rec = plan.records.get(item.id)
+            if rec is not None and rec.get("key") != item.key:
+                for name in changed_fields(rec.get("inputs"), item.inputs):
+                    self.result.changed[name] = self.result.changed.get(name, 0) + 1
+
+    def _state(self) -> str:
+        """What the final files are made from: every item's key, and what the outputs read besides."""
+        keys = {n: [i.key for i in p.items] for n, p in self.plans.items()}
+        return sha256_json({"keys": keys, "depends": self.spec.depends})[:24]
+
+    def _damage(self) -> list[str]:
+        """A finished run: its final files and run.json as the last invocation left them?"""
+        ended = [e for e in self.run.log.entries() if e.get("event") == "end" and "outputs" in e]
+        kept = ended[-1] if ended else {}
+        if kept.get("state") != self._state():
+            return ["the final files were not written from these records"]
+        found = []
+        for name, meta in kept["outputs"].items():
+            if not _intact(self.run.out, name, meta):
+                found.append(
+                    f"{name} {'did not match the journal' if (self.run.out / name).exists() else 'was missing'}"
+                )
+        info = self.result.previous
+        if not info:
+            found.append("run.json was missing or invalid")
+        elif info.get("fingerprint") != self.fp:
+            found.append("run.json was not this run's")
+        return found
+
+    # -- work --------------------------------------------------------------------------------------------------
+    def work(self) -> None:
+        """This process's share of every stage, a phase at a time, each result journaled as it comes."""
+        run, spec, res = self.run, self.spec, self.result
+        last = self.plans[spec.stages[-1].name] if spec.stages else None
+        res.resumed = len(last.done) if last else 0
+        mine = self._mine(spec.stages[0]) if spec.stages else []
+        if spec.prepare is not None and any(i.id not in p.done for p in self.plans.values() for i in mine):
+            spec.prepare()  # every missing model named before any work starts
+        self._say()
+        res.inv = run._begin(**spec.started)
+        if not spec.stages:
+            return
+        n_last = len(self._mine(spec.stages[-1])) if spec.stages[-1].items is None else 0
+        done_last = sum(1 for i in self._mine(spec.stages[-1]) if i.id in last.done) if n_last else 0
+        bar = Progress(
+            n_last,
+            initial=done_last,
+            desc=f"{run.kind}[{run.rank}]",
+            unit=spec.progress or "item",
+            position=run.rank,
+            disable=spec.progress is None,
+        )
+        groups: list[list[Stage]] = []  # stages over the same items run phase by phase together
+        for stage in spec.stages:
+            if groups and stage.items is None:
+                groups[-1].append(stage)
+            else:
+                groups.append([stage])
+        try:
+            for k, group in enumerate(groups):
+                if k:
+                    self._replan(group[0])
+                self._phases(group, bar)
+        finally:
+            bar.close()
+
+    def _replan(self, stage: Stage) -> None:
+        """A stage whose items come from the earlier stages' results (every process's)."""
+        self.run.wait()
+        for name, plan in list(self.plans.items()):
+            if name == stage.name:
+                break
+            self.plans[name] = self._load(plan.stage, plan.items)
+        self.plans[stage.name] = self._load(stage, self._items(stage))
+
+    def _mine(self, stage: Stage) -> list[Item]:
+        items, k = self.plans[stage.name].items, self.spec.chunk
+        return [i for j, i in enumerate(items) if (j // k) % self.run.world == self.run.rank]
+
+    def _phases(self, group: list[Stage], bar: Progress) -> None:
+        run, spec = self.run, self.spec
+        positions = [
+            j
+            for j in range(len(self.plans[group[0].name].items))
+            if (j // spec.chunk) % run.world == run.rank
+        ]
+        per = (spec.phase or len(positions) or 1) * spec.chunk
+        phases = [positions[s : s + per] for s in range(0, len(positions), per)]
+        with ExitStack() as stack:
+            journals = {s.name: stack.enter_context(self._journal(s)) for s in group}
+            for p, phase in enumerate(phases):
+                where = f"phase {p + 1}/{len(phases)}: " if len(phases) > 1 else ""
+                for stage in group:
+                    worked = self._stage_phase(stage, phase, journals[stage.name], bar, where)
+                    if worked and stage.ended is not None:
+                        stage.ended()
+
+    def _journal(self, stage: Stage) -> Journal:
+        header = {"kind": self.run.kind, "settings": self.spec.settings, **self.spec.header}
+        prefix = f"{stage.name}-" if stage.name else ""
+        path = self.run.journal_dir / f"{prefix}rank-{self.run.rank}.jsonl"
+        return Journal(path, fingerprint=self.fp, header=header, checksum=True)
+
+    def _stage_phase(
+        self, stage: Stage, phase: list[int], journal: Journal, bar: Progress, where: str
+    ) -> bool:
+        plan, k = self.plans[stage.name], self.spec.chunk
+        items = plan.items
+        todo = [items[j] for j in phase if items[j].id not in plan.done]
+        if stage.batch is None:
+            chunks = {}
+            for j in phase:
+                chunks.setdefault(j // k, []).append(items[j])
+            calls = [(c, [i for i in c if i.id not in plan.done]) for c in chunks.values()]
+        else:
+            calls = [(todo[s : s + stage.batch],) * 2 for s in range(0, len(todo), stage.batch)]
+        is_last = stage is self.spec.stages[-1]
+        for n, (batch, pending) in enumerate(c for c in calls if c[1]):
+            computed = stage.compute(batch, pending)
+            if len(computed) != len(pending):
+                raise RuntimeError(
+                    f"{stage.name or 'stage'}: {len(computed)} results for {len(pending)} items"
+                )
+            recs = self._record(stage, pending, computed)
+            journal.write(recs)
+            failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
+            if is_last:
+                bar.update(len(recs), failed=failed)
+            elif stage.name:
+                bar.stage(f"{where}{stage.name} {n + 1}/{sum(1 for c in calls if c[1])}")
+        return bool(todo)
+
+    def _record(self, stage: Stage, pending: list[Item], computed: list[Computed]) -> list[dict]:
+        plan, recs = self.plans[stage.name], []
+        for item, (result, files) in zip(pending, computed):
+            rec = {
+                "row": item.id,
+                "key": item.key,
+                "inv": self.result.inv,
+                "inputs": item.inputs,
+                "result": result,
+            }
+            kept = _write_files(self.run.out, files)
+            if kept:
+                rec["files"] = kept
+            recs.append(rec)
+            plan.done[item.id] = rec
+            item.results[stage.name] = result
+        return recs
+
+    def _say(self) -> None:
+        res = self.result
+        if res.changed and self.run.is_main:
+            why = ", ".join(f"{n} {name}" for name, n in sorted(res.changed.items()))
+            log.warning(
+                "%d journaled %s(s) have changed inputs and are recomputed (%s)",
+                sum(res.changed.values()),
+                self.spec.unit,
+                why,
+            )
+        if res.repairs and self.run.is_main:
+            log.warning("repairing %s from its journal: %s", self.run.out, "; ".join(res.repairs))
+
+    # -- finish ------------------------------------------------------------------------------------------------
+    def settle(self) -> RunResult:
+        res = self.result
+        res.items = {n: p.items for n, p in self.plans.items()}
+        res.records = {n: p.done for n, p in self.plans.items()}
+        return res
+
+    def finish(self) -> RunResult:
+        """After every process finished: process 0 writes the final files, the invocation's end and run.json."""
+        run, spec, res = self.run, self.spec, self.result
+        run.wait()
+        for name, plan in list(self.plans.items()):
+            self.plans[name] = self._load(plan.stage, plan.items)
+        self.settle()
+        if not run.is_main:
+            return res
+        files = spec.outputs(res) if spec.outputs is not None else {}
+        kept = _write_files(run.out, files)
+        _prune(run.out, files)
+        end = {**(spec.ended(res) if spec.ended is not None else {})}
+        if res.repairs:
+            end["repaired"] = res.repairs
+        finished = utc_now()
+        run.log.end(res.inv, finished=finished, outputs=kept, state=self._state(), **end)
+        history = run.log.history([r for p in self.plans.values() for r in p.done.values()])
+        info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
+        fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
+        fields["started"] = history[0].get("started", run.started) if history else run.started
+        res.info = run._record(info, spec.upstream, **fields)
+        return res
+
+
+def _unblock(out: Path, files: set[str]) -> None:
+    """A file where an output folder belongs is removed: the files it held are written again."""
+    for top in sorted({Path(rel).parts[0] for rel in files if len(Path(rel).parts) > 1}):
+        folder = out / top
+        if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
+            folder.unlink()
+            log.warning("%s was a file, not a folder: removed, the files it held are written again", folder)
+
+
+def _prune(out: Path, files: dict[str, bytes]) -> None:
+    """An output folder (pairs' data/) holds exactly the files the outputs put there."""
+    folders: dict[str, set[str]] = {}
+    for rel in files:
+        parts = Path(rel).parts
+        if len(parts) > 1:
+            folders.setdefault(parts[0], set()).add(rel)
+    for top, keep in folders.items():
+        for p in sorted((out / top).rglob("*")):
+            if p.is_file() and str(p.relative_to(out)) not in keep:
+                p.unlink()
+
+
 class RunFolder:
     """One run folder of one kind, opened by every process of a run (`state`: accelerate's PartialState, None for
     one process). See the module docstring for the steps."""
@@ -850,12 +1306,36 @@ class RunFolder:
         if self.state is not None:
             self.state.wait_for_everyone()
 
+    # -- the lifecycle ---------------------------------------------------------------------------------------
+    def check(self, settings: dict) -> None:
+        """A changed configuration is refused before a command's costly preparation (retrieve's features).
+
+        Raises:
+            ResumeMismatchError: naming the settings that changed.
+        """
+        if not self.overwrite:
+            load_journals(self.journal_dir, fingerprint=sha256_json(settings)[:16], settings=settings)
+
+    def run(self, spec: RunSpec) -> RunResult:
+        """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
+        checked by size and time), this process's work journaled item by item, the final files and run.json."""
+        life = _Lifecycle(self, spec)
+        if life.plan():
+            res = life.settle()
+            res.complete, res.resumed = True, len(next(reversed(res.records.values())))
+            return res
+        life.work()
+        return life.finish()
+
     # -- working ---------------------------------------------------------------------------------------------
     def begin(self, plan: Plan | None = None, **info) -> int:
         """Work starts: --overwrite clears the folder's results, what the plan recomputes and repairs is said
         once, the invocation is logged; returns its number."""
         if plan is not None and self.is_main:
             _say_plan(self.out, plan)
+        return self._begin(**info)
+
+    def _begin(self, **info) -> int:
         if self.overwrite and self.is_main:
             self._clear()
         self.wait()

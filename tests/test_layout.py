@@ -1,7 +1,9 @@
-"""The user's layout and dependency direction: eval may import everything; describer and retrieval import
-recon_score; recon_score and preference_data import none of the others."""
+"""The user's layout and dependency direction: eval may import everything; describer, retrieval and
+preference_data import recon_score (preference_data for its one text-file policy, `recon_score.textfiles`, rather
+than a copy of it); recon_score imports none of the others."""
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("recon_score", "describer", "retrieval", "preference_data", "eval")
 ALLOWED = {
     "recon_score": set(),
-    "preference_data": set(),
+    "preference_data": {"recon_score"},  # recon_score.textfiles reads its files
     "describer": {"recon_score"},
     "retrieval": {"recon_score"},
     "eval": set(PACKAGES) - {"eval"},
@@ -106,3 +108,89 @@ def test_run_files_are_named_only_by_the_run():
                 if named and (rel, node.value) not in SAME_NAME_INPUTS:
                     found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert not found, found
+
+
+# calls that change the whole process for everyone in it: a library call must leave them as it found them
+PROCESS_WIDE = {
+    "torch.manual_seed",
+    "torch.random.manual_seed",
+    "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+    "torch.random.default_generator.manual_seed",
+    "torch.default_generator.manual_seed",
+    "torch.set_rng_state",
+    "torch.cuda.set_rng_state",
+    "np.random.seed",
+    "numpy.random.seed",
+    "random.seed",
+    "torch.set_num_threads",
+    "torch.set_num_interop_threads",
+    "torch.set_default_dtype",
+    "torch.set_default_device",
+    "torch.set_float32_matmul_precision",
+    "torch.use_deterministic_algorithms",
+    "np.seterr",
+    "numpy.seterr",
+    "sys.setrecursionlimit",
+    "resource.setrlimit",
+    "logging.basicConfig",
+}
+# the one place that seeds torch, inside torch.random.fork_rng (restored on exit); the CLI is the application
+SEEDING_HOME = {"recon_score/runtime.py"}
+APPLICATION = "eval/cli/"
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _process_wide(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "ctypes" for a in node.names):
+        return "imports ctypes"
+    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "ctypes":
+        return "imports ctypes"
+    if "mallopt" in (getattr(node, "attr", None), getattr(node, "id", None)):
+        return "mallopt"
+    if isinstance(node, ast.Call) and _dotted(node.func) in PROCESS_WIDE:
+        return _dotted(node.func)
+    return None
+
+
+def test_no_library_call_changes_process_wide_state():
+    """No package module loads ctypes (retrieve-eval once set glibc's malloc thresholds with it), names mallopt,
+    reseeds a global random generator (outside the one fork_rng-guarded home) or sets threads, default dtypes,
+    matmul precision, numpy error modes, limits or the logging configuration: a user's process is theirs."""
+    bad = []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel.startswith(APPLICATION):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                what = _process_wide(node)
+                if what and not (rel in SEEDING_HOME and what in PROCESS_WIDE):
+                    bad.append(f"{rel}:{node.lineno} {what}")
+    assert not bad, bad
+
+
+def test_the_layout_check_sees_each_kind_of_process_wide_call(tmp_path, monkeypatch):
+    """The check above on a planted module: each kind is found (so a clean result means something)."""
+    planted = tmp_path / "retrieval"
+    planted.mkdir()
+    (planted / "bad.py").write_text(
+        "import ctypes\nimport torch\nctypes.CDLL('libc.so.6').mallopt(-3, 1)\ntorch.manual_seed(0)\n"
+        "torch.set_num_threads(1)\ntorch.Generator().manual_seed(0)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", ("retrieval",))
+    with pytest.raises(AssertionError) as caught:
+        test_no_library_call_changes_process_wide_state()
+    found = str(caught.value)
+    for what in ("bad.py:1 imports ctypes", "bad.py:3 mallopt", "torch.manual_seed", "torch.set_num_threads"):
+        assert what in found
+    assert "Generator" not in found  # a local generator is the right way, not a finding

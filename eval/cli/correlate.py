@@ -49,7 +49,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(list(FORMATS)),
+    type=opt.Choice(list(FORMATS)),
     default=None,
     help="Layout of --preferences: " + "; ".join(f"{f.name}: {f.help}" for f in FORMATS.values()) + ".",
 )
@@ -66,7 +66,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @opt.device()
 @click.option(
     "--headline",
-    type=click.Choice([v.value for v in TauVariant]),
+    type=opt.Choice([v.value for v in TauVariant]),
     default=None,
     help=f"Headline Kendall variant, marked in the table (default: the set's published one: {HEADLINE_DEFAULTS}).",
 )

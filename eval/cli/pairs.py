@@ -31,14 +31,14 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
 @click.option(
     "--policy",
-    type=click.Choice(["best-worst", "best-vs-each", "all"]),
+    type=opt.Choice(["best-worst", "best-vs-each", "all"]),
     default="best-worst",
     show_default=True,
     help="Per image: the best against the worst candidate, the best against each other one, or every pair.",
 )
 @click.option(
     "--score",
-    type=click.Choice(["selection_score", "recon_score"]),
+    type=opt.Choice(["selection_score", "recon_score"]),
     default="selection_score",
     show_default=True,
     help="What ranks candidates: the selection renders' score (mean over --selection-seeds) or the held-out "
@@ -53,7 +53,7 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
 )
 @click.option(
     "--noise",
-    type=click.Choice(["paired", "off"]),
+    type=opt.Choice(["paired", "off"]),
     default="paired",
     show_default=True,
     help="Seed-noise filter (runs with --selection-seeds K >= 2): a paired t test on the two captions' "

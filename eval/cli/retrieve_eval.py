@@ -75,7 +75,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 )
 @click.option(
     "--method",
-    type=click.Choice(list(METHODS)),
+    type=opt.Choice(list(METHODS)),
     required=True,
     help=f"Retrieval method; on a bundle alone: {', '.join(ON_BUNDLE)}.",
 )
@@ -89,7 +89,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 @click.option(
     "--ap",
     "ap_variant",
-    type=click.Choice(AP_VARIANTS),
+    type=opt.Choice(AP_VARIANTS),
     default=None,
     help="AP variant: rscir (PatternCom, xView2-CIR) or trapezoidal (i-CIR, FreeDom). Default: the bundle's "
     "protocol (written by `retrieve --save-bundle`), else non-interpolated.",
@@ -97,7 +97,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 @opt.retrieval_protocol()
 @click.option(
     "--recall",
-    type=click.Choice(["hit", "fraction"]),
+    type=opt.Choice(["hit", "fraction"]),
     default="hit",
     show_default=True,
     help="recall@K: any positive in the top K (CIRR/FashionIQ/EDIR), or the fraction of positives (rscir).",

@@ -15,7 +15,7 @@ from scipy import stats
 
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid
-from recon_score.explain import maps_npz, paired_effect, split_phrases, without
+from recon_score.explain import PhraseEffect, _region, holm, maps_npz, paired_effect, split_phrases, without
 from recon_score.scorer import ReconScorer
 
 # word -> (colour, shape, box as fractions of the image)
@@ -166,12 +166,66 @@ def test_an_encoder_without_patch_tokens_still_attributes_phrases(toy_scorer):
 
 def test_paired_effect_matches_scipy_ttest_rel():
     full, reduced = [71.2, 70.4, 72.9, 70.1], [70.0, 70.9, 71.1, 69.0]
-    mean, _se, t, sig = paired_effect(full, reduced, 0.05)
+    mean, _se, t, p = paired_effect(full, reduced)
     ref = stats.ttest_rel(full, reduced)
     assert t == pytest.approx(ref.statistic, rel=1e-12)
-    assert sig == (ref.pvalue < 0.05)
+    assert p == pytest.approx(ref.pvalue, rel=1e-12)
     assert mean == pytest.approx(np.mean(np.subtract(full, reduced)))
-    assert paired_effect([1.0], [0.5], 0.05)[2:] == (None, None)
+    assert paired_effect([1.0], [0.5])[1:] == (None, None, None)
+
+
+def test_holm_by_hand():
+    """Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1 = 0.02, 0.03, 0.06, 0.04 -> monotone 0.06 for the last."""
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
+    assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([]) == [] and holm([0.2]) == [0.2]
+
+
+def test_holm_matches_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    rng = np.random.default_rng(0)
+    for m in (2, 3, 5, 8):
+        for _ in range(50):
+            p = rng.uniform(0, 0.2, m) ** rng.uniform(0.5, 3)
+            reject, ref, _, _ = multitest.multipletests(p, alpha=0.05, method="holm")
+            np.testing.assert_allclose(holm(list(p)), ref, rtol=1e-12, atol=0)
+            assert [a < 0.05 for a in holm(list(p))] == list(reject)
+
+
+def test_significance_is_holm_corrected_and_said_in_the_record(toy_scorer):
+    caption = "a green field, a red square, a yellow triangle and a blue circle"
+    expl = toy_scorer.explain(planted_original(), caption, seeds=SEEDS)
+    scored = [p for p in expl.phrases if p.p is not None]
+    assert [p.p_adjusted for p in scored] == pytest.approx(holm([p.p for p in scored]))
+    assert all(p.significant == (p.p_adjusted < 0.05) for p in scored)
+    rec = expl.record()
+    assert (
+        rec["correction"] == "holm"
+        and rec["worst_phrase"] == "a yellow triangle"
+        and rec["worst_note"] is None
+    )
+
+
+def test_no_worst_phrase_when_nothing_hurt(toy_scorer):
+    expl = toy_scorer.explain(planted_original(), "a green field, a red square", seeds=SEEDS)
+    assert all(p.delta > 0 for p in expl.phrases)
+    assert expl.worst_phrase is None and expl.record()["worst_phrase"] is None
+    assert expl.record()["worst_note"] == "no phrase hurt" and "no phrase hurt" in repr(expl)
+    one = toy_scorer.explain(planted_original(), "a green field, a yellow triangle", seeds=[1])
+    assert one.worst_phrase is None and one.worst_note.startswith("one seed")
+
+
+def test_a_region_only_beyond_the_seed_noise_of_the_map():
+    steady = np.zeros((4, 3, 3))
+    steady[:, 1, 2] = [0.30, 0.31, 0.29, 0.30]  # drops at (1, 2) on every seed
+    noisy = np.zeros((4, 3, 3))
+    noisy[:, 1, 2] = [1.2, -0.9, 1.1, -0.8]  # the largest mean drop, but within the seed noise
+    for drops, expected in ((steady, [2 / 3, 1 / 3, 1.0, 2 / 3]), (noisy, None)):
+        effect = PhraseEffect("x", 0, 1, "object", 1.0, [1.0])
+        _region(effect, drops, FULL_BOX, 0.05)
+        assert effect.region == (pytest.approx(expected, abs=1e-6) if expected else None)
+    effect = PhraseEffect("x", 0, 1, "object", 1.0, [1.0])
+    _region(effect, steady[:1], FULL_BOX, 0.05)  # one seed: no noise estimate, no region
+    assert effect.region is None
 
 
 @pytest.mark.parametrize(

@@ -166,3 +166,48 @@ def test_overwrite_starts_from_nothing(tmp_path):
     with RunFolder("score", tmp_path / "run", overwrite=True) as run:
         plan = run.plan(fingerprint=FP, settings=SETTINGS, keys={0: "k0"})
     assert plan.done == {} and not plan.is_done(0)
+
+
+def test_a_journal_whose_header_moved_says_so(tmp_path):
+    """Line 1 a record, the header further down (an edited or re-sorted file): not "an older reconscore"."""
+    out = tmp_path / "run"
+    _work(out, {0: "k0", 1: "k1"})
+    journal = out / "journal" / "rank-0.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join([*lines[1:], lines[0]]) + "\n")
+    with pytest.raises(ReconScoreError) as err:
+        _plan(out, {0: "k0", 1: "k1"})
+    assert "does not start with its header line (line 1 is a record)" in str(err.value)
+    assert "older" not in str(err.value) and "--overwrite" in str(err.value)
+
+
+def test_a_journal_of_a_newer_layout_names_both_layouts(tmp_path):
+    from recon_score.run_engine import JOURNAL_LAYOUT
+
+    out = tmp_path / "run"
+    _work(out, {0: "k0"})
+    journal = out / "journal" / "rank-0.jsonl"
+    lines = journal.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["layout"] = JOURNAL_LAYOUT + 1
+    journal.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    with pytest.raises(
+        ReconScoreError, match=rf"a newer reconscore .*layout {JOURNAL_LAYOUT + 1}, this version"
+    ):
+        _plan(out, {0: "k0"})
+
+
+def test_rerunning_an_explain_run_without_explain_says_how_to_resume():
+    """The settings diff alone ("explain.level: 0.05 -> (unset)") leaves the reader guessing: name the flag."""
+    from recon_score.errors import ResumeMismatchError
+    from recon_score.run_engine import diff_settings
+
+    before = {"steps": 4, "explain": {"level": 0.05, "max_phrases": 8}}
+    changes = diff_settings(before, {"steps": 4})
+    assert "explain.level: 0.05 -> (unset)" in changes
+    message = str(ResumeMismatchError("runs/x", found="a", wanted="b", changes=changes))
+    assert "It was an --explain run: pass --explain (with its options) to resume it" in message
+    other = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"seeds": 3}, {})))
+    assert "This run leaves seeds unset: pass the option(s) again to resume it." in other
+    plain = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"steps": 28}, {"steps": 4})))
+    assert "unset" not in plain and "--explain" not in plain
