@@ -15,7 +15,7 @@ from eval.meta_eval.suite import Loaded, frame, load, output_files, statistics
 from eval.metrics.clip import DEFAULT_ENCODER
 from recon_score.errors import ReconScoreError
 from recon_score.run_engine import FileDigests, Item, RunFolder, RunSpec, Stage
-from recon_score.run_outputs import record_file
+from recon_score.run_outputs import META_EVAL_CSV, META_EVAL_MD, record_file
 
 KIND = "meta-eval"
 
@@ -67,7 +67,7 @@ def _plan_items(job: MetaEvalJob, metrics: list[str]) -> tuple[list[tuple[Loaded
             skipped[name] = loaded.skipped
             continue
         for m in metrics:
-            if get_metric_info(m).needs_images and loaded.images_root is None:
+            if get_metric_info(m).needs_images and not loaded.has_images:
                 skipped[f"{name}/{m}"] = (
                     f"{m} needs images: put them in {Path(job.data_root) / loaded.benchmark.folder}/"
                     f"{'Flickr8k_Dataset' if loaded.benchmark.folder == 'flickr8k' else 'images'}/ "
@@ -88,7 +88,10 @@ def run_meta_eval(job: MetaEvalJob) -> MetaEvalResult:
             raise ReconScoreError(
                 "no benchmark could be run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
             )
-        return _run(job, run, metrics, items, skipped)
+        suite = _Suite(job, metrics, items, skipped)
+        res = run.run(suite.spec())
+        written = [run.out / n for n in (META_EVAL_CSV, META_EVAL_MD)] + [record_file(run.out)]
+        return MetaEvalResult(frame(suite.rows(res)), skipped, res.info, written)
 
 
 def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
@@ -103,71 +106,50 @@ def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
     }
 
 
-def _run(job, run: RunFolder, metrics, items, skipped) -> MetaEvalResult:
-    settings = _settings(job, metrics)
-    digest = FileDigests()
-    by_id = {_item(ld, m): (ld, m) for ld, m in items}
-    specs = [
-        Item(k, {"metric": m, "files": {p.name: digest(p) for p in ld.files}, "variant": ld.variant}, name=k)
-        for k, (ld, m) in by_id.items()
-    ]
-    scorer = _Scorer(job, by_id)
-    info = {
-        "data_root": str(Path(job.data_root).resolve()),
-        "benchmarks": sorted({ld.benchmark.name for ld, _ in items}),
-        "variants": {ld.benchmark.name: ld.variant for ld, _ in items},
-        "metrics": metrics,
-        "skipped": skipped,
-        "protocol": {
-            "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100 over every judgment row",
-            "accuracy": "share of pairs where the preferred caption scores strictly higher, x 100",
-            "ci": f"percentile bootstrap over images (95%), {job.n_boot} resamples, seed {job.seed}",
-            "published": "eval/meta_eval/published.csv (paper and table per value)",
-        },
-    }
-    res = run.run(
-        RunSpec(
-            settings,
-            items=specs,
-            stages=[Stage(scorer.compute)],
-            outputs=lambda res: output_files(_rows(res), skipped),
-            record=lambda res: info,
+class _Suite:
+    """The command's side of the Run: one item per (benchmark, variant, metric), computed in order; the items
+    of one benchmark share its CaptionBatch, and every batch of the run shares the PTB tokens of its texts."""
+
+    def __init__(self, job: MetaEvalJob, metrics: list[str], items: list[tuple[Loaded, str]], skipped: dict):
+        self.job, self.metrics, self.skipped = job, metrics, skipped
+        self.loaded = {_item(ld, m): (ld, m) for ld, m in items}
+        self.batches: dict[int, object] = {}
+        self.tokens: dict[str, str] = {}  # one PTB pass per distinct text across every benchmark of the run
+
+    def spec(self) -> RunSpec:
+        digest = FileDigests()
+        items = [
+            Item(
+                key,
+                {"metric": m, "variant": ld.variant, "files": {p.name: digest(p) for p in ld.files}},
+                name=key,
+            )
+            for key, (ld, m) in self.loaded.items()
+        ]
+        return RunSpec(
+            settings=_settings(self.job, self.metrics),
+            items=items,
+            stages=[Stage(self.compute)],
+            outputs=self.outputs,
+            record=self.record,
             unit="benchmark x metric item",
             progress="item",
         )
-    )
-    written = [run.out / n for n in output_files(_rows(res), skipped)] + [record_file(run.out)]
-    return MetaEvalResult(frame(_rows(res)), skipped, res.info or res.previous, written)
 
+    def compute(self, batch: list[Item], todo: list[Item]) -> list:
+        from eval.metrics import compute_metrics, get_metric_info, metric_options
 
-def _rows(res) -> list[dict]:
-    rows = [r for result in res.results() for r in result["rows"]]
-    return [{k: float("nan") if v is None and k in ("value", "ci_low", "ci_high") else v for k, v in r.items()}
-            for r in rows]  # fmt: skip
-
-
-class _Scorer:
-    """Each benchmark x metric item scored; the items of one benchmark share one CaptionBatch (its tokenisation,
-    images)."""
-
-    def __init__(self, job, by_id: dict):
-        from eval.metrics import metric_options
-
-        self.job, self.by_id, self.batches = job, by_id, {}
-        self.options = metric_options(
+        job = self.job
+        options = metric_options(
             encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
         )
-
-    def compute(self, batch: list, todo: list) -> list:
-        from eval.metrics import compute_metrics, get_metric_info
-
-        job, out = self.job, []
+        out = []
         for item in todo:
-            ld, m = self.by_id[item.id]
+            ld, m = self.loaded[item.id]
             if id(ld) not in self.batches:
-                self.batches[id(ld)] = batch_of(ld)
+                self.batches[id(ld)] = batch_of(ld, self.tokens)
             scores, _ = compute_metrics(
-                [m], self.batches[id(ld)], options=self.options, metrics=job.metric_instances
+                [m], self.batches[id(ld)], options=options, metrics=job.metric_instances
             )
             hib = get_metric_info(m).higher_is_better
             rows = statistics(
@@ -176,8 +158,53 @@ class _Scorer:
             out.append(({"rows": _clean(rows)}, {}))
         return out
 
+    def rows(self, res) -> list[dict]:
+        rows = [r for result in res.results() for r in result["rows"]]
+        nan = ("value", "ci_low", "ci_high")
+        return [{k: float("nan") if v is None and k in nan else v for k, v in r.items()} for r in rows]
 
-def batch_of(loaded: Loaded):
+    def outputs(self, res) -> dict[str, bytes]:
+        return output_files(self.rows(res), self.skipped)
+
+    def record(self, res) -> dict:
+        job, used = self.job, list(self.loaded.values())
+        return {
+            "data_root": str(Path(job.data_root).resolve()),
+            "benchmarks": sorted({ld.benchmark.name for ld, _ in used}),
+            "variants": {ld.benchmark.name: ld.variant for ld, _ in used},
+            "metrics": self.metrics,
+            "skipped": self.skipped,
+            "protocol": {
+                "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100 over every judgment row",
+                "accuracy": "share of pairs where the preferred caption scores strictly higher, x 100",
+                "ci": f"percentile bootstrap over images (95%), {job.n_boot} resamples, seed {job.seed}",
+                "published": "eval/meta_eval/published.csv (paper and table per value)",
+            },
+        }
+
+
+def decoded_images(table) -> list:
+    """A hub set's images, one PIL image per distinct image (rows of one image share it), opened lazily: the
+    metric's image reader (recon_score.images.load_image) decodes each once."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    from recon_score.errors import InputError
+
+    opened: dict[int, object] = {}
+    out = []
+    for data, source in zip(table["image_bytes"], table["source"]):
+        if id(data) not in opened:
+            try:
+                opened[id(data)] = Image.open(io.BytesIO(data))
+            except (OSError, UnidentifiedImageError) as err:  # the row's metric is NaN, its error says why
+                opened[id(data)] = InputError(f"{source}: the image bytes are not an image ({err})")
+        out.append(opened[id(data)])
+    return out
+
+
+def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
     """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
     from eval.metrics import CaptionBatch
     from recon_score.errors import InputError
@@ -185,7 +212,9 @@ def batch_of(loaded: Loaded):
 
     table = loaded.table
     images = None
-    if loaded.images_root is not None:
+    if loaded.images_root is None and loaded.has_images:
+        images = decoded_images(table)
+    elif loaded.images_root is not None:
         resolved: dict = {}
         for image in table["image"].unique():
             try:
@@ -194,5 +223,8 @@ def batch_of(loaded: Loaded):
                 resolved[image] = err
         images = [resolved[i] for i in table["image"]]
     return CaptionBatch(
-        candidates=table["candidate"].tolist(), references=table["references"].tolist(), images=images
+        candidates=table["candidate"].tolist(),
+        references=table["references"].tolist(),
+        images=images,
+        text_tokens=text_tokens,
     )
