@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +41,6 @@ from preference_data.annotate import (
     unblind,
     win_shares,
 )
-from recon_score.atomic_io import atomic_write_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.run_engine import RunFolder, RunSpec, load_record
 from recon_score.run_outputs import (
@@ -111,7 +110,9 @@ def candidate_rows(source: Path) -> tuple[list[CandidateRow], Path | None, dict]
     return rows, Path(root) if root else None, record
 
 
-def _image_files(items: list[Item], root: Path, say) -> tuple[dict[str, bytes], list[str]]:
+def _image_files(
+    items: list[Item], root: Path, say: Callable[[str], None]
+) -> tuple[dict[str, tuple[str, bytes]], list[str]]:
     """pages/images/NNNN.jpg per image (numbered, so no file name says anything), and the images that could not
     be read (their items are left out, each said in one line)."""
     from recon_score.images import load_image, resolve_under
@@ -167,17 +168,17 @@ def build_files(
     return files
 
 
-def run_build(job: BuildJob, say=print) -> dict:
+def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
     """The study folder: checked (kind, lock) before anything is read; pages/ replaced as a whole."""
     if job.annotators < 1:
         raise ReconScoreError("--annotators must be at least 1")
     with RunFolder("annotate", job.out, argv=job.argv) as run:
         rows, root, _ = candidate_rows(job.candidates)
         root = job.images or root
-        if root is None or not root.is_dir():
-            raise ReconScoreError(
-                f"--images {root} is not a folder (the one the table's image names are relative to)"
-            )
+        if root is None:
+            raise ReconScoreError("--images is needed: the folder the table's image names are relative to")
+        if not root.is_dir():
+            raise ReconScoreError(f"--images {root} is not a folder")
         try:
             items = make_items(rows, per_image=job.per_image, seed=job.seed)
         except PreferenceFormatError as err:
@@ -187,34 +188,29 @@ def run_build(job: BuildJob, say=print) -> dict:
         if not items:
             raise ReconScoreError(f"no image of {job.candidates} could be read: nothing to annotate")
         files = build_files(job, _study_id(job.out), items, images)
-        staged = job.out / f".{STUDY_PAGES}-staged"
-        _clear_tree(staged)
-        for name, data in files.items():
-            if name.startswith(STUDY_PAGES + "/"):
-                atomic_write_bytes(staged / name.removeprefix(STUDY_PAGES + "/"), data)
-        top = {k: v for k, v in files.items() if not k.startswith(STUDY_PAGES + "/")}
+        study = json.loads(files[STUDY_RECORD])
         info = {
-            "study": json.loads(top[STUDY_RECORD])["study"],
-            "checksum": json.loads(top[STUDY_RECORD])["checksum"],
+            "study": study["study"],
+            "checksum": study["checksum"],
             "candidates": str(job.candidates.resolve()),
             "images_root": str(root.resolve()),
             "counts": {"images": len(items), "skipped": len(bad), "annotators": job.annotators},
-            "settings": json.loads(top[STUDY_RECORD])["settings"],
+            "settings": study["settings"],
         }
         upstream = [job.candidates] if job.candidates.is_dir() else []
-        spec = RunSpec(
-            {}, outputs=lambda _: top, record=lambda _: info, folders={STUDY_PAGES: staged}, upstream=upstream
-        )
-        return run.run(spec).info
+        return _publish(run, files, info, upstream)
 
 
-def _clear_tree(path: Path) -> None:
-    import shutil
-
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        path.unlink()
+def _publish(run: RunFolder, files: dict[str, bytes], info: dict, upstream: list[Path]) -> dict:
+    """A run computed in one go: the Run writes the files (pages/ then holds exactly the pages and images
+    given), the invocation's record and run.json."""
+    spec = RunSpec(
+        settings={"kind": run.kind, "checksum": info.get("checksum") or info.get("study_checksum")},
+        outputs=lambda res: files,
+        record=lambda res: info,
+        upstream=upstream,
+    )
+    return run.run(spec).info
 
 
 def load_study(folder: Path) -> tuple[dict, dict, list[Item]]:
@@ -289,7 +285,11 @@ def run_consensus_build(collected: Path, *, seed: int = 0, argv: list[str] | Non
         items=shown,
     )
     with RunFolder("annotate", folder, argv=argv or []) as run:
-        files = {CONSENSUS_ROUND: _json_bytes(round_), f"{STUDY_PAGES}/{CONSENSUS_PAGE}": page}
+        files = {
+            CONSENSUS_ROUND: _json_bytes(round_),
+            **_pages(folder),
+            f"{STUDY_PAGES}/{CONSENSUS_PAGE}": page,
+        }
         info = {
             **load_record(folder),
             "consensus": {
@@ -300,13 +300,25 @@ def run_consensus_build(collected: Path, *, seed: int = 0, argv: list[str] | Non
         }
         for k in ("command", "meaningless", "upstream", "started", "finished", "provenance"):
             info.pop(k, None)
-        return run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info, upstream=[collected])).info
+        return _publish(run, files, info, [collected])
+
+
+def _pages(folder: Path) -> dict[str, bytes]:
+    """The study's pages and images as the build wrote them (the consensus pass adds its page beside them)."""
+    from recon_score.textfiles import read_bytes
+
+    pages = folder / STUDY_PAGES
+    return {
+        str(p.relative_to(folder)): read_bytes(p)
+        for p in sorted(pages.rglob("*"))
+        if p.is_file() and p.name != CONSENSUS_PAGE
+    }
 
 
 def _csv(path: Path) -> list[dict]:
     from recon_score.textfiles import csv_dicts
 
-    return [rec for _, rec in csv_dicts(path)]
+    return [rec for _, rec in csv_dicts(path)[1]]
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -495,4 +507,4 @@ def run_collect(job: CollectJob) -> dict:
             "preference": prefs,
             "counts": {"images": len(items), "with_consensus": len(done.final), "annotators": len(main)},
         }
-        return run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info, upstream=[job.study])).info
+        return _publish(run, files, info, [job.study])

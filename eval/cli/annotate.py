@@ -14,7 +14,7 @@ from eval.cli import options as opt
 
 @click.group("annotate", cls=SuggestingGroup)
 def command() -> None:
-    """Collect human rankings of captions: blind pages for annotators, then agreement and a ranking set."""
+    """Blind ranking pages for annotators; collect their agreement and a ranking set."""
 
 
 @command.command(
@@ -33,18 +33,13 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
     type=click.Path(exists=True, path_type=Path),
     help="A table (.csv/.jsonl with image, candidate, model) or a `describe` run folder (its candidates).",
 )
-@click.option(
-    "--images",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="The folder the table's image names are relative to (default: a describe run's own images).",
-)
+@opt.images_root("a describe run's own images")
 @click.option("--annotators", type=click.IntRange(min=1), default=2, show_default=True, help="Pages to make.")
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of every page's shuffles (recorded)."
 )
 @click.option(
-    "--ties/--no-ties", default=False, show_default=True, help="Whether annotators may tie captions."
+    "--allow-ties/--no-ties", default=False, show_default=True, help="Whether annotators may tie captions."
 )
 @click.option(
     "--per-image",
@@ -67,7 +62,9 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
     help="With --only contested: the `annotate collect` run whose contested images to settle.",
 )
 @click.option("--out", type=opt.RUN_FOLDER, default=None, help="The study folder (a run folder).")
-def build(candidates, images, annotators, seed, ties, per_image, title, only, collected, out) -> int:
+def build(
+    candidates, images_root, annotators, seed, allow_ties, per_image, title, only, collected, out
+) -> int:
     """Make a blind ranking study: one self-contained page per annotator, and the key that unblinds it."""
     from eval.annotate import BuildJob, run_build, run_consensus_build
     from recon_score.errors import ReconScoreError
@@ -84,7 +81,9 @@ def build(candidates, images, annotators, seed, ties, per_image, title, only, co
         raise click.UsageError("annotate build needs --candidates and --out")
     if collected is not None:
         raise ReconScoreError("--collected goes with --only contested")
-    job = BuildJob(candidates, out, images, annotators, seed, ties, per_image, title, argv=sys.argv[1:])
+    job = BuildJob(
+        candidates, out, images_root, annotators, seed, allow_ties, per_image, title, argv=sys.argv[1:]
+    )
     record = run_build(job, say=lambda line: click.echo(f"warning: {line}", err=True))
     counts = record["counts"]
     click.echo(
@@ -134,11 +133,16 @@ A bad export is one line naming file:line, and nothing is written.""",
     "rate. Repeatable.",
 )
 @click.option(
-    "--resamples", type=click.IntRange(min=1), default=2000, show_default=True, help="Bootstrap resamples."
+    "--bootstrap",
+    "n_boot",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="Bootstrap resamples of every CI.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="The collected set (a run folder).")
-def collect(study, exports, consensus_rule, contested_below, selections, resamples, seed, out) -> int:
+def collect(study, exports, consensus_rule, contested_below, selections, n_boot, seed, out) -> int:
     """Check annotators' exports, unblind them, and write rankings, agreement and win shares."""
     from eval.annotate import CollectJob, run_collect
 
@@ -149,7 +153,7 @@ def collect(study, exports, consensus_rule, contested_below, selections, resampl
         consensus_rule,
         contested_below,
         list(selections),
-        resamples,
+        n_boot,
         seed,
         sys.argv[1:],
     )

@@ -804,11 +804,30 @@ def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
     sec.tables.append(_csv_table([[row[i] for i in idx] for row in written], "Meta-evaluation table (×100)"))
     for what, why in (run.get("skipped") or {}).items():
         sec.headline.append((f"skipped {what}", why))
+
+
+def _annotate_section(d: Path, run: dict, store: ImageStore) -> Section:
+    """A collected judgment set: agreement with its CIs first, then each model's win share (the ReconScore
+    paper, Table 6), the preference rate of metric-selected captions (Table 7) and the contested images."""
+    sec = Section("annotate-collect", str(d), f"Human judgments — {d.name}", _meta(run), smoke_note(run))
+    for name, a in (run.get("agreement") or {}).items():
+        low, high = a.get("ci") or (None, None)
+        sec.headline.append((_label(name), f"{_fmt(a.get('value'), 3)} [{_fmt(low, 3)}, {_fmt(high, 3)}]"))
+    for name, title in (
+        (outputs.AGREEMENT, f"Agreement among annotators ({run.get('ci', 'bootstrap CI over images')})"),
+        (outputs.WIN_SHARE, "Win share per model (consensus ranks it first; a tie for first splits the win)"),
+        (outputs.PREFERENCE, "Preference rate of metric-selected captions"),
+        (outputs.CONTESTED, "Contested images (lowest agreement first)"),
+    ):
+        written = outputs.table_rows(d, name) if outputs.has_output(d, name) else []
+        if len(written) > 1:
+            sec.tables.append(_csv_table(written, title, digits=3))
     return sec
 
 
 LOADERS = {
     "meta-eval": _meta_eval_section,
+    "annotate-collect": _annotate_section,
     "evaluate": _evaluate_section,
     "score": _score_section,
     "describe": _describe_section,

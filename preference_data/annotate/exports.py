@@ -15,7 +15,7 @@ from pathlib import Path
 from preference_data import _io
 from preference_data.annotate.study import LABELS
 from preference_data.schema import PreferenceFormatError
-from recon_score.textfiles import TextFileError, parse_json, read_lines
+from recon_score.textfiles import parse_json, read_lines
 
 HEADER_KEYS = ("study", "checksum", "annotator", "round", "exported", "ranked", "missing", "body_sha256")
 LINE_KEYS = ("item", "ranks", "note")
@@ -51,16 +51,15 @@ def body_checksum(lines: list[str]) -> str:
     return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
 
-def _json(path: Path, lineno: int, text: str):
-    """One line's JSON (recon_score.textfiles' policy: no repeated key, a bad line named by its number)."""
+def _loads(path: Path, lineno: int, text: str) -> object:
     value, why = parse_json(text)
     if why is not None:
-        raise TextFileError(path, lineno, why)
+        raise PreferenceFormatError(path, lineno, why)
     return value
 
 
 def _lines(path: Path) -> list[tuple[int, str]]:
-    lines = read_lines(path)
+    lines = read_lines(path, what="annotation export")
     while lines and not lines[-1][1].strip():
         lines.pop()
     if not lines:
@@ -71,7 +70,7 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 def read_header(path: Path) -> tuple[dict, list[tuple[int, str]]]:
     """The header and the body lines of an export (only its shape is checked here)."""
     lines = _lines(path)
-    head = _json(path, 1, lines[0][1])
+    head, _ = parse_json(lines[0][1])
     if not isinstance(head, dict) or "study" not in head or "body_sha256" not in head:
         raise PreferenceFormatError(path, 1, "is not a reconscore annotation export (no study header)")
     _io.check_keys(path, 1, head, HEADER_KEYS)
@@ -107,7 +106,7 @@ def read_export(path: Path, head: dict, body: list[tuple[int, str]], expect: Rou
         )
     out = Export(path, head["annotator"], head["round"], str(head.get("exported")))
     for lineno, text in body:
-        _judgment(path, lineno, _json(path, lineno, text), expect, out)
+        _judgment(path, lineno, _loads(path, lineno, text), expect, out)
     _coverage(path, head, expect, out)
     return out
 

@@ -21,6 +21,11 @@ from recon_score.textfiles import json_objects
 
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 TABLE_KEYS = ("image", "candidate", "caption", "model", "references")
+IGNORED = (
+    "rank",
+    "rater",
+    "candidate_id",
+)  # a `ranking` file's judgments: its candidates can be ranked again
 
 # the ReconScore paper's UCM-preference criteria, shown on every page as guidance
 CRITERIA = (
@@ -65,14 +70,15 @@ def annotator_names(n: int) -> list[str]:
 
 def read_candidates(path: Path) -> list[CandidateRow]:
     """A candidates table (.csv or .jsonl): `image`, `candidate` (or `caption`), `model`, optionally
-    `references` (a JSON list). Raises PreferenceFormatError naming file:line."""
+    `references` (a JSON list); a `ranking` CSV's own columns (rank, rater) are ignored. Raises
+    PreferenceFormatError naming file:line."""
     path = Path(path)
     if _io.suffix_format(path) == "jsonl":
         records = list(json_objects(path))
         for lineno, obj in records:
             _io.check_keys(path, lineno, obj, TABLE_KEYS)
     else:
-        records = list(_io.csv_records(path, required=("image", "model"), optional=TABLE_KEYS))
+        records = list(_io.csv_records(path, required=("image", "model"), optional=TABLE_KEYS + IGNORED))
     rows = []
     for lineno, rec in records:
         text = rec.get("candidate") if rec.get("candidate") not in (None, "") else rec.get("caption")
