@@ -141,7 +141,7 @@ def test_typos_get_the_closest_name(capsys, tmp_path):
     assert "Did you mean 'smoke'?" in capsys.readouterr().err
     from recon_score.encoders import check_encoder
 
-    detail = check_encoder("dreamsim:ensembel")["detail"]
+    detail = check_encoder("dreamsim:ensembel").detail
     assert "choose one of ensemble, " in detail and "(did you mean 'ensemble'?)" in detail
 
 
