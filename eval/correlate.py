@@ -17,7 +17,7 @@ from preference_data import PreferenceFormatError
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.progress import announce
-from recon_score.run_engine import RunFolder
+from recon_score.run_engine import RunFolder, RunSpec
 from recon_score.run_outputs import CORRELATIONS, PER_ITEM, record_file
 
 
@@ -139,6 +139,6 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
         },
         "metric_reports": report,
     }
-    record = run.publish(files=files, info=info)
+    record = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info)).info
     written = [run.out / name for name in files] + [record_file(run.out)]
     return CorrelateResult(correlations=correlations, per_item=per_item, run=record, written=written)

@@ -201,6 +201,7 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
     from eval.metrics import parse_metric_names
     from eval.studies.common import table_files
     from recon_score.atomic_io import jsonl_bytes
+    from recon_score.run_engine import RunSpec
     from recon_score.run_outputs import PER_IMAGE, SUMMARY, SUMMARY_MD
 
     names = parse_metric_names(job.metrics)
@@ -229,6 +230,6 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
         "metric_reports": report,
         "failed_images": failed,
     }
-    record = run.publish(files=files, info=info)
+    record = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info)).info
     summary_md = files[SUMMARY_MD].decode("utf-8")
     return EvaluateResult(join=join, failed=failed, report=report, summary_md=summary_md, record=record)

@@ -1,33 +1,22 @@
-"""The one resumable-run engine: `score`, `describe` and `retrieve` write their run folders through `RunFolder`,
-which owns everything about a run folder that is not the command's own work (docs/runs.md).
+"""The one resumable-run engine: every writing command hands `RunFolder.run` a `RunSpec` (its settings, its items
+with their inputs, its stages' compute, its final files) and the Run owns the rest (docs/runs.md).
 
 Layout of a run folder:
-    journal/<prefix>rank-<k>.jsonl  one per process and journal; line 1 = {"fingerprint", "layout", "header"},
-                            then one line per finished item with its checksum (`sum`), each written with a
-                            single write() + fsync. A SIGKILL can only leave a torn *last* line, which is
-                            dropped. An item's record: {row, key, inv, inputs?, result, files?: {path: sha256}}.
-    journal/invocations.jsonl  one "start" line per invocation that had work to do, one "end" line when it
-                            finished (an invocation killed mid-way has a start and no end): run.json's history.
-    <outputs>, run.json     written to a temporary file in the same folder, then os.replace'd; run.json's
-                            `command` is the folder's kind.
+    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "layout", "header"},
+                            then one line per finished item, each written with a single write() + fsync (a
+                            SIGKILL can only leave a torn *last* line, which is dropped). An item's record:
+                            {row, key, inv, inputs, result, files?: {path: [sha256, size, mtime_ns]}, sum}.
+    journal/invocations.jsonl  a "start" line per invocation, an "end" line when it finished, with the final
+                            files' [sha256, size, mtime_ns] and the `state` they were made from: run.json's history.
+    <outputs>, run.json     each written to a temporary file in the same folder, then os.replace'd.
     .lock                   fcntl lock held by process 0 while it works.
 
-The steps of a command, in order:
-    with RunFolder(kind, out, ...) as run:    kind check, lock; a failed start leaves nothing behind
-        plan = run.plan(fingerprint, ...)     every journal of every past process (changed settings refused),
-                                              and what must be computed again: changed inputs, --retry-errors,
-                                              output files gone or replaced, final files that no longer match
-        ... read inputs, preflight models ...
-        inv = run.begin(plan, ...)            --overwrite clears, the plan's changes and repairs are said, the
-                                              invocation is logged: work starts here
-        with run.journal(...) as j: ...       this rank's share (run.mine), one `plan.record` per finished item
-        run.reload(plan)                      every rank's records, for process 0's final files
-        run.finish(inv, files, info, ...)     final files, invocation end, run.json with the history
-
-A resumed run reads every journal (so a run may resume with another number of processes), refuses to mix
-configurations (fingerprint mismatch, naming the changed settings), and reuses a record only when its resume
-key (`resume_key`: id, caption, the sha256 of the image file's bytes, ...) matches the item's current inputs.
-A record whose checksum does not match (edited by hand) is ignored, so its item is computed again.
+`RunFolder.run(spec)`, in order: every journal of every past process read (changed settings refused, naming
+them); an item is done when a record's key (the hash of its inputs and of its chunk's composition) matches and
+its files are intact (by size and mtime, else by content); a run with every item done, its final files intact
+and run.json its own is finished: nothing is opened or written. Otherwise `prepare` (a model preflight), the
+invocation logged, this process's chunks computed a phase at a time and journaled, then process 0 writes the
+final files (`outputs`), the invocation's end and run.json. A spec without stages is computed in one go.
 """
 
 from __future__ import annotations
@@ -62,7 +51,7 @@ from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
 from recon_score.progress import Progress
 from recon_score.run_outputs import EXPLAIN, KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECONSTRUCTIONS, RECORD
 from recon_score.runtime import provenance, utc_now
-from recon_score.textfiles import entry_kind, read_bytes, read_json
+from recon_score.textfiles import entry_kind, read_json
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +63,8 @@ _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _is_journal_line(rec: object) -> bool:
-    """A header (`fingerprint`) or a record: keyed by `row` (score, describe, retrieve) or `id` (generate)."""
-    return isinstance(rec, dict) and ("row" in rec or "id" in rec or "fingerprint" in rec)
+    """A header (`fingerprint`) or an item's record (`row`)."""
+    return isinstance(rec, dict) and ("row" in rec or "fingerprint" in rec)
 
 
 def _is_log_line(rec: object) -> bool:
@@ -88,6 +77,20 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+_APPENDS = [0]
+
+
+def _kill_point() -> None:
+    """RECONSCORE_TEST_KILL_AT_APPEND=N: SIGKILL this process at its Nth journal append, before it is written
+    (the kill tests' one way to stop any command at a chosen point; unset, nothing happens)."""
+    at = os.environ.get("RECONSCORE_TEST_KILL_AT_APPEND")
+    _APPENDS[0] += 1
+    if at and _APPENDS[0] == int(at):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def record_checksum(rec: dict) -> str:
@@ -118,6 +121,7 @@ class Journal:
         os.fsync(self._fd)
 
     def write(self, records: list[dict]) -> None:
+        _kill_point()
         if self.checksum:
             records = [{**r, "sum": record_checksum(r)} for r in records]
         self._append(records)
@@ -252,9 +256,7 @@ def saved_records(folder: Path) -> dict[str, int]:
             records = read_jsonl(path, is_record=_is_journal_line)
         except (OSError, ReconScoreError):
             continue
-        counts.setdefault(prefix, set()).update(
-            rec.get("row", rec.get("id")) for rec in records if "row" in rec or "id" in rec
-        )
+        counts.setdefault(prefix, set()).update(rec["row"] for rec in records if "row" in rec)
     return {prefix: len(rows) for prefix, rows in counts.items()}
 
 
@@ -610,107 +612,11 @@ def publish_file(
 _REDONE = {RECONSTRUCTIONS: "rendered again", EXPLAIN: "explained again"}
 
 
-@dataclass
-class Plan:
-    """What one invocation knows before it works (`RunFolder.plan`): each item's resume key (and the inputs it
-    hashes), the journaled records, and which items are computed again: changed inputs, --retry-errors, output
-    files gone or replaced (`redo`). `repairs` says what a rerun of a finished run rebuilds from its journal."""
-
-    keys: dict
-    fingerprint: str
-    settings: dict
-    done: dict
-    inputs: dict = field(default_factory=dict)
-    retry_errors: bool = False
-    prefix: str = ""
-    redo: set = field(default_factory=set)
-    repairs: list[str] = field(default_factory=list)
-    changed: dict[str, int] = field(default_factory=dict)  # items recomputed, by the input that changed
-
-    def is_done(self, item) -> bool:
-        rec = self.done.get(item)
-        if rec is None or rec.get("key") != self.keys[item] or item in self.redo:
-            return False
-        return not (self.retry_errors and rec["result"].get("error"))
-
-    @property
-    def complete(self) -> bool:
-        """Nothing to compute and nothing to repair: a rerun is a no-op."""
-        return all(self.is_done(k) for k in self.keys) and not self.repairs
-
-    def record(self, item, inv: int, result: dict, files: dict[str, str] | None = None) -> dict:
-        """The journal record of a finished item: its key and inputs, the invocation, its result, and the
-        files it wrote (run-relative path -> sha256, checked on every rerun)."""
-        rec = {"row": item, "key": self.keys[item], "inv": inv}
-        if item in self.inputs:
-            rec["inputs"] = self.inputs[item]
-        rec["result"] = result
-        if files:
-            rec["files"] = dict(files)
-        return rec
-
-    def add(self, records: Iterable[dict]) -> None:
-        """Records this process just journaled: done for the rest of the invocation."""
-        for rec in records:
-            self.done[rec["row"]] = rec
-            self.redo.discard(rec["row"])
-
-    def results(self, name: Callable[[object], str]) -> list[dict]:
-        """Every item's journaled result, in the plan's order (the final files' rows).
-
-        Raises:
-            ReconScoreError: an item has none after every process finished (`name(item)` says which).
-        """
-        out = []
-        for item, key in self.keys.items():
-            rec = self.done.get(item)
-            if rec is None or rec.get("key") != key:
-                raise ReconScoreError(
-                    f"{name(item)} has no result after all processes finished; rerun the same command to "
-                    "complete it"
-                )
-            out.append(rec["result"])
-        return out
-
-    def _changed_inputs(self) -> dict[str, int]:
-        """Items with a journaled result for other inputs, counted by the input that changed (for the log)."""
-        counts: dict[str, int] = {}
-        for item, rec in self.done.items():
-            if item not in self.keys or rec.get("key") == self.keys[item] or item not in self.inputs:
-                continue
-            for name in changed_fields(rec.get("inputs"), self.inputs[item]):
-                counts[name] = counts.get(name, 0) + 1
-        return counts
-
-
-def _gone_files(plan: Plan, gone: set[str], unit: str) -> list[str]:
-    """One line per output folder whose files were gone or replaced: how many items, and what happens."""
-    by_folder: dict[str, int] = {}
-    for item in sorted(plan.redo, key=str):
-        lost = sorted(p for p in plan.done[item].get("files") or {} if p in gone)
-        folder = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
-        by_folder[folder] = by_folder.get(folder, 0) + 1
-    return [
-        f"{n} {unit}(s) with {folder}/ files missing or replaced: {_REDONE.get(folder, 'computed again')}"
-        for folder, n in sorted(by_folder.items())
-    ]
-
-
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p)
     elif p.exists() or p.is_symlink():
         p.unlink()
-
-
-def _say_plan(out: Path, plan: Plan) -> None:
-    if plan.changed:
-        why = ", ".join(f"{n} {name}" for name, n in sorted(plan.changed.items()))
-        log.warning(
-            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(plan.changed.values()), why
-        )
-    if plan.repairs:
-        log.warning("repairing %s from its journal: %s", out, "; ".join(plan.repairs))
 
 
 # -- the spec a command hands the Run ------------------------------------------------------------------------------
@@ -762,6 +668,9 @@ class RunSpec:
     depends: object = None  # what the outputs read besides the records (score: the input's own columns)
     started: dict = field(default_factory=dict)  # the invocation's start fields (its batch size)
     upstream: Sequence[Path | str] = ()  # the run folders it read
+    folders: dict[str, Path] = field(
+        default_factory=dict
+    )  # one go: folders staged in the run folder, renamed
 
 
 @dataclass
@@ -1097,6 +1006,9 @@ class _Lifecycle:
             log.warning("repairing %s from its journal: %s", self.run.out, "; ".join(res.repairs))
 
     # -- finish ------------------------------------------------------------------------------------------------
+    def publish(self) -> RunResult:
+        return _publish(self)
+
     def settle(self) -> RunResult:
         res = self.result
         res.items = {n: p.items for n, p in self.plans.items()}
@@ -1135,6 +1047,21 @@ def _unblock(out: Path, files: set[str]) -> None:
         if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
             folder.unlink()
             log.warning("%s was a file, not a folder: removed, the files it held are written again", folder)
+
+
+def _publish(life: _Lifecycle) -> RunResult:
+    """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
+    invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
+    record, which describes this invocation alone."""
+    run, spec, res = life.run, life.spec, life.result
+    files = spec.outputs(res) if spec.outputs is not None else {}
+    _write_files(run.out, files)
+    for name, staged in spec.folders.items():
+        _remove(run.out / name)
+        os.replace(staged, run.out / name)
+    run._begun = True
+    res.info = run._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
+    return life.settle()
 
 
 def _prune(out: Path, files: dict[str, bytes]) -> None:
@@ -1237,71 +1164,6 @@ class RunFolder:
             hint = "choose another --out"
         return write_error(err, self.out, hint)
 
-    # -- resume ----------------------------------------------------------------------------------------------
-    def load(self, *, fingerprint: str, settings: dict, keys: dict | None = None, prefix: str = "") -> dict:
-        """Every journaled record of this run (none when --overwrite starts again), by item."""
-        if self.overwrite and not self._begun:
-            return {}
-        found: list[str] = []
-        done = load_journals(
-            self.journal_dir,
-            fingerprint=fingerprint,
-            prefix=prefix,
-            keys=keys,
-            settings=settings,
-            tampered=found,
-        )
-        self.tampered += [t for t in found if t not in self.tampered]
-        return done
-
-    def plan(
-        self,
-        *,
-        fingerprint: str,
-        settings: dict,
-        keys: dict,
-        inputs: dict | None = None,
-        retry_errors: bool = False,
-        prefix: str = "",
-        unit: str = "row",
-        outputs: Callable[[Plan], dict[str, bytes]] | None = None,
-    ) -> Plan:
-        """What this invocation computes: the journal's records for these items (`keys`: item -> resume key,
-        `inputs`: what each key hashes, to name a change), less the items whose output files are gone or
-        replaced; for a finished run, the final files (`outputs(plan)`) and run.json checked against the
-        journal, so a rerun repairs them.
-
-        Raises:
-            ResumeMismatchError: the journal was written with other settings (naming them).
-        """
-        done = self.load(fingerprint=fingerprint, settings=settings, keys=keys, prefix=prefix)
-        plan = Plan(keys, fingerprint, settings, done, dict(inputs or {}), retry_errors, prefix)
-        if self.tampered:
-            plan.repairs.append(
-                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
-            )
-        current = [done[k] for k in keys if plan.is_done(k)]
-        gone = self.missing_files(
-            {rel: sha for rec in current for rel, sha in (rec.get("files") or {}).items()}
-        )
-        plan.redo = {rec["row"] for rec in current if gone & set(rec.get("files") or {})}
-        plan.repairs += _gone_files(plan, gone, unit)
-        plan.changed = plan._changed_inputs()
-        if outputs is not None and len(current) == len(keys):  # otherwise the final files are written anyway
-            plan.repairs += self.damage(fingerprint=fingerprint, files=outputs(plan))
-        return plan
-
-    def reload(self, plan: Plan) -> None:
-        """After every process finished: the records all of them journaled, for process 0's final files."""
-        self.wait()
-        plan.done = self.load(
-            fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys, prefix=plan.prefix
-        )
-
-    def mine(self, items: Sequence) -> list:
-        """This process's share: item j goes to process j mod the number of processes."""
-        return [x for j, x in enumerate(items) if j % self.world == self.rank]
-
     def wait(self) -> None:
         if self.state is not None:
             self.state.wait_for_everyone()
@@ -1320,6 +1182,8 @@ class RunFolder:
         """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
         checked by size and time), this process's work journaled item by item, the final files and run.json."""
         life = _Lifecycle(self, spec)
+        if not spec.stages:
+            return life.publish()
         if life.plan():
             res = life.settle()
             res.complete, res.resumed = True, len(next(reversed(res.records.values())))
@@ -1328,13 +1192,6 @@ class RunFolder:
         return life.finish()
 
     # -- working ---------------------------------------------------------------------------------------------
-    def begin(self, plan: Plan | None = None, **info) -> int:
-        """Work starts: --overwrite clears the folder's results, what the plan recomputes and repairs is said
-        once, the invocation is logged; returns its number."""
-        if plan is not None and self.is_main:
-            _say_plan(self.out, plan)
-        return self._begin(**info)
-
     def _begin(self, **info) -> int:
         if self.overwrite and self.is_main:
             self._clear()
@@ -1350,98 +1207,7 @@ class RunFolder:
         for name in ("journal", RECORD, *KIND_OUTPUTS[self.kind]):
             _remove(self.out / name)
 
-    def journal(self, fingerprint: str, header: dict, prefix: str = "") -> Journal:
-        header = {"kind": self.kind, **header}
-        path = self.journal_dir / f"{prefix}rank-{self.rank}.jsonl"
-        return Journal(path, fingerprint=fingerprint, header=header, checksum=True)
-
-    # -- finishing -------------------------------------------------------------------------------------------
-    def finish(
-        self,
-        inv: int,
-        *,
-        files: dict[str, bytes],
-        info: dict,
-        records: Iterable[dict],
-        upstream: Sequence[Path | str] = (),
-        **end,
-    ) -> dict:
-        """Process 0: write the final files, close the invocation, write run.json with the history."""
-        for name, data in files.items():
-            atomic_write_bytes(self.out / name, data)
-        finished = utc_now()
-        self.log.end(inv, finished=finished, **end)
-        history = self.log.history(records)
-        started = history[0].get("started", self.started) if history else self.started
-        fields = {
-            "started": started,
-            "finished": finished,
-            "resumed": len(history) > 1,
-            "invocations": history,
-        }
-        return self._record(info, upstream, **fields)
-
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
         run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
         write_json_atomic(self.out / RECORD, run_info)
         return run_info
-
-    def publish(
-        self,
-        *,
-        files: dict[str, bytes],
-        info: dict,
-        folders: dict[str, Path] | None = None,
-        upstream: Sequence[Path | str] = (),
-    ) -> dict:
-        """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
-        invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
-        record, which describes this invocation alone (`upstream`: the run folders it read)."""
-        for name, data in files.items():
-            atomic_write_bytes(self.out / name, data)
-        for name, staged in (folders or {}).items():
-            _remove(self.out / name)
-            os.replace(staged, self.out / name)
-        self._begun = True
-        return self._record(info, upstream)
-
-    # -- repair ----------------------------------------------------------------------------------------------
-    def damage(self, *, fingerprint: str, files: dict[str, bytes]) -> list[str]:
-        """What differs from what the journal holds: final files that do not match, an unreadable run.json."""
-        found = []
-        for name, data in files.items():
-            p = self.out / name
-            try:
-                if read_bytes(p, limit=len(data)) != data:
-                    found.append(f"{name} did not match the journal")
-            except InputError:  # larger than the journal's bytes, not a regular file, or gone
-                found.append(f"{name} did not match the journal" if p.is_file() else f"{name} was missing")
-        info = read_record(self.out)
-        if not info:
-            found.append("run.json was missing or invalid")
-        elif info.get("fingerprint") != fingerprint:
-            found.append("run.json was not this run's")
-        return found
-
-    def missing_files(self, expected: dict[str, str]) -> set[str]:
-        """Of these run-relative files (path -> sha256), the ones that are gone or were replaced."""
-        for top in sorted({Path(rel).parts[0] for rel in expected if len(Path(rel).parts) > 1}):
-            folder = self.out / top
-            if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
-                folder.unlink()  # a file where the folder belongs: its files are written again
-                log.warning(
-                    "%s was a file, not a folder: removed, the files it held are written again", folder
-                )
-        gone = set()
-        for rel, digest in expected.items():
-            p = self.out / rel
-            try:
-                if file_sha256(p) != digest:
-                    gone.add(rel)
-            except OSError:
-                gone.add(rel)
-        return gone
-
-    def previous_info(self) -> dict:
-        """The run.json a previous invocation wrote ({} when there is none or it is unreadable)."""
-        return read_record(self.out)

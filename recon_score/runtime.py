@@ -66,6 +66,24 @@ def seeded(seed: int, device: object = None) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def loading_bars_off(*libraries: str) -> Iterator[None]:
+    """The per-file loading bars of `libraries` ("transformers", "diffusers") off inside the block and as they
+    were after it: a model load inside a run's own progress bar stays quiet without silencing the caller's."""
+    import importlib
+
+    modules = [importlib.import_module(f"{name}.utils.logging") for name in libraries]
+    were = [m.is_progress_bar_enabled() for m in modules]
+    for m in modules:
+        m.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for m, on in zip(modules, were):
+            if on:
+                m.enable_progress_bar()
+
+
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 

@@ -110,6 +110,48 @@ def test_run_files_are_named_only_by_the_run():
     assert not found, found
 
 
+# the modules that open a run folder; each hands it a RunSpec (eval/cli/study.py passes its folder to
+# eval/studies/commands.py, which does)
+RUN_COMMANDS = {
+    "recon_score/run.py": "score",
+    "describer/run.py": "describe",
+    "describer/pairs.py": "pairs",
+    "retrieval/run.py": "retrieve",
+    "eval/generate.py": "generate",
+    "eval/evaluate.py": "evaluate",
+    "eval/correlate.py": "correlate",
+    "eval/cli/study.py": "study",
+    "eval/meta_eval/run.py": "correlate --benchmarks",
+    "eval/annotate.py": "annotate",
+}
+_LIFECYCLE = ("load", "begin", "plan", "reload", "finish", "publish", "journal", "mine")
+
+
+def test_every_writing_command_goes_through_the_run():
+    """Every writing command hands `RunFolder.run` a spec: the Run has no lifecycle step a command could call
+    itself, no module calls one on a run folder, and every module that opens a run folder is listed here."""
+    from recon_score.run_engine import RunFolder
+
+    assert [m for m in _LIFECYCLE if hasattr(RunFolder, m)] == []
+    opened, bad = set(), []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel == "recon_score/run_engine.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Name) and func.id == "RunFolder":
+                    opened.add(rel)
+                is_run = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                if is_run and func.value.id == "run" and func.attr in _LIFECYCLE:
+                    bad.append(f"{rel}:{node.lineno} run.{func.attr}()")
+    assert not bad, bad
+    assert opened <= set(RUN_COMMANDS), sorted(opened - set(RUN_COMMANDS))
+
+
 # calls that change the whole process for everyone in it: a library call must leave them as it found them
 PROCESS_WIDE = {
     "torch.manual_seed",
@@ -135,8 +177,11 @@ PROCESS_WIDE = {
     "resource.setrlimit",
     "logging.basicConfig",
 }
-# the one place that seeds torch, inside torch.random.fork_rng (restored on exit); the CLI is the application
-SEEDING_HOME = {"recon_score/runtime.py"}
+# library-wide switches (transformers', diffusers', huggingface_hub's progress bars): never left switched
+SWITCHES = {"disable_progress_bar", "disable_progress_bars"}
+# the one place that seeds torch (inside torch.random.fork_rng) and turns loading bars off (restored on exit);
+# the CLI is the application
+RESTORING_HOME = {"recon_score/runtime.py"}
 APPLICATION = "eval/cli/"
 
 
@@ -157,13 +202,16 @@ def _process_wide(node: ast.AST) -> str | None:
         return "mallopt"
     if isinstance(node, ast.Call) and _dotted(node.func) in PROCESS_WIDE:
         return _dotted(node.func)
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in SWITCHES:
+        return f"{_dotted(node.func) or ''} (a library-wide switch)"
     return None
 
 
 def test_no_library_call_changes_process_wide_state():
     """No package module loads ctypes (retrieve-eval once set glibc's malloc thresholds with it), names mallopt,
-    reseeds a global random generator (outside the one fork_rng-guarded home) or sets threads, default dtypes,
-    matmul precision, numpy error modes, limits or the logging configuration: a user's process is theirs."""
+    reseeds a global random generator or switches a library's progress bars off (outside the one home that
+    restores them), or sets threads, default dtypes, matmul precision, numpy error modes, limits or the logging
+    configuration: a user's process is theirs."""
     bad = []
     for package in PACKAGES:
         for path in sorted((REPO / package).rglob("*.py")):
@@ -172,7 +220,7 @@ def test_no_library_call_changes_process_wide_state():
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 what = _process_wide(node)
-                if what and not (rel in SEEDING_HOME and what in PROCESS_WIDE):
+                if what and rel not in RESTORING_HOME:
                     bad.append(f"{rel}:{node.lineno} {what}")
     assert not bad, bad
 
@@ -183,7 +231,8 @@ def test_the_layout_check_sees_each_kind_of_process_wide_call(tmp_path, monkeypa
     planted.mkdir()
     (planted / "bad.py").write_text(
         "import ctypes\nimport torch\nctypes.CDLL('libc.so.6').mallopt(-3, 1)\ntorch.manual_seed(0)\n"
-        "torch.set_num_threads(1)\ntorch.Generator().manual_seed(0)\n",
+        "torch.set_num_threads(1)\ntorch.Generator().manual_seed(0)\nimport transformers.utils.logging as t\n"
+        "t.disable_progress_bar()\n",
         encoding="utf-8",
     )
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
@@ -191,6 +240,12 @@ def test_the_layout_check_sees_each_kind_of_process_wide_call(tmp_path, monkeypa
     with pytest.raises(AssertionError) as caught:
         test_no_library_call_changes_process_wide_state()
     found = str(caught.value)
-    for what in ("bad.py:1 imports ctypes", "bad.py:3 mallopt", "torch.manual_seed", "torch.set_num_threads"):
+    for what in (
+        "bad.py:1 imports ctypes",
+        "bad.py:3 mallopt",
+        "torch.manual_seed",
+        "set_num_threads",
+        ":8 t.",
+    ):
         assert what in found
     assert "Generator" not in found  # a local generator is the right way, not a finding

@@ -28,7 +28,7 @@ from describer.backends.base import (
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
-from recon_score.runtime import parse_dtype, seeded
+from recon_score.runtime import loading_bars_off, parse_dtype, seeded
 from recon_score.seeds import derive_seed
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,10 @@ class TransformersBackend(LocalBackend):
         }
 
     def _load(self):
-        import transformers.utils.logging as tlog
-
-        tlog.disable_progress_bar()
         path = str(self.resolved.path)
         try:
-            processor, model = self._load_text(path) if self.text_only else self._load_vlm(path)
+            with loading_bars_off("transformers"):
+                processor, model = self._load_text(path) if self.text_only else self._load_vlm(path)
         except (OSError, ValueError) as err:
             what = (
                 "a transformers causal LM folder"

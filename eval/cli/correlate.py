@@ -155,7 +155,9 @@ def _meta_eval(job: dict, meta: dict) -> int:
 
 
 def print_meta_eval(result, *, verify: bool) -> None:
-    """The table (value [CI], n), and with `verify` the published value, difference and status of each row."""
+    """The table (value [CI], n), and with `verify` the published value, difference and status of each row and
+    the reproduction table in the papers' layout (metric x benchmark)."""
+    import pandas as pd
     from rich.markup import escape
     from rich.table import Table
 
@@ -185,6 +187,18 @@ def print_meta_eval(result, *, verify: bool) -> None:
     for what, why in result.skipped.items():
         console.print(f"[yellow]  skipped {escape(what)}: {escape(why)}[/]", highlight=False)
     if verify:
+        from eval.meta_eval.suite import paper_layout
+
+        grid = paper_layout(result.table)
+        v = Table(
+            title="Reproduction: measured status (published); ✓ within the papers' rounding, ✗ not, — none"
+        )
+        v.add_column("metric")
+        for col in grid.columns:
+            v.add_column(escape(col), justify="right")
+        for metric, row in grid.iterrows():
+            v.add_row(escape(str(metric)), *("" if pd.isna(x) else str(x) for x in row))
+        console.print(v)
         st = result.table["status"]
         console.print(
             f"  reproduced {int((st == '✓').sum())} of {int((st != '—').sum())} published values "

@@ -26,6 +26,9 @@ PASCAL_CATEGORIES = {1: "HC", 2: "HI", 3: "HM", 4: "MM"}  # pair_pascal.mat `cat
 PASCAL_REFS = 48  # references per pair the consensus triplets use
 PASCAL_DRAWS, PASCAL_DRAW_REFS = 5, 5  # PAC-S: 5 of the 48 references, accuracy averaged over 5 draws
 PASCAL_TIE_SEED = 42  # Polos' loader: Python's random.seed(42) breaks vote ties
+HUB_COLUMNS = (
+    "image_bytes",
+)  # hub sets: each row's encoded image (shared per image), decoded for image metrics
 LONGCAP_PERSPECTIVES = {"desc": "descriptiveness", "rel": "relevance", "flu": "fluency"}
 
 
@@ -188,11 +191,19 @@ def parquet_split(folder: Path, split: str, source: str) -> tuple[list[Path], ob
     return shards, concatenate_datasets(parts) if len(parts) > 1 else parts[0]
 
 
-def _image_id(value, fallback: str) -> str:
-    """The `datasets` Image feature, read without decoding: its `path` where the hub kept one."""
-    if isinstance(value, dict) and value.get("path"):
-        return str(value["path"])
-    return fallback
+def _image_of(value, seen: dict[str, bytes]) -> tuple[str, bytes | None]:
+    """The `datasets` Image feature, read undecoded: (its id, its bytes). The id is the hub's `path` where it kept
+    one, else a digest of the bytes; rows showing the same image share one bytes object (`seen`), so a set's
+    images are held once however many rows judge them."""
+    import hashlib
+
+    if not isinstance(value, dict):
+        return str(value), None
+    data = value.get("bytes")
+    key = str(value.get("path") or (hashlib.sha1(data).hexdigest()[:16] if data else ""))
+    if data is not None:
+        data = seen.setdefault(key, data)
+    return key, data
 
 
 def _hub_rows(shards, ds, *, cand: str, image: str, name_col: str | None, fmt: str, **extra) -> list[dict]:
@@ -203,21 +214,21 @@ def _hub_rows(shards, ds, *, cand: str, image: str, name_col: str | None, fmt: s
     if missing:
         raise _bad(shards[0], None, f"missing feature(s) {', '.join(missing)} (the dataset card's: {needed})")
     if isinstance(ds.features[image], Image):
-        ds = ds.cast_column(image, Image(decode=False))  # the bytes stay unread: ids only
-    rows, offset = [], 0
+        ds = ds.cast_column(image, Image(decode=False))  # bytes kept, decoded only for an image metric
+    rows, seen = [], {}
+    path = shards[0].parent
     for i, rec in enumerate(ds):
-        where = f"{shards[0].parent.name}/{fmt} row {i}"
-        path = shards[0].parent
-        img = rec[name_col] if name_col else None
+        key, data = _image_of(rec[image], seen)
         rows.append(
             _row(
-                img or _image_id(rec[image], f"{fmt}:{i}"),
+                (rec[name_col] if name_col else None) or key or f"{fmt}:{i}",
                 _text(path, i, rec[cand], cand),
                 _refs_value(path, i, rec["refs"]),
                 _score(path, i, rec["human_score"]),
                 "score",
-                where,
-                candidate_id=str(i + offset),
+                f"{path.name}/{fmt} row {i}",
+                candidate_id=str(i),
+                image_bytes=data,
                 **extra,
             )
         )
@@ -229,9 +240,8 @@ def load_polaris(folder: Path, variant: str = "parquet") -> pd.DataFrame:
         return read_mt_csv(require(folder, "polaris_test.csv", "hub yuwd/Polaris"), fmt="polaris")
     shards, ds = parquet_split(folder, "test", "yuwd/Polaris")
     rows = _hub_rows(shards, ds, cand="cand", image="img", name_col=None, fmt="polaris")
-    return _table(
-        rows, fmt="polaris", path=shards[0], notes=[f"{len(rows)} test rows, {len(shards)} shard(s)"]
-    )
+    notes = [f"{len(rows)} test rows, {len(shards)} shard(s)"]
+    return _table(rows, fmt="polaris", path=shards[0], notes=notes, extra=HUB_COLUMNS)
 
 
 def load_nebula(folder: Path, variant: str = "original") -> pd.DataFrame:
@@ -240,7 +250,7 @@ def load_nebula(folder: Path, variant: str = "original") -> pd.DataFrame:
     notes = [f"{len(rows)} test rows, {len(shards)} shard(s)"]
     if variant == "spica":
         notes.append(_apply_spica(folder / "spica", rows))
-    return _table(rows, fmt="nebula", path=shards[0], notes=notes)
+    return _table(rows, fmt="nebula", path=shards[0], notes=notes, extra=HUB_COLUMNS)
 
 
 def _apply_spica(folder: Path, rows: list[dict]) -> str:
@@ -269,7 +279,7 @@ def load_longcaparena(folder: Path, variant: str = "default") -> pd.DataFrame:
         part = _hub_rows(shards, ds, cand="mt", image="image", name_col=None, fmt=f"dci_test.{short}")
         rows += [{**r, "category": name} for r in part]
     notes = [f"{len(rows)} rows over {len(LONGCAP_PERSPECTIVES)} perspectives"]
-    return _table(rows, fmt="longcaparena", path=first, notes=notes, extra=("category",))
+    return _table(rows, fmt="longcaparena", path=first, notes=notes, extra=("category", *HUB_COLUMNS))
 
 
 # -- PASCAL-50S ----------------------------------------------------------------------------------------------------

@@ -13,9 +13,9 @@ import pandas as pd
 from eval.meta_eval.benchmarks import parse_benchmarks
 from eval.meta_eval.suite import Loaded, frame, load, output_files, statistics
 from eval.metrics.clip import DEFAULT_ENCODER
-from recon_score.atomic_io import sha256_json
 from recon_score.errors import ReconScoreError
-from recon_score.run_engine import FileDigests, RunFolder, resume_key
+from recon_score.run_engine import FileDigests, Item, RunFolder, RunSpec, Stage
+from recon_score.run_outputs import META_EVAL_CSV, META_EVAL_MD, record_file
 
 KIND = "meta-eval"
 
@@ -67,7 +67,7 @@ def _plan_items(job: MetaEvalJob, metrics: list[str]) -> tuple[list[tuple[Loaded
             skipped[name] = loaded.skipped
             continue
         for m in metrics:
-            if get_metric_info(m).needs_images and loaded.images_root is None:
+            if get_metric_info(m).needs_images and not loaded.has_images:
                 skipped[f"{name}/{m}"] = (
                     f"{m} needs images: put them in {Path(job.data_root) / loaded.benchmark.folder}/"
                     f"{'Flickr8k_Dataset' if loaded.benchmark.folder == 'flickr8k' else 'images'}/ "
@@ -88,7 +88,10 @@ def run_meta_eval(job: MetaEvalJob) -> MetaEvalResult:
             raise ReconScoreError(
                 "no benchmark could be run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
             )
-        return _run(job, run, metrics, items, skipped)
+        suite = _Suite(job, metrics, items, skipped)
+        res = run.run(suite.spec())
+        written = [run.out / n for n in (META_EVAL_CSV, META_EVAL_MD)] + [record_file(run.out)]
+        return MetaEvalResult(frame(suite.rows(res)), skipped, res.info, written)
 
 
 def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
@@ -103,73 +106,105 @@ def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
     }
 
 
-def _run(job, run: RunFolder, metrics, items, skipped) -> MetaEvalResult:
-    settings = _settings(job, metrics)
-    fingerprint = sha256_json(settings)
-    digest = FileDigests()
-    inputs = {
-        _item(ld, m): {"metric": m, "files": {p.name: digest(p) for p in ld.files}, "variant": ld.variant}
-        for ld, m in items
-    }
-    keys = {k: resume_key({"fingerprint": fingerprint, **v}) for k, v in inputs.items()}
-    plan = run.plan(
-        fingerprint=fingerprint, settings=settings, keys=keys, inputs=inputs, unit="benchmark x metric item"
-    )
-    inv = run.begin(plan)
-    with run.journal(fingerprint, {"settings": settings}) as journal:
-        _score_items(job, items, plan, inv, journal)
-    rows = [r for res in plan.results(lambda k: k) for r in res["rows"]]
-    rows = [{k: float("nan") if v is None and k in ("value", "ci_low", "ci_high") else v for k, v in r.items()}
-            for r in rows]  # fmt: skip
-    files = output_files(rows, skipped)
-    info = {
-        "data_root": str(Path(job.data_root).resolve()),
-        "benchmarks": sorted({ld.benchmark.name for ld, _ in items}),
-        "variants": {ld.benchmark.name: ld.variant for ld, _ in items},
-        "metrics": metrics,
-        "skipped": skipped,
-        "protocol": {
-            "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100 over every judgment row",
-            "accuracy": "share of pairs where the preferred caption scores strictly higher, x 100",
-            "ci": f"percentile bootstrap over images (95%), {job.n_boot} resamples, seed {job.seed}",
-            "published": "eval/meta_eval/published.csv (paper and table per value)",
-        },
-    }
-    record = run.finish(inv, files=files, info=info, records=plan.done.values())
-    written = [run.out / n for n in files] + [run.out / "run.json"]
-    return MetaEvalResult(frame(rows), skipped, record, written)
+class _Suite:
+    """The command's side of the Run: one item per (benchmark, variant, metric), computed in order; the items
+    of one benchmark share its CaptionBatch, and every batch of the run shares the PTB tokens of its texts."""
 
+    def __init__(self, job: MetaEvalJob, metrics: list[str], items: list[tuple[Loaded, str]], skipped: dict):
+        self.job, self.metrics, self.skipped = job, metrics, skipped
+        self.loaded = {_item(ld, m): (ld, m) for ld, m in items}
+        self.batches: dict[int, object] = {}
+        self.tokens: dict[str, str] = {}  # one PTB pass per distinct text across every benchmark of the run
 
-def _score_items(job, items, plan, inv, journal) -> None:
-    """Score each pending item; the items of one benchmark share one CaptionBatch (its tokenisation, images)."""
-    from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options
-    from recon_score.progress import Progress
+    def spec(self) -> RunSpec:
+        digest = FileDigests()
+        items = [
+            Item(
+                key,
+                {"metric": m, "variant": ld.variant, "files": {p.name: digest(p) for p in ld.files}},
+                name=key,
+            )
+            for key, (ld, m) in self.loaded.items()
+        ]
+        return RunSpec(
+            settings=_settings(self.job, self.metrics),
+            items=items,
+            stages=[Stage(self.compute)],
+            outputs=self.outputs,
+            record=self.record,
+            unit="benchmark x metric item",
+            progress="item",
+        )
 
-    options = metric_options(
-        encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
-    )
-    todo = [(ld, m) for ld, m in items if not plan.is_done(_item(ld, m))]
-    bar = Progress(len(items), desc="meta-eval", unit="item", initial=len(items) - len(todo))
-    batches: dict[int, CaptionBatch] = {}
-    try:
-        for ld, m in todo:
-            bar.stage(f"{ld.benchmark.name} ({len(ld.table)} rows): {m}")
-            if id(ld) not in batches:
-                batches[id(ld)] = batch_of(ld)
-            scores, _ = compute_metrics([m], batches[id(ld)], options=options, metrics=job.metric_instances)
+    def compute(self, batch: list[Item], todo: list[Item]) -> list:
+        from eval.metrics import compute_metrics, get_metric_info, metric_options
+
+        job = self.job
+        options = metric_options(
+            encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
+        )
+        out = []
+        for item in todo:
+            ld, m = self.loaded[item.id]
+            if id(ld) not in self.batches:
+                self.batches[id(ld)] = batch_of(ld, self.tokens)
+            scores, _ = compute_metrics(
+                [m], self.batches[id(ld)], options=options, metrics=job.metric_instances
+            )
             hib = get_metric_info(m).higher_is_better
             rows = statistics(
                 ld, m, scores[m].to_numpy(), higher_is_better=hib, n_boot=job.n_boot, seed=job.seed
             )
-            rec = plan.record(_item(ld, m), inv, {"rows": _clean(rows)})
-            journal.write([rec])
-            plan.add([rec])
-            bar.update(1, stage=f"{ld.benchmark.name}: {m} done")
-    finally:
-        bar.close()
+            out.append(({"rows": _clean(rows)}, {}))
+        return out
+
+    def rows(self, res) -> list[dict]:
+        rows = [r for result in res.results() for r in result["rows"]]
+        nan = ("value", "ci_low", "ci_high")
+        return [{k: float("nan") if v is None and k in nan else v for k, v in r.items()} for r in rows]
+
+    def outputs(self, res) -> dict[str, bytes]:
+        return output_files(self.rows(res), self.skipped)
+
+    def record(self, res) -> dict:
+        job, used = self.job, list(self.loaded.values())
+        return {
+            "data_root": str(Path(job.data_root).resolve()),
+            "benchmarks": sorted({ld.benchmark.name for ld, _ in used}),
+            "variants": {ld.benchmark.name: ld.variant for ld, _ in used},
+            "metrics": self.metrics,
+            "skipped": self.skipped,
+            "protocol": {
+                "kendall": "scipy.stats.kendalltau(metric, human, variant='b'|'c') x 100 over every judgment row",
+                "accuracy": "share of pairs where the preferred caption scores strictly higher, x 100",
+                "ci": f"percentile bootstrap over images (95%), {job.n_boot} resamples, seed {job.seed}",
+                "published": "eval/meta_eval/published.csv (paper and table per value)",
+            },
+        }
 
 
-def batch_of(loaded: Loaded):
+def decoded_images(table) -> list:
+    """A hub set's images, one PIL image per distinct image (rows of one image share it), opened lazily: the
+    metric's image reader (recon_score.images.load_image) decodes each once."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    from recon_score.errors import InputError
+
+    opened: dict[int, object] = {}
+    out = []
+    for data, source in zip(table["image_bytes"], table["source"]):
+        if id(data) not in opened:
+            try:
+                opened[id(data)] = Image.open(io.BytesIO(data))
+            except (OSError, UnidentifiedImageError) as err:  # the row's metric is NaN, its error says why
+                opened[id(data)] = InputError(f"{source}: the image bytes are not an image ({err})")
+        out.append(opened[id(data)])
+    return out
+
+
+def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
     """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
     from eval.metrics import CaptionBatch
     from recon_score.errors import InputError
@@ -177,7 +212,9 @@ def batch_of(loaded: Loaded):
 
     table = loaded.table
     images = None
-    if loaded.images_root is not None:
+    if loaded.images_root is None and loaded.has_images:
+        images = decoded_images(table)
+    elif loaded.images_root is not None:
         resolved: dict = {}
         for image in table["image"].unique():
             try:
@@ -186,5 +223,8 @@ def batch_of(loaded: Loaded):
                 resolved[image] = err
         images = [resolved[i] for i in table["image"]]
     return CaptionBatch(
-        candidates=table["candidate"].tolist(), references=table["references"].tolist(), images=images
+        candidates=table["candidate"].tolist(),
+        references=table["references"].tolist(),
+        images=images,
+        text_tokens=text_tokens,
     )

@@ -39,6 +39,15 @@ class Loaded:
     images_root: Path | None = None
     files: list[Path] = field(default_factory=list)
 
+    @property
+    def has_images(self) -> bool:
+        """Image metrics can run: an images folder, or the hub dataset's own Image feature."""
+        if self.images_root is not None:
+            return True
+        return (
+            self.table is not None and "image_bytes" in self.table and self.table["image_bytes"].notna().all()
+        )
+
 
 def load(name: str, data_root: Path, variant: str | None = None) -> Loaded:
     """Benchmark `name` from DIR/<folder>/; a missing file skips it (the reason names the file). A malformed
@@ -106,6 +115,28 @@ def attach_published(rows: list[dict]) -> list[dict]:
 
 def frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(attach_published(rows), columns=list(COLUMNS))
+
+
+def paper_layout(df: pd.DataFrame) -> pd.DataFrame:
+    """The verify table in the papers' layout: one row per metric, one column per (benchmark, category,
+    statistic) with a published value or the benchmark's headline statistic; each cell `measured status
+    (published)`, e.g. `30.78 ✓ (30.8)`, or `30.78 —` where nothing is published."""
+    df = df.copy()
+    df["column"] = [
+        f"{b}{' ' + c if c else ''} {s.replace('_', '-')}"
+        for b, c, s in zip(df["benchmark"], df["category"].fillna(""), df["statistic"])
+    ]
+    head = df["statistic"] == df["benchmark"].map(lambda b: BENCHMARKS[b].headline)
+    df = df[head | (df["status"] != NONE)]
+
+    def cell(r) -> str:
+        if r["status"] == NONE:
+            return f"{_cell(r['value'])} {NONE}"
+        return f"{_cell(r['value'])} {r['status']} ({r['published']:g})"
+
+    df["cell"] = [cell(r) for r in df.to_dict("records")]
+    out = df.pivot_table(index="metric", columns="column", values="cell", aggfunc="first", sort=False)
+    return out.reindex(index=list(dict.fromkeys(df["metric"])), columns=list(dict.fromkeys(df["column"])))
 
 
 def _cell(x, digits: int = 2) -> str:

@@ -763,6 +763,49 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
     return sec
 
 
+def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[float]], list[list[str]]]:
+    """The benchmark x metric grid of a meta-eval table: one row per (benchmark, category, statistic), one column
+    per metric, each cell its value with the 95% CI and the verify status."""
+    num = lambda v: float(v) if v not in ("", "nan", None) else float("nan")  # noqa: E731
+    rows = list(dict.fromkeys(f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
+                              for r in recs))  # fmt: skip
+    cols = list(dict.fromkeys(r["metric"] for r in recs))
+    values = [[float("nan")] * len(cols) for _ in rows]
+    labels = [[""] * len(cols) for _ in rows]
+    for r in recs:
+        key = f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
+        i, j = rows.index(key), cols.index(r["metric"])
+        values[i][j] = num(r["value"])
+        status = r.get("status") or ""
+        labels[i][j] = f"{_fmt(num(r['value']))} {status if status != '—' else ''}\n[{_fmt(num(r['ci_low']))}, " \
+            f"{_fmt(num(r['ci_high']))}]"  # fmt: skip
+    return rows, cols, values, labels
+
+
+def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
+    from eval.report import plots
+
+    sec = Section("meta-eval", str(d), f"Meta-evaluation — {d.name}", _meta(run), smoke_note(run))
+    if not outputs.has_output(d, outputs.META_EVAL_CSV):
+        return sec
+    written = outputs.table_rows(d, outputs.META_EVAL_CSV)
+    recs = _records(written)
+    if recs:
+        rows, cols, values, labels = meta_eval_grid(recs)
+        title = "×100 with [95% CI]; ✓ reproduces the published value, ✗ does not"
+        sec.figures.append(
+            Figure(title, _png_src(plots.heatmap(rows, cols, values, labels, title="Benchmark × metric")))
+        )
+        st = [r["status"] for r in recs]
+        sec.headline.append(("reproduced", f"{st.count('✓')} of {len(st) - st.count('—')} published values"))
+    keep = ("benchmark", "variant", "category", "metric", "statistic", "value", "ci_low", "ci_high", "n",
+            "published", "difference", "status")  # fmt: skip
+    idx = [written[0].index(c) for c in keep if c in written[0]]
+    sec.tables.append(_csv_table([[row[i] for i in idx] for row in written], "Meta-evaluation table (×100)"))
+    for what, why in (run.get("skipped") or {}).items():
+        sec.headline.append((f"skipped {what}", why))
+
+
 def _annotate_section(d: Path, run: dict, store: ImageStore) -> Section:
     """A collected judgment set: agreement with its CIs first, then each model's win share (the ReconScore
     paper, Table 6), the preference rate of metric-selected captions (Table 7) and the contested images."""
@@ -783,6 +826,7 @@ def _annotate_section(d: Path, run: dict, store: ImageStore) -> Section:
 
 
 LOADERS = {
+    "meta-eval": _meta_eval_section,
     "annotate-collect": _annotate_section,
     "evaluate": _evaluate_section,
     "score": _score_section,

@@ -142,7 +142,7 @@ class Prepared:
 
     score: ScoreInto
     width: int  # N, the database items every row is scored against
-    query_vectors: Tensor | None = None  # linear methods: score(rows) == query_vectors[rows] @ database.T
+    query_vectors: Tensor | None = None  # linear methods: scores(rows) == query_vectors[rows] @ database.T
     database: Tensor | None = None  # linear methods: the vectors they score against (MagicLens: its own)
     details: list[str] | None = None  # per query, human-readable (FreeDom's words, CIReVL's rewrite)
     notes: list[str] = field(default_factory=list)  # run-level facts for run.json (which mean was used ...)

@@ -79,7 +79,7 @@ def _polaris(folder, scores=(0.25, 0.5, 1.0, 0.75)) -> None:
     records = {
         "refs": [["a dog runs", "a dog on grass"]] * n,
         "cand": ["a dog", "a cat", "a dog runs on grass", "two dogs"][:n],
-        "img": [{"bytes": _png(i), "path": f"img{i // 2}.png"} for i in range(n)],
+        "img": [{"bytes": _png(i // 2), "path": f"img{i // 2}.png"} for i in range(n)],  # 2 rows per image
         "human_score": list(scores),
     }
     _hub(folder, "test", records, _polaris_features())
@@ -387,3 +387,65 @@ def test_cli_usage_errors(tmp_path, capsys):
     assert "drop --preferences" in capsys.readouterr().err
     assert main([*base, "--benchmarks", "thumb", "--data-root", str(tmp_path)]) != 0
     assert "no benchmark could be run: thumb:" in capsys.readouterr().err
+
+
+def test_each_distinct_text_is_tokenised_once_across_benchmarks_and_metrics(tmp_path, monkeypatch):
+    import eval.metrics.ptb as ptb
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+
+    seen: list[str] = []
+    real = ptb.ptb_tokenize
+
+    def counting(texts):
+        seen.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(ptb, "ptb_tokenize", counting)
+    job = MetaEvalJob(
+        ["flickr8k-expert", "flickr8k-cf"], DATA, "bleu4,rouge,cider", tmp_path / "run", n_boot=0
+    )
+    result = run_meta_eval(job)
+    assert len(result.table) == 2 * 3 * 2  # benchmarks x metrics x (tau_b, tau_c)
+    tables = [load(b, DATA).table for b in ("flickr8k-expert", "flickr8k-cf")]
+    distinct = {
+        t for tab in tables for t in [*tab["candidate"], *(r for refs in tab["references"] for r in refs)]
+    }
+    rows = sum(len(tab) for tab in tables)
+    assert len(seen) == len(set(seen)) == len(distinct) < rows  # once each, fewer than the rows scored
+
+
+def test_verify_table_in_the_papers_layout():
+    from eval.meta_eval.suite import attach_published, paper_layout
+
+    rows = [
+        {"benchmark": "flickr8k-expert", "variant": "default", "category": "", "metric": m, "statistic": s,
+         "value": v, "ci_low": v - 1, "ci_high": v + 1, "n": 10, "note": ""}
+        for m, s, v in (("bleu4", "tau_c", 30.78), ("bleu4", "tau_b", 30.1), ("bleu1", "tau_c", 32.3),
+                        ("bleu1", "tau_b", 32.1))
+    ]  # fmt: skip
+    df = pd.DataFrame(attach_published(rows))
+    grid = paper_layout(df)
+    assert list(grid.columns) == ["flickr8k-expert tau-c", "flickr8k-expert tau-b"]  # bleu1 tau-b: no column
+    assert grid.loc["bleu4"].tolist() == ["30.78 ✓ (30.8)", "30.10 ✗ (30.6)"]
+    assert grid.loc["bleu1", "flickr8k-expert tau-c"] == "32.30 —"
+
+
+def test_image_metrics_read_the_hub_sets_own_images_each_decoded_once(tmp_path, monkeypatch):
+    """A hub parquet set needs no image folder: CLIP-S scores its Image feature; rows of one image share it."""
+    import recon_score.images as images_mod
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+
+    _polaris(tmp_path / "polaris")
+    loads: list = []
+    real = images_mod.load_image
+
+    def counting(source, **kw):
+        loads.append(source)
+        return real(source, **kw)
+
+    monkeypatch.setattr(images_mod, "load_image", counting)
+    job = MetaEvalJob(["polaris"], tmp_path, "clipscore", tmp_path / "run", preset="smoke",
+                      encoder="smoke:open-clip", n_boot=0)  # fmt: skip
+    result = run_meta_eval(job)
+    assert result.table["n"].tolist() == [4, 4]  # every row scored: its image was read from the parquet shard
+    assert len(loads) == 2  # 4 rows, 2 distinct images: each read once

@@ -296,3 +296,26 @@ def test_seeded_makes_manual_seeds_draws_and_leaves_the_callers_state(tmp_path):
     assert all(torch.equal(built[k], v) for k, v in reference.items())
     build_open_clip(tmp_path / "clip", seed=3)
     assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_loading_the_renderer_leaves_the_libraries_progress_bars_as_they_were():
+    """The renderer quiets diffusers' and transformers' loading bars while it loads, then puts them back: the
+    caller's choice (on, or off) is what it was before."""
+    import diffusers.utils.logging as dlog
+    import transformers.utils.logging as tlog
+
+    from recon_score.presets import get_preset
+    from recon_score.render import Renderer
+    from recon_score.runtime import loading_bars_off
+
+    dlog.enable_progress_bar()  # the CLI, which other tests run in this process, turns them off for its run
+    tlog.enable_progress_bar()
+    assert Renderer(get_preset("smoke"), device="cpu").pipe is not None
+    assert dlog.is_progress_bar_enabled() and tlog.is_progress_bar_enabled()
+    tlog.disable_progress_bar()
+    try:
+        with loading_bars_off("transformers"):
+            assert not tlog.is_progress_bar_enabled()
+        assert not tlog.is_progress_bar_enabled()  # the caller had them off: they stay off
+    finally:
+        tlog.enable_progress_bar()
