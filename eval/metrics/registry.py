@@ -55,14 +55,22 @@ _IMAGE_REFS = dict(higher_is_better=True, needs_references=True, needs_images=Tr
 _UNIT = (0.0, 1.0)
 _UNBOUNDED = (-math.inf, math.inf)
 _ENCODER = ("encoder", "long_text", "device")  # --encoder picks CLIP-S's encoder (the others ship their own)
-_RELEASED = (
-    "weights",
-    "device",
-)  # released weights of their own; the smoke preset builds them tiny and random
-_CLIP = "encoder registry (CLIP ViT-B/32 by default; --encoder)"
-_PACS = "encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)"
-_LONGCLIP = "encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)"
-_FLEUR = "describer backends with log-probabilities (transformers; vllm, openai servers)"
+# released weights of their own; the smoke preset builds them tiny and random
+_RELEASED = ("weights", "device")
+# what a metric and its reference-based variant share: the backend, and the settings their constructors take
+_CLIP = dict(backend="encoder registry (CLIP ViT-B/32 by default; --encoder)", settings=_ENCODER)
+_PACS = dict(
+    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
+    settings=(*_RELEASED, "long_text"),
+)
+_LONGCLIP = dict(
+    backend="encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)",
+    settings=(*_RELEASED, "long_text"),
+)
+_FLEUR = dict(
+    backend="describer backends with log-probabilities (transformers; vllm, openai servers)",
+    settings=_RELEASED,
+)
 _BLEU = "BLEU-{n} (Papineni et al. 2002) per caption, pycocoevalcap Bleu(4) on PTB tokens"
 
 METRICS: Registry[MetricEntry] = Registry(
@@ -122,9 +130,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "CLIP-S (Hessel et al. 2021): 2.5*max(cos,0), prefix 'A photo depicts', ViT-B/32 by default",
             **_IMAGE,
             value_range=(0.0, 2.5),
-            backend=_CLIP,
+            **_CLIP,
             paper_name="CLIPScore",
-            settings=_ENCODER,
         ),
         MetricEntry(
             "cyclereward",
@@ -142,9 +149,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "FLEUR (Lee et al. 2024): MLLM judge's 0-1 score smoothed over digit probabilities (Yebin46/FLEUR)",
             **_IMAGE,
             value_range=_UNIT,
-            backend=_FLEUR,
+            **_FLEUR,
             paper_name="FLEUR",
-            settings=_RELEASED,
         ),
         MetricEntry(
             "longclipscore",
@@ -153,9 +159,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "(BeichenZhang/LongCLIP-B)",
             **_IMAGE,
             value_range=(0.0, 2.5),
-            backend=_LONGCLIP,
+            **_LONGCLIP,
             paper_name="Long-CLIP-S",
-            settings=(*_RELEASED, "long_text"),
         ),
         MetricEntry(
             "pacscore",
@@ -164,9 +169,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "(aimagelab/pacscore)",
             **_IMAGE,
             value_range=(0.0, 2.0),
-            backend=_PACS,
+            **_PACS,
             paper_name="PAC-S",
-            settings=(*_RELEASED, "long_text"),
         ),
         MetricEntry(
             "recon_score",
@@ -185,9 +189,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "RefCLIP-S (Hessel et al. 2021): harmonic mean of CLIP-S and the max reference similarity",
             **_IMAGE_REFS,
             value_range=(0.0, 2.5),
-            backend=_CLIP,
+            **_CLIP,
             paper_name="RefCLIPScore",
-            settings=_ENCODER,
         ),
         MetricEntry(
             "reffleur",
@@ -195,9 +198,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "RefFLEUR (Lee et al. 2024): FLEUR with the reference captions in the prompt (Yebin46/FLEUR)",
             **_IMAGE_REFS,
             value_range=_UNIT,
-            backend=_FLEUR,
+            **_FLEUR,
             paper_name="RefFLEUR",
-            settings=_RELEASED,
         ),
         MetricEntry(
             "reflongclipscore",
@@ -206,9 +208,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "(BeichenZhang/LongCLIP-B)",
             **_IMAGE_REFS,
             value_range=(0.0, 10 / 7),  # reference_floor='zero'; unbounded with 'none'
-            backend=_LONGCLIP,
+            **_LONGCLIP,
             paper_name="RefLong-CLIP-S",
-            settings=(*_RELEASED, "long_text"),
         ),
         MetricEntry(
             "refpacscore",
@@ -217,9 +218,8 @@ METRICS: Registry[MetricEntry] = Registry(
             "(aimagelab/pacscore)",
             **_IMAGE_REFS,
             value_range=_UNBOUNDED,  # a negative max reference cosine (not clipped) makes 2ps/(p+s) < 0 or large
-            backend=_PACS,
+            **_PACS,
             paper_name="RefPAC-S",
-            settings=(*_RELEASED, "long_text"),
         ),
     ),
     see="`reconscore metrics list` describes them.",
