@@ -141,12 +141,17 @@ def _meta_eval(job: dict, meta: dict) -> int:
     parse_metric_names(job["metrics"])
     from eval.meta_eval.run import MetaEvalJob, run_meta_eval
 
+    variants = opt.key_values(meta["variants"], "--variant")
+    for bench, variant in variants.items():
+        if bench not in names:
+            raise click.BadParameter(f"{bench} is not among --benchmarks", param_hint="--variant")
+        BENCHMARKS[bench].variant(variant)  # an unknown variant: one line listing the known ones
     keep = ("metrics", "out", "preset", "encoder", "long_text", "device", "n_boot", "seed")
     result = run_meta_eval(
         MetaEvalJob(
             benchmarks=names,
             data_root=meta["data_root"],
-            variants=opt.key_values(meta["variants"], "--variant"),
+            variants=variants,
             **{k: job[k] for k in keep},
         )
     )

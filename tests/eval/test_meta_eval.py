@@ -387,6 +387,14 @@ def test_cli_usage_errors(tmp_path, capsys):
     assert "drop --preferences" in capsys.readouterr().err
     assert main([*base, "--benchmarks", "thumb", "--data-root", str(tmp_path)]) != 0
     assert "no benchmark could be run: thumb:" in capsys.readouterr().err
+    assert (
+        main([*base, "--benchmarks", "thumb", "--data-root", str(tmp_path), "--variant", "foil=1-ref"]) != 0
+    )
+    assert "foil is not among --benchmarks" in capsys.readouterr().err
+    assert (
+        main([*base, "--benchmarks", "foil", "--data-root", str(tmp_path), "--variant", "foil=2-refs"]) != 0
+    )
+    assert "unknown foil variant '2-refs'" in capsys.readouterr().err
 
 
 def test_each_distinct_text_is_tokenised_once_across_benchmarks_and_metrics(tmp_path, monkeypatch):
