@@ -52,7 +52,6 @@ class DescribeJob:
     source: dict | None = None  # what `items` came from, for run.json
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
     explain: ExplainOptions | None = None  # the chosen caption explained (recon_score.explain)
-    explain_seeds: int = 1  # K held-out seeds for it: the evaluation seed, then derived ones
 
 
 @dataclass
@@ -94,7 +93,7 @@ def _settings(job: DescribeJob) -> dict:
     ):  # likewise: a run read with the default keeps its fingerprint
         key["image_reader"] = job.selector.image_reader
     if job.explain is not None:
-        key["explain"] = {**asdict(job.explain), "seeds": job.explain_seeds}
+        key["explain"] = asdict(job.explain)
     return key
 
 
@@ -352,16 +351,16 @@ def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> 
         return
     from recon_score.seeds import derive_seeds
 
-    seeds = derive_seeds(job.selector.eval_seed, job.explain_seeds, exclude=set(job.selector.seeds))
+    seeds = derive_seeds(job.selector.eval_seed, job.explain.seeds, exclude=set(job.selector.seeds))
     for rec in records:
         res = rec["result"]
         if res["index"] is None:
             continue
         stem = f"{rec['row']:06d}_chosen"
         res["explain"], files = explain_row(
-            scorer, loaded[rec["row"]], res["caption"], seeds, job.explain, out, stem
+            scorer, loaded[rec["row"]], res["caption"], seeds, job.explain, stem
         )
-        rec["files"].update({rel: (out / rel).read_bytes() for rel, _ in files})
+        rec["files"].update(files)  # the explanation computes, the Run writes
 
 
 def _held_out(job: DescribeJob, records: list[dict], loaded: dict) -> None:

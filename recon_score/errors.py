@@ -69,6 +69,10 @@ class InputError(ReconScoreError, ValueError):
         super().__init__(_OBJECT_REPR.sub(r"<\1>", str(message)), *args)
 
 
+class ArgumentError(ReconScoreError, ValueError):
+    """An API call's argument outside what it accepts, said as the CLI says its usage errors."""
+
+
 class ImageLoadError(InputError):
     pass
 

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
+from recon_score.errors import ArgumentError, InputError
+from recon_score.explain_power import DEFAULT_EXPLAIN_SEEDS
 from recon_score.run_outputs import EXPLAIN
 
 # Connectives that open a new phrase (kept with the phrase they open, so leaving it out removes them too):
@@ -347,37 +348,72 @@ def _significance(effects: list[PhraseEffect], level: float) -> None:
 
 
 # -- the explanation of one (image, caption) --------------------------------------------------------------------
+def check_arguments(
+    *, seeds: object = None, max_phrases: object = 8, level: object = 0.05
+) -> list[int] | None:
+    """The explanation's arguments as the CLI accepts them, or ArgumentError naming the one that is not: at least
+    two distinct integer seeds (one seed tests nothing; a repeated seed fakes a zero spread), max_phrases an
+    integer >= 1, 0 < level < 1. Returns the seeds as a list (None when not given)."""
+
+    def integer(x: object) -> bool:
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+    if not integer(max_phrases) or max_phrases < 1:
+        raise ArgumentError(f"max_phrases must be an integer >= 1, got {max_phrases!r}")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ArgumentError(f"level must be a number strictly between 0 and 1, got {level!r}")
+    if seeds is None:
+        return None
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence | np.ndarray):
+        raise ArgumentError(f"seeds must be a list of integers, got {seeds!r}")
+    out = list(seeds)
+    if not all(integer(s) for s in out):
+        raise ArgumentError(f"seeds must be integers, got {out!r}")
+    if len(out) < 2 or len(set(out)) < len(out):
+        raise ArgumentError(
+            f"explain needs at least 2 distinct seeds (one tests nothing, a repeated one fakes a zero spread), "
+            f"got {out!r}"
+        )
+    return [int(s) for s in out]
+
+
 @dataclass
 class _Renders:
-    """Per variant (0 = the full caption, k = without phrase k), per seed: score or error, and reconstruction."""
+    """Per variant (0 = the full caption, k = without phrase k), per seed: score or error, and the patch grids
+    of each reconstruction (None without patch tokens); the original's grids and the box they cover."""
 
     scores: list[list[float | None]]
     errors: list[str | None]
-    images: list[list[Image.Image | None]]
+    grids: list[list[list[np.ndarray] | None]]
+    original: list[np.ndarray] | None = None
+    box: tuple | None = None
 
 
-def _render_variants(scorer, image: Image.Image, variants: list[str], seeds: list[int]) -> _Renders:
-    pairs = [(image, v) for v in variants for _ in seeds]
-    results = scorer.score_pairs(pairs, seeds=[s for _ in variants for s in seeds])
-    k = len(seeds)
-    rows = [results[i * k : (i + 1) * k] for i in range(len(variants))]
-    return _Renders(
-        scores=[[r.recon_score for r in row] for row in rows],
-        errors=[next((r.error for r in row if r.error), None) for row in rows],
-        images=[[r.reconstruction for r in row] for row in rows],
-    )
+def _render_variants(
+    scorer, image: Image.Image, variants: list[str], seeds: list[int], progress: Callable[[int], None] | None
+) -> _Renders:
+    """Each variant rendered under every seed, one `score_pairs` call per variant (its K renders in one encoder
+    batch), the embeddings and patch grids from one encoder pass (`ReconScorer.patch_tokens`); `progress(K)`
+    after each variant."""
+    renders = _Renders([], [], [])
+    with scorer.patch_tokens() as sink:
+        for variant in variants:
+            row = scorer.score_pairs([(image, variant)] * len(seeds), seeds=seeds)
+            renders.scores.append([r.recon_score for r in row])
+            renders.errors.append(next((r.error for r in row if r.error), None))
+            renders.grids.append([_grid_of(scorer, sink, r.reconstruction) for r in row])
+            if progress is not None:
+                progress(len(seeds))
+        if sink is not None and sink.grids:
+            renders.original, renders.box = sink.grids[scorer._digest(image)]
+    return renders
 
 
-def _grids(encoder, images: list[Image.Image]) -> tuple[list[list[np.ndarray]], tuple]:
-    """Per image, per tower: its (rows, cols, d) patch grid, encoded `encoder.batch_size` images at a time; and
-    the part of the first image the grids cover."""
-    out: list[list[np.ndarray]] = []
-    box = None
-    for i in range(0, len(images), encoder.batch_size):
-        towers = encoder.encode_patch_tokens(images[i : i + encoder.batch_size])
-        box = box or towers[0].boxes[0]
-        out.extend([t.tokens[j].numpy() for t in towers] for j in range(towers[0].tokens.shape[0]))
-    return out, box
+def _grid_of(scorer, sink, image: Image.Image | None) -> list[np.ndarray] | None:
+    if sink is None or image is None:
+        return None
+    known = sink.grids.get(scorer._digest(image))
+    return known[0] if known else None
 
 
 def _seed_maps(orig: list[np.ndarray], recons: list[list[np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -403,25 +439,26 @@ def _region(effect: PhraseEffect, drops: np.ndarray, box, level: float) -> np.nd
     return mean
 
 
-def _attach_maps(expl: Explanation, scorer, image: Image.Image, renders: _Renders) -> None:
+def _attach_maps(expl: Explanation, scorer, renders: _Renders) -> None:
     """Recall/aligned maps of the full caption and each phrase's recall drop, all means over seeds; the drops
     are paired by seed (the same seed renders the caption with and without the phrase)."""
-    ok = [i for i, err in enumerate(renders.errors) if err is None]
-    flat = [im for i in ok for im in renders.images[i]]
-    try:
-        grids, box = _grids(scorer.encoder, [image, *flat])
-    except TypeError as err:
-        expl.maps_note = str(err)
+    if renders.original is None:
+        expl.maps_note = scorer.encoder.no_patch_tokens_note
         return
-    k = len(expl.seeds)
-    by_variant = {v: grids[1 + n * k : 1 + (n + 1) * k] for n, v in enumerate(ok)}
-    recall, aligned = _seed_maps(grids[0], by_variant[0])
+    ok = {
+        v: grids
+        for v, grids in enumerate(renders.grids)
+        if renders.errors[v] is None and all(g is not None for g in grids)
+    }
+    if 0 not in ok:
+        return
+    recall, aligned = _seed_maps(renders.original, ok[0])
     expl.recall, expl.aligned = recall.mean(axis=0), aligned.mean(axis=0)
-    expl.box = tuple(float(x) for x in box)
+    expl.box = tuple(float(x) for x in renders.box)
     drops = np.full((len(expl.phrases), *expl.recall.shape), np.nan)
     for n, effect in enumerate(expl.phrases):
-        if n + 1 in by_variant:
-            reduced = _seed_maps(grids[0], by_variant[n + 1])[0]
+        if n + 1 in ok:
+            reduced = _seed_maps(renders.original, ok[n + 1])[0]
             drops[n] = _region(effect, recall - reduced, expl.box, expl.level)
     expl.phrase_drops = drops
 
@@ -434,9 +471,10 @@ def explain_one(
     seeds: Sequence[int],
     max_phrases: int = 8,
     level: float = 0.05,
+    progress: Callable[[int], None] | None = None,
 ) -> Explanation:
-    """The explanation of one loaded image and its caption (see the module docstring)."""
-    from recon_score.errors import InputError
+    """The explanation of one loaded image and its caption (see the module docstring); `progress(n)` after
+    every n renders."""
     from recon_score.prompts import clean_caption
 
     seeds = [int(s) for s in seeds]
@@ -447,7 +485,7 @@ def explain_one(
     phrases = split_phrases(text)
     attributed = phrases[:max_phrases] if len(phrases) > 1 else []
     variants = [text] + [without(text, p) for p in attributed]
-    renders = _render_variants(scorer, image, variants, seeds)
+    renders = _render_variants(scorer, image, variants, seeds, progress)
     full = renders.scores[0]
     expl = Explanation(text, None, seeds, full, [], level, skipped_phrases=len(phrases) - len(attributed))
     if renders.errors[0]:
@@ -468,7 +506,7 @@ def explain_one(
             effect.per_seed = [_round(a - b) for a, b in zip(full, renders.scores[n])]
         expl.phrases.append(effect)
     _significance(expl.phrases, level)
-    _attach_maps(expl, scorer, image, renders)
+    _attach_maps(expl, scorer, renders)
     return expl
 
 
@@ -517,33 +555,54 @@ def heatmap_png(expl: Explanation, original: Image.Image) -> bytes:
 
 @dataclass(frozen=True)
 class ExplainOptions:
-    """`score --explain` / `describe --explain`: how many phrases are attributed, at which significance level."""
+    """`score --explain` / `describe --explain`: how many phrases are attributed, over how many seeds of their
+    own (recon_score.explain_power: the default's power), at which family-wise significance level."""
 
     max_phrases: int = 8
     level: float = 0.05
+    seeds: int = DEFAULT_EXPLAIN_SEEDS
 
     def __post_init__(self):
-        if self.max_phrases < 1:
-            raise ValueError(f"max_phrases must be >= 1, got {self.max_phrases}")
-        if not 0 < self.level < 1:
-            raise ValueError(f"level must be in (0, 1), got {self.level}")
+        check_arguments(max_phrases=self.max_phrases, level=self.level)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 2:
+            raise ValueError(
+                f"explain seeds must be an integer >= 2 (one seed tests nothing), got {self.seeds!r}"
+            )
+
+    def renders(self, caption: str) -> int:
+        """What explaining `caption` renders: (attributed phrases + 1) x seeds (a one-phrase caption: the
+        full caption's K renders only)."""
+        n = len(split_phrases(caption))
+        return (min(n, self.max_phrases) + 1 if n > 1 else 1) * self.seeds
 
 
-def save(expl: Explanation, original: Image.Image, out: Path, stem: str) -> list[list[str]]:
-    """Write explain/`stem`.npz and explain/`stem`.png under the run folder `out` atomically; returns [relative
-    path, sha256] of each (none without maps: an encoder without patch tokens, or an error)."""
-    import hashlib
+def explain_summary(rows: Sequence[dict]) -> dict | None:
+    """What a console says of an explained run's rows: how many captions and phrases were attributed, how many
+    phrases were significant and how many of those hurt, and where the maps are; None when no row is explained.
+    """
+    explained = [r["explain"] for r in rows if isinstance(r.get("explain"), dict)]
+    if not explained:
+        return None
+    phrases = [p for ex in explained for p in ex.get("phrases") or [] if isinstance(p, dict)]
+    scored = [p for p in phrases if isinstance(p.get("delta"), (int, float))]
+    significant = [p for p in scored if p.get("significant") is True]
+    return {
+        "captions": len(explained),
+        "phrases": len(scored),
+        "significant": len(significant),
+        "hurt": sum(1 for p in significant if p["delta"] < 0),
+        "maps": sum(1 for ex in explained if ex.get("maps")),
+        "folder": EXPLAIN,
+        "correction": next((ex.get("correction") for ex in explained if ex.get("correction")), None),
+    }
 
-    from recon_score.atomic_io import atomic_write_bytes
 
+def explain_files(expl: Explanation, original: Image.Image, stem: str) -> dict[str, bytes]:
+    """{run-relative path: bytes} of explain/`stem`.npz and explain/`stem`.png, for the Run to write (none
+    without maps: an encoder without patch tokens, or an error)."""
     if expl.recall is None:
-        return []
-    files = []
-    for suffix, data in ((".npz", maps_npz(expl)), (".png", heatmap_png(expl, original))):
-        rel = f"{EXPLAIN}/{stem}{suffix}"
-        atomic_write_bytes(out / rel, data)
-        files.append([rel, hashlib.sha256(data).hexdigest()])
-    return files
+        return {}
+    return {f"{EXPLAIN}/{stem}.npz": maps_npz(expl), f"{EXPLAIN}/{stem}.png": heatmap_png(expl, original)}
 
 
 def explain_row(
@@ -552,16 +611,23 @@ def explain_row(
     caption: str,
     seeds: Sequence[int],
     options: ExplainOptions,
-    out: Path,
     stem: str,
-) -> tuple[dict, list[list[str]]]:
-    """A results row's `explain` field (the Explanation's record plus its files) and the files written."""
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict, dict[str, bytes]]:
+    """A results row's `explain` field (the Explanation's record, naming its files) and the files' bytes: the
+    explanation computes, the Run writes."""
     expl = explain_one(
-        scorer, image, caption, seeds=seeds, max_phrases=options.max_phrases, level=options.level
+        scorer,
+        image,
+        caption,
+        seeds=seeds,
+        max_phrases=options.max_phrases,
+        level=options.level,
+        progress=progress,
     )
-    files = save(expl, image, out, stem)
+    files = explain_files(expl, image, stem)
     rec = expl.record()
     rec.update({"maps": None, "heatmap": None})
-    for rel, _ in files:
+    for rel in files:
         rec["maps" if rel.endswith(".npz") else "heatmap"] = rel
     return rec, files

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import jsonl_bytes, png_bytes
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError
-from recon_score.explain import ExplainOptions, explain_row
+from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
@@ -81,6 +82,7 @@ class ScoreSummary:
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
     kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
+    explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
 
     @property
     def exit_code(self) -> int:
@@ -189,6 +191,7 @@ class _ScoreWork:
         self.job, self.device, self.rows = job, device, rows
         self.by_index = {row.index: row for row in rows}
         self.seeds = derive_seeds(job.preset.seed, job.seeds)
+        self.explain_seeds = derive_seeds(job.preset.seed, job.explain.seeds) if job.explain else []
         self.decoded: OrderedDict = (
             OrderedDict()
         )  # the latest images read: each file is decoded once in a run
@@ -212,10 +215,11 @@ class _ScoreWork:
             outputs=lambda res: {SCORES: jsonl_bytes(self.merged(res))},
             record=self.info,
             ended=self.ended,
-            prepare=lambda: self.scorer.preflight("score"),  # every missing model named before any work
+            prepare=self.prepare,
+            weight=(lambda item: _row_renders(job, self.by_index[item.id])) if job.explain else None,
             chunk=job.batch_size,
             retry_errors=job.retry_errors,
-            progress="caption",
+            progress="render" if job.explain else "caption",
             header={"captions": str(job.captions), "started": run.started},
             depends=[row.extra for row in self.rows],
             started={"batch_size": job.batch_size},
@@ -238,11 +242,17 @@ class _ScoreWork:
             if job.explain is not None and res is not None and res.error is None:
                 stem = Path(next(iter(files))).stem
                 rec["explain"], maps = explain_row(
-                    self.scorer, pair[0], rec["caption"], self.seeds, job.explain, job.out, stem
+                    self.scorer, pair[0], rec["caption"], self.explain_seeds, job.explain, stem
                 )
-                files.update({rel: (job.out / rel).read_bytes() for rel, _ in maps})
+                files.update(maps)  # the explanation computes, the Run writes
             out.append((rec, files))
         return out
+
+    def prepare(self, todo: list[Item]) -> None:
+        """Every missing model named before any work; with --explain, the renders it will cost."""
+        self.scorer.preflight("score")
+        if self.job.explain is not None:
+            _say_explain_cost(self.job, [self.by_index[item.id] for item in todo])
 
     def merged(self, res: RunResult) -> list[dict]:
         """scores.jsonl's rows, in input order, from the journal; the input's own columns (e.g. `kind`) travel
@@ -331,6 +341,23 @@ def _scorer(job: ScoreJob, device: str):
     )
 
 
+def _row_renders(job: ScoreJob, row: InputRow) -> int:
+    """What a row renders: the score's K, and with --explain its (phrases + 1) x K' (recon_score.explain)."""
+    usable = job.explain is not None and row.error is None and isinstance(row.caption, str)
+    return job.seeds + (job.explain.renders(row.caption) if usable else 0)
+
+
+def _say_explain_cost(job: ScoreJob, rows: list[InputRow]) -> None:
+    """With --explain, the cost of this process's unfinished rows, said before the first render."""
+    renders = sum(_row_renders(job, r) for r in rows)
+    print(
+        f"explain: {len(rows)} caption(s) x (phrases + 1) x {job.explain.seeds} seeds = "
+        f"{renders - job.seeds * len(rows)} renders, besides the score's {job.seeds * len(rows)} ({renders} in all)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[tuple]:
     """(image or the row's input error, caption) for each row of a chunk; an image among the latest `decoded`
     (path -> image or its load error) is not read again."""
@@ -372,4 +399,5 @@ def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int
         cached=cached,
         already_complete=already_complete,
         failures=failures,
+        explain=explain_summary([done.get(r.index, {}).get("result", {}) for r in rows]),
     )

@@ -658,7 +658,8 @@ class RunSpec:
     outputs: Callable[[RunResult], dict[str, bytes]] | None = None  # the final files, from the records
     record: Callable[[RunResult], dict] | None = None  # run.json's fields of the command
     ended: Callable[[RunResult], dict] | None = None  # the invocation's end fields (exit state, counts)
-    prepare: Callable[[], None] | None = None  # before this process's first compute (a model preflight)
+    prepare: Callable[[list[Item]], None] | None = None  # before the first compute, with this process's to-do
+    weight: Callable[[Item], int] | None = None  # the bar's units per item (score --explain: its renders); 1
     chunk: int = 1  # consecutive items per chunk: chunk j goes to process j mod the number of processes
     phase: int | None = None  # chunks per phase: each phase runs every stage (describe's two models)
     retry_errors: bool = False  # a journaled result with an `error` is computed again
@@ -878,14 +879,17 @@ class _Lifecycle:
         last = self.plans[spec.stages[-1].name] if spec.stages else None
         res.resumed = len(last.done) if last else 0
         mine = self._mine(spec.stages[0]) if spec.stages else []
-        if spec.prepare is not None and any(i.id not in p.done for p in self.plans.values() for i in mine):
-            spec.prepare()  # every missing model named before any work starts
+        todo = [i for i in mine if any(i.id not in p.done for p in self.plans.values())]
+        if spec.prepare is not None and todo:
+            spec.prepare(todo)  # every missing model named before any work starts
         self._say()
         res.inv = run._begin(**spec.started)
         if not spec.stages:
             return
-        n_last = len(self._mine(spec.stages[-1])) if spec.stages[-1].items is None else 0
-        done_last = sum(1 for i in self._mine(spec.stages[-1]) if i.id in last.done) if n_last else 0
+        weight = spec.weight or (lambda item: 1)
+        mine_last = self._mine(spec.stages[-1]) if spec.stages[-1].items is None else []
+        n_last = sum(weight(i) for i in mine_last)
+        done_last = sum(weight(i) for i in mine_last if i.id in last.done)
         bar = Progress(
             n_last,
             initial=done_last,
@@ -969,7 +973,7 @@ class _Lifecycle:
             journal.write(recs)
             failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
             if is_last:
-                bar.update(len(recs), failed=failed)
+                bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
             elif stage.name:
                 bar.stage(f"{where}{stage.name} {n + 1}/{sum(1 for c in calls if c[1])}")
         return bool(todo)

@@ -18,6 +18,7 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +132,20 @@ class ReconResult:
         return f"ReconResult({', '.join(parts)})"
 
 
+@dataclass
+class PatchSink:
+    """What `ReconScorer.patch_tokens()` collects: per pixel digest, each tower's (rows, cols, d) grid and the
+    box it covers; per batch key, the embedding computed with it (a composition encoded once)."""
+
+    grids: dict[str, tuple[list[np.ndarray], tuple]] = field(default_factory=dict)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def add(self, digests: list[str], keys: list[str], emb: np.ndarray, towers: list) -> None:
+        for j, (dg, key) in enumerate(zip(digests, keys)):
+            self.vectors[key] = emb[j]
+            self.grids.setdefault(dg, ([t.tokens[j].numpy() for t in towers], tuple(towers[0].boxes[j])))
+
+
 def _mean(values: list[float | None]) -> float | None:
     return None if any(v is None for v in values) else statistics.fmean(values)
 
@@ -191,6 +206,7 @@ class ReconScorer:
         # caption, another seed, the next chunk) is hashed once. The image is held, so its id is not reused;
         # images are not modified in place while a scorer uses them.
         self._digests: OrderedDict[int, tuple[Image.Image, str]] = OrderedDict()
+        self._patches: PatchSink | None = None  # set by `patch_tokens()`: explanations' gap maps
         self.stats = {
             "rendered": 0,
             "render_seconds": 0.0,  # wall time inside the T2I pipeline only (the ReconScore paper's Tab. 9 I.T.)
@@ -434,20 +450,21 @@ class ReconScorer:
         image: ImageInput,
         caption: str,
         *,
-        seeds: int | Sequence[int] | None = None,
+        seeds: Sequence[int] | None = None,
         max_phrases: int = 8,
         level: float = 0.05,
     ):
         """Where `caption` fails `image`: gap maps from the encoder's patch tokens and each phrase's paired effect
-        over `seeds` (default: the preset's seed); a `recon_score.explain.Explanation`. Costs (phrases + 1) x K
-        renders; `max_phrases` bounds it. See docs/explain.md."""
-        from recon_score.explain import explain_one
+        over `seeds` (default: the preset's seed, then derived ones, as many as `--explain-seeds`' default); a
+        `recon_score.explain.Explanation`. Costs (phrases + 1) x K renders; `max_phrases` bounds it. Arguments
+        are checked as the CLI checks them (recon_score.explain.check_arguments). See docs/explain.md."""
+        from recon_score.explain import check_arguments, explain_one
+        from recon_score.explain_power import DEFAULT_EXPLAIN_SEEDS
+        from recon_score.seeds import derive_seeds
 
-        seed_list = (
-            [self.preset.seed] if seeds is None else [seeds] if isinstance(seeds, int) else list(seeds)
-        )
-        if not seed_list:
-            raise ValueError("explain needs at least one seed")
+        seed_list = check_arguments(seeds=seeds, max_phrases=max_phrases, level=level)
+        if seed_list is None:
+            seed_list = derive_seeds(self.preset.seed, DEFAULT_EXPLAIN_SEEDS)
         img = to_pil_image(image, name="image") if is_array_image(image) else image
         if not isinstance(img, Image.Image):
             img = load_image(img, reader=self.preset.image_reader)
@@ -573,21 +590,43 @@ class ReconScorer:
             }
         )
 
+    @contextmanager
+    def patch_tokens(self):
+        """Within it, every image this scorer embeds also gives its patch grids, from the same forward pass
+        (`Encoder.encode_images_and_patches`), kept in the yielded PatchSink by pixel digest; None when the
+        encoder has no patch tokens (an explanation's maps then say why)."""
+        if self._patches is not None:
+            raise RuntimeError("patch_tokens() does not nest")
+        self._patches = PatchSink() if self.encoder.has_patch_tokens else None
+        try:
+            yield self._patches
+        finally:
+            self._patches = None
+
     def _embed(self, images: list[Image.Image], digests: list[str], *, force: bool = False) -> np.ndarray:
         """Embeddings of the unique images of one call, encoded as one batch; cached under the pixel digest and
-        the batch's composition, for the same reason as reconstructions (see `_reconstruct`)."""
+        the batch's composition, for the same reason as reconstructions (see `_reconstruct`). Inside
+        `patch_tokens()` the cache does not answer (it holds no grids): one forward gives both."""
         ekey = self._encoder_key()
         unique: dict[str, Image.Image] = {}
         for img, dg in zip(images, digests):
             unique.setdefault(dg, img)
         members = list(unique)
         keys = [batch_cache_key(dg, members) for dg in members]
-        hits = [] if force else [self.cache.get_embedding(ekey, k) for k in keys]
+        sink = self._patches
+        if sink is not None and all(k in sink.vectors for k in keys):  # this composition, already encoded
+            return np.stack([sink.vectors[batch_cache_key(dg, members)] for dg in digests])
+        hits = [] if force or sink is not None else [self.cache.get_embedding(ekey, k) for k in keys]
         if hits and all(h is not None for h in hits):
             vecs = dict(zip(members, hits))
             self.stats["embedding_cache_hits"] += len(members)
         else:
-            emb = self.encoder.encode_images(list(unique.values())).numpy()
+            if sink is not None:
+                emb_t, towers = self.encoder.encode_images_and_patches(list(unique.values()))
+                emb = emb_t.numpy()
+                sink.add(members, keys, emb, towers)
+            else:
+                emb = self.encoder.encode_images(list(unique.values())).numpy()
             self.stats["embedded"] += len(members)
             vecs = dict(zip(members, emb))
             for k, vec in zip(keys, emb):

@@ -64,13 +64,8 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
 )
 @opt.preset_flags(ReconPreset, PRESETS["paper"], only=("t2i_model", "encoder"), what="Selection renders: ")
 @opt.explain(
-    "Explain each chosen caption on held-out renders (captions.jsonl's `explain`)", "--explain-seeds"
-)
-@opt.positive_int(
-    "--explain-seeds",
-    default=1,
-    help="With --explain: K held-out seeds (the evaluation seed, then derived ones, never a selection seed); "
-    "K >= 2 marks significant phrases.",
+    "Explain each chosen caption on held-out renders (captions.jsonl's `explain`)",
+    "held out: the evaluation seed, then derived ones, never a selection seed",
 )
 @opt.bands()
 @opt.weights_dir()
@@ -108,7 +103,7 @@ def command(
     from recon_score.runtime import resolve_device
 
     p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
-    explained = _explain_options(explain, explain_max_phrases, p.select_by)
+    explained = _explain_options(explain, explain_max_phrases, explain_seeds, p.select_by)
     recon = opt.pop_overrides(ReconPreset, kw)  # t2i_model, encoder of the selection renders
     job_kw = {k: kw.pop(k) for k in ("limit", "overwrite", "retry_errors", "bands", "out")}
     items, source = _items(inputs, images_root, dataset, dataset_root, split, annotations)
@@ -149,7 +144,6 @@ def command(
         items=items,
         source=source,
         explain=explained,
-        explain_seeds=explain_seeds,
         **job_kw,
     )
     summary = run_describe(job)
@@ -160,7 +154,7 @@ def command(
     return summary.exit_code
 
 
-def _explain_options(explain: bool, max_phrases: int, select_by: str):
+def _explain_options(explain: bool, max_phrases: int, seeds: int, select_by: str):
     """--explain's options (None without it): the explanation comes from ReconScore's renders, so it needs
     ReconScore selection; refused before any model loads."""
     from eval.metrics import get_metric_info
@@ -172,7 +166,7 @@ def _explain_options(explain: bool, max_phrases: int, select_by: str):
         raise click.UsageError(
             f"--explain needs ReconScore selection (--select-by recon_score), not {select_by!r}"
         )
-    return ExplainOptions(max_phrases=max_phrases)
+    return ExplainOptions(max_phrases=max_phrases, seeds=seeds)
 
 
 def _items(inputs, images_root, dataset, dataset_root, split, annotations) -> tuple[list | None, dict | None]:

@@ -33,14 +33,26 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
     )
 
 
-def explain(what: str, renders: str) -> Callable:
-    """--explain and --explain-max-phrases (recon_score.explain), spelt once for score and describe."""
+def explain(what: str, seeds: str) -> Callable:
+    """--explain, --explain-seeds and --explain-max-phrases (recon_score.explain), spelt once for score and
+    describe; `seeds` says which seeds the explanation's K are."""
+    from recon_score.explain_power import DEFAULT_EXPLAIN_SEEDS
+
     return options(
         click.option(
             "--explain",
             is_flag=True,
             help=f"{what}: gap maps from the encoder's patch tokens and each phrase's effect (left out, re-rendered "
-            f"with the same seeds); docs/explain.md. Costs (phrases + 1) x {renders} renders per caption.",
+            "with the same seeds); docs/explain.md. Costs (phrases + 1) x K renders per caption (K = "
+            "--explain-seeds), said before it starts.",
+        ),
+        click.option(
+            "--explain-seeds",
+            type=click.IntRange(min=2),
+            default=DEFAULT_EXPLAIN_SEEDS,
+            show_default=True,
+            help=f"With --explain: K seeds of its own ({seeds}). The default finds a phrase costing 4 points "
+            'with >= 80% power (docs/explain.md, "How many seeds"); K >= 2 (one seed tests nothing).',
         ),
         positive_int(
             "--explain-max-phrases",

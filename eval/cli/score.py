@@ -48,7 +48,10 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
     help="K renders per caption: the preset's seed, then K-1 derived ones (recon_score.seeds); rows get the "
     "mean and std, run.json a CI over images x seeds. 1 = the paper's protocol, output unchanged.",
 )
-@opt.explain("Also explain every scored row (explain/*.npz, *.png and the row's `explain`)", "K (--seeds)")
+@opt.explain(
+    "Also explain every scored row (explain/*.npz, *.png and the row's `explain`)",
+    "the preset's seed, then derived ones, whatever --seeds is",
+)
 @opt.bands()
 @opt.weights_dir()
 @opt.trust_remote_code("the T2I model (a preset's custom pipeline, e.g. text2earth's)")
@@ -75,6 +78,7 @@ def command(
     no_cache,
     explain,
     explain_max_phrases,
+    explain_seeds,
     **kw,
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
@@ -108,7 +112,7 @@ def command(
         rows=rows,
         source=source,
         seeds=recon_seeds,
-        explain=ExplainOptions(max_phrases=explain_max_phrases) if explain else None,
+        explain=ExplainOptions(max_phrases=explain_max_phrases, seeds=explain_seeds) if explain else None,
         **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
     check_recon_job(job)  # a wrong path, column or name answers before torch is imported
@@ -146,6 +150,15 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
                 f"{kinds['images_all_references_above_distractors']}/{kinds['images']}"
                 f" ({100 * kinds['share_all_references_above_distractors']:.0f}%)",
             )
+    ex = summary.explain
+    if ex:
+        table.add_row("explained captions", str(ex["captions"]))
+        table.add_row("phrases attributed", str(ex["phrases"]))
+        table.add_row(
+            f"significant ({ex['correction'] or 'holm'}-corrected) / of them hurt",
+            f"{ex['significant']} / {ex['hurt']}",
+        )
+        table.add_row("gap maps", f"{ex['maps']} in {out / ex['folder']}" if ex["maps"] else "none")
     table.add_row("results", str(scores_file(out)))
     console.print(table)
     if summary.ci is not None:  # a line of its own: the label must never wrap

@@ -206,7 +206,13 @@ def explain(runs, out) -> int:
     hurts when leaving it out brings the reconstruction significantly closer (docs/explain.md)."""
     from eval.studies import commands
 
-    return _show(out, commands.explain(runs))
+    study = commands.explain(runs)
+    code = _show(out, study)
+    for line in study.extra.get("problems", []):  # malformed records: one line each, the rest still reported
+        click.echo(line, err=True)
+    if study.note:
+        click.echo(study.note)
+    return code
 
 
 @command.command("t2i")

@@ -108,6 +108,8 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     cards: list[Card] = field(default_factory=list)
     headline: list[tuple[str, str]] = field(default_factory=list)  # the run's result, first on the page
+    legend: tuple = ()  # an explained run: what the phrase colours mean (eval.report.explain.LEGEND)
+    legend_note: str | None = None
 
 
 def _fmt(v, digits: int = 2) -> str:
@@ -236,8 +238,9 @@ def _score_table(rows: list[dict], note: str | None) -> Table:
         row += [_fmt(r.get("recon_score_std"))] * seeds
         if explained:
             ex = r.get("explain") if isinstance(r.get("explain"), dict) else {}
-            worst = ex.get("worst_phrase")
-            row += [worst if isinstance(worst, str) else "", _fmt(ex.get("worst_delta"), 3)]
+            worst, verdict = ex.get("worst_phrase"), ex.get("worst_note")
+            shown = worst if isinstance(worst, str) else verdict if isinstance(verdict, str) else ""
+            row += [shown, _fmt(ex.get("worst_delta"), 3)]
         out.append([*row, str(r.get("error") or "")])
     return _caption_table("Every caption", columns, out, note)
 
@@ -385,6 +388,10 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
         )
     if rows:
         sec.tables.append(_score_table(rows, sec.note))
+    if any(isinstance(r.get("explain"), dict) for r in rows):
+        from eval.report.explain import LEGEND, LEGEND_NOTE
+
+        sec.legend, sec.legend_note = LEGEND, LEGEND_NOTE
     failed = [r for r in rows if r.get("error")]
     if failed:
         sec.tables.append(

@@ -262,11 +262,22 @@ def explain(runs) -> Study:
 
     started = utc_now()
     systems = {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
-    phrases = explained_phrases(systems)
+    found = explained_phrases(systems)
+    phrases, helped = found.phrases, worst_table(found.phrases)
     tables = {
         outputs.PHRASE_KINDS: (kinds_table(phrases), "Phrase kinds: leaving a phrase out and re-rendering (mean delta; hurt = "
-                  "negative and significant over the run's seeds)"),
-        outputs.WORST_PHRASES: (worst_table(phrases), "The phrases whose removal helped the reconstruction most"),
+                  "negative and significant over the run's seeds, Holm-corrected over each caption's phrases)"),
+        outputs.WORST_PHRASES: (helped, "The phrases whose removal helped the reconstruction most (negative delta only)"),
     }  # fmt: skip
-    config = {"runs": {k: str(v) for k, v in systems.items()}, "phrases": len(phrases)}
-    return Study("explain", tables, config, started)
+    notes = []
+    if phrases.empty:
+        notes.append(
+            f"nothing was attributed: {found.rows} explained row(s), none with a phrase delta (captions of one "
+            "phrase have nothing to leave it out against; try recon_score/sample/explain_captions.jsonl)"
+        )
+    elif helped.empty:
+        notes.append(f"no phrase's removal helped: all {len(phrases)} attributed phrases have delta >= 0")
+    config = {"runs": {k: str(v) for k, v in systems.items()}, "phrases": len(phrases), "rows": found.rows}
+    extra = {"problems": found.problems} if found.problems else {}
+    note = " ".join(notes) or None
+    return Study("explain", tables, config, started, note, extra, partial=bool(found.problems))

@@ -10,13 +10,14 @@ import pandas as pd
 def markdown_table(df: pd.DataFrame, *, digits: int = 2, index: bool = True) -> str:
     def fmt(v) -> str:
         if isinstance(v, float):
-            return "–" if math.isnan(v) else f"{v:.{digits}f}"
+            text = "–" if math.isnan(v) else f"{v:.{digits}f}"
+            return text[1:] if text.startswith("-") and float(text) == 0 else text  # never "-0.00"
         return str(v)
 
     cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for idx, row in df.iterrows():
-        cells = ([fmt(idx)] if index else []) + [fmt(v) for v in row.tolist()]
+    for idx, *values in df.itertuples(name=None):  # per-column types: a count stays an integer
+        cells = ([fmt(idx)] if index else []) + [fmt(v) for v in values]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -131,19 +131,44 @@ class Encoder:
         return torch.cat(out) if out else torch.zeros(0)
 
     # -- patch tokens (gap maps) ------------------------------------------------------------------------------
-    @torch.inference_mode()
-    def encode_patch_tokens(self, images: Sequence[Image.Image]) -> list[PatchGrid]:
-        """One PatchGrid per vision tower (DreamSim's ensemble has three) for `images`, preprocessed exactly as
-        for their embeddings. Encoders without patch tokens (LPIPS, non-ViT towers) raise TypeError."""
-        if not images:
-            raise ValueError("no images to encode")
-        return self._patch_tokens(list(images))
+    @property
+    def has_patch_tokens(self) -> bool:
+        """Whether `encode_images_and_patches` works: the encoder declares it (a ViT tower whose last-layer
+        patch tokens it can read), so callers ask instead of trying."""
+        return False
 
-    def _patch_tokens(self, images: list[Image.Image]) -> list[PatchGrid]:
-        raise TypeError(
+    @property
+    def no_patch_tokens_note(self) -> str:
+        return (
             f"encoder {self.info.spec!r} has no patch tokens: gap maps need a ViT encoder (DreamSim, open_clip, "
             "HF CLIP/SigLIP/DINO); phrase attributions still work"
         )
+
+    @torch.inference_mode()
+    def encode_images_and_patches(
+        self, images: Sequence[Image.Image], *, batch_size: int | None = None
+    ) -> tuple[torch.Tensor, list[PatchGrid]]:
+        """The embeddings `encode_images` gives (the same batches, the same values) and one PatchGrid per vision
+        tower (DreamSim's ensemble has three), both from one forward pass per batch."""
+        if not self.has_patch_tokens:
+            raise TypeError(self.no_patch_tokens_note)
+        if not images:
+            raise ValueError("no images to encode")
+        items, bs = list(images), batch_size or self.batch_size
+        embs, grids = [], []
+        for i in range(0, len(items), bs):
+            emb, towers = self._embed_with_patches(items[i : i + bs])
+            embs.append(emb.float().cpu())
+            grids.append(towers)
+        merged = [
+            PatchGrid(torch.cat([g[t].tokens for g in grids]), [b for g in grids for b in g[t].boxes])
+            for t in range(len(grids[0]))
+        ]
+        return F.normalize(torch.cat(embs), dim=-1), merged
+
+    def encode_patch_tokens(self, images: Sequence[Image.Image]) -> list[PatchGrid]:
+        """The patch grids of `encode_images_and_patches` alone."""
+        return self.encode_images_and_patches(images)[1]
 
     # -- to implement -----------------------------------------------------------------------------------------
     def _embed_images(self, images: list[Image.Image]) -> torch.Tensor:
@@ -154,6 +179,10 @@ class Encoder:
 
     def _pair_distance(self, a: list[Image.Image], b: list[Image.Image]) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} does not implement pairwise distance")
+
+    def _embed_with_patches(self, images: list[Image.Image]) -> tuple[torch.Tensor, list[PatchGrid]]:
+        """(n, d) raw embeddings as `_embed_images` gives them and the towers' patch grids, one forward pass."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement patch tokens")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.info.spec!r}, device={self.device})"

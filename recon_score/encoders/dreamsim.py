@@ -34,21 +34,51 @@ class DreamSimEncoder(SquashingEncoder):
         emb = self.model.embed(x)
         return emb.reshape(len(images), -1)
 
-    def _patch_tokens(self, images):
-        """Each tower's last-layer patch tokens (block 11, the layer DreamSim's features come from), on the same
-        squashed input as the embedding, so every grid covers the whole image."""
+    @property
+    def has_patch_tokens(self) -> bool:
+        if hasattr(self.model, "embed_and_patch_tokens"):  # the tiny smoke ensemble
+            return True
+        try:
+            return all(len(e.model.blocks) > 11 for e in perceptual_model(self.model).extractor_list)
+        except (TypeError, AttributeError):
+            return False
+
+    def _embed_with_patches(self, images):
+        """The embedding and each tower's last-layer patch tokens (block 11, the layer DreamSim's features come
+        from) from the one `embed` call: a forward hook on each tower's block 11 keeps its output, the tokens
+        dreamsim's own `extract_descriptors(x, 11)` returns. The input is squashed, so every grid covers the
+        whole image."""
         x, boxes = self._pixels(images), [FULL_BOX] * len(images)
-        if hasattr(self.model, "patch_tokens"):  # the tiny smoke ensemble
-            return [PatchGrid(token_grid(t, r, c), boxes) for t, (r, c) in self.model.patch_tokens(x)]
+        if hasattr(self.model, "embed_and_patch_tokens"):
+            emb, towers = self.model.embed_and_patch_tokens(x)
+            return emb.reshape(len(images), -1), [
+                PatchGrid(token_grid(t, r, c), boxes) for t, (r, c) in towers
+            ]
         inner = perceptual_model(self.model)
+        kept: list[list[torch.Tensor]] = [[] for _ in inner.extractor_list]
+        hooks = [
+            e.model.blocks[11].register_forward_hook(lambda _m, _i, out, n=n: kept[n].append(out))
+            for n, e in enumerate(inner.extractor_list)
+        ]
+        try:
+            emb = self.model.embed(x).reshape(len(images), -1)
+        finally:
+            for h in hooks:
+                h.remove()
         grids = []
-        for extractor, model_type in zip(inner.extractor_list, inner.model_list):
-            desc = extractor.extract_descriptors(inner._preprocess(x, model_type), 11)
-            rows, cols = extractor.num_patches
-            grids.append(
-                PatchGrid(token_grid(desc.reshape(len(images), desc.shape[-2], -1), rows, cols), boxes)
-            )
-        return grids
+        for out, extractor in zip(kept, inner.extractor_list):
+            if len(out) != 1:
+                raise RuntimeError(f"expected one block-11 output per tower and call, got {len(out)}")
+            rows, cols = _grid_shape(extractor, x.shape[-2], x.shape[-1])
+            tokens = out[0].reshape(len(images), out[0].shape[-2], -1)
+            grids.append(PatchGrid(token_grid(tokens, rows, cols), boxes))
+        return emb, grids
+
+
+def _grid_shape(extractor, height: int, width: int) -> tuple[int, int]:
+    """The patch grid of a dreamsim ViTExtractor on an H x W input: the `num_patches` its `_extract_features`
+    computes (which a plain forward does not set)."""
+    return 1 + (height - extractor.p) // extractor.stride[0], 1 + (width - extractor.p) // extractor.stride[1]
 
 
 def perceptual_model(model: torch.nn.Module) -> torch.nn.Module:

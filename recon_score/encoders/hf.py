@@ -57,7 +57,9 @@ class HFEncoder(Encoder):
 
     def _embed_images(self, images):
         pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
-        pixels = {k: v.to(self.device) for k, v in pixels.items()}
+        return self._embed_pixels({k: v.to(self.device) for k, v in pixels.items()})
+
+    def _embed_pixels(self, pixels: dict):
         if self.mode == "dual":
             return _features(self.model.get_image_features(**pixels))
         out = self.model(**pixels)
@@ -65,21 +67,39 @@ class HFEncoder(Encoder):
             return out.pooler_output
         return out.last_hidden_state[:, 0]
 
-    def _patch_tokens(self, images):
-        """The vision tower's last hidden state, patches only (the last rows*cols tokens, after any CLS and
-        register tokens), on the embedding's own preprocessing."""
+    @property
+    def has_patch_tokens(self) -> bool:
         if self.mode == "text":
-            return super()._patch_tokens(images)
-        pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
-        values = pixels["pixel_values"].to(self.device)
+            return False
         tower = getattr(self.model, "vision_model", None) if self.mode == "dual" else self.model
-        if tower is None or values.ndim != 4:
-            return super()._patch_tokens(images)
+        config = getattr(self.model.config, "vision_config", self.model.config)
+        return tower is not None and isinstance(getattr(config, "patch_size", None), int)
+
+    def _embed_with_patches(self, images):
+        """`_embed_images`' embedding and the vision tower's last hidden state, patches only (the last rows*cols
+        tokens, after any CLS and register tokens), from one forward: a forward hook on the tower keeps its
+        output while the embedding is computed as always; the embedding's own preprocessing."""
+        pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
+        values = pixels["pixel_values"]
+        if values.ndim != 4:
+            raise TypeError(
+                f"{self.info.spec}: pixel values of shape {tuple(values.shape)} make no patch grid"
+            )
+        tower = self.model.vision_model if self.mode == "dual" else self.model
+        kept: list = []
+        hook = tower.register_forward_hook(lambda _m, _i, out: kept.append(out.last_hidden_state))
+        try:
+            emb = self._embed_pixels({k: v.to(self.device) for k, v in pixels.items()})
+        finally:
+            hook.remove()
+        if len(kept) != 1:
+            raise RuntimeError(
+                f"{self.info.spec}: expected one vision-tower output per call, got {len(kept)}"
+            )
         patch = _patch_size(getattr(self.model.config, "vision_config", self.model.config))
         rows, cols = values.shape[-2] // patch, values.shape[-1] // patch
-        hidden = tower(pixel_values=values).last_hidden_state
         boxes = [processor_box(self.image_processor, im.width, im.height) for im in images]
-        return [PatchGrid(token_grid(hidden, rows, cols), boxes)]
+        return emb, [PatchGrid(token_grid(kept[0], rows, cols), boxes)]
 
     def _embed_texts(self, texts):
         padding = "max_length" if self.model_type in _MAX_LENGTH_PADDING else True

@@ -69,21 +69,33 @@ class OpenCLIPEncoder(Encoder):
         tokens = self.tokenizer(texts).to(self.device)
         return self.model.encode_text(tokens)
 
-    def _patch_tokens(self, images):
-        """The visual tower's patch tokens after its final LayerNorm (open_clip's `output_tokens`), on the
-        embedding's own preprocessing."""
+    @property
+    def has_patch_tokens(self) -> bool:
         visual = getattr(self.model, "visual", None)
-        if not hasattr(visual, "output_tokens") or not hasattr(visual, "grid_size"):
-            return super()._patch_tokens(images)
+        return hasattr(visual, "output_tokens") and hasattr(visual, "grid_size")
+
+    def _embed_with_patches(self, images):
+        """`encode_image` and the visual tower's patch tokens after its final LayerNorm (open_clip's
+        `output_tokens`) from one forward: with `output_tokens` on, a forward hook hands `encode_image` the
+        pooled output it always gets and keeps the tokens; the embedding's own preprocessing."""
+        visual = self.model.visual
         x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+        kept: list[torch.Tensor] = []
+
+        def split(_module, _inputs, out):
+            kept.append(out[1])
+            return out[0]
+
         before, visual.output_tokens = visual.output_tokens, True
+        hook = visual.register_forward_hook(split)
         try:
-            _, tokens = visual(x)
+            emb = self.model.encode_image(x)
         finally:
+            hook.remove()
             visual.output_tokens = before
         rows, cols = visual.grid_size
         boxes = [preprocess_box(self.preprocess, im.width, im.height) for im in images]
-        return [PatchGrid(token_grid(tokens, rows, cols), boxes)]
+        return emb, [PatchGrid(token_grid(kept[0], rows, cols), boxes)]
 
     @property
     def pseudo_token_width(self) -> int | None:

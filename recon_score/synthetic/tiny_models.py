@@ -260,13 +260,19 @@ class TinyDreamSim(torch.nn.Module):
         feats = [bb((img - self.means[i]) / self.stds[i]) for i, bb in enumerate(self.backbones)]
         return normalize_embedding(torch.cat(feats, dim=-1))
 
-    def patch_tokens(self, img: torch.Tensor) -> list[tuple[torch.Tensor, tuple[int, int]]]:
-        """Each backbone's last-layer tokens (B, prefix + rows*cols, D) with its (rows, cols) patch grid."""
-        out = []
+    def embed_and_patch_tokens(
+        self, img: torch.Tensor
+    ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, tuple]]]:
+        """`embed(img)` and each backbone's last-layer tokens (B, prefix + rows*cols, D) with its (rows, cols)
+        patch grid, from one forward pass (timm's forward is forward_features, then forward_head)."""
+        from dreamsim.model import normalize_embedding
+
+        feats, towers = [], []
         for i, bb in enumerate(self.backbones):
             tokens = bb.forward_features((img - self.means[i]) / self.stds[i])
-            out.append((tokens, tuple(bb.patch_embed.grid_size)))
-        return out
+            feats.append(bb.forward_head(tokens))
+            towers.append((tokens, tuple(bb.patch_embed.grid_size)))
+        return normalize_embedding(torch.cat(feats, dim=-1)), towers
 
     @classmethod
     def from_dir(cls, path: Path) -> TinyDreamSim:

@@ -34,16 +34,34 @@ def data(tmp_path, sample_dir):
 
 
 def _argv(data: Path, out: Path, seeds: str = "2") -> list[str]:
-    return smoke("score", out, "--captions", str(data / "caps.jsonl"), "--explain", "--seeds", seeds)
+    return smoke(
+        "score",
+        out,
+        "--captions",
+        str(data / "caps.jsonl"),
+        "--explain",
+        "--explain-seeds",
+        "2",
+        "--seeds",
+        seeds,
+    )
 
 
 def _files(out: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((out / "explain").iterdir())}
 
 
-def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_path, caplog):
+def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_path, caplog, capsys):
     out = tmp_path / "run"
     assert main(_argv(data, out)) == 0
+    printed, progress = capsys.readouterr()
+    # the cost before the first render ((4 + 1 + 3) variants x 2 seeds), progress in renders, the summary
+    assert (
+        "explain: 3 caption(s) x (phrases + 1) x 2 seeds = 16 renders, besides the score's 6 (22 in all)"
+        in progress
+    )
+    assert "/22 renders" in progress and "captions (" not in progress
+    assert all(label in printed for label in ("explained captions", "phrases attributed", "gap maps"))
     rows = read_jsonl(out / "scores.jsonl")
     for row, caption in zip(rows, CAPTIONS):
         ex = row["explain"]
@@ -60,6 +78,7 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
     assert main(["report", str(out), "--out", str(html)]) == 0
     page = html.read_text()
     assert page.count('<details class="gap">') == len(rows) and 'class="phrase' in page
+    assert 'aria-label="phrase colours"' in page and "within the seed noise (not significant)" in page
     assert "<th" in page and "worst phrase Δ" in page
     before = _files(out)
     (out / rows[0]["explain"]["heatmap"]).unlink()
@@ -71,7 +90,9 @@ def test_every_scored_row_is_explained_and_a_deleted_map_is_repaired(data, tmp_p
 
 def test_explain_kill_and_resume_gives_identical_bytes(tmp_path, sample_dir):
     data = caption_folder(
-        tmp_path / "data", sample_dir, ("a farmland, a road", "trees and a river", "a beach, waves")
+        tmp_path / "data",
+        sample_dir,
+        ("a farmland, a road", "trees", "a beach"),  # 6 + 2 + 2 explain renders
     )
     env = {**os.environ, "RECONSCORE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     ref, out = tmp_path / "ref", tmp_path / "killed"
