@@ -94,7 +94,10 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
     if source.is_dir():
         files = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
-            raise ReconScoreError(f"no images ({', '.join(IMAGE_SUFFIXES)}) under {source}")
+            # the same status as an empty list (EmptyInputError): nothing to caption either way
+            raise EmptyInputError(
+                f"--inputs {source}: no images ({', '.join(IMAGE_SUFFIXES)}) under it; nothing to do"
+            )
         items = []
         for i, p in enumerate(files):
             rel = p.relative_to(source).as_posix()

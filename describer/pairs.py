@@ -32,7 +32,7 @@ from pathlib import Path
 from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
-from recon_score.run_engine import RunFolder, upstream_record
+from recon_score.run_engine import RunFolder, RunSpec, upstream_record
 from recon_score.run_outputs import PAIRS_DATA, candidate_lines, candidates_table, record_file
 
 log = logging.getLogger(__name__)
@@ -457,7 +457,8 @@ def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shar
         run.abandon()
         return summary
     record = _record(job, summary, writer.files, sources)
-    run.publish(files={}, info=record, folders={PAIRS_DATA: staged}, upstream=[s["path"] for s in sources])
+    upstream = [s["path"] for s in sources]
+    run.run(RunSpec({}, record=lambda _: record, upstream=upstream, folders={PAIRS_DATA: staged}))
     return summary
 
 

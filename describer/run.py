@@ -13,7 +13,6 @@ Multi-process runs (`accelerate launch`) shard images i -> process i mod N and m
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import statistics
 from dataclasses import asdict, dataclass, field
@@ -23,13 +22,12 @@ from describer.backends import Backend, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
-from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
+from recon_score.atomic_io import jsonl_bytes, png_bytes, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
-from recon_score.progress import Progress
-from recon_score.run_engine import FileDigests, Plan, RunFolder
+from recon_score.run_engine import FileDigests, Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import CANDIDATES, CAPTIONS, RECONSTRUCTIONS
 
 log = logging.getLogger(__name__)
@@ -125,22 +123,15 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
 
     state = PartialState(cpu=not torch.cuda.is_available())
     with RunFolder("describe", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
-        items, plan, generated = _plan_run(job, run)
-        if plan.complete:
-            return _summarize(items, plan.done, already_complete=True)
-        mine = [i for i in run.mine(items) if not plan.is_done(i.index)]
-        inv = run.begin(plan)
-        _describe_phases(job, run, plan, generated, mine, inv)
-        run.reload(plan)
-        summary = _summarize(items, plan.done, already_complete=False)
-        if run.is_main:
-            summary.repaired = plan.repairs
-            _finish(job, run, plan, items, summary, inv)
-        return summary
+        work = _Describe(job, _images(job))
+        res = run.run(work.spec(run.started))
+    summary = _summarize(work.items, res.records["final"], already_complete=res.complete)
+    summary.repaired = res.repairs
+    return summary
 
 
-def _plan_run(job: DescribeJob, run: RunFolder) -> tuple[list[ImageItem], Plan, dict]:
-    """The images, what the run's journal holds for them (the final records), and their journaled candidates."""
+def _images(job: DescribeJob) -> list[ImageItem]:
+    """The images (each with its file's digest: part of the resume key); a bad preset fails before any work."""
     items = job.items if job.items is not None else discover_images(job.inputs, root=job.images_root)
     if job.limit is not None:
         items = items[: job.limit]
@@ -154,164 +145,202 @@ def _plan_run(job: DescribeJob, run: RunFolder) -> tuple[list[ImageItem], Plan, 
         raise ReconScoreError(
             f"eval_candidates must be one of {', '.join(EVAL_CANDIDATES)}, got {job.preset.eval_candidates!r}"
         )
-    fp, settings = _fingerprint(job), _settings(job)
-    keys = {item.index: item.key() for item in items}
-    generated = run.load(fingerprint=fp, settings=settings, keys=keys, prefix="candidates-")
-    plan = run.plan(
-        fingerprint=fp,
-        settings=settings,
-        keys=keys,
-        retry_errors=job.retry_errors,
-        prefix="final-",
-        unit="image",
-        outputs=lambda plan: _output_files(items, plan, _note(job)),
-    )
-    return items, plan, generated
+    return items
 
 
 def _note(job: DescribeJob) -> str | None:
     return SMOKE_NOTE if job.preset.meaningless else None
 
 
-def _describe_phases(
-    job: DescribeJob, run: RunFolder, plan: Plan, generated: dict, mine: list[ImageItem], inv: int
-) -> None:
-    """This process's images, a phase at a time: captions (VLM), then scores and selection (T2I + encoder)."""
-    import torch
+class _Describe:
+    """What describe hands the Run: each image an item of two stages, a phase at a time: its candidates (the
+    VLM, freed after the phase's captions), then their scores and the selection (the T2I model and the
+    encoder, freed before the next phase)."""
 
-    unload = job.unload_between_phases
-    if unload is None:
-        unload = torch.cuda.is_available()
-    header = {"settings": plan.settings, "select_by": job.selector.name, "started": run.started}
-    bar = Progress(len(mine), desc=f"describe[{run.rank}]", unit="image", position=run.rank)
-    phases = -(-len(mine) // max(1, job.phase_size))
-    with (
-        run.journal(plan.fingerprint, header, prefix="candidates-") as cand_journal,
-        run.journal(plan.fingerprint, header, prefix="final-") as final_journal,
-    ):
-        for start in range(0, len(mine), job.phase_size):
-            phase = mine[start : start + job.phase_size]
-            where = f"phase {start // job.phase_size + 1}/{phases}"
-            loaded = _load_phase(job, plan, phase, final_journal, bar, inv)
-            need = [i for i in phase if i.index in loaded and not _has_candidates(generated, i)]
-            _caption(job, need, loaded, generated, cand_journal, bar, where)
-            if unload and need:
-                job.captioner.unload()
-            work = [i for i in phase if i.index in loaded]
-            _score_and_select(job, run, plan, generated, work, loaded, final_journal, bar, where, inv)
-            if unload and work:
-                job.selector.unload()
-    bar.close()
+    def __init__(self, job: DescribeJob, items: list[ImageItem]):
+        self.job, self.items = job, items
+        self.by_index = {item.index: item for item in items}
+        self.loaded: dict[int, object] = {}  # the phase's images, read once for both stages
+        unload = job.unload_between_phases
+        if unload is None:
+            import torch
 
+            unload = torch.cuda.is_available()
+        self.unload = unload
 
-def _load_phase(
-    job: DescribeJob, plan: Plan, phase: list[ImageItem], journal, bar, inv: int
-) -> dict[int, object]:
-    """The phase's images; an unreadable one is journaled as failed at once."""
-    loaded: dict[int, object] = {}
-    failed_now: list[dict] = []
-    for item in phase:
-        try:
-            if item.error:
-                raise InputError(item.error)
-            loaded[item.index] = load_image(
-                item.path, name=item.image, bands=job.bands, reader=job.selector.image_reader
-            )
-        except InputError as err:
-            failed_now.append(
-                _final_record(plan, item, [], None, error=item.located(str(err)), note=_note(job), inv=inv)
-            )
-    if failed_now:
-        journal.write(failed_now)
-        bar.update(len(failed_now), failed=len(failed_now))
-    return loaded
+    def spec(self, started: str) -> RunSpec:
+        job = self.job
+        items = [
+            Item(i.index, {"id": i.id, "image": i.image, "image_sha256": i.digest}, name=f"image {i.id!r}")
+            for i in self.items
+        ]
+        step = max(
+            1, job.vlm_batch_size, 8 // max(1, job.preset.n)
+        )  # enough candidates to fill a render batch
+        return RunSpec(
+            settings=_settings(job),
+            items=items,
+            stages=[
+                Stage(
+                    self.caption, name="candidates", batch=max(1, job.vlm_batch_size), ended=self._unload_vlm
+                ),
+                Stage(self.select, name="final", batch=step, ended=self._unload_selector),
+            ],
+            outputs=lambda res: _output_files(res, _note(job)),
+            record=self.info,
+            ended=lambda res: {
+                "exit": "finished" if not self._summary(res).failed else "finished with failed images"
+            },
+            phase=job.phase_size,
+            retry_errors=job.retry_errors,
+            unit="image",
+            progress="image",
+            header={"select_by": job.selector.name, "started": started},
+        )
 
+    def _unload_vlm(self) -> None:
+        if self.unload:
+            self.job.captioner.unload()
 
-def _caption(job: DescribeJob, need: list, loaded: dict, generated: dict, journal, bar, where: str) -> None:
-    """Candidates for every image that has none yet, journaled per VLM call."""
-    sampling = _sampling(job.preset)
-    for s in range(0, len(need), max(1, job.vlm_batch_size)):
-        batch = need[s : s + job.vlm_batch_size]
+    def _unload_selector(self) -> None:
+        if self.unload:
+            self.job.selector.unload()
+
+    def _image(self, item: ImageItem):
+        """The item's image, or the InputError that says why it cannot be read."""
+        if item.index not in self.loaded:
+            try:
+                if item.error:
+                    raise InputError(item.error)
+                self.loaded[item.index] = load_image(
+                    item.path, name=item.image, bands=self.job.bands, reader=self.job.selector.image_reader
+                )
+            except InputError as err:
+                self.loaded[item.index] = InputError(item.located(str(err)))
+        return self.loaded[item.index]
+
+    def caption(self, batch: list[Item], todo: list[Item]) -> list:
+        """Candidates for each image, one VLM call for the batch; an unreadable image is its error."""
+        job, sampling = self.job, _sampling(self.job.preset)
+        images = {i.id: self._image(self.by_index[i.id]) for i in todo}
+        ok = [i for i in todo if not isinstance(images[i.id], InputError)]
         reqs = [
             CaptionRequest(
-                loaded[i.index],
-                derive_seed(sampling.seed, image_digest(loaded[i.index])),
-                key=i.id,
-                path=str(i.path) if i.path is not None else None,
+                images[i.id],
+                derive_seed(sampling.seed, image_digest(images[i.id])),
+                key=self.by_index[i.id].id,
+                path=str(self.by_index[i.id].path) if self.by_index[i.id].path is not None else None,
             )
-            for i in batch
+            for i in ok
         ]
-        cands = job.captioner.generate(reqs, job.preset.prompt, sampling)
-        recs = [
-            {"row": i.index, "key": i.key(), "seed": r.seed, "candidates": [c.as_dict() for c in cs]}
-            for i, r, cs in zip(batch, reqs, cands)
+        cands = dict(
+            zip([i.id for i in ok], job.captioner.generate(reqs, job.preset.prompt, sampling) if ok else [])
+        )
+        seeds = {i.id: r.seed for i, r in zip(ok, reqs)}
+        return [
+            ({"error": str(images[i.id])}, {})
+            if isinstance(images[i.id], InputError)
+            else ({"seed": seeds[i.id], "candidates": [c.as_dict() for c in cands[i.id]]}, {})
+            for i in todo
         ]
-        journal.write(recs)
-        for r in recs:
-            generated[r["row"]] = r
-        bar.stage(f"{where}: captioned {min(s + len(batch), len(need))}/{len(need)} images")
 
+    def select(self, batch: list[Item], todo: list[Item]) -> list:
+        """Each image's chosen caption among its candidates (an image without candidates: its error)."""
+        job, work, failed = self.job, [], {}
+        for i in todo:
+            got = i.results["candidates"]
+            if got.get("error"):
+                failed[i.id] = (
+                    _final(self.by_index[i.id], [], None, error=got["error"], note=_note(job)),
+                    {},
+                )
+                continue
+            cands = got["candidates"]
+            valid = [(k, c["caption"]) for k, c in enumerate(cands) if c["caption"] and not c["error"]]
+            work.append((self.by_index[i.id], cands, valid, got["seed"]))
+        chosen = self._chosen(work) if work else {}
+        for item, *_ in work:
+            self.loaded.pop(item.index, None)
+        return [failed.get(i.id) or chosen[i.id] for i in todo]
 
-def _score_and_select(
-    job, run, plan: Plan, generated: dict, todo: list, loaded: dict, journal, bar, where: str, inv: int
-) -> None:
-    """Score every valid candidate and keep the best, journaling every few images (not once per phase), with
-    enough candidates to fill a render batch."""
-    work = []
-    for item in todo:
-        cands = generated[item.index]["candidates"]
-        valid = [(k, c["caption"]) for k, c in enumerate(cands) if c["caption"] and not c["error"]]
-        work.append((item, cands, valid))
-    step = max(1, job.vlm_batch_size, 8 // max(1, max((len(v) for _, _, v in work), default=1)))
-    for w0 in range(0, len(work), step):
-        part = work[w0 : w0 + step]
-        records = _select(job, run.out, plan, part, generated, loaded, inv)
-        journal.write(records)
-        plan.add(records)
-        bar.update(
-            len(records),
-            failed=sum(1 for r in records if r["result"].get("error")),
-            stage=f"{where}: scored {min(w0 + step, len(work))}/{len(work)} images",
+    def _chosen(self, work: list) -> dict[int, tuple[dict, dict[str, bytes]]]:
+        """Score every valid candidate of these images, keep each image's best, render the held-out evaluation."""
+        job = self.job
+        scored = job.selector.score_many(
+            [(self._image(item), [t for _, t in valid], item.references) for item, _, valid, _ in work]
         )
+        records = []
+        deterministic = (
+            _plan(job.selector) is None
+        )  # its value is the metric's own: also under the metric's name
+        for (item, cands, valid, seed), scores in zip(work, scored):
+            rows, files = [dict(c, index=k) for k, c in enumerate(cands)], {}
+            for (k, _), s in zip(valid, scores):
+                rows[k]["selection_score"] = s.get("score")
+                if deterministic:
+                    rows[k][job.selector.name] = s.get("score")
+                rows[k].update({key: v for key, v in s.items() if key not in ("score", "error", "_image")})
+                if s.get("_image") is not None:
+                    rows[k]["reconstruction"] = _png(
+                        f"{RECONSTRUCTIONS}/{item.index:06d}_{k:02d}.png", s["_image"], files
+                    )
+                if s.get("error"):
+                    rows[k]["error"] = s["error"]
+            best = select_best([r.get("selection_score") if not r.get("error") else None for r in rows])
+            err = None if best is not None else _no_candidate_reason(rows)
+            result = _final(item, rows, best, seed=seed, error=err, note=_note(job))
+            records.append({"row": item.index, "result": result, "files": files})
+        _held_out(job, records, self.loaded)
+        _explain(job, job.out, records, self.loaded)
+        return {r["row"]: (r["result"], r["files"]) for r in records}
 
+    def _summary(self, res: RunResult) -> DescribeSummary:
+        return _summarize(self.items, res.records["final"], already_complete=res.complete)
 
-def _select(job, out: Path, plan: Plan, work: list, generated: dict, loaded: dict, inv: int) -> list[dict]:
-    """Score every valid candidate of these images, keep each image's best, render the held-out evaluation."""
-    scored = job.selector.score_many(
-        [(loaded[item.index], [t for _, t in valid], item.references) for item, _, valid in work]
-    )
-    records = []
-    deterministic = _plan(job.selector) is None  # its value is the metric's own: also under the metric's name
-    for (item, cands, valid), scores in zip(work, scored):
-        rows, files = [dict(c, index=k) for k, c in enumerate(cands)], {}
-        for (k, _), s in zip(valid, scores):
-            rows[k]["selection_score"] = s.get("score")
-            if deterministic:
-                rows[k][job.selector.name] = s.get("score")
-            rows[k].update({key: v for key, v in s.items() if key not in ("score", "error", "_image")})
-            if s.get("_image") is not None:
-                rel = f"{RECONSTRUCTIONS}/{item.index:06d}_{k:02d}.png"
-                rows[k]["reconstruction"] = _write_png(out, rel, s["_image"], files)
-            if s.get("error"):
-                rows[k]["error"] = s["error"]
-        best = select_best([r.get("selection_score") if not r.get("error") else None for r in rows])
-        err = None if best is not None else _no_candidate_reason(rows)
-        records.append(
-            _final_record(
-                plan,
-                item,
-                rows,
-                best,
-                seed=generated[item.index]["seed"],
-                error=err,
-                note=_note(job),
-                inv=inv,
-                files=files,
-            )
-        )
-    _held_out(job, out, records, loaded)
-    _explain(job, out, records, loaded)
-    return records
+    def info(self, res: RunResult) -> dict:
+        """run.json's fields of describe."""
+        job, summary = self.job, self._summary(res)
+        return {
+            "note": _note(job),
+            "out": str(job.out.resolve()),
+            "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
+            "source": job.source,
+            "images_root": _images_root(self.items),
+            "fingerprint": res.fingerprint,
+            "preset": job.preset.to_dict(),
+            "captioner": job.captioner.identity(),
+            "selection": {
+                "metric": job.selector.name,
+                "rule": "argmax, ties -> first candidate",
+                "eval_candidates": job.preset.eval_candidates,
+                **job.selector.config(),
+            },
+            "sampling": {
+                "resolved": dataclasses.asdict(_sampling(job.preset)),
+                "request": job.captioner.sampling_request(_sampling(job.preset)),
+            },
+            "vlm_batch_size": job.vlm_batch_size,
+            "phase_size": job.phase_size,
+            "limit": job.limit,
+            "bands": list(job.bands) if job.bands else None,
+            "image_reader": job.selector.image_reader,  # how the images were read (describe pairs reads it back)
+            "counts": {
+                "images": summary.images,
+                "described": summary.described,
+                "failed": summary.failed,
+                "candidates": summary.candidates,
+                "valid_candidates": summary.valid_candidates,
+            },
+            "summary": {
+                "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)
+                "recon_score_mean": summary.mean_held_out,  # held-out (evaluation seed)
+                "in_sample_gap": (
+                    summary.mean_selected - summary.mean_held_out
+                    if summary.mean_selected is not None and summary.mean_held_out is not None
+                    else None
+                ),
+            },
+        }
 
 
 def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
@@ -331,12 +360,10 @@ def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> 
         res["explain"], files = explain_row(
             scorer, loaded[rec["row"]], res["caption"], seeds, job.explain, stem
         )
-        for rel, data in files.items():  # the explanation computes, the run writes
-            atomic_write_bytes(out / rel, data)
-            rec.setdefault("files", {})[rel] = hashlib.sha256(data).hexdigest()
+        rec["files"].update(files)  # the explanation computes, the Run writes
 
 
-def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
+def _held_out(job: DescribeJob, records: list[dict], loaded: dict) -> None:
     """Score each chosen caption with an independent render (the selector's evaluation seed): its selection
     score is the maximum of N noisy values and overstates it. With eval_candidates "all" every valid candidate
     is evaluated (what `study n-sweep` needs for smaller pools)."""
@@ -366,20 +393,13 @@ def _held_out(job: DescribeJob, out: Path, records: list[dict], loaded: dict) ->
         res.update(recon_score=s["score"], eval_seed=s["seed"], recon_score_error=s["error"])
         if s.get("_image") is not None:
             rel = f"{RECONSTRUCTIONS}/{rec['row']:06d}_eval.png"
-            res["eval_reconstruction"] = _write_png(out, rel, s["_image"], rec.setdefault("files", {}))
+            res["eval_reconstruction"] = _png(rel, s["_image"], rec["files"])
 
 
-def _write_png(out: Path, rel: str, img, files: dict[str, str]) -> str:
-    """Write a reconstruction; its digest goes to the journal record, so a rerun notices it gone or replaced."""
-    data = png_bytes(img)
-    atomic_write_bytes(out / rel, data)
-    files[rel] = hashlib.sha256(data).hexdigest()
+def _png(rel: str, img, files: dict[str, bytes]) -> str:
+    """A reconstruction's bytes for the Run to write and journal (a rerun notices it gone or replaced)."""
+    files[rel] = png_bytes(img)
     return rel
-
-
-def _has_candidates(generated: dict[int, dict], item: ImageItem) -> bool:
-    rec = generated.get(item.index)
-    return rec is not None and rec.get("key") == item.key()
 
 
 def _no_candidate_reason(rows: list[dict]) -> str:
@@ -387,8 +407,7 @@ def _no_candidate_reason(rows: list[dict]) -> str:
     return f"no valid candidate among {len(rows)}: " + "; ".join(e[:120] for e in errors[:3])
 
 
-def _final_record(
-    plan: Plan,
+def _final(
     item: ImageItem,
     rows: list[dict],
     best: int | None,
@@ -396,10 +415,8 @@ def _final_record(
     seed: int | None = None,
     error: str | None = None,
     note: str | None = None,
-    inv: int = 0,
-    files: dict[str, str] | None = None,
 ) -> dict:
-    """The journal record of one image: the chosen caption, every candidate, the files written."""
+    """The journaled result of one image: the chosen caption and every candidate."""
     result = {
         "image_id": item.id,
         "image": item.image,
@@ -416,14 +433,13 @@ def _final_record(
         result["references"] = item.references
     if note:
         result["note"] = note
-    return plan.record(item.index, inv, result, files)
+    return result
 
 
-def _output_files(items: list[ImageItem], plan: Plan, note) -> dict[str, bytes]:
+def _output_files(run: RunResult, note) -> dict[str, bytes]:
     """candidates.jsonl and captions.jsonl, in input order, from the journal."""
     cand_rows, caption_rows = [], []
-    ids = {item.index: item.id for item in items}
-    for res in plan.results(lambda index: f"image {ids[index]!r}"):
+    for res in run.results("final"):
         for c in res["candidates"]:
             row = {
                 "image_id": res["image_id"],
@@ -451,61 +467,6 @@ def _one_schema(rows: list[dict]) -> list[dict]:
     keys = list(dict.fromkeys(k for row in rows for k in row))
     keys = [k for k in keys if k not in ("selected", "note")] + [k for k in ("selected", "note") if k in keys]
     return [{k: row.get(k) for k in keys} for row in rows]
-
-
-def _finish(
-    job: DescribeJob, run: RunFolder, plan: Plan, items: list[ImageItem], summary: DescribeSummary, inv: int
-) -> None:
-    """Process 0: the final files and run.json."""
-    info = {
-        "note": _note(job),
-        "out": str(job.out.resolve()),
-        "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
-        "source": job.source,
-        "images_root": _images_root(items),
-        "fingerprint": plan.fingerprint,
-        "preset": job.preset.to_dict(),
-        "captioner": job.captioner.identity(),
-        "selection": {
-            "metric": job.selector.name,
-            "rule": "argmax, ties -> first candidate",
-            "eval_candidates": job.preset.eval_candidates,
-            **job.selector.config(),
-        },
-        "sampling": {
-            "resolved": dataclasses.asdict(_sampling(job.preset)),
-            "request": job.captioner.sampling_request(_sampling(job.preset)),
-        },
-        "vlm_batch_size": job.vlm_batch_size,
-        "phase_size": job.phase_size,
-        "limit": job.limit,
-        "bands": list(job.bands) if job.bands else None,
-        "image_reader": job.selector.image_reader,  # how the images were read (describe pairs reads it back)
-        "counts": {
-            "images": summary.images,
-            "described": summary.described,
-            "failed": summary.failed,
-            "candidates": summary.candidates,
-            "valid_candidates": summary.valid_candidates,
-        },
-        "summary": {
-            "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)
-            "recon_score_mean": summary.mean_held_out,  # held-out (evaluation seed)
-            "in_sample_gap": (
-                summary.mean_selected - summary.mean_held_out
-                if summary.mean_selected is not None and summary.mean_held_out is not None
-                else None
-            ),
-        },
-    }
-    run.finish(
-        inv,
-        files=_output_files(items, plan, _note(job)),
-        info=info,
-        records=plan.done.values(),
-        exit="finished" if not summary.failed else "finished with failed images",
-        **({"repaired": plan.repairs} if plan.repairs else {}),
-    )
 
 
 def _images_root(items: list[ImageItem]) -> str | None:

@@ -16,6 +16,7 @@ from recon_score.images import resolve_under
 from recon_score.run_engine import check_file_target, file_record_path, publish_file, upstream_record
 from recon_score.run_outputs import SCORES, score_rows, scores_file
 from recon_score.runtime import utc_now
+from recon_score.textfiles import file_problem
 
 
 @dataclass
@@ -79,9 +80,10 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     started = utc_now()
     names = parse_metric_names(job.metrics)
     scores = scores_file(job.run) if job.run.is_dir() else job.run
-    if not scores.is_file():
+    problem = file_problem(scores)  # "not found", or what it is instead (a link to /dev/zero: a device)
+    if problem:
         raise ReconScoreError(
-            f"{scores} not found: pass a run folder made by `reconscore score` or its {SCORES}"
+            f"{scores} {problem}: pass a run folder made by `reconscore score` or its {SCORES}"
         )
     out = job.out or scores.with_name(f"{scores.stem}.metrics.jsonl")
     if out.suffix.casefold() == ".json":

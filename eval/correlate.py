@@ -16,7 +16,8 @@ from eval.preferences import FORMATS, TauVariant, load_preferences
 from preference_data import PreferenceFormatError
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.run_engine import RunFolder
+from recon_score.progress import announce
+from recon_score.run_engine import RunFolder, RunSpec
 from recon_score.run_outputs import CORRELATIONS, PER_ITEM, record_file
 
 
@@ -69,10 +70,12 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
     names = parse_metric_names(job.metrics)
     fmt = FORMATS[job.fmt]
     headline = TauVariant(job.headline) if job.headline else fmt.headline
+    announce(f"correlate: reading {job.preferences} ({job.fmt}); metrics {', '.join(names)}")
     try:
         table = load_preferences(job.preferences, job.fmt, references=job.references)
     except (PreferenceFormatError, ValueError) as err:
         raise ReconScoreError(str(err)) from err
+    announce(f"correlate: {len(table)} judged captions of {table['image'].nunique()} images")
     needs_images = [n for n in names if get_metric_info(n).needs_images]
     images_root = job.images_root
     if images_root is None and needs_images and fmt.ships_images:
@@ -97,6 +100,7 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
         ),
         metrics=job.metric_instances,
     )
+    announce(f"correlate: Kendall τ of {len(names)} metric(s), {job.n_boot} bootstrap resamples over images")
     correlations = correlate(
         table,
         {n: scores[n].to_numpy() for n in names},
@@ -135,6 +139,6 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
         },
         "metric_reports": report,
     }
-    record = run.publish(files=files, info=info)
+    record = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info)).info
     written = [run.out / name for name in files] + [record_file(run.out)]
     return CorrelateResult(correlations=correlations, per_item=per_item, run=record, written=written)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from eval.datasets import CaptionDataset
-from eval.studies.common import PAPER_NAMES, paper_scale
+from eval.metrics.registry import METRICS
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.textfiles import csv_dicts, json_objects, safe_text, unencodable
 
@@ -146,7 +146,7 @@ def evaluate_join(
             if corpus is not None
             else (float(np.nanmean(vals)) if np.isfinite(vals).any() else math.nan)
         )
-        summary[m] = value * paper_scale(m)
+        summary[m] = value * METRICS[m].display_scale
         report.setdefault(m, {})["summary"] = "corpus" if corpus is not None else "mean over images"
     return per_image, summary, report
 
@@ -156,7 +156,7 @@ def _isnan(v) -> bool:
 
 
 def summary_frame(summary: dict, *, label: str) -> pd.DataFrame:
-    df = pd.DataFrame([{PAPER_NAMES.get(k, k): v for k, v in summary.items()}], index=[label])
+    df = pd.DataFrame([{METRICS[k].paper_name: v for k, v in summary.items()}], index=[label])
     df.index.name = "model"
     return df
 
@@ -201,6 +201,7 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
     from eval.metrics import parse_metric_names
     from eval.studies.common import table_files
     from recon_score.atomic_io import jsonl_bytes
+    from recon_score.run_engine import RunSpec
     from recon_score.run_outputs import PER_IMAGE, SUMMARY, SUMMARY_MD
 
     names = parse_metric_names(job.metrics)
@@ -229,6 +230,6 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
         "metric_reports": report,
         "failed_images": failed,
     }
-    record = run.publish(files=files, info=info)
+    record = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info)).info
     summary_md = files[SUMMARY_MD].decode("utf-8")
     return EvaluateResult(join=join, failed=failed, report=report, summary_md=summary_md, record=record)

@@ -4,7 +4,6 @@ journaled per request so a rerun resumes, written as generated.jsonl (+ triplets
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,82 +45,117 @@ def run_generate(job: GenerateJob) -> GenerateResult:
     from recon_score.run_engine import RunFolder
 
     with RunFolder("generate", job.out, overwrite=job.overwrite, argv=job.argv) as run:
-        return _generate(job, run)
-
-
-def _generate(job: GenerateJob, run) -> GenerateResult:
-    from recon_score.atomic_io import jsonl_bytes, sha256_json
-
-    sources = [s for s in job.sources if not s.get("error")]
-    config = {
-        "kind": job.kind,
-        "model": job.llm.identity(),
-        "sampling": job.sampling.__dict__,
-        "kinds": ",".join(job.kinds),
-        "every_kind": job.every_kind,
-        "lengths": ",".join(job.lengths),
-        "n_triplets": job.n_triplets,
-        "instruction": str(job.instruction) if job.instruction else None,
-    }
-    inv = run.begin()
-    stage = _stager(job, run, config, sha256_json(config)[:16], inv)
-    extracted: list[dict] = []
-    files: dict[str, bytes] = {}
-    if job.kind == "paraphrase":
-        rows = stage(
-            "generated", gen.paraphrase_requests(sources, instruction=job.instruction or "paraphrase")
-        )
-    elif job.kind == "perturb":
-        rows = stage("generated", gen.perturb_requests(sources, kinds=job.kinds, every_kind=job.every_kind))
-    else:
-        extracted = stage("triplets", gen.triplet_requests(_by_image(sources), n=job.n_triplets))
-        for r in extracted:
-            r["triplets"] = [list(t) for t in gen.parse_triplets(r["caption"] or "")][: job.n_triplets]
-            if not r["triplets"] and not r["error"]:
-                r["error"] = "no <subject, relation, object> triplet could be parsed from the answer"
-        files[TRIPLETS] = jsonl_bytes(extracted)
-        rows = stage("generated", gen.rewrite_requests(extracted, lengths=job.lengths))
-    rows = _with_error_rows(rows, job.sources, job.kind)
-    files[GENERATED] = jsonl_bytes(rows)
+        work = _Generation(job)
+        res = run.run(work.spec())
+    rows, extracted = work.rows(res)
     failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
-    info = {**config, "sources": len(sources), "rows": len(rows), "failed": failed}
-    record = run.finish(inv, files=files, info=info, records=stage.records)
+    record = res.info or res.previous
     return GenerateResult(rows=len(rows), failed=failed, path=job.out / GENERATED, record=record)
 
 
-_JOURNAL_FIELDS = ("inv", "sum")  # what the journal adds to a row: the invocation and the checksum
+LLM_BATCH = 16  # prompts per LLM call, each batch journaled as it comes
 
 
-def _stager(
-    job: GenerateJob, run, config: dict, fingerprint: str, inv: int
-) -> Callable[[str, list], list[dict]]:
-    """stage(name, requests): answer the requests not yet in the run's NAME journal (a record whose checksum
-    does not match is asked again), return every answer in order (`stage.records`: the journal records, for
-    the invocation history)."""
-    from recon_score.atomic_io import read_jsonl
-    from recon_score.run_engine import record_checksum
+class _Generation:
+    """What generate hands the Run: each LLM request an item (for `length`, the triplet extractions first, then
+    the rewrites built from them), generated.jsonl and triplets.jsonl its final files."""
 
-    def complete(prompts: list[str]) -> list[tuple[str | None, str | None]]:
-        return [(c.text, c.error) for c in job.llm.complete(prompts, job.sampling)]
+    def __init__(self, job: GenerateJob):
+        self.job = job
+        self.sources = [s for s in job.sources if not s.get("error")]
+        self.requests: dict[str, object] = {}
+        self.config = {
+            "kind": job.kind,
+            "model": job.llm.identity(),
+            "sampling": job.sampling.__dict__,
+            "kinds": ",".join(job.kinds),
+            "every_kind": job.every_kind,
+            "lengths": ",".join(job.lengths),
+            "n_triplets": job.n_triplets,
+            "instruction": str(job.instruction) if job.instruction else None,
+        }
 
-    def journaled(path) -> dict[str, dict]:
-        return {r["id"]: r for r in read_jsonl(path)[1:] if r.get("sum") == record_checksum(r)}
+    def spec(self):
+        from recon_score.run_engine import RunSpec, Stage
 
-    def stage(name: str, requests) -> list[dict]:
-        with run.journal(fingerprint, {"settings": config}, prefix=f"{name}-") as journal:
-            done = set(journaled(journal.path))
-            gen.run_requests(
-                requests,
-                complete,
-                done=done,
-                on_rows=lambda rows: journal.write([{**r, "inv": inv} for r in rows]),
-            )
-            rows = journaled(journal.path)
-        stage.records += [rows[r.id] for r in requests]
-        return [{k: v for k, v in rows[r.id].items() if k not in _JOURNAL_FIELDS} for r in requests]
+        job = self.job
+        if job.kind == "paraphrase":
+            first = gen.paraphrase_requests(self.sources, instruction=job.instruction or "paraphrase")
+        elif job.kind == "perturb":
+            first = gen.perturb_requests(self.sources, kinds=job.kinds, every_kind=job.every_kind)
+        else:
+            first = gen.triplet_requests(_by_image(self.sources), n=job.n_triplets)
+        stages = [
+            Stage(self.compute, name="generated" if job.kind != "length" else "triplets", batch=LLM_BATCH)
+        ]
+        if job.kind == "length":
+            stages.append(Stage(self.compute, name="generated", batch=LLM_BATCH, items=self._rewrites))
+        self.first = first
+        return RunSpec(
+            settings=self.config,
+            items=self._items(first),
+            stages=stages,
+            outputs=self.outputs,
+            record=self.info,
+            unit="request",
+        )
 
-    stage.records = []
-    return stage
+    def _items(self, requests: list) -> list:
+        from recon_score.run_engine import Item
+
+        self.requests.update({r.id: r for r in requests})
+        return [Item(r.id, {"prompt": r.prompt}, name=f"request {r.id}") for r in requests]
+
+    def _rewrites(self, done: dict) -> list:
+        extracted = _extracted(
+            [done["triplets"].get(i.id) for i in self._triplet_items()], self.job.n_triplets
+        )
+        return self._items(
+            gen.rewrite_requests([r for r in extracted if r is not None], lengths=self.job.lengths)
+        )
+
+    def _triplet_items(self) -> list:
+        return (
+            [r for r in self.requests.values() if r.kind == "triplets"] if self.job.kind == "length" else []
+        )
+
+    def compute(self, batch: list, todo: list) -> list:
+        def complete(prompts: list[str]) -> list[tuple[str | None, str | None]]:
+            return [(c.text, c.error) for c in self.job.llm.complete(prompts, self.job.sampling)]
+
+        rows = gen.run_requests([self.requests[i.id] for i in todo], complete, batch_size=len(todo))
+        return [(row, {}) for row in rows]
+
+    def rows(self, res) -> tuple[list[dict], list[dict]]:
+        """generated.jsonl's rows (with one error row per source that could not be sent), and the triplets."""
+        extracted = (
+            _extracted(res.results("triplets"), self.job.n_triplets) if "triplets" in res.items else []
+        )
+        return _with_error_rows(res.results("generated"), self.job.sources, self.job.kind), extracted
+
+    def outputs(self, res) -> dict[str, bytes]:
+        from recon_score.atomic_io import jsonl_bytes
+
+        rows, extracted = self.rows(res)
+        files = {TRIPLETS: jsonl_bytes(extracted)} if self.job.kind == "length" else {}
+        return {**files, GENERATED: jsonl_bytes(rows)}
+
+    def info(self, res) -> dict:
+        rows, extracted = self.rows(res)
+        failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
+        return {**self.config, "sources": len(self.sources), "rows": len(rows), "failed": failed}
+
+
+def _extracted(rows: list[dict | None], n: int) -> list[dict | None]:
+    """The triplet answers with their parsed <subject, relation, object> triplets (at most `n` each)."""
+    out = []
+    for r in rows:
+        if r is not None:
+            r = {**r, "triplets": [list(t) for t in gen.parse_triplets(r["caption"] or "")][:n]}
+            if not r["triplets"] and not r["error"]:
+                r["error"] = "no <subject, relation, object> triplet could be parsed from the answer"
+        out.append(r)
+    return out
 
 
 def _with_error_rows(rows: list[dict], sources: list[dict], kind: str) -> list[dict]:

@@ -21,14 +21,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from preference_data._io import text_lines
+from preference_data import _io
 from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from recon_score.textfiles import read_lines
 
 CAPTIONS_FILE = "Flickr8k.token.txt"
 
 
 def _lines(path: Path):
-    for lineno, raw in text_lines(path):
+    for lineno, raw in read_lines(path):
         line = raw.strip()
         if line:
             yield lineno, line
@@ -56,15 +57,8 @@ def read_captions(path: str | Path) -> tuple[dict[str, str], dict[str, list[str]
 
 
 def _captions_path(annotations: Path, captions: str | Path | None) -> Path:
-    path = Path(captions) if captions is not None else annotations.parent / CAPTIONS_FILE
-    if not path.is_file():
-        raise PreferenceFormatError(
-            annotations,
-            None,
-            f"needs the caption file {path} ({CAPTIONS_FILE} from the Flickr8k text release); "
-            "put it next to the annotations or pass its path (--references)",
-        )
-    return path
+    what = f"caption file ({CAPTIONS_FILE} from the Flickr8k text release)"
+    return _io.companion_file(annotations, captions, CAPTIONS_FILE, what)
 
 
 def _fields(path: Path, lineno: int, line: str, what: str) -> tuple[str, str, list[float]]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from preference_data._io import read_text
+from recon_score.textfiles import read_text
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 PERTURBATIONS = ("object", "count", "colour", "spatial")
@@ -91,19 +91,25 @@ class Request:
 
 def paraphrase_requests(sources: Sequence[dict], *, instruction: str | Path = "paraphrase") -> list[Request]:
     ins = load_instruction(instruction)
-    return [
-        Request(
-            f"{s['id']}:paraphrase",
-            str(s["id"]),
-            s.get("image"),
-            s["caption"],
-            "paraphrase",
-            ins,
-            ins.fill(caption=s["caption"]),
-            {},
-        )
-        for s in sources
-    ]
+    return [_caption_request(s, "paraphrase", "paraphrase", ins) for s in sources]
+
+
+def _caption_request(
+    source: dict, task: str, kind: str, ins: Instruction, extra: dict | None = None
+) -> Request:
+    """The request that rewrites one source caption with instruction `ins`."""
+    caption = source["caption"]
+    key = f"{source['id']}:{task}"
+    return Request(
+        key,
+        str(source["id"]),
+        source.get("image"),
+        caption,
+        kind,
+        ins,
+        ins.fill(caption=caption),
+        extra or {},
+    )
 
 
 def perturb_requests(
@@ -122,18 +128,7 @@ def perturb_requests(
     reqs = []
     for i, s in enumerate(sources):
         for k in kinds if every_kind else [kinds[i % len(kinds)]]:
-            reqs.append(
-                Request(
-                    f"{s['id']}:perturb-{k}",
-                    str(s["id"]),
-                    s.get("image"),
-                    s["caption"],
-                    "perturbed",
-                    ins[k],
-                    ins[k].fill(caption=s["caption"]),
-                    {"perturbation": k},
-                )
-            )
+            reqs.append(_caption_request(s, f"perturb-{k}", "perturbed", ins[k], {"perturbation": k}))
     return reqs
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 
 from preference_data import _io
 from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from recon_score.textfiles import json_objects
 
 MIN_CANDIDATES = 2  # a ranking needs at least one pair; UCM-preference has 3 per image
 LINE_KEYS = ("image", "references", "candidates", "rater", "id")
@@ -87,7 +88,7 @@ def load_ranking(path: str | Path) -> pd.DataFrame:
 
 
 def _read_jsonl(path: Path):
-    for lineno, obj in _io.jsonl_objects(path):
+    for lineno, obj in json_objects(path):
         _io.check_keys(path, lineno, obj, LINE_KEYS)
         image = _io.text_field(path, lineno, obj.get("image"), "image")
         rater = _io.optional_text(path, lineno, obj.get("rater"), "rater")

@@ -8,11 +8,11 @@ Accepted layouts (the bundled `recon_score/sample/references.json` is the first)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from preference_data import _io
 from preference_data.schema import PreferenceFormatError, normalize_space
+from recon_score.textfiles import json_objects, read_json
 
 _LIST_KEYS = ("captions", "references", "refs")
 
@@ -38,16 +38,10 @@ def load_references(path: str | Path) -> dict[str, list[str]]:
         out[image] = refs
 
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        for lineno, obj in _io.jsonl_objects(path):
+        for lineno, obj in json_objects(path):
             add(lineno, *_entry(path, lineno, obj))
         return out
-    text = _io.read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise PreferenceFormatError(path, err.lineno, f"invalid JSON ({err.msg})") from None
-    except (RecursionError, ValueError):
-        data = _io.loads(path, None, text)  # raises with the reason
+    data = read_json(path)
     if isinstance(data, dict):
         for image, refs in data.items():
             add(None, image, [normalize_space(r) for r in _io.references_value(path, None, refs)])

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from recon_score.textfiles import TextFileError
+
 COLUMNS = (
     "image",  # image id or path relative to an images root
     "candidate",  # the caption being judged
@@ -33,13 +35,9 @@ JUDGMENT_KINDS: dict[str, bool] = {
 }
 
 
-class PreferenceFormatError(ValueError):
-    """A preference file cannot be read as its format says; names the file and line."""
-
-    def __init__(self, path: str | Path, line: int | None, message: str):
-        self.path, self.line = str(path), line
-        where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
+class PreferenceFormatError(TextFileError):
+    """A preference file's record breaks its format's rules (a field, a column, a duplicate); names the file and
+    line. What makes a file unreadable as text, JSON or CSV is the `TextFileError` it derives from."""
 
 
 def normalize_space(text: str) -> str:

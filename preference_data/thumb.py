@@ -14,6 +14,7 @@ import pandas as pd
 
 from preference_data import _io
 from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from recon_score.textfiles import json_objects
 
 REFERENCES_FILE = "mscoco_references.json"
 SCORE_KEYS = ("P", "R", "Fl", "Inc", "Con", "human_score")
@@ -22,7 +23,7 @@ SCORE_KEYS = ("P", "R", "Fl", "Inc", "Con", "human_score")
 def read_thumb_references(path: str | Path) -> dict[str, list[str]]:
     path = Path(path)
     out: dict[str, list[str]] = {}
-    for lineno, obj in _io.jsonl_objects(path):
+    for lineno, obj in json_objects(path):
         seg = obj.get("seg_id")
         if seg is None:
             raise PreferenceFormatError(path, lineno, "missing 'seg_id'")
@@ -36,17 +37,11 @@ def read_thumb_references(path: str | Path) -> dict[str, list[str]]:
 def load_thumb(path: str | Path, references: str | Path | None = None) -> pd.DataFrame:
     """THumB 1.0 jsonl -> the tidy table (judgment kind `score`, model = system, rater = None)."""
     path = Path(path)
-    ref_path = Path(references) if references is not None else path.parent / REFERENCES_FILE
-    if not ref_path.is_file():
-        raise PreferenceFormatError(
-            path,
-            None,
-            f"needs the references file {ref_path} ({REFERENCES_FILE} from THumB); put it next to "
-            "the scores or pass its path (--references)",
-        )
+    what = f"references file ({REFERENCES_FILE} from THumB)"
+    ref_path = _io.companion_file(path, references, REFERENCES_FILE, what)
     refs = read_thumb_references(ref_path)
     rows = []
-    for lineno, obj in _io.jsonl_objects(path):
+    for lineno, obj in json_objects(path):
         for key in ("SYS", "seg_id", "hyp", "image", "human_score"):
             if obj.get(key) in (None, ""):
                 raise PreferenceFormatError(path, lineno, f"missing {key!r} (THumB 1.0 layout)")

@@ -15,31 +15,25 @@ def read_checkpoint(path: Path, what: str) -> dict:
     """A torch checkpoint read with weights_only=True (no code runs); anything else is one clear error."""
     import pickle
 
+    def refuse(reason: str, fix: str = "Use the authors' released file.") -> ModelNotAvailableError:
+        return ModelNotAvailableError(what, searched=[str(path)], reason=reason, fix=fix)
+
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
         try:
             return load_file(str(path))
         except Exception as err:  # safetensors raises its own error types
-            raise ModelNotAvailableError(
-                what,
-                searched=[str(path)],
-                reason=f"unreadable safetensors ({type(err).__name__})",
-                fix="Re-download it.",
-            ) from None
+            raise refuse(f"unreadable safetensors ({type(err).__name__})", "Re-download it.") from None
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
-        raise ModelNotAvailableError(
-            what,
-            searched=[str(path)],
-            reason=f"not a weights-only torch checkpoint ({type(err).__name__})",
-            fix="Use the authors' released file; reconscore never unpickles arbitrary objects.",
+        why = f"not a weights-only torch checkpoint ({type(err).__name__})"
+        raise refuse(
+            why, "Use the authors' released file; reconscore never unpickles arbitrary objects."
         ) from None
     if not isinstance(data, dict):
-        raise ModelNotAvailableError(
-            what, searched=[str(path)], reason="not a state dict", fix="Use the authors' released file."
-        )
+        raise refuse("not a state dict")
     return data
 
 

@@ -52,8 +52,10 @@ class UnknownEncoderError(ReconScoreError, ValueError):
     def __init__(self, spec: str, known: list[str], reason: str | None = None):
         family = spec.partition(":")[0]
         hint = did_you_mean(family, known)
-        why = reason or f"family {family!r} is not one of {', '.join(known)}{hint}"
-        super().__init__(f"unknown encoder spec {spec!r}: {why}. `reconscore models list` shows every spec.")
+        why = (reason or f"family {family!r} is not one of {', '.join(known)}{hint}").rstrip(".")
+        # a reason from another registry may already point at the listing: say it once
+        see = "" if "`reconscore models list`" in why else " `reconscore models list` shows every spec."
+        super().__init__(f"unknown encoder spec {spec!r}: {why}.{see}")
 
 
 class InputError(ReconScoreError, ValueError):
@@ -86,11 +88,17 @@ class ResumeMismatchError(ReconScoreError):
     """`changes`: the settings that differ ("steps: 28 -> 4"), when the earlier run recorded its settings."""
 
     def __init__(self, path: str, found: str, wanted: str, changes: list[str] | None = None):
+        hint = ""
         if changes:
             shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more" if len(changes) > 8 else "")
             what = f"a different configuration: {shown}"
+            dropped = [c.split(":", 1)[0] for c in changes if c.endswith("-> (unset)")]
+            if any(key.split(".")[0] == "explain" for key in dropped):
+                hint = " It was an --explain run: pass --explain (with its options) to resume it, or use another --out."
+            elif dropped:
+                hint = f" This run leaves {', '.join(dropped)} unset: pass the option(s) again to resume it."
         else:
             what = f"a different configuration (fingerprint {found}; this run's is {wanted})"
         super().__init__(
-            f"{path} was started with {what}. Choose another --out, or pass --overwrite to start again."
+            f"{path} was started with {what}.{hint} Choose another --out, or pass --overwrite to start again."
         )

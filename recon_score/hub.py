@@ -19,7 +19,7 @@ from typing import Any
 
 from recon_score import synthetic
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
-from recon_score.paths import hf_cache_dir
+from recon_score.paths import WeightsLocation, hf_cache_dir
 
 
 def is_offline() -> bool:
@@ -154,27 +154,25 @@ def _download(name: str, revision: str | None, downloader: str, *, local_files_o
     return snapshot_download(name, revision=revision, local_files_only=local_files_only)
 
 
-def check_model(name: str, *, revision: str | None = None) -> dict:
-    """Where `name` would come from, without downloading: {available, location, source, detail}."""
+HUB = "Hugging Face Hub"  # the source of a model that is neither local nor in the cache
+
+
+def locate(name: str, *, revision: str | None = None) -> WeightsLocation:
+    """Where model `name` (a hub id, a local folder, a synthetic name) would come from, without downloading."""
     if synthetic.is_synthetic(name):
         return synthetic.check(name)
     local = Path(name).expanduser()
     if local.is_dir():
-        return {"available": True, "location": str(local.resolve()), "source": "local folder", "detail": ""}
+        return WeightsLocation(True, str(local.resolve()), "local folder")
     if local.exists() or name.startswith(("/", "./", "../", "~")) or name.count("/") != 1:
-        return {
-            "available": False,
-            "location": str(local),
-            "source": "local path",
-            "detail": "does not exist",
-        }
+        return WeightsLocation(False, str(local), "local path", "does not exist")
     from huggingface_hub import snapshot_download
 
     try:
         path = snapshot_download(name, revision=revision, local_files_only=True)
-        return {"available": True, "location": path, "source": f"HF cache ({hf_cache_dir()})", "detail": ""}
+        return WeightsLocation(True, path, f"HF cache ({hf_cache_dir()})")
     except Exception:
         where = (
             "offline (HF_HUB_OFFLINE=1)" if is_offline() else f"would download https://huggingface.co/{name}"
         )
-        return {"available": False, "location": hf_cache_dir(), "source": "Hugging Face Hub", "detail": where}
+        return WeightsLocation(False, hf_cache_dir(), HUB, where)

@@ -1,4 +1,5 @@
-"""Where reconscore keeps its files: the cache and local weights folders, and the HF cache.
+"""Where reconscore keeps its files: the cache and local weights folders, and the HF cache; and the one record of
+where a model's weights are (`WeightsLocation`, found by recon_score.hub.locate and the encoder families' checks).
 
 A leaf module (it imports nothing of the package), so every module that needs a folder can import it at the top.
 
@@ -12,6 +13,7 @@ Environment:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -32,3 +34,14 @@ def hf_cache_dir() -> str:
     from huggingface_hub import constants
 
     return str(constants.HF_HUB_CACHE)
+
+
+@dataclass(frozen=True)
+class WeightsLocation:
+    """Where a model's weights are, found without downloading: what `reconscore models check`, the preflight and
+    a method's release check report, whichever family's rules found it."""
+
+    available: bool
+    location: str = ""  # the folder or file, else the hub id or URL it would come from
+    source: str = ""  # what provides it: a local folder, the HF cache, a release URL, a package
+    detail: str = ""  # why it is not here, or what else is worth knowing

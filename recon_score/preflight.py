@@ -3,7 +3,7 @@
 A command lists what it needs (T2I model, similarity encoder, VLM, CLIP for clipscore, ...) as `ModelNeed`s and
 calls `require_models` once. Each model is looked up locally without any network call (local folders, the HF
 cache through huggingface_hub's `try_to_load_from_cache` / `snapshot_download(local_files_only=True)`, DreamSim's
-release files); the per-family rules live with the families (recon_score.hub.check_model,
+release files); the per-family rules live with the families (recon_score.hub.locate,
 recon_score.encoders.check_encoder). What is not here must come from the network: when HF_HUB_OFFLINE is set or
 the host does not answer one quick request, every such model is named in one error, each with the command that
 downloads it, instead of one model at a time after hub retries (or after a 20 GB download of the first).
@@ -113,13 +113,13 @@ def check_need(need: ModelNeed) -> ModelStatus:
     """Whether `need` is here, without any network call; if not, where from and how to fetch it."""
     if need.encoder:
         return _check_encoder(need)
-    from recon_score.hub import check_model
+    from recon_score.hub import HUB, locate
 
-    info = check_model(need.spec, revision=need.revision)
-    if info["available"]:
-        return ModelStatus(need, True, info["location"], None, None)
-    if info["source"] != "Hugging Face Hub":  # a local path that does not exist
-        return ModelStatus(need, False, f"{info['location']} {info['detail']}", None, None)
+    info = locate(need.spec, revision=need.revision)
+    if info.available:
+        return ModelStatus(need, True, info.location, None, None)
+    if info.source != HUB:  # a local path that does not exist
+        return ModelStatus(need, False, f"{info.location} {info.detail}", None, None)
     return ModelStatus(
         need, False, "not in the HF cache", _hub_host(), _hf_download(need.spec, need.revision)
     )
@@ -127,14 +127,15 @@ def check_need(need: ModelNeed) -> ModelStatus:
 
 def _check_encoder(need: ModelNeed) -> ModelStatus:
     from recon_score.encoders import check_encoder
+    from recon_score.hub import HUB
 
     info = check_encoder(need.spec, weights_dir=need.weights_dir)
-    if info["available"]:
-        return ModelStatus(need, True, info.get("location", ""), None, None)
+    if info.available:
+        return ModelStatus(need, True, info.location, None, None)
     family, _, name = need.spec.partition(":")
-    detail = ", ".join(x for x in (info.get("detail"), info.get("location")) if x) or "not found"
-    if family == "dreamsim" and info.get("location"):
-        folder = info["location"]
+    detail = ", ".join(x for x in (info.detail, info.location) if x) or "not found"
+    if family == "dreamsim" and info.location:
+        folder = info.location
         code = (
             "from dreamsim import dreamsim; "
             f"dreamsim(pretrained=True, dreamsim_type={json.dumps(name)}, cache_dir={json.dumps(folder)})"
@@ -142,17 +143,17 @@ def _check_encoder(need: ModelNeed) -> ModelStatus:
         return ModelStatus(
             need,
             False,
-            f"{info.get('detail', 'missing')} in {folder}",
+            f"{info.detail or 'missing'} in {folder}",
             "github.com",
             f"python -c {shlex.quote(code)}  (on a machine with network; then copy the folder here)",
             f"put the files in DIR/dreamsim and pass {need.weights_option}"
             f"{'DIR' if need.weights_option.endswith('=') else ' DIR'} (or set RECONSCORE_WEIGHTS=DIR)",
         )
-    source = info.get("source", "")
+    source = info.source
     if source.startswith("https://huggingface.co/"):
         repo = source.removeprefix("https://huggingface.co/")
         return ModelStatus(need, False, detail, _hub_host(), _hf_download(repo, None))
-    if family == "hf" and source == "Hugging Face Hub":
+    if family == "hf" and source == HUB:
         return ModelStatus(need, False, "not in the HF cache", _hub_host(), _hf_download(name, None))
     if source.startswith("http"):
         return ModelStatus(need, False, detail, urllib.parse.urlsplit(source).netloc, None)

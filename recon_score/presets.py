@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from recon_score.prompts import PERSPECTIVE_TEMPLATE, TEMPLATES, load_template
@@ -34,10 +34,21 @@ class PresetMixin:
     OVERRIDES: ClassVar[
         dict[str, Override]
     ]  # every field but FIXED, with its flag's help and accepted values
-    FIXED: ClassVar[tuple[str, ...]] = ("name", "description", "meaningless")  # no flag changes these
+    FIXED: ClassVar[tuple[str, ...]] = (
+        "name",
+        "description",
+        "meaningless",
+        "sources",
+    )  # no flag changes these
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """Every setting; a field whose metadata says `setting: False` (a preset's sources) is none: no run
+        records it and no rerun compares it."""
+        out = dataclasses.asdict(self)
+        for f in dataclasses.fields(self):
+            if not f.metadata.get("setting", True):
+                del out[f.name]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -125,6 +136,10 @@ class ReconPreset(PresetMixin):
     scheduler: str | None = (
         None  # a diffusers scheduler class loaded from the folder's scheduler/; None = as saved
     )
+    # field -> where its value comes from (`presets show`); a derived preset inherits those it does not change
+    sources: Mapping[str, str] = field(
+        default_factory=dict, compare=False, repr=False, metadata={"setting": False}
+    )
 
     OVERRIDES: ClassVar[dict[str, Override]] = RECON_OVERRIDES
 
@@ -135,8 +150,7 @@ class ReconPreset(PresetMixin):
 
 
 # Where each value comes from. "authors' code" is github.com/hhu-czy/ReconScore
-# (scripts/image_generator.py, batch_generate.py, batch_evaluate.py). A preset derived from `paper` inherits the
-# sources of the values it does not change.
+# (scripts/image_generator.py, batch_generate.py, batch_evaluate.py).
 _SEC52 = "the ReconScore paper Sec. 5.2: 'denoising steps to 28 for all T2I models'"
 _TOKENS = "the ReconScore paper Sec. 5.2 and Table 9 (M. T. = 512 tokens)"
 _GEN = "authors' code scripts/image_generator.py"
@@ -185,10 +199,22 @@ PAPER = ReconPreset(
     collapse_whitespace=False,
     image_reader="pil",
     render_round_trip=True,
+    sources=PAPER_SOURCES,
 )
+_T9 = "the ReconScore paper Table 9"
 
-FAST = dataclasses.replace(
+
+def _derive(base: ReconPreset, sources: dict[str, str], **values) -> ReconPreset:
+    """`base` with some values changed, and the sources of those that are said anew."""
+    return dataclasses.replace(base, sources={**base.sources, **sources}, **values)
+
+
+FAST = _derive(
     PAPER,
+    {
+        "t2i_model": "not in the ReconScore paper: the distilled Z-Image-Turbo (huggingface.co/Tongyi-MAI/Z-Image-Turbo)",
+        "steps": "Z-Image-Turbo model card (9 steps = 8 DiT evaluations)",
+    },
     name="fast",
     description="Z-Image-Turbo (distilled), 9 steps (8 DiT evaluations), guidance 0.0 as its model card "
     "recommends; everything else as `paper`. Not a setting of the ReconScore paper: scores are not comparable with `paper`.",
@@ -196,26 +222,34 @@ FAST = dataclasses.replace(
     steps=9,
 )
 
+
 # The ReconScore paper Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
 # not give guidance scales, so each model runs with the default of its diffusers pipeline / model card.
-FLUX1_DEV = dataclasses.replace(
-    PAPER,
-    name="flux1-dev",
-    description="FLUX.1 [dev] (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 3.5 (FluxPipeline's default).",
-    t2i_model="black-forest-labs/FLUX.1-dev",
-    guidance_scale=3.5,
-)
+def _table9_flux(name: str, label: str, t2i_model: str, guidance: float, pipeline: str) -> ReconPreset:
+    """A FLUX model of Table 9 at the paper's 28 steps and 512 tokens, guidance as its diffusers pipeline's
+    default (the paper gives none)."""
+    return _derive(
+        PAPER,
+        {
+            "t2i_model": f"{_T9} {label} (huggingface.co/{t2i_model})",
+            "guidance_scale": f"{_SILENT}; {pipeline}'s default ({guidance:.1f})",
+        },
+        name=name,
+        description=f"{label} ({_T9}): 28 steps, 512 tokens, guidance {guidance:.1f} ({pipeline}'s default).",
+        t2i_model=t2i_model,
+        guidance_scale=guidance,
+    )
 
-FLUX2_DEV = dataclasses.replace(
-    PAPER,
-    name="flux2-dev",
-    description="FLUX.2 [dev] (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 4.0 (Flux2Pipeline's default).",
-    t2i_model="black-forest-labs/FLUX.2-dev",
-    guidance_scale=4.0,
-)
 
-FLUX2_KLEIN = dataclasses.replace(
+FLUX1_DEV = _table9_flux("flux1-dev", "FLUX.1 [dev]", "black-forest-labs/FLUX.1-dev", 3.5, "FluxPipeline")
+FLUX2_DEV = _table9_flux("flux2-dev", "FLUX.2 [dev]", "black-forest-labs/FLUX.2-dev", 4.0, "Flux2Pipeline")
+
+FLUX2_KLEIN = _derive(
     PAPER,
+    {
+        "t2i_model": f"{_T9} FLUX.2 [klein] 4B (huggingface.co/black-forest-labs/FLUX.2-klein-4B)",
+        "guidance_scale": f"{_SILENT}; the distilled model card's 1.0 (no classifier-free guidance)",
+    },
     name="flux2-klein",
     description="FLUX.2 [klein] 4B (the ReconScore paper Table 9): 28 steps, 512 tokens, guidance 1.0 (the distilled "
     "model's setting; Flux2KleinPipeline ignores guidance for distilled checkpoints).",
@@ -223,16 +257,30 @@ FLUX2_KLEIN = dataclasses.replace(
     guidance_scale=1.0,
 )
 
-FLUX2_KLEIN_FAST = dataclasses.replace(
+FLUX2_KLEIN_FAST = _derive(
     FLUX2_KLEIN,
+    {
+        "steps": "FLUX.2 [klein] model card (4-step distilled); not the ReconScore paper, which runs 28",
+        "guidance_scale": "FLUX.2 [klein] model card (1.0)",
+    },
     name="flux2-klein-fast",
     description="FLUX.2 [klein] 4B with its distilled 4-step setting (model card), guidance 1.0. Not the ReconScore paper's "
     "setting: scores are not comparable with `flux2-klein`.",
     steps=4,
 )
 
-TEXT2EARTH = dataclasses.replace(
+TEXT2EARTH = _derive(
     PAPER,
+    {
+        "t2i_model": f"{_T9} Text2Earth; released as huggingface.co/lcybuaa/Text2Earth (its GitHub README)",
+        "max_sequence_length": f"{_T9} (M. T. = 77): the CLIP tokenizer's own limit, the pipeline takes no "
+        "max_sequence_length",
+        "guidance_scale": f"{_SILENT}; Text2Earth README example (4.0)",
+        "dtype": "Text2Earth README (torch_dtype=torch.float16)",
+        "vae_tiling": "Text2Earth README (no enable_tiling)",
+        "custom_pipeline": "Text2Earth README (custom_pipeline='pipeline_text2earth_diffusion', safety_checker=None)",
+        "scheduler": "Text2Earth README (EulerDiscreteScheduler.from_pretrained(model_id, subfolder='scheduler'))",
+    },
     name="text2earth",
     description="Text2Earth (the ReconScore paper, Table 9; Liu et al. 2025): a Stable-Diffusion-format "
     "remote-sensing model, CLIP text encoder with a 77-token limit (longer prompts are truncated and "
@@ -248,8 +296,15 @@ TEXT2EARTH = dataclasses.replace(
     scheduler="EulerDiscreteScheduler",
 )
 
-SMOKE = dataclasses.replace(
+SMOKE = _derive(
     PAPER,
+    {
+        "t2i_model": "offline fixture (tiny random ZImagePipeline)",
+        "steps": "smoke: fewer steps, same code path",
+        "max_side": "smoke: small renders, same code path",
+        "encoder": "offline fixture (DreamSim-shaped tiny ensemble)",
+        "dtype": "smoke: float32 on every device",
+    },
     name="smoke",
     description="Tiny random offline models through the same code path as `paper` (ZImagePipeline + a "
     "DreamSim-shaped encoder); 4 steps, float32, long side <= 256. Numbers are meaningless; use it to check an "
@@ -268,58 +323,10 @@ PRESETS: Registry[ReconPreset] = Registry(
     see="`reconscore presets list` describes them.",
 )
 
-_T9 = "the ReconScore paper Table 9"
-SOURCES: dict[str, dict[str, str]] = {
-    "paper": PAPER_SOURCES,
-    "fast": {
-        "t2i_model": "not in the ReconScore paper: the distilled Z-Image-Turbo (huggingface.co/Tongyi-MAI/Z-Image-Turbo)",
-        "steps": "Z-Image-Turbo model card (9 steps = 8 DiT evaluations)",
-    },
-    "flux1-dev": {
-        "t2i_model": f"{_T9} FLUX.1 [dev] (huggingface.co/black-forest-labs/FLUX.1-dev)",
-        "guidance_scale": f"{_SILENT}; FluxPipeline's default (3.5)",
-    },
-    "flux2-dev": {
-        "t2i_model": f"{_T9} FLUX.2 [dev] (huggingface.co/black-forest-labs/FLUX.2-dev)",
-        "guidance_scale": f"{_SILENT}; Flux2Pipeline's default (4.0)",
-    },
-    "flux2-klein": {
-        "t2i_model": f"{_T9} FLUX.2 [klein] 4B (huggingface.co/black-forest-labs/FLUX.2-klein-4B)",
-        "guidance_scale": f"{_SILENT}; the distilled model card's 1.0 (no classifier-free guidance)",
-    },
-    "flux2-klein-fast": {
-        "t2i_model": f"{_T9} FLUX.2 [klein] 4B (huggingface.co/black-forest-labs/FLUX.2-klein-4B)",
-        "steps": "FLUX.2 [klein] model card (4-step distilled); not the ReconScore paper, which runs 28",
-        "guidance_scale": "FLUX.2 [klein] model card (1.0)",
-    },
-    "text2earth": {
-        "t2i_model": f"{_T9} Text2Earth; released as huggingface.co/lcybuaa/Text2Earth (its GitHub README)",
-        "max_sequence_length": f"{_T9} (M. T. = 77): the CLIP tokenizer's own limit, the pipeline takes no "
-        "max_sequence_length",
-        "guidance_scale": f"{_SILENT}; Text2Earth README example (4.0)",
-        "dtype": "Text2Earth README (torch_dtype=torch.float16)",
-        "vae_tiling": "Text2Earth README (no enable_tiling)",
-        "custom_pipeline": "Text2Earth README (custom_pipeline='pipeline_text2earth_diffusion', safety_checker=None)",
-        "scheduler": "Text2Earth README (EulerDiscreteScheduler.from_pretrained(model_id, subfolder='scheduler'))",
-    },
-    "smoke": {
-        "t2i_model": "offline fixture (tiny random ZImagePipeline)",
-        "steps": "smoke: fewer steps, same code path",
-        "max_side": "smoke: small renders, same code path",
-        "encoder": "offline fixture (DreamSim-shaped tiny ensemble)",
-        "dtype": "smoke: float32 on every device",
-    },
-}
-
-
-def preset_sources(preset: ReconPreset) -> dict[str, str]:
-    """field -> where the value of the named preset `preset.name` comes from."""
-    return {**PAPER_SOURCES, **SOURCES.get(preset.name, {})}
-
 
 def format_preset(preset: ReconPreset) -> str:
     """`key: value  # source` lines (YAML with comments): every value exactly as it runs, and where it is from."""
-    sources = preset_sources(preset)
+    sources = preset.sources
     lines = []
     for key, value in sorted(preset.to_dict().items()):
         text = value if isinstance(value, str) and value.replace("-", "").replace("_", "").isalnum() else None

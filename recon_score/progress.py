@@ -6,7 +6,8 @@ redraws litter the log). There a line
 `score[0] 120/1093 captions (11.0%) 1.52 caption/s ETA 0:10:42 elapsed 0:01:19 failed 2` is printed when the work
 starts, every `RECONSCORE_PROGRESS_INTERVAL` seconds (default 30) while it runs, even while one long unit (a
 model load, a batch of renders) gives no update, and once at the end. At `-vv` every update is also a debug log
-record.
+record. `announce(text)` is the one-off line for what has no count (start-up, a model load, the next metric), so a
+command is never silent for long before its first bar.
 """
 
 from __future__ import annotations
@@ -46,6 +47,20 @@ def _beat(ref: weakref.ref, stop: threading.Event, interval: float) -> None:
         except (OSError, ValueError):
             return
         del bar
+
+
+def announce(text: str, *, file: TextIO | None = None) -> None:
+    """One timestamped line saying what starts now, on a terminal (above any bar) and in a log file alike."""
+    stream = file or sys.stderr
+    line = f"[{time.strftime('%H:%M:%S')}] {text}"
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s", text)
+    if getattr(stream, "isatty", lambda: False)():
+        from tqdm.auto import tqdm
+
+        tqdm.write(line, file=stream)
+    else:
+        print(line, file=stream, flush=True)
 
 
 def _plural(unit: str) -> str:

@@ -21,7 +21,7 @@ from PIL import Image
 from recon_score.errors import ReconScoreError
 from recon_score.hub import ResolvedModel, resolve_model
 from recon_score.presets import ReconPreset
-from recon_score.runtime import parse_dtype
+from recon_score.runtime import loading_bars_off, parse_dtype
 
 log = logging.getLogger(__name__)
 
@@ -311,16 +311,14 @@ class Renderer:
     @property
     def pipe(self):
         if self._pipe is None:
-            self._pipe = self._load()
+            if self.show_progress:
+                self._pipe = self._load()
+            else:  # per-component loading bars drown the run's own progress bar
+                with loading_bars_off("diffusers", "transformers"):
+                    self._pipe = self._load()
         return self._pipe
 
     def _load(self):
-        import diffusers.utils.logging as dlog
-        import transformers.utils.logging as tlog
-
-        if not self.show_progress:  # per-component loading bars drown the run's own progress bar
-            dlog.disable_progress_bar()
-            tlog.disable_progress_bar()
         path = self.resolved.path
         log.info(
             "loading %s (%s) from %s as %s", self.preset.t2i_model, self.pipeline_class, path, self.dtype

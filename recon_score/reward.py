@@ -40,6 +40,7 @@ the batch mean is subtracted instead. Off by default (the raw ReconScore in [0, 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import statistics
@@ -50,9 +51,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError
-from recon_score.presets import ReconPreset, get_preset
+from recon_score.presets import ReconPreset
 from recon_score.scorer import ReconScorer
 from recon_score.seeds import derive_seed, derive_seeds
 
@@ -119,34 +119,13 @@ class ReconScoreReward:
         self.flat_groups = 0  # groups whose advantages min_spread set to 0
 
     @classmethod
-    def from_preset(
-        cls,
-        preset: str | ReconPreset = "paper",
-        *,
-        device: str | None = None,
-        batch_size: int = 8,
-        cache_dir: str | Path | None = None,
-        seeds: Sequence[int] | None = None,
-        image_column: str = "image",
-        normalize: str | None = None,
-        seed_schedule: str = "fixed",
-        min_spread: float = 0.0,
-        group_size: int | None = None,
-        **scorer_kwargs,
-    ) -> ReconScoreReward:
-        """A reward on its own ReconScorer: `device` is where the T2I model and encoder run."""
-        p = get_preset(preset) if isinstance(preset, str) else preset
-        cache = ArtifactCache(Path(cache_dir)) if cache_dir else None
-        scorer = ReconScorer(p, device=device, batch_size=batch_size, cache=cache, **scorer_kwargs)
-        return cls(
-            scorer,
-            seeds=seeds,
-            image_column=image_column,
-            normalize=normalize,
-            seed_schedule=seed_schedule,
-            min_spread=min_spread,
-            group_size=group_size,
-        )
+    def from_preset(cls, preset: str | ReconPreset = "paper", **kwargs) -> ReconScoreReward:
+        """A reward on its own `ReconScorer.from_preset(preset, ...)`: the keyword arguments `__init__` takes
+        (seeds, normalize, seed_schedule, ...) configure the reward, every other one the scorer (device: where
+        the T2I model and encoder run; batch_size, cache, overrides, weights_dir), with the scorer's defaults."""
+        own = set(inspect.signature(cls).parameters) - {"scorer"}
+        reward = {k: kwargs.pop(k) for k in list(kwargs) if k in own}
+        return cls(ReconScorer.from_preset(preset, **kwargs), **reward)
 
     def __call__(self, prompts=None, completions=None, **columns) -> list[float | None]:
         completions = list(completions or [])
@@ -155,15 +134,21 @@ class ReconScoreReward:
             raise ValueError(
                 f"reward: {len(prompts)} prompts but {n} completions (one prompt per completion)"
             )
-        images = self._images(columns, n)
+        column, images = self._images(columns, n)
         seeds = self._call_seeds(columns, n)
         pairs, errors = [], {}
         for i, (img, comp) in enumerate(zip(images, completions)):
             text = completion_text(comp)
-            img, why = self._load(img, i)
+            img, why = self._load(img, i, column)
             if why is not None:
                 errors[i] = why
-            elif not text or not text.strip():
+            elif text is None:  # an int, None, bytes, ...: say what it is, never "empty"
+                kind = type(comp).__name__
+                what = "None" if comp is None else f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+                errors[i] = (
+                    f"completion {i} is {what}, not text (a string, or assistant messages with text content)"
+                )
+            elif not text.strip():
                 errors[i] = "empty completion"
             pairs.append((img if img is not None else InputError("no image"), text or ""))
         todo = [i for i in range(len(pairs)) if i not in errors]
@@ -182,8 +167,9 @@ class ReconScoreReward:
             scores = length_residuals(scores, [completion_text(c) or "" for c in completions])
         return self._flatten_narrow_groups(scores, columns)
 
-    def _images(self, columns: dict, n: int) -> list:
-        """One image per completion from the `image` column, or the first of each row's `images`."""
+    def _images(self, columns: dict, n: int) -> tuple[str, list]:
+        """(the column read, one image per completion): the `image` column, or the first of each row's
+        `images`."""
         if self.image_column in columns and columns[self.image_column] is not None:
             name, images = self.image_column, list(columns[self.image_column])
         elif "images" in columns and columns["images"] is not None:
@@ -193,21 +179,21 @@ class ReconScoreReward:
                 for imgs in columns["images"]
             ]
         else:
-            return [None] * n
+            return self.image_column, [None] * n
         if len(images) != n:
             raise ValueError(
                 f"reward: {len(images)} entries in column {name!r} but {n} completions (one each)"
             )
-        return images
+        return name, images
 
-    def _load(self, img, i: int) -> tuple[Image.Image | None, str | None]:
-        """(image, None) or (None, why this row has no image)."""
+    def _load(self, img, i: int, column: str) -> tuple[Image.Image | None, str | None]:
+        """(image, None) or (None, why this row has no image), naming the column it was read from."""
         from recon_score.images import is_array_image, load_image, to_pil_image
 
         reader = self.scorer.preset.image_reader
         try:
             if img is None:
-                return None, f"no image in column {self.image_column!r}"
+                return None, f"no image for completion {i} in column {column!r}"
             if isinstance(img, Image.Image):
                 img.load()  # a lazily opened file: a truncated one fails here, not in the middle of the batch
                 return img, None

@@ -16,7 +16,6 @@ holds only what is score's own: rows, chunks, rendering and scoring, scores.json
 
 from __future__ import annotations
 
-import hashlib
 import re
 import statistics
 import sys
@@ -25,14 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recon_score.artifact_cache import ArtifactCache
-from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, png_bytes, sha256_json
+from recon_score.atomic_io import jsonl_bytes, png_bytes
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError
 from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
-from recon_score.progress import Progress
-from recon_score.run_engine import FileDigests, Plan, RunFolder, resume_key
+from recon_score.run_engine import FileDigests, Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import RECONSTRUCTIONS, SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
@@ -95,10 +93,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60].strip("._") or "row"
 
 
-def _fingerprint(job: ScoreJob, device: str) -> str:
-    return sha256_json(_settings(job, device))[:16]
-
-
 def _settings(job: ScoreJob, device: str) -> dict:
     """Everything a run's results depend on besides its rows: hashed into the fingerprint, and kept in the
     journal header so a changed setting on an existing --out is named."""
@@ -120,10 +114,6 @@ def _settings(job: ScoreJob, device: str) -> dict:
     return key
 
 
-def _chunks(rows: list[InputRow], size: int) -> list[list[InputRow]]:
-    return [rows[i : i + size] for i in range(0, len(rows), size)]
-
-
 def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
     """Everything a row's result is computed from, journaled with it (the resume key hashes it)."""
     caption = row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption)
@@ -136,9 +126,9 @@ def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
     }
 
 
-def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dict, dict[str, str]]:
-    """scores.jsonl's row for one result, and {reconstruction path: sha256 of its bytes} when one was written."""
-    files: dict[str, str] = {}
+def _row_record(row: InputRow, res, *, note: str | None) -> tuple[dict, dict[str, bytes]]:
+    """scores.jsonl's row for one result, and its reconstruction's bytes by run-relative path."""
+    files: dict[str, bytes] = {}
     rec = {
         "id": row.id,
         "image": row.image,
@@ -165,11 +155,9 @@ def _row_record(row: InputRow, res, out: Path, *, note: str | None) -> tuple[dic
         if res.per_seed is not None:  # --seeds K > 1 (ReconScorer.score_seeds)
             rec.update(seeds=res.seeds, recon_score_per_seed=res.per_seed, recon_score_std=res.std)
         if res.error is None:  # the scorer turns a non-finite similarity into the row's error
-            rel = Path(RECONSTRUCTIONS) / f"{row.index:06d}_{_slug(row.id)}.png"
-            data = png_bytes(res.reconstruction)
-            atomic_write_bytes(out / rel, data)
-            rec["reconstruction"] = str(rel)
-            files[str(rel)] = hashlib.sha256(data).hexdigest()
+            rel = str(Path(RECONSTRUCTIONS) / f"{row.index:06d}_{_slug(row.id)}.png")
+            files[rel] = png_bytes(res.reconstruction)
+            rec["reconstruction"] = rel
     if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
         rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
     if note:
@@ -188,50 +176,155 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     # accelerate names a CPU process's device "cpu:0": normalise it, the Z-Image DiT gives other floats on "cpu:0"
     device = resolve_device(job.device if state.num_processes == 1 else str(state.device))
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
-        rows, plan = _plan(job, run, device)
-        if plan.complete:  # the same summary as the run that finished it, read from the journal
-            summary = _summarize(rows, plan.done, already_complete=True, rendered=0, cached=0)
-            merged = _merged(plan, rows)
-            summary.kinds = references_vs_distractors(merged)
-            if job.seeds > 1:
-                summary.ci = seed_summary(merged, derive_seeds(job.preset.seed, job.seeds)).get(
-                    "recon_score_ci"
-                )
-            return summary
-        resumed = sum(plan.is_done(r.index) for r in rows)
-        scorer = _scorer(job, device)
-        todo = [
-            c for c in run.mine(_chunks(rows, job.batch_size)) if not all(plan.is_done(r.index) for r in c)
+        rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
+        work = _ScoreWork(job, device, rows[: job.limit] if job.limit is not None else rows)
+        return work.summary(run.run(work.spec(run)))
+
+
+RECENT_IMAGES = 8  # decoded originals kept between chunks (a file's captions usually follow each other)
+
+
+class _ScoreWork:
+    """What score hands the Run: its rows as items, the chunk's rendering and scoring, scores.jsonl, run.json."""
+
+    def __init__(self, job: ScoreJob, device: str, rows: list[InputRow]):
+        self.job, self.device, self.rows = job, device, rows
+        self.by_index = {row.index: row for row in rows}
+        self.seeds = derive_seeds(job.preset.seed, job.seeds)
+        self.explain_seeds = derive_seeds(job.preset.seed, job.explain.seeds) if job.explain else []
+        self.decoded: OrderedDict = (
+            OrderedDict()
+        )  # the latest images read: each file is decoded once in a run
+        self._scorer, self.worked = None, False
+
+    @property
+    def scorer(self):
+        if self._scorer is None:
+            self._scorer = _scorer(self.job, self.device)
+        return self._scorer
+
+    def spec(self, run: RunFolder) -> RunSpec:
+        job, digests = self.job, FileDigests()
+        items = [
+            Item(r.index, _row_inputs(r, digests), name=f"row {r.index} (id {r.id!r})") for r in self.rows
         ]
-        if todo:
-            scorer.preflight("score")  # every missing model named here, before any image is read or written
-        inv = run.begin(plan, batch_size=job.batch_size)
-        _score_chunks(job, run, plan, scorer, rows, todo, inv)
-        run.reload(plan)
-        stats = scorer.stats["rendered"], scorer.stats["reconstruction_cache_hits"]
-        summary = _summarize(rows, plan.done, already_complete=False, rendered=stats[0], cached=stats[1])
-        summary.resumed = resumed
-        if run.is_main:
-            summary.ci = _finish(job, run, plan, rows, scorer, summary, inv, worked=bool(todo))
+        return RunSpec(
+            settings=_settings(job, self.device),
+            items=items,
+            stages=[Stage(self.compute)],
+            outputs=lambda res: {SCORES: jsonl_bytes(self.merged(res))},
+            record=self.info,
+            ended=self.ended,
+            prepare=self.prepare,
+            weight=(lambda item: _row_renders(job, self.by_index[item.id])) if job.explain else None,
+            chunk=job.batch_size,
+            retry_errors=job.retry_errors,
+            progress="render" if job.explain else "caption",
+            header={"captions": str(job.captions), "started": run.started},
+            depends=[row.extra for row in self.rows],
+            started={"batch_size": job.batch_size},
+        )
+
+    def compute(self, chunk: list[Item], todo: list[Item]) -> list[tuple[dict, dict[str, bytes]]]:
+        """A chunk rendered and scored in its composition; a half-done chunk is rendered whole, as a fresh run
+        composed it, bypassing the cache."""
+        job, self.worked = self.job, True
+        rows = [self.by_index[item.id] for item in chunk]
+        pairs = _pairs(job, rows, self.decoded)
+        results = self.scorer.score_seeds(pairs, self.seeds, force_render=len(todo) < len(chunk))
+        by_index = {row.index: (res, pair) for row, res, pair in zip(rows, results, pairs)}
+        note = SMOKE_NOTE if job.preset.meaningless else None
+        out = []
+        for item in todo:
+            row = self.by_index[item.id]
+            res, pair = (None, None) if row.error is not None else by_index[row.index]
+            rec, files = _row_record(row, res, note=note)
+            if job.explain is not None and res is not None and res.error is None:
+                stem = Path(next(iter(files))).stem
+                rec["explain"], maps = explain_row(
+                    self.scorer, pair[0], rec["caption"], self.explain_seeds, job.explain, stem
+                )
+                files.update(maps)  # the explanation computes, the Run writes
+            out.append((rec, files))
+        return out
+
+    def prepare(self, todo: list[Item]) -> None:
+        """Every missing model named before any work; with --explain, the renders it will cost."""
+        self.scorer.preflight("score")
+        if self.job.explain is not None:
+            _say_explain_cost(self.job, [self.by_index[item.id] for item in todo])
+
+    def merged(self, res: RunResult) -> list[dict]:
+        """scores.jsonl's rows, in input order, from the journal; the input's own columns (e.g. `kind`) travel
+        through as they are now, never from the journal."""
+        return [
+            {**r, **{k: v for k, v in (row.extra or {}).items() if k not in r}}
+            for row, r in zip(self.rows, res.results())
+        ]
+
+    def _summary(self, res: RunResult) -> ScoreSummary:
+        stats = self._scorer.stats if self._scorer is not None else {}
+        return _summarize(
+            self.rows,
+            res.records[""],
+            already_complete=res.complete,
+            rendered=stats.get("rendered", 0),
+            cached=stats.get("reconstruction_cache_hits", 0),
+        )
+
+    def summary(self, res: RunResult) -> ScoreSummary:
+        """The same summary whether this invocation computed or found the run finished (read from the journal)."""
+        summary = self._summary(res)
+        summary.resumed, summary.repaired = (0 if res.complete else res.resumed), res.repairs
+        if res.complete or res.info:
+            merged = self.merged(res)
+            summary.kinds = references_vs_distractors(merged)
+            if self.job.seeds > 1:
+                summary.ci = seed_summary(merged, self.seeds).get("recon_score_ci")
         return summary
 
+    def ended(self, res: RunResult) -> dict:
+        summary = self._summary(res)
+        return {
+            "exit": "finished" if not summary.failed else "finished with failed rows",
+            "rendered": summary.rendered,
+            "recomputed_changed_inputs": sum(res.changed.values()),
+        }
 
-def _plan(job: ScoreJob, run: RunFolder, device: str) -> tuple[list[InputRow], Plan]:
-    """The input rows, and what the run's journal already holds for them."""
-    rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
-    if job.limit is not None:
-        rows = rows[: job.limit]
-    digests = FileDigests()
-    inputs = {r.index: _row_inputs(r, digests) for r in rows}
-    plan = run.plan(
-        fingerprint=_fingerprint(job, device),
-        settings=_settings(job, device),
-        keys={i: resume_key(v) for i, v in inputs.items()},
-        inputs=inputs,
-        retry_errors=job.retry_errors,
-        outputs=lambda plan: {SCORES: jsonl_bytes(_merged(plan, rows))},
-    )
-    return rows, plan
+    def info(self, res: RunResult) -> dict:
+        """run.json's fields of score."""
+        job, summary, ordered = self.job, self._summary(res), self.merged(res)
+        config = self.scorer.config() if self.worked else res.previous.get("config")
+        return {
+            "note": SMOKE_NOTE if job.preset.meaningless else None,
+            "captions": str(job.captions.resolve()) if job.captions else None,
+            "images_root": str((job.images_root or job.captions.parent).resolve())
+            if job.captions
+            else (job.source or {}).get("images_dir"),
+            "source": job.source,
+            "out": str(job.out.resolve()),
+            "fingerprint": res.fingerprint,
+            "config": config if config is not None else self.scorer.config(),
+            "batch_size": job.batch_size,
+            "bands": list(job.bands) if job.bands else None,
+            "processes": res.processes,
+            "limit": job.limit,
+            "cache": {"enabled": job.use_cache, "root": str(self.scorer.cache.root)},
+            "counts": {
+                "rows": summary.total,
+                "ok": summary.ok,
+                "failed": summary.failed,
+                "rendered_this_session": summary.rendered,
+                "reconstruction_cache_hits": summary.cached,
+                "recomputed_changed_inputs": sum(res.changed.values()),
+            },
+            "summary": {
+                "recon_score_mean": summary.mean,
+                "recon_score_std": summary.std,
+                "references_vs_distractors": references_vs_distractors(ordered),
+            },
+            **({"seed_noise": seed_summary(ordered, self.seeds)} if job.seeds > 1 else {}),
+        }
 
 
 def _scorer(job: ScoreJob, device: str):
@@ -248,83 +341,21 @@ def _scorer(job: ScoreJob, device: str):
     )
 
 
-def _score_chunks(
-    job: ScoreJob, run: RunFolder, plan: Plan, scorer, rows: list[InputRow], todo: list, inv: int
-) -> None:
-    """This process's unfinished chunks, each journaled as soon as it is scored."""
-    seeds = derive_seeds(job.preset.seed, job.seeds)
-    explain_seeds = derive_seeds(job.preset.seed, job.explain.seeds) if job.explain else []
-    note = SMOKE_NOTE if job.preset.meaningless else None
-    header = {"settings": plan.settings, "captions": str(job.captions), "started": run.started}
-    n_mine = sum(len(c) for c in run.mine(_chunks(rows, job.batch_size)))
-    bar = _explain_bar(job, run, rows, todo, plan) or Progress(
-        n_mine,
-        initial=n_mine - sum(len(c) for c in todo),
-        desc=f"score[{run.rank}]",
-        unit="caption",
-        position=run.rank,
-    )
-    decoded: OrderedDict = OrderedDict()  # the latest images read: each file is decoded once in a run
-    with run.journal(plan.fingerprint, header) as journal:
-        for chunk in todo:
-            pending = [r for r in chunk if not plan.is_done(r.index)]
-            # a half-done chunk is rendered whole, as a fresh run composed it, bypassing the cache
-            pairs = _pairs(job, chunk, decoded)
-            results = scorer.score_seeds(pairs, seeds, force_render=len(pending) < len(chunk))
-            by_index = {row.index: (res, pair) for row, res, pair in zip(chunk, results, pairs)}
-            records = []
-            for row in pending:
-                res, pair = (None, None) if row.error is not None else by_index[row.index]
-                rec, files = _row_record(row, res, job.out, note=note)
-                if job.explain is not None and res is not None and res.error is None:
-                    before, stem = bar.done, Path(next(iter(files))).stem
-                    rec["explain"], maps = explain_row(
-                        scorer, pair[0], rec["caption"], explain_seeds, job.explain, stem, bar.update
-                    )
-                    for rel, data in maps.items():  # the explanation computes, the run writes
-                        atomic_write_bytes(job.out / rel, data)
-                        files[rel] = hashlib.sha256(data).hexdigest()
-                    bar.update(max(0, _row_renders(job, row) - job.seeds - (bar.done - before)))
-                records.append(plan.record(row.index, inv, rec, files))
-            journal.write(records)
-            plan.add(records)
-            failed = sum(1 for r in records if r["result"].get("error"))
-            if job.explain is None:
-                bar.update(len(chunk), failed=failed)
-            else:  # the score's renders, and what an unexplained (failed) row would have rendered
-                explained = {r["row"] for r in records if isinstance(r["result"].get("explain"), dict)}
-                rest = sum(_row_renders(job, r) - job.seeds for r in pending if r.index not in explained)
-                bar.update(job.seeds * len(pending) + rest, failed=failed)
-    bar.close()
-
-
 def _row_renders(job: ScoreJob, row: InputRow) -> int:
     """What a row renders: the score's K, and with --explain its (phrases + 1) x K' (recon_score.explain)."""
     usable = job.explain is not None and row.error is None and isinstance(row.caption, str)
     return job.seeds + (job.explain.renders(row.caption) if usable else 0)
 
 
-def _explain_bar(job: ScoreJob, run: RunFolder, rows: list[InputRow], todo: list, plan: Plan):
-    """With --explain, progress counts renders, the score's K per row plus (phrases + 1) x K' per explained
-    row, and the cost is said before the first one; None without --explain."""
-    if job.explain is None:
-        return None
-    mine = [r for c in run.mine(_chunks(rows, job.batch_size)) for r in c]
-    left = [r for c in todo for r in c if not plan.is_done(r.index)]
-
-    total, todo_renders = sum(_row_renders(job, r) for r in mine), sum(_row_renders(job, r) for r in left)
-    explain_renders = todo_renders - job.seeds * len(left)
+def _say_explain_cost(job: ScoreJob, rows: list[InputRow]) -> None:
+    """With --explain, the cost of this process's unfinished rows, said before the first render."""
+    renders = sum(_row_renders(job, r) for r in rows)
     print(
-        f"explain: {len(left)} caption(s) x (phrases + 1) x {job.explain.seeds} seeds = {explain_renders} "
-        f"renders, besides the score's {job.seeds * len(left)} ({todo_renders} in all)",
+        f"explain: {len(rows)} caption(s) x (phrases + 1) x {job.explain.seeds} seeds = "
+        f"{renders - job.seeds * len(rows)} renders, besides the score's {job.seeds * len(rows)} ({renders} in all)",
         file=sys.stderr,
         flush=True,
     )
-    return Progress(total, initial=total - todo_renders, desc=f"score[{run.rank}]", unit="render",
-                    position=run.rank)  # fmt: skip
-
-
-RECENT_IMAGES = 8  # decoded originals kept between chunks (a file's captions usually follow each other)
 
 
 def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[tuple]:
@@ -348,77 +379,6 @@ def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[t
         decoded.move_to_end(key)
         pairs.append((decoded[key], row.caption))
     return pairs
-
-
-def _merged(plan: Plan, rows: list[InputRow]) -> list[dict]:
-    """scores.jsonl's rows, in input order, from the journal; the input's own columns (e.g. `kind`) travel
-    through as they are now, never from the journal."""
-    ids = {row.index: row.id for row in rows}
-    results = plan.results(lambda index: f"row {index} (id {ids[index]!r})")
-    return [
-        {**res, **{k: v for k, v in (row.extra or {}).items() if k not in res}}
-        for row, res in zip(rows, results)
-    ]
-
-
-def _finish(
-    job: ScoreJob,
-    run: RunFolder,
-    plan: Plan,
-    rows: list[InputRow],
-    scorer,
-    summary,
-    inv: int,
-    *,
-    worked: bool,
-) -> dict | None:
-    """Process 0: scores.jsonl and run.json; returns the seed CI (K > 1)."""
-    ordered = _merged(plan, rows)
-    seeds = derive_seeds(job.preset.seed, job.seeds)
-    changed = sum(plan.changed.values())
-    config = scorer.config() if worked else run.previous_info().get("config")
-    info = {
-        "note": SMOKE_NOTE if job.preset.meaningless else None,
-        "captions": str(job.captions.resolve()) if job.captions else None,
-        "images_root": str((job.images_root or job.captions.parent).resolve())
-        if job.captions
-        else (job.source or {}).get("images_dir"),
-        "source": job.source,
-        "out": str(job.out.resolve()),
-        "fingerprint": plan.fingerprint,
-        "config": config if config is not None else scorer.config(),
-        "batch_size": job.batch_size,
-        "bands": list(job.bands) if job.bands else None,
-        "processes": run.world,
-        "limit": job.limit,
-        "cache": {"enabled": job.use_cache, "root": str(scorer.cache.root)},
-        "counts": {
-            "rows": summary.total,
-            "ok": summary.ok,
-            "failed": summary.failed,
-            "rendered_this_session": summary.rendered,
-            "reconstruction_cache_hits": summary.cached,
-            "recomputed_changed_inputs": changed,
-        },
-        "summary": {
-            "recon_score_mean": summary.mean,
-            "recon_score_std": summary.std,
-            "references_vs_distractors": (kinds := references_vs_distractors(ordered)),
-        },
-        **({"seed_noise": seed_summary(ordered, seeds)} if job.seeds > 1 else {}),
-    }
-    run_info = run.finish(
-        inv,
-        files={SCORES: jsonl_bytes(ordered)},
-        info=info,
-        records=plan.done.values(),
-        exit="finished" if not summary.failed else "finished with failed rows",
-        rendered=summary.rendered,
-        recomputed_changed_inputs=changed,
-        **({"repaired": plan.repairs} if plan.repairs else {}),
-    )
-    summary.repaired, summary.kinds = plan.repairs, kinds
-    return (run_info.get("seed_noise") or {}).get("recon_score_ci")
 
 
 def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int) -> ScoreSummary:

@@ -1,33 +1,22 @@
-"""The one resumable-run engine: `score`, `describe` and `retrieve` write their run folders through `RunFolder`,
-which owns everything about a run folder that is not the command's own work (docs/runs.md).
+"""The one resumable-run engine: every writing command hands `RunFolder.run` a `RunSpec` (its settings, its items
+with their inputs, its stages' compute, its final files) and the Run owns the rest (docs/runs.md).
 
 Layout of a run folder:
-    journal/<prefix>rank-<k>.jsonl  one per process and journal; line 1 = {"fingerprint", "layout", "header"},
-                            then one line per finished item with its checksum (`sum`), each written with a
-                            single write() + fsync. A SIGKILL can only leave a torn *last* line, which is
-                            dropped. An item's record: {row, key, inv, inputs?, result, files?: {path: sha256}}.
-    journal/invocations.jsonl  one "start" line per invocation that had work to do, one "end" line when it
-                            finished (an invocation killed mid-way has a start and no end): run.json's history.
-    <outputs>, run.json     written to a temporary file in the same folder, then os.replace'd; run.json's
-                            `command` is the folder's kind.
+    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "layout", "header"},
+                            then one line per finished item, each written with a single write() + fsync (a
+                            SIGKILL can only leave a torn *last* line, which is dropped). An item's record:
+                            {row, key, inv, inputs, result, files?: {path: [sha256, size, mtime_ns]}, sum}.
+    journal/invocations.jsonl  a "start" line per invocation, an "end" line when it finished, with the final
+                            files' [sha256, size, mtime_ns] and the `state` they were made from: run.json's history.
+    <outputs>, run.json     each written to a temporary file in the same folder, then os.replace'd.
     .lock                   fcntl lock held by process 0 while it works.
 
-The steps of a command, in order:
-    with RunFolder(kind, out, ...) as run:    kind check, lock; a failed start leaves nothing behind
-        plan = run.plan(fingerprint, ...)     every journal of every past process (changed settings refused),
-                                              and what must be computed again: changed inputs, --retry-errors,
-                                              output files gone or replaced, final files that no longer match
-        ... read inputs, preflight models ...
-        inv = run.begin(plan, ...)            --overwrite clears, the plan's changes and repairs are said, the
-                                              invocation is logged: work starts here
-        with run.journal(...) as j: ...       this rank's share (run.mine), one `plan.record` per finished item
-        run.reload(plan)                      every rank's records, for process 0's final files
-        run.finish(inv, files, info, ...)     final files, invocation end, run.json with the history
-
-A resumed run reads every journal (so a run may resume with another number of processes), refuses to mix
-configurations (fingerprint mismatch, naming the changed settings), and reuses a record only when its resume
-key (`resume_key`: id, caption, the sha256 of the image file's bytes, ...) matches the item's current inputs.
-A record whose checksum does not match (edited by hand) is ignored, so its item is computed again.
+`RunFolder.run(spec)`, in order: every journal of every past process read (changed settings refused, naming
+them); an item is done when a record's key (the hash of its inputs and of its chunk's composition) matches and
+its files are intact (by size and mtime, else by content); a run with every item done, its final files intact
+and run.json its own is finished: nothing is opened or written. Otherwise `prepare` (a model preflight), the
+invocation logged, this process's chunks computed a phase at a time and journaled, then process 0 writes the
+final files (`outputs`), the invocation's end and run.json. A spec without stages is computed in one go.
 """
 
 from __future__ import annotations
@@ -42,6 +31,7 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,13 +48,14 @@ from recon_score.atomic_io import (
     write_json_atomic,
 )
 from recon_score.errors import InputError, ReconScoreError, ResumeMismatchError
+from recon_score.progress import Progress
 from recon_score.run_outputs import EXPLAIN, KIND_BY_RECORD_ONLY, KIND_OUTPUTS, RECONSTRUCTIONS, RECORD
 from recon_score.runtime import provenance, utc_now
-from recon_score.textfiles import entry_kind, read_bytes, read_json
+from recon_score.textfiles import entry_kind, read_json
 
 log = logging.getLogger(__name__)
 
-JOURNAL_LAYOUT = 2  # the journal records' shape; a journal of another layout is refused with a rerun hint
+JOURNAL_LAYOUT = 3  # the journal records' shape; a journal of another layout is refused with a rerun hint
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 _DISK_FULL = DISK_FULL
@@ -72,8 +63,8 @@ _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _is_journal_line(rec: object) -> bool:
-    """A header (`fingerprint`) or a record: keyed by `row` (score, describe, retrieve) or `id` (generate)."""
-    return isinstance(rec, dict) and ("row" in rec or "id" in rec or "fingerprint" in rec)
+    """A header (`fingerprint`) or an item's record (`row`)."""
+    return isinstance(rec, dict) and ("row" in rec or "fingerprint" in rec)
 
 
 def _is_log_line(rec: object) -> bool:
@@ -86,6 +77,20 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+_APPENDS = [0]
+
+
+def _kill_point() -> None:
+    """RECONSCORE_TEST_KILL_AT_APPEND=N: SIGKILL this process at its Nth journal append, before it is written
+    (the kill tests' one way to stop any command at a chosen point; unset, nothing happens)."""
+    at = os.environ.get("RECONSCORE_TEST_KILL_AT_APPEND")
+    _APPENDS[0] += 1
+    if at and _APPENDS[0] == int(at):
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def record_checksum(rec: dict) -> str:
@@ -116,6 +121,7 @@ class Journal:
         os.fsync(self._fd)
 
     def write(self, records: list[dict]) -> None:
+        _kill_point()
         if self.checksum:
             records = [{**r, "sum": record_checksum(r)} for r in records]
         self._append(records)
@@ -138,10 +144,21 @@ def _check_layout_line(path: Path, head: dict) -> None:
     Raises:
         ReconScoreError: naming the run folder and what to do.
     """
-    if head.get("layout") != JOURNAL_LAYOUT:
+    layout, where = head.get("layout"), f"{path.parent.name}/{path.name}"
+    fix = "rerun the command with --overwrite, or choose another --out"
+    if (
+        "fingerprint" not in head
+    ):  # the header is not the first line: the file was edited, joined or reordered
         raise ReconScoreError(
-            f"{path.parent.parent} was written by an older reconscore ({path.parent.name}/{path.name}); rerun "
-            "the command with --overwrite, or choose another --out"
+            f"{path.parent.parent}: {where} does not start with its header line (line 1 is a record): the "
+            f"journal was edited or its lines moved, so it cannot be resumed; {fix}"
+        )
+    if layout != JOURNAL_LAYOUT:
+        newer = isinstance(layout, int) and layout > JOURNAL_LAYOUT
+        said = f": journal layout {layout}, this version reads {JOURNAL_LAYOUT}" if layout is not None else ""
+        raise ReconScoreError(
+            f"{path.parent.parent} was written by {'a newer' if newer else 'an older'} reconscore "
+            f"({where}{said}); {fix}"
         )
 
 
@@ -239,9 +256,7 @@ def saved_records(folder: Path) -> dict[str, int]:
             records = read_jsonl(path, is_record=_is_journal_line)
         except (OSError, ReconScoreError):
             continue
-        counts.setdefault(prefix, set()).update(
-            rec.get("row", rec.get("id")) for rec in records if "row" in rec or "id" in rec
-        )
+        counts.setdefault(prefix, set()).update(rec["row"] for rec in records if "row" in rec)
     return {prefix: len(rows) for prefix, rows in counts.items()}
 
 
@@ -390,7 +405,7 @@ class InvocationLog:
         for e in self.entries():
             inv = int(e.get("inv", 0))
             entry = out.setdefault(inv, {"invocation": inv, "exit": "interrupted"})
-            fields = {k: v for k, v in e.items() if k not in ("event", "inv")}
+            fields = {k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")}
             if e.get("event") == "end":
                 entry.update(fields, exit=fields.get("exit", "finished"))
             else:
@@ -446,6 +461,12 @@ def load_record(folder: Path) -> dict:
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
+        started = [n for n in (".lock", "journal") if os.path.lexists(Path(folder) / n)]
+        if started:  # run.json is written last: a run under way, or one stopped before it finished
+            raise ReconScoreError(
+                f"{folder} has no run.json yet: the run is still being written, or stopped before it finished "
+                f"(its {' and '.join(started)} are there); let it finish, or rerun its command to resume it"
+            )
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
     return _current(folder, read_json(path, expect=dict))
 
@@ -591,92 +612,6 @@ def publish_file(
 _REDONE = {RECONSTRUCTIONS: "rendered again", EXPLAIN: "explained again"}
 
 
-@dataclass
-class Plan:
-    """What one invocation knows before it works (`RunFolder.plan`): each item's resume key (and the inputs it
-    hashes), the journaled records, and which items are computed again: changed inputs, --retry-errors, output
-    files gone or replaced (`redo`). `repairs` says what a rerun of a finished run rebuilds from its journal."""
-
-    keys: dict
-    fingerprint: str
-    settings: dict
-    done: dict
-    inputs: dict = field(default_factory=dict)
-    retry_errors: bool = False
-    prefix: str = ""
-    redo: set = field(default_factory=set)
-    repairs: list[str] = field(default_factory=list)
-    changed: dict[str, int] = field(default_factory=dict)  # items recomputed, by the input that changed
-
-    def is_done(self, item) -> bool:
-        rec = self.done.get(item)
-        if rec is None or rec.get("key") != self.keys[item] or item in self.redo:
-            return False
-        return not (self.retry_errors and rec["result"].get("error"))
-
-    @property
-    def complete(self) -> bool:
-        """Nothing to compute and nothing to repair: a rerun is a no-op."""
-        return all(self.is_done(k) for k in self.keys) and not self.repairs
-
-    def record(self, item, inv: int, result: dict, files: dict[str, str] | None = None) -> dict:
-        """The journal record of a finished item: its key and inputs, the invocation, its result, and the
-        files it wrote (run-relative path -> sha256, checked on every rerun)."""
-        rec = {"row": item, "key": self.keys[item], "inv": inv}
-        if item in self.inputs:
-            rec["inputs"] = self.inputs[item]
-        rec["result"] = result
-        if files:
-            rec["files"] = dict(files)
-        return rec
-
-    def add(self, records: Iterable[dict]) -> None:
-        """Records this process just journaled: done for the rest of the invocation."""
-        for rec in records:
-            self.done[rec["row"]] = rec
-            self.redo.discard(rec["row"])
-
-    def results(self, name: Callable[[object], str]) -> list[dict]:
-        """Every item's journaled result, in the plan's order (the final files' rows).
-
-        Raises:
-            ReconScoreError: an item has none after every process finished (`name(item)` says which).
-        """
-        out = []
-        for item, key in self.keys.items():
-            rec = self.done.get(item)
-            if rec is None or rec.get("key") != key:
-                raise ReconScoreError(
-                    f"{name(item)} has no result after all processes finished; rerun the same command to "
-                    "complete it"
-                )
-            out.append(rec["result"])
-        return out
-
-    def _changed_inputs(self) -> dict[str, int]:
-        """Items with a journaled result for other inputs, counted by the input that changed (for the log)."""
-        counts: dict[str, int] = {}
-        for item, rec in self.done.items():
-            if item not in self.keys or rec.get("key") == self.keys[item] or item not in self.inputs:
-                continue
-            for name in changed_fields(rec.get("inputs"), self.inputs[item]):
-                counts[name] = counts.get(name, 0) + 1
-        return counts
-
-
-def _gone_files(plan: Plan, gone: set[str], unit: str) -> list[str]:
-    """One line per output folder whose files were gone or replaced: how many items, and what happens."""
-    by_folder: dict[str, int] = {}
-    for item in sorted(plan.redo, key=str):
-        lost = sorted(p for p in plan.done[item].get("files") or {} if p in gone)
-        folder = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
-        by_folder[folder] = by_folder.get(folder, 0) + 1
-    return [
-        f"{n} {unit}(s) with {folder}/ files missing or replaced: {_REDONE.get(folder, 'computed again')}"
-        for folder, n in sorted(by_folder.items())
-    ]
-
-
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
         shutil.rmtree(p)
@@ -684,14 +619,466 @@ def _remove(p: Path) -> None:
         p.unlink()
 
 
-def _say_plan(out: Path, plan: Plan) -> None:
-    if plan.changed:
-        why = ", ".join(f"{n} {name}" for name, n in sorted(plan.changed.items()))
-        log.warning(
-            "%d journaled row(s) have changed inputs and are recomputed (%s)", sum(plan.changed.values()), why
+# -- the spec a command hands the Run ------------------------------------------------------------------------------
+Computed = tuple[dict, dict[str, bytes]]  # an item's result record and its files (run-relative path -> bytes)
+
+
+@dataclass
+class Item:
+    """One unit of a command's work. `inputs` is everything its result is computed from: its key hashes them
+    (with the keys of the chunk it is computed in), so a changed input is recomputed by construction."""
+
+    id: object  # the journal's `row`: a row index, a method or a request id
+    inputs: dict
+    name: str = ""  # how a message names it; "<unit> <id>" by default
+    key: str = ""  # set by the Run
+    results: dict = field(default_factory=dict)  # set by the Run: the earlier stages' results, by stage name
+
+
+@dataclass
+class Stage:
+    """One journaled step over the items. `compute(batch, todo)` returns one Computed per item of `todo`: with
+    `batch=None` it is called once per chunk (`batch`: the chunk as composed by position, `todo`: its unfinished
+    items), with `batch=N` on N unfinished items of a phase at a time (`batch` is `todo`)."""
+
+    compute: Callable[[list[Item], list[Item]], list[Computed]]
+    name: str = ""  # the journal's prefix (journal/NAME-rank-K.jsonl); "" for a command's one stage
+    batch: int | None = None
+    items: Callable[[dict], list[Item]] | None = None  # built from the earlier stages' results by stage name
+    ended: Callable[[], None] | None = None  # after the stage's work in a phase (unload its model)
+
+
+@dataclass
+class RunSpec:
+    """Everything a command hands `RunFolder.run`: the Run owns the rest of the lifecycle (docs/runs.md)."""
+
+    settings: dict  # what every result depends on besides the items: hashed into the fingerprint
+    items: list[Item] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)  # none: a run computed in one go by `outputs`
+    outputs: Callable[[RunResult], dict[str, bytes]] | None = None  # the final files, from the records
+    record: Callable[[RunResult], dict] | None = None  # run.json's fields of the command
+    ended: Callable[[RunResult], dict] | None = None  # the invocation's end fields (exit state, counts)
+    prepare: Callable[[list[Item]], None] | None = None  # before the first compute, with this process's to-do
+    weight: Callable[[Item], int] | None = None  # the bar's units per item (score --explain: its renders); 1
+    chunk: int = 1  # consecutive items per chunk: chunk j goes to process j mod the number of processes
+    phase: int | None = None  # chunks per phase: each phase runs every stage (describe's two models)
+    retry_errors: bool = False  # a journaled result with an `error` is computed again
+    unit: str = "row"  # how messages count items
+    progress: str | None = None  # the bar's unit (None: no bar)
+    header: dict = field(default_factory=dict)  # kept in each journal's first line
+    depends: object = None  # what the outputs read besides the records (score: the input's own columns)
+    started: dict = field(default_factory=dict)  # the invocation's start fields (its batch size)
+    upstream: Sequence[Path | str] = ()  # the run folders it read
+    folders: dict[str, Path] = field(
+        default_factory=dict
+    )  # one go: folders staged in the run folder, renamed
+
+
+@dataclass
+class RunResult:
+    """What `RunFolder.run` returns: every stage's journaled records, and what this invocation did."""
+
+    fingerprint: str
+    items: dict[str, list[Item]]  # by stage name
+    records: dict[str, dict]  # by stage name: item id -> journal record
+    complete: bool = False  # a finished run rerun: nothing computed, nothing written
+    resumed: int = 0  # items of the last stage finished by an earlier invocation
+    changed: dict[str, int] = field(default_factory=dict)  # items recomputed, by the input that changed
+    repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
+    previous: dict = field(default_factory=dict)  # the run.json found before this invocation
+    info: dict = field(default_factory=dict)  # the run.json it wrote (process 0)
+    inv: int = -1
+    processes: int = 1
+
+    def results(self, stage: str = "") -> list[dict]:
+        """Every item's result in order.
+
+        Raises:
+            ReconScoreError: an item has none after every process finished.
+        """
+        out = []
+        for item in self.items[stage]:
+            rec = self.records[stage].get(item.id)
+            if rec is None or rec.get("key") != item.key:
+                raise ReconScoreError(
+                    f"{item.name} has no result after all processes finished; rerun the same command to "
+                    "complete it"
+                )
+            out.append(rec["result"])
+        return out
+
+
+def _stat(path: Path) -> list:
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
+    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]."""
+    kept = {}
+    for rel, data in files.items():
+        atomic_write_bytes(out / rel, data)
+        kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
+    return kept
+
+
+def _intact(out: Path, rel: str, kept: list) -> bool:
+    """Whether a journaled file is as written: by size and modification time (the file is not opened), else by
+    content (a copy or a `touch` keeps its bytes)."""
+    try:
+        if not stat.S_ISREG(os.lstat(out / rel).st_mode):
+            return False
+        if _stat(out / rel) == kept[1:]:
+            return True
+        return file_sha256(out / rel) == kept[0]
+    except OSError:
+        return False
+
+
+def _item_keys(items: list[Item], chunk: int) -> None:
+    """Each item's key: its inputs, and with chunks of several items the keys of its chunk (batch composition
+    changes a batched kernel's floats, as in the artifact cache's keys)."""
+    own = [resume_key(item.inputs) for item in items]
+    for j, item in enumerate(items):
+        if chunk <= 1:
+            item.key = own[j]
+            continue
+        start = j - j % chunk
+        item.key = sha256_json({"kind": "resume", "item": own[j], "batch": own[start : start + chunk]})[:24]
+        if not item.name:
+            item.name = str(item.id)
+
+
+@dataclass
+class _StagePlan:
+    stage: Stage
+    items: list[Item]
+    done: dict  # item id -> current record (only those whose key matches and are not to redo)
+    records: dict  # item id -> latest record (also stale ones)
+
+
+class _Lifecycle:
+    """One invocation of `RunFolder.run`: plan, work, finish (kept apart from RunFolder's opening and locking)."""
+
+    def __init__(self, run: RunFolder, spec: RunSpec):
+        self.run, self.spec = run, spec
+        self.fp = sha256_json(spec.settings)[:16]
+        self.plans: dict[str, _StagePlan] = {}
+        self.result = RunResult(self.fp, {}, {}, previous=read_record(run.out), processes=run.world)
+
+    # -- plan --------------------------------------------------------------------------------------------------
+    def _load(self, stage: Stage, items: list[Item]) -> _StagePlan:
+        run, spec = self.run, self.spec
+        prefix = f"{stage.name}-" if stage.name else ""
+        records = {}
+        if not (run.overwrite and not run._begun):  # --overwrite starts from nothing
+            keys = {item.id: item.key for item in items}
+            found: list[str] = []
+            records = load_journals(
+                run.journal_dir,
+                fingerprint=self.fp,
+                prefix=prefix,
+                keys=keys,
+                settings=spec.settings,
+                tampered=found,
+            )
+            run.tampered += [t for t in found if t not in run.tampered]
+        done = {}
+        for item in items:
+            rec = records.get(item.id)
+            if rec is None or rec.get("key") != item.key:
+                continue
+            if spec.retry_errors and (rec.get("result") or {}).get("error"):
+                continue
+            done[item.id] = rec
+        return _StagePlan(stage, items, done, records)
+
+    def _items(self, stage: Stage) -> list[Item]:
+        if stage.items is None:
+            items = self.spec.items
+        else:
+            items = stage.items(
+                {n: {i: r["result"] for i, r in p.done.items()} for n, p in self.plans.items()}
+            )
+        for item in items:
+            item.name = item.name or f"{self.spec.unit} {item.id}"
+            item.results = {n: p.done[item.id]["result"] for n, p in self.plans.items() if item.id in p.done}
+        _item_keys(items, self.spec.chunk if stage.batch is None else 1)
+        return items
+
+    def plan(self) -> bool:
+        """Read every journal; returns whether the run is finished (nothing to compute or repair)."""
+        run, res = self.run, self.result
+        gone: dict[str, int] = {}
+        finished = bool(self.spec.stages)  # every item has its record: the final files are checked too
+        for stage in self.spec.stages:
+            plan = self._load(stage, self._items(stage))
+            self.plans[stage.name] = plan
+            finished = finished and len(plan.done) == len(plan.items)
+            _unblock(run.out, {rel for rec in plan.done.values() for rel in rec.get("files", {})})
+            for item in plan.items:
+                rec = plan.done.get(item.id)
+                lost = [
+                    rel
+                    for rel, kept in (rec or {}).get("files", {}).items()
+                    if not _intact(run.out, rel, kept)
+                ]
+                if lost:
+                    del plan.done[item.id]
+                    top = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
+                    gone[top] = gone.get(top, 0) + 1
+            self._count_changed(plan)
+        if run.tampered:
+            res.repairs.append(
+                f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
+            )
+        res.repairs += [
+            f"{n} {self.spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
+            for top, n in sorted(gone.items())
+        ]
+        if not finished:
+            return False
+        res.repairs += self._damage()
+        return not res.repairs and all(len(p.done) == len(p.items) for p in self.plans.values())
+
+    def _count_changed(self, plan: _StagePlan) -> None:
+        for item in plan.items:
+            rec = plan.records.get(item.id)
+            if rec is not None and rec.get("key") != item.key:
+                for name in changed_fields(rec.get("inputs"), item.inputs):
+                    self.result.changed[name] = self.result.changed.get(name, 0) + 1
+
+    def _state(self) -> str:
+        """What the final files are made from: every item's key, and what the outputs read besides."""
+        keys = {n: [i.key for i in p.items] for n, p in self.plans.items()}
+        return sha256_json({"keys": keys, "depends": self.spec.depends})[:24]
+
+    def _damage(self) -> list[str]:
+        """A finished run: its final files and run.json as the last invocation left them?"""
+        ended = [e for e in self.run.log.entries() if e.get("event") == "end" and "outputs" in e]
+        kept = ended[-1] if ended else {}
+        if kept.get("state") != self._state():
+            return ["the final files were not written from these records"]
+        found = []
+        for name, meta in kept["outputs"].items():
+            if not _intact(self.run.out, name, meta):
+                found.append(
+                    f"{name} {'did not match the journal' if (self.run.out / name).exists() else 'was missing'}"
+                )
+        info = self.result.previous
+        if not info:
+            found.append("run.json was missing or invalid")
+        elif info.get("fingerprint") != self.fp:
+            found.append("run.json was not this run's")
+        return found
+
+    # -- work --------------------------------------------------------------------------------------------------
+    def work(self) -> None:
+        """This process's share of every stage, a phase at a time, each result journaled as it comes."""
+        run, spec, res = self.run, self.spec, self.result
+        last = self.plans[spec.stages[-1].name] if spec.stages else None
+        res.resumed = len(last.done) if last else 0
+        mine = self._mine(spec.stages[0]) if spec.stages else []
+        todo = [i for i in mine if any(i.id not in p.done for p in self.plans.values())]
+        if spec.prepare is not None and todo:
+            spec.prepare(todo)  # every missing model named before any work starts
+        self._say()
+        res.inv = run._begin(**spec.started)
+        if not spec.stages:
+            return
+        weight = spec.weight or (lambda item: 1)
+        mine_last = self._mine(spec.stages[-1]) if spec.stages[-1].items is None else []
+        n_last = sum(weight(i) for i in mine_last)
+        done_last = sum(weight(i) for i in mine_last if i.id in last.done)
+        bar = Progress(
+            n_last,
+            initial=done_last,
+            desc=f"{run.kind}[{run.rank}]",
+            unit=spec.progress or "item",
+            position=run.rank,
+            disable=spec.progress is None,
         )
-    if plan.repairs:
-        log.warning("repairing %s from its journal: %s", out, "; ".join(plan.repairs))
+        groups: list[list[Stage]] = []  # stages over the same items run phase by phase together
+        for stage in spec.stages:
+            if groups and stage.items is None:
+                groups[-1].append(stage)
+            else:
+                groups.append([stage])
+        try:
+            for k, group in enumerate(groups):
+                if k:
+                    self._replan(group[0])
+                self._phases(group, bar)
+        finally:
+            bar.close()
+
+    def _replan(self, stage: Stage) -> None:
+        """A stage whose items come from the earlier stages' results (every process's)."""
+        self.run.wait()
+        for name, plan in list(self.plans.items()):
+            if name == stage.name:
+                break
+            self.plans[name] = self._load(plan.stage, plan.items)
+        self.plans[stage.name] = self._load(stage, self._items(stage))
+
+    def _mine(self, stage: Stage) -> list[Item]:
+        items, k = self.plans[stage.name].items, self.spec.chunk
+        return [i for j, i in enumerate(items) if (j // k) % self.run.world == self.run.rank]
+
+    def _phases(self, group: list[Stage], bar: Progress) -> None:
+        run, spec = self.run, self.spec
+        positions = [
+            j
+            for j in range(len(self.plans[group[0].name].items))
+            if (j // spec.chunk) % run.world == run.rank
+        ]
+        per = (spec.phase or len(positions) or 1) * spec.chunk
+        phases = [positions[s : s + per] for s in range(0, len(positions), per)]
+        with ExitStack() as stack:
+            journals = {s.name: stack.enter_context(self._journal(s)) for s in group}
+            for p, phase in enumerate(phases):
+                where = f"phase {p + 1}/{len(phases)}: " if len(phases) > 1 else ""
+                for stage in group:
+                    worked = self._stage_phase(stage, phase, journals[stage.name], bar, where)
+                    if worked and stage.ended is not None:
+                        stage.ended()
+
+    def _journal(self, stage: Stage) -> Journal:
+        header = {"kind": self.run.kind, "settings": self.spec.settings, **self.spec.header}
+        prefix = f"{stage.name}-" if stage.name else ""
+        path = self.run.journal_dir / f"{prefix}rank-{self.run.rank}.jsonl"
+        return Journal(path, fingerprint=self.fp, header=header, checksum=True)
+
+    def _stage_phase(
+        self, stage: Stage, phase: list[int], journal: Journal, bar: Progress, where: str
+    ) -> bool:
+        plan, k = self.plans[stage.name], self.spec.chunk
+        items = plan.items
+        todo = [items[j] for j in phase if items[j].id not in plan.done]
+        if stage.batch is None:
+            chunks = {}
+            for j in phase:
+                chunks.setdefault(j // k, []).append(items[j])
+            calls = [(c, [i for i in c if i.id not in plan.done]) for c in chunks.values()]
+        else:
+            calls = [(todo[s : s + stage.batch],) * 2 for s in range(0, len(todo), stage.batch)]
+        is_last = stage is self.spec.stages[-1]
+        for n, (batch, pending) in enumerate(c for c in calls if c[1]):
+            computed = stage.compute(batch, pending)
+            if len(computed) != len(pending):
+                raise RuntimeError(
+                    f"{stage.name or 'stage'}: {len(computed)} results for {len(pending)} items"
+                )
+            recs = self._record(stage, pending, computed)
+            journal.write(recs)
+            failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
+            if is_last:
+                bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
+            elif stage.name:
+                bar.stage(f"{where}{stage.name} {n + 1}/{sum(1 for c in calls if c[1])}")
+        return bool(todo)
+
+    def _record(self, stage: Stage, pending: list[Item], computed: list[Computed]) -> list[dict]:
+        plan, recs = self.plans[stage.name], []
+        for item, (result, files) in zip(pending, computed):
+            rec = {
+                "row": item.id,
+                "key": item.key,
+                "inv": self.result.inv,
+                "inputs": item.inputs,
+                "result": result,
+            }
+            kept = _write_files(self.run.out, files)
+            if kept:
+                rec["files"] = kept
+            recs.append(rec)
+            plan.done[item.id] = rec
+            item.results[stage.name] = result
+        return recs
+
+    def _say(self) -> None:
+        res = self.result
+        if res.changed and self.run.is_main:
+            why = ", ".join(f"{n} {name}" for name, n in sorted(res.changed.items()))
+            log.warning(
+                "%d journaled %s(s) have changed inputs and are recomputed (%s)",
+                sum(res.changed.values()),
+                self.spec.unit,
+                why,
+            )
+        if res.repairs and self.run.is_main:
+            log.warning("repairing %s from its journal: %s", self.run.out, "; ".join(res.repairs))
+
+    # -- finish ------------------------------------------------------------------------------------------------
+    def publish(self) -> RunResult:
+        return _publish(self)
+
+    def settle(self) -> RunResult:
+        res = self.result
+        res.items = {n: p.items for n, p in self.plans.items()}
+        res.records = {n: p.done for n, p in self.plans.items()}
+        return res
+
+    def finish(self) -> RunResult:
+        """After every process finished: process 0 writes the final files, the invocation's end and run.json."""
+        run, spec, res = self.run, self.spec, self.result
+        run.wait()
+        for name, plan in list(self.plans.items()):
+            self.plans[name] = self._load(plan.stage, plan.items)
+        self.settle()
+        if not run.is_main:
+            return res
+        files = spec.outputs(res) if spec.outputs is not None else {}
+        kept = _write_files(run.out, files)
+        _prune(run.out, files)
+        end = {**(spec.ended(res) if spec.ended is not None else {})}
+        if res.repairs:
+            end["repaired"] = res.repairs
+        finished = utc_now()
+        run.log.end(res.inv, finished=finished, outputs=kept, state=self._state(), **end)
+        history = run.log.history([r for p in self.plans.values() for r in p.done.values()])
+        info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
+        fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
+        fields["started"] = history[0].get("started", run.started) if history else run.started
+        res.info = run._record(info, spec.upstream, **fields)
+        return res
+
+
+def _unblock(out: Path, files: set[str]) -> None:
+    """A file where an output folder belongs is removed: the files it held are written again."""
+    for top in sorted({Path(rel).parts[0] for rel in files if len(Path(rel).parts) > 1}):
+        folder = out / top
+        if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
+            folder.unlink()
+            log.warning("%s was a file, not a folder: removed, the files it held are written again", folder)
+
+
+def _publish(life: _Lifecycle) -> RunResult:
+    """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
+    invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
+    record, which describes this invocation alone."""
+    run, spec, res = life.run, life.spec, life.result
+    files = spec.outputs(res) if spec.outputs is not None else {}
+    _write_files(run.out, files)
+    for name, staged in spec.folders.items():
+        _remove(run.out / name)
+        os.replace(staged, run.out / name)
+    run._begun = True
+    res.info = run._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
+    return life.settle()
+
+
+def _prune(out: Path, files: dict[str, bytes]) -> None:
+    """An output folder (pairs' data/) holds exactly the files the outputs put there."""
+    folders: dict[str, set[str]] = {}
+    for rel in files:
+        parts = Path(rel).parts
+        if len(parts) > 1:
+            folders.setdefault(parts[0], set()).add(rel)
+    for top, keep in folders.items():
+        for p in sorted((out / top).rglob("*")):
+            if p.is_file() and str(p.relative_to(out)) not in keep:
+                p.unlink()
 
 
 class RunFolder:
@@ -781,81 +1168,35 @@ class RunFolder:
             hint = "choose another --out"
         return write_error(err, self.out, hint)
 
-    # -- resume ----------------------------------------------------------------------------------------------
-    def load(self, *, fingerprint: str, settings: dict, keys: dict | None = None, prefix: str = "") -> dict:
-        """Every journaled record of this run (none when --overwrite starts again), by item."""
-        if self.overwrite and not self._begun:
-            return {}
-        found: list[str] = []
-        done = load_journals(
-            self.journal_dir,
-            fingerprint=fingerprint,
-            prefix=prefix,
-            keys=keys,
-            settings=settings,
-            tampered=found,
-        )
-        self.tampered += [t for t in found if t not in self.tampered]
-        return done
-
-    def plan(
-        self,
-        *,
-        fingerprint: str,
-        settings: dict,
-        keys: dict,
-        inputs: dict | None = None,
-        retry_errors: bool = False,
-        prefix: str = "",
-        unit: str = "row",
-        outputs: Callable[[Plan], dict[str, bytes]] | None = None,
-    ) -> Plan:
-        """What this invocation computes: the journal's records for these items (`keys`: item -> resume key,
-        `inputs`: what each key hashes, to name a change), less the items whose output files are gone or
-        replaced; for a finished run, the final files (`outputs(plan)`) and run.json checked against the
-        journal, so a rerun repairs them.
-
-        Raises:
-            ResumeMismatchError: the journal was written with other settings (naming them).
-        """
-        done = self.load(fingerprint=fingerprint, settings=settings, keys=keys, prefix=prefix)
-        plan = Plan(keys, fingerprint, settings, done, dict(inputs or {}), retry_errors, prefix)
-        if self.tampered:
-            plan.repairs.append(
-                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
-            )
-        current = [done[k] for k in keys if plan.is_done(k)]
-        gone = self.missing_files(
-            {rel: sha for rec in current for rel, sha in (rec.get("files") or {}).items()}
-        )
-        plan.redo = {rec["row"] for rec in current if gone & set(rec.get("files") or {})}
-        plan.repairs += _gone_files(plan, gone, unit)
-        plan.changed = plan._changed_inputs()
-        if outputs is not None and len(current) == len(keys):  # otherwise the final files are written anyway
-            plan.repairs += self.damage(fingerprint=fingerprint, files=outputs(plan))
-        return plan
-
-    def reload(self, plan: Plan) -> None:
-        """After every process finished: the records all of them journaled, for process 0's final files."""
-        self.wait()
-        plan.done = self.load(
-            fingerprint=plan.fingerprint, settings=plan.settings, keys=plan.keys, prefix=plan.prefix
-        )
-
-    def mine(self, items: Sequence) -> list:
-        """This process's share: item j goes to process j mod the number of processes."""
-        return [x for j, x in enumerate(items) if j % self.world == self.rank]
-
     def wait(self) -> None:
         if self.state is not None:
             self.state.wait_for_everyone()
 
+    # -- the lifecycle ---------------------------------------------------------------------------------------
+    def check(self, settings: dict) -> None:
+        """A changed configuration is refused before a command's costly preparation (retrieve's features).
+
+        Raises:
+            ResumeMismatchError: naming the settings that changed.
+        """
+        if not self.overwrite:
+            load_journals(self.journal_dir, fingerprint=sha256_json(settings)[:16], settings=settings)
+
+    def run(self, spec: RunSpec) -> RunResult:
+        """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
+        checked by size and time), this process's work journaled item by item, the final files and run.json."""
+        life = _Lifecycle(self, spec)
+        if not spec.stages:
+            return life.publish()
+        if life.plan():
+            res = life.settle()
+            res.complete, res.resumed = True, len(next(reversed(res.records.values())))
+            return res
+        life.work()
+        return life.finish()
+
     # -- working ---------------------------------------------------------------------------------------------
-    def begin(self, plan: Plan | None = None, **info) -> int:
-        """Work starts: --overwrite clears the folder's results, what the plan recomputes and repairs is said
-        once, the invocation is logged; returns its number."""
-        if plan is not None and self.is_main:
-            _say_plan(self.out, plan)
+    def _begin(self, **info) -> int:
         if self.overwrite and self.is_main:
             self._clear()
         self.wait()
@@ -870,98 +1211,7 @@ class RunFolder:
         for name in ("journal", RECORD, *KIND_OUTPUTS[self.kind]):
             _remove(self.out / name)
 
-    def journal(self, fingerprint: str, header: dict, prefix: str = "") -> Journal:
-        header = {"kind": self.kind, **header}
-        path = self.journal_dir / f"{prefix}rank-{self.rank}.jsonl"
-        return Journal(path, fingerprint=fingerprint, header=header, checksum=True)
-
-    # -- finishing -------------------------------------------------------------------------------------------
-    def finish(
-        self,
-        inv: int,
-        *,
-        files: dict[str, bytes],
-        info: dict,
-        records: Iterable[dict],
-        upstream: Sequence[Path | str] = (),
-        **end,
-    ) -> dict:
-        """Process 0: write the final files, close the invocation, write run.json with the history."""
-        for name, data in files.items():
-            atomic_write_bytes(self.out / name, data)
-        finished = utc_now()
-        self.log.end(inv, finished=finished, **end)
-        history = self.log.history(records)
-        started = history[0].get("started", self.started) if history else self.started
-        fields = {
-            "started": started,
-            "finished": finished,
-            "resumed": len(history) > 1,
-            "invocations": history,
-        }
-        return self._record(info, upstream, **fields)
-
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
         run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
         write_json_atomic(self.out / RECORD, run_info)
         return run_info
-
-    def publish(
-        self,
-        *,
-        files: dict[str, bytes],
-        info: dict,
-        folders: dict[str, Path] | None = None,
-        upstream: Sequence[Path | str] = (),
-    ) -> dict:
-        """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
-        invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
-        record, which describes this invocation alone (`upstream`: the run folders it read)."""
-        for name, data in files.items():
-            atomic_write_bytes(self.out / name, data)
-        for name, staged in (folders or {}).items():
-            _remove(self.out / name)
-            os.replace(staged, self.out / name)
-        self._begun = True
-        return self._record(info, upstream)
-
-    # -- repair ----------------------------------------------------------------------------------------------
-    def damage(self, *, fingerprint: str, files: dict[str, bytes]) -> list[str]:
-        """What differs from what the journal holds: final files that do not match, an unreadable run.json."""
-        found = []
-        for name, data in files.items():
-            p = self.out / name
-            try:
-                if read_bytes(p, limit=len(data)) != data:
-                    found.append(f"{name} did not match the journal")
-            except InputError:  # larger than the journal's bytes, not a regular file, or gone
-                found.append(f"{name} did not match the journal" if p.is_file() else f"{name} was missing")
-        info = read_record(self.out)
-        if not info:
-            found.append("run.json was missing or invalid")
-        elif info.get("fingerprint") != fingerprint:
-            found.append("run.json was not this run's")
-        return found
-
-    def missing_files(self, expected: dict[str, str]) -> set[str]:
-        """Of these run-relative files (path -> sha256), the ones that are gone or were replaced."""
-        for top in sorted({Path(rel).parts[0] for rel in expected if len(Path(rel).parts) > 1}):
-            folder = self.out / top
-            if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
-                folder.unlink()  # a file where the folder belongs: its files are written again
-                log.warning(
-                    "%s was a file, not a folder: removed, the files it held are written again", folder
-                )
-        gone = set()
-        for rel, digest in expected.items():
-            p = self.out / rel
-            try:
-                if file_sha256(p) != digest:
-                    gone.add(rel)
-            except OSError:
-                gone.add(rel)
-        return gone
-
-    def previous_info(self) -> dict:
-        """The run.json a previous invocation wrote ({} when there is none or it is unreadable)."""
-        return read_record(self.out)

@@ -49,7 +49,25 @@ CORRELATIONS = "correlations.csv"  # correlate: one row per metric (tau_b, tau_c
 PER_ITEM = "per_item.parquet"  # correlate: every judgment row with its scores
 PER_IMAGE = "per_image.jsonl"  # evaluate: one row per split image
 SUMMARY = "summary"  # evaluate: the summary table (summary.csv + summary.md)
+META_EVAL = "meta_eval"  # correlate --benchmarks: one row per (benchmark, variant, category, metric, statistic)
+META_EVAL_CSV, META_EVAL_MD = f"{META_EVAL}.csv", f"{META_EVAL}.md"
 PAIRS_DATA = "data"  # pairs: the dataset's Parquet shards (the record lies outside the loader's glob)
+
+# -- annotate build (a study folder) and annotate collect ------------------------------------------------------
+STUDY_RECORD = "study.json"  # the study's id, checksum, settings and items (never a model name)
+STUDY_KEY = "key.json"  # the key that unblinds it: each candidate's model, each annotator's order
+STUDY_PAGES = "pages"  # the folder to hand out: one page per annotator, images/ beside them
+STUDY_IMAGES = "images"  # inside pages/
+CONSENSUS_ROUND = "consensus.json"  # a consensus pass: its images, its page's order, its checksum
+CONSENSUS_PAGE = "consensus.html"  # inside pages/
+RANKINGS = "rankings.jsonl"  # collect: every annotator's ranking per image, in the `ranking` format
+CONSENSUS_RANKINGS = "consensus.jsonl"  # collect: the consensus ranking per image, in the `ranking` format
+JUDGMENTS = "judgments.jsonl"  # collect: unblinded ranks (table order) and notes per (item, annotator)
+AGREEMENT = "agreement.csv"  # collect: Kendall's W, pairwise agreement, Krippendorff's alpha with CIs
+AGREEMENT_BY_IMAGE = "agreement_by_image.csv"  # collect: W and pairwise agreement per image, contested or not
+CONTESTED = "contested.csv"  # collect: the contested images, lowest agreement first
+WIN_SHARE = "win_share.csv"  # collect: each model's wins (the ReconScore paper, Table 6)
+PREFERENCE = "preference.csv"  # collect: preference rate of metric-selected captions (Table 7)
 
 # -- study: each table is NAME.csv + NAME.md ---------------------------------------------------------------------
 STUDY_TABLE = "table"  # every study's main table, in the paper's layout
@@ -89,11 +107,24 @@ KIND_OUTPUTS = {
     "retrieve": (PER_QUERY_CSV, PER_QUERY, METHODS),
     "generate": (GENERATED, TRIPLETS),
     "correlate": (CORRELATIONS, PER_ITEM),
+    "meta-eval": (META_EVAL_CSV, META_EVAL_MD),
     "evaluate": (PER_IMAGE, SUMMARY_CSV, SUMMARY_MD),
     "pairs": (PAIRS_DATA,),
     "study": (STUDY_TABLE_CSV, STUDY_TABLE_MD),
+    "annotate": (STUDY_RECORD, STUDY_KEY, STUDY_PAGES, CONSENSUS_ROUND),
+    "annotate-collect": (
+        AGREEMENT,
+        RANKINGS,
+        CONSENSUS_RANKINGS,
+        JUDGMENTS,
+        AGREEMENT_BY_IMAGE,
+        CONTESTED,
+        WIN_SHARE,
+        PREFERENCE,
+    ),
 }
-KIND_BY_RECORD_ONLY = ("pairs", "study")  # `data/`, `table.csv`: names a user's own folder may hold
+# `data/`, `table.csv`, `study.json`: names a user's own folder may hold
+KIND_BY_RECORD_ONLY = ("pairs", "study", "annotate")
 
 
 # -- paths, for a message, a record or a reader with its own line handling ---------------------------------------

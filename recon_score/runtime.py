@@ -1,11 +1,14 @@
-"""Devices, dtypes and the provenance block every results file carries."""
+"""Devices, dtypes, seeded draws that leave the caller's random state alone, and the provenance block every
+results file carries."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -44,6 +47,41 @@ def parse_dtype(name: str):
     if key is None:
         raise ValueError(f"unknown dtype {name!r}; use one of float32, bfloat16, float16")
     return getattr(torch, key)
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: object = None) -> Iterator[None]:
+    """torch's global generator seeded with `seed` inside the block and restored after it (the CPU one, and every
+    CUDA one when `device` is CUDA): code that can only draw from the global generator (module initialisation,
+    `randn_like`, transformers' `generate`) makes the draws of `torch.manual_seed(seed)` without reseeding the
+    caller's process. The one place in the packages that seeds torch."""
+    import torch
+
+    on_cuda = device is not None and torch.device(device).type == "cuda"
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if on_cuda else []):
+        if on_cuda:
+            torch.manual_seed(seed)  # every generator, as the authors' torch.manual_seed; all are restored
+        else:  # the CPU generator only: torch.manual_seed would also queue a seed for CUDA's lazy start
+            torch.random.default_generator.manual_seed(seed)
+        yield
+
+
+@contextlib.contextmanager
+def loading_bars_off(*libraries: str) -> Iterator[None]:
+    """The per-file loading bars of `libraries` ("transformers", "diffusers") off inside the block and as they
+    were after it: a model load inside a run's own progress bar stays quiet without silencing the caller's."""
+    import importlib
+
+    modules = [importlib.import_module(f"{name}.utils.logging") for name in libraries]
+    were = [m.is_progress_bar_enabled() for m in modules]
+    for m in modules:
+        m.disable_progress_bar()
+    try:
+        yield
+    finally:
+        for m, on in zip(modules, were):
+            if on:
+                m.enable_progress_bar()
 
 
 def utc_now() -> str:

@@ -119,7 +119,7 @@ def recon_score_ci(
     variance and df from `crossed_variance` of the image-by-seed means, each image weighted by its number of
     captions (the weights of the cell mean). K > 1: images, seeds and residual; one seed: the image term alone
     (a t interval over images, for the mean at that seed). The bounds are clipped to `value_range`, the metric's
-    numeric range (ReconScore's 0-100 by default; the seam for a metric registry entry's range; None: unclipped).
+    numeric range (ReconScore's 0-100 by default; the caption metric passes its registry entry's; None: unclipped).
     One image with one seed has no interval (`low`/`high` None)."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim == 1:
@@ -194,6 +194,12 @@ def ci_notes(ci: dict) -> list[str]:
             "so add images or seeds"
         )
     return notes
+
+
+def ci_text(ci: dict, digits: int = 2) -> str:
+    """The interval with its notes in words, for a table cell or a card: `98.52 [90.71, 100.00] (clipped ...)`."""
+    notes = ci_notes(ci) if ci["low"] is not None else []
+    return format_ci(ci, digits) + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def ci_line(ci: dict) -> str:

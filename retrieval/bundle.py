@@ -353,9 +353,16 @@ def save_bundle(
     path: str | Path, data: EvalData, resources: Resources | None = None, protocol: dict | None = None
 ) -> Path:
     """Write `data` (BASIC's corpora/means from `resources`, the `protocol_record`) as a bundle, atomically."""
-    import io
-
     from recon_score.atomic_io import atomic_write_bytes  # loading a bundle needs none of its imports
+
+    path = Path(path)
+    atomic_write_bytes(path, bundle_bytes(data, resources, protocol))
+    return path
+
+
+def bundle_bytes(data: EvalData, resources: Resources | None = None, protocol: dict | None = None) -> bytes:
+    """A bundle's bytes (a run writes them as one of its final files)."""
+    import io
 
     data.validate()
     r = resources or Resources()
@@ -384,6 +391,4 @@ def save_bundle(
         arrays["protocol"] = np.array(json.dumps(protocol, sort_keys=True), dtype=str)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    path = Path(path)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    return buf.getvalue()

@@ -23,6 +23,7 @@ benchmark paper uses w = 0.4 and 10 steps).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -34,6 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from recon_score.errors import InputError
+from recon_score.runtime import seeded
 
 DEFAULT_RELEASE = "navervision/CompoDiff-Aesthetic"
 DEFAULT_TEXT_ENCODER = "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k"
@@ -264,8 +266,15 @@ class CompoDiff(nn.Module):
         mask = torch.zeros(image.shape[0], 64, 64, device=image.device)
         times = list(reversed(torch.linspace(-1.0, self.cfg.timesteps, steps + 1)[:-1].int().tolist()))
         shape = (image.shape[0], 1, self.cfg.embed_dim)
-        gen = torch.manual_seed(seed) if seed is not None else None
-        x = torch.randn(shape, generator=gen).to(image.device)
+        # the authors' draws (torch.manual_seed(seed), then randn and randn_like per step), from generators
+        # seeded here and restored afterwards: the caller's random state is left as it was
+        with seeded(seed, image.device) if seed is not None else contextlib.nullcontext():
+            x = self._denoise(torch.randn(shape).to(image.device), image, text, negative, mask, times, scales)
+        return x.reshape(-1, num_samples, self.cfg.embed_dim).mean(dim=1)
+
+    def _denoise(self, x: Tensor, image, text, negative, mask, times: list[int], scales) -> Tensor:
+        """The authors' DDIM loop from the noise `x` (draws its step noise from the global generator)."""
+        shape = x.shape
         alphas = self.alphas_cumprod_prev
         for time, time_next in itertools.pairwise(times):
             t = torch.full((shape[0],), time, device=image.device, dtype=torch.long)
@@ -281,7 +290,7 @@ class CompoDiff(nn.Module):
             c2 = ((1 - alpha_next) - c1.square()).sqrt()
             noise = torch.randn_like(x) if time_next > 0 else 0.0
             x = x0 * alpha_next.sqrt() + c1 * noise + c2 * noise_pred
-        return x.reshape(-1, num_samples, self.cfg.embed_dim).mean(dim=1)
+        return x
 
 
 def _release_state(folder: Path) -> dict[str, Tensor]:

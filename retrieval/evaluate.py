@@ -9,9 +9,6 @@ a group's bookkeeping costs its own pairs. Excluded (query, item) pairs get scor
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +19,8 @@ import numpy as np
 from recon_score.errors import InputError, ReconScoreError
 from retrieval.aggregate import Summary, summarize
 from retrieval.data import EvalData, as_numpy, as_torch
-from retrieval.methods.base import Method, MethodContext, Resources
-from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, scores_array, top_k
+from retrieval.methods.base import Buffers, Method, MethodContext, Resources
+from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, top_k
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -167,13 +164,6 @@ def _is_range(indices: np.ndarray, n: int) -> bool:
     return len(indices) == n and (n == 0 or (indices[0] == 0 and bool((np.diff(indices) == 1).all())))
 
 
-def _dense(pairs: _Pairs, start: int, stop: int, n: int) -> np.ndarray:
-    rows, items = pairs.block(start, stop)
-    out = np.zeros((stop - start, n), dtype=bool)
-    out[rows, items] = True
-    return out
-
-
 @dataclass
 class _Options:
     ap: str
@@ -252,7 +242,6 @@ def evaluate(
     method.check(resources)
     if not method.takes_numpy:
         data, resources = data.tensors(), resources.tensors()
-    _fixed_mmap_threshold()
     started = time.perf_counter()
     opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
     out = _Collector(q_total=data.n_queries, k=min(topk, data.n_database))
@@ -285,21 +274,6 @@ def evaluate(
         topk_ids=out.top_ids,
         topk_scores=out.top_scores,
     )
-
-
-@functools.cache
-def _fixed_mmap_threshold() -> None:
-    """Serve buffers of 1 MB and more straight from mmap, so a freed score matrix goes back to the system.
-    glibc otherwise raises its mmap threshold after the first large free; each chunk's score matrix then comes
-    from the heap, which only grows: +230 MB over the 11 chunks of 3,000 queries x 30,400 items (measured),
-    i.e. peak memory growing with the number of queries. Fixing it also fixes the heap's trim threshold at
-    128 KB, so the heap handed back every freed per-positive array (under 1 MB) and the next chunk faulted it
-    in again (2,700 page faults per chunk, measured); the heap keeps up to 32 MB free instead, a bound that does
-    not grow with the queries. Elsewhere than glibc, nothing to do."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 32 << 20)  # M_TRIM_THRESHOLD
 
 
 def _evaluate_group(
@@ -344,54 +318,57 @@ def _evaluate_group(
 
 
 def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector, bar, *, exact_topk: bool):
-    """Score the group's queries in chunks of about CHUNK_ENTRIES scores and store their metrics."""
+    """Score the group's queries in chunks of about CHUNK_ENTRIES scores and store their metrics. Every (B, N)
+    array is allocated once per group and reused chunk after chunk: the scores, the sorted rows and, with
+    subsets, the subset's scores and mask (peak memory flat in the number of queries)."""
     pos, exc, sub = pairs
     n = len(di)
     step = opts.chunk_size or max(1, min(4096, CHUNK_ENTRIES // max(n, 1)))
-    work = np.empty((min(step, len(qi)), n), dtype=np.float32)  # the sorted rows of every chunk
+    buffers = Buffers()
     for start in range(0, len(qi), step):
         stop = min(start + step, len(qi))
-        scores = _chunk_scores(name, prepared, start, stop, n)
+        scores = _chunk_scores(name, prepared, start, stop, buffers.get("scores", (stop - start, n)))
+        work = buffers.get("sorted", (stop - start, n))  # the sorted rows of every chunk
         rows, items = pos.block(start, stop)
         if len(exc):  # excluded pairs score -inf and are never positives
             e_rows, e_items = exc.block(start, stop)
-            scores = scores.copy()  # the method's array is left as it was
             scores[e_rows, e_items] = -np.inf
             keep = ~np.isin(rows * n + items, e_rows * n + e_items)
             rows, items = rows[keep], items[keep]
         metrics = _chunk_metrics(name, scores, rows, items, opts, start, stop, work)
         if len(sub):
-            member = _dense(sub, start, stop, n)
-            inside = member[rows, items]
-            in_subset = positive_metrics(
-                np.where(member, scores, np.float32(-np.inf)),
-                rows[inside],
-                items[inside],
-                ap=opts.ap,
-                ks=opts.subset_ks,
-                ties=opts.ties,
-                work=work,
-            )
-            metrics.update({f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in opts.subset_ks)})
+            metrics.update(_subset_metrics(scores, rows, items, sub.block(start, stop), opts, work, buffers))
         block = qi[start:stop]
         if exact_topk:
             ids, top = top_k(scores, out.k)
             _store_topk(out.top_ids, out.top_scores, block, di, ids, top)
         out.store(block, metrics)
         bar.update(stop - start)
-        del scores  # else it lives on while the next chunk is scored: two score matrices at the peak
 
 
-def _chunk_scores(name: str, prepared, start: int, stop: int, n: int) -> np.ndarray:
-    """The chunk's (B, N) float32 scores as numpy, whether the method scores in numpy or torch."""
-    scores = scores_array(prepared.score(np.arange(start, stop)))
-    if scores.shape != (stop - start, n):
-        raise RuntimeError(
-            f"{name} returned scores of shape {tuple(scores.shape)}, expected {(stop - start, n)}"
-        )
-    if scores.size and np.isnan(scores.max()):  # max propagates NaN: one pass, no (B, N) mask
+def _subset_metrics(scores, rows, items, subset, opts: _Options, work, buffers) -> dict[str, np.ndarray]:
+    """subset_hit@K: the chunk's scores ranked within each query's subset (-inf outside it)."""
+    member = buffers.like("member", scores, bool)
+    member[...] = False
+    member[subset] = True
+    inside = member[rows, items]
+    within = buffers.like("subset", scores)
+    within[...] = -np.inf
+    np.copyto(within, scores, where=member)
+    in_subset = positive_metrics(
+        within, rows[inside], items[inside], ap=opts.ap, ks=opts.subset_ks, ties=opts.ties, work=work
+    )
+    return {f"subset_{m}": in_subset[m] for m in (f"hit@{c}" for c in opts.subset_ks)}
+
+
+def _chunk_scores(name: str, prepared, start: int, stop: int, out: np.ndarray) -> np.ndarray:
+    """The chunk's (B, N) float32 scores, written by the method into `out`."""
+    if prepared.width != out.shape[1]:
+        raise RuntimeError(f"{name} scores {prepared.width} database items, expected {out.shape[1]}")
+    prepared.score(np.arange(start, stop), out)
+    if out.size and np.isnan(out.max()):  # max propagates NaN: one pass, no (B, N) mask
         raise RuntimeError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
-    return scores
+    return out
 
 
 def _chunk_metrics(

@@ -135,7 +135,7 @@ def _ndarray(payload: bytes, where: str) -> np.ndarray:
             f"bytes, the leaf holds {len(raw)})"
         )
     flat = _bfloat16_to_float32(raw, count) if dtype == "bfloat16" else np.frombuffer(raw, kind, count)
-    return flat.reshape(shape).copy()  # writable, independent of the file's bytes
+    return _reshaped(flat, shape, where, "array leaf").copy()  # writable, independent of the file's bytes
 
 
 def _numbered(value, what: str, where: str) -> list:
@@ -165,7 +165,18 @@ def _joined(tree: dict, where: str) -> np.ndarray:
         raise FlaxCheckpointError(
             f"{where}: a malformed chunked array (shape {list(shape)} needs {count} values, the chunks hold {have})"
         )
-    return np.concatenate([np.ravel(c) for c in chunks]).reshape(shape)
+    return _reshaped(np.concatenate([np.ravel(c) for c in chunks]), shape, where, "chunked array")
+
+
+def _reshaped(flat: np.ndarray, shape: tuple[int, ...], where: str, what: str) -> np.ndarray:
+    """`flat` in `shape`; a shape numpy cannot hold (more dimensions than its limit, 64 in numpy 2) is the
+    file's fault, said in one line."""
+    try:
+        return flat.reshape(shape)
+    except ValueError as err:
+        raise FlaxCheckpointError(
+            f"{where}: a malformed {what} (shape of {len(shape)} dimensions: {err})"
+        ) from err
 
 
 def _unchunk(tree, where: str, key: str = ""):

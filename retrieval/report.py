@@ -176,3 +176,17 @@ def run_notes(notes: Sequence[str], data: EvalData) -> list[str]:
             "--empty-positives decides what they add)"
         )
     return lines
+
+
+def query_image_line(facts: dict | None) -> str:
+    """The benchmark's rule for a query's own reference image in the database, and what it did in this run (the
+    `query_image` block of run.json's benchmark), in one sentence for the report and the console."""
+    if not facts:
+        return "not recorded (a run from an older reconscore)"
+    n, of = facts.get("references_in_database", 0), facts.get("queries", 0)
+    here = f"{n} of {of} queries' reference images are database items"
+    if facts.get("rule") == "excluded":
+        here += f", {facts.get('excluded', 0)} removed from their own ranking"
+    elif n:
+        here += ", each ranked as a negative"
+    return f"{facts.get('rule')}: {facts.get('meaning')}. Here {here}. Source: {facts.get('source')}"

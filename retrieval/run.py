@@ -37,10 +37,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recon_score.atomic_io import atomic_write_bytes, atomic_write_text, sha256_json
+from recon_score.atomic_io import sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
-from recon_score.run_engine import Plan, RunFolder
+from recon_score.progress import announce
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import (
     BUNDLE,
     PER_GROUP,
@@ -53,7 +54,7 @@ from recon_score.run_outputs import (
     method_files,
     metric_table_file,
 )
-from retrieval.bundle import protocol_record, save_bundle
+from retrieval.bundle import bundle_bytes, protocol_record
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
 from retrieval.evaluate import EvalResult, evaluate, tie_message
@@ -61,7 +62,14 @@ from retrieval.features import FeatureStore, encoder_identity
 from retrieval.means import bundled_image_mean
 from retrieval.methods import build_method
 from retrieval.methods.base import Resources
-from retrieval.report import per_group_long, run_notes, seed_table, table_title, to_markdown
+from retrieval.report import (
+    per_group_long,
+    query_image_line,
+    run_notes,
+    seed_table,
+    table_title,
+    to_markdown,
+)
 from retrieval.textlists import read_phrases, read_text_list
 from retrieval.vocabularies import load_vocabulary
 
@@ -236,23 +244,26 @@ def run_retrieve(
 ) -> RunOutcome:
     """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
     say = log or (lambda _msg: None)
+    note = announce if progress else say  # timestamped start-up lines, before the first bar can show
     t0 = time.perf_counter()
     with RunFolder("retrieve", Path(cfg.out), overwrite=cfg.overwrite) as run:
-        setup = _setup(cfg)
-        run.load(fingerprint=setup.fingerprint, settings=setup.settings)  # refuses a changed configuration
-        inputs = _prepare(cfg, setup, captioner, rewriter, progress, say)
-        inv = run.begin()
-        status, results, plan = _run_methods(cfg, run, setup, inputs, inv, progress, say)
-        record, table = _finish(
-            cfg, run, setup, inputs, status, results, plan, inv, time.perf_counter() - t0, say
+        note(
+            f"retrieve: {cfg.benchmark} from {cfg.root}; encoder {cfg.encoder}; methods {', '.join(cfg.methods)}"
         )
-    ran = all(status[n]["status"] == "ok" for n in cfg.methods)
-    exit_code = EXIT_OK if ran and not inputs.skipped["items"] else EXIT_PARTIAL
-    return RunOutcome(record=record, exit_code=exit_code, table=table)
+        setup = _setup(cfg, note)
+        run.check(setup.settings)  # a changed configuration is refused before any feature is computed
+        work = _Methods(cfg, setup, _prepare(cfg, setup, captioner, rewriter, progress, say), progress, say)
+        res = run.run(work.spec(run.out, t0))
+    table = work.table if not res.complete else read_table(Path(cfg.out))
+    status = res.info.get("methods") or res.previous.get("methods") or {}
+    ran = all((status.get(n) or {}).get("status") == "ok" for n in cfg.methods)
+    exit_code = EXIT_OK if ran and not work.inputs.skipped["items"] else EXIT_PARTIAL
+    return RunOutcome(record=res.info or res.previous, exit_code=exit_code, table=table)
 
 
-def _setup(cfg: RetrieveConfig) -> _Setup:
-    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work."""
+def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
+    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work.
+    `note` says what starts (reading the annotations, loading the encoder: the minutes before any bar)."""
     from recon_score.encoders import build_encoder
 
     methods = {name: build_method(name, cfg.overrides.get(name)) for name in cfg.methods}
@@ -261,6 +272,7 @@ def _setup(cfg: RetrieveConfig) -> _Setup:
         raise InputError(
             f"--set names method(s) {sorted(unknown_overrides)} that are not in --methods {cfg.methods}"
         )
+    note(f"retrieve: reading the {cfg.benchmark} annotations")
     bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
         cfg.limit
     )
@@ -270,9 +282,12 @@ def _setup(cfg: RetrieveConfig) -> _Setup:
     ) in bench.protocol.method_defaults.items():  # the benchmark authors' setting, then --set
         if name in methods:
             methods[name] = build_method(name, {**defaults, **cfg.overrides.get(name, {})})
+    note(f"retrieve: loading encoder {cfg.encoder}")
+    start = time.perf_counter()
     encoder = build_encoder(
         cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
     )
+    note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
     if not (encoder.has_images and encoder.has_texts) or encoder.kind != "embedding":
         raise InputError(
             f"encoder {cfg.encoder!r} embeds {', '.join(encoder.info.modalities)} ({encoder.kind}); composed retrieval "
@@ -304,6 +319,7 @@ def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: 
     say(
         f"{bench.name}: {len(bench.queries)} queries, {len(bench.database)} database images; encoder {cfg.encoder}"
     )
+    say(f"query image in the database: {query_image_line(bench.query_image_facts())}")
     image_feats = store.images(encoder, bench.root, paths)
     bench, paths, image_feats, skipped = _drop_unreadable(bench, paths, image_feats, store.skipped, say)
     encode_texts = store.text_encoder(encoder)
@@ -338,60 +354,149 @@ def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: 
     return _Inputs(bench, data, resources, skipped, features)
 
 
-def _run_methods(cfg, run: RunFolder, setup: _Setup, inputs: _Inputs, inv: int, progress: bool, say):
-    """Evaluate each available method, or read it back when the journal has it for this configuration."""
-    status: dict[str, dict] = {}
-    runnable = []
-    for name, method in setup.methods.items():
-        missing = method.missing(inputs.resources)
-        if missing:
-            status[name] = {
-                "status": "unavailable",
-                "reason": "it needs " + "; ".join(missing),
-                "fix": method.fix_hint(),
-            }
-            say(f"{name}: not run, it needs {'; '.join(missing)}. {method.fix_hint()}")
-        else:
-            runnable.append(name)
-    keys = {name: _method_fingerprint(cfg, setup, inputs, name) for name in runnable}
-    plan = run.plan(fingerprint=setup.fingerprint, settings=setup.settings, keys=keys, unit="method")
-    for line in plan.repairs:
-        say(f"repairing {run.out}: {line}")
-    results: dict[str, EvalResult] = {}
-    with run.journal(setup.fingerprint, {"settings": setup.settings}) as journal:
-        for name in runnable:
-            if plan.is_done(name):
-                results[name] = _read_method(cfg, run.out, inputs.bench, name, plan.done[name]["result"])
-                status[name] = {"status": "ok", "resumed": True}
-                say(f"{name}: read from {run.out / 'methods'}")
-                continue
-            try:
-                res = _evaluate(cfg, setup.methods[name], inputs, progress)
-            except ReconScoreError as err:
-                status[name] = {"status": "failed", "reason": str(err)}
-                say(f"{name}: failed: {err}")
-                continue
-            results[name] = res
-            files = _write_method(run.out, inputs.bench, res)
-            result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
-            rec = plan.record(name, inv, result, files)
-            journal.write([rec])
-            plan.add([rec])
-            status[name] = {"status": "ok", "resumed": False}
-            say(f"{name}: {res.seconds:.1f} s")
-    return status, results, plan
+class _Methods:
+    """What retrieve hands the Run: each available method an item (its files under methods/), the tables and
+    the bundle its final files, run.json its record."""
 
+    def __init__(self, cfg: RetrieveConfig, setup: _Setup, inputs: _Inputs, progress: bool, say):
+        self.cfg, self.setup, self.inputs, self.progress, self.say = cfg, setup, inputs, progress, say
+        self.status: dict[str, dict] = {}
+        self.results: dict[str, EvalResult] = {}
+        self.table, self.files = "", []
+        self.out = Path(cfg.out)
 
-def _method_fingerprint(cfg: RetrieveConfig, setup: _Setup, inputs: _Inputs, name: str) -> str:
-    return sha256_json(
-        {
-            "run": setup.fingerprint,
-            "method": setup.methods[name].describe(),
+    def spec(self, out: Path, t0: float) -> RunSpec:
+        items = []
+        for name, method in self.setup.methods.items():
+            missing = method.missing(self.inputs.resources)
+            if missing:
+                self.status[name] = {"status": "unavailable", "reason": "it needs " + "; ".join(missing)}
+                self.status[name]["fix"] = method.fix_hint()
+                self.say(f"{name}: not run, it needs {'; '.join(missing)}. {method.fix_hint()}")
+            else:
+                items.append(Item(name, self._inputs(name), name=f"method {name}"))
+        return RunSpec(
+            settings=self.setup.settings,
+            items=items,
+            stages=[Stage(self.compute)],
+            outputs=self.outputs,
+            record=lambda res: self.info(res, time.perf_counter() - t0),
+            ended=lambda res: {"exit": "finished" if self._ok() else "finished with methods not run"},
+            retry_errors=True,  # a method that failed is tried again by the next run
+            unit="method",
+        )
+
+    def _inputs(self, name: str) -> dict:
+        cfg = self.cfg
+        return {
+            "method": self.setup.methods[name].describe(),
             "checkpoint": _file_digest(cfg.checkpoints.get(name)),
             "topk": [cfg.topk, cfg.index] if cfg.topk else None,
-            "skipped_images": sorted(inputs.skipped["items"]),
+            "skipped_images": sorted(self.inputs.skipped["items"]),
         }
-    )
+
+    def _ok(self) -> bool:
+        return all(self.status.get(n, {}).get("status") == "ok" for n in self.cfg.methods)
+
+    def compute(self, batch: list[Item], todo: list[Item]) -> list:
+        name = todo[0].id
+        (announce if self.progress else self.say)(
+            f"retrieve: method {name} on {self.inputs.data.n_queries} queries"
+        )
+        try:
+            res = _evaluate(self.cfg, self.setup.methods[name], self.inputs, self.progress)
+        except ReconScoreError as err:
+            self.status[name] = {"status": "failed", "reason": str(err)}
+            self.say(f"{name}: failed: {err}")
+            return [({"error": str(err)}, {})]
+        self.results[name] = res
+        self.status[name] = {"status": "ok", "resumed": False}
+        self.say(f"{name}: {res.seconds:.1f} s")
+        result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
+        return [(result, _method_blobs(self.inputs.bench, res))]
+
+    def _all(self, res: RunResult) -> dict[str, EvalResult]:
+        """Every method with a result, in --methods order: computed now, or read back from methods/."""
+        for name, rec in res.records[""].items():
+            if name not in self.results:
+                self.results[name] = _read_method(self.cfg, self.out, self.inputs.bench, name, rec["result"])
+                self.status[name] = {"status": "ok", "resumed": True}
+                self.say(f"{name}: read from {self.out / 'methods'}")
+        return {n: self.results[n] for n in self.cfg.methods if n in self.results}
+
+    def outputs(self, res: RunResult) -> dict[str, bytes]:
+        inputs, cfg = self.inputs, self.cfg
+        files, self.table = _tables(inputs.bench, inputs.data, self._all(res), _meta_frame(inputs.bench), cfg)
+        if cfg.save_bundle:
+            proto = protocol_record(inputs.bench.name, inputs.bench.protocol)
+            files[BUNDLE] = bundle_bytes(inputs.data, inputs.resources, proto)
+        self.files = list(files)
+        return files
+
+    def info(self, res: RunResult, seconds: float) -> dict:
+        """run.json's fields of retrieve."""
+        cfg, setup, inputs = self.cfg, self.setup, self.inputs
+        bench, proto = inputs.bench, inputs.bench.protocol
+        method_records = {}
+        for name in cfg.methods:
+            rec = {"config": setup.methods[name].describe()["config"], **self.status[name]}
+            if name in self.results:
+                rec.update(self._summary(name))
+            method_records[name] = rec
+        skipped = inputs.skipped
+        return {
+            "settings": setup.settings,  # what the fingerprint hashes
+            "config": cfg.as_dict(),
+            "benchmark": bench.summary(),
+            "images_root": str(
+                Path(bench.root).resolve()
+            ),  # absolute: the report finds images from any folder
+            "encoder": dataclasses.asdict(setup.encoder.info),
+            "metrics": {
+                "ap": proto.ap,
+                "ks": list(proto.ks),
+                "map_at": list(proto.map_at),
+                "ties": cfg.ties,
+                "empty_positives": cfg.empty_positives,
+                "group_mean": cfg.group_mean,
+                "headline": list(proto.headline),
+                "values": "fractions in [0, 1] here; percent in the tables",
+            },
+            "methods": method_records,
+            "features": inputs.features,
+            "vocabulary": None if setup.vocab is None else setup.vocab.record,
+            "skipped_images": {
+                "count": len(skipped["items"]),
+                "queries_dropped": skipped["queries_dropped"],
+                "database_dropped": skipped["database_dropped"],
+                "items": [{"path": p, "error": e} for p, e in sorted(skipped["items"].items())],
+            },
+            "outputs": [*self.files, RECORD],
+            "seconds": seconds,
+        }
+
+    def _summary(self, name: str) -> dict:
+        cfg, data, proto, res = self.cfg, self.inputs.data, self.inputs.bench.protocol, self.results[name]
+        rec = {"seconds": res.seconds, "notes": res.notes, "summary": {}}
+        rec["tie_range"] = res.tie_range(data, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean)
+        if rec["tie_range"]:
+            self.say(tie_message(name, rec["tie_range"]))
+        for metric in proto.headline:
+            s = res.summary(
+                data,
+                metric,
+                empty_positives=cfg.empty_positives,
+                group_mean=cfg.group_mean,
+                order=proto.group_order,
+            )
+            rec["summary"][metric] = {
+                "overall": s.overall,
+                "macro": s.macro,
+                "per_group": s.per_group,
+                "min_macro": s.min_macro,
+                "n_empty": s.n_empty,
+            }
+        return rec
 
 
 def _evaluate(cfg: RetrieveConfig, method, inputs: _Inputs, progress: bool) -> EvalResult:
@@ -412,17 +517,15 @@ def _evaluate(cfg: RetrieveConfig, method, inputs: _Inputs, progress: bool) -> E
     )
 
 
-def _write_method(out: Path, bench: Benchmark, res: EvalResult) -> dict[str, str]:
-    """methods/<name>.parquet (+ .topk.npz): the method's per-query results; returns their digests."""
+def _method_blobs(bench: Benchmark, res: EvalResult) -> dict[str, bytes]:
+    """methods/<name>.parquet (+ .topk.npz): the method's per-query results, journaled with it."""
     rows_file, topk_file = method_files(res.method)
     blobs = {rows_file: _parquet_bytes(per_query_frame(bench, res))}
     if res.topk_ids is not None:
         buf = io.BytesIO()
         np.savez(buf, ids=res.topk_ids, scores=res.topk_scores)
         blobs[topk_file] = buf.getvalue()
-    for rel, data in blobs.items():
-        atomic_write_bytes(out / rel, data)
-    return {rel: hashlib.sha256(data).hexdigest() for rel, data in blobs.items()}
+    return blobs
 
 
 def _read_method(cfg: RetrieveConfig, out: Path, bench: Benchmark, name: str, info: dict) -> EvalResult:
@@ -446,87 +549,6 @@ def _read_method(cfg: RetrieveConfig, out: Path, bench: Benchmark, name: str, in
         topk_ids=top_ids,
         topk_scores=top_scores,
     )
-
-
-def _finish(
-    cfg,
-    run: RunFolder,
-    setup: _Setup,
-    inputs: _Inputs,
-    status,
-    results,
-    plan: Plan,
-    inv: int,
-    seconds: float,
-    say,
-) -> dict:
-    """The tables, the optional bundle and run.json; returns the record and table.md's text."""
-    bench, data, proto = inputs.bench, inputs.data, inputs.bench.protocol
-    outputs, table = _write_outputs(run.out, bench, data, results, _meta_frame(bench), cfg)
-    if cfg.save_bundle:
-        save_bundle(run.out / BUNDLE, data, inputs.resources, protocol_record(bench.name, proto))
-        outputs.append(BUNDLE)
-    method_records = {}
-    for name in cfg.methods:
-        rec = {"config": setup.methods[name].describe()["config"], **status[name]}
-        if name in results:
-            res = results[name]
-            rec.update({"seconds": res.seconds, "notes": res.notes, "summary": {}})
-            rec["tie_range"] = res.tie_range(
-                data, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
-            )
-            if rec["tie_range"]:
-                say(tie_message(name, rec["tie_range"]))
-            for metric in proto.headline:
-                s = res.summary(
-                    data,
-                    metric,
-                    empty_positives=cfg.empty_positives,
-                    group_mean=cfg.group_mean,
-                    order=proto.group_order,
-                )
-                rec["summary"][metric] = {
-                    "overall": s.overall,
-                    "macro": s.macro,
-                    "per_group": s.per_group,
-                    "min_macro": s.min_macro,
-                    "n_empty": s.n_empty,
-                }
-        method_records[name] = rec
-    skipped = inputs.skipped
-    info = {
-        "fingerprint": setup.fingerprint,
-        "settings": setup.settings,  # what the fingerprint hashes
-        "config": cfg.as_dict(),
-        "benchmark": bench.summary(),
-        "images_root": str(Path(bench.root).resolve()),  # absolute: the report finds images from any folder
-        "encoder": dataclasses.asdict(setup.encoder.info),
-        "metrics": {
-            "ap": proto.ap,
-            "ks": list(proto.ks),
-            "map_at": list(proto.map_at),
-            "ties": cfg.ties,
-            "empty_positives": cfg.empty_positives,
-            "group_mean": cfg.group_mean,
-            "headline": list(proto.headline),
-            "values": "fractions in [0, 1] here; percent in the tables",
-        },
-        "methods": method_records,
-        "features": inputs.features,
-        "vocabulary": None if setup.vocab is None else setup.vocab.record,
-        "skipped_images": {
-            "count": len(skipped["items"]),
-            "queries_dropped": skipped["queries_dropped"],
-            "database_dropped": skipped["database_dropped"],
-            "items": [{"path": p, "error": e} for p, e in sorted(skipped["items"].items())],
-        },
-        "outputs": [*outputs, RECORD],
-        "seconds": seconds,
-    }
-    records = plan.done.values()  # one process: every journal record, this invocation's included
-    ok = all(status[n]["status"] == "ok" for n in cfg.methods)
-    end = "finished" if ok else "finished with methods not run"
-    return run.finish(inv, files={}, info=info, records=records, exit=end), table
 
 
 def _drop_unreadable(
@@ -559,14 +581,14 @@ def _drop_unreadable(
     return kept, [paths[i] for i in keep], feats[torch.tensor(keep, dtype=torch.long)], info
 
 
-def _write_outputs(
-    out: Path,
+def _tables(
     bench: Benchmark,
     data: EvalData,
     results: dict[str, EvalResult],
     meta: pd.DataFrame,
     cfg: RetrieveConfig,
-) -> tuple[list[str], str]:
+) -> tuple[dict[str, bytes], str]:
+    """The final tables' bytes by name, and table.md's text."""
     proto = bench.protocol
     frames = []
     for name, res in results.items():
@@ -574,25 +596,18 @@ def _write_outputs(
         df.insert(0, "method", name)
         frames.append(df)
     per_query = pd.concat(frames, ignore_index=True) if frames else meta.assign(method=pd.Series(dtype=str))
-    atomic_write_text(out / PER_QUERY_CSV, per_query.to_csv(index=False))
-    atomic_write_bytes(out / PER_QUERY, _parquet_bytes(per_query))
-    outputs = [PER_QUERY_CSV, PER_QUERY]
+    files = {PER_QUERY_CSV: per_query.to_csv(index=False).encode(), PER_QUERY: _parquet_bytes(per_query)}
     top = [topk_frame(bench, data, res) for res in results.values() if res.topk_ids is not None]
     if top:
         frame = pd.concat(top, ignore_index=True)
-        atomic_write_text(out / TOPK_CSV, frame.to_csv(index=False))
-        atomic_write_bytes(out / TOPK, _parquet_bytes(frame))
-        outputs += [TOPK_CSV, TOPK]
+        files.update({TOPK_CSV: frame.to_csv(index=False).encode(), TOPK: _parquet_bytes(frame)})
     if not results:
-        return outputs, ""
+        return files, ""
     metrics = list(dict.fromkeys([*proto.headline, "ap"]))
-    atomic_write_text(
-        out / PER_GROUP,
-        per_group_long(
-            results, data, metrics, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
-        ).to_csv(index=False),
+    long = per_group_long(
+        results, data, metrics, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
     )
-    outputs.append(PER_GROUP)
+    files[PER_GROUP] = long.to_csv(index=False).encode()
     md = [f"## {bench.name}: {cfg.encoder}", ""]
     levels = ["group"] + (["subgroup"] if proto.subgroup_table and data.query_subgroup else [])
     for metric in proto.headline:
@@ -606,15 +621,19 @@ def _write_outputs(
                 empty_positives=cfg.empty_positives,
                 group_mean=cfg.group_mean,
             )
-            atomic_write_text(out / metric_table_file(metric, level), table.to_csv())
-            outputs.append(metric_table_file(metric, level))
+            files[metric_table_file(metric, level)] = table.to_csv().encode()
             title = table_title(
                 metric, level, ap=proto.ap, group_mean=cfg.group_mean, empty_positives=cfg.empty_positives
             )
             md.append(to_markdown(table, title))
-    atomic_write_text(out / RETRIEVE_TABLE, "\n".join(md))
-    outputs.append(RETRIEVE_TABLE)
-    return outputs, "\n".join(md)
+    files[RETRIEVE_TABLE] = "\n".join(md).encode()
+    return files, "\n".join(md)
+
+
+def read_table(out: Path) -> str:
+    """A finished run's table.md, for the CLI to print again ("" when no method ran)."""
+    path = out / RETRIEVE_TABLE
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 def _jsonable(obj):

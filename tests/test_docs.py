@@ -305,3 +305,16 @@ def test_retrieval_method_table_is_the_registry():
         ):
             for option in re.split(r"/(?=--)", given.format(name=name).replace("PATH", "")):
                 assert option in rows[name], (name, option)
+
+
+def test_shell_blocks_run_python_through_the_venv():
+    """A bare `python ...` (a heredoc script, a benchmark) would run whatever python is first on the reader's PATH,
+    without the repo's packages: shell blocks say `./dev python` (the venv's)."""
+    bare = [
+        (page.name, line)
+        for page in PAGES
+        for _, block in _blocks(page, "bash")
+        for line in _command_lines(block)
+        if re.match(r"(\w+=\S+\s+)*python3?\s", line)
+    ]
+    assert bare == []

@@ -1,7 +1,9 @@
-"""The user's layout and dependency direction: eval may import everything; describer and retrieval import
-recon_score; recon_score and preference_data import none of the others."""
+"""The user's layout and dependency direction: eval may import everything; describer, retrieval and
+preference_data import recon_score (preference_data for its one text-file policy, `recon_score.textfiles`, rather
+than a copy of it); recon_score imports none of the others."""
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("recon_score", "describer", "retrieval", "preference_data", "eval")
 ALLOWED = {
     "recon_score": set(),
-    "preference_data": set(),
+    "preference_data": {"recon_score"},  # recon_score.textfiles reads its files
     "describer": {"recon_score"},
     "retrieval": {"recon_score"},
     "eval": set(PACKAGES) - {"eval"},
@@ -106,3 +108,144 @@ def test_run_files_are_named_only_by_the_run():
                 if named and (rel, node.value) not in SAME_NAME_INPUTS:
                     found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert not found, found
+
+
+# the modules that open a run folder; each hands it a RunSpec (eval/cli/study.py passes its folder to
+# eval/studies/commands.py, which does)
+RUN_COMMANDS = {
+    "recon_score/run.py": "score",
+    "describer/run.py": "describe",
+    "describer/pairs.py": "pairs",
+    "retrieval/run.py": "retrieve",
+    "eval/generate.py": "generate",
+    "eval/evaluate.py": "evaluate",
+    "eval/correlate.py": "correlate",
+    "eval/cli/study.py": "study",
+    "eval/meta_eval/run.py": "correlate --benchmarks",
+    "eval/annotate.py": "annotate",
+}
+_LIFECYCLE = ("load", "begin", "plan", "reload", "finish", "publish", "journal", "mine")
+
+
+def test_every_writing_command_goes_through_the_run():
+    """Every writing command hands `RunFolder.run` a spec: the Run has no lifecycle step a command could call
+    itself, no module calls one on a run folder, and every module that opens a run folder is listed here."""
+    from recon_score.run_engine import RunFolder
+
+    assert [m for m in _LIFECYCLE if hasattr(RunFolder, m)] == []
+    opened, bad = set(), []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel == "recon_score/run_engine.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Name) and func.id == "RunFolder":
+                    opened.add(rel)
+                is_run = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                if is_run and func.value.id == "run" and func.attr in _LIFECYCLE:
+                    bad.append(f"{rel}:{node.lineno} run.{func.attr}()")
+    assert not bad, bad
+    assert opened <= set(RUN_COMMANDS), sorted(opened - set(RUN_COMMANDS))
+
+
+# calls that change the whole process for everyone in it: a library call must leave them as it found them
+PROCESS_WIDE = {
+    "torch.manual_seed",
+    "torch.random.manual_seed",
+    "torch.cuda.manual_seed",
+    "torch.cuda.manual_seed_all",
+    "torch.random.default_generator.manual_seed",
+    "torch.default_generator.manual_seed",
+    "torch.set_rng_state",
+    "torch.cuda.set_rng_state",
+    "np.random.seed",
+    "numpy.random.seed",
+    "random.seed",
+    "torch.set_num_threads",
+    "torch.set_num_interop_threads",
+    "torch.set_default_dtype",
+    "torch.set_default_device",
+    "torch.set_float32_matmul_precision",
+    "torch.use_deterministic_algorithms",
+    "np.seterr",
+    "numpy.seterr",
+    "sys.setrecursionlimit",
+    "resource.setrlimit",
+    "logging.basicConfig",
+}
+# library-wide switches (transformers', diffusers', huggingface_hub's progress bars): never left switched
+SWITCHES = {"disable_progress_bar", "disable_progress_bars"}
+# the one place that seeds torch (inside torch.random.fork_rng) and turns loading bars off (restored on exit);
+# the CLI is the application
+RESTORING_HOME = {"recon_score/runtime.py"}
+APPLICATION = "eval/cli/"
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _process_wide(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "ctypes" for a in node.names):
+        return "imports ctypes"
+    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "ctypes":
+        return "imports ctypes"
+    if "mallopt" in (getattr(node, "attr", None), getattr(node, "id", None)):
+        return "mallopt"
+    if isinstance(node, ast.Call) and _dotted(node.func) in PROCESS_WIDE:
+        return _dotted(node.func)
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) in SWITCHES:
+        return f"{_dotted(node.func) or ''} (a library-wide switch)"
+    return None
+
+
+def test_no_library_call_changes_process_wide_state():
+    """No package module loads ctypes (retrieve-eval once set glibc's malloc thresholds with it), names mallopt,
+    reseeds a global random generator or switches a library's progress bars off (outside the one home that
+    restores them), or sets threads, default dtypes, matmul precision, numpy error modes, limits or the logging
+    configuration: a user's process is theirs."""
+    bad = []
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel.startswith(APPLICATION):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                what = _process_wide(node)
+                if what and rel not in RESTORING_HOME:
+                    bad.append(f"{rel}:{node.lineno} {what}")
+    assert not bad, bad
+
+
+def test_the_layout_check_sees_each_kind_of_process_wide_call(tmp_path, monkeypatch):
+    """The check above on a planted module: each kind is found (so a clean result means something)."""
+    planted = tmp_path / "retrieval"
+    planted.mkdir()
+    (planted / "bad.py").write_text(
+        "import ctypes\nimport torch\nctypes.CDLL('libc.so.6').mallopt(-3, 1)\ntorch.manual_seed(0)\n"
+        "torch.set_num_threads(1)\ntorch.Generator().manual_seed(0)\nimport transformers.utils.logging as t\n"
+        "t.disable_progress_bar()\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", ("retrieval",))
+    with pytest.raises(AssertionError) as caught:
+        test_no_library_call_changes_process_wide_state()
+    found = str(caught.value)
+    for what in (
+        "bad.py:1 imports ctypes",
+        "bad.py:3 mallopt",
+        "torch.manual_seed",
+        "set_num_threads",
+        ":8 t.",
+    ):
+        assert what in found
+    assert "Generator" not in found  # a local generator is the right way, not a finding

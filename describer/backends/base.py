@@ -126,6 +126,22 @@ class JudgeStep:
     digit_logprobs: dict[int, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One judgment to make (FLEUR): greedy decoding of `prompt` about `image` in `conversation`'s format.
+    `digits_only` restricts the answer to the form "0.dd" (a tiny random judge's answer would hold no number);
+    the log-probabilities stay the model's own."""
+
+    image: Image.Image
+    prompt: str
+    max_new_tokens: int
+    conversation: str = "chat-template"
+    digits_only: bool = False
+
+    def __post_init__(self) -> None:
+        check_conversation(self.conversation)
+
+
 @dataclass
 class JudgeAnswer:
     text: str
@@ -217,18 +233,9 @@ class Backend:
         """One completion per text prompt (one line each), seeded per prompt (prompt_seed)."""
         raise ReconScoreError(f"backend {self.name!r} cannot complete text prompts")
 
-    def judge(
-        self,
-        image,
-        prompt: str,
-        *,
-        max_new_tokens: int,
-        conversation: str = "chat-template",
-        digits_only=False,
-    ) -> JudgeAnswer:
-        """The greedy answer to (image, prompt), with the digits' log-probabilities at every generated token.
-        `digits_only` restricts the answer to the form "0.dd" (a tiny random judge's answer would hold no
-        number); the log-probabilities stay the model's own."""
+    def judge(self, req: JudgeRequest) -> JudgeAnswer:
+        """The greedy answer to the request's (image, prompt), with the digits' log-probabilities at every
+        generated token."""
         raise ReconScoreError(
             f"backend {self.name!r} cannot return token log-probabilities (transformers, vllm, openai can)"
         )

@@ -25,9 +25,9 @@ from describer.backends.base import (
     Candidate,
     CaptionRequest,
     JudgeAnswer,
+    JudgeRequest,
     JudgeStep,
     Sampling,
-    check_conversation,
     clean_generation,
     digit_of,
     prompt_seed,
@@ -232,34 +232,25 @@ class OpenAIBackend(Backend):
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             return list(pool.map(lambda p: self._complete_one(p, sampling), prompts))
 
-    def judge(
-        self,
-        image,
-        prompt: str,
-        *,
-        max_new_tokens: int,
-        conversation: str = "chat-template",
-        digits_only=False,
-    ) -> JudgeAnswer:
+    def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """The greedy answer with the server's `top_logprobs` (a digit outside the top k is absent). The server
         applies its own chat template: "llava_v1" sends LLaVA's system line as a system message."""
-        check_conversation(conversation)
-        if digits_only:
+        if req.digits_only:
             raise ReconScoreError(
                 "the openai judge has no digits-only mode (a smoke judge runs on transformers)"
             )
         content = [
-            {"type": "image_url", "image_url": {"url": image_data_url(image)}},
-            {"type": "text", "text": prompt},
+            {"type": "image_url", "image_url": {"url": image_data_url(req.image)}},
+            {"type": "text", "text": req.prompt},
         ]
         messages = [{"role": "user", "content": content}]
-        if conversation == "llava_v1":
+        if req.conversation == "llava_v1":
             messages.insert(0, {"role": "system", "content": LLAVA_V1_SYSTEM})
         body = {
             "model": self.model,
             "messages": messages,
             "temperature": 0.0,
-            "max_tokens": max_new_tokens,
+            "max_tokens": req.max_new_tokens,
             "logprobs": True,
             "top_logprobs": TOP_LOGPROBS,
         }

@@ -15,6 +15,7 @@ from describer.backends.base import (
     Candidate,
     CaptionRequest,
     JudgeAnswer,
+    JudgeRequest,
     JudgeStep,
     LocalBackend,
     Sampling,
@@ -27,7 +28,7 @@ from describer.backends.base import (
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
-from recon_score.runtime import parse_dtype
+from recon_score.runtime import loading_bars_off, parse_dtype, seeded
 from recon_score.seeds import derive_seed
 
 log = logging.getLogger(__name__)
@@ -69,12 +70,10 @@ class TransformersBackend(LocalBackend):
         }
 
     def _load(self):
-        import transformers.utils.logging as tlog
-
-        tlog.disable_progress_bar()
         path = str(self.resolved.path)
         try:
-            processor, model = self._load_text(path) if self.text_only else self._load_vlm(path)
+            with loading_bars_off("transformers"):
+                processor, model = self._load_text(path) if self.text_only else self._load_vlm(path)
         except (OSError, ValueError) as err:
             what = (
                 "a transformers causal LM folder"
@@ -168,10 +167,10 @@ class TransformersBackend(LocalBackend):
                 if len(chunk) == 1
                 else derive_seed(sampling.seed, *(str(r.seed) for r in chunk))
             )
-            torch.manual_seed(seed)  # also seeds CUDA
             # every sampling field explicit: nothing is inherited from the checkpoint's generation_config.json
             config = generation_config(sampling, self._model.generation_config)
-            ids = self._model.generate(**inputs, generation_config=config)
+            with seeded(seed, self.device):  # torch.manual_seed's draws; the caller's generators restored
+                ids = self._model.generate(**inputs, generation_config=config)
         except (RuntimeError, ValueError) as err:  # OOM, a processor error on an odd image, ...
             log.warning("generation failed for %s: %s", [r.key for r in chunk], err)
             return [[Candidate(None, error=f"generation failed: {err}"[:500])] * sampling.n for _ in chunk]
@@ -209,9 +208,8 @@ class TransformersBackend(LocalBackend):
             else:
                 text = prompt
             enc = tok([text], return_tensors="pt").to(self.device)
-            torch.manual_seed(prompt_seed(sampling.seed, prompt))
             config = generation_config(replace(sampling, n=1), self._model.generation_config)
-            with torch.inference_mode():
+            with torch.inference_mode(), seeded(prompt_seed(sampling.seed, prompt), self.device):
                 ids = self._model.generate(**enc, generation_config=config)
             new = ids[0, enc["input_ids"].shape[1] :]
             finish = "stop" if any(t in self._eos_ids() for t in new.tolist()) else "length"
@@ -222,35 +220,27 @@ class TransformersBackend(LocalBackend):
             )
         return out
 
-    def judge(
-        self,
-        image,
-        prompt: str,
-        *,
-        max_new_tokens: int,
-        conversation: str = "chat-template",
-        digits_only=False,
-    ) -> JudgeAnswer:
+    def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
         from transformers import GenerationConfig
 
-        text = self.judge_text(prompt, conversation)
+        text = self.judge_text(req.prompt, req.conversation)
         tok = self._tokenizer
         ids = digit_token_ids(tok)
         by_id = {i: d for d, i in ids.items()}
-        inputs = self._processor(text=[text], images=[image], return_tensors="pt").to(self.device)
+        inputs = self._processor(text=[text], images=[req.image], return_tensors="pt").to(self.device)
         base = self._model.generation_config
         config = GenerationConfig(
             do_sample=False,
             num_beams=1,
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=req.max_new_tokens,
             eos_token_id=base.eos_token_id,
             pad_token_id=base.pad_token_id if base.pad_token_id is not None else tok.pad_token_id,
             output_logits=True,  # raw logits: the model's own distribution, before any processor
             return_dict_in_generate=True,
         )
         allowed = (
-            _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if digits_only else None
+            _digits_only(tok, ids, self._eos_ids(), inputs["input_ids"].shape[1]) if req.digits_only else None
         )
         with torch.inference_mode():
             out = self._model.generate(**inputs, generation_config=config, prefix_allowed_tokens_fn=allowed)

@@ -12,10 +12,10 @@ from describer.backends.base import (
     Candidate,
     CaptionRequest,
     JudgeAnswer,
+    JudgeRequest,
     JudgeStep,
     LocalBackend,
     Sampling,
-    check_conversation,
     clean_generation,
     digit_token_ids,
     image_placeholder,
@@ -141,19 +141,10 @@ class VLLMBackend(LocalBackend):
             for o in outs
         ]
 
-    def judge(
-        self,
-        image,
-        prompt: str,
-        *,
-        max_new_tokens: int,
-        conversation: str = "chat-template",
-        digits_only=False,
-    ) -> JudgeAnswer:
+    def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """The greedy answer with vLLM's top-k log-probabilities (a digit outside the top k is absent)."""
         vllm = _import_vllm()
-        check_conversation(conversation)
-        if digits_only:
+        if req.digits_only:
             raise ReconScoreError(
                 "the vllm judge has no digits-only mode (a smoke judge runs on transformers)"
             )
@@ -161,13 +152,13 @@ class VLLMBackend(LocalBackend):
             self._load()
         tok = self._processor.tokenizer
         by_id = {i: d for d, i in digit_token_ids(tok).items()}
-        if conversation == "llava_v1":
-            text = llava_v1_prompt(prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
+        if req.conversation == "llava_v1":
+            text = llava_v1_prompt(req.prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
         else:
-            text = self._chat_text(prompt)
-        params = vllm.SamplingParams(temperature=0.0, max_tokens=max_new_tokens, logprobs=TOP_LOGPROBS)
+            text = self._chat_text(req.prompt)
+        params = vllm.SamplingParams(temperature=0.0, max_tokens=req.max_new_tokens, logprobs=TOP_LOGPROBS)
         out = self._llm.generate(
-            [{"prompt": text, "multi_modal_data": {"image": image}}], params, use_tqdm=False
+            [{"prompt": text, "multi_modal_data": {"image": req.image}}], params, use_tqdm=False
         )
         gen = out[0].outputs[0]
         if gen.logprobs is None:

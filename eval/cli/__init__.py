@@ -5,46 +5,48 @@ imported only when needed and import torch & co. only inside their callbacks, so
 from __future__ import annotations
 
 import errno
-import importlib
 import logging
 import os
 import sys
 
 import click
 
-SUBCOMMANDS = {
-    "score": "eval.cli.score",
-    "describe": "eval.cli.describe",
-    "pairs": "eval.cli.pairs",
-    "correlate": "eval.cli.correlate",
-    "retrieve": "eval.cli.retrieve",
-    "retrieve-eval": "eval.cli.retrieve_eval",
-    "report": "eval.cli.report",
-    "evaluate": "eval.cli.evaluate",
-    "study": "eval.cli.study",
-    "generate": "eval.cli.generate",
-    "models": "eval.cli.models",
-    "presets": "eval.cli.presets",
-    "metrics": "eval.cli.metrics",
-}
+from recon_score.registry import Entry, Registry
 
-# The one-line summaries `reconscore --help` lists, kept here so that listing them imports no subcommand module
-# (tests/eval/test_cli_startup.py checks each against its command's own help).
-SUMMARIES = {
-    "score": "Score captions by reconstruction (ReconScore, reference-free).",
-    "describe": "Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber).",
-    "pairs": "Build DPO preference pairs from scored describe candidates.",
-    "correlate": "Kendall tau-b/tau-c of caption metrics against human judgments.",
-    "retrieve": "Run composed image retrieval methods on a benchmark (mAP, Recall@K).",
-    "retrieve-eval": "Evaluate one composed retrieval method on your own embeddings (a .npz bundle).",
-    "report": "Render runs as a static HTML report.",
-    "evaluate": "Evaluate a captioning model's output on a dataset split.",
-    "study": "The ReconScore paper's experiments (its tables and figures).",
-    "generate": "Generate paraphrased, perturbed or length-controlled captions with a text LLM.",
-    "models": "List encoder families and offline fixtures; check where a model's weights are.",
-    "presets": "List presets or show every value of one.",
-    "metrics": "List caption metrics; add metric columns to a run's scores.jsonl.",
-}
+
+def _row(name: str, summary: str) -> Entry:
+    """A subcommand: `eval/cli/<name>.py`'s `command` (imported only when it runs) and the one-line summary
+    `reconscore --help` lists without importing any subcommand module."""
+    return Entry(name, f"eval.cli.{name.replace('-', '_')}:command", summary)
+
+
+SUBCOMMANDS: Registry[Entry] = Registry(
+    "subcommand",
+    (
+        _row("score", "Score captions by reconstruction (ReconScore, reference-free)."),
+        _row(
+            "describe",
+            "Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber).",
+        ),
+        _row("pairs", "Build DPO preference pairs from scored describe candidates."),
+        _row("correlate", "Kendall tau-b/tau-c of caption metrics against human judgments."),
+        _row("retrieve", "Run composed image retrieval methods on a benchmark (mAP, Recall@K)."),
+        _row(
+            "retrieve-eval", "Evaluate one composed retrieval method on your own embeddings (a .npz bundle)."
+        ),
+        _row("report", "Render runs as a static HTML report."),
+        _row("evaluate", "Evaluate a captioning model's output on a dataset split."),
+        _row("study", "The ReconScore paper's experiments (its tables and figures)."),
+        _row("generate", "Generate paraphrased, perturbed or length-controlled captions with a text LLM."),
+        _row("models", "List encoder families and offline fixtures; check where a model's weights are."),
+        _row("presets", "List presets or show every value of one."),
+        _row("metrics", "List caption metrics; add metric columns to a run's scores.jsonl."),
+        _row(
+            "annotate",
+            "Blind ranking pages for annotators; collect their agreement and a ranking set.",
+        ),
+    ),
+)
 
 
 class SuggestingGroup(click.Group):
@@ -73,12 +75,11 @@ class LazyGroup(SuggestingGroup):
         return list(SUBCOMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        module = SUBCOMMANDS.get(name)
-        return importlib.import_module(module).command if module else None
+        return SUBCOMMANDS[name].load() if name in SUBCOMMANDS else None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
-            formatter.write_dl([(name, SUMMARIES[name]) for name in SUBCOMMANDS])
+            formatter.write_dl([(s.name, s.help) for s in SUBCOMMANDS.values()])
 
 
 def _version() -> str:

@@ -29,7 +29,7 @@ human references). `length` groups captions by image and extracts triplets from 
 Output in --out: generated.jsonl (id, source_id, image, source_caption, kind, perturbation or triplets, caption,
 error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `length`, run.json. Resumable.""",
 )
-@click.argument("kind", type=click.Choice(KINDS))
+@click.argument("kind", type=opt.Choice(KINDS))
 @click.option(
     "--captions",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -39,7 +39,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @opt.dataset_split("Use a dataset split's references as sources", annotations=False)
 @click.option(
     "--backend",
-    type=click.Choice(list(BACKENDS)),
+    type=opt.Choice(list(BACKENDS)),
     default="transformers",
     show_default=True,
 )

@@ -28,14 +28,15 @@ def list_cmd(as_json: bool) -> int:
     infos = list_metrics()
     if as_json:
         keys = [f.name for f in dataclasses.fields(MetricEntry) if f.name != "target"]
-        click.echo(json.dumps([{k: getattr(m, k) for k in keys} for m in infos], indent=2))
+        rows = [{k: getattr(m, k) for k in keys} | {"value_range": m.range_text} for m in infos]
+        click.echo(json.dumps(rows, indent=2))
         return 0
     w = max(13, *(len(m.name) for m in infos))
     click.echo(f"{'name':{w}s} {'better':7s} {'refs':5s} {'images':7s} {'range':11s} description")
     for m in infos:
         click.echo(
             f"{m.name:{w}s} {'higher' if m.higher_is_better else 'lower':7s} {'yes' if m.needs_references else 'no':5s} "
-            f"{'yes' if m.needs_images else 'no':7s} {m.value_range:11s} {m.help}"
+            f"{'yes' if m.needs_images else 'no':7s} {m.range_text:11s} {m.help}"
         )
     return 0
 

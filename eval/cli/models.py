@@ -79,7 +79,7 @@ def check(spec: str, weights_dir: str | None) -> int:
     read here).
     Downloads nothing. Exit 0 if available, 1 if not."""
     from recon_score.encoders import FAMILIES, check_encoder
-    from recon_score.hub import check_model
+    from recon_score.hub import locate
     from recon_score.registry import load_target
     from retrieval.methods import METHODS
 
@@ -90,29 +90,25 @@ def check(spec: str, weights_dir: str | None) -> int:
             click.echo(f"  {line}")
         return 0 if ok else 1
     family = spec.partition(":")[0]
-    info = (
-        check_encoder(spec, weights_dir=weights_dir)
-        if family in FAMILIES
-        else {"spec": spec, **check_model(spec)}
-    )
-    if family not in FAMILIES and info["available"]:
+    info = check_encoder(spec, weights_dir=weights_dir) if family in FAMILIES else locate(spec)
+    if family not in FAMILIES and info.available:
+        from dataclasses import replace
         from pathlib import Path
 
         from recon_score.render import pipeline_format
 
-        folder = Path(info["location"])
+        folder = Path(info.location)
         if (folder / "model_index.json").is_file():
             problem, note = pipeline_format(folder)
             if problem:
-                info = {**info, "available": False, "detail": f"not loadable by diffusers: {problem}"}
+                info = replace(info, available=False, detail=f"not loadable by diffusers: {problem}")
             elif note:
-                info = {**info, "detail": note}
-    status = "available" if info["available"] else "NOT available"
-    click.echo(f"{spec}: {status}")
+                info = replace(info, detail=note)
+    click.echo(f"{spec}: {'available' if info.available else 'NOT available'}")
     for key in ("location", "source", "detail"):
-        if info.get(key):
-            click.echo(f"  {key}: {info[key]}")
-    return 0 if info["available"] else 1
+        if getattr(info, key):
+            click.echo(f"  {key}: {getattr(info, key)}")
+    return 0 if info.available else 1
 
 
 @command.group("convert")

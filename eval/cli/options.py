@@ -78,7 +78,7 @@ def long_text() -> Callable:
 
     return click.option(
         "--long-text",
-        type=click.Choice(LONG_TEXT_MODES),
+        type=Choice(LONG_TEXT_MODES),
         default="truncate",
         show_default=True,
         help="clipscore/refclipscore on captions over CLIP's 77 tokens: truncate (with a warning) or average "
@@ -93,7 +93,7 @@ def benchmark_root(default: str | None = None) -> Callable:
     return options(
         click.option(
             "--benchmark",
-            type=click.Choice(list(BENCHMARKS)),
+            type=Choice(list(BENCHMARKS)),
             required=default is None,
             default=default,
             show_default=default is not None,
@@ -121,18 +121,19 @@ def clip_encoder() -> Callable:
 
 
 class Choice(click.Choice):
-    """click's Choice, whose refusal also names the closest choice: `--preset smok` -> did you mean 'smoke'?"""
+    """click's Choice, whose refusal also names the closest choice (recon_score.errors.did_you_mean, the one
+    suggester): `--preset smok` -> did you mean 'smoke'? Every choice option of the CLI is one of these."""
 
     def convert(self, value, param, ctx):
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as err:
-            import difflib
+            from recon_score.errors import did_you_mean
 
-            close = difflib.get_close_matches(str(value), [str(c) for c in self.choices], n=1)
-            if not close:
+            hint = did_you_mean(str(value), [str(c) for c in self.choices])
+            if not hint:
                 raise
-            self.fail(f"{err.message} Did you mean {close[0]!r}?", param, ctx)
+            self.fail(f"{err.message}{hint}", param, ctx)
 
 
 def preset(names, help: str = "", *, default: str = "paper") -> Callable:
@@ -202,7 +203,7 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
     return options(
         click.option(
             "--dataset",
-            type=click.Choice(list(DATASETS)),
+            type=Choice(list(DATASETS)),
             required=required,
             help=f"{what} (needs --root): "
             + "; ".join(f"{d.name}: {d.help}" for d in DATASETS.values())
@@ -247,18 +248,18 @@ def retrieval_protocol() -> Callable:
 
     return options(
         click.option(
-            "--ties", type=click.Choice(TIES), default="index", show_default=True, help="Tie-breaking rule."
+            "--ties", type=Choice(TIES), default="index", show_default=True, help="Tie-breaking rule."
         ),
         click.option(
             "--empty-positives",
-            type=click.Choice(EMPTY_ACTIONS),
+            type=Choice(EMPTY_ACTIONS),
             default="zero",
             show_default=True,
             help="What a query without positives adds to the means.",
         ),
         click.option(
             "--group-mean",
-            type=click.Choice(GROUP_MEANS),
+            type=Choice(GROUP_MEANS),
             default="queries",
             show_default=True,
             help="A group's mean over its queries (rscir) or over its subgroups' means.",

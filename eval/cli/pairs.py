@@ -31,14 +31,14 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
 @click.option(
     "--policy",
-    type=click.Choice(["best-worst", "best-vs-each", "all"]),
+    type=opt.Choice(["best-worst", "best-vs-each", "all"]),
     default="best-worst",
     show_default=True,
     help="Per image: the best against the worst candidate, the best against each other one, or every pair.",
 )
 @click.option(
     "--score",
-    type=click.Choice(["selection_score", "recon_score"]),
+    type=opt.Choice(["selection_score", "recon_score"]),
     default="selection_score",
     show_default=True,
     help="What ranks candidates: the selection renders' score (mean over --selection-seeds) or the held-out "
@@ -53,7 +53,7 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
 )
 @click.option(
     "--noise",
-    type=click.Choice(["paired", "off"]),
+    type=opt.Choice(["paired", "off"]),
     default="paired",
     show_default=True,
     help="Seed-noise filter (runs with --selection-seeds K >= 2): a paired t test on the two captions' "
@@ -62,22 +62,16 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
 @opt.images_root("the run's images_root, or a table's folder")
 @click.option("--prompt", default=None, help="The captioning prompt of a scored table (default: the run's).")
 @opt.positive_int("--shard-size", default=1000, help="Pairs per Parquet file.")
-def command(runs, out, policy, score, min_margin, noise, images_root, prompt, shard_size) -> int:
+def command(prompt, shard_size, **job) -> int:
     """Build DPO preference pairs (chosen / rejected captions) from scored describe candidates."""
     from describer.pairs import PairsJob, build_pairs
     from describer.prompts import load_prompt
     from recon_score.errors import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
 
     job = PairsJob(
-        runs=list(runs),
-        out=out,
-        policy=policy,
-        score=score,
-        min_margin=min_margin,
-        noise=noise,
-        images_root=images_root,
-        argv=sys.argv,
-    )
+        **{**job, "runs": list(job["runs"])}, argv=sys.argv
+    )  # the other options are named as its fields
+    out = job.out
     summary = build_pairs(job, prompt=load_prompt(prompt) if prompt else None, shard_size=shard_size)
     click.echo(
         f"{summary.pairs} pairs from {summary.images} images ({summary.candidates} scored candidates) -> {out}"

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from eval.cli import options as opt
+
 
 @click.command(
     "report",
@@ -19,7 +21,7 @@ Shows, per image, the original and the reconstruction of every caption with its 
 candidates ranked (the selected one outlined), correlation tables with tau bars, study tables and curves,
 score histograms, retrieval tables and (for `retrieve --topk K` runs) each query's reference image with every
 method's top-K images, positives outlined. Self-contained by default (thumbnails and plots embedded); opens
-offline.""",
+offline; each distinct thumbnail is embedded once per page.""",
 )
 @click.argument(
     "run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True, path_type=Path)
@@ -29,7 +31,7 @@ offline.""",
 )
 @click.option(
     "--thumbnails",
-    type=click.Choice(["embed", "link"]),
+    type=opt.Choice(["embed", "link"]),
     default="embed",
     show_default=True,
     help="embed thumbnails in the page, or write them to OUT_files/ and link them.",
@@ -41,11 +43,20 @@ offline.""",
     show_default=True,
     help="Images per run per page; more pages are written as OUT-p2.html, ...",
 )
+@click.option(
+    "--page-rows",
+    type=click.IntRange(min=1),
+    default=250,
+    show_default=True,
+    help="Captions (entries) per run per page; an image with more continues on the next page.",
+)
 @click.option("--title", default="reconscore report", show_default=True, help="Page title.")
-def command(run_dirs, out, thumbnails, page_size, title) -> int:
+def command(run_dirs, out, thumbnails, page_size, page_rows, title) -> int:
     """Render runs as a static HTML report (originals, reconstructions, scores, candidates, tables, plots)."""
     from eval.report.build import build_report
 
-    pages = build_report(list(run_dirs), out, images=thumbnails, page_size=page_size, title=title)
+    pages = build_report(
+        list(run_dirs), out, images=thumbnails, page_size=page_size, page_rows=page_rows, title=title
+    )
     click.echo(f"wrote {pages[0]}" + (f" (+{len(pages) - 1} more pages)" if len(pages) > 1 else ""))
     return 0

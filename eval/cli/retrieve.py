@@ -112,7 +112,7 @@ printed and in run.json), 1 the run could not start.""",
 @click.option(
     "--index",
     "index_kind",
-    type=click.Choice(INDEX_KINDS),
+    type=opt.Choice(INDEX_KINDS),
     default="exact",
     show_default=True,
     help="How --topk searches for linear methods (FAISS needs the faiss extra). Metrics are always exact.",

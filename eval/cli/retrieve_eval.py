@@ -75,7 +75,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 )
 @click.option(
     "--method",
-    type=click.Choice(list(METHODS)),
+    type=opt.Choice(list(METHODS)),
     required=True,
     help=f"Retrieval method; on a bundle alone: {', '.join(ON_BUNDLE)}.",
 )
@@ -88,8 +88,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 )
 @click.option(
     "--ap",
-    "ap_variant",
-    type=click.Choice(AP_VARIANTS),
+    type=opt.Choice(AP_VARIANTS),
     default=None,
     help="AP variant: rscir (PatternCom, xView2-CIR) or trapezoidal (i-CIR, FreeDom). Default: the bundle's "
     "protocol (written by `retrieve --save-bundle`), else non-interpolated.",
@@ -97,7 +96,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 @opt.retrieval_protocol()
 @click.option(
     "--recall",
-    type=click.Choice(["hit", "fraction"]),
+    type=opt.Choice(["hit", "fraction"]),
     default="hit",
     show_default=True,
     help="recall@K: any positive in the top K (CIRR/FashionIQ/EDIR), or the fraction of positives (rscir).",
@@ -105,9 +104,7 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
 @click.option("--set", "sets", multiple=True, help="Hyperparameter KEY=VALUE of the method (repeatable).")
 @opt.positive_int("--chunk-size", default=None, help="Queries scored at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def command(
-    bundle, method, lam, ap_variant, ties, empty_positives, group_mean, recall, sets, chunk_size, as_json
-) -> int:
+def command(bundle, method, lam, sets, as_json, **protocol) -> int:
     """Evaluate one composed retrieval method on your own embeddings (a .npz bundle)."""
     from retrieval.bundle_eval import evaluate_bundle
 
@@ -118,18 +115,9 @@ def command(
                 "--lambda is WeiCom's weight; use --set harris_lambda=X for BASIC", param_hint="--lambda"
             )
         overrides["lam"] = str(lam)
-    ev = evaluate_bundle(
-        bundle,
-        method,
-        overrides,
-        ap=ap_variant,
-        ties=ties,
-        empty_positives=empty_positives,
-        group_mean=group_mean,
-        recall=recall,
-        chunk_size=chunk_size,
-        log=lambda m: click.echo(m, err=True),
-    )
+    # the protocol options (--ap, --ties, --empty-positives, --group-mean, --recall, --chunk-size) are named as
+    # evaluate_bundle's keywords
+    ev = evaluate_bundle(bundle, method, overrides, **protocol, log=lambda m: click.echo(m, err=True))
     report, summary = ev.report, ev.summary
     if as_json:  # an undefined mean (a group whose queries were all skipped) is null, keeping the JSON strict
         click.echo(json.dumps(_nan_to_none(report)))
@@ -141,7 +129,8 @@ def command(
         click.echo(tie_message(method, report["tie_range"]), err=True)
     if summary.n_empty:
         click.echo(
-            f"{summary.n_empty} queries have no positive (empty_positives={empty_positives})", err=True
+            f"{summary.n_empty} queries have no positive (empty_positives={protocol['empty_positives']})",
+            err=True,
         )
     sys.stdout.flush()
     return 0

@@ -58,7 +58,7 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.cache("reconstruction/embedding")
 @click.option(
     "--offload",
-    type=click.Choice(["none", "model", "sequential"]),
+    type=opt.Choice(["none", "model", "sequential"]),
     default="none",
     show_default=True,
     help="diffusers CPU offload for GPUs with little memory.",

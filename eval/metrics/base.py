@@ -30,6 +30,9 @@ class CaptionBatch:
     # how 8-bit files become RGB (recon_score.presets.reader_for(preset)); None: the command's preset decides
     # (compute_metrics), else recon_score.images.DEFAULT_READER
     image_reader: str | None = None
+    # text -> its PTB tokens, shared by every batch of one run (the meta-evaluation suite hands one dict to all
+    # its benchmarks): a text two batches share is tokenised once; None: this batch alone
+    text_tokens: dict[str, str] | None = field(default=None, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -55,7 +58,9 @@ class CaptionBatch:
 
             refs = self.references or [[] for _ in self.candidates]
             texts = [c for c in self.candidates if c is not None] + [r for rs in refs for r in rs]
-            table = dict(zip(texts, ptb_tokenize(texts)))
+            table = self.text_tokens if self.text_tokens is not None else {}
+            missing = list(dict.fromkeys(t for t in texts if t not in table))
+            table.update(zip(missing, ptb_tokenize(missing)))
             cands = [None if c is None else table[c] for c in self.candidates]
             return cands, [[table[r] for r in rs] for rs in refs]
 

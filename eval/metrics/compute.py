@@ -11,9 +11,7 @@ from eval.metrics.base import CaptionBatch, Metric
 from eval.metrics.registry import get_metric_info
 from recon_score.errors import ReconScoreError
 from recon_score.preflight import needs_of, require_models
-from recon_score.progress import Progress
-
-PROGRESS_MIN_ROWS = 64  # fewer captions take seconds: no progress lines for them
+from recon_score.progress import Progress, announce
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,18 +32,14 @@ def build_metric(name: str, **options) -> Metric:
 def metric_options(
     *, encoder: str, long_text: str, preset: str, device: str | None, recon_seeds: int = 1
 ) -> dict[str, dict]:
-    """Command-line settings -> constructor options of the metrics that take them."""
-    from eval.metrics.registry import list_metrics
+    """Command-line settings -> constructor options of the metrics that take them (each entry's `settings`)."""
+    from eval.metrics.registry import METRICS
 
-    clip = {"encoder": encoder, "long_text": long_text, "device": device}
-    recon = {"preset": preset, "device": device, "seeds": recon_seeds}
-    out = {"clipscore": clip, "refclipscore": clip, "recon_score": recon}
-    # metrics with released weights of their own: the smoke preset builds them tiny and random, as it does the T2I
-    weights = {"weights": "smoke" if preset == "smoke" else "released", "device": device}
-    for m in list_metrics():
-        if "weights" in m.options and m.name not in out:
-            out[m.name] = {**weights, **({"long_text": long_text} if "long_text" in m.options else {})}
-    return out
+    # released weights: the smoke preset builds them tiny and random, as it does the T2I
+    weights = "smoke" if preset == "smoke" else "released"
+    given = dict(encoder=encoder, long_text=long_text, preset=preset, device=device, seeds=recon_seeds)
+    given["weights"] = weights
+    return {m.name: {k: given[k] for k in m.settings} for m in METRICS.values() if m.settings}
 
 
 def check_inputs(names: Sequence[str], batch: CaptionBatch) -> None:
@@ -79,27 +73,29 @@ def compute_metrics(
 
     options, given = options or {}, metrics or {}
     check_inputs(names, batch)
-    if batch.image_reader is None and "preset" in options.get("recon_score", {}):
+    preset = next((o["preset"] for o in options.values() if "preset" in o), None)
+    if batch.image_reader is None and preset is not None:
         from recon_score.presets import reader_for
 
-        batch.image_reader = reader_for(
-            options["recon_score"]["preset"]
-        )  # every image metric sees its pixels
+        batch.image_reader = reader_for(preset)  # every image metric sees the pixels ReconScore sees
     built: dict[str, Metric] = {}
     table = pd.DataFrame(index=range(len(batch)))
     report: dict[str, dict] = {}
     bar = None
     try:
         instances = {}
-        for name in names:  # construct all first: SPICE's missing jars fail before METEOR starts
+        for i, name in enumerate(names, start=1):  # construct all first: SPICE's missing jars fail early
             if name in given:
                 instances[name] = given[name]
             else:
+                announce(f"metrics: setting up {name} ({i}/{len(names)})")
                 instances[name] = built[name] = build_metric(name, **options.get(name, {}))
         require_models(needs_of(*instances.values()))  # every missing model named at once, before any loads
-        bar = Progress(len(names), desc="metrics", unit="metric", disable=len(batch) < PROGRESS_MIN_ROWS)
-        for name in names:
+        # a line per metric (a model may load in its first call), and the bar's heartbeat while one runs
+        bar = Progress(len(names), desc="metrics", unit="metric")
+        for i, name in enumerate(names, start=1):
             start = time.perf_counter()
+            announce(f"metrics: {name} on {len(batch)} captions ({i}/{len(names)})")
             bar.stage(f"{name} on {len(batch)} captions")
             out = instances[name].score(batch)
             table[name] = out.values

@@ -292,8 +292,10 @@ class CycleReward(Metric):
         import torch
 
         if self.weights == "smoke":
-            torch.manual_seed(0)
-            return build_model(size)
+            from recon_score.runtime import seeded
+
+            with seeded(0):
+                return build_model(size)
         from recon_score.synthetic.shapes import materialize
 
         model = materialize(build_model(size, meta=True), device=self.device, dtype=torch.float32)

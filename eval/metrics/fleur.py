@@ -195,13 +195,17 @@ class _Fleur(Metric):
         return MetricOutput(values, extra=extra, info=info)
 
     def _one(self, image, prompt: str) -> tuple[float, float | None, str | None]:
+        from describer.backends.base import JudgeRequest
+
         try:
             answer = self.captioner.judge(
-                self.judge_image(image),
-                prompt,
-                max_new_tokens=self.max_new_tokens,
-                conversation=self.conversation,
-                digits_only=self.weights == "smoke",  # a tiny random judge prints no number otherwise
+                JudgeRequest(
+                    self.judge_image(image),
+                    prompt,
+                    self.max_new_tokens,
+                    self.conversation,
+                    digits_only=self.weights == "smoke",  # a tiny random judge prints no number otherwise
+                )
             )
         except (RuntimeError, ValueError) as err:  # a generation failure is the row's, not the run's
             return math.nan, None, f"judge failed: {err}"[:300]

@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from eval.metrics.base import CaptionBatch, Metric, MetricOutput
+from eval.metrics.registry import entry_of
 
 
 class ReconScoreMetric(Metric):
@@ -93,8 +94,10 @@ class ReconScoreMetric(Metric):
         ]
         if scored:
             per_seed = [results[inverse[i]].per_seed or [results[inverse[i]].recon_score] for i in scored]
-            # clipped to ReconScore's 0-100 (recon_score_ci's default value_range); the seam for a registry range
-            info["ci"] = recon_score_ci(np.asarray(per_seed), [_image_key(batch, loaded, i) for i in scored])
+            keys = [_image_key(batch, loaded, i) for i in scored]
+            info["ci"] = recon_score_ci(
+                np.asarray(per_seed), keys, value_range=entry_of(type(self)).value_range
+            )
         return MetricOutput(values, extra=extra, info=info)
 
     def config(self) -> dict:

@@ -7,6 +7,7 @@ Adding a metric: its module, and one entry here. Listing the registry imports no
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from functools import cache
 
@@ -16,13 +17,26 @@ from recon_score.registry import Entry, Registry
 
 @dataclass(frozen=True)
 class MetricEntry(Entry):
-    """`help` is the metric's one-line description; `target` its class."""
+    """`help` is the metric's one-line description; `target` its class. The facts every caller reads live here,
+    never in a check of the name: direction, inputs, the values it can take (which clip its CIs), how the papers'
+    tables name and scale it, and which command-line settings its constructor takes."""
 
     higher_is_better: bool
     needs_references: bool
     needs_images: bool
-    value_range: str  # human-readable, e.g. "[0, 1]"
+    value_range: tuple[float, float]  # every value lies in [low, high] (inf: unbounded); clips its CIs
     backend: str  # what computes it (pycocoevalcap scorer, Java jar, encoder)
+    paper_name: str  # its name in the papers' tables
+    display_scale: float = 100.0  # the papers' tables show caption metrics x100
+    settings: tuple[str, ...] = ()  # the command-line settings `metric_options` hands its constructor
+
+    @property
+    def range_text(self) -> str:
+        """`value_range` for people: "[0, 2.5]", "(-inf, inf)"."""
+        low, high = self.value_range
+        left = "(" if math.isinf(low) else "["
+        right = ")" if math.isinf(high) else "]"
+        return f"{left}{low:g}, {high:g}{right}"
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -38,10 +52,25 @@ def _options(cls: type) -> tuple[str, ...]:
 _PTB = dict(higher_is_better=True, needs_references=True, needs_images=False)
 _IMAGE = dict(higher_is_better=True, needs_references=False, needs_images=True)
 _IMAGE_REFS = dict(higher_is_better=True, needs_references=True, needs_images=True)
-_CLIP = "encoder registry (CLIP ViT-B/32 by default; --encoder)"
-_PACS = "encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)"
-_LONGCLIP = "encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)"
-_FLEUR = "describer backends with log-probabilities (transformers; vllm, openai servers)"
+_UNIT = (0.0, 1.0)
+_UNBOUNDED = (-math.inf, math.inf)
+_ENCODER = ("encoder", "long_text", "device")  # --encoder picks CLIP-S's encoder (the others ship their own)
+# released weights of their own; the smoke preset builds them tiny and random
+_RELEASED = ("weights", "device")
+# what a metric and its reference-based variant share: the backend, and the settings their constructors take
+_CLIP = dict(backend="encoder registry (CLIP ViT-B/32 by default; --encoder)", settings=_ENCODER)
+_PACS = dict(
+    backend="encoder registry (default open_clip:pacs-ViT-B-32, the authors' clip_ViT-B-32.pth)",
+    settings=(*_RELEASED, "long_text"),
+)
+_LONGCLIP = dict(
+    backend="encoder registry (default open_clip:longclip-B, BeichenZhang/LongCLIP-B)",
+    settings=(*_RELEASED, "long_text"),
+)
+_FLEUR = dict(
+    backend="describer backends with log-probabilities (transformers; vllm, openai servers)",
+    settings=_RELEASED,
+)
 _BLEU = "BLEU-{n} (Papineni et al. 2002) per caption, pycocoevalcap Bleu(4) on PTB tokens"
 
 METRICS: Registry[MetricEntry] = Registry(
@@ -53,8 +82,9 @@ METRICS: Registry[MetricEntry] = Registry(
                 f"eval.metrics.ngram:Bleu{n}",
                 _BLEU.format(n=n),
                 **_PTB,
-                value_range="[0, 1]",
+                value_range=_UNIT,
                 backend="pycocoevalcap.bleu",
+                paper_name=f"BLEU-{n}",
             )
             for n in (1, 2, 3, 4)
         ),
@@ -63,47 +93,54 @@ METRICS: Registry[MetricEntry] = Registry(
             "eval.metrics.ngram:CIDEr",
             "CIDEr-D (Vedantam et al. 2015) as pycocoevalcap computes it; IDF over the evaluated corpus' references",
             **_PTB,
-            value_range="[0, 10]",
+            value_range=(0.0, 10.0),  # CIDEr-D: 10 x a mean of clipped, length-penalised cosines
             backend="pycocoevalcap.cider",
+            paper_name="CIDEr",
         ),
         MetricEntry(
             "meteor",
             "eval.metrics.meteor:Meteor",
             "METEOR 1.5 (pycocoevalcap's jar, -l en -norm) on PTB tokens; one JVM reused for the run",
             **_PTB,
-            value_range="[0, 1]",
+            value_range=_UNIT,
             backend="pycocoevalcap meteor-1.5.jar (Java)",
+            paper_name="METEOR",
         ),
         MetricEntry(
             "rouge",
             "eval.metrics.ngram:RougeL",
             "ROUGE-L (Lin 2004): LCS F-measure, beta 1.2, pycocoevalcap Rouge on PTB tokens",
             **_PTB,
-            value_range="[0, 1]",
+            value_range=_UNIT,
             backend="pycocoevalcap.rouge",
+            paper_name="ROUGE",
         ),
         MetricEntry(
             "spice",
             "eval.metrics.spice:Spice",
             "SPICE F-score (pycocoevalcap's spice-1.0.jar); needs the Stanford CoreNLP 3.6.0 jars",
             **_PTB,
-            value_range="[0, 1]",
+            value_range=_UNIT,
             backend="pycocoevalcap spice-1.0.jar + CoreNLP 3.6.0 (Java)",
+            paper_name="SPICE",
         ),
         MetricEntry(
             "clipscore",
             "eval.metrics.clip:CLIPScore",
             "CLIP-S (Hessel et al. 2021): 2.5*max(cos,0), prefix 'A photo depicts', ViT-B/32 by default",
             **_IMAGE,
-            value_range="[0, 2.5]",
-            backend=_CLIP,
+            value_range=(0.0, 2.5),
+            **_CLIP,
+            paper_name="CLIPScore",
         ),
         MetricEntry(
             "cyclereward",
             "eval.metrics.cyclereward:CycleReward",
             "CycleReward (Bahng et al. 2025): BLIP reward model on cycle-consistency preferences (hjbahng/cyclereward)",
             **_IMAGE,
-            value_range="(-inf, inf)",
+            value_range=_UNBOUNDED,
+            paper_name="CycleReward",
+            settings=_RELEASED,
             backend="BLIP ITM port on transformers' Blip modules; the authors' CycleReward-*.pth, loaded strictly",
         ),
         MetricEntry(
@@ -111,8 +148,9 @@ METRICS: Registry[MetricEntry] = Registry(
             "eval.metrics.fleur:Fleur",
             "FLEUR (Lee et al. 2024): MLLM judge's 0-1 score smoothed over digit probabilities (Yebin46/FLEUR)",
             **_IMAGE,
-            value_range="[0, 1]",
-            backend=_FLEUR,
+            value_range=_UNIT,
+            **_FLEUR,
+            paper_name="FLEUR",
         ),
         MetricEntry(
             "longclipscore",
@@ -120,8 +158,9 @@ METRICS: Registry[MetricEntry] = Registry(
             "Long-CLIP-S: CLIP-S (2.5*max(cos,0), 'A photo depicts') on Long-CLIP, 248 text tokens "
             "(BeichenZhang/LongCLIP-B)",
             **_IMAGE,
-            value_range="[0, 2.5]",
-            backend=_LONGCLIP,
+            value_range=(0.0, 2.5),
+            **_LONGCLIP,
+            paper_name="Long-CLIP-S",
         ),
         MetricEntry(
             "pacscore",
@@ -129,32 +168,38 @@ METRICS: Registry[MetricEntry] = Registry(
             "PAC-S (Sarto et al. 2023): 2*max(cos,0) on the authors' PAC fine-tune of CLIP ViT-B/32 "
             "(aimagelab/pacscore)",
             **_IMAGE,
-            value_range="[0, 2]",
-            backend=_PACS,
+            value_range=(0.0, 2.0),
+            **_PACS,
+            paper_name="PAC-S",
         ),
         MetricEntry(
             "recon_score",
             "eval.metrics.recon:ReconScoreMetric",
             "ReconScore (the ReconScore paper): T2I reconstruction of the caption vs the image, 100*(1+cos)/2",
             **_IMAGE,
-            value_range="[0, 100]",
+            value_range=(0.0, 100.0),  # 100 * (1 + cos) / 2 with cos in [-1, 1]
             backend="recon_score.ReconScorer (preset: paper by default)",
+            paper_name="ReconScore",
+            display_scale=1.0,  # already 0-100 in the paper's tables
+            settings=("preset", "device", "seeds"),
         ),
         MetricEntry(
             "refclipscore",
             "eval.metrics.clip:RefCLIPScore",
             "RefCLIP-S (Hessel et al. 2021): harmonic mean of CLIP-S and the max reference similarity",
             **_IMAGE_REFS,
-            value_range="[0, 2.5)",
-            backend=_CLIP,
+            value_range=(0.0, 2.5),
+            **_CLIP,
+            paper_name="RefCLIPScore",
         ),
         MetricEntry(
             "reffleur",
             "eval.metrics.fleur:RefFleur",
             "RefFLEUR (Lee et al. 2024): FLEUR with the reference captions in the prompt (Yebin46/FLEUR)",
             **_IMAGE_REFS,
-            value_range="[0, 1]",
-            backend=_FLEUR,
+            value_range=_UNIT,
+            **_FLEUR,
+            paper_name="RefFLEUR",
         ),
         MetricEntry(
             "reflongclipscore",
@@ -162,8 +207,9 @@ METRICS: Registry[MetricEntry] = Registry(
             "RefLong-CLIP-S: RefCLIP-S's harmonic mean (reference cosine clipped at 0) on Long-CLIP, 248 text tokens "
             "(BeichenZhang/LongCLIP-B)",
             **_IMAGE_REFS,
-            value_range="[0, 10/7]",  # reference_floor='zero'; unbounded with 'none'
-            backend=_LONGCLIP,
+            value_range=(0.0, 10 / 7),  # reference_floor='zero'; unbounded with 'none'
+            **_LONGCLIP,
+            paper_name="RefLong-CLIP-S",
         ),
         MetricEntry(
             "refpacscore",
@@ -171,8 +217,9 @@ METRICS: Registry[MetricEntry] = Registry(
             "RefPAC-S (Sarto et al. 2023): harmonic mean of PAC-S and the max reference cosine, not clipped at 0 "
             "(aimagelab/pacscore)",
             **_IMAGE_REFS,
-            value_range="unbounded",  # a negative max reference cosine (not clipped) makes 2ps/(p+s) < 0 or large
-            backend=_PACS,
+            value_range=_UNBOUNDED,  # a negative max reference cosine (not clipped) makes 2ps/(p+s) < 0 or large
+            **_PACS,
+            paper_name="RefPAC-S",
         ),
     ),
     see="`reconscore metrics list` describes them.",

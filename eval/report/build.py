@@ -2,8 +2,11 @@
 
 Self-contained by default: thumbnails (originals, which may be TIFFs browsers cannot show, and
 reconstructions) are embedded as JPEG data URIs and plots as PNG data URIs, so the page opens offline and can be
-mailed. `--images link` writes the thumbnails next to the page instead (smaller pages for big runs). Runs of
-thousands of images are split into pages of `page_size` images per run, with lazy-loading images.
+mailed. Each distinct thumbnail is embedded once per page (one JSON table of data URIs that the page's script
+hands to every <img> naming it), so an original shown beside a thousand captions weighs one thumbnail.
+`--images link` writes the thumbnails next to the page instead (smaller pages for big runs). Runs are split
+into pages of at most `page_size` images and `page_rows` captions per run: an image with more captions than
+that continues on the next page, so 5,000 captions of 4 images are 20 pages, not one of 5,000 thumbnails.
 Everything that comes from a run (captions, ids, paths, errors, table cells) is HTML-escaped by jinja2's
 autoescaping; nothing user-provided is ever marked safe. Images are read only from inside a run's recorded
 (absolute) image root or its own folder, never from a path a run file points elsewhere.
@@ -117,14 +120,19 @@ def _fmt(v, digits: int = 2) -> str:
     return str(v)
 
 
+EMBED_REF = "embedded:"  # an <img src> value naming an entry of ImageStore.embedded, not a URL
+
+
 class ImageStore:
-    """Turns image files into <img src> values: embedded data URIs or thumbnails written next to the page."""
+    """Turns image files into <img src> values: references to embedded data URIs (`embedded:N`, resolved by the
+    page's script from the one table each page carries) or thumbnails written next to the page."""
 
     def __init__(self, mode: str, assets: Path | None, page_dir: Path):
         if mode not in ("embed", "link"):
             raise ValueError(f"images mode must be embed or link, got {mode!r}")
         self.mode, self.assets, self.page_dir = mode, assets, page_dir
         self._memo: dict[str, str] = {}
+        self.embedded: dict[str, str] = {}  # "embedded:N" -> data URI, each distinct file once
 
     def src(self, root: Path | str | None, relative: str | None) -> tuple[str | None, str | None]:
         """(src, error) for `root / relative`; a missing, unreadable or out-of-root file gives an error to show.
@@ -161,7 +169,8 @@ class ImageStore:
         img.save(buf, format="JPEG", quality=THUMB_QUALITY)
         data = buf.getvalue()
         if self.mode == "embed":
-            src = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
+            src = f"{EMBED_REF}{len(self.embedded)}"
+            self.embedded[src] = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
         else:
             name = hashlib.sha256(key.encode()).hexdigest()[:20] + ".jpg"
             self.assets.mkdir(parents=True, exist_ok=True)
@@ -324,7 +333,7 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
     """What the run found, before any detail: the mean (with its CI for --seeds runs) and, for captions with a
     kind, references vs distractors and the share of images where every reference beats every distractor."""
     from recon_score.sanity import references_vs_distractors
-    from recon_score.seeds import ci_label, format_ci
+    from recon_score.seeds import ci_label, ci_text
 
     out = []
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
@@ -339,7 +348,8 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
         )
     ci = (run.get("seed_noise") or {}).get("recon_score_ci")
     if ci:
-        out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", format_ci(ci)))
+        # with its notes: one image, clipped, or too few degrees of freedom to mean much (ci_notes)
+        out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", ci_text(ci)))
     kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
     if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
         out.append(
@@ -409,13 +419,10 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             badges = (["best"] if best is not None and r.get("recon_score") == best else []) + (
                 [str(r["kind"])] if r.get("kind") in ("reference", "distractor") else []
             )
-            std = (
-                [("± over seeds", _fmt(r["recon_score_std"]))] if r.get("recon_score_std") is not None else []
-            )
             entries.append(
                 Entry(
                     r.get("caption"),
-                    [("ReconScore", _fmt(r.get("recon_score"))), *std, ("cos", _fmt(r.get("cosine"), 4))],
+                    [("ReconScore", _score_with_spread(r)), ("cos", _fmt(r.get("cosine"), 4))],
                     rsrc,
                     error=r.get("error") or (f"reconstruction: {rerr}" if rerr else None),
                     badges=badges,
@@ -424,6 +431,17 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
             )
         sec.cards.append(Card(image, src, err, entries))
     return sec
+
+
+def _score_with_spread(row: dict) -> str:
+    """A card's ReconScore: the mean alone, or with its std over seeds as "98.37 ± 0.65 (3 seeds)" for a
+    `--seeds K` row (K from its per-seed scores, else its seed list)."""
+    std = row.get("recon_score_std")
+    if std is None:
+        return _fmt(row.get("recon_score"))
+    per_seed = row.get("recon_score_per_seed") or row.get("seeds")
+    k = f" ({len(per_seed)} seeds)" if isinstance(per_seed, list) and per_seed else " (over seeds)"
+    return f"{_fmt(row.get('recon_score'))} ± {_fmt(std)}{k}"
 
 
 def _explain_view(d: Path, row: dict, store: ImageStore):
@@ -624,8 +642,9 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
     sec.meta += [
         (f"Method {name}", rec.get("status", "?")) for name, rec in (run.get("methods") or {}).items()
     ]
-    from retrieval.report import metric_title
+    from retrieval.report import metric_title, query_image_line
 
+    sec.meta.append(("Query image in the database", query_image_line(bench.get("query_image"))))
     glance = _glance_table(d, run)
     if glance is not None:
         sec.tables.append(glance)
@@ -637,6 +656,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
                     outputs.table_rows(d, file),
                     f"{metric_title(metric)} (%) by {level}; ★ the best method per column",
                 )
+                table.sortable = True
                 sec.tables.append(_mark_best(table))
     if not outputs.has_output(d, outputs.TOPK):
         return sec
@@ -650,6 +670,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
         entries = []
         for r in rows.itertuples(index=False):
             item_src, item_err = store.src(root, str(r.item))
+            own = str(r.item) == str(meta["reference"])  # the query's own image, where the rule keeps it
             entries.append(
                 Entry(
                     str(r.item),
@@ -657,7 +678,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
                     item_src,
                     item_err,
                     selected=bool(r.relevant),
-                    badges=["positive"] if r.relevant else [],
+                    badges=(["positive"] if r.relevant else []) + (["query image"] if own else []),
                 )
             )
         sec.cards.append(Card(f"{meta['query_id']}: {meta['text']}", src, err, entries, "reference image"))
@@ -685,6 +706,7 @@ def _glance_table(d: Path, run: dict) -> Table | None:
         ["Method", *(metric_title(c) for c in cols)],
         rows,
         note="Recall@K: the share of queries with a positive among the first K results (the papers' Recall@K).",
+        sortable=True,
     )
     return _mark_best(table)
 
@@ -748,7 +770,71 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
     return sec
 
 
+def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[float]], list[list[str]]]:
+    """The benchmark x metric grid of a meta-eval table: one row per (benchmark, category, statistic), one column
+    per metric, each cell its value with the 95% CI and the verify status."""
+    num = lambda v: float(v) if v not in ("", "nan", None) else float("nan")  # noqa: E731
+    rows = list(dict.fromkeys(f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
+                              for r in recs))  # fmt: skip
+    cols = list(dict.fromkeys(r["metric"] for r in recs))
+    values = [[float("nan")] * len(cols) for _ in rows]
+    labels = [[""] * len(cols) for _ in rows]
+    for r in recs:
+        key = f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
+        i, j = rows.index(key), cols.index(r["metric"])
+        values[i][j] = num(r["value"])
+        status = r.get("status") or ""
+        labels[i][j] = f"{_fmt(num(r['value']))} {status if status != '—' else ''}\n[{_fmt(num(r['ci_low']))}, " \
+            f"{_fmt(num(r['ci_high']))}]"  # fmt: skip
+    return rows, cols, values, labels
+
+
+def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
+    from eval.report import plots
+
+    sec = Section("meta-eval", str(d), f"Meta-evaluation — {d.name}", _meta(run), smoke_note(run))
+    if not outputs.has_output(d, outputs.META_EVAL_CSV):
+        return sec
+    written = outputs.table_rows(d, outputs.META_EVAL_CSV)
+    recs = _records(written)
+    if recs:
+        rows, cols, values, labels = meta_eval_grid(recs)
+        title = "×100 with [95% CI]; ✓ reproduces the published value, ✗ does not"
+        sec.figures.append(
+            Figure(title, _png_src(plots.heatmap(rows, cols, values, labels, title="Benchmark × metric")))
+        )
+        st = [r["status"] for r in recs]
+        sec.headline.append(("reproduced", f"{st.count('✓')} of {len(st) - st.count('—')} published values"))
+    keep = ("benchmark", "variant", "category", "metric", "statistic", "value", "ci_low", "ci_high", "n",
+            "published", "difference", "status")  # fmt: skip
+    idx = [written[0].index(c) for c in keep if c in written[0]]
+    sec.tables.append(_csv_table([[row[i] for i in idx] for row in written], "Meta-evaluation table (×100)"))
+    for what, why in (run.get("skipped") or {}).items():
+        sec.headline.append((f"skipped {what}", why))
+
+
+def _annotate_section(d: Path, run: dict, store: ImageStore) -> Section:
+    """A collected judgment set: agreement with its CIs first, then each model's win share (the ReconScore
+    paper, Table 6), the preference rate of metric-selected captions (Table 7) and the contested images."""
+    sec = Section("annotate-collect", str(d), f"Human judgments — {d.name}", _meta(run), smoke_note(run))
+    for name, a in (run.get("agreement") or {}).items():
+        low, high = a.get("ci") or (None, None)
+        sec.headline.append((_label(name), f"{_fmt(a.get('value'), 3)} [{_fmt(low, 3)}, {_fmt(high, 3)}]"))
+    for name, title in (
+        (outputs.AGREEMENT, f"Agreement among annotators ({run.get('ci', 'bootstrap CI over images')})"),
+        (outputs.WIN_SHARE, "Win share per model (consensus ranks it first; a tie for first splits the win)"),
+        (outputs.PREFERENCE, "Preference rate of metric-selected captions"),
+        (outputs.CONTESTED, "Contested images (lowest agreement first)"),
+    ):
+        written = outputs.table_rows(d, name) if outputs.has_output(d, name) else []
+        if len(written) > 1:
+            sec.tables.append(_csv_table(written, title, digits=3))
+    return sec
+
+
 LOADERS = {
+    "meta-eval": _meta_eval_section,
+    "annotate-collect": _annotate_section,
     "evaluate": _evaluate_section,
     "score": _score_section,
     "describe": _describe_section,
@@ -769,19 +855,72 @@ def load_section(d: Path, store: ImageStore) -> Section:
     return loader(d, run, store)
 
 
+@dataclass
+class CardPart:
+    """The slice of one card on one page: its entries `start`..`start + len(entries)` of `card.entries`."""
+
+    card: Card
+    number: int  # the card's 1-based position in its run
+    entries: list[Entry]
+    start: int
+
+    @property
+    def continued(self) -> str:
+        """ "captions 251-500 of 1,250" for a card split over pages; "" for a whole card."""
+        total = len(self.card.entries)
+        if len(self.entries) == total:
+            return ""
+        return f"captions {self.start + 1:,}-{self.start + len(self.entries):,} of {total:,}"
+
+
+def paginate(cards: list[Card], page_size: int, page_rows: int) -> list[list[CardPart]]:
+    """Cards in pages of at most `page_size` cards and `page_rows` entries; a card with more entries than fit
+    continues on the next page (one part per page), so no page grows with the run's captions per image."""
+    pages: list[list[CardPart]] = []
+    page: list[CardPart] = []
+    rows = 0
+    for number, card in enumerate(cards, start=1):
+        start = 0
+        while True:
+            if page and (len(page) >= page_size or rows >= page_rows):
+                pages.append(page)
+                page, rows = [], 0
+            take = card.entries[start : start + page_rows - rows]
+            page.append(CardPart(card, number, take, start))
+            rows += len(take)
+            start += len(take)
+            if start >= len(card.entries):
+                break
+    return [*pages, page] if page else pages
+
+
+def _page_images(parts: list[CardPart], store: ImageStore) -> dict[str, str]:
+    """The embedded data URIs a page's cards name, each once."""
+    refs: dict[str, str] = {}
+    for part in parts:
+        srcs = [part.card.original]
+        for e in part.entries:
+            srcs += [e.recon, e.held_out, getattr(e.explain, "heatmap", None)]
+        refs |= {src: store.embedded[src] for src in srcs if src in store.embedded}
+    return refs
+
+
 def build_report(
     run_dirs: list[Path],
     out: Path,
     *,
     images: str = "embed",
     page_size: int = 50,
+    page_rows: int = 250,
     title: str = "reconscore report",
 ) -> list[Path]:
     """Write the report's pages (out, then out-p2.html, ...); returns their paths."""
+    import json
+
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    if page_size < 1:
-        raise ValueError("page_size must be >= 1")
+    if page_size < 1 or page_rows < 1:
+        raise ValueError("page_size and page_rows must be >= 1")
     out = Path(out)
     from recon_score.run_engine import check_file_target
 
@@ -789,7 +928,8 @@ def build_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None, out.parent)
     sections = [load_section(Path(d), store) for d in run_dirs]
-    n_pages = max([1] + [math.ceil(len(s.cards) / page_size) for s in sections])
+    paged = [paginate(s.cards, page_size, page_rows) for s in sections]
+    n_pages = max([1] + [len(p) for p in paged])
     names = [out.name] + [f"{out.stem}-p{p}{out.suffix or '.html'}" for p in range(2, n_pages + 1)]
     env = Environment(
         loader=PackageLoader("eval.report", "templates"),
@@ -802,10 +942,16 @@ def build_report(
     written = []
     for p in range(n_pages):
         page_sections = []
-        for s in sections:
-            cards = s.cards[p * page_size : (p + 1) * page_size]
-            page_sections.append({"s": s, "cards": cards, "first": p == 0, "offset": p * page_size})
-        html = template.render(title=title, sections=page_sections, page=p + 1, pages=names, n_pages=n_pages)
+        images: dict[str, str] = {}
+        for s, parts in zip(sections, paged):
+            cards = parts[p] if p < len(parts) else []
+            images |= _page_images(cards, store)
+            page_sections.append({"s": s, "cards": cards, "first": p == 0})
+        # ids and base64 only; "<" escaped all the same, so the table can never end its <script> early
+        table = json.dumps(images, separators=(",", ":")).replace("<", "\\u003c")
+        html = template.render(
+            title=title, sections=page_sections, page=p + 1, pages=names, n_pages=n_pages, images=table
+        )
         path = out.parent / names[p]
         from recon_score.atomic_io import atomic_write_text
 

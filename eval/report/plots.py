@@ -186,3 +186,37 @@ def encoders_figure(means, tau, *, title: str):
     fig.suptitle(title, y=1.04)
     fig.tight_layout()
     return fig
+
+
+def heatmap(*args, **kwargs) -> bytes:
+    return _png(heatmap_figure(*args, **kwargs))
+
+
+def heatmap_figure(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    values: Sequence[Sequence[float]],
+    labels: Sequence[Sequence[str]],
+    *,
+    title: str,
+):
+    """A rows x cols grid coloured by value (NaN blank), each cell printed with its label (value, CI, status)."""
+    import numpy as np
+
+    plt = _fig()
+    grid = np.asarray(values, dtype=float)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(cols) + 2.5), max(2.0, 0.55 * len(rows) + 1.2)))
+    finite = grid[np.isfinite(grid)]
+    vmax = float(np.abs(finite).max()) if finite.size else 1.0
+    im = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu", vmin=-vmax, vmax=vmax, aspect="auto")
+    for i in range(len(rows)):
+        for j in range(len(cols)):
+            dark = np.isfinite(grid[i, j]) and abs(grid[i, j]) > 0.6 * vmax
+            ax.text(
+                j, i, labels[i][j], ha="center", va="center", fontsize=7, color="white" if dark else "black"
+            )
+    ax.set_xticks(range(len(cols)), list(cols), rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.set_title(title)
+    fig.colorbar(im, ax=ax, fraction=0.04)
+    return fig

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from eval.studies.common import parse_pairs, table_files
 from recon_score import run_outputs as outputs
+from recon_score.run_engine import RunSpec
 from recon_score.runtime import utc_now
 
 
@@ -33,7 +34,8 @@ def write_study(run, study: Study) -> dict:
     cfg, points = study.config, study.extra.get("points") or {}
     upstream = [*(cfg.get("runs") or {}).values(), *([cfg["run"]] if cfg.get("run") else [])]
     upstream += [p["run"] for p in points.values()]  # compodiff-sweep: a retrieve run per point
-    run.publish(files=files, info={**info, "started": study.started}, upstream=upstream)
+    record = {**info, "started": study.started}
+    run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: record, upstream=upstream))
     return {name: files[outputs.table_files(name)[1]].decode("utf-8") for name in study.tables}
 
 

@@ -1,36 +1,10 @@
-"""What every study shares: tables as CSV + markdown files, the paper's names and scales."""
+"""What every study shares: tables as CSV + markdown files, pairs and seeds from the command line."""
 
 from __future__ import annotations
 
 import math
 
 import pandas as pd
-
-# Paper-style display: percentages x100 for every caption metric except ReconScore (already 0..100).
-PAPER_NAMES = {
-    "bleu1": "BLEU-1",
-    "bleu2": "BLEU-2",
-    "bleu3": "BLEU-3",
-    "bleu4": "BLEU-4",
-    "meteor": "METEOR",
-    "rouge": "ROUGE",
-    "cider": "CIDEr",
-    "spice": "SPICE",
-    "clipscore": "CLIPScore",
-    "refclipscore": "RefCLIPScore",
-    "pacscore": "PAC-S",
-    "refpacscore": "RefPAC-S",
-    "longclipscore": "Long-CLIP-S",
-    "reflongclipscore": "RefLong-CLIP-S",
-    "cyclereward": "CycleReward",
-    "fleur": "FLEUR",
-    "reffleur": "RefFLEUR",
-    "recon_score": "ReconScore",
-}
-
-
-def paper_scale(metric: str) -> float:
-    return 1.0 if metric == "recon_score" else 100.0
 
 
 def markdown_table(df: pd.DataFrame, *, digits: int = 2, index: bool = True) -> str:

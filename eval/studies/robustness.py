@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eval.studies.common import PAPER_NAMES, paper_scale
+from eval.metrics.registry import METRICS
 from recon_score.errors import ReconScoreError
 
 
@@ -79,10 +79,10 @@ def paraphrase_table(
     table = _scores(rows, refs, metrics, options=options, images_root=images_root)
     out = {}
     for m in metrics:
-        s = paper_scale(m)
+        s = METRICS[m].display_scale
         para = float(np.nanmean(table.loc[table["kind"] == "paraphrase", m])) * s
         pert = float(np.nanmean(table.loc[table["kind"] == "perturbed", m])) * s
-        out[PAPER_NAMES.get(m, m)] = {"Paraphrased": para, "Perturbed GT": pert, "±Δ": para - pert}
+        out[METRICS[m].paper_name] = {"Paraphrased": para, "Perturbed GT": pert, "±Δ": para - pert}
     df = pd.DataFrame.from_dict(out, orient="index")
     df.index.name = "Metric"
     return df
@@ -106,12 +106,12 @@ def length_table(
     table = _scores(rows, refs, metrics, options=options, images_root=images_root)
     out = {}
     for m in metrics:
-        s = paper_scale(m)
+        s = METRICS[m].display_scale
         means = [float(np.nanmean(table.loc[table["kind"] == k, m])) * s for k in ("short", "medium", "long")]
         finite = [x for x in means if not math.isnan(x)]
         sigma = float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan
         limit = (token_limits or {}).get(m, getattr(get_metric_info(m).load(), "token_limit", None))
-        out[PAPER_NAMES.get(m, m)] = {
+        out[METRICS[m].paper_name] = {
             "Max Tokens": "-" if limit is None else str(limit),
             "S.": means[0],
             "M.": means[1],

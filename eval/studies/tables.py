@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eval.studies.common import PAPER_NAMES, paper_scale
+from eval.metrics.registry import METRICS
 from recon_score import run_outputs as outputs
 from recon_score.errors import ReconScoreError
 from recon_score.run_outputs import candidates_file, describe_candidates, describe_captions, score_rows
@@ -198,7 +198,7 @@ def _preference(flat: list, picks: dict, human_pick: dict[str, int]) -> tuple[pd
     for sel, chosen in picks.items():
         judged = [img for img in chosen if img in human_pick]
         hits = sum(flat[chosen[img]][1]["index"] == human_pick[img] for img in judged)
-        rates[PAPER_NAMES.get(sel, sel)] = 100.0 * hits / len(judged) if judged else math.nan
+        rates[METRICS[sel].paper_name] = 100.0 * hits / len(judged) if judged else math.nan
         agreement[sel] = {"judged_images": len(judged), "agreements": hits}
     table = pd.DataFrame([rates], index=pd.Index(["Preference Rate (%)"], name="Selection Metric"))
     return table, agreement
@@ -246,8 +246,8 @@ def _rate_picks(flat, refs, picks: dict, metrics, table, corpus_level, options) 
                 batch = CaptionBatch([flat[k][1]["caption"] for k in chosen], [refs[k] for k in chosen])
                 _, rep = compute_metrics(corpus_level, batch, metrics=shared)
                 values.update({m: rep[m].get("corpus", math.nan) for m in corpus_level})
-            rows[PAPER_NAMES.get(sel, sel)] = {
-                PAPER_NAMES.get(m, m): v * paper_scale(m) for m, v in values.items()
+            rows[METRICS[sel].paper_name] = {
+                METRICS[m].paper_name: v * METRICS[m].display_scale for m, v in values.items()
             }
     finally:
         for metric in shared.values():
@@ -382,7 +382,7 @@ def models_tables(
     `table`: the paper's layout: Method | Pub. | one column per dataset, the models grouped under one label row
     per paradigm (e.g. "Fine-tuned", "Zero-shot"; models without one last, ungrouped); `all_metrics`: every
     metric per model and dataset; `recon_score_ci` with K-seed CIs."""
-    from recon_score.seeds import ci_heading, format_ci
+    from recon_score.seeds import ci_heading, ci_text
 
     main = long[long.metric == metric].pivot(index="model", columns="dataset", values="value")
     main = main.reindex(index=models, columns=datasets)
@@ -398,20 +398,17 @@ def models_tables(
             rows.append((group, {"Pub.": "", **dict.fromkeys(datasets, "")}))
         rows += [(m, {"Pub.": pub.get(m, "-"), **main.loc[m].to_dict()}) for m in members]
     table = pd.DataFrame([r for _, r in rows], index=pd.Index([n for n, _ in rows], name="Method"))
-    wide = long.assign(col=lambda d: d.dataset + " " + d.metric.map(lambda m: PAPER_NAMES.get(m, m))).pivot(
+    wide = long.assign(col=lambda d: d.dataset + " " + d.metric.map(lambda m: METRICS[m].paper_name)).pivot(
         index="model", columns="col", values="value"
     )
-    name = PAPER_NAMES.get(metric, metric)
+    name = METRICS[metric].paper_name
     out = {
         outputs.STUDY_TABLE: (table, f"Table 3 layout: {name} per model and dataset"),
         outputs.ALL_METRICS: (wide, "All metrics (x100 except ReconScore)"),
     }
     if cis:
         ci_df = pd.DataFrame(
-            {
-                lab: {m: format_ci(cis[(m, lab)]) if (m, lab) in cis else "–" for m in models}
-                for lab in datasets
-            }
+            {lab: {m: ci_text(cis[(m, lab)]) if (m, lab) in cis else "–" for m in models} for lab in datasets}
         ).reindex(index=models)
         ci_df.index.name = "model"
         any_ci = next(iter(cis.values()))

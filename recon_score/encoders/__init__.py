@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recon_score import hub
-from recon_score.errors import UnknownEncoderError
+from recon_score.errors import UnknownEncoderError, did_you_mean
+from recon_score.paths import WeightsLocation
 from recon_score.registry import Entry, Registry, load_target
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class EncoderFamily(Entry):
     checker: str = (
         ""  # "module:check" when the family module imports torch: a weights check must not ("": target's)
     )
+    names: str = ""  # "module:ATTR" of the family's closed list of names, checked when a spec is parsed
 
 
 FAMILIES: Registry[EncoderFamily] = Registry(
@@ -83,6 +85,7 @@ FAMILIES: Registry[EncoderFamily] = Registry(
                 "dreamsim:dinov2_vitb14",
             ),
             "recon_score.encoders.dreamsim_files:check",
+            "recon_score.encoders.dreamsim_files:REQUIRED",
         ),
         EncoderFamily(
             "open_clip",
@@ -142,6 +145,13 @@ def parse_spec(spec: str) -> tuple[str, str]:
         raise UnknownEncoderError(
             spec, known=sorted(FAMILIES), reason=f"spell it {name!r}, without {family + ':'!r}"
         )
+    closed = FAMILIES[family].names
+    if closed and name not in (known := list(load_target(closed))):
+        # a typo, said as one before any weights check can call it a missing download
+        reason = (
+            f"unknown {family} model {name!r}; choose one of {', '.join(known)}{did_you_mean(name, known)}"
+        )
+        raise UnknownEncoderError(spec, known=sorted(FAMILIES), reason=reason)
     return family, name
 
 
@@ -201,12 +211,12 @@ def list_encoders() -> list[dict]:
     ]
 
 
-def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> dict:
-    """Whether `spec`'s weights are available locally, and where they would come from. Downloads nothing."""
+def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> WeightsLocation:
+    """Whether `spec`'s weights are available locally, and where they would come from (its family's rules).
+    Downloads nothing."""
     family, name = parse_spec(spec)
     if hub.is_synthetic(spec):
-        return {"spec": spec, **hub.check_model(spec)}
+        return hub.locate(spec)
     entry = FAMILIES[family]
     check = load_target(entry.checker) if entry.checker else entry.load().check
-    out = check(name, weights_dir=Path(weights_dir) if weights_dir else None)
-    return {"spec": spec, **out}
+    return check(name, weights_dir=Path(weights_dir) if weights_dir else None)

@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from recon_score.errors import did_you_mean
-from recon_score.paths import weights_root
+from recon_score.paths import WeightsLocation, weights_root
 
 # Fallbacks, used only when the installed dreamsim's code cannot be read: dreamsim 0.2.1's
 # `download_weights` table, and the checkpoints the torch-hub entry points download (facebookresearch/dino
@@ -169,21 +169,18 @@ def missing_files(name: str, cache_dir: Path) -> list[str]:
     return [f for f in required_files(name, cache_dir) if not (cache_dir / f).exists()]
 
 
-def check(name: str, *, weights_dir: Path | None) -> dict:
+def check(name: str, *, weights_dir: Path | None) -> WeightsLocation:
     if name not in REQUIRED:
-        return {
-            "available": False,
-            "location": "",
-            "source": "",
-            "detail": f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}"
-            + did_you_mean(name, REQUIRED),
-        }
+        why = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}" + did_you_mean(
+            name, REQUIRED
+        )
+        return WeightsLocation(False, detail=why)
     cache_dir = dreamsim_dir(weights_dir)
     missing = missing_files(name, cache_dir)
-    return {
-        "available": not missing,
-        "location": str(cache_dir),
-        "source": "DreamSim GitHub release zip + torch.hub repos and their checkpoints (downloaded into this "
-        "folder by dreamsim and torch.hub on first use when online)",
-        "detail": f"missing: {', '.join(missing)}" if missing else "all release files present",
-    }
+    return WeightsLocation(
+        not missing,
+        str(cache_dir),
+        "DreamSim GitHub release zip + torch.hub repos and their checkpoints (downloaded into this folder by "
+        "dreamsim and torch.hub on first use when online)",
+        f"missing: {', '.join(missing)}" if missing else "all release files present",
+    )

@@ -26,7 +26,8 @@ from recon_score.encoders.base import (
     token_grid,
 )
 from recon_score.errors import ModelNotAvailableError
-from recon_score.hub import ResolvedModel
+from recon_score.hub import ResolvedModel, locate
+from recon_score.paths import WeightsLocation
 
 # SigLIP-family text towers were trained on max_length-padded text; other towers use dynamic padding
 _MAX_LENGTH_PADDING = ("siglip", "siglip2")
@@ -200,7 +201,5 @@ def _load(folder: Path, *, spec: str, source: str, device: str) -> Encoder:
     )
 
 
-def check(name: str, *, weights_dir: Path | None) -> dict:
-    from recon_score.hub import check_model
-
-    return check_model(name)
+def check(name: str, *, weights_dir: Path | None) -> WeightsLocation:
+    return locate(name)

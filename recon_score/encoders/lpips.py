@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from recon_score.encoders.base import Encoder, EncoderInfo, SquashingEncoder
+from recon_score.paths import WeightsLocation
 
 NETS = {"alex": "alex", "vgg": "vgg"}
 SIZE = 256
@@ -63,8 +64,8 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
     return LPIPSEncoder(model, info, device)
 
 
-def check(name: str, *, weights_dir: Path | None) -> dict:
+def check(name: str, *, weights_dir: Path | None) -> WeightsLocation:
     if name not in NETS:
-        return {"available": False, "location": "", "source": "", "detail": f"unknown LPIPS network {name!r}"}
+        return WeightsLocation(False, detail=f"unknown LPIPS network {name!r}")
     p = weights_file(NETS[name])
-    return {"available": p.is_file(), "location": str(p), "source": "stlpips-pytorch package", "detail": ""}
+    return WeightsLocation(p.is_file(), str(p), "stlpips-pytorch package")

@@ -34,6 +34,7 @@ from recon_score.encoders.base import (
 )
 from recon_score.errors import ModelNotAvailableError, UnknownEncoderError
 from recon_score.hub import ResolvedModel, is_offline
+from recon_score.paths import WeightsLocation
 
 
 def _split(name: str) -> tuple[str, str | None, str]:
@@ -328,7 +329,7 @@ def _refuse_suffix(release: str, where: str) -> None:
         raise UnknownEncoderError(f"open_clip:{release}@{where}", known=[], reason=reason)
 
 
-def check(name: str, *, weights_dir: Path | None) -> dict:
+def check(name: str, *, weights_dir: Path | None) -> WeightsLocation:
     release, _, where = name.partition("@")
     if release in RELEASES:
         _refuse_suffix(release, where)
@@ -336,63 +337,38 @@ def check(name: str, *, weights_dir: Path | None) -> dict:
     try:
         model_name, pretrained, how = _split(name)
     except ValueError as err:
-        return {"available": False, "location": "", "source": "", "detail": str(err)}
+        return WeightsLocation(False, detail=str(err))
     if how == "path":
         p = Path(pretrained).expanduser()
-        return {
-            "available": p.is_file(),
-            "location": str(p),
-            "source": "local checkpoint",
-            "detail": "" if p.is_file() else "file not found",
-        }
+        return WeightsLocation(
+            p.is_file(), str(p), "local checkpoint", "" if p.is_file() else "file not found"
+        )
     if how == "local-dir":
         p = Path(model_name.split(":", 1)[1]).expanduser()
         ok = (p / "open_clip_config.json").is_file()
-        return {
-            "available": ok,
-            "location": str(p),
-            "source": "local open_clip folder",
-            "detail": "" if ok else "no open_clip_config.json",
-        }
+        return WeightsLocation(ok, str(p), "local open_clip folder", "" if ok else "no open_clip_config.json")
     from huggingface_hub import try_to_load_from_cache
 
     if how == "hf-hub":
         repo = model_name.split(":", 1)[1]
-        hit = try_to_load_from_cache(repo, "open_clip_config.json")
-        return {
-            "available": isinstance(hit, str),
-            "location": repo,
-            "source": f"https://huggingface.co/{repo}",
-            "detail": "in HF cache" if isinstance(hit, str) else "not in HF cache",
-        }
+        hit = isinstance(try_to_load_from_cache(repo, "open_clip_config.json"), str)
+        return WeightsLocation(hit, repo, f"https://huggingface.co/{repo}", _CACHED[hit])
     import open_clip
 
     cfg = open_clip.get_pretrained_cfg(model_name, pretrained) or {}
     if not cfg:
-        return {"available": False, "location": "", "source": "", "detail": f"unknown tag {name!r}"}
+        return WeightsLocation(False, detail=f"unknown tag {name!r}")
     if cfg.get("hf_hub"):
         repo_id = "/".join(cfg["hf_hub"].strip("/").split("/")[:2])
         for filename in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin"):
             hit = try_to_load_from_cache(repo_id, filename)
             if isinstance(hit, str):
-                return {
-                    "available": True,
-                    "location": hit,
-                    "source": f"https://huggingface.co/{repo_id}",
-                    "detail": "in HF cache",
-                }
-        return {
-            "available": False,
-            "location": repo_id,
-            "source": f"https://huggingface.co/{repo_id}",
-            "detail": "not in HF cache",
-        }
-    return {
-        "available": False,
-        "location": cfg.get("url", ""),
-        "source": cfg.get("url", ""),
-        "detail": "URL download on first use",
-    }
+                return WeightsLocation(True, hit, f"https://huggingface.co/{repo_id}", _CACHED[True])
+        return WeightsLocation(False, repo_id, f"https://huggingface.co/{repo_id}", _CACHED[False])
+    return WeightsLocation(False, cfg.get("url", ""), cfg.get("url", ""), "URL download on first use")
+
+
+_CACHED = {True: "in HF cache", False: "not in HF cache"}
 
 
 # -- released fine-tunes of CLIP that need their own key handling (PAC-S, Long-CLIP) ------------------------------
@@ -547,12 +523,13 @@ def release_model(release: Release, *, device: str, mode: str):
     from recon_score.synthetic.shapes import empty_weights, materialize
 
     if mode == "smoke":
+        from recon_score.runtime import seeded
         from recon_score.synthetic.tiny_models import OPEN_CLIP_TINY_CFG as tiny
 
         cfg = {**tiny, "text_cfg": {**tiny["text_cfg"], "context_length": release.context_length}}
         cfg["quick_gelu"] = bool(open_clip.get_model_config(release.arch).get("quick_gelu", False))
-        torch.manual_seed(0)
-        return open_clip.CLIP(**cfg).to(device)
+        with seeded(0):
+            return open_clip.CLIP(**cfg).to(device)
     cfg = open_clip.get_model_config(release.arch)
     cfg = {**cfg, "text_cfg": {**cfg["text_cfg"], "context_length": release.context_length}}
     with empty_weights():
@@ -696,19 +673,13 @@ def round_to_fp16(model: torch.nn.Module, *, everything: bool = False) -> None:
                 t.copy_(t.half().float())
 
 
-def check_release(name: str, where: str | None, *, weights_dir: Path | None) -> dict:
+def check_release(name: str, where: str | None, *, weights_dir: Path | None) -> WeightsLocation:
     release = RELEASES[name]
     if where:
         p = Path(where).expanduser()
-        ok = p.is_file()
-        return {
-            "available": ok,
-            "location": str(p),
-            "source": release.url,
-            "detail": "" if ok else "file not found",
-        }
+        return WeightsLocation(p.is_file(), str(p), release.url, "" if p.is_file() else "file not found")
     try:
         path = find_release_file(name, release, weights_dir, download=False)
     except ModelNotAvailableError as err:
-        return {"available": False, "location": release.filename, "source": release.url, "detail": str(err)}
-    return {"available": True, "location": str(path), "source": release.url, "detail": ""}
+        return WeightsLocation(False, release.filename, release.url, str(err))
+    return WeightsLocation(True, str(path), release.url)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from recon_score.paths import WeightsLocation
 from recon_score.registry import Entry, Registry
 
 _SMOKE = "recon_score.synthetic.smoke"
@@ -198,12 +199,12 @@ def resolve(name: str) -> dict:
     return MODELS.load(f"{n.prefix}:{n.family}").resolve(n)
 
 
-def check(name: str) -> dict:
-    """{available, location, source, detail} for `reconscore models check`; builds nothing."""
+def check(name: str) -> WeightsLocation:
+    """Where a synthetic model would be built, for `reconscore models check`; builds nothing."""
     try:
         n = parse(name)
     except ValueError as err:
-        return {"available": False, "location": "", "source": "synthetic model", "detail": str(err)}
+        return WeightsLocation(False, source="synthetic model", detail=str(err))
     return MODELS.load(f"{n.prefix}:{n.family}").check(n)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from recon_score.paths import WeightsLocation
 from recon_score.synthetic import SyntheticName, smoke
 
 
@@ -22,7 +23,7 @@ def resolve(name: SyntheticName) -> dict:
     return _dreamsim(name) if name.family == "dreamsim" else _open_clip(name)
 
 
-def check(name: SyntheticName) -> dict:
+def check(name: SyntheticName) -> WeightsLocation:
     if name.prefix == "smoke":
         return smoke.check(name)
     from recon_score.synthetic import shapes  # imports torch: only for a shapes name, as before

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from recon_score.paths import cache_root
+from recon_score.paths import WeightsLocation, cache_root
 from recon_score.synthetic import SyntheticName
 
 SHAPES_VERSION = 1
@@ -280,13 +280,10 @@ def resolve(name: SyntheticName) -> dict:
     }
 
 
-def check(name: SyntheticName) -> dict:
-    return {
-        "available": True,
-        "location": "",
-        "source": "published sizes, random weights, built on the target device (no download)",
-        "detail": "",
-    }
+def check(name: SyntheticName) -> WeightsLocation:
+    return WeightsLocation(
+        True, source="published sizes, random weights, built on the target device (no download)"
+    )
 
 
 def ensure_shapes(family: str, scale: float = 1.0) -> Path:

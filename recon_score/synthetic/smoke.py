@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from recon_score.paths import cache_root
+from recon_score.paths import WeightsLocation, cache_root
 from recon_score.synthetic import MODELS, SyntheticName
 
 # Bump when a builder changes: cached fixtures of another version are ignored.
@@ -49,14 +49,10 @@ def resolve(name: SyntheticName) -> dict:
     return {"path": path, "revision": revision, "source": f"{revision} {path} ({MEANINGLESS})"}
 
 
-def check(name: SyntheticName) -> dict:
+def check(name: SyntheticName) -> WeightsLocation:
     p = fixture_path(name.family)
-    return {
-        "available": True,
-        "location": str(p),
-        "source": "built offline on first use (random weights)",
-        "detail": "built" if (p / ".complete").exists() else "not built yet",
-    }
+    built = "built" if (p / ".complete").exists() else "not built yet"
+    return WeightsLocation(True, str(p), "built offline on first use (random weights)", built)
 
 
 def fixture_path(name: str) -> Path:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from recon_score.runtime import seeded
+
 # DreamSim's per-backbone input normalisation (dreamsim.constants)
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
@@ -20,21 +22,21 @@ CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.261302
 def _tiny_vae(latent_channels: int, *, seed: int):
     from diffusers import AutoencoderKL
 
-    torch.manual_seed(seed)
-    # four blocks -> 8x spatial compression, as in the real Z-Image / FLUX / SD VAEs
-    return AutoencoderKL(
-        in_channels=3,
-        out_channels=3,
-        down_block_types=["DownEncoderBlock2D"] * 4,
-        up_block_types=["UpDecoderBlock2D"] * 4,
-        block_out_channels=[8, 16, 16, 16],
-        layers_per_block=1,
-        latent_channels=latent_channels,
-        norm_num_groups=8,
-        sample_size=64,
-        scaling_factor=0.3611,  # Z-Image's values; the pipeline needs both
-        shift_factor=0.1159,
-    )
+    with seeded(seed):
+        # four blocks -> 8x spatial compression, as in the real Z-Image / FLUX / SD VAEs
+        return AutoencoderKL(
+            in_channels=3,
+            out_channels=3,
+            down_block_types=["DownEncoderBlock2D"] * 4,
+            up_block_types=["UpDecoderBlock2D"] * 4,
+            block_out_channels=[8, 16, 16, 16],
+            layers_per_block=1,
+            latent_channels=latent_channels,
+            norm_num_groups=8,
+            sample_size=64,
+            scaling_factor=0.3611,  # Z-Image's values; the pipeline needs both
+            shift_factor=0.1159,
+        )
 
 
 def _tiny_qwen3(model_class, *, seed: int, max_position_embeddings: int, **config):
@@ -45,20 +47,20 @@ def _tiny_qwen3(model_class, *, seed: int, max_position_embeddings: int, **confi
     from recon_score.synthetic.tokenizers import train_qwen_tokenizer
 
     tokenizer = train_qwen_tokenizer()
-    torch.manual_seed(seed)
-    model = model_class(
-        Qwen3Config(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            head_dim=16,
-            vocab_size=len(tokenizer),
-            max_position_embeddings=max_position_embeddings,
-            **config,
+    with seeded(seed):
+        model = model_class(
+            Qwen3Config(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=2,
+                head_dim=16,
+                vocab_size=len(tokenizer),
+                max_position_embeddings=max_position_embeddings,
+                **config,
+            )
         )
-    )
     return tokenizer, model
 
 
@@ -68,24 +70,24 @@ def build_z_image(path: Path, *, seed: int = 0) -> Path:
     from transformers import Qwen3Model
 
     tokenizer, text_encoder = _tiny_qwen3(Qwen3Model, seed=seed, max_position_embeddings=1024)
-    torch.manual_seed(seed)
-    transformer = ZImageTransformer2DModel(
-        all_patch_size=(2,),
-        all_f_patch_size=(1,),
-        in_channels=16,
-        dim=64,
-        n_layers=2,
-        n_refiner_layers=1,
-        n_heads=2,
-        n_kv_heads=2,
-        norm_eps=1e-5,
-        qk_norm=True,
-        cap_feat_dim=32,
-        rope_theta=256.0,
-        t_scale=1000.0,
-        axes_dims=[16, 8, 8],
-        axes_lens=[1024, 128, 128],
-    )
+    with seeded(seed):
+        transformer = ZImageTransformer2DModel(
+            all_patch_size=(2,),
+            all_f_patch_size=(1,),
+            in_channels=16,
+            dim=64,
+            n_layers=2,
+            n_refiner_layers=1,
+            n_heads=2,
+            n_kv_heads=2,
+            norm_eps=1e-5,
+            qk_norm=True,
+            cap_feat_dim=32,
+            rope_theta=256.0,
+            t_scale=1000.0,
+            axes_dims=[16, 8, 8],
+            axes_lens=[1024, 128, 128],
+        )
     with torch.no_grad():  # created with torch.empty upstream: fix them so the fixture never holds NaNs
         transformer.x_pad_token.copy_(torch.ones_like(transformer.x_pad_token))
         transformer.cap_pad_token.copy_(torch.ones_like(transformer.cap_pad_token))
@@ -109,34 +111,34 @@ def build_stable_diffusion(path: Path, *, seed: int = 0) -> Path:
     from recon_score.synthetic.tokenizers import clip_tokenizer
 
     tokenizer = clip_tokenizer(path / "_tokenizer_build")
-    torch.manual_seed(seed)
-    unet = UNet2DConditionModel(
-        block_out_channels=(16, 32),
-        layers_per_block=1,
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=32,
-        norm_num_groups=8,
-        attention_head_dim=4,
-    )
-    torch.manual_seed(seed)
-    text_encoder = CLIPTextModel(
-        CLIPTextConfig(
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            vocab_size=len(tokenizer),
-            max_position_embeddings=77,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            projection_dim=32,
+    with seeded(seed):
+        unet = UNet2DConditionModel(
+            block_out_channels=(16, 32),
+            layers_per_block=1,
+            sample_size=8,
+            in_channels=4,
+            out_channels=4,
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+            cross_attention_dim=32,
+            norm_num_groups=8,
+            attention_head_dim=4,
         )
-    )
+    with seeded(seed):
+        text_encoder = CLIPTextModel(
+            CLIPTextConfig(
+                hidden_size=32,
+                intermediate_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                vocab_size=len(tokenizer),
+                max_position_embeddings=77,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+                projection_dim=32,
+            )
+        )
     vae = _tiny_vae(4, seed=seed)
     vae.register_to_config(shift_factor=None, scaling_factor=0.18215)
     pipe = StableDiffusionPipeline(
@@ -175,8 +177,8 @@ def build_open_clip(path: Path, *, seed: int = 0) -> Path:
     import open_clip
     from safetensors.torch import save_file
 
-    torch.manual_seed(seed)
-    model = open_clip.CLIP(**OPEN_CLIP_TINY_CFG)
+    with seeded(seed):
+        model = open_clip.CLIP(**OPEN_CLIP_TINY_CFG)
     path.mkdir(parents=True, exist_ok=True)
     config = {
         "model_cfg": OPEN_CLIP_TINY_CFG,
@@ -285,8 +287,8 @@ class TinyDreamSim(torch.nn.Module):
 def build_dreamsim(path: Path, *, seed: int = 0) -> Path:
     from safetensors.torch import save_file
 
-    torch.manual_seed(seed)
-    model = TinyDreamSim(DREAMSIM_TINY_CFG)
+    with seeded(seed):
+        model = TinyDreamSim(DREAMSIM_TINY_CFG)
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(DREAMSIM_TINY_CFG, indent=2), encoding="utf-8")
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path / "model.safetensors"))
@@ -303,30 +305,30 @@ def build_hf_clip(path: Path, *, seed: int = 0) -> Path:
     from recon_score.synthetic.tokenizers import clip_tokenizer
 
     tokenizer = clip_tokenizer(path / "_tokenizer_build")
-    torch.manual_seed(seed)
-    config = CLIPConfig(
-        text_config={
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "vocab_size": len(tokenizer),
-            "max_position_embeddings": 77,
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
-        },
-        vision_config={
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "image_size": 64,
-            "patch_size": 16,
-        },
-        projection_dim=32,
-    )
-    model = CLIPModel(config)
+    with seeded(seed):
+        config = CLIPConfig(
+            text_config={
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "vocab_size": len(tokenizer),
+                "max_position_embeddings": 77,
+                "bos_token_id": tokenizer.bos_token_id,
+                "eos_token_id": tokenizer.eos_token_id,
+                "pad_token_id": tokenizer.pad_token_id,
+            },
+            vision_config={
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "image_size": 64,
+                "patch_size": 16,
+            },
+            projection_dim=32,
+        )
+        model = CLIPModel(config)
     processor = CLIPProcessor(
         image_processor=CLIPImageProcessor(size={"shortest_edge": 64}, crop_size={"height": 64, "width": 64}),
         tokenizer=tokenizer,
@@ -343,17 +345,17 @@ def build_hf_dinov2(path: Path, *, seed: int = 0) -> Path:
     """A transformers Dinov2Model + image processor (vision-only encoder, CLS pooling)."""
     from transformers import BitImageProcessor, Dinov2Config, Dinov2Model
 
-    torch.manual_seed(seed)
-    model = Dinov2Model(
-        Dinov2Config(
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=64,
-            image_size=56,
-            patch_size=14,
+    with seeded(seed):
+        model = Dinov2Model(
+            Dinov2Config(
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                image_size=56,
+                patch_size=14,
+            )
         )
-    )
     model.save_pretrained(path, safe_serialization=True)
     BitImageProcessor(
         size={"shortest_edge": 64},
@@ -382,39 +384,43 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
         t: tokenizer.convert_tokens_to_ids(t)
         for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
     }
-    torch.manual_seed(seed)
-    config = Qwen3VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 2,
-            "head_dim": 16,
-            "max_position_embeddings": 2048,
-            "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": True},
-            "tie_word_embeddings": True,
-        },
-        vision_config={
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-            "out_hidden_size": 32,
-            "num_position_embeddings": 64,
-            "deepstack_visual_indexes": [1],
-        },
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=True,
-    )
-    model = Qwen3VLForConditionalGeneration(config)
+    with seeded(seed):
+        config = Qwen3VLConfig(
+            text_config={
+                "vocab_size": len(tokenizer),
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 2,
+                "head_dim": 16,
+                "max_position_embeddings": 2048,
+                "rope_scaling": {
+                    "rope_type": "default",
+                    "mrope_section": [2, 3, 3],
+                    "mrope_interleaved": True,
+                },
+                "tie_word_embeddings": True,
+            },
+            vision_config={
+                "depth": 2,
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_heads": 2,
+                "patch_size": 14,
+                "spatial_merge_size": 2,
+                "temporal_patch_size": 2,
+                "out_hidden_size": 32,
+                "num_position_embeddings": 64,
+                "deepstack_visual_indexes": [1],
+            },
+            image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"],
+            vision_start_token_id=ids["<|vision_start|>"],
+            vision_end_token_id=ids["<|vision_end|>"],
+            tie_word_embeddings=True,
+        )
+        model = Qwen3VLForConditionalGeneration(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     image_processor = Qwen2VLImageProcessor(

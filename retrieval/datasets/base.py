@@ -39,6 +39,29 @@ class Protocol:
     method_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
+QUERY_IMAGE_RULES = {
+    "kept": "ranked with the database as a negative (it is never a positive; image-based methods tend to rank "
+    "it first)",
+    "excluded": "removed from its own query's ranking",
+    "absent": "not in the database (query and database images are separate sets)",
+}
+
+
+@dataclass(frozen=True)
+class QueryImage:
+    """What a benchmark's authors do with a query's own reference image when the database holds it too: `rule`
+    (QUERY_IMAGE_RULES) and `source`, the authors' code or text that says so (docs/retrieval.md has the table)."""
+
+    rule: str
+    source: str
+
+    def __post_init__(self):
+        if self.rule not in QUERY_IMAGE_RULES:
+            raise ValueError(
+                f"query image rule must be one of {', '.join(QUERY_IMAGE_RULES)}, got {self.rule!r}"
+            )
+
+
 @dataclass(frozen=True)
 class Query:
     id: str
@@ -58,6 +81,7 @@ class Benchmark:
     database: list[str]  # image paths relative to the root
     positives: list[tuple[int, int]]  # (query index, database index)
     protocol: Protocol
+    query_image: QueryImage  # the authors' rule for a reference image that is also a database item
     database_group: list[str] | None = None
     exclude: list[tuple[int, int]] = field(default_factory=list)
     subset: list[tuple[int, int]] = field(default_factory=list)  # (query, database): CIRR's img_set members
@@ -106,6 +130,31 @@ class Benchmark:
             seen.setdefault(q.reference)
         return list(seen)
 
+    def reference_items(self) -> list[tuple[int, int]]:
+        """(query, database item) for every query whose reference image is an item of the database it searches
+        (the same path; within its database group where there are groups)."""
+        index = {p: i for i, p in enumerate(self.database)}
+        groups = self.database_group
+        pairs = []
+        for qi, q in enumerate(self.queries):
+            d = index.get(q.reference)
+            if d is not None and (groups is None or q.db_group is None or groups[d] == q.db_group):
+                pairs.append((qi, d))
+        return pairs
+
+    def query_image_facts(self) -> dict:
+        """The rule, its source, and how many queries it touched here (recorded in run.json, said on the report)."""
+        pairs = self.reference_items()
+        excluded = set(self.exclude)
+        return {
+            "rule": self.query_image.rule,
+            "meaning": QUERY_IMAGE_RULES[self.query_image.rule],
+            "source": self.query_image.source,
+            "queries": len(self.queries),
+            "references_in_database": len(pairs),
+            "excluded": sum(p in excluded for p in pairs),
+        }
+
     def texts(self) -> list[str]:
         return list(dict.fromkeys(q.text for q in self.queries))
 
@@ -119,6 +168,7 @@ class Benchmark:
             "groups": list(dict.fromkeys(q.group for q in self.queries)),
             "options": self.options,
             "protocol": dataclasses.asdict(self.protocol),
+            "query_image": self.query_image_facts(),
             "notes": self.notes,
         }
 
@@ -209,18 +259,24 @@ def checked_benchmark(
     positives: list[tuple[int, int]],
     *,
     protocol: Protocol,
+    query_image: QueryImage,
     images: Iterable[str] | None = None,
     **fields: Any,
 ) -> Benchmark:
     """The loaded benchmark, built only once every image it names exists under root (`images`: the paths to
-    check, the database when None), so a misspelt row fails before any feature is extracted."""
+    check, the database when None), so a misspelt row fails before any feature is extracted. Under the
+    ``excluded`` rule each query's reference item is removed from its ranking here, the one place that does."""
     check_images(root, database if images is None else images, what)
-    return Benchmark(
+    bench = Benchmark(
         name=name,
         root=root,
         queries=queries,
         database=database,
         positives=positives,
         protocol=protocol,
+        query_image=query_image,
         **fields,
     )
+    if query_image.rule == "excluded":
+        bench.exclude = [*bench.exclude, *bench.reference_items()]
+    return bench

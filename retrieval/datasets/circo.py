@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrieval.datasets.base import Benchmark, Protocol, Query, checked_benchmark, find_file, read_json
+from retrieval.datasets.base import (
+    Benchmark,
+    Protocol,
+    Query,
+    QueryImage,
+    checked_benchmark,
+    find_file,
+    read_json,
+)
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
@@ -23,6 +31,11 @@ PROTOCOL = Protocol(
     map_at=(5, 10, 25, 50),
     headline=("map@5", "map@10", "map@25", "map@50"),
     source="miccunifi/CIRCO src/evaluation.py (mAP@K); the EDIR paper appendix B (mAP@5)",
+)
+QUERY_IMAGE = QueryImage(
+    "kept",
+    "miccunifi/CIRCO src/evaluation.py:53-54 (the submitted ranking is scored as given) and miccunifi/SEARLE "
+    "src/validate.py:327-329 (the top 50 of the whole index, reference included)",
 )
 
 
@@ -70,5 +83,6 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database,
         positives,
         protocol=PROTOCOL,
+        query_image=QUERY_IMAGE,
         options={"annotations": str(ann)},
     )

@@ -19,6 +19,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
+    QueryImage,
     checked_benchmark,
     find_file,
     parse_options,
@@ -33,6 +34,11 @@ PROTOCOL = Protocol(
     source="CIRR (Liu et al. 2021): Recall@K without the reference image, Recall_subset@K within img_set; "
     "the EDIR paper appendix B (Recall@1)",
     subset_ks=(1, 2, 3),
+)
+QUERY_IMAGE = QueryImage(
+    "excluded",
+    'miccunifi/SEARLE src/validate.py:198-201 (cirr_compute_val_metrics: "Delete the reference image from the '
+    'results"); the EDIR paper appendix B: "CIRR excludes the reference image from the retrieval corpus"',
 )
 
 
@@ -62,7 +68,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     names = read_json(split)
     database = [str(Path(p)) for p in names.values()]  # Path() drops the leading "./"
     index = {name: i for i, name in enumerate(names)}
-    queries, positives, exclude, subset = [], [], [], []
+    queries, positives, subset = [], [], []
     for rec in read_json(caps):
         ref, target = rec["reference"], rec.get("target_hard")
         if ref not in index or (target is not None and target not in index):
@@ -79,7 +85,6 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         )
         if target is not None:
             positives.append((qi, index[target]))
-        exclude.append((qi, index[ref]))
         for member in rec.get("img_set", {}).get("members", []):
             if member not in index:
                 raise DatasetLayoutError(
@@ -94,7 +99,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database,
         positives,
         protocol=PROTOCOL,
-        exclude=exclude,
+        query_image=QUERY_IMAGE,
         subset=subset,
         options={"split": s, "captions": str(caps), "image_split": str(split)},
     )

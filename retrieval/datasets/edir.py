@@ -29,6 +29,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
+    QueryImage,
     checked_benchmark,
     find_file,
     parse_options,
@@ -46,6 +47,16 @@ PROTOCOL = Protocol(
     subgroup_table=True,
     source="the EDIR paper: Recall@1 per subcategory and category (Sec. 4), Recall@3 (appendix B.3)",
 )
+QUERY_IMAGE = {
+    False: QueryImage(
+        "kept",
+        'the EDIR paper appendix B (Benchmark Settings): only "CIRR excludes the reference image from the '
+        'retrieval corpus"; EDIR is scored on its gallery as released',
+    ),
+    True: QueryImage(
+        "excluded", "option exclude_reference=true (CIRR's rule, not the EDIR paper's protocol)"
+    ),
+}
 _ALIASES = {
     "reference": ("reference", "query_image", "reference_image"),
     "text": ("text", "query", "instruction_query", "modification"),
@@ -104,7 +115,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     else:
         raise DatasetLayoutError(f"EDIR: neither {gallery_file} nor {root / 'images'}/ exists under --root")
     index = {p: i for i, p in enumerate(database)}
-    queries, positives, exclude, in_gallery = [], [], [], 0
+    queries, positives, in_gallery = [], [], 0
     records = _records(path)
     for n, (place, rec) in enumerate(records, start=1):
         where = f"{path}: {place}"
@@ -123,10 +134,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
             )
         )
         positives.append((qi, index[target]))
-        if ref in index:
-            in_gallery += 1
-            if opts.exclude_reference:
-                exclude.append((qi, index[ref]))
+        in_gallery += ref in index
     check_unique_ids([q.id for q in queries], str(path), [place for place, _ in records])
     if in_gallery:
         rule = (
@@ -144,8 +152,8 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database,
         positives,
         protocol=PROTOCOL,
+        query_image=QUERY_IMAGE[opts.exclude_reference],
         images=dict.fromkeys(database + [q.reference for q in queries]),
-        exclude=exclude,
         options={"exclude_reference": opts.exclude_reference, "annotations": str(path)},
         notes=notes,
     )

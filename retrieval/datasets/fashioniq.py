@@ -19,6 +19,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
+    QueryImage,
     checked_benchmark,
     find_file,
     parse_options,
@@ -33,6 +34,11 @@ PROTOCOL = Protocol(
     headline=("hit@10", "hit@50"),
     group_order=CATEGORIES,
     source="FashionIQ (Wu et al. 2021): Recall@10/50 per category; the EDIR paper appendix B (Recall@10)",
+)
+QUERY_IMAGE = QueryImage(
+    "kept",
+    "miccunifi/SEARLE src/validate.py:94-95 (fiq_compute_val_metrics ranks the category's whole index, the "
+    "candidate image included)",
 )
 
 
@@ -106,6 +112,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database,
         positives,
         protocol=PROTOCOL,
+        query_image=QUERY_IMAGE,
         database_group=database_group,
         options={"categories": ",".join(found), "split": opts.split},
     )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from recon_score.textfiles import csv_rows
 from retrieval.data import check_unique_ids
-from retrieval.datasets.base import Benchmark, Protocol, Query, checked_benchmark, find_file
+from retrieval.datasets.base import Benchmark, Protocol, Query, QueryImage, checked_benchmark, find_file
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
@@ -31,6 +31,11 @@ PROTOCOL = Protocol(
     ks=(1, 5, 10),
     headline=("ap",),
     source="billpsomas/icir run_retrieval.py (per-instance databases, mmAP over instances) + utils.compute_ap",
+)
+QUERY_IMAGE = QueryImage(
+    "absent",
+    "billpsomas/icir run_retrieval.py:177-178 (separate query and database feature files) and :203-204 (an "
+    "instance's queries rank its database rows only)",
 )
 _HEADER_CELLS = {"image", "image_path", "path", "file", "filename"}
 
@@ -95,6 +100,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database,
         positives,
         protocol=PROTOCOL,
+        query_image=QUERY_IMAGE,
         images=dict.fromkeys(database + [q.reference for q in queries]),
         database_group=database_group,
         options={"query_files": str(qfile), "database_files": str(dfile)},

@@ -38,6 +38,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
+    QueryImage,
     check_images,
     parse_options,
     read_csv_rows,
@@ -63,6 +64,12 @@ PROTOCOL = Protocol(
     headline=("ap",),
     group_order=ATTRIBUTES,
     source="billpsomas/rscir evaluate.py + utils.py (class merging); the RS-CIR benchmark paper Sec. 4.1, Tables 1-2",
+)
+QUERY_IMAGE = QueryImage(
+    "kept",
+    "billpsomas/rscir evaluate.py:185,199 (the query's own feature features[idx] is ranked against all of "
+    "`features`, the whole PatternNet) and :57 (its text is another value of its attribute, so it is never "
+    "relevant)",
 )
 _HEADER_CELLS = {"image", "filename", "file", "path", "image_filename", "query"}
 _IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp"}
@@ -185,6 +192,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database=database,
         positives=positives,
         protocol=PROTOCOL,
+        query_image=QUERY_IMAGE,
         options={"text_template": opts.text_template, "attributes": opts.attributes},
         notes=notes,
     )

@@ -21,6 +21,7 @@ from retrieval.datasets.base import (
     Benchmark,
     Protocol,
     Query,
+    QueryImage,
     checked_benchmark,
     find_file,
     parse_options,
@@ -38,6 +39,15 @@ PROTOCOL = Protocol(
     group_order=DISASTERS,
     source="the RS-CIR benchmark paper Sec. 4.1, Table 3 (per-disaster mAP, Avg. = macro, Total = overall); rscir's AP",
 )
+# the authors' code (billpsomas/rscir) evaluates PatternCom only; the rule is the RS-CIR benchmark paper's text
+QUERY_IMAGE = {
+    "pre+post": QueryImage(
+        "kept",
+        'the RS-CIR benchmark paper Sec. 3 (xView2-CIR): "All remaining images are treated as negatives, '
+        'including ... images from the same location that do not match the target post-event state"',
+    ),
+    "post": QueryImage("absent", "option database=post: post-event images only (no pre-event reference)"),
+}
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         database,
         positives,
         protocol=PROTOCOL,
+        query_image=QUERY_IMAGE[opts.database],
         images=database + [q.reference for q in queries],
         options={"phrasing": opts.phrasing, "database": opts.database, "annotations": str(table)},
     )

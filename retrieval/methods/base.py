@@ -1,8 +1,11 @@
 """The contract every composed retrieval method fulfils, and what a run may hand it.
 
 A method is prepared once per database (once per i-CIR instance, once for PatternNet) and then scores chunks of
-queries: ``method.prepare(ctx).score(rows) -> (B, N)``. Linear methods (text, image, sum, FreeDom, CIReVL)
-also expose their composed query vectors, so a FAISS index can serve them at archive scale.
+queries: ``method.prepare(ctx).score(rows, out)`` writes the (B, N) float32 scores into ``out``, an array the
+evaluator allocates once per database and reuses for every chunk; a method's own (B, N) intermediates come from
+its `Buffers`, allocated once too. Peak memory is then flat in the number of queries by construction, with no
+allocator setting. Linear methods (text, image, sum, FreeDom, CIReVL) also expose their composed query vectors,
+so a FAISS index can serve them at archive scale.
 """
 
 from __future__ import annotations
@@ -82,15 +85,7 @@ class Resources:
         """These resources with every array a tensor (a bundle's are numpy), for methods written in torch."""
         from retrieval.data import as_torch
 
-        arrays = (
-            "corpus_pos",
-            "corpus_neg",
-            "image_mean",
-            "text_mean",
-            "norm_image",
-            "norm_text",
-            "vocabulary",
-        )
+        arrays = [f.name for f in dataclasses.fields(self) if f.type == "Tensor | None"]  # the array fields
         return dataclasses.replace(
             self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
         )
@@ -137,15 +132,52 @@ class MethodContext:
         return keys, first
 
 
+ScoreInto = Callable[[np.ndarray, np.ndarray], None]  # (rows, out): scores of rows written into out
+
+
 @dataclass
 class Prepared:
-    """A method ready to score: `score(rows)` takes local query positions and returns (len(rows), N)."""
+    """A method ready to score: `score(rows, out)` takes local query positions and writes their scores into
+    `out`, a float32 numpy array of shape (len(rows), N)."""
 
-    score: Callable[[Tensor], Tensor]
-    query_vectors: Tensor | None = None  # linear methods: score(rows) == query_vectors[rows] @ database.T
+    score: ScoreInto
+    width: int  # N, the database items every row is scored against
+    query_vectors: Tensor | None = None  # linear methods: scores(rows) == query_vectors[rows] @ database.T
     database: Tensor | None = None  # linear methods: the vectors they score against (MagicLens: its own)
     details: list[str] | None = None  # per query, human-readable (FreeDom's words, CIReVL's rewrite)
     notes: list[str] = field(default_factory=list)  # run-level facts for run.json (which mean was used ...)
+
+    def scores(self, rows: np.ndarray | Tensor) -> np.ndarray:
+        """The (len(rows), N) float32 scores in a new array, for one-off use (the evaluator reuses its own)."""
+        rows = _rows(rows)
+        out = np.empty((len(rows), self.width), dtype=np.float32)
+        self.score(rows, out)
+        return out
+
+
+class Buffers:
+    """Arrays reused from chunk to chunk, by name: a method scoring into `out` takes its (B, N) intermediates
+    here, so they are allocated once per database instead of once per chunk (a chunk never has more rows than
+    the first one)."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+        size = int(np.prod(shape))
+        have = self._arrays.get(name)
+        if have is None or have.dtype != dtype or have.size < size:
+            have = self._arrays[name] = np.empty(size, dtype=dtype)
+        return have[:size].reshape(shape)
+
+    def like(self, name: str, out: np.ndarray, dtype: type = np.float32) -> np.ndarray:
+        return self.get(name, out.shape, dtype)
+
+
+def _rows(rows: np.ndarray | Tensor) -> np.ndarray:
+    from retrieval.data import as_numpy
+
+    return as_numpy(rows).astype(np.int64, copy=False)
 
 
 class Method:
@@ -222,23 +254,56 @@ def dot_scores(
     vectors: np.ndarray | Tensor,
     database: np.ndarray | Tensor,
     distinct: tuple[np.ndarray, np.ndarray | None] | None = None,
-) -> Callable:
-    """rows -> vectors[rows] @ database.T, in float32. On numpy (a bundle) each distinct database row is scored
-    once and its copies take that score (`distinct`: `distinct_rows(database)`, when the caller has it): copies
-    of one item tie exactly by construction, wherever they sit (OpenBLAS's float32 product can give copies of
-    one row different last bits, which the tie rules would read as a ranking). Tensors keep torch's product."""
+) -> ScoreInto:
+    """(rows, out) -> out = vectors[rows] @ database.T, in float32. On numpy (a bundle) each distinct database
+    row is scored once and its copies take that score (`distinct`: `distinct_rows(database)`, when the caller
+    has it): copies of one item tie exactly by construction, wherever they sit (OpenBLAS's float32 product can
+    give copies of one row different last bits, which the tie rules would read as a ranking). Tensors keep
+    torch's product, written through a tensor view of `out`."""
     if not isinstance(database, np.ndarray):
-        return lambda rows: vectors[rows] @ database.T
+        return lambda rows, out: matmul_into(vectors[rows], database.T, out)
     unique, inverse = distinct if distinct is not None else distinct_rows(database)
     if inverse is None:
-        return lambda rows: vectors[rows] @ unique.T
-    return lambda rows: np.take(vectors[rows] @ unique.T, inverse, axis=1)
+        return lambda rows, out: matmul_into(vectors[rows], unique.T, out)
+    buffers = Buffers()
+
+    def score(rows: np.ndarray, out: np.ndarray) -> None:
+        per_unique = matmul_into(vectors[rows], unique.T, buffers.get("unique", (len(out), len(unique))))
+        np.take(per_unique, inverse, axis=1, out=out, mode="clip")  # "raise" would buffer a copy of out
+
+    return score
+
+
+def matmul_into(a: np.ndarray | Tensor, b: np.ndarray | Tensor, out: np.ndarray) -> np.ndarray:
+    """`a @ b` written into the float32 array `out` by numpy's or torch's product (whichever `a` is), computed
+    in place where both operands are float32 (on the CPU for torch), else computed and then rounded into it."""
+    if isinstance(a, np.ndarray):
+        if a.dtype == np.float32 and b.dtype == np.float32:
+            np.matmul(a, b, out=out)
+        else:
+            np.copyto(out, a @ b, casting="same_kind")
+        return out
+    import torch
+
+    if a.dtype == b.dtype == torch.float32 and a.device.type == b.device.type == "cpu":
+        torch.matmul(a, b, out=torch_view(out))
+    else:
+        np.copyto(out, (a @ b).detach().float().cpu().numpy())
+    return out
+
+
+def torch_view(out: np.ndarray) -> Tensor:
+    """A tensor sharing `out`'s memory, for methods that compute in torch (imports torch only then)."""
+    import torch
+
+    return torch.from_numpy(out)
 
 
 def linear(query_vectors: Tensor, database: Tensor, *, details: list[str] | None = None) -> Prepared:
     """A Prepared whose scores are dot products of composed query vectors with the database."""
     return Prepared(
         score=dot_scores(query_vectors, database),
+        width=database.shape[0],
         query_vectors=query_vectors,
         database=database,
         details=details,

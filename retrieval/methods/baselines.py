@@ -4,14 +4,19 @@ s_f = f(y)·f(x), text + image s_f + s_g, text × image s_f · s_g."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.methods.base import Method, MethodContext, Prepared, distinct_rows, dot_scores, linear
-
-if TYPE_CHECKING:
-    from torch import Tensor
+from retrieval.methods.base import (
+    Buffers,
+    Method,
+    MethodContext,
+    Prepared,
+    distinct_rows,
+    dot_scores,
+    linear,
+    torch_view,
+)
 
 
 @dataclass(frozen=True)
@@ -55,13 +60,21 @@ class Product(Method):
 
     def prepare(self, ctx: MethodContext) -> Prepared:
         rectify = self.config.rectify
-        rows = distinct_rows(ctx.database) if isinstance(ctx.database, np.ndarray) else None
+        on_numpy = isinstance(ctx.database, np.ndarray)
+        rows = distinct_rows(ctx.database) if on_numpy else None
         image, text = (dot_scores(q, ctx.database, rows) for q in (ctx.query_image, ctx.query_text))
+        buffers = Buffers()
 
-        def score(rows: np.ndarray | Tensor) -> np.ndarray | Tensor:  # in the arrays' own library
-            s_img, s_txt = image(rows), text(rows)
-            if rectify:  # clip: numpy's and torch's name for clamp
-                s_img, s_txt = s_img.clip(min=0), s_txt.clip(min=0)
-            return s_img * s_txt
+        def score(rows: np.ndarray, out: np.ndarray) -> None:
+            s_img, s_txt = out, buffers.like("text", out)
+            image(rows, s_img)
+            text(rows, s_txt)
+            if rectify:
+                for s in (s_img, s_txt):  # in the arrays' own library: torch's clip keeps -0.0, numpy's not
+                    if on_numpy:
+                        s.clip(min=0, out=s)
+                    else:
+                        torch_view(s).clip_(min=0)
+            np.multiply(s_img, s_txt, out=out)
 
-        return Prepared(score=score)
+        return Prepared(score=score, width=ctx.database.shape[0])

@@ -34,6 +34,7 @@ import numpy as np
 from retrieval.data import as_numpy
 from retrieval.errors import MethodUnavailableError
 from retrieval.methods.base import (
+    Buffers,
     Method,
     MethodContext,
     Prepared,
@@ -264,17 +265,26 @@ class Basic(Method):
         copies = distinct_rows(db_c)  # copies of one item get one score
         image, text = (dot_scores(v, db_c, copies) for v in (q_p, t_c))
 
-        def score(rows: np.ndarray | Tensor) -> np.ndarray:
+        buffers = Buffers()
+
+        def score(rows: np.ndarray, out: np.ndarray) -> None:
             rows = as_numpy(rows)
-            s_img, s_txt = image(rows), text(rows)
+            s_img, s_txt = buffers.like("image", out), buffers.like("text", out)
+            image(rows, s_img)
+            text(rows, s_txt)
             if minima is not None:
                 img_min, txt_min = minima
-                s_txt = (s_txt - txt_min) / abs(img_min)
-                s_img = (s_img - img_min) / abs(img_min)
-            s_txt, s_img = s_txt.clip(min=0), s_img.clip(min=0)
-            fused = s_txt * s_img
-            if c.harris:
-                fused = fused - c.harris_lambda * (s_txt + s_img) ** 2
-            return fused
+                np.subtract(s_txt, txt_min, out=s_txt)
+                np.divide(s_txt, abs(img_min), out=s_txt)
+                np.subtract(s_img, img_min, out=s_img)
+                np.divide(s_img, abs(img_min), out=s_img)
+            s_txt.clip(min=0, out=s_txt)
+            s_img.clip(min=0, out=s_img)
+            np.multiply(s_txt, s_img, out=out)
+            if c.harris:  # out -= λ (s_txt + s_img)², the sum squared in s_txt (no longer needed)
+                np.add(s_txt, s_img, out=s_txt)
+                np.square(s_txt, out=s_txt)
+                np.multiply(s_txt, c.harris_lambda, out=s_txt)
+                np.subtract(out, s_txt, out=out)
 
-        return Prepared(score=score, notes=notes)
+        return Prepared(score=score, width=database.shape[0], notes=notes)

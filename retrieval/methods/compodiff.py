@@ -212,7 +212,7 @@ def reference_encoder(encoder, clip_weights: str):
 
 def compodiff_status() -> tuple[bool, list[str]]:
     """(are the release and its text encoder here, lines for `models check compodiff`); downloads nothing."""
-    from recon_score.hub import check_model
+    from recon_score.hub import locate
 
     lines = [f"source: {RELEASE} (Gu et al., TMLR 2024)"]
     ok = True
@@ -220,12 +220,10 @@ def compodiff_status() -> tuple[bool, list[str]]:
         ("release", "navervision/CompoDiff-Aesthetic"),
         ("text encoder", CompoDiffMethodConfig.text_encoder),
     ):
-        info = check_model(name)
-        ok &= bool(info["available"])
-        where = info.get("location") or info.get("detail") or "not found"
-        lines.append(
-            f"{what}: {name}: {'here, ' + str(where) if info['available'] else 'NOT here (' + str(where) + ')'}"
-        )
+        info = locate(name)
+        ok &= info.available
+        where = info.location or info.detail or "not found"
+        lines.append(f"{what}: {name}: {'here, ' + where if info.available else 'NOT here (' + where + ')'}")
     lines.append(
         "weights: given per run, --checkpoint compodiff=DIR (a folder), --set compodiff.text_encoder=DIR; "
         "the run's --encoder must be CLIP ViT-L/14 (OpenAI)"

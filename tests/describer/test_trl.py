@@ -122,8 +122,23 @@ def test_failed_rows_are_none_with_a_logged_reason(dataset, caplog):
     with caplog.at_level(logging.WARNING, logger="recon_score.reward"):
         out = reward(prompts=["p"] * 3, completions=completions, image=[img, img, None])
     assert isinstance(out[0], float) and out[1] is None and out[2] is None
-    assert reward.failures == ["empty completion", "no image in column 'image'"]
+    assert reward.failures == ["empty completion", "no image for completion 2 in column 'image'"]
     assert "empty completion" in caplog.text and "no image" in caplog.text
+
+
+def test_a_completion_that_is_not_text_is_named_by_its_type(dataset):
+    """An int, None or bytes completion is not "empty": the reason says its type; a row without an image in
+    `images` (TRL's multi-image column) names `images`, not 'image'."""
+    reward = ReconScoreReward.from_preset("smoke", device="cpu")
+    img = dataset[0]["image"]
+    out = reward(prompts=["p"] * 4, completions=[7, None, b"a farm", "a road"], images=[[img]] * 3 + [[]])
+    assert out == [None] * 4
+    assert reward.failures == [
+        "completion 0 is an int, not text (a string, or assistant messages with text content)",
+        "completion 1 is None, not text (a string, or assistant messages with text content)",
+        "completion 2 is a bytes, not text (a string, or assistant messages with text content)",
+        "no image for completion 3 in column 'images'",
+    ]
 
 
 def test_length_residuals_match_an_outside_least_squares_fit():

@@ -8,6 +8,7 @@ from PIL import Image
 
 from describer.backends import CaptionRequest, Sampling, build_captioner
 from recon_score.images import load_image
+from tests.describer.test_authors_io import ProcessorSpy
 
 qwen_vl_utils = pytest.importorskip("qwen_vl_utils")
 
@@ -30,18 +31,6 @@ def _files(folder):
     exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to display
     Image.fromarray(rgb).save(out["exif_rotated"], exif=exif, quality=95)
     return out
-
-
-class ProcessorSpy:
-    def __init__(self, inner):
-        self.inner, self.images = inner, []
-
-    def __call__(self, *args, **kwargs):
-        self.images.append(kwargs.get("images"))
-        return self.inner(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 @pytest.fixture(scope="module")

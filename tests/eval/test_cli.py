@@ -26,6 +26,7 @@ def test_help_lists_every_subcommand(capsys):
         "models",
         "presets",
         "metrics",
+        "annotate",
     )
     for name in names:
         assert name in out

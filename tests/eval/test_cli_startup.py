@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from eval.cli import SUBCOMMANDS, SUMMARIES, main
+import pytest
+
+from eval.cli import SUBCOMMANDS, main
 from eval.cli.console import console
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,16 +79,8 @@ def test_top_level_help_imports_no_subcommand_module():
     )
     assert r.returncode == 0
     assert r.stderr.strip().splitlines()[-1] == "[]"
-    for name, summary in SUMMARIES.items():
-        assert f"{name}  " in r.stdout and summary in r.stdout
-
-
-def test_every_listed_summary_is_its_commands_own(capsys):
-    assert set(SUMMARIES) == set(SUBCOMMANDS)
-    for name, summary in SUMMARIES.items():
-        assert main([name, "--help"]) == 0
-        first = " ".join(capsys.readouterr().out.split("\n\n")[1].split())
-        assert first.split()[0] == summary.split()[0], (name, first)
+    for sub in SUBCOMMANDS.values():
+        assert f"{sub.name}  " in r.stdout and sub.help in r.stdout
 
 
 def test_input_errors_answer_before_torch_is_imported(tmp_path):
@@ -146,11 +140,43 @@ def test_a_fifo_is_not_a_regular_file_and_is_never_opened(tmp_path, capsys):
 
 def test_typos_get_the_closest_name(capsys, tmp_path):
     assert main(["score", "--preset", "smok", "--out", str(tmp_path / "r")]) == 2
-    assert "Did you mean 'smoke'?" in capsys.readouterr().err
+    assert "(did you mean 'smoke'?)" in capsys.readouterr().err
     from recon_score.encoders import check_encoder
+    from recon_score.errors import UnknownEncoderError
 
-    detail = check_encoder("dreamsim:ensembel")["detail"]
-    assert "choose one of ensemble, " in detail and "(did you mean 'ensemble'?)" in detail
+    with pytest.raises(UnknownEncoderError) as err:  # a typo first, never "not found" / a download
+        check_encoder("dreamsim:ensembel")
+    assert "choose one of ensemble, " in str(err.value) and "(did you mean 'ensemble'?)" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["correlate", "--format", "rankng", "--out", "OUT"], "(did you mean 'ranking'?)"),
+        (["retrieve", "--benchmark", "patercom", "--out", "OUT"], "(did you mean 'patterncom'?)"),
+        (["retrieve-eval", "--method", "weicomm"], "(did you mean 'weicom'?)"),
+        (["report", "RUN", "--thumbnails", "linc", "--out", "OUT"], "(did you mean 'link'?)"),
+    ],
+)
+def test_every_choice_option_suggests_the_closest(argv, hint, capsys, tmp_path):
+    """The one suggester (recon_score.errors.did_you_mean) behind every choice option, as behind --preset."""
+    argv = [{"RUN": str(tmp_path), "OUT": str(tmp_path / "o")}.get(a, a) for a in argv]
+    assert main(argv) == 2
+    assert hint in capsys.readouterr().err
+
+
+def test_no_choice_option_bypasses_the_suggester():
+    """Every `Choice` in the CLI is eval.cli.options.Choice: a plain click.Choice would refuse without a hint."""
+    plain = [p.name for p in (REPO / "eval" / "cli").glob("*.py") if "click.Choice(" in p.read_text()]
+    assert plain == []
+
+
+def test_an_encoder_typo_names_its_listing_once(tmp_path, capsys):
+    argv = ["score", "--preset", "smoke", "--encoder", "smoke:open-clp", "--out", str(tmp_path / "r")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "(did you mean 'smoke:open-clip'?)" in err and err.count("reconscore models list") == 1
+    assert ".." not in err
 
 
 def test_vv_adds_debug_records(tmp_path):
@@ -207,7 +233,7 @@ def test_a_row_that_failed_before_rendering_has_every_key(tmp_path):
     from recon_score.run import _row_record
 
     row = InputRow(index=0, line=1, id="a", image="a.png", caption="x", error="caps.jsonl:1: image not found")
-    rec, files = _row_record(row, None, tmp_path, note=None)
+    rec, files = _row_record(row, None, note=None)
     assert files == {} and {k: rec[k] for k in ("width", "height", "truncated")} == dict.fromkeys(
         ("width", "height", "truncated")
     )

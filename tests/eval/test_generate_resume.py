@@ -13,31 +13,16 @@ from recon_score.atomic_io import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 
-# the CLI, killed (SIGKILL, no cleanup) when the LLM is asked for its second batch of 16 prompts
-KILLED = """
-import os, signal, sys
-import preference_data.generators as gen
-real = gen.run_requests
-def run_requests(requests, complete, **kw):
-    calls = []
-    def dying(prompts):
-        calls.append(1)
-        if len(calls) == 2:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return complete(prompts)
-    return real(requests, dying, **kw)
-gen.run_requests = run_requests
-from eval.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
 
 def _generate(caps: Path, out: Path, *, killed: bool = False) -> subprocess.CompletedProcess:
     args = ["generate", "perturb", "--captions", str(caps), "--model", "smoke:qwen3-text", "--device", "cpu",
             "--max-new-tokens", "4", "--out", str(out)]  # fmt: skip
-    code = ["-c", KILLED] if killed else ["-m", "eval"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, *code, *args], cwd=REPO, env=env, capture_output=True, timeout=600)
+    if killed:  # SIGKILL (no cleanup) when the second batch of 16 answers is about to be journaled
+        env["RECONSCORE_TEST_KILL_AT_APPEND"] = "2"
+    return subprocess.run(
+        [sys.executable, "-m", "eval", *args], cwd=REPO, env=env, capture_output=True, timeout=600
+    )
 
 
 def test_kill_and_resume_gives_identical_output(tmp_path):

@@ -282,14 +282,14 @@ def test_ranking_file_too_deep_names_the_line(tmp_path):
     """`correlate --format ranking`: a line nested 100k deep (or with a 5,000-digit number) is an error naming
     the file and line, not a RecursionError."""
     from eval.preferences import load_preferences
-    from preference_data.schema import PreferenceFormatError
+    from recon_score.textfiles import TextFileError
 
     cands = [{"caption": "x", "rank": 1}, {"caption": "y", "rank": 2}]
     good = {"image": "a.png", "references": ["a farm"], "candidates": cands}
     for bad, why in (("[" * 100_000 + "]" * 100_000, "nested too deeply"), ("9" * 5000, "4300 digits")):
         path = tmp_path / "ranking.jsonl"
         path.write_text(json.dumps(good) + "\n" + bad + "\n", encoding="utf-8")
-        with no_hang(30), pytest.raises(PreferenceFormatError, match=f"ranking.jsonl:2: .*{why}"):
+        with no_hang(30), pytest.raises(TextFileError, match=f"ranking.jsonl:2: .*{why}"):
             load_preferences(path, "ranking")
 
 
@@ -354,6 +354,15 @@ def test_empty_inputs_say_so_and_exit_with_the_failed_rows_status(tmp_path, caps
     out = tmp_path / "rd"
     assert main(["describe", "--preset", "smoke", "--inputs", str(lst), "--out", str(out)]) == EXIT_PARTIAL
     assert "no images listed" in capsys.readouterr().err
+    folder = tmp_path / "nothing"  # an empty folder: the same status as an empty list
+    (folder / "notes").mkdir(parents=True)
+    (folder / "readme.txt").write_text("no pictures here\n")
+    out = tmp_path / "rf"
+    assert main(["describe", "--preset", "smoke", "--inputs", str(folder), "--out", str(out)]) == EXIT_PARTIAL
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --inputs {folder}: no images (") and err.endswith(
+        "under it; nothing to do"
+    )
 
 
 # --- commands: usage errors and reasons -------------------------------------------------------------------
@@ -488,10 +497,10 @@ def test_duplicate_json_keys_and_ids_that_str_would_change_are_row_errors(tmp_pa
 
 def test_duplicate_keys_in_a_preference_file_name_the_line(tmp_path):
     from preference_data.ranking import load_ranking
-    from preference_data.schema import PreferenceFormatError
+    from recon_score.textfiles import TextFileError
 
     path = tmp_path / "rank.jsonl"
     cand = '{"caption": "a", "rank": 1}, {"caption": "b", "rank": 2, "rank": 1}'
     path.write_text('{"image": "x.png", "candidates": [' + cand + "]}\n", encoding="utf-8")
-    with pytest.raises(PreferenceFormatError, match=r"rank\.jsonl:1: key 'rank' appears twice"):
+    with pytest.raises(TextFileError, match=r"rank\.jsonl:1: key 'rank' appears twice"):
         load_ranking(path)

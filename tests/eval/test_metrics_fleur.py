@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image
 
-from describer.backends.base import Backend, JudgeStep, llava_v1_prompt
+from describer.backends.base import Backend, JudgeRequest, JudgeStep, llava_v1_prompt
 from eval.metrics import CaptionBatch, build_metric
 from eval.metrics.fleur import (
     FLEUR_PROMPT,
@@ -118,7 +118,7 @@ def test_transformers_judge_returns_the_models_digit_log_probabilities(tiny_judg
     digit_logits = {6: 18.0, 7: 19.0, 8: 17.0}
     handle, state, digit_ids = scripted_logits(tiny_judge, ["0", ".", "7", "<eos>"], digit_logits)
     try:
-        answer = tiny_judge.judge(image, FLEUR_PROMPT.format(candidate="a farm"), max_new_tokens=8)
+        answer = tiny_judge.judge(JudgeRequest(image, FLEUR_PROMPT.format(candidate="a farm"), 8))
     finally:
         handle.remove()
     assert answer.text == "0.7" and [s.digit for s in answer.steps[:3]] == [0, None, 7]
@@ -186,7 +186,7 @@ def test_openai_judge_reads_top_logprobs(monkeypatch):
 def test_a_server_without_logprobs_stops_the_metric_with_one_clear_error(monkeypatch):
     cap, _ = server(monkeypatch, {"choices": [{"message": {"content": "0.8"}}]})
     with pytest.raises(ReconScoreError, match="no token log-probabilities"):
-        cap.judge(Image.new("RGB", (8, 8)), "x", max_new_tokens=4)
+        cap.judge(JudgeRequest(Image.new("RGB", (8, 8)), "x", 4))
     batch = CaptionBatch(["a farm"], None, [Image.new("RGB", (8, 8))])
     with pytest.raises(ReconScoreError, match="no token log-probabilities"):  # every row would fail alike
         build_metric("fleur", captioner=cap).score(batch)
@@ -197,7 +197,7 @@ def test_backends_without_logprobs_are_refused():
         name = "other"
 
     with pytest.raises(ReconScoreError, match="cannot return token log-probabilities"):
-        Other().judge(None, "x", max_new_tokens=4)
+        Other().judge(JudgeRequest(None, "x", 4))
 
 
 # -- the judge's input as the authors' code makes it (LLaVA's llava_v1 conversation, expand2square) -------------

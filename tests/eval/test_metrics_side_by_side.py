@@ -48,15 +48,7 @@ def test_metrics_add_scores_the_bundled_sample_with_every_new_metric(tmp_path, c
     assert "(3 rows)" in capsys.readouterr().out
     out = pd.read_json(run / "scores.metrics.jsonl", lines=True)
     # the tiny random judge is held to "0.dd" answers, so FLEUR's scoring path runs too
-    for name in [
-        "pacscore",
-        "refpacscore",
-        "longclipscore",
-        "reflongclipscore",
-        "cyclereward",
-        "fleur",
-        "reffleur",
-    ]:
+    for name in NEW:
         assert np.isfinite(out[name].astype(float)).all(), name
     meta = json.loads((run / "scores.metrics.json").read_text())
     reports = json.dumps(meta)

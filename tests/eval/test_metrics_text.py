@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.metrics import CaptionBatch, build_metric, compute_metrics
+from eval.metrics import METRICS, CaptionBatch, build_metric, compute_metrics
 from eval.metrics.meteor import Meteor
 from eval.metrics.ptb import ptb_tokenize
 from preference_data import load_flickr8k_expert
@@ -63,6 +63,18 @@ def test_disjoint_caption_gets_zero(tiny):
     row = table.iloc[1]
     for name in TEXT:
         assert row[name] == pytest.approx(0.0, abs=1e-6), name
+
+
+def test_identical_and_disjoint_captions_reach_the_ends_of_each_entrys_range(tiny):
+    """The registry's numeric range (which clips CIs) is what pycocoevalcap and the METEOR jar compute at the
+    extremes: an identical caption scores its upper bound, a disjoint one its lower bound, nothing lies outside."""
+    table, _ = tiny
+    for name in TEXT:
+        low, high = METRICS[name].value_range
+        assert table[name].iloc[0] == pytest.approx(high, abs=1e-6), name
+        assert table[name].iloc[1] == pytest.approx(low, abs=1e-6), name
+        values = table[name].iloc[:3]
+        assert ((values >= low - 1e-9) & (values <= high + 1e-9)).all(), name
 
 
 def test_partial_overlap_is_in_between(tiny):

@@ -142,7 +142,7 @@ def test_never_embeds_files_outside_the_roots(runs, tmp_path):
     (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     html = _report([run], tmp_path / "e.html")
     assert html.count("outside the data root") == 3  # two originals, one reconstruction
-    recon_imgs = re.findall(r'<img src="data:[^"]*" alt="reconstruction"', html)
+    recon_imgs = re.findall(r'<img data-embedded="embedded:\d+" alt="reconstruction"', html)
     assert len(recon_imgs) == sum(1 for r in rows if r.get("reconstruction")) - 1
 
 

@@ -50,7 +50,8 @@ def _report(run_dirs, out: Path) -> str:
 
 
 def test_every_caption_table_header_models_and_seed_std(tmp_path):
-    rows = [_row(0, 71.5, recon_score_std=1.25), _row(1, 64.0, "a road", recon_score_std=0.5)]
+    per_seed = {"recon_score_per_seed": [70.0, 71.5, 73.0]}
+    rows = [_row(0, 71.5, recon_score_std=1.25, **per_seed), _row(1, 64.0, "a road", recon_score_std=0.5)]
     html = _report([_score_run(tmp_path / "run", rows)], tmp_path / "r.html")
     table = re.search(r'<table class="sortable">.*?</table>', html, re.S).group(0)
     heads = re.findall(r"<th><button[^>]*>([^<]*)</button></th>", table)
@@ -59,7 +60,7 @@ def test_every_caption_table_header_models_and_seed_std(tmp_path):
     assert "<td>a road</td><td>2</td><td>64.00</td><td>0.50</td>" in table
     assert '<input class="filter" type="search"' in html
     assert "<b>T2I model</b> smoke:z-image" in html and "<b>Encoder</b> smoke:dreamsim" in html
-    assert "± over seeds 1.25" in html
+    assert "ReconScore 71.50 ± 1.25 (3 seeds) · cos" in html and "± over seeds" not in html
     assert "word-break: break-all" not in html  # titles wrap between words
 
 
@@ -121,6 +122,17 @@ def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _harness_result(tmp_path: Path):
+    """What tmp_path/harness.html left in its body's data-result attribute after headless chromium ran it."""
+    page = (tmp_path / "harness.html").as_uri()
+    dom = _chromium(
+        ["--allow-file-access-from-files", "--virtual-time-budget=10000", "--dump-dom", page], tmp_path
+    )
+    found = re.search(r'data-result="([^"]*)"', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
 def test_sort_and_filter_in_headless_chromium(tmp_path):
     """A harness page drives the report in an iframe as a reader would: click a header twice, type a filter."""
@@ -143,18 +155,7 @@ def test_sort_and_filter_in_headless_chromium(tmp_path):
           document.body.setAttribute("data-result", JSON.stringify([up, down, words, col(3)]));
         });</script></body></html>"""
     )
-    dom = _chromium(
-        [
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-            (tmp_path / "harness.html").as_uri(),
-        ],
-        tmp_path,
-    )
-    found = re.search(r'data-result="([^"]*)"', dom.stdout)
-    assert found, dom.stderr[-2000:]
-    up, down, words, filtered = json.loads(found.group(1).replace("&quot;", '"'))
+    up, down, words, filtered = _harness_result(tmp_path)
     assert up == "64.00|71.00|90.50|—" and down == "90.50|71.00|64.00|—"  # no score: last either way
     assert words == "1|2|3|3"
     assert filtered == "a road here"
@@ -176,3 +177,128 @@ def test_a_page_opened_at_a_run_anchor_is_complete(tmp_path):
     assert total >= 2 and loaded == total
     section = re.search(r'<section class="run" id="run-2".*?</section>', dom.stdout, re.S).group(0)
     assert "a road" in section and "64.00" in section
+
+
+def _seed_ci_run(root: Path) -> Path:
+    """Two images x 3 seeds: the CI rests on under 5 degrees of freedom, so the card must say so in words."""
+    from recon_score.seeds import recon_score_ci
+
+    per_seed = [[98.0, 98.9, 97.6], [97.5, 98.2, 99.1]]
+    rows = [
+        _row(i, sum(v) / 3, image=img, recon_score_std=0.65, recon_score_per_seed=v)
+        for i, (img, v) in enumerate(zip(("a.png", "b.png"), per_seed))
+    ]
+    ci = recon_score_ci(per_seed, ["a.png", "b.png"])
+    run = _score_run(root, rows, seed_noise={"recon_score_ci": ci})
+    Image.new("RGB", (32, 32), "blue").save(root / "b.png")
+    return run
+
+
+def test_score_card_reads_mean_plus_minus_spread_and_small_sample_words(tmp_path):
+    from recon_score.seeds import ci_notes, recon_score_ci
+
+    html = _report([_seed_ci_run(tmp_path / "run")], tmp_path / "r.html")
+    ci = recon_score_ci([[98.0, 98.9, 97.6], [97.5, 98.2, 99.1]], ["a.png", "b.png"])
+    assert ci["df"] < 5
+    head = re.search(r'<div class="headline".*?</div>\s*\n', html, re.S).group(0)
+    for note in ci_notes(ci):
+        assert note in head
+    assert "too few to mean much" in head
+    assert "± 0.65 (3 seeds)" in html
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
+def test_score_card_in_headless_chromium(tmp_path):
+    """What a reader sees: the rendered text of a card's scores and of the headline's CI (DOM after layout),
+    and a screenshot with the headline box (RECONSCORE_SHOTS=DIR keeps it)."""
+    import os
+
+    import numpy as np
+
+    _report([_seed_ci_run(tmp_path / "run")], tmp_path / "r.html")
+    (tmp_path / "harness.html").write_text(
+        """<!DOCTYPE html><html><body><iframe src="r.html" width="1200" height="800"></iframe><script>
+        document.querySelector("iframe").addEventListener("load", function () {
+          var doc = this.contentDocument;
+          var scores = Array.from(doc.querySelectorAll(".entry .scores")).map(e => e.innerText);
+          var head = doc.querySelector(".headline").innerText;
+          document.body.setAttribute("data-result", JSON.stringify([scores, head]));
+        });</script></body></html>"""
+    )
+    scores, head = _harness_result(tmp_path)
+    assert len(scores) == 2 and all(
+        re.fullmatch(r"ReconScore \d+\.\d\d ± 0\.65 \(3 seeds\) · cos —", s) for s in scores
+    )
+    assert "too few to mean much" in head and "degrees of freedom" in head
+    shots = Path(os.environ.get("RECONSCORE_SHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    shot = shots / "score-card.png"
+    r = _chromium(
+        ["--window-size=1280,900", f"--screenshot={shot}", (tmp_path / "r.html").as_uri()], tmp_path
+    )
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    with Image.open(shot) as im:
+        px = np.asarray(im.convert("RGB"), dtype=np.int16)
+    headline_border = np.all(np.abs(px - (59, 110, 165)) <= 2, axis=-1).sum()  # .headline's left border
+    assert headline_border > 100
+
+
+def _many_rows_run(root: Path, captions: int, images: int = 2) -> Path:
+    """`captions` captions over `images` images, every caption's reconstruction one of three files (a run that
+    rendered few distinct pictures): the originals and those three are the only thumbnails a page may hold."""
+    root.mkdir(parents=True, exist_ok=True)
+    colours = ["green", "blue", "red", "white", "black"]
+    for i in range(images):
+        Image.new("RGB", (32, 32), colours[i]).save(root / f"{i}.png")
+    (root / "reconstructions").mkdir()
+    for j in range(3):
+        Image.new("RGB", (32, 32), (40 * j, 90, 200)).save(root / "reconstructions" / f"{j}.png")
+    rows = [
+        _row(
+            n,
+            50.0 + n % 7,
+            f"caption {n}",
+            image=f"{n % images}.png",
+            reconstruction=f"reconstructions/{n % 3}.png",
+        )
+        for n in range(captions)
+    ]
+    return _score_run(root, rows)
+
+
+def test_many_rows_report_embeds_each_image_once_and_pages_by_rows(tmp_path):
+    run = _many_rows_run(tmp_path / "run", 60)
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html"), "--page-rows", "8"]) == 0
+    pages = [tmp_path / "r.html", *(tmp_path / f"r-p{p}.html" for p in range(2, 9))]
+    assert sorted(tmp_path.glob("r*.html")) == sorted(pages)  # 2 images x 30 captions, 8 per page: 8 pages
+    shown = 0
+    for page in pages:
+        html = page.read_text()
+        table = json.loads(
+            re.search(r'<script type="application/json" id="embedded-images">(.*?)</script>', html).group(1)
+        )
+        uris = list(table.values())
+        assert len(uris) == len(set(uris)) <= 2 + 3  # each distinct thumbnail once: originals + three renders
+        assert html.count("data:image/jpeg") == len(uris)
+        named = set(re.findall(r'data-embedded="([^"]+)"', html))
+        assert named == set(table)  # every reference resolves, no unused copy
+        shown += html.count('class="entry')
+    assert shown == 60  # every caption on exactly one page
+    first = pages[0].read_text()
+    assert "captions 1-8 of 30" in first and "captions 9-16 of 30" in pages[1].read_text()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (.ci/run installs it)")
+def test_many_rows_pages_load_every_image_in_headless_chromium(tmp_path):
+    """Every <img> of the first and the last page decodes from the one embedded copy (none broken)."""
+    run = _many_rows_run(tmp_path / "run", 60)
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html"), "--page-rows", "8"]) == 0
+    for page in (tmp_path / "r.html", tmp_path / "r-p8.html"):
+        dom = _chromium(["--virtual-time-budget=10000", "--dump-dom", page.as_uri()], tmp_path)
+        body = re.search(r"<body([^>]*)>", dom.stdout).group(1)
+        total, loaded, broken = (
+            int(re.search(rf'data-images-{k}="(\d+)"', body).group(1)) for k in ("total", "loaded", "broken")
+        )
+        entries = dom.stdout.count('class="entry')
+        assert total == 1 + entries + (page.name == "r.html"), (page, total)  # original, renders, plot
+        assert loaded == total and broken == 0, (page, total, loaded, broken)

@@ -454,3 +454,24 @@ def test_a_pool_without_selection_scores_is_refused(pool, tmp_path):
     rows[0]["reconscore"] = rows[0].pop("selection_score")
     (old / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["study", "n-sweep", "--run", f"ucm={old}", "--out", str(tmp_path / "sweep")]) == 1
+
+
+def test_models_table_ci_cells_say_when_too_few_to_mean_much():
+    """A CI under 5 degrees of freedom carries recon_score.seeds.ci_notes' words in its cell; a wide one none."""
+    from eval.studies.tables import models_tables
+    from recon_score.seeds import ci_notes, recon_score_ci
+
+    long = pd.DataFrame(
+        [{"model": m, "dataset": "ucm", "metric": "recon_score", "value": 80.0} for m in ("A", "B")]
+    )
+    rng = np.random.default_rng(0)
+    few = recon_score_ci(np.array([[80.0, 81.0, 79.5], [82.0, 80.5, 81.5]]), ["x", "y"])
+    wide = 80 + 3 * rng.normal(size=(40, 1)) + 0.01 * rng.normal(size=(40, 3))  # images dominate
+    many = recon_score_ci(wide, [str(i) for i in range(40)])
+    assert few["df"] < 5 and many["df"] >= 5 and ci_notes(many) == []
+    tables = models_tables(
+        long, ["A", "B"], ["ucm"], "recon_score", cis={("A", "ucm"): few, ("B", "ucm"): many}
+    )
+    cells = tables["recon_score_ci"][0]["ucm"]
+    assert "too few to mean much" in cells["A"] and all(n in cells["A"] for n in ci_notes(few))
+    assert cells["B"].endswith("]") and "(" not in cells["B"]

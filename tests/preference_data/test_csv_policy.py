@@ -1,5 +1,5 @@
 """One CSV policy for every reader: the caption tables (`recon_score.textfiles.csv_dicts`), the preference tables
-(`preference_data`, which may not import recon_score, so it keeps its own copy held to the same answers here),
+(`preference_data`, whose field checks sit on top of `csv_dicts`),
 header-less lists (`csv_rows`) and the paradigm map: a field of any length, strict quoting, and the line where the
 record starts."""
 
@@ -9,7 +9,6 @@ import pytest
 
 from preference_data import _io
 from preference_data.ranking import load_ranking
-from preference_data.schema import PreferenceFormatError
 from recon_score.textfiles import TextFileError, csv_dicts, csv_rows
 
 LONG = "x" * 200_000  # over the csv module's default field limit (131,072)
@@ -47,7 +46,7 @@ def test_caption_and_preference_readers_give_the_same_records_and_lines(tmp_path
         return
     with pytest.raises(TextFileError, match=rf"t\.csv:{expected}: malformed CSV"):
         _caps(path)
-    with pytest.raises(PreferenceFormatError, match=rf"t\.csv:{expected}: malformed CSV"):
+    with pytest.raises(TextFileError, match=rf"t\.csv:{expected}: malformed CSV"):
         _pref(path)
 
 

@@ -41,7 +41,7 @@ def test_parse_spec():
     [
         ("dreamsim:smoke:dreamsim", "spell it 'smoke:dreamsim'"),  # one spelling: no family in front
         ("open_clip:shapes:open-clip/ViT-B-32", "spell it 'shapes:open-clip/ViT-B-32'"),
-        ("dreamsim:smoke", "unknown DreamSim model 'smoke'"),  # the spelling before the registry
+        ("dreamsim:smoke", "unknown dreamsim model 'smoke'"),  # the spelling before the registry
         ("smoke:z-image", "a pipeline or language model, not an encoder"),
         ("smoke:clip", "unknown synthetic model 'smoke:clip'"),
         ("shapes:open-clip", "spell it shapes:open-clip/ARCH"),
@@ -73,7 +73,7 @@ def test_a_release_with_random_weights_is_a_synthetic_model():
     """`smoke:open-clip/RELEASE` is the release's architecture (its text context included), tiny and random."""
     enc = build_encoder("smoke:open-clip/longclip-B", device="cpu")
     assert enc.info.spec == "smoke:open-clip/longclip-B" and enc.info.extra["context_length"] == 248
-    assert check_encoder("smoke:open-clip/pacs-ViT-B-32")["available"]
+    assert check_encoder("smoke:open-clip/pacs-ViT-B-32").available
 
 
 def test_listing_covers_every_family():
@@ -162,12 +162,12 @@ def test_real_text_encoder_means_something():
 
 
 def test_check_reports_without_downloading(tmp_path):
-    assert check_encoder("lpips:alex")["available"] is True
+    assert check_encoder("lpips:alex").available is True
     info = check_encoder("dreamsim:ensemble", weights_dir=tmp_path)
-    assert info["available"] is False and "dino_vitb16_pretrain.pth" in info["detail"]
-    assert str(tmp_path / "dreamsim") == info["location"]
+    assert info.available is False and "dino_vitb16_pretrain.pth" in info.detail
+    assert str(tmp_path / "dreamsim") == info.location
     info = check_encoder("open_clip:ViT-B-32/openai")
-    assert info["available"] is False and "huggingface.co" in info["source"]
+    assert info.available is False and "huggingface.co" in info.source
 
 
 def test_missing_dreamsim_weights_error_is_actionable(tmp_path):
@@ -283,7 +283,7 @@ def test_dreamsim_offline_layout_lists_every_download(tmp_path, monkeypatch):
     monkeypatch.setattr(requests.Session, "request", lambda self, method, url, **kw: refuse(url))
     monkeypatch.setattr(torch.hub, "_hub_dir", torch.hub._hub_dir)  # dreamsim calls torch.hub.set_dir
     cache = tmp_path / "dreamsim"
-    listed = check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["detail"].removeprefix("missing: ")
+    listed = check_encoder("dreamsim:ensemble", weights_dir=tmp_path).detail.removeprefix("missing: ")
     listed = listed.split(", ")
 
     def run():
@@ -319,7 +319,7 @@ def test_dreamsim_offline_layout_lists_every_download(tmp_path, monkeypatch):
     )
     tried = run()
     assert tried == [(stand_in_url, str(cache / "checkpoints" / "stand_in_vitbase16.pth"))]
-    now_listed = check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["detail"]
+    now_listed = check_encoder("dreamsim:ensemble", weights_dir=tmp_path).detail
     assert now_listed == "missing: checkpoints/stand_in_vitbase16.pth"  # read from the hubconf that is there
     # the real hubconf's checkpoint (facebookresearch/dino dino_vitb16) is what is listed without a hubconf
     real = torch.hub.load_state_dict_from_url  # torch.hub's own destination rule for that URL
@@ -331,7 +331,7 @@ def test_dreamsim_offline_layout_lists_every_download(tmp_path, monkeypatch):
     # 4. everything listed present: the loader asks the network for nothing more
     (cache / "checkpoints").mkdir(exist_ok=True)
     (cache / "checkpoints" / "stand_in_vitbase16.pth").write_bytes(b"stand-in")
-    assert check_encoder("dreamsim:ensemble", weights_dir=tmp_path)["available"] is True
+    assert check_encoder("dreamsim:ensemble", weights_dir=tmp_path).available is True
     assert run() == []  # it fails on the stand-in bytes, not on a download
 
 

@@ -93,3 +93,24 @@ def test_a_one_go_run_killed_anywhere_reruns_to_the_same_bytes(command, tmp_path
     assert _killed(argv(out), out, tmp_path) == -signal.SIGKILL  # killed, not finished
     assert main(argv(out)) == code
     assert _files(out) == _files(ref) and _files(ref)
+
+
+def test_retrieve_restores_every_deleted_final_file_without_evaluating(tmp_path):
+    """retrieve's tables are final files the Run knows: deleted, each comes back byte for byte from the
+    journaled methods (read back, not evaluated again); an intact folder's rerun rewrites nothing."""
+    root = layouts.patterncom(tmp_path / "pc")
+    out = tmp_path / "run"
+    argv = retrieve_patterncom(root, out, "text,image")
+    assert main(argv) == 0
+    want = _files(out)
+    finals = [p for p in out.iterdir() if p.is_file() and p.name not in ("run.json", ".lock")]
+    assert {"per_query.csv", "per_query.parquet", "table.md"} <= {p.name for p in finals}
+    for p in finals:
+        p.unlink()
+    assert main(argv) == 0
+    assert _files(out) == want
+    record = json.loads((out / "run.json").read_text())
+    assert [record["methods"][m]["resumed"] for m in ("text", "image")] == [True, True]
+    mtimes = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert main(argv) == 0  # finished: nothing rewritten (the lock file holds the pid of whoever runs)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == mtimes

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from recon_score.progress import Progress
 
@@ -146,3 +147,62 @@ def test_a_bar_dropped_without_close_stops_its_heartbeat():
     gc.collect()
     time.sleep(0.3)
     assert not thread.is_alive() and thread not in threading.enumerate()
+
+
+ANNOUNCE = re.compile(r"^\[\d\d:\d\d:\d\d\] (?P<text>.+)$")
+
+
+def _stderr_lines(argv: list[str], log) -> list[str]:
+    """`reconscore ARGV` in a subprocess with stderr in a file, as under nohup or SLURM; its stderr lines."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RECONSCORE_PROGRESS_INTERVAL": "30"}
+    with log.open("w") as err:
+        proc = subprocess.run(
+            [sys.executable, "-m", "eval", *argv], stderr=err, stdout=subprocess.DEVNULL, env=env, timeout=600
+        )
+    assert proc.returncode == 0, log.read_text()[-2000:]
+    text = log.read_text()
+    assert "\r" not in text
+    return text.splitlines()
+
+
+def test_correlate_says_what_starts_with_stderr_in_a_file(tmp_path):
+    """A line at start-up, one per metric set up and one per metric run, and before the bootstrap: a handful of
+    captions (under any bar's threshold) is never a silent wait."""
+    from tests.smoke_cli import correlate_ranking
+
+    example = Path(__file__).resolve().parents[2] / "preference_data" / "examples" / "ranking_example.jsonl"
+    argv = correlate_ranking(example, "clipscore,bleu4", tmp_path / "run", "--bootstrap", "20")
+    lines = _stderr_lines(argv, tmp_path / "stderr.log")
+    said = [m["text"] for m in map(ANNOUNCE.match, lines) if m]
+    assert said[0].startswith(f"correlate: reading {example} (ranking); metrics clipscore, bleu4"), lines
+    wanted = [
+        "metrics: setting up clipscore (1/2)",
+        "metrics: setting up bleu4 (2/2)",
+        "metrics: clipscore on ",
+        "metrics: bleu4 on ",
+        "correlate: Kendall τ of 2 metric(s), 20 bootstrap resamples over images",
+    ]
+    positions = [next(i for i, t in enumerate(said) if t.startswith(w)) for w in wanted]
+    assert positions == sorted(positions), said  # in the order the work happens
+    assert any(m and m["desc"] == "metrics" for m in map(LINE.match, lines))  # the bar's own lines too
+
+
+def test_retrieve_says_what_starts_with_stderr_in_a_file(tmp_path):
+    """Reading the annotations and loading the encoder (the minutes before the first feature bar), then each
+    method: a timestamped line each."""
+    from tests.retrieval import layouts
+    from tests.smoke_cli import retrieve_patterncom
+
+    root = layouts.patterncom(tmp_path / "pc")
+    lines = _stderr_lines(retrieve_patterncom(root, tmp_path / "run", "text,sum"), tmp_path / "stderr.log")
+    said = [m["text"] for m in map(ANNOUNCE.match, lines) if m]
+    wanted = [
+        "retrieve: patterncom from ",
+        "retrieve: reading the patterncom annotations",
+        "retrieve: loading encoder smoke:open-clip",
+        "retrieve: encoder smoke:open-clip loaded in ",
+        "retrieve: method text on ",
+        "retrieve: method sum on ",
+    ]
+    positions = [next(i for i, t in enumerate(said) if t.startswith(w)) for w in wanted]
+    assert positions == sorted(positions) and positions[0] == 0, said

@@ -13,7 +13,7 @@ import pytest
 from eval.cli import main
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.images import load_image
-from recon_score.presets import PRESETS, get_preset, preset_sources
+from recon_score.presets import PRESETS, get_preset
 from recon_score.scorer import ReconScorer
 
 MULTILINE = "Two  planes are parked\non the apron,\n\tnext to  a hangar.\n"
@@ -143,14 +143,14 @@ def test_table9_presets_follow_sec_5_2(name):
     assert p.max_sequence_length == (None if name == "text2earth" else 512)
     assert (p.max_side, p.size_multiple, p.size_rounding, p.seed) == (1024, 16, "nearest", 42)
     assert p.prompt_template == get_preset("paper").prompt_template
-    sources = preset_sources(p)
+    sources = p.sources
     assert "Sec. 5.2" in sources["steps"] and "Table 9" in sources["t2i_model"]
 
 
 def test_distilled_settings_are_separate_presets():
     assert PRESETS["flux2-klein-fast"].steps == 4
     assert PRESETS["flux2-klein-fast"].t2i_model == PRESETS["flux2-klein"].t2i_model
-    assert "not the ReconScore paper" in preset_sources(PRESETS["flux2-klein-fast"])["steps"]
+    assert "not the ReconScore paper" in PRESETS["flux2-klein-fast"].sources["steps"]
 
 
 def test_presets_cli_prints_values_and_sources(capsys):

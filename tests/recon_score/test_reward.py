@@ -20,6 +20,19 @@ def reward():
     return ReconScoreReward.from_preset("smoke", device="cpu", batch_size=8)
 
 
+def test_from_preset_hands_the_rewards_options_to_it_and_the_rest_to_the_scorer(tmp_path):
+    from recon_score.artifact_cache import ArtifactCache
+
+    cache = ArtifactCache(tmp_path / "cache")
+    r = ReconScoreReward.from_preset(
+        "smoke", device="cpu", batch_size=3, cache=cache, normalize="length", seeds=[5]
+    )
+    assert (r.scorer.batch_size, r.scorer.cache, r.scorer.preset.name) == (3, cache, "smoke")
+    assert (r.normalize, r.seeds, r.seed_schedule) == ("length", [5], "fixed")
+    with pytest.raises(TypeError, match="batch"):
+        ReconScoreReward.from_preset("smoke", device="cpu", batchsize=3)
+
+
 def _png(img) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG")

@@ -208,3 +208,15 @@ def test_read_only_finished_run_is_a_no_op(finished, small_disk, capsys):
     # one line whatever the temporary path's length or the terminal's width
     assert f"{out} is already complete: nothing to do." in capsys.readouterr().out.splitlines()
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+
+
+def test_the_rerun_of_a_finished_run_opens_no_reconstruction(finished, tmp_path):
+    """A rerun costs what its records cost: the journal and run.json are read, the reconstructions are checked
+    by size and modification time (an audit hook on `open` sees none of them opened)."""
+    from tests.recon_score.test_run_plan import opened_files
+
+    data, out = _copy(finished, tmp_path)
+    with opened_files() as opened:
+        assert _score(data, out) == 0
+    assert any(p.endswith("rank-0.jsonl") for p in opened)  # the hook sees the run's opens
+    assert not [p for p in opened if "/reconstructions/" in p or p.endswith("scores.jsonl")]

@@ -1,148 +1,200 @@
-"""The one resume plan (`RunFolder.plan`, recon_score.run_engine): what a rerun reuses, recomputes and repairs,
-for every command that resumes (score, describe and retrieve call it; their own tests run it end to end). Built
-here on a bare run folder, without models, so each rule is checked on its own."""
+"""The one lifecycle (`RunFolder.run(RunSpec)`, recon_score.run_engine): what a rerun reuses, recomputes and
+repairs, for every command (each command's own tests run it end to end). Built here on a bare run folder with a
+compute that counts its calls, without models, so each rule is checked on its own."""
 
-import hashlib
+import contextlib
 import json
 import logging
 import shutil
+import sys
 
 import pytest
 
 from recon_score.errors import ReconScoreError, ResumeMismatchError
-from recon_score.run_engine import RunFolder
+from recon_score.run_engine import Item, RunFolder, RunSpec, Stage
 
 SETTINGS = {"kind": "score-run", "preset": "p"}
-FP = "f" * 16
+_OPENED: list[list[str]] = []  # the audit hook's listeners (a hook cannot be removed once added)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _OPENED:
+        _OPENED[-1].append(str(args[0]))
 
 
-def _work(out, keys, *, inputs=None, results=None, files=None, settings=SETTINGS, fp=FP):
-    """One invocation that journals every item (`results[item]`, default ok) and writes `files[item]`."""
-    with RunFolder("score", out, argv=["test"]) as run:
-        plan = run.plan(fingerprint=fp, settings=settings, keys=keys, inputs=inputs)
-        inv = run.begin(plan)
-        with run.journal(fp, {"settings": settings}) as journal:
-            for item in keys:
-                written = {}
-                for rel, data in (files or {}).get(item, {}).items():
-                    (out / rel).parent.mkdir(parents=True, exist_ok=True)
-                    (out / rel).write_bytes(data)
-                    written[rel] = _sha(data)
-                result = (results or {}).get(item, {"value": item})
-                rec = plan.record(item, inv, result, written)
-                journal.write([rec])
-                plan.add([rec])
-        run.reload(plan)
-        run.finish(inv, files={"scores.jsonl": b"x\n"}, info={"fingerprint": fp}, records=plan.done.values())
-    return plan
+@contextlib.contextmanager
+def opened_files():
+    """Every path opened inside the block (sys.addaudithook's "open" event)."""
+    if not getattr(sys, "_reconscore_audit", False):
+        sys.addaudithook(_audit)
+        sys._reconscore_audit = True
+    _OPENED.append([])
+    try:
+        yield _OPENED[-1]
+    finally:
+        _OPENED.pop()
 
 
-def _plan(out, keys, **kw):
-    with RunFolder("score", out, argv=["test"]) as run:
-        return run.plan(fingerprint=kw.pop("fp", FP), settings=kw.pop("settings", SETTINGS), keys=keys, **kw)
+class Work:
+    """A command's stand-in: item i's result is {"value": its caption}, with files `files[i]`."""
+
+    def __init__(self, captions, *, files=None, errors=(), chunk=1, settings=SETTINGS, retry=False):
+        self.captions, self.files, self.errors = dict(captions), files or {}, set(errors)
+        self.chunk, self.settings, self.retry, self.computed = chunk, settings, retry, []
+
+    def compute(self, batch, todo):
+        self.computed += [i.id for i in todo]
+        out = []
+        for item in todo:
+            result = {"value": item.inputs["caption"]}
+            if item.id in self.errors:
+                result["error"] = "boom"
+            out.append((result, dict(self.files.get(item.id, {}))))
+        return out
+
+    def spec(self):
+        items = [Item(i, {"caption": c}) for i, c in self.captions.items()]
+        return RunSpec(
+            self.settings,
+            items=items,
+            stages=[Stage(self.compute)],
+            outputs=lambda res: {"scores.jsonl": json.dumps(res.results()).encode() + b"\n"},
+            chunk=self.chunk,
+            retry_errors=self.retry,
+        )
+
+    def run(self, out, **kw):
+        with RunFolder("score", out, argv=["test"], **kw) as run:
+            return run.run(self.spec())
 
 
-def test_a_finished_run_is_complete_and_its_results_come_back_in_order(tmp_path):
-    keys = {0: "k0", 1: "k1", 2: "k2"}
-    _work(tmp_path / "run", keys)
-    plan = _plan(tmp_path / "run", keys, outputs=lambda p: {"scores.jsonl": b"x\n"})
-    assert plan.complete and not plan.repairs
-    assert plan.results(str) == [{"value": 0}, {"value": 1}, {"value": 2}]
+def test_a_finished_run_is_complete_and_opens_none_of_its_files(tmp_path):
+    out = tmp_path / "run"
+    files = {i: {f"reconstructions/{i}.png": b"png%d" % i} for i in range(3)}
+    first = Work({0: "a", 1: "b", 2: "c"}, files=files)
+    res = first.run(out)
+    assert first.computed == [0, 1, 2] and res.results() == [{"value": "a"}, {"value": "b"}, {"value": "c"}]
+    again = Work({0: "a", 1: "b", 2: "c"}, files=files)
+    with opened_files() as opened:
+        res = again.run(out)
+    assert res.complete and again.computed == [] and not res.repairs
+    assert opened and not [p for p in opened if "reconstructions" in p or p.endswith("scores.jsonl")]
 
 
 def test_a_changed_input_is_recomputed_and_named(tmp_path, caplog):
-    keys = {0: "k0", 1: "k1"}
-    inputs = {0: {"caption": "a"}, 1: {"caption": "b"}}
-    _work(tmp_path / "run", keys, inputs=inputs)
-    plan = _plan(tmp_path / "run", {0: "k0", 1: "other"}, inputs={0: inputs[0], 1: {"caption": "c"}})
-    assert plan.is_done(0) and not plan.is_done(1) and not plan.complete
-    assert plan.changed == {"caption": 1}
-    with caplog.at_level(logging.WARNING), RunFolder("score", tmp_path / "run") as run:
-        run.begin(plan)
+    out = tmp_path / "run"
+    Work({0: "a", 1: "b"}).run(out)
+    work = Work({0: "a", 1: "c"})
+    with caplog.at_level(logging.WARNING):
+        res = work.run(out)
+    assert work.computed == [1] and res.changed == {"caption": 1}
     assert "1 journaled row(s) have changed inputs and are recomputed (1 caption)" in caplog.text
+    assert res.results() == [{"value": "a"}, {"value": "c"}]
+
+
+def test_a_chunk_is_recomputed_whole_when_one_of_its_items_changed(tmp_path):
+    """Batch composition is part of a key: a fresh run would compute the chunk together."""
+    out = tmp_path / "run"
+    Work({0: "a", 1: "b", 2: "c"}, chunk=2).run(out)
+    work = Work({0: "a", 1: "x", 2: "c"}, chunk=2)
+    work.run(out)
+    assert work.computed == [0, 1]
 
 
 def test_retry_errors_recomputes_only_the_failed_items(tmp_path):
-    keys = {0: "k0", 1: "k1"}
-    _work(tmp_path / "run", keys, results={1: {"error": "boom"}})
-    assert _plan(tmp_path / "run", keys).is_done(1)
-    plan = _plan(tmp_path / "run", keys, retry_errors=True)
-    assert plan.is_done(0) and not plan.is_done(1)
+    out = tmp_path / "run"
+    Work({0: "a", 1: "b"}, errors={1}).run(out)
+    assert Work({0: "a", 1: "b"}).run(out).complete
+    work = Work({0: "a", 1: "b"}, retry=True)
+    work.run(out)
+    assert work.computed == [1]
 
 
 def test_output_files_gone_or_replaced_are_redone_and_said_by_folder(tmp_path):
-    keys = {0: "k0", 1: "k1", 2: "k2"}
-    files = {i: {f"reconstructions/{i}.png": b"png%d" % i, f"explain/{i}.npz": b"npz%d" % i} for i in keys}
     out = tmp_path / "run"
-    _work(out, keys, files=files)
+    files = {
+        i: {f"reconstructions/{i}.png": b"png%d" % i, f"explain/{i}.npz": b"npz%d" % i} for i in range(3)
+    }
+    Work({0: "a", 1: "b", 2: "c"}, files=files).run(out)
     (out / "reconstructions" / "0.png").unlink()
     (out / "explain" / "1.npz").write_bytes(b"edited")
-    plan = _plan(out, keys, outputs=lambda p: {"scores.jsonl": b"x\n"})
-    assert plan.redo == {0, 1} and plan.is_done(2) and not plan.complete
-    assert plan.repairs == [
+    work = Work({0: "a", 1: "b", 2: "c"}, files=files)
+    res = work.run(out)
+    assert sorted(work.computed) == [0, 1]
+    assert res.repairs == [
         "1 row(s) with explain/ files missing or replaced: explained again",
         "1 row(s) with reconstructions/ files missing or replaced: rendered again",
     ]
+    assert (out / "reconstructions" / "0.png").read_bytes() == b"png0"
+    assert (out / "explain" / "1.npz").read_bytes() == b"npz1"
+
+
+def test_a_touched_file_is_checked_by_content_and_kept(tmp_path):
+    import os
+
+    out = tmp_path / "run"
+    files = {0: {"reconstructions/0.png": b"png0"}}
+    Work({0: "a"}, files=files).run(out)
+    st = os.stat(out / "reconstructions" / "0.png")
+    os.utime(out / "reconstructions" / "0.png", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert Work({0: "a"}, files=files).run(out).complete
 
 
 def test_a_file_where_an_output_folder_belongs_is_removed_and_its_items_redone(tmp_path):
-    keys = {0: "k0"}
     out = tmp_path / "run"
-    _work(out, keys, files={0: {"methods/a.parquet": b"p"}})
+    files = {0: {"methods/a.parquet": b"p"}}
+    Work({0: "a"}, files=files).run(out)
     shutil.rmtree(out / "methods")
     (out / "methods").write_text("not a folder")
-    plan = _plan(out, keys, unit="method")
-    assert plan.redo == {0} and not (out / "methods").exists()
-    assert plan.repairs == ["1 method(s) with methods/ files missing or replaced: computed again"]
+    work = Work({0: "a"}, files=files)
+    res = work.run(out)
+    assert work.computed == [0] and (out / "methods" / "a.parquet").read_bytes() == b"p"
+    assert res.repairs == ["1 row(s) with methods/ files missing or replaced: computed again"]
 
 
-def test_final_files_and_the_record_are_checked_only_when_every_item_is_done(tmp_path):
-    keys = {0: "k0", 1: "k1"}
+def test_final_files_and_the_record_are_repaired_from_the_journal(tmp_path):
     out = tmp_path / "run"
-    _work(out, keys)
+    Work({0: "a", 1: "b"}).run(out)
+    want = (out / "scores.jsonl").read_bytes()
     (out / "scores.jsonl").write_bytes(b"truncated")
     (out / "run.json").write_text("{not json")
-    checked = []
-
-    def outputs(plan):
-        checked.append(True)
-        return {"scores.jsonl": b"x\n"}
-
-    plan = _plan(out, keys, outputs=outputs)
-    assert plan.repairs == ["scores.jsonl did not match the journal", "run.json was missing or invalid"]
-    _plan(out, {**keys, 2: "k2"}, outputs=outputs)  # unfinished: the final files are written anyway
-    assert len(checked) == 1
+    work = Work({0: "a", 1: "b"})
+    res = work.run(out)
+    assert work.computed == [] and res.repairs == [
+        "scores.jsonl did not match the journal",
+        "run.json was missing or invalid",
+    ]
+    assert (out / "scores.jsonl").read_bytes() == want
+    (out / "scores.jsonl").unlink()
+    assert Work({0: "a", 1: "b"}).run(out).repairs == ["scores.jsonl was missing"]
+    assert (out / "scores.jsonl").read_bytes() == want
 
 
 def test_a_journal_record_edited_by_hand_is_computed_again(tmp_path):
-    keys = {0: "k0", 1: "k1"}
     out = tmp_path / "run"
-    _work(out, keys)
+    Work({0: "a", 1: "b"}).run(out)
     journal = out / "journal" / "rank-0.jsonl"
     lines = journal.read_text().splitlines()
     rec = json.loads(lines[2])
     rec["result"]["value"] = 99
     lines[2] = json.dumps(rec)
     journal.write_text("\n".join(lines) + "\n")
-    plan = _plan(out, keys)
-    assert not plan.is_done(1) and plan.is_done(0)
-    assert plan.repairs[0].startswith("1 journal record(s) failed their checksum (e.g. ")
+    work = Work({0: "a", 1: "b"})
+    res = work.run(out)
+    assert work.computed == [1] and res.results()[1] == {"value": "b"}
+    assert res.repairs[0].startswith("1 journal record(s) failed their checksum (e.g. ")
 
 
 def test_other_settings_are_refused_naming_the_change(tmp_path):
-    _work(tmp_path / "run", {0: "k0"})
+    Work({0: "a"}).run(tmp_path / "run")
     with pytest.raises(ResumeMismatchError) as err:
-        _plan(tmp_path / "run", {0: "k0"}, fp="g" * 16, settings={**SETTINGS, "preset": "q"})
+        Work({0: "a"}, settings={**SETTINGS, "preset": "q"}).run(tmp_path / "run")
     assert 'preset: "p" -> "q"' in str(err.value)
 
 
 def test_a_journal_of_an_older_layout_is_refused_with_a_rerun_hint(tmp_path):
     out = tmp_path / "run"
-    _work(out, {0: "k0"})
+    Work({0: "a"}).run(out)
     journal = out / "journal" / "rank-0.jsonl"
     lines = journal.read_text().splitlines()
     head = json.loads(lines[0])
@@ -151,18 +203,108 @@ def test_a_journal_of_an_older_layout_is_refused_with_a_rerun_hint(tmp_path):
     with pytest.raises(
         ReconScoreError, match=r"written by an older reconscore \(journal/rank-0.jsonl\); rerun"
     ):
-        _plan(out, {0: "k0"})
-
-
-def test_an_item_without_a_result_is_named(tmp_path):
-    _work(tmp_path / "run", {0: "k0"})
-    plan = _plan(tmp_path / "run", {0: "k0", 1: "k1"})
-    with pytest.raises(ReconScoreError, match="row 1 has no result after all processes finished"):
-        plan.results(lambda item: f"row {item}")
+        Work({0: "a"}).run(out)
 
 
 def test_overwrite_starts_from_nothing(tmp_path):
-    _work(tmp_path / "run", {0: "k0"})
-    with RunFolder("score", tmp_path / "run", overwrite=True) as run:
-        plan = run.plan(fingerprint=FP, settings=SETTINGS, keys={0: "k0"})
-    assert plan.done == {} and not plan.is_done(0)
+    Work({0: "a"}).run(tmp_path / "run")
+    work = Work({0: "a"})
+    work.run(tmp_path / "run", overwrite=True)
+    assert work.computed == [0]
+
+
+def test_a_stage_built_from_an_earlier_stage_and_a_kill_at_any_append(tmp_path, monkeypatch):
+    """Two stages, the second's items from the first's results (generate's rewrites); a run stopped at its
+    second journal append resumes to the bytes of an uninterrupted run, the first stage not redone."""
+    calls = []
+
+    def first(batch, todo):
+        calls.extend(("first", i.id) for i in todo)
+        return [({"words": i.inputs["text"].split()}, {}) for i in todo]
+
+    def second(batch, todo):
+        calls.extend(("second", i.id) for i in todo)
+        return [({"upper": i.inputs["word"].upper()}, {}) for i in todo]
+
+    def words(done):
+        return [Item(f"{i}:{w}", {"word": w}) for i, r in sorted(done["first"].items()) for w in r["words"]]
+
+    def spec():
+        return RunSpec(
+            {"kind": "generate"},
+            items=[Item(0, {"text": "a b"}), Item(1, {"text": "c"})],
+            stages=[Stage(first, name="first", batch=1), Stage(second, name="second", batch=2, items=words)],
+            outputs=lambda res: {"generated.jsonl": json.dumps(res.results("second")).encode()},
+        )
+
+    def run(out):
+        with RunFolder("generate", out, argv=["test"]) as folder:
+            return folder.run(spec())
+
+    run(tmp_path / "ref")
+
+    class Killed(Exception):
+        pass
+
+    appends = []
+
+    def killed():
+        appends.append(1)
+        if len(appends) == 3:
+            raise Killed
+
+    monkeypatch.setattr("recon_score.run_engine._kill_point", killed)
+    with pytest.raises(Killed):
+        run(tmp_path / "out")
+    monkeypatch.undo()
+    calls.clear()
+    res = run(tmp_path / "out")
+    assert calls == [("second", "0:a"), ("second", "0:b"), ("second", "1:c")]
+    assert res.results("second") == [{"upper": "A"}, {"upper": "B"}, {"upper": "C"}]
+    name = "generated.jsonl"
+    assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
+
+
+def test_a_journal_whose_header_moved_says_so(tmp_path):
+    """Line 1 a record, the header further down (an edited or re-sorted file): not "an older reconscore"."""
+    out = tmp_path / "run"
+    Work({0: "a", 1: "b"}).run(out)
+    journal = out / "journal" / "rank-0.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join([*lines[1:], lines[0]]) + "\n")
+    with pytest.raises(ReconScoreError) as err:
+        Work({0: "a", 1: "b"}).run(out)
+    assert "does not start with its header line (line 1 is a record)" in str(err.value)
+    assert "older" not in str(err.value) and "--overwrite" in str(err.value)
+
+
+def test_a_journal_of_a_newer_layout_names_both_layouts(tmp_path):
+    from recon_score.run_engine import JOURNAL_LAYOUT
+
+    out = tmp_path / "run"
+    Work({0: "a"}).run(out)
+    journal = out / "journal" / "rank-0.jsonl"
+    lines = journal.read_text().splitlines()
+    head = json.loads(lines[0])
+    head["layout"] = JOURNAL_LAYOUT + 1
+    journal.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+    with pytest.raises(
+        ReconScoreError, match=rf"a newer reconscore .*layout {JOURNAL_LAYOUT + 1}, this version"
+    ):
+        Work({0: "a"}).run(out)
+
+
+def test_rerunning_an_explain_run_without_explain_says_how_to_resume():
+    """The settings diff alone ("explain.level: 0.05 -> (unset)") leaves the reader guessing: name the flag."""
+    from recon_score.errors import ResumeMismatchError
+    from recon_score.run_engine import diff_settings
+
+    before = {"steps": 4, "explain": {"level": 0.05, "max_phrases": 8}}
+    changes = diff_settings(before, {"steps": 4})
+    assert "explain.level: 0.05 -> (unset)" in changes
+    message = str(ResumeMismatchError("runs/x", found="a", wanted="b", changes=changes))
+    assert "It was an --explain run: pass --explain (with its options) to resume it" in message
+    other = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"seeds": 3}, {})))
+    assert "This run leaves seeds unset: pass the option(s) again to resume it." in other
+    plain = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"steps": 28}, {"steps": 4})))
+    assert "unset" not in plain and "--explain" not in plain

@@ -18,6 +18,7 @@ import pytest
 from eval.cli import main
 from recon_score.run_engine import RunLock
 from tests.describer.test_pairs import _fake_run
+from tests.recon_score.test_run_folder import _tmpfs
 from tests.smoke_cli import correlate_ranking, smoke
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,21 +138,10 @@ def test_a_metrics_table_named_like_its_record_is_refused(run, tmp_path, capsys)
     assert "ends in .json" in _errors(capsys)[0]
 
 
-def _mount(mnt: Path, size: str) -> None:
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-
-
 @pytest.fixture
 def read_only(tmp_path):
     mnt = tmp_path / "ro"
-    _mount(mnt, "1m")
+    _tmpfs(mnt, "1m")
     (mnt / "kept.txt").write_text("the user's file")
     subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
     yield mnt
@@ -161,7 +151,7 @@ def read_only(tmp_path):
 @pytest.fixture
 def tiny_disk(tmp_path):
     mnt = tmp_path / "tiny"
-    _mount(mnt, "12k")
+    _tmpfs(mnt, "12k")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
@@ -391,3 +381,28 @@ def test_an_output_replaced_by_a_folder_is_named_in_one_line(output, run, capsys
     assert _errors(capsys) == [f"error: {target} is a folder, not a regular file, where a file is written; move "
                                "it away and rerun"]  # fmt: skip
     assert (target / "keep.txt").read_text() == "the user's"
+
+
+def test_report_on_a_run_still_being_written_says_so(run, tmp_path, capsys):
+    """run.json is written last: a folder with a journal and no record is a run under way (or stopped), not
+    "not a reconscore run folder"."""
+    (run / "run.json").unlink()
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 1
+    (line,) = _errors(capsys)
+    assert "has no run.json yet: the run is still being written, or stopped before it finished" in line
+    assert "not a reconscore run folder" not in line and not (tmp_path / "r.html").exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert main(["report", str(bare), "--out", str(tmp_path / "r.html")]) == 1
+    assert "has no run.json: not a reconscore run folder" in _errors(capsys)[0]
+
+
+def test_metrics_add_on_scores_linked_to_a_device_says_what_it_is(run, tmp_path, capsys):
+    """A scores.jsonl that is a link to /dev/zero is there (never opened: only its kind is read), so "not found"
+    would mislead."""
+    (run / "scores.jsonl").unlink()
+    (run / "scores.jsonl").symlink_to("/dev/zero")
+    assert main(_metrics_add(run, tmp_path / "m.jsonl")) == 1
+    (line,) = _errors(capsys)
+    assert f"{run / 'scores.jsonl'} is a character device, not a regular file" in line, line
+    assert "not found" not in line and not (tmp_path / "m.jsonl").exists()

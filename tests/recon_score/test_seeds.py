@@ -11,6 +11,7 @@ import pytest
 from scipy import stats
 
 from eval.cli import main
+from eval.metrics import METRICS
 from recon_score.seeds import (
     RECON_SCORE_RANGE,
     ci_heading,
@@ -290,6 +291,7 @@ def test_evaluate_and_study_models_print_the_ci(tmp_path, sample_dir, capsys):
     assert "two-way random-effects t CI over 3 images x 2 seeds (3 captions)" in capsys.readouterr().out
     run = json.loads((out / "run.json").read_text())
     ci = run["metric_reports"]["recon_score"]["ci"]
+    assert ci["range"] == list(METRICS["recon_score"].value_range)  # clipped to the metric entry's range
     per = _jsonl(out / "per_image.jsonl")
     assert ci["mean"] == pytest.approx(np.mean([r["recon_score"] for r in per]))  # the K-seed means
     assert all(r["recon_score_std"] is not None for r in per)

@@ -7,7 +7,7 @@ import torch
 
 from recon_score import synthetic
 from recon_score.encoders import FAMILIES, parse_spec
-from recon_score.hub import check_model, resolve_model
+from recon_score.hub import locate, resolve_model
 from recon_score.synthetic.smoke import FIXTURE_NAMES, ensure_fixture, fixture_path
 
 
@@ -60,17 +60,15 @@ def test_parse(name, parsed):
 def test_malformed_names_are_explained(name, why):
     with pytest.raises(ValueError, match=why):
         synthetic.parse(name)
-    assert check_model(name)["available"] is False
+    assert locate(name).available is False
 
 
 def test_check_says_whether_a_smoke_model_is_built():
-    info = check_model("smoke:hf-dinov2")
-    assert info["available"] is True and info["location"] == str(fixture_path("hf-dinov2"))
-    assert info["detail"] == (
-        "built" if (fixture_path("hf-dinov2") / ".complete").exists() else "not built yet"
-    )
+    info = locate("smoke:hf-dinov2")
+    assert info.available is True and info.location == str(fixture_path("hf-dinov2"))
+    assert info.detail == ("built" if (fixture_path("hf-dinov2") / ".complete").exists() else "not built yet")
     ensure_fixture("hf-dinov2")
-    assert check_model("smoke:hf-dinov2")["detail"] == "built"
+    assert locate("smoke:hf-dinov2").detail == "built"
 
 
 def test_fixtures_are_cached_on_disk():
@@ -201,7 +199,7 @@ def test_missing_weights_detects_weightless_components(tmp_path):
         (
             "--encoder",
             "dreamsim:smoke",
-            "'dreamsim:smoke': unknown DreamSim model 'smoke'",
+            "'dreamsim:smoke': unknown dreamsim model 'smoke'",
         ),
         (
             "--encoder",
@@ -276,3 +274,48 @@ def test_loaders_do_not_resolve_synthetic_names(module):
     assert "from recon_score import synthetic" not in text
     for call in ("synthetic.is_synthetic", "synthetic.parse", "synthetic.resolve", "synthetic.check"):
         assert call not in text, f"{module} calls {call}"
+
+
+def test_seeded_makes_manual_seeds_draws_and_leaves_the_callers_state(tmp_path):
+    """`seeded(s)` draws what torch.manual_seed(s) makes torch draw, then puts the caller's generator back; a
+    tiny model built with it has the weights of a build after torch.manual_seed and leaves the state alone."""
+    import open_clip
+
+    from recon_score.runtime import seeded
+    from recon_score.synthetic.tiny_models import OPEN_CLIP_TINY_CFG, build_open_clip
+
+    torch.manual_seed(5)
+    want = torch.randn(3)
+    reference = open_clip.CLIP(**OPEN_CLIP_TINY_CFG).state_dict()  # what torch.manual_seed(5) then init gives
+    torch.manual_seed(77)
+    before = torch.get_rng_state()
+    with seeded(5):
+        assert torch.equal(torch.randn(3), want)
+        built = open_clip.CLIP(**OPEN_CLIP_TINY_CFG).state_dict()
+    assert torch.equal(torch.get_rng_state(), before)
+    assert all(torch.equal(built[k], v) for k, v in reference.items())
+    build_open_clip(tmp_path / "clip", seed=3)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_loading_the_renderer_leaves_the_libraries_progress_bars_as_they_were():
+    """The renderer quiets diffusers' and transformers' loading bars while it loads, then puts them back: the
+    caller's choice (on, or off) is what it was before."""
+    import diffusers.utils.logging as dlog
+    import transformers.utils.logging as tlog
+
+    from recon_score.presets import get_preset
+    from recon_score.render import Renderer
+    from recon_score.runtime import loading_bars_off
+
+    dlog.enable_progress_bar()  # the CLI, which other tests run in this process, turns them off for its run
+    tlog.enable_progress_bar()
+    assert Renderer(get_preset("smoke"), device="cpu").pipe is not None
+    assert dlog.is_progress_bar_enabled() and tlog.is_progress_bar_enabled()
+    tlog.disable_progress_bar()
+    try:
+        with loading_bars_off("transformers"):
+            assert not tlog.is_progress_bar_enabled()
+        assert not tlog.is_progress_bar_enabled()  # the caller had them off: they stay off
+    finally:
+        tlog.enable_progress_bar()

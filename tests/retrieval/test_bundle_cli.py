@@ -373,7 +373,7 @@ def test_copies_of_one_database_item_score_exactly_alike_on_a_bundle(method):
     src, dst = rng.permutation(1500)[:700], 1500 + rng.permutation(1500)[:700]
     db[dst] = db[src]
     ctx = MethodContext(q_img, q_txt, db, np.arange(300))
-    scores = build_method(method).prepare(ctx).score(np.arange(300))
+    scores = build_method(method).prepare(ctx).scores(np.arange(300))
     assert isinstance(scores, np.ndarray) and scores.dtype == np.float32
     assert np.array_equal(scores[:, dst], scores[:, src])
     s_img, s_txt = q_img @ db.T, q_txt @ db.T
@@ -434,7 +434,7 @@ def test_weicom_scores_copies_alike_and_runs_on_numpy():
     scores = (
         build_method("weicom", {"lam": "0"})
         .prepare(MethodContext(q_img, q_txt, db, np.arange(50)))
-        .score(np.arange(50))
+        .scores(np.arange(50))
     )
     assert isinstance(scores, np.ndarray) and scores.dtype == np.float32
     assert np.array_equal(scores[:, 1000:1300], scores[:, :300]) and scores[0, 1500] == scores[0, 1501]

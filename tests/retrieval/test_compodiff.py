@@ -61,6 +61,21 @@ def test_the_port_reproduces_the_authors_denoiser_and_sampler(release):
     assert (sampled - r["sampled"]).abs().max().item() < bound
 
 
+def test_the_sampler_leaves_the_callers_random_state_alone(release):
+    """The sampler draws the authors' noise from generators seeded inside it and restored after it: the caller's
+    next draw is the one it would have made without sampling, and the sample does not depend on that state."""
+    model = load_compodiff(release)
+    r = {k: torch.from_numpy(v) for k, v in np.load(DATA / "compodiff_reference.npz").items()}
+    args = (r["image_cond"], r["text_cond"], r["negative_cond"])
+    torch.manual_seed(123)
+    untouched = torch.rand(4)
+    torch.manual_seed(123)
+    first = model.sample(*args, steps=10, num_samples=2, seed=0)
+    assert torch.equal(torch.rand(4), untouched)
+    torch.manual_seed(999)
+    assert torch.equal(model.sample(*args, steps=10, num_samples=2, seed=0), first)
+
+
 def test_the_defaults_are_the_papers_and_bad_settings_are_refused():
     cfg = build_method("compodiff").config
     assert (cfg.steps, cfg.source_weight, cfg.negative_prompt) == (10, 0.4, "low quality")

@@ -291,3 +291,40 @@ def test_repeated_queries_are_refused_naming_their_lines(tmp_path):
     (root / "query_files.csv").write_text("image_path,text,instance\n" + "\n".join([*rows, rows[1]]) + "\n")
     with pytest.raises(InputError, match=r"repeated query\(s\): .* at row 3 and row 5"):
         load_benchmark("icir", root)
+
+
+# benchmark -> (options, rule, queries whose reference is a database item, of them excluded), on the layouts
+QUERY_IMAGE_CASES = {
+    "patterncom": ({}, "kept", "all", 0),
+    "xview2-cir": ({}, "kept", "all", 0),
+    "xview2-cir/post": ({"database": "post"}, "absent", 0, 0),
+    "icir": ({}, "absent", 0, 0),
+    "edir": ({}, "kept", "all", 0),
+    "edir/exclude": ({"exclude_reference": "true"}, "excluded", "all", "all"),
+    "circo": ({}, "kept", "all", 0),
+    "cirr": ({}, "excluded", "all", "all"),
+    "fashioniq": ({}, "kept", "all", 0),
+}
+LAYOUT_OF = {"xview2-cir": layouts.xview2}
+
+
+@pytest.mark.parametrize("case", QUERY_IMAGE_CASES)
+def test_each_benchmark_treats_the_query_image_as_its_authors_do(case, tmp_path):
+    """The rule of docs/retrieval.md's table per benchmark, its source named, and the counts run.json records:
+    what the layout holds (by path), what the rule removed (exactly the reference items under ``excluded``)."""
+    name = case.split("/")[0]
+    options, rule, in_db, excluded = QUERY_IMAGE_CASES[case]
+    make = LAYOUT_OF.get(name) or getattr(layouts, name.replace("-", ""))
+    bench = load_benchmark(name, make(tmp_path), **options)
+    facts = bench.summary()["query_image"]
+    assert bench.query_image.rule == rule == facts["rule"] and facts["source"] == bench.query_image.source
+    refs = [
+        (q, bench.database.index(x.reference))
+        for q, x in enumerate(bench.queries)
+        if x.reference in bench.database
+    ]
+    n = len(bench.queries)
+    assert facts["queries"] == n
+    assert facts["references_in_database"] == (n if in_db == "all" else in_db) == len(refs)
+    assert facts["excluded"] == (n if excluded == "all" else excluded)
+    assert (set(refs) <= set(bench.exclude)) == (rule == "excluded" or not refs)

@@ -181,7 +181,9 @@ def test_pic2word_feeds_the_unnormalised_image_embedding(checkpoints, tmp_path, 
     prompts = [f"{t} *" for t in texts]  # the RS-CIR benchmark paper's "{attribute_value} {*}"
     want = encoder.encode_texts_with_pseudo_tokens(prompts, tokens, placeholder="*")
     torch.testing.assert_close(prepared.query_vectors, want, rtol=0, atol=1e-5)
-    torch.testing.assert_close(prepared.score(torch.arange(4)), want @ data.database.T, rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        torch.as_tensor(prepared.scores(torch.arange(4))), want @ data.database.T, rtol=0, atol=1e-5
+    )
 
 
 def _context(data, resources):

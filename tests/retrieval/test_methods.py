@@ -91,15 +91,16 @@ def test_sum_and_product_rank_exactly_as_their_formulas():
     q_img, q_txt, db = random_unit(5, 0), random_unit(5, 1), random_unit(50, 2)
     s_img, s_txt = q_img @ db.T, q_txt @ db.T
     rows = torch.arange(5)
-    got_sum = build_method("sum").prepare(ctx(q_img, q_txt, db)).score(rows)
+    scores = lambda name, sets=None: torch.as_tensor(  # noqa: E731
+        build_method(name, sets).prepare(ctx(q_img, q_txt, db)).scores(rows)
+    )
+    got_sum = scores("sum")
     torch.testing.assert_close(got_sum, s_img + s_txt)
     assert torch.equal(ranks(got_sum), ranks(s_img + s_txt))
-    got_prod = build_method("product").prepare(ctx(q_img, q_txt, db)).score(rows)
-    assert torch.equal(got_prod, s_img * s_txt)
-    rect = build_method("product", {"rectify": "true"}).prepare(ctx(q_img, q_txt, db)).score(rows)
-    assert torch.equal(rect, s_img.clamp(min=0) * s_txt.clamp(min=0))
-    assert torch.equal(build_method("text").prepare(ctx(q_img, q_txt, db)).score(rows), s_txt)
-    assert torch.equal(build_method("image").prepare(ctx(q_img, q_txt, db)).score(rows), s_img)
+    assert torch.equal(scores("product"), s_img * s_txt)
+    assert torch.equal(scores("product", {"rectify": "true"}), s_img.clamp(min=0) * s_txt.clamp(min=0))
+    assert torch.equal(scores("text"), s_txt)
+    assert torch.equal(scores("image"), s_img)
 
 
 def test_weicom_extremes_equal_the_unimodal_rankings():
@@ -107,8 +108,8 @@ def test_weicom_extremes_equal_the_unimodal_rankings():
     rows = torch.arange(8)
     image_only = ranks(q_img @ db.T)
     text_only = ranks(q_txt @ db.T)
-    at0 = build_method("weicom", {"lam": "0"}).prepare(ctx(q_img, q_txt, db)).score(rows)
-    at1 = build_method("weicom", {"lam": "1"}).prepare(ctx(q_img, q_txt, db)).score(rows)
+    at0 = build_method("weicom", {"lam": "0"}).prepare(ctx(q_img, q_txt, db)).scores(rows)
+    at1 = build_method("weicom", {"lam": "1"}).prepare(ctx(q_img, q_txt, db)).scores(rows)
     assert torch.equal(ranks(torch.as_tensor(at0)), image_only)  # WeiCom scores in numpy
     assert torch.equal(ranks(torch.as_tensor(at1)), text_only)
 
@@ -154,11 +155,13 @@ def test_basic_with_every_component_off_is_the_rectified_product():
             "contextualize",
         )
     }
-    got = build_method("basic", off).prepare(ctx(q_img, q_txt, db)).score(torch.arange(6))
+    got = build_method("basic", off).prepare(ctx(q_img, q_txt, db)).scores(torch.arange(6))
     got = torch.as_tensor(got)  # BASIC scores in numpy
     torch.testing.assert_close(got, (q_img @ db.T).clamp(min=0) * (q_txt @ db.T).clamp(min=0))
     harris = (
-        build_method("basic", {**off, "harris": "true"}).prepare(ctx(q_img, q_txt, db)).score(torch.arange(6))
+        build_method("basic", {**off, "harris": "true"})
+        .prepare(ctx(q_img, q_txt, db))
+        .scores(torch.arange(6))
     )
     si, st = (q_img @ db.T).clamp(min=0), (q_txt @ db.T).clamp(min=0)
     torch.testing.assert_close(torch.as_tensor(harris), st * si - 0.1 * (st + si) ** 2)

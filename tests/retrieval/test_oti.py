@@ -89,7 +89,7 @@ def test_the_optimised_token_changes_the_composed_query(encoder, images, tmp_pat
     torch.testing.assert_close(prep.query_vectors[0], prep.query_vectors[2])  # one token per reference image
     assert not torch.allclose(prep.query_vectors[0], prep.query_vectors[1])
     assert any("15 steps" in n for n in prep.notes)
-    torch.testing.assert_close(prep.score(torch.arange(4)), prep.query_vectors @ db.T)
+    torch.testing.assert_close(torch.as_tensor(prep.scores(torch.arange(4))), prep.query_vectors @ db.T)
 
 
 def test_defaults_are_seed_000s_and_missing_inputs_are_named(encoder):

@@ -48,6 +48,9 @@ CHUNKED = {
     "negative size": (chunked(shape={"0": -2, "1": -3}), "sizes >= 0"),
     "too few values": (chunked(shape={"0": 4, "1": 3}), "needs 12 values, the chunks hold 6"),
     "mixed dtypes": (chunked(chunks={"0": leaf(np.zeros(3, np.float32)), "1": leaf(np.zeros(3, np.int8))}), "dtypes"),
+    # 100 sizes of 1: the values add up, but numpy holds at most 64 dimensions (its raw ValueError, before)
+    "100 dimensions": (chunked(shape={str(i): 1 for i in range(100)}, chunks={"0": leaf(np.zeros(1, np.float32))}),
+                       "shape of 100 dimensions"),
 }  # fmt: skip
 
 
@@ -72,6 +75,7 @@ def test_malformed_chunked_arrays_are_named(tmp_path, case):
         ({"params": {"w": leaf(np.zeros(4, np.float32), shape=[True])}}, r"not a list of sizes"),
         ({"params": [1, 2]}, r"'params' is a list, not a parameter tree"),
         ({"params": {"w": "text"}}, r"parameter w is a str, not an array"),
+        ({"params": {"w": leaf(np.zeros(1, np.float32), shape=[1] * 100)}}, r"shape of 100 dimensions"),
     ],
 )
 def test_bad_leaves_and_params_are_named(tmp_path, tree, message):

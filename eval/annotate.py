@@ -1,0 +1,510 @@
+"""`reconscore annotate build` and `annotate collect` as functions: the study folder and the collected set are
+runs (recon_score.run_engine.RunFolder); what goes in their files is computed by preference_data.annotate, which
+this module feeds with images (recon_score.images, the one reader) and confidence intervals
+(recon_score.bootstrap, the one CI routine)."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from preference_data import PreferenceFormatError
+from preference_data.annotate import (
+    CONSENSUS_RATER,
+    CONSENSUS_RULES,
+    LABELS,
+    CandidateRow,
+    Collected,
+    Item,
+    Round,
+    StudySettings,
+    annotator_names,
+    check_unique,
+    checksum,
+    collect,
+    key_body,
+    make_items,
+    page_items,
+    preference_rates,
+    ranking_lines,
+    read_candidates,
+    read_export,
+    read_header,
+    read_selections,
+    render_page,
+    shuffles,
+    study_record,
+    unblind,
+    win_shares,
+)
+from recon_score.errors import InputError, ReconScoreError
+from recon_score.run_engine import RunFolder, RunSpec, load_record
+from recon_score.run_outputs import (
+    AGREEMENT,
+    AGREEMENT_BY_IMAGE,
+    CONSENSUS_PAGE,
+    CONSENSUS_RANKINGS,
+    CONSENSUS_ROUND,
+    CONTESTED,
+    JUDGMENTS,
+    PREFERENCE,
+    RANKINGS,
+    STUDY_IMAGES,
+    STUDY_KEY,
+    STUDY_PAGES,
+    STUDY_RECORD,
+    WIN_SHARE,
+    describe_candidates,
+    describe_captions,
+)
+from recon_score.textfiles import read_json
+
+JPEG_QUALITY = (
+    90  # what the pages show: a JPEG of the image as recon_score.images reads it (TIFF shows nowhere)
+)
+
+
+def _json_bytes(obj: object) -> bytes:
+    return (json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+
+
+@dataclass
+class BuildJob:
+    candidates: Path  # a table (image, candidate, model) or a `describe` run folder
+    out: Path
+    images: Path | None = None  # the folder the table's image names are relative to (describe: its own)
+    annotators: int = 2
+    seed: int = 0
+    ties: bool = False
+    per_image: int | None = None
+    title: str = "Rank the captions"
+    argv: list[str] = field(default_factory=list)
+
+
+def candidate_rows(source: Path) -> tuple[list[CandidateRow], Path | None, dict]:
+    """The candidates of a table, or of a describe run folder (each candidate's model: `CAPTIONER#index`, its
+    images root from its record)."""
+    if not source.is_dir():
+        try:
+            return read_candidates(source), None, {}
+        except PreferenceFormatError as err:
+            raise ReconScoreError(str(err)) from err
+    record = load_record(source)
+    if record.get("command") != "describe":
+        raise ReconScoreError(
+            f"--candidates {source} is a {record.get('command')!r} run; give a describe run or a table"
+        )
+    name = (record.get("captioner") or {}).get("name", "describe")
+    rows = [
+        CandidateRow(
+            r["image"], " ".join(r["caption"].split()), f"{name}#{r['index']}", (), f"{source}:{k + 1}"
+        )
+        for k, r in enumerate(describe_candidates(source))
+        if r.get("error") is None and r.get("caption")
+    ]
+    root = record.get("images_root")
+    return rows, Path(root) if root else None, record
+
+
+def _image_files(
+    items: list[Item], root: Path, say: Callable[[str], None]
+) -> tuple[dict[str, tuple[str, bytes]], list[str]]:
+    """pages/images/NNNN.jpg per image (numbered, so no file name says anything), and the images that could not
+    be read (their items are left out, each said in one line)."""
+    from recon_score.images import load_image, resolve_under
+    from recon_score.progress import Progress
+
+    files, bad = {}, []
+    with Progress(len(items), desc="images", unit="image") as bar:
+        for k, it in enumerate(items):
+            try:
+                img = load_image(resolve_under(root, it.image), name=it.image)
+            except InputError as err:
+                say(f"skipped {it.image}: {err}")
+                bad.append(it.image)
+                bar.update(failed=1)
+                continue
+            buf = io.BytesIO()
+            img.save(buf, format="JPEG", quality=JPEG_QUALITY)
+            files[it.image] = (f"{STUDY_IMAGES}/{k + 1:04d}.jpg", buf.getvalue())
+            bar.update()
+    return files, bad
+
+
+def _study_id(out: Path) -> str:
+    """Kept across rebuilds of one study folder (so an export of the earlier build is told stale, not foreign)."""
+    try:
+        return str(read_json(out / STUDY_RECORD, expect=dict)["study"])
+    except (InputError, KeyError, OSError):
+        return f"{out.resolve().name}-{uuid.uuid4().hex[:8]}"
+
+
+def build_files(
+    job: BuildJob, study_id: str, items: list[Item], images: dict[str, tuple[str, bytes]]
+) -> dict[str, bytes]:
+    """Every file of a study folder, pages/ included, as {run-relative name: bytes}."""
+    settings = StudySettings(job.annotators, job.seed, job.ties, job.per_image, job.title)
+    names = {image: rel for image, (rel, _) in images.items()}
+    study = study_record(study_id, items, settings, names)
+    key = {"study": study_id, "checksum": study["checksum"], **key_body(items, settings)}
+    files = {STUDY_RECORD: _json_bytes(study), STUDY_KEY: _json_bytes(key)}
+    for name in annotator_names(job.annotators):
+        shown = page_items(items, key["orders"][name], names)
+        page = render_page(
+            study_id=study_id,
+            checksum=study["checksum"],
+            annotator=name,
+            round_="main",
+            title=job.title,
+            ties=job.ties,
+            items=shown,
+        )
+        files[f"{STUDY_PAGES}/{name}.html"] = page
+    files.update({f"{STUDY_PAGES}/{rel}": data for rel, data in images.values()})
+    return files
+
+
+def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
+    """The study folder: checked (kind, lock) before anything is read; pages/ replaced as a whole."""
+    if job.annotators < 1:
+        raise ReconScoreError("--annotators must be at least 1")
+    with RunFolder("annotate", job.out, argv=job.argv) as run:
+        rows, root, _ = candidate_rows(job.candidates)
+        root = job.images or root
+        if root is None:
+            raise ReconScoreError("--images is needed: the folder the table's image names are relative to")
+        if not root.is_dir():
+            raise ReconScoreError(f"--images {root} is not a folder")
+        try:
+            items = make_items(rows, per_image=job.per_image, seed=job.seed)
+        except PreferenceFormatError as err:
+            raise ReconScoreError(str(err)) from err
+        images, bad = _image_files(items, root, say)
+        items = [it for it in items if it.image not in bad]
+        if not items:
+            raise ReconScoreError(f"no image of {job.candidates} could be read: nothing to annotate")
+        files = build_files(job, _study_id(job.out), items, images)
+        study = json.loads(files[STUDY_RECORD])
+        info = {
+            "study": study["study"],
+            "checksum": study["checksum"],
+            "candidates": str(job.candidates.resolve()),
+            "images_root": str(root.resolve()),
+            "counts": {"images": len(items), "skipped": len(bad), "annotators": job.annotators},
+            "settings": study["settings"],
+        }
+        upstream = [job.candidates] if job.candidates.is_dir() else []
+        return _publish(run, files, info, upstream)
+
+
+def _publish(run: RunFolder, files: dict[str, bytes], info: dict, upstream: list[Path]) -> dict:
+    """A run computed in one go: the Run writes the files (pages/ then holds exactly the pages and images
+    given), the invocation's record and run.json."""
+    spec = RunSpec(
+        settings={"kind": run.kind, "checksum": info.get("checksum") or info.get("study_checksum")},
+        outputs=lambda res: files,
+        record=lambda res: info,
+        upstream=upstream,
+    )
+    return run.run(spec).info
+
+
+def load_study(folder: Path) -> tuple[dict, dict, list[Item]]:
+    """study.json and key.json of a study folder, and its items with their models."""
+    from recon_score.run_engine import folder_kind
+
+    if folder_kind(folder) != "annotate":
+        raise ReconScoreError(f"{folder} is not a study folder (made by `reconscore annotate build`)")
+    study = read_json(folder / STUDY_RECORD, expect=dict)
+    key = read_json(folder / STUDY_KEY, expect=dict)
+    if key.get("checksum") != study.get("checksum"):
+        raise ReconScoreError(
+            f"{folder / STUDY_KEY} does not belong to {folder / STUDY_RECORD}: rebuild the study"
+        )
+    items = [
+        Item(
+            it["id"],
+            it["image"],
+            tuple(it["candidates"]),
+            tuple(key["models"][it["id"]]),
+            tuple(it["references"]),
+        )
+        for it in study["items"]
+    ]
+    return study, key, items
+
+
+# -- the consensus pass -------------------------------------------------------------------------------------------
+def run_consensus_build(collected: Path, *, seed: int = 0, argv: list[str] | None = None) -> dict:
+    """pages/consensus.html and consensus.json in the study a collect run read: the contested images, each with
+    the annotators' rankings side by side in the consensus page's own labels (never a model name)."""
+    record = load_record(collected)
+    if record.get("command") != "annotate-collect":
+        raise ReconScoreError(f"--collected {collected} is not an `annotate collect` run folder")
+    folder = Path(record["study_folder"])
+    study, _, items = load_study(folder)
+    if record.get("study_checksum") != study["checksum"]:
+        raise ReconScoreError(f"{collected} collected an earlier build of {folder}: collect again first")
+    contested = [r["item"] for r in _csv(collected / CONTESTED)]
+    if not contested:
+        raise ReconScoreError(
+            f"{collected / CONTESTED} lists no contested image: no consensus pass is needed"
+        )
+    ranks: dict[str, dict[str, list[int]]] = {}
+    for row in _jsonl(collected / JUDGMENTS):
+        ranks.setdefault(row["item"], {})[row["annotator"]] = row["ranks"]
+    chosen = [it for it in items if it.id in set(contested)]
+    orders = shuffles(chosen, StudySettings(1, seed + 7919, study["settings"]["ties"], None, ""))[
+        "annotator-1"
+    ]
+    names = {it["image"]: it["file"] for it in study["items"]}
+    shown = page_items(chosen, orders, names)
+    for entry, it in zip(shown, chosen):
+        entry["shown"] = [
+            {"who": who, "ranks": {LABELS[pos]: r[j] for pos, j in enumerate(orders[it.id])}}
+            for who, r in sorted(ranks.get(it.id, {}).items())
+        ]
+    body = {
+        "study": study["study"],
+        "parent": study["checksum"],
+        "items": [it.id for it in chosen],
+        "orders": orders,
+    }
+    round_ = {**body, "checksum": checksum({**body, "shown": shown})}
+    page = render_page(
+        study_id=study["study"],
+        checksum=round_["checksum"],
+        annotator=CONSENSUS_RATER,
+        round_="consensus",
+        title=study["settings"]["title"] + " (consensus)",
+        ties=study["settings"]["ties"],
+        items=shown,
+    )
+    with RunFolder("annotate", folder, argv=argv or []) as run:
+        files = {
+            CONSENSUS_ROUND: _json_bytes(round_),
+            **_pages(folder),
+            f"{STUDY_PAGES}/{CONSENSUS_PAGE}": page,
+        }
+        info = {
+            **load_record(folder),
+            "consensus": {
+                "items": len(chosen),
+                "from": str(collected.resolve()),
+                "page": str(folder / STUDY_PAGES / CONSENSUS_PAGE),
+            },
+        }
+        for k in ("command", "meaningless", "upstream", "started", "finished", "provenance"):
+            info.pop(k, None)
+        return _publish(run, files, info, [collected])
+
+
+def _pages(folder: Path) -> dict[str, bytes]:
+    """The study's pages and images as the build wrote them (the consensus pass adds its page beside them)."""
+    from recon_score.textfiles import read_bytes
+
+    pages = folder / STUDY_PAGES
+    return {
+        str(p.relative_to(folder)): read_bytes(p)
+        for p in sorted(pages.rglob("*"))
+        if p.is_file() and p.name != CONSENSUS_PAGE
+    }
+
+
+def _csv(path: Path) -> list[dict]:
+    from recon_score.textfiles import csv_dicts
+
+    return [rec for _, rec in csv_dicts(path)[1]]
+
+
+def _jsonl(path: Path) -> list[dict]:
+    from recon_score.textfiles import json_objects
+
+    return [obj for _, obj in json_objects(path)]
+
+
+# -- collect ------------------------------------------------------------------------------------------------------
+@dataclass
+class CollectJob:
+    study: Path
+    exports: list[Path]
+    out: Path
+    consensus_rule: str = "mean-rank"
+    contested_below: float = 0.5
+    selections: list[Path] = field(default_factory=list)  # tables, or describe run folders (their picks)
+    resamples: int = 2000
+    seed: int = 0
+    argv: list[str] = field(default_factory=list)
+
+
+def _rounds(folder: Path, study: dict, items: list[Item]) -> tuple[dict[str, Round], dict | None]:
+    sizes = {it.id: len(it.candidates) for it in items}
+    ties = bool(study["settings"]["ties"])
+    rounds = {"main": Round(study["study"], study["checksum"], tuple(study["annotators"]), sizes, ties)}
+    path = folder / CONSENSUS_ROUND
+    if not path.exists():
+        return rounds, None
+    cons = read_json(path, expect=dict)
+    if cons.get("parent") == study["checksum"]:
+        cons_sizes = {i: sizes[i] for i in cons["items"]}
+        rounds["consensus"] = Round(study["study"], cons["checksum"], (CONSENSUS_RATER,), cons_sizes, ties)
+    return rounds, cons
+
+
+def read_exports(job: CollectJob, study: dict, key: dict, items: list[Item]):
+    """Every export checked before anything is written: (main round's ranks by annotator, the consensus pass's
+    ranks by item, notes by (item, annotator))."""
+    rounds, cons = _rounds(job.study, study, items)
+    exports = []
+    try:
+        for path in job.exports:
+            head, body = read_header(path)
+            if head["round"] not in rounds:
+                raise PreferenceFormatError(
+                    path, 1, f"is a consensus export, and {job.study} has no current consensus pass"
+                )
+            exports.append(read_export(path, head, body, rounds[head["round"]]))
+        check_unique(exports)
+    except PreferenceFormatError as err:
+        raise ReconScoreError(f"{err} (nothing was collected)") from err
+    main, settled, notes = {}, {}, {}
+    for ex in exports:
+        if ex.round == "main":
+            main[ex.annotator] = unblind(ex, key["orders"][ex.annotator])
+        else:
+            settled.update(unblind(ex, cons["orders"]))
+        notes.update({(item, ex.annotator): text for item, text in ex.notes.items()})
+    if not main:
+        raise ReconScoreError("no export of the study's main round was given: nothing to collect")
+    return main, settled, notes, exports
+
+
+def _selections(paths: list[Path]) -> list[tuple[str, str, str, str]]:
+    """Each metric's pick per image: a table, or a describe run folder (its selected captions, under the name
+    of the metric that selected them)."""
+    out = []
+    for path in paths:
+        if path.is_dir():
+            record = load_record(path)
+            metric = (record.get("selection") or {}).get("metric", "describe")
+            out += [
+                (metric, r["image"], r["caption"], f"{path}:{k + 1}")
+                for k, r in enumerate(describe_captions(path))
+            ]
+            continue
+        try:
+            out += read_selections(path)
+        except PreferenceFormatError as err:
+            raise ReconScoreError(str(err)) from err
+    return out
+
+
+def _table(rows: list[dict], columns: list[str]) -> bytes:
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=columns).to_csv(index=False, float_format="%.6f").encode("utf-8")
+
+
+def collected_files(done: Collected, notes: dict, prefs: list[dict]) -> dict[str, bytes]:
+    """The collect run's files: the rankings in the `ranking` format, the unblinded judgments, agreement, the
+    contested images, win shares and preference rates."""
+    from recon_score.atomic_io import jsonl_bytes
+
+    per_annotator = [
+        line for a in done.annotators for line in ranking_lines(done.items, done.by_annotator.get(a, {}), a)
+    ]
+    judgments = [
+        {
+            "item": it.id,
+            "image": it.image,
+            "annotator": a,
+            "ranks": [int(x) for x in r[it.id]],
+            "note": notes.get((it.id, a), ""),
+        }
+        for a, r in done.by_annotator.items()
+        for it in done.items
+        if it.id in r
+    ]
+    by_image_cols = ["item", "image", "raters", "kendall_w", "pairwise", "contested", "reason"]
+    contested = sorted((r for r in done.per_image if r["contested"]), key=lambda r: r["kendall_w"])
+    return {
+        RANKINGS: jsonl_bytes(per_annotator),
+        CONSENSUS_RANKINGS: jsonl_bytes(ranking_lines(done.items, done.final, CONSENSUS_RATER)),
+        JUDGMENTS: jsonl_bytes(judgments),
+        AGREEMENT: _table(
+            [vars(a) for a in done.agreement],
+            ["statistic", "value", "ci_low", "ci_high", "images", "definition"],
+        ),
+        AGREEMENT_BY_IMAGE: _table(done.per_image, by_image_cols),
+        CONTESTED: _table(contested, by_image_cols),
+        WIN_SHARE: _table(
+            win_shares(done.items, done.final), ["model", "wins", "shown", "win_rate", "share_of_images"]
+        ),
+        PREFERENCE: _table(prefs, ["metric", "images", "preferred", "rate"]),
+    }
+
+
+def run_collect(job: CollectJob) -> dict:
+    """Validates every export, then writes the collected set in one go: a bad export changes nothing."""
+    from recon_score.bootstrap import CI_LEVEL, bootstrap_ci
+
+    if job.consensus_rule not in CONSENSUS_RULES:
+        raise ReconScoreError(
+            f"unknown consensus rule {job.consensus_rule!r}: one of {', '.join(CONSENSUS_RULES)}"
+        )
+    with RunFolder("annotate-collect", job.out, argv=job.argv) as run:
+        study, key, items = load_study(job.study)
+        main, settled, notes, exports = read_exports(job, study, key, items)
+        selections = _selections(job.selections)
+
+        def ci(statistic, n: int) -> tuple[float, float]:
+            return bootstrap_ci(statistic, n, resamples=job.resamples, rng_seed=job.seed)
+
+        done = collect(
+            items,
+            list(study["annotators"]),
+            main,
+            settled,
+            rule=job.consensus_rule,
+            ci=ci,
+            contested_below=job.contested_below,
+        )
+        try:
+            prefs = preference_rates(items, done.final, selections)
+        except PreferenceFormatError as err:
+            raise ReconScoreError(str(err)) from err
+        files = collected_files(done, notes, prefs)
+        info = {
+            "study": study["study"],
+            "study_checksum": study["checksum"],
+            "study_folder": str(job.study.resolve()),
+            "exports": [
+                {
+                    "path": str(e.path.resolve()),
+                    "annotator": e.annotator,
+                    "round": e.round,
+                    "exported": e.exported,
+                    "missing": len(e.missing),
+                }
+                for e in exports
+            ],
+            "consensus_rule": {"name": job.consensus_rule, "rule": CONSENSUS_RULES[job.consensus_rule][1]},
+            "consensus_pass": {"images": len(done.settled)},
+            "contested": {
+                "rule": f"the annotators' best captions differ, or Kendall's W < {job.contested_below:g}",
+                "images": len(done.contested),
+            },
+            "agreement": {
+                a.statistic: {"value": a.value, "ci": [a.ci_low, a.ci_high], "images": a.images}
+                for a in done.agreement
+            },
+            "ci": f"{CI_LEVEL:.0%} percentile bootstrap over images, {job.resamples} resamples, seed {job.seed}",
+            "win_share": json.loads(json.dumps(win_shares(items, done.final))),
+            "preference": prefs,
+            "counts": {"images": len(items), "with_consensus": len(done.final), "annotators": len(main)},
+        }
+        return _publish(run, files, info, [job.study])

@@ -1,0 +1,95 @@
+"""`evaluate_metric`: benchmark a metric of your own on the meta-evaluation suite without registering it.
+
+    from eval import evaluate_metric
+    table = evaluate_metric("flickr8k-expert", metric=my_metric, data_root="data")
+
+`my_metric(candidates=[...], references=[[...], ...], images=[path or None, ...])` scores one batch and returns
+one number per candidate. The table has the rows `reconscore correlate --benchmarks` writes to meta_eval.csv.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from eval.meta_eval.suite import frame, load, statistics
+from recon_score.errors import InputError, ReconScoreError
+
+Metric = Callable[..., Sequence[float]]
+
+
+def _unique_inputs(table: pd.DataFrame, images: list[str | None]) -> tuple[list[tuple], np.ndarray]:
+    """The distinct (candidate, references, image) inputs and, per row, the index of its input: the metric
+    scores each distinct input once (Flickr8K-Expert's three ratings of a caption share one score)."""
+    index: dict[tuple, int] = {}
+    rows = np.empty(len(table), dtype=np.int64)
+    for i, (cand, refs, img) in enumerate(zip(table["candidate"], table["references"], images)):
+        rows[i] = index.setdefault((cand, tuple(refs), img), len(index))
+    return list(index), rows
+
+
+def _score(metric: Metric, inputs: list[tuple], batch_size: int, name: str) -> np.ndarray:
+    out = np.empty(len(inputs))
+    for start in range(0, len(inputs), batch_size):
+        part = inputs[start : start + batch_size]
+        imgs = [p[2] for p in part]
+        got = metric(
+            candidates=[p[0] for p in part],
+            references=[list(p[1]) for p in part],
+            images=None if all(i is None for i in imgs) else imgs,
+        )
+        got = np.asarray(list(got), dtype=float)
+        if got.shape != (len(part),):
+            raise ReconScoreError(f"{name} returned {got.shape} scores for a batch of {len(part)} candidates")
+        out[start : start + len(part)] = got
+    return out
+
+
+def _image_paths(loaded) -> list[str | None]:
+    from recon_score.images import resolve_under
+
+    if loaded.images_root is None:
+        return [None] * len(loaded.table)
+    resolved: dict[str, str | None] = {}
+    for image in loaded.table["image"].unique():
+        try:
+            resolved[image] = str(resolve_under(loaded.images_root, image))
+        except InputError:
+            resolved[image] = None
+    return [resolved[i] for i in loaded.table["image"]]
+
+
+def evaluate_metric(
+    benchmark: str | Sequence[str],
+    metric: Metric,
+    *,
+    data_root: str | Path,
+    variant: str | None = None,
+    name: str = "metric",
+    higher_is_better: bool = True,
+    batch_size: int = 256,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The meta-evaluation rows of `metric` on `benchmark` (a name, `all`, or a list of names) under
+    `data_root` (DIR/<benchmark>/ as downloaded): value x 100, 95% CI, n, published value, difference, status.
+
+    Raises:
+        ReconScoreError: an unknown benchmark or variant; a benchmark whose files are absent (naming the file
+            and where to get it); a metric that returns the wrong number of scores.
+    """
+    from eval.meta_eval.benchmarks import parse_benchmarks
+
+    names = parse_benchmarks(benchmark) if isinstance(benchmark, str) else list(benchmark)
+    rows = []
+    for bench in names:
+        loaded = load(bench, Path(data_root), variant if len(names) == 1 else None)
+        if loaded.table is None:
+            raise ReconScoreError(f"{bench}: {loaded.skipped}")
+        inputs, where = _unique_inputs(loaded.table, _image_paths(loaded))
+        scores = _score(metric, inputs, batch_size, name)[where]
+        rows += statistics(loaded, name, scores, higher_is_better=higher_is_better, n_boot=n_boot, seed=seed)
+    return frame(rows)

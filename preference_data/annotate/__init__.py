@@ -1,0 +1,86 @@
+"""Human judgments you collect yourself: a blind ranking study (pages that work from file://), the checks an
+export must pass, unblinding, agreement, and the ReconScore paper's summaries (win shares, Table 6; preference
+rate of metric-selected captions, Table 7). Pure computations: the run folders are written by eval.annotate."""
+
+from preference_data.annotate.agreement import (
+    Agreement,
+    agreement,
+    kendall_w,
+    krippendorff_alpha,
+    pairwise_agreement,
+    reliability_matrix,
+)
+from preference_data.annotate.collect import (
+    CONSENSUS_RATER,
+    CONSENSUS_RULES,
+    Collected,
+    collect,
+    consensus,
+    preference_rates,
+    ranking_lines,
+    unblind,
+    win_shares,
+)
+from preference_data.annotate.exports import (
+    Export,
+    Round,
+    body_checksum,
+    check_unique,
+    read_export,
+    read_header,
+)
+from preference_data.annotate.page import page_items, render_page
+from preference_data.annotate.study import (
+    CRITERIA,
+    LABELS,
+    CandidateRow,
+    Item,
+    StudySettings,
+    annotator_names,
+    checksum,
+    key_body,
+    make_items,
+    read_candidates,
+    read_selections,
+    shuffles,
+    study_record,
+)
+
+__all__ = [
+    "CONSENSUS_RATER",
+    "CONSENSUS_RULES",
+    "CRITERIA",
+    "LABELS",
+    "Agreement",
+    "CandidateRow",
+    "Collected",
+    "Export",
+    "Item",
+    "Round",
+    "StudySettings",
+    "agreement",
+    "annotator_names",
+    "body_checksum",
+    "check_unique",
+    "checksum",
+    "collect",
+    "consensus",
+    "kendall_w",
+    "key_body",
+    "krippendorff_alpha",
+    "make_items",
+    "page_items",
+    "pairwise_agreement",
+    "preference_rates",
+    "ranking_lines",
+    "read_candidates",
+    "read_export",
+    "read_header",
+    "read_selections",
+    "reliability_matrix",
+    "render_page",
+    "shuffles",
+    "study_record",
+    "unblind",
+    "win_shares",
+]
