@@ -98,6 +98,7 @@ class _Generation:
             outputs=self.outputs,
             record=self.info,
             unit="request",
+            depends=[s for s in job.sources if s.get("error")],  # their error rows are in generated.jsonl too
         )
 
     def _items(self, requests: list) -> list:

@@ -1036,7 +1036,7 @@ class _Lifecycle:
             end["repaired"] = res.repairs
         finished = utc_now()
         run.log.end(res.inv, finished=finished, outputs=kept, state=self._state(), **end)
-        history = run.log.history([r for p in self.plans.values() for r in p.done.values()])
+        history = run.log.history(self.plans[spec.stages[-1].name].done.values())  # items of the last stage
         info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
         fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
         fields["started"] = history[0].get("started", run.started) if history else run.started
