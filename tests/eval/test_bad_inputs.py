@@ -6,6 +6,7 @@ Exit statuses (README): 0 every row done, 2 some rows failed (their `error` says
 
 import json
 import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -31,9 +32,12 @@ def _write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
-    return err
+    """The error, in one line; the start-up lines a command prints before it (recon_score.progress.announce:
+    "[HH:MM:SS] ...") are progress, not part of it."""
+    lines = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in lines if not re.match(r"\[\d\d:\d\d:\d\d\] ", line)]
+    assert "Traceback" not in "\n".join(lines) and len(err) == 1, lines
+    return err[0]
 
 
 @pytest.fixture

@@ -153,7 +153,7 @@ def test_choices_and_defaults_come_from_the_registries(capsys):
     assert list(_params("describe")["recon_preset"].type.choices) == list(PRESETS)
     assert list(_params("retrieve")["benchmark"].type.choices) == list(BENCHMARKS)
     assert list(_params("retrieve-eval")["method"].type.choices) == list(METHODS)
-    assert tuple(_params("retrieve-eval")["ap_variant"].type.choices) == choices.AP_VARIANTS
+    assert tuple(_params("retrieve-eval")["ap"].type.choices) == choices.AP_VARIANTS
     assert tuple(_params("retrieve")["index_kind"].type.choices) == choices.INDEX_KINDS
     for path in (["retrieve"], ["retrieve-eval"]):
         p = _params(*path)

@@ -106,7 +106,12 @@ def test_retrieval_page_shows_recall_beside_map_and_marks_the_best(tmp_path):
     (run / "run.json").write_text(json.dumps({**record, "config": {"encoder": "e"}}))
     html = _report([run], tmp_path / "r.html")
     table = re.search(r"Methods at a glance.*?</table>", html, re.S).group(0)
-    assert re.findall(r"<th>([^<]*)</th>", table) == ["Method", "mAP", "Recall@1", "Recall@5"]
+    assert re.findall(r"<th><button type=\"button\">([^<]*)</button></th>", table) == [
+        "Method",
+        "mAP",
+        "Recall@1",
+        "Recall@5",
+    ]
     assert '<tr><td>text</td><td>37.50</td><td>0.00</td><td class="best">100.00</td></tr>' in table
     assert (
         '<tr><td>sum</td><td class="best">75.00</td><td class="best">50.00</td><td class="best">100.00</td>'

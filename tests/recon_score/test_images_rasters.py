@@ -384,8 +384,8 @@ def test_docs_examples_run(tmp_path, monkeypatch):
         exec(compile(code, "docs/images.md", "exec"), {})
     (command,) = re.findall(r"```bash\n(.*?)```", doc, re.S)
     argv = shlex.split(command)
-    assert argv[:3] == ["python", "-m", "eval"]
-    argv = argv[3:]
+    assert argv[0] == "reconscore"
+    argv = argv[1:]
     argv[argv.index("--out") + 1] = str(tmp_path / "run")
     assert main(argv) == 0
     assert json.loads((tmp_path / "run" / "run.json").read_text())["bands"] == [3, 2, 1]

@@ -114,10 +114,16 @@ def test_a_host_that_does_not_exist_is_unreachable():
             "hf download google/siglip2-base-patch16-224",
         ),
         ("hf:/nowhere/siglip", None, None),  # a local folder that is not there: nothing to download
-        ("dreamsim:nope", None, None),
         ("open_clip:ViT-B-32@/nowhere/ckpt.pt", None, None),
     ],
 )
 def test_each_encoder_family_says_where_from(empty_caches, spec, host, download):
     status = preflight.check_need(ModelNeed("encoder", spec, "--encoder", encoder=True))
     assert not status.available and status.host == host and status.download == download
+
+
+def test_a_name_not_in_a_family_is_a_typo_not_a_missing_download(empty_caches):
+    from recon_score.errors import UnknownEncoderError
+
+    with pytest.raises(UnknownEncoderError, match="unknown dreamsim model 'nope'; choose one of ensemble"):
+        preflight.check_need(ModelNeed("encoder", "dreamsim:nope", "--encoder", encoder=True))

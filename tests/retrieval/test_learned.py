@@ -226,9 +226,10 @@ def test_retrieve_cli_runs_both_and_resumes(checkpoints, tmp_path, capsys):
     details = per_query.loc[per_query["method"] == "searle", "detail"].tolist()
     assert details and all(d.endswith(" $") for d in details)
     capsys.readouterr()
-    assert main(argv) == 0
-    assert "searle: read from" in capsys.readouterr().err
+    assert main(argv) == 0  # a finished run: no method computed again
+    assert "retrieve: method" not in capsys.readouterr().err
     torch.save({"Phi": phi_state(32, 32, seed=9)}, searle)  # new weights: recomputed
     assert main(argv) == 0
     err = capsys.readouterr().err
-    assert "searle: read from" not in err and "pic2word: read from" in err
+    assert "retrieve: method searle on" in err and "searle: read from" not in err
+    assert "pic2word: read from" in err and "retrieve: method pic2word" not in err
