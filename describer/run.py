@@ -352,6 +352,14 @@ def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> 
     from recon_score.seeds import derive_seeds
 
     seeds = derive_seeds(job.selector.eval_seed, job.explain.seeds, exclude=set(job.selector.seeds))
+    chosen = [rec["result"]["caption"] for rec in records if rec["result"]["index"] is not None]
+    if chosen:
+        from recon_score.progress import announce
+
+        announce(
+            f"explain: {len(chosen)} chosen caption(s) x (phrases + 1) x {job.explain.seeds} seeds = "
+            f"{sum(job.explain.renders(c) for c in chosen)} renders"
+        )
     for rec in records:
         res = rec["result"]
         if res["index"] is None:

@@ -49,7 +49,9 @@ CORRELATIONS = "correlations.csv"  # correlate: one row per metric (tau_b, tau_c
 PER_ITEM = "per_item.parquet"  # correlate: every judgment row with its scores
 PER_IMAGE = "per_image.jsonl"  # evaluate: one row per split image
 SUMMARY = "summary"  # evaluate: the summary table (summary.csv + summary.md)
-META_EVAL = "meta_eval"  # correlate --benchmarks: one row per (benchmark, variant, category, metric, statistic)
+META_EVAL = (
+    "meta_eval"  # correlate --benchmarks: one row per (benchmark, variant, category, metric, statistic)
+)
 META_EVAL_CSV, META_EVAL_MD = f"{META_EVAL}.csv", f"{META_EVAL}.md"
 PAIRS_DATA = "data"  # pairs: the dataset's Parquet shards (the record lies outside the loader's glob)
 

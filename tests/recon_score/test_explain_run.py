@@ -17,7 +17,7 @@ import pytest
 from eval.cli import main
 from eval.studies.common import selection_seeds
 from recon_score.atomic_io import read_jsonl
-from recon_score.explain import split_phrases
+from recon_score.explain import ExplainOptions, split_phrases
 from tests.smoke_cli import caption_folder, smoke
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,10 +125,15 @@ def test_explain_kill_and_resume_gives_identical_bytes(tmp_path, sample_dir):
     assert _files(out) == _files(ref)
 
 
-def test_describe_explains_the_chosen_caption_on_held_out_seeds(tmp_path):
+def test_describe_explains_the_chosen_caption_on_held_out_seeds(tmp_path, capsys):
     out = tmp_path / "describe"
     assert main(smoke("describe", out, "--n", "2", "--limit", "1", "--explain", "--explain-seeds", "2")) == 0
     (row,) = read_jsonl(out / "captions.jsonl")
+    renders = ExplainOptions(seeds=2).renders(row["caption"])  # the cost, said before the first render
+    assert (
+        f"explain: 1 chosen caption(s) x (phrases + 1) x 2 seeds = {renders} renders"
+        in capsys.readouterr().err
+    )
     ex = row["explain"]
     run = json.loads((out / "run.json").read_text())
     selection = selection_seeds(run)
