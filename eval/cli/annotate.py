@@ -132,15 +132,7 @@ A bad export is one line naming file:line, and nothing is written.""",
     help="A metric's pick per image (table: image, caption[, metric]; or a describe run folder): its preference "
     "rate. Repeatable.",
 )
-@click.option(
-    "--bootstrap",
-    "n_boot",
-    type=click.IntRange(min=1),
-    default=2000,
-    show_default=True,
-    help="Bootstrap resamples of every CI.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@opt.bootstrap(2000, at_least=1)
 @click.option("--out", type=opt.RUN_FOLDER, required=True, help="The collected set (a run folder).")
 def collect(study, exports, consensus_rule, contested_below, selections, n_boot, seed, out) -> int:
     """Check annotators' exports, unblind them, and write rankings, agreement and win shares."""

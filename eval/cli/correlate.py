@@ -70,15 +70,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     default=None,
     help=f"Headline Kendall variant, marked in the table (default: the set's published one: {HEADLINE_DEFAULTS}).",
 )
-@click.option(
-    "--bootstrap",
-    "n_boot",
-    type=click.IntRange(min=0),
-    default=1000,
-    show_default=True,
-    help="Bootstrap resamples of every CI.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
+@opt.bootstrap(1000, at_least=0)
 @click.option(
     "--benchmarks",
     default=None,

@@ -62,6 +62,22 @@ def explain(what: str, seeds: str) -> Callable:
     )
 
 
+def bootstrap(default: int, *, at_least: int) -> Callable:
+    """--bootstrap (resamples of every CI, into `n_boot`) and --seed (the bootstrap's seed), spelt once for the
+    commands whose CIs come from recon_score.bootstrap."""
+    return options(
+        click.option(
+            "--bootstrap",
+            "n_boot",
+            type=click.IntRange(min=at_least),
+            default=default,
+            show_default=True,
+            help="Bootstrap resamples of every CI.",
+        ),
+        click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed."),
+    )
+
+
 def optional_file(*names: str, help: str) -> Callable:
     """An option naming a file (not a folder) that the command reads when given; None when not."""
     return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help)
