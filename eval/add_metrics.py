@@ -13,9 +13,18 @@ from preference_data import PreferenceFormatError, load_references
 from recon_score.atomic_io import jsonl_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
-from recon_score.run_engine import check_file_target, file_record_path, publish_file, upstream_record
+from recon_score.run_engine import (
+    Computed,
+    FileDigests,
+    Item,
+    RunFolder,
+    RunResult,
+    RunSpec,
+    Stage,
+    file_sha256,
+    upstream_record,
+)
 from recon_score.run_outputs import SCORES, score_rows, scores_file
-from recon_score.runtime import utc_now
 from recon_score.textfiles import file_problem
 
 
@@ -77,7 +86,9 @@ def _references(job: AddMetricsJob, names: list[str], rows: list[dict], scores: 
 
 
 def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
-    started = utc_now()
+    """One Run whose one item is the whole table (CIDEr's document frequencies and the like are corpus-wide):
+    its key hashes the scores file, the references, the images and every option, so a finished rerun computes
+    nothing and a changed one recomputes the table."""
     names = parse_metric_names(job.metrics)
     scores = scores_file(job.run) if job.run.is_dir() else job.run
     problem = file_problem(scores)  # "not found", or what it is instead (a link to /dev/zero: a device)
@@ -90,22 +101,32 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         raise ReconScoreError(
             f"--out {out} ends in .json, the name of its record (OUT.json): give a .jsonl path"
         )
-    check_file_target(out, inputs=[scores])  # RUN/scores.jsonl, RUN/journal/..., a link to them
-    check_file_target(file_record_path(out), inputs=[scores], what="--out's record")  # RUN/run.jsonl
-    upstream_record(scores.parent)  # an older reconscore's run is refused before anything is computed
-    rows = score_rows(scores)
-    if not rows:
-        raise ReconScoreError(f"{scores} has no rows")
-    present = [n for n in names if any(n in r for r in rows)]
-    if present:  # never overwrite a column of the run (a score run's own recon_score, with its own preset)
-        raise ReconScoreError(
-            f"{scores} already has a {', '.join(present)} column (e.g. a `reconscore score` run's own "
-            "ReconScore); metrics add adds the metrics it lacks: drop them from --metrics"
-        )
+    with RunFolder("metrics add", out, file_of=[scores]) as run:
+        upstream_record(scores.parent)  # an older reconscore's run is refused before anything is computed
+        rows = score_rows(scores)
+        if not rows:
+            raise ReconScoreError(f"{scores} has no rows")
+        present = [n for n in names if any(n in r for r in rows)]
+        if (
+            present
+        ):  # never overwrite a column of the run (a score run's own recon_score, with its own preset)
+            raise ReconScoreError(
+                f"{scores} already has a {', '.join(present)} column (e.g. a `reconscore score` run's own "
+                "ReconScore); metrics add adds the metrics it lacks: drop them from --metrics"
+            )
+        res = run.run(_spec(job, names, scores, rows, out))
+    result = res.results()[0]
+    return AddMetricsResult(
+        path=out,
+        rows=len(rows),
+        means=result["means"],
+        scored=result["scored"],
+        record=res.info or res.previous,
+    )
+
+
+def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], out: Path) -> RunSpec:
     refs_by_image = _references(job, names, rows, scores)
-    captions = [
-        r["caption"] if isinstance(r.get("caption"), str) and r["caption"].strip() else None for r in rows
-    ]
     image_sources = None
     if any(get_metric_info(n).needs_images for n in names):
         root = _images_root(job, scores)
@@ -115,33 +136,69 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
                 image_sources.append(resolve_under(root, str(r.get("image") or "")))
             except InputError as err:
                 image_sources.append(err)
-    batch = CaptionBatch(
-        candidates=[" ".join(c.split()) if c else None for c in captions],
-        references=[refs_by_image.get(str(r.get("image")), []) for r in rows],
-        images=image_sources,
-    )
-    opts = metric_options(encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device)
-    table, report = compute_metrics(names, batch, options=opts)
-    records = [
-        {**row, **{col: _json_value(table[col].iloc[i]) for col in table.columns}}
-        for i, row in enumerate(rows)
-    ]
-    means = {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names}
-    scored = {n: int(table[n].notna().sum()) for n in names}
-    info = {
-        "scores": str(scores.resolve()),
-        "references": str(job.references.resolve()) if job.references else None,
+    digest = FileDigests()
+    inputs = {
+        "scores_sha256": file_sha256(scores),
+        "references_sha256": digest(job.references),
+        "images_sha256": [digest(s) if isinstance(s, Path) else str(s) for s in image_sources or []],
         "metrics": names,
-        "means": means,
-        "scored_rows": scored,
-        "rows": len(rows),
-        "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
-        "metric_reports": report,
-        "config": {"run": str(scores.parent.resolve())},
-        "started": started,
+        "options": {
+            "encoder": job.encoder,
+            "long_text": job.long_text,
+            "preset": job.preset,
+            "device": job.device,
+        },
     }
+
+    def compute(batch: list[Item], todo: list[Item]) -> list[Computed]:
+        captions = [
+            r["caption"] if isinstance(r.get("caption"), str) and r["caption"].strip() else None for r in rows
+        ]
+        caption_batch = CaptionBatch(
+            candidates=[" ".join(c.split()) if c else None for c in captions],
+            references=[refs_by_image.get(str(r.get("image")), []) for r in rows],
+            images=image_sources,
+        )
+        opts = metric_options(
+            encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
+        )
+        table, report = compute_metrics(names, caption_batch, options=opts)
+        result = {
+            "columns": [[col, [_json_value(v) for v in table[col]]] for col in table.columns],
+            "means": {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names},
+            "scored": {n: int(table[n].notna().sum()) for n in names},
+            "report": report,
+        }
+        return [(result, {})]
+
+    def outputs(res: RunResult) -> dict[str, bytes]:
+        columns = res.results()[0]["columns"]
+        records = [{**row, **{col: values[i] for col, values in columns}} for i, row in enumerate(rows)]
+        return {out.name: jsonl_bytes(records)}
+
+    def record(res: RunResult) -> dict:
+        result = res.results()[0]
+        return {
+            "scores": str(scores.resolve()),
+            "references": str(job.references.resolve()) if job.references else None,
+            "metrics": names,
+            "means": result["means"],
+            "scored_rows": result["scored"],
+            "rows": len(rows),
+            "rows_without_references": sum(1 for r in rows if str(r.get("image")) not in refs_by_image),
+            "metric_reports": result["report"],
+            "config": {"run": str(scores.parent.resolve())},
+        }
+
     upstream = (
         [scores.parent] if upstream_record(scores.parent) else []
     )  # a run folder, not a bare scores file
-    record = publish_file("metrics add", out, data=jsonl_bytes(records), info=info, upstream=upstream)
-    return AddMetricsResult(path=out, rows=len(rows), means=means, scored=scored, record=record)
+    return RunSpec(
+        {},
+        items=[Item(0, inputs, name="the metrics table")],
+        stages=[Stage(compute)],
+        outputs=outputs,
+        record=record,
+        upstream=upstream,
+        unit="table",
+    )

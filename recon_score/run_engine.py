@@ -324,8 +324,8 @@ class RunLock:
         ReconScoreError: another process holds it (a second command on the same --out), or `.lock` is not a file.
     """
 
-    def __init__(self, out: Path, *, enabled: bool = True):
-        self.path, self.enabled, self._fd = out / ".lock", enabled, -1
+    def __init__(self, out: Path, *, enabled: bool = True, name: str = ".lock"):
+        self.path, self.enabled, self._fd = out / name, enabled, -1
 
     def __enter__(self) -> RunLock:
         if not self.enabled:
@@ -494,8 +494,12 @@ def _current(folder: Path, record: dict) -> dict:
 def read_record(out: Path) -> dict:
     """A run folder's record (run.json), read with the size bound of every run file; {} when there is none or
     it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
+    return _read_json_object(out / RECORD)
+
+
+def _read_json_object(path: Path) -> dict:
     try:
-        info = read_json(out / RECORD, expect=dict, what="run record")
+        info = read_json(path, expect=dict, what="run record")
     except (InputError, OSError, RecursionError):
         return {}
     return info if isinstance(info, dict) else {}
@@ -588,24 +592,6 @@ def _run_record(
         **fields,
         "provenance": {**provenance(), "argv": list(argv)},
     }
-
-
-def file_record_path(target: Path) -> Path:
-    """Where a file target's record lives: next to it, with the suffix `.json` (`m.jsonl` -> `m.json`)."""
-    return Path(target).with_suffix(".json")
-
-
-def publish_file(
-    kind: str, target: Path, *, data: bytes, info: dict, upstream: Sequence[Path | str] = ()
-) -> dict:
-    """A run whose result is one file (`metrics add`): the file, then its record next to it
-    (`file_record_path`), each atomically, the record in the same shape as a run folder's run.json. The target
-    was checked with `check_file_target` (and its record path too) before anything was computed."""
-    started = info.get("started") or utc_now()
-    atomic_write_bytes(Path(target), data)
-    record = _run_record(kind, info, upstream, started, sys.argv, {})
-    write_json_atomic(file_record_path(target), record)
-    return record
 
 
 # what a rerun does for an item whose output files are gone or replaced, by the folder they live in
@@ -764,7 +750,9 @@ class _Lifecycle:
         self.run, self.spec = run, spec
         self.fp = sha256_json(spec.settings)[:16]
         self.plans: dict[str, _StagePlan] = {}
-        self.result = RunResult(self.fp, {}, {}, previous=read_record(run.out), processes=run.world)
+        self.result = RunResult(
+            self.fp, {}, {}, previous=_read_json_object(run.record_path), processes=run.world
+        )
 
     # -- plan --------------------------------------------------------------------------------------------------
     def _load(self, stage: Stage, items: list[Item]) -> _StagePlan:
@@ -1086,22 +1074,43 @@ class RunFolder:
     one process). See the module docstring for the steps."""
 
     def __init__(
-        self, kind: str, out: Path, *, state=None, overwrite: bool = False, argv: Sequence[str] = ()
+        self,
+        kind: str,
+        out: Path,
+        *,
+        state=None,
+        overwrite: bool = False,
+        argv: Sequence[str] = (),
+        file_of: Sequence[Path] | None = None,
     ):
-        self.kind, self.out, self.state, self.overwrite = kind, Path(out), state, overwrite
+        """`file_of`: `out` is one file made from these inputs (`metrics add`): its journal and lock are hidden
+        beside it (`.NAME.journal/`, `.NAME.lock`) and its record is OUT.json, so it may live in another run's
+        folder."""
+        target, self.file_of = Path(out), file_of
+        self.kind, self.out, self.state, self.overwrite = kind, target, state, overwrite
+        hidden = f".{target.name}." if file_of is not None else ""
+        if file_of is not None:
+            self.out = target.parent
         self.argv = list(argv) or list(sys.argv)
         self.rank = state.process_index if state is not None else 0
         self.world = state.num_processes if state is not None else 1
         self.is_main = state is None or state.is_main_process
-        self.journal_dir = self.out / "journal"
+        self.journal_dir = self.out / f"{hidden}journal"
+        self.record_path = target.with_suffix(".json") if file_of is not None else self.out / RECORD
+        self.target = target
         self.log = InvocationLog(self.journal_dir)
         self.tampered: list[str] = []
         self.started = utc_now()
-        self._begun, self._created, self._lock = False, None, RunLock(self.out, enabled=self.is_main)
+        self._begun, self._created = False, None
+        self._lock = RunLock(self.out, enabled=self.is_main, name=f"{hidden}lock" if hidden else ".lock")
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
     def __enter__(self) -> RunFolder:
-        check_run_target(self.kind, self.out)
+        if self.file_of is None:
+            check_run_target(self.kind, self.out)
+        else:  # RUN/scores.jsonl, RUN/journal/..., a link to them; RUN/run.jsonl would write RUN/run.json
+            check_file_target(self.target, inputs=self.file_of)
+            check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
         self._check_layout()
         lock_existed = self._lock.path.exists()
         try:
@@ -1213,5 +1222,5 @@ class RunFolder:
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
         run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
-        write_json_atomic(self.out / RECORD, run_info)
+        write_json_atomic(self.record_path, run_info)
         return run_info

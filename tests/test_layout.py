@@ -123,6 +123,7 @@ RUN_COMMANDS = {
     "eval/cli/study.py": "study",
     "eval/meta_eval/run.py": "correlate --benchmarks",
     "eval/annotate.py": "annotate",
+    "eval/add_metrics.py": "metrics add",
 }
 _LIFECYCLE = ("load", "begin", "plan", "reload", "finish", "publish", "journal", "mine")
 
