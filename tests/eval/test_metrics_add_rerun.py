@@ -1,0 +1,95 @@
+"""`metrics add` is a Run like the others: a finished rerun computes nothing, a deleted output comes back byte for
+byte from the journal, a changed input recomputes the table, and a SIGKILL mid-run reruns to the bytes of an
+uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import eval.add_metrics
+from eval.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "recon_score" / "sample"
+
+
+def _run(folder: Path) -> Path:
+    """A 3-row results table of the bundled sample, with the record a score run would have."""
+    rows = [json.loads(line) for line in (SAMPLE / "captions.jsonl").read_text().splitlines()][:3]
+    folder.mkdir()
+    (folder / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "run.json").write_text(json.dumps({"images_root": str(SAMPLE), "meaningless": True}))
+    return folder
+
+
+def _argv(run: Path, references: Path = SAMPLE / "references.json") -> list[str]:
+    return ["metrics", "add", str(run), "--metrics", "bleu4,cider", "--references", str(references)]
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("the metrics were computed again")
+
+
+def test_a_finished_rerun_computes_nothing_and_a_deleted_output_comes_back(tmp_path, monkeypatch):
+    run = _run(tmp_path / "run")
+    assert main(_argv(run)) == 0
+    table, record = run / "scores.metrics.jsonl", run / "scores.metrics.json"
+    want = table.read_bytes()
+    assert len(want.splitlines()) == 3 and "cider" in json.loads(want.splitlines()[0])
+    mtimes = {p: p.stat().st_mtime_ns for p in (table, record)}
+    monkeypatch.setattr(eval.add_metrics, "compute_metrics", _never)
+    assert main(_argv(run)) == 0  # finished: nothing computed, nothing rewritten
+    assert {p: p.stat().st_mtime_ns for p in (table, record)} == mtimes
+    table.unlink()
+    assert main(_argv(run)) == 0  # rebuilt from the journal, not computed
+    assert table.read_bytes() == want
+    record.unlink()
+    assert main(_argv(run)) == 0
+    assert json.loads(record.read_text())["command"] == "metrics add"
+
+
+def test_a_changed_reference_recomputes_the_table(tmp_path, monkeypatch):
+    run = _run(tmp_path / "run")
+    refs = tmp_path / "refs.json"
+    refs.write_text((SAMPLE / "references.json").read_text())
+    assert main(_argv(run, refs)) == 0
+    before = (run / "scores.metrics.jsonl").read_bytes()
+    items = json.loads(refs.read_text())
+    items[0]["captions"] = ["a caption nothing else shares"]
+    refs.write_text(json.dumps(items))
+    assert main(_argv(run, refs)) == 0
+    assert (run / "scores.metrics.jsonl").read_bytes() != before
+
+
+def _killed(run: Path) -> int:
+    """`metrics add` SIGKILLed (no cleanup) when its computed table is about to be journaled."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "RECONSCORE_TEST_KILL_AT_APPEND": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "eval", *_argv(run)], cwd=REPO, env=env, capture_output=True, timeout=120
+    )
+    return proc.returncode
+
+
+@pytest.mark.parametrize("at", ["before the journal", "after the journal"])
+def test_a_kill_mid_run_reruns_to_the_bytes_of_an_uninterrupted_run(at, tmp_path):
+    """Killed with the table computed but not journaled, or journaled but no final file written (what a kill
+    there leaves: the journal, no table, no record, an invocation without its end line)."""
+    ref, run = _run(tmp_path / "ref"), _run(tmp_path / "killed")
+    assert main(_argv(ref)) == 0
+    if at == "before the journal":
+        assert _killed(run) == -9
+    else:
+        assert main(_argv(run)) == 0
+        for name in ("scores.metrics.jsonl", "scores.metrics.json"):
+            (run / name).unlink()
+        log = run / ".scores.metrics.jsonl.journal" / "invocations.jsonl"
+        log.write_text("".join(x for x in log.read_text().splitlines(keepends=True) if '"end"' not in x))
+    assert not (run / "scores.metrics.jsonl").exists()
+    assert main(_argv(run)) == 0
+    assert (run / "scores.metrics.jsonl").read_bytes() == (ref / "scores.metrics.jsonl").read_bytes()
