@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 JOURNAL_LAYOUT = 3  # the journal records' shape; a journal of another layout is refused with a rerun hint
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
-_DISK_FULL = DISK_FULL
 _READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
@@ -100,17 +99,13 @@ def record_checksum(rec: dict) -> str:
 
 
 class Journal:
-    """Append-only JSONL of finished items for one process (`checksum`: each record carries `sum`)."""
+    """Append-only JSONL of finished items for one process; each record carries its checksum (`sum`)."""
 
-    def __init__(self, path: Path, *, fingerprint: str, header: dict, checksum: bool = False):
-        self.path, self.fingerprint, self.checksum = path, fingerprint, checksum
+    def __init__(self, path: Path, *, fingerprint: str, header: dict):
+        self.path, self.fingerprint = path, fingerprint
         path.parent.mkdir(parents=True, exist_ok=True)
+        # a torn last line is cut off; its layout and fingerprint were checked by the plan (`load_journals`)
         records = read_jsonl(path, repair=True, is_record=_is_journal_line)
-        if records:
-            _check_layout_line(path, records[0])
-            found = records[0].get("fingerprint")
-            if found != fingerprint:
-                raise ResumeMismatchError(str(path.parent.parent), found=str(found), wanted=fingerprint)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if not records:
             self._append([{"fingerprint": fingerprint, "layout": JOURNAL_LAYOUT, "header": header}])
@@ -122,9 +117,7 @@ class Journal:
 
     def write(self, records: list[dict]) -> None:
         _kill_point()
-        if self.checksum:
-            records = [{**r, "sum": record_checksum(r)} for r in records]
-        self._append(records)
+        self._append([{**r, "sum": record_checksum(r)} for r in records])
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -246,25 +239,21 @@ def _superseded(rec: dict, done: dict) -> bool:
         return False
 
 
-def saved_records(folder: Path) -> dict[str, int]:
-    """How many distinct rows each kind of journal in `folder` holds (`""` for a command's one journal,
-    `"candidates-"` / `"final-"` for describe's): what an interrupted run keeps and its rerun will not redo."""
+def interrupted_message(out: Path, journal_dir: Path) -> str:
+    """What Ctrl-C leaves behind, in one line: the rows saved (distinct rows per kind of journal: `""` for a
+    command's one journal, `candidates-` / `final-` for describe's), where, and how to go on."""
     counts: dict[str, set] = {}
-    for path in sorted(folder.glob("*rank-*.jsonl")) if folder.is_dir() else ():
+    for path in sorted(journal_dir.glob("*rank-*.jsonl")) if journal_dir.is_dir() else ():
         prefix = path.name[: path.name.index("rank-")]
         try:
             records = read_jsonl(path, is_record=_is_journal_line)
         except (OSError, ReconScoreError):
             continue
         counts.setdefault(prefix, set()).update(rec["row"] for rec in records if "row" in rec)
-    return {prefix: len(rows) for prefix, rows in counts.items()}
-
-
-def interrupted_message(out: Path, journal_dir: Path) -> str:
-    """What Ctrl-C leaves behind, in one line: the rows saved, where, and how to go on."""
-    counts = saved_records(journal_dir)
     kinds = {"": "row(s) finished", "final-": "finished", "candidates-": "with captions"}
-    saved = ", ".join(f"{n} {kinds.get(p, p.rstrip('-'))}" for p, n in sorted(counts.items(), reverse=True))
+    saved = ", ".join(
+        f"{len(rows)} {kinds.get(p, p.rstrip('-'))}" for p, rows in sorted(counts.items(), reverse=True)
+    )
     return (
         f"interrupted: {saved or 'nothing'} saved in {journal_dir}; "
         f"run the same command again to resume (finished rows are not redone; --out {out})"
@@ -798,7 +787,7 @@ class _Lifecycle:
         """Read every journal; returns whether the run is finished (nothing to compute or repair)."""
         run, res = self.run, self.result
         gone: dict[str, int] = {}
-        finished = bool(self.spec.stages)  # every item has its record: the final files are checked too
+        finished = True  # every item has its record: the final files are checked too
         for stage in self.spec.stages:
             plan = self._load(stage, self._items(stage))
             self.plans[stage.name] = plan
@@ -864,16 +853,14 @@ class _Lifecycle:
     def work(self) -> None:
         """This process's share of every stage, a phase at a time, each result journaled as it comes."""
         run, spec, res = self.run, self.spec, self.result
-        last = self.plans[spec.stages[-1].name] if spec.stages else None
-        res.resumed = len(last.done) if last else 0
-        mine = self._mine(spec.stages[0]) if spec.stages else []
+        last = self.plans[spec.stages[-1].name]
+        res.resumed = len(last.done)
+        mine = self._mine(spec.stages[0])
         todo = [i for i in mine if any(i.id not in p.done for p in self.plans.values())]
         if spec.prepare is not None and todo:
             spec.prepare(todo)  # every missing model named before any work starts
         self._say()
         res.inv = run._begin(**spec.started)
-        if not spec.stages:
-            return
         weight = spec.weight or (lambda item: 1)
         mine_last = self._mine(spec.stages[-1]) if spec.stages[-1].items is None else []
         n_last = sum(weight(i) for i in mine_last)
@@ -935,7 +922,7 @@ class _Lifecycle:
         header = {"kind": self.run.kind, "settings": self.spec.settings, **self.spec.header}
         prefix = f"{stage.name}-" if stage.name else ""
         path = self.run.journal_dir / f"{prefix}rank-{self.run.rank}.jsonl"
-        return Journal(path, fingerprint=self.fp, header=header, checksum=True)
+        return Journal(path, fingerprint=self.fp, header=header)
 
     def _stage_phase(
         self, stage: Stage, phase: list[int], journal: Journal, bar: Progress, where: str
@@ -998,9 +985,6 @@ class _Lifecycle:
             log.warning("repairing %s from its journal: %s", self.run.out, "; ".join(res.repairs))
 
     # -- finish ------------------------------------------------------------------------------------------------
-    def publish(self) -> RunResult:
-        return _publish(self)
-
     def settle(self) -> RunResult:
         res = self.result
         res.items = {n: p.items for n, p in self.plans.items()}
@@ -1086,18 +1070,16 @@ class RunFolder:
         """`file_of`: `out` is one file made from these inputs (`metrics add`): its journal and lock are hidden
         beside it (`.NAME.journal/`, `.NAME.lock`) and its record is OUT.json, so it may live in another run's
         folder."""
-        target, self.file_of = Path(out), file_of
-        self.kind, self.out, self.state, self.overwrite = kind, target, state, overwrite
-        hidden = f".{target.name}." if file_of is not None else ""
-        if file_of is not None:
-            self.out = target.parent
+        self.target, self.file_of = Path(out), file_of
+        hidden = f".{self.target.name}." if file_of is not None else ""
+        self.kind, self.state, self.overwrite = kind, state, overwrite
+        self.out = self.target.parent if file_of is not None else self.target
         self.argv = list(argv) or list(sys.argv)
         self.rank = state.process_index if state is not None else 0
         self.world = state.num_processes if state is not None else 1
         self.is_main = state is None or state.is_main_process
         self.journal_dir = self.out / f"{hidden}journal"
-        self.record_path = target.with_suffix(".json") if file_of is not None else self.out / RECORD
-        self.target = target
+        self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log = InvocationLog(self.journal_dir)
         self.tampered: list[str] = []
         self.started = utc_now()
@@ -1135,7 +1117,7 @@ class RunFolder:
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo(lock_existed=self._lock_existed)
-        if isinstance(exc, (OSError, WriteError)) and exc.errno in (*_DISK_FULL, errno.EROFS):
+        if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
 
     def _check_layout(self) -> None:
@@ -1196,7 +1178,7 @@ class RunFolder:
         checked by size and time), this process's work journaled item by item, the final files and run.json."""
         life = _Lifecycle(self, spec)
         if not spec.stages:
-            return life.publish()
+            return _publish(life)
         if life.plan():
             res = life.settle()
             res.complete, res.resumed = True, len(next(reversed(res.records.values())))
