@@ -108,13 +108,14 @@ def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
 
 class _Suite:
     """The command's side of the Run: one item per (benchmark, variant, metric), computed in order; the items
-    of one benchmark share its CaptionBatch, and every batch of the run shares the PTB tokens of its texts."""
+    of one benchmark share its CaptionBatch, and every batch of the run shares the PTB tokens of its texts and
+    each encoder's embeddings of its texts and images (CaptionBatch.shared)."""
 
     def __init__(self, job: MetaEvalJob, metrics: list[str], items: list[tuple[Loaded, str]], skipped: dict):
         self.job, self.metrics, self.skipped = job, metrics, skipped
         self.loaded = {_item(ld, m): (ld, m) for ld, m in items}
         self.batches: dict[int, object] = {}
-        self.tokens: dict[str, str] = {}  # one PTB pass per distinct text across every benchmark of the run
+        self.shared: dict = {}  # PTB tokens and encoder embeddings, once per distinct text/image for the run
 
     def spec(self) -> RunSpec:
         digest = FileDigests()
@@ -147,7 +148,7 @@ class _Suite:
         for item in todo:
             ld, m = self.loaded[item.id]
             if id(ld) not in self.batches:
-                self.batches[id(ld)] = batch_of(ld, self.tokens)
+                self.batches[id(ld)] = batch_of(ld, self.shared)
             scores, _ = compute_metrics(
                 [m], self.batches[id(ld)], options=options, metrics=job.metric_instances
             )
@@ -204,7 +205,7 @@ def decoded_images(table) -> list:
     return out
 
 
-def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
+def batch_of(loaded: Loaded, shared: dict | None = None):
     """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
     from eval.metrics import CaptionBatch
     from recon_score.errors import InputError
@@ -226,5 +227,5 @@ def batch_of(loaded: Loaded, text_tokens: dict[str, str] | None = None):
         candidates=table["candidate"].tolist(),
         references=table["references"].tolist(),
         images=images,
-        text_tokens=text_tokens,
+        shared=shared,
     )

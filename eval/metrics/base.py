@@ -22,6 +22,7 @@ class CaptionBatch:
 
     Expensive shared steps (PTB tokenisation, image loading, CLIP embeddings) are memoised on the batch, so
     BLEU, METEOR, ROUGE, CIDEr and SPICE share one tokenizer pass, and CLIPScore/RefCLIPScore share embeddings.
+    `shared` carries the per-text and per-image results across the batches of one run.
     """
 
     candidates: list[str | None]
@@ -30,9 +31,10 @@ class CaptionBatch:
     # how 8-bit files become RGB (recon_score.presets.reader_for(preset)); None: the command's preset decides
     # (compute_metrics), else recon_score.images.DEFAULT_READER
     image_reader: str | None = None
-    # text -> its PTB tokens, shared by every batch of one run (the meta-evaluation suite hands one dict to all
-    # its benchmarks): a text two batches share is tokenised once; None: this batch alone
-    text_tokens: dict[str, str] | None = field(default=None, repr=False)
+    # what every batch of one run shares (the meta-evaluation suite hands one dict to all its benchmarks), one
+    # table per step (`run_table`): text -> PTB tokens; per encoder, text -> embedding and image -> embedding. A
+    # text or image two batches share is tokenised or encoded once; None: this batch alone
+    shared: dict | None = field(default=None, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -50,6 +52,11 @@ class CaptionBatch:
             self._memo[key] = compute()
         return self._memo[key]
 
+    def run_table(self, key) -> dict:
+        """The run-wide table of one step (`shared[key]`; the batch's own when it shares nothing)."""
+        shared = self.shared if self.shared is not None else self._memo.setdefault("shared", {})
+        return shared.setdefault(key, {})
+
     def tokenized(self) -> tuple[list[str | None], list[list[str]]]:
         """PTB-tokenised candidates and references (pycocoevalcap's tokenisation), one JVM pass for the batch."""
 
@@ -58,7 +65,7 @@ class CaptionBatch:
 
             refs = self.references or [[] for _ in self.candidates]
             texts = [c for c in self.candidates if c is not None] + [r for rs in refs for r in rs]
-            table = self.text_tokens if self.text_tokens is not None else {}
+            table = self.run_table("ptb")
             missing = list(dict.fromkeys(t for t in texts if t not in table))
             table.update(zip(missing, ptb_tokenize(missing)))
             cands = [None if c is None else table[c] for c in self.candidates]
@@ -96,6 +103,30 @@ class CaptionBatch:
             return out
 
         return self.memo(("images", reader), run)
+
+    def image_keys(self, reader: str | None = None) -> list:
+        """Per row, what names its image across the batches of a run: (file, reader) for a path, read only if
+        never seen; the decoded pixels' digest for an in-memory image; None where there is no image."""
+        from recon_score.images import DEFAULT_READER, image_digest
+
+        reader = reader or self.image_reader or DEFAULT_READER
+
+        def run():
+            loaded, digests, keys = None, {}, []
+            for i, src in enumerate(self.images or []):
+                if src is None or isinstance(src, Exception):
+                    keys.append(None)
+                elif isinstance(src, (str, Path)):
+                    keys.append(("file", str(Path(src).resolve()), reader))
+                else:
+                    loaded = loaded or self.loaded_images(reader)
+                    img = loaded[i]
+                    if not isinstance(img, Exception) and id(img) not in digests:
+                        digests[id(img)] = ("pixels", image_digest(img))
+                    keys.append(None if isinstance(img, Exception) else digests[id(img)])
+            return keys
+
+        return self.memo(("image_keys", reader), run)
 
     def reference_rows(self) -> np.ndarray:
         """Indices of rows a reference metric can score: a candidate and at least one reference."""

@@ -138,8 +138,11 @@ class TextEmbeddings:
     windows: np.ndarray  # (n,) int
 
 
-def embed_texts(encoder, texts: Sequence[str], *, prefix: str, long_text: str) -> TextEmbeddings:
-    """Embed `prefix + text` for each text, handling texts over the context length per `long_text`."""
+def embed_texts(
+    encoder, texts: Sequence[str], *, prefix: str, long_text: str, store: dict | None = None
+) -> TextEmbeddings:
+    """Embed `prefix + text` for each text, handling texts over the context length per `long_text`. `store`
+    (encoded text -> its embedding row, one per encoder) is read and filled: a text it holds is not encoded."""
     import torch
     import torch.nn.functional as F
 
@@ -169,11 +172,12 @@ def embed_texts(encoder, texts: Sequence[str], *, prefix: str, long_text: str) -
             words = texts[i].split()
             spans = word_windows([counter.count(w) for w in words], budget)
             pieces[i] = [with_prefix(prefix, " ".join(words[a:b])) for a, b in spans]
-    unique = list(dict.fromkeys(p for ps in pieces for p in ps))
-    emb_u = encoder.encode_texts(unique) if unique else torch.zeros(0, encoder.info.dim or 0)
-    pos = {t: k for k, t in enumerate(unique)}
-    rows = [emb_u[[pos[p] for p in ps]].mean(0) for ps in pieces]
-    emb = F.normalize(torch.stack(rows), dim=-1) if rows else emb_u
+    store = {} if store is None else store
+    todo = list(dict.fromkeys(p for ps in pieces for p in ps if p not in store))
+    if todo:
+        store.update(zip(todo, encoder.encode_texts(todo)))
+    rows = [torch.stack([store[p] for p in ps]).mean(0) for ps in pieces]
+    emb = F.normalize(torch.stack(rows), dim=-1) if rows else torch.zeros(0, encoder.info.dim or 0)
     windows = np.array([len(ps) for ps in pieces], dtype=int)
     truncated = over & (long_text == "truncate")
     return TextEmbeddings(emb=emb, n_tokens=n_tokens, truncated=truncated, windows=windows)
@@ -221,34 +225,41 @@ class _ClipMetric(Metric):
         return ("clip", what, self.spec, self.device, self.prefix, self.long_text)
 
     def _images(self, batch: CaptionBatch):
-        """(n, d) image embeddings (NaN rows where the image failed) and the per-row errors."""
+        """(n, d) image embeddings (NaN rows where the image failed) and the per-row errors. Each distinct image
+        of the run (CaptionBatch.image_keys) is encoded once; a file already encoded is not even read again."""
 
         def run():
             import torch
 
-            loaded = batch.loaded_images()
-            errors = [str(x) if isinstance(x, Exception) else None for x in loaded]
-            uniq: dict[int, int] = {}
-            for x in loaded:
-                if not isinstance(x, Exception):
-                    uniq.setdefault(id(x), len(uniq))
-            objs = {id(x): x for x in loaded if not isinstance(x, Exception)}
-            emb_u = self.encoder.encode_images([objs[k] for k in uniq]) if uniq else None
-            dim = emb_u.shape[1] if emb_u is not None else (self.encoder.info.dim or 1)
-            emb = torch.full((len(loaded), dim), float("nan"))
-            for i, x in enumerate(loaded):
-                if not isinstance(x, Exception):
-                    emb[i] = emb_u[uniq[id(x)]]
+            keys = batch.image_keys()
+            store = batch.run_table(("clip", "image embeddings", self.spec, self.device))
+            todo = list(dict.fromkeys(k for k in keys if k is not None and k not in store))
+            loaded = batch.loaded_images() if todo or None in keys else None
+            first = {k: i for i, k in reversed(list(enumerate(keys)))}
+            fresh = [k for k in todo if not isinstance(loaded[first[k]], Exception)]
+            store.update((k, loaded[first[k]]) for k in todo if k not in fresh)  # the error, said again later
+            if fresh:
+                store.update(zip(fresh, self.encoder.encode_images([loaded[first[k]] for k in fresh])))
+            values = [loaded[i] if k is None else store[k] for i, k in enumerate(keys)]
+            errors = [str(v) if isinstance(v, Exception) else None for v in values]
+            good = [v for v in values if not isinstance(v, Exception)]
+            dim = good[0].shape[0] if good else (self.encoder.info.dim or 1)
+            emb = torch.full((len(values), dim), float("nan"))
+            for i, v in enumerate(values):
+                if not isinstance(v, Exception):
+                    emb[i] = v
             return emb, errors
 
         return batch.memo(self._key("images"), run)
 
     def _candidates(self, batch: CaptionBatch) -> TextEmbeddings:
         texts = [c or "" for c in batch.candidates]
-        return batch.memo(
-            self._key("candidates"),
-            lambda: embed_texts(self.encoder, texts, prefix=self.prefix, long_text=self.long_text),
-        )
+        return batch.memo(self._key("candidates"), lambda: self._embed(batch, texts))
+
+    def _embed(self, batch: CaptionBatch, texts: list[str]) -> TextEmbeddings:
+        """`embed_texts` through the run's store of this encoder's text embeddings (shared by every batch)."""
+        store = batch.run_table(("clip", "text embeddings", self.spec, self.device))
+        return embed_texts(self.encoder, texts, prefix=self.prefix, long_text=self.long_text, store=store)
 
     def _clip_s(self, batch: CaptionBatch):
         import torch
@@ -266,10 +277,7 @@ class _ClipMetric(Metric):
         refs = batch.references or [[] for _ in batch.candidates]
         flat = [r for rs in refs for r in rs]
         owner = [i for i, rs in enumerate(refs) for _ in rs]
-        ref_txt = batch.memo(
-            self._key("references"),
-            lambda: embed_texts(self.encoder, flat, prefix=self.prefix, long_text=self.long_text),
-        )
+        ref_txt = batch.memo(self._key("references"), lambda: self._embed(batch, flat))
         return max_reference_similarity(txt.emb, ref_txt.emb, owner), sum(1 for rs in refs if not rs)
 
     def _score_image(self, batch: CaptionBatch) -> MetricOutput:

@@ -457,3 +457,47 @@ def test_image_metrics_read_the_hub_sets_own_images_each_decoded_once(tmp_path, 
     result = run_meta_eval(job)
     assert result.table["n"].tolist() == [4, 4]  # every row scored: its image was read from the parquet shard
     assert len(loads) == 2  # 4 rows, 2 distinct images: each read once
+
+
+def test_each_distinct_image_and_text_is_encoded_once_per_encoder_across_benchmarks(tmp_path, monkeypatch):
+    """Polaris and Nebula fixtures sharing an image and two texts, scored by CLIP-S, RefCLIP-S, PAC-S and
+    RefPAC-S: every distinct image and every distinct (prefixed) text reaches each encoder exactly once."""
+    from datasets import Image, Sequence, Value
+
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+    from recon_score.encoders.base import Encoder
+
+    _polaris(tmp_path / "polaris")  # images _png(0) and _png(1); texts about a dog
+    nebula = {"file_name": Value("string"), "image": Image(), "refs": Sequence(Value("string")),
+              "mt": Value("string"), "human_score": Value("float32")}  # fmt: skip
+    _hub(tmp_path / "nebula", "test", {
+        "file_name": ["b.png", "c.png", "c.png"],
+        "image": [{"bytes": _png(1), "path": None}, {"bytes": _png(7), "path": None}, {"bytes": _png(7), "path": None}],
+        "refs": [["a dog runs"], ["a red square"], ["a red square"]],
+        "mt": ["a dog", "a square", "a dog runs on grass"],
+        "human_score": [0.2, 0.8, 0.5],
+    }, nebula)  # fmt: skip
+    calls: dict[str, dict[str, list]] = {}
+    real_texts, real_images = Encoder.encode_texts, Encoder.encode_images
+
+    def texts(self, items, **kw):
+        calls.setdefault(self.info.spec, {"texts": [], "images": []})["texts"].extend(items)
+        return real_texts(self, items, **kw)
+
+    def images(self, items, **kw):
+        calls.setdefault(self.info.spec, {"texts": [], "images": []})["images"].extend(items)
+        return real_images(self, items, **kw)
+
+    monkeypatch.setattr(Encoder, "encode_texts", texts)
+    monkeypatch.setattr(Encoder, "encode_images", images)
+    job = MetaEvalJob(["polaris", "nebula"], tmp_path, "clipscore,refclipscore,pacscore,refpacscore", tmp_path / "run",
+                      preset="smoke", encoder="smoke:open-clip", n_boot=0)  # fmt: skip
+    result = run_meta_eval(job)
+    assert set(result.table["n"]) == {3, 4}  # every row of both benchmarks scored
+    words = {"a dog", "a cat", "a dog runs on grass", "two dogs", "a dog runs", "a dog on grass", "a square",
+             "a red square"}  # fmt: skip
+    assert len(calls) == 2  # CLIP-S's encoder, and PAC-S's released one
+    for spec, seen in calls.items():
+        assert sorted(seen["texts"]) == sorted(f"A photo depicts {w}" for w in words), spec
+        pixels = [tuple(i.convert("RGB").getpixel((0, 0))) for i in seen["images"]]
+        assert sorted(pixels) == [(0, 0, 0), (1, 0, 0), (7, 0, 0)], spec  # 7 rows, 3 distinct images

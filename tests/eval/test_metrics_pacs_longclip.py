@@ -72,7 +72,9 @@ def fixed_case():
     images = rng.normal(size=(3, 4)) + 0.8
     ims = []
     for i in range(3):
-        im = Image.new("RGB", (8, 8))
+        im = Image.new(
+            "RGB", (8, 8), (i, 0, 0)
+        )  # distinct pixels: identical ones are one image, encoded once
         im.info["row"] = i
         ims.append(im)
     return cands, refs, table, images, ims
