@@ -41,7 +41,7 @@ def make_study(root: Path, n: int) -> Path:
         w.writeheader()
         w.writerows(rows)
     out = root / "study"
-    run_build(BuildJob(table, out, images, annotators=1), say=lambda line: None)
+    run_build(BuildJob([table], out, images, annotators=1), say=lambda line: None)
     return out / "pages" / "annotator-1.html"
 
 

@@ -74,9 +74,9 @@ def _json_bytes(obj: object) -> bytes:
 
 @dataclass
 class BuildJob:
-    candidates: Path  # a table (image, candidate, model) or a `describe` run folder
+    candidates: list[Path]  # tables (image, candidate, model), `describe` or `evaluate` run folders: merged
     out: Path
-    images: Path | None = None  # the folder the table's image names are relative to (describe: its own)
+    images: Path | None = None  # the folder the image names are relative to (a run's own, by default)
     annotators: int = 2
     seed: int = 0
     ties: bool = False
@@ -85,19 +85,31 @@ class BuildJob:
     argv: list[str] = field(default_factory=list)
 
 
-def candidate_rows(source: Path) -> tuple[list[CandidateRow], Path | None, dict]:
-    """The candidates of a table, or of a describe run folder (each candidate's model: `CAPTIONER#index`, its
-    images root from its record)."""
-    if not source.is_dir():
-        try:
-            return read_candidates(source), None, {}
-        except PreferenceFormatError as err:
-            raise ReconScoreError(str(err)) from err
-    record = load_record(source)
-    if record.get("command") != "describe":
-        raise ReconScoreError(
-            f"--candidates {source} is a {record.get('command')!r} run; give a describe run or a table"
-        )
+@dataclass
+class CandidateSource:
+    """What one --candidates gave: its rows, the folder its image names are relative to (a table: none), and
+    the sha256 of every file they were read from (recorded, so a changed source is told on a rebuild)."""
+
+    path: Path
+    kind: str  # table, describe or evaluate
+    rows: list[CandidateRow]
+    root: Path | None
+    files: dict[str, str]
+
+    def recorded(self) -> dict:
+        return {"path": str(self.path.resolve()), "kind": self.kind, "sha256": self.files}
+
+
+def _digests(*paths: Path) -> dict[str, str]:
+    from recon_score.run_engine import file_sha256
+
+    return {str(p.resolve()): file_sha256(p) for p in paths}
+
+
+def _describe_source(source: Path, record: dict) -> CandidateSource:
+    """Every candidate of a describe run, each one's model `CAPTIONER#index`; its images root from its record."""
+    from recon_score.run_outputs import candidates_file
+
     name = (record.get("captioner") or {}).get("name", "describe")
     rows = [
         CandidateRow(
@@ -107,7 +119,107 @@ def candidate_rows(source: Path) -> tuple[list[CandidateRow], Path | None, dict]
         if r.get("error") is None and r.get("caption")
     ]
     root = record.get("images_root")
-    return rows, Path(root) if root else None, record
+    return CandidateSource(
+        source, "describe", rows, Path(root) if root else None, _digests(candidates_file(source))
+    )
+
+
+def _evaluate_source(source: Path, record: dict) -> CandidateSource:
+    """An evaluate run's caption per split image, its model the summary's row label; the images and their
+    references from the split its record names (read again with the one dataset loader)."""
+    from eval.datasets import load_dataset
+    from recon_score.run_outputs import PER_IMAGE, SUMMARY_CSV, evaluate_summary, per_image_rows
+
+    split = record.get("split")
+    if not isinstance(split, dict):
+        raise ReconScoreError(
+            f"--candidates {source}: its run.json names no split (an evaluate run of an earlier version): "
+            "run `reconscore evaluate` again"
+        )
+    ds = load_dataset(
+        split["dataset"],
+        split["root"],
+        split["split"],
+        annotations=split.get("annotations"),
+        images_dir=split.get("images_root"),
+    )
+    model = str(evaluate_summary(source).index[0])
+    present = {s.image_id: s for s in ds.samples}
+    listed = {s.image_id for s in ds.listed}
+    rows = []
+    for k, r in enumerate(per_image_rows(source)):
+        where = f"{source / PER_IMAGE}:{k + 1}"
+        if r.get("image_id") not in listed:
+            raise ReconScoreError(
+                f"{where}: image {r.get('image_id')!r} is not in {split['dataset']}/{split['split']} "
+                "any more: run `reconscore evaluate` again"
+            )
+        s, caption = present.get(r["image_id"]), r.get("caption")
+        if s is not None and isinstance(caption, str) and caption.strip():
+            rows.append(CandidateRow(s.image, " ".join(caption.split()), model, tuple(s.references), where))
+    files = _digests(source / PER_IMAGE, source / SUMMARY_CSV, *ds.annotations)
+    return CandidateSource(source, "evaluate", rows, ds.images_dir, files)
+
+
+def candidate_source(source: Path) -> CandidateSource:
+    """One --candidates: a table, or a `describe` or `evaluate` run folder (read with their typed readers)."""
+    if not source.is_dir():
+        try:
+            return CandidateSource(source, "table", read_candidates(source), None, _digests(source))
+        except PreferenceFormatError as err:
+            raise ReconScoreError(str(err)) from err
+    record = load_record(source)
+    kind = record.get("command")
+    if kind == "describe":
+        return _describe_source(source, record)
+    if kind == "evaluate":
+        return _evaluate_source(source, record)
+    raise ReconScoreError(
+        f"--candidates {source} is a run of `{kind}`; give a table, a describe run or an evaluate run"
+    )
+
+
+def merge_sources(sources: list[CandidateSource], images: Path | None) -> tuple[list[CandidateRow], Path]:
+    """Every source's rows, in the order given (an image's candidates from several runs side by side), and the
+    one folder their image names are relative to. A model of two sources is refused: its captions could not
+    be told apart in the key."""
+    owner: dict[str, CandidateSource] = {}
+    seen: set[Path] = set()
+    for src in sources:
+        if src.path.resolve() in seen:
+            raise ReconScoreError(f"--candidates {src.path} is given twice")
+        seen.add(src.path.resolve())
+        for model in dict.fromkeys(r.model for r in src.rows):
+            other = owner.setdefault(model, src)
+            if other is not src:
+                raise ReconScoreError(
+                    f"--candidates {src.path}: model {model!r} also comes from {other.path}; "
+                    "each model's candidates from one source"
+                )
+    if images is None:
+        roots = list(dict.fromkeys(s.root.resolve() for s in sources if s.root is not None))
+        if len(roots) > 1:
+            named = ", ".join(f"{s.path} under {s.root}" for s in sources if s.root is not None)
+            raise ReconScoreError(
+                f"the candidates' images lie in different folders ({named}): give --images, the folder "
+                "every image name is relative to"
+            )
+        if not roots:
+            raise ReconScoreError("--images is needed: the folder the table's image names are relative to")
+        images = roots[0]
+    return [r for s in sources for r in s.rows], images
+
+
+def _changed_sources(out: Path, sources: list[CandidateSource]) -> list[str]:
+    """The sources a previous build of this study read whose files are not what they were then."""
+    from recon_score.run_engine import read_record
+
+    before = {s.get("path"): s.get("sha256") for s in read_record(out).get("sources") or []}
+    return [
+        str(s.path)
+        for s in sources
+        if str(s.path.resolve()) in before and before[str(s.path.resolve())] != s.files
+    ]
 
 
 def _image_files(
@@ -172,11 +284,11 @@ def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
     """The study folder: checked (kind, lock) before anything is read; pages/ replaced as a whole."""
     if job.annotators < 1:
         raise ReconScoreError("--annotators must be at least 1")
+    if not job.candidates:
+        raise ReconScoreError("--candidates is needed: a table, a describe run or an evaluate run")
     with RunFolder("annotate", job.out, argv=job.argv) as run:
-        rows, root, _ = candidate_rows(job.candidates)
-        root = job.images or root
-        if root is None:
-            raise ReconScoreError("--images is needed: the folder the table's image names are relative to")
+        sources = [candidate_source(Path(p)) for p in job.candidates]
+        rows, root = merge_sources(sources, job.images)
         if not root.is_dir():
             raise ReconScoreError(f"--images {root} is not a folder")
         try:
@@ -186,18 +298,32 @@ def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
         images, bad = _image_files(items, root, say)
         items = [it for it in items if it.image not in bad]
         if not items:
-            raise ReconScoreError(f"no image of {job.candidates} could be read: nothing to annotate")
+            raise ReconScoreError("no image of the candidates could be read: nothing to annotate")
         files = build_files(job, _study_id(job.out), items, images)
         study = json.loads(files[STUDY_RECORD])
+        previous = (
+            read_json(job.out / STUDY_RECORD, expect=dict) if (job.out / STUDY_RECORD).is_file() else {}
+        )
+        for changed in _changed_sources(job.out, sources):
+            same = previous.get("checksum") == study["checksum"]
+            say(
+                f"{changed} changed since the last build of {job.out}: "
+                + (
+                    "the candidates shown are the same (checksum kept)"
+                    if same
+                    else "new checksum, exports of the earlier pages are stale"
+                )
+            )
         info = {
             "study": study["study"],
             "checksum": study["checksum"],
-            "candidates": str(job.candidates.resolve()),
+            "candidates": [str(Path(p).resolve()) for p in job.candidates],
+            "sources": [s.recorded() for s in sources],
             "images_root": str(root.resolve()),
             "counts": {"images": len(items), "skipped": len(bad), "annotators": job.annotators},
             "settings": study["settings"],
         }
-        upstream = [job.candidates] if job.candidates.is_dir() else []
+        upstream = [s.path for s in sources if s.kind != "table"]
         return _publish(run, files, info, upstream)
 
 
@@ -205,7 +331,11 @@ def _publish(run: RunFolder, files: dict[str, bytes], info: dict, upstream: list
     """A run computed in one go: the Run writes the files (pages/ then holds exactly the pages and images
     given), the invocation's record and run.json."""
     spec = RunSpec(
-        settings={"kind": run.kind, "checksum": info.get("checksum") or info.get("study_checksum")},
+        settings={
+            "kind": run.kind,
+            "checksum": info.get("checksum") or info.get("study_checksum"),
+            "sources": info.get("sources", []),
+        },
         outputs=lambda res: files,
         record=lambda res: info,
         upstream=upstream,

@@ -218,6 +218,13 @@ def _evaluate(job: EvaluateJob, run) -> EvaluateResult:
     failed = int(per_image["error"].notna().sum())
     info = {
         "dataset": ds.summary(),
+        "split": {  # the split as `load_dataset` reads it again (annotate build: the images and references)
+            "dataset": job.dataset,
+            "root": str(Path(job.root).resolve()),
+            "split": job.split,
+            "annotations": str(Path(job.annotations).resolve()) if job.annotations else None,
+            "images_root": str(Path(job.images_root).resolve()) if job.images_root else None,
+        },
         "captions": str(job.captions.resolve()),
         "metrics": names,
         "join": {

@@ -23,6 +23,7 @@ def command() -> None:
 Examples:
   reconscore annotate build --candidates runs/describe-smoke --annotators 2 --out runs/study
   reconscore annotate build --candidates candidates.csv --images data/ucm --annotators 3 --out runs/study
+  reconscore annotate build --candidates runs/eval-blip --candidates runs/eval-git --per-image 2 --out runs/study
   reconscore annotate build --only contested --collected runs/collected
 \b
 Hand out STUDY/pages/ (one annotator-K.html each, images/ beside them): the pages work from file://, with no
@@ -30,8 +31,11 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
 )
 @click.option(
     "--candidates",
+    multiple=True,
     type=click.Path(exists=True, path_type=Path),
-    help="A table (.csv/.jsonl with image, candidate, model) or a `describe` run folder (its candidates).",
+    help="A table (.csv/.jsonl with image, candidate, model), a `describe` run folder (its candidates) or an "
+    "`evaluate` run folder (its captions, the model its row label). Repeatable: every source's candidates of "
+    "an image are ranked together.",
 )
 @opt.images_root("a describe run's own images")
 @click.option("--annotators", type=click.IntRange(min=1), default=2, show_default=True, help="Pages to make.")
@@ -77,12 +81,12 @@ def build(
             f"consensus page for {record['consensus']['items']} contested image(s): {record['consensus']['page']}"
         )
         return 0
-    if candidates is None or out is None:
+    if not candidates or out is None:
         raise click.UsageError("annotate build needs --candidates and --out")
     if collected is not None:
         raise ReconScoreError("--collected goes with --only contested")
     job = BuildJob(
-        candidates, out, images_root, annotators, seed, allow_ties, per_image, title, argv=sys.argv[1:]
+        list(candidates), out, images_root, annotators, seed, allow_ties, per_image, title, argv=sys.argv[1:]
     )
     record = run_build(job, say=lambda line: click.echo(f"warning: {line}", err=True))
     counts = record["counts"]

@@ -98,7 +98,7 @@ def read_candidates(path: Path) -> list[CandidateRow]:
 
 def make_items(rows: list[CandidateRow], *, per_image: int | None, seed: int) -> list[Item]:
     """Candidates grouped by image in the table's order; a model twice for one image, or an image with fewer
-    than two candidates, is refused naming the row."""
+    than two candidates (or than `per_image`: every image is ranked among as many), is refused naming the row."""
     by_image: dict[str, list[CandidateRow]] = {}
     for row in rows:
         group = by_image.setdefault(row.image, [])
@@ -115,6 +115,12 @@ def make_items(rows: list[CandidateRow], *, per_image: int | None, seed: int) ->
         if len(group) < 2:
             raise PreferenceFormatError(
                 group[0].source, None, f"image {image!r} has one candidate; ranking needs 2+"
+            )
+        if per_image is not None and len(group) < per_image:
+            raise PreferenceFormatError(
+                group[0].source,
+                None,
+                f"image {image!r} has {len(group)} candidates; --per-image asks for {per_image}",
             )
         if per_image is not None and len(group) > per_image:
             keep = np.sort(
