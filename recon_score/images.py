@@ -36,6 +36,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from recon_score.errors import ImageLoadError, InputError, ReconScoreWarning
+from recon_score.textfiles import special_kind
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")  # what a folder of images holds
 # One ceiling on every path: PIL's own decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS = 178,956,970
@@ -49,13 +50,6 @@ READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring 
 DEFAULT_READER = "eo"  # what a command without a ReconScore preset reads with
 # the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
 _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
-_FILE_KINDS = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a folder"),
-)
 
 
 def _path_problem(err: BaseException) -> str:
@@ -83,7 +77,7 @@ def regular_file_problem(path: str | Path) -> str | None:
     except (OSError, ValueError, RuntimeError) as err:
         return _path_problem(err)
     if not stat.S_ISREG(st.st_mode):
-        kind = next((what for test, what in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        kind = special_kind(st.st_mode) or "not a regular file"
         return f"is {kind}, not a regular file"
     if st.st_size > MAX_FILE_BYTES:
         return (

@@ -400,6 +400,12 @@ _ENTRY_KINDS = (
 )
 
 
+def special_kind(mode: int) -> str | None:
+    """What a non-regular file of this `st_mode` is, in words ("a folder", "a FIFO (named pipe)", ...), None
+    for a regular file or a kind without a name: the one wording for readers and writers."""
+    return next((what for test, what in _ENTRY_KINDS if test(mode)), None)
+
+
 def entry_kind(path: str | Path) -> str | None:
     """What is at `path` itself when it is not a regular file ("a symlink", "a folder", "a character device",
     ...), None for a regular file or nothing: the one test a writer makes before replacing `path`, since
@@ -408,9 +414,7 @@ def entry_kind(path: str | Path) -> str | None:
         mode = os.lstat(path).st_mode
     except (OSError, ValueError):
         return None
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _ENTRY_KINDS if test(mode)), "a special file")
+    return None if stat.S_ISREG(mode) else special_kind(mode) or "a special file"
 
 
 def file_problem(path: str | Path) -> str | None:
@@ -418,7 +422,6 @@ def file_problem(path: str | Path) -> str | None:
     file", ...; the same words as recon_score.images for image paths), or None for a regular file. Never opens
     it: a FIFO or a device would block or never end."""
     import errno
-    import stat
 
     try:
         mode = Path(path).stat().st_mode
@@ -432,11 +435,5 @@ def file_problem(path: str | Path) -> str | None:
         if err.errno == errno.ENOTDIR:
             return "not found (a part of the path is a file, not a folder)"
         return f"cannot be read ({err.strerror or err})"
-    kinds = (
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a folder"),
-    )
-    return next((f"is {what}, not a regular file" for test, what in kinds if test(mode)), None)
+    kind = special_kind(mode)
+    return f"is {kind}, not a regular file" if kind else None
