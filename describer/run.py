@@ -22,7 +22,7 @@ from describer.backends import Backend, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
-from recon_score.atomic_io import jsonl_bytes, png_bytes, sha256_json
+from recon_score.atomic_io import jsonl_bytes, png_bytes
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import DEFAULT_READER, image_digest, load_image
@@ -72,12 +72,8 @@ class DescribeSummary:
         return EXIT_PARTIAL if self.failed else EXIT_OK
 
 
-def _fingerprint(job: DescribeJob) -> str:
-    return sha256_json(_settings(job))[:16]
-
-
 def _settings(job: DescribeJob) -> dict:
-    """What the fingerprint hashes; kept in the journal header so a changed setting is named on resume."""
+    """The settings that determine a run: kept in the journal header so a changed setting is named on resume."""
     key = {
         "kind": "describe-run",
         "preset": job.preset.to_dict(),

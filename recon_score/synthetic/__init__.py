@@ -172,14 +172,6 @@ def spelling(entry: SyntheticModel) -> str:
     return entry.name + (f"[{arg}]" if arg == "@SCALE" else arg)
 
 
-def known_names(prefix: str | None = None, *, encoders_only: bool = False) -> list[str]:
-    return [
-        spelling(m)
-        for m in MODELS.values()
-        if prefix in (None, m.prefix) and (m.encoder or not encoders_only)
-    ]
-
-
 def encoder_family(name: str) -> str | None:
     """The encoder family that loads `name` (e.g. 'smoke:dreamsim' -> 'dreamsim'); None for pipelines and
     language models. Raises ValueError for a malformed name."""
