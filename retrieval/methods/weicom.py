@@ -91,16 +91,6 @@ def weicom_fusion(
     return out
 
 
-def weicom_scores(q_img, q_txt, database, *, lam: float) -> np.ndarray:
-    """(B, N) float32 WeiCom scores of queries (B, D) against `database` (N, D), numpy arrays or tensors."""
-    q_img, q_txt, database = (as_numpy(t) for t in (q_img, q_txt, database))
-    rows = np.arange(q_img.shape[0])
-    s_txt, s_img = (np.empty((len(rows), database.shape[0]), dtype=np.float32) for _ in range(2))
-    for q, sims in ((q_txt, s_txt), (q_img, s_img)):
-        dot_scores(q, database)(rows, sims)
-    return weicom_fusion(s_txt, s_img, np.empty_like(s_txt), lam=lam, buffers=Buffers())
-
-
 class WeiCom(Method):
     """Scores in numpy (a bundle's evaluation loads no torch); tensors from `retrieve` are read as arrays."""
 

@@ -12,10 +12,10 @@ from retrieval.data import EvalData
 from retrieval.errors import MethodUnavailableError
 from retrieval.evaluate import evaluate
 from retrieval.methods import METHODS, Input, build_method
-from retrieval.methods.base import MethodContext, Resources
+from retrieval.methods.base import Buffers, MethodContext, Resources, dot_scores
 from retrieval.methods.basic import contrastive_projection
 from retrieval.methods.freedom import frequent_words, proxy_features
-from retrieval.methods.weicom import weicom_scores
+from retrieval.methods.weicom import weicom_fusion
 
 D = 16
 
@@ -112,6 +112,16 @@ def test_weicom_extremes_equal_the_unimodal_rankings():
     at1 = build_method("weicom", {"lam": "1"}).prepare(ctx(q_img, q_txt, db)).scores(rows)
     assert torch.equal(ranks(torch.as_tensor(at0)), image_only)  # WeiCom scores in numpy
     assert torch.equal(ranks(torch.as_tensor(at1)), text_only)
+
+
+def weicom_scores(q_img, q_txt, database, *, lam: float) -> np.ndarray:
+    """(B, N) float32 WeiCom scores of queries (B, D) against `database` (N, D), as `WeiCom` computes them."""
+    q_img, q_txt, database = (t.numpy() for t in (q_img, q_txt, database))
+    rows = np.arange(q_img.shape[0])
+    s_txt, s_img = (np.empty((len(rows), database.shape[0]), dtype=np.float32) for _ in range(2))
+    for q, sims in ((q_txt, s_txt), (q_img, s_img)):
+        dot_scores(q, database)(rows, sims)
+    return weicom_fusion(s_txt, s_img, np.empty_like(s_txt), lam=lam, buffers=Buffers())
 
 
 def test_weicom_keeps_the_ranking_distinct_where_float32_cdf_saturates():
