@@ -38,7 +38,6 @@ from recon_score.errors import InputError
 from recon_score.runtime import seeded
 
 DEFAULT_RELEASE = "navervision/CompoDiff-Aesthetic"
-DEFAULT_TEXT_ENCODER = "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k"
 
 
 class ScaleNorm(nn.Module):

@@ -166,10 +166,6 @@ class Encoder:
         ]
         return F.normalize(torch.cat(embs), dim=-1), merged
 
-    def encode_patch_tokens(self, images: Sequence[Image.Image]) -> list[PatchGrid]:
-        """The patch grids of `encode_images_and_patches` alone."""
-        return self.encode_images_and_patches(images)[1]
-
     # -- to implement -----------------------------------------------------------------------------------------
     def _embed_images(self, images: list[Image.Image]) -> torch.Tensor:
         raise NotImplementedError(f"{type(self).__name__} does not implement image embedding")
