@@ -113,12 +113,6 @@ def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str =
     return key
 
 
-def ranked_relevance(scores: Tensor, relevant: Tensor, *, ties: str = "index") -> np.ndarray:
-    """(B, N) bool: `relevant` read in ranking order (best score first), ties broken by `ties`."""
-    _check(scores, relevant)
-    return np.take_along_axis(as_numpy(relevant), ranking_order(scores, relevant, ties=ties), axis=1)
-
-
 def top_k(scores: np.ndarray | Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(B, k) database indices and their scores, best first, ties by database index (the order
     `ranking_order` gives), from one partition of each row: only the k kept items are sorted."""
