@@ -120,10 +120,6 @@ def jsonl_bytes(rows: Iterable[dict]) -> bytes:
     return "".join(dumps_line(r) + "\n" for r in rows).encode("utf-8")
 
 
-def write_jsonl_atomic(path: Path, rows: Iterable[dict]) -> None:
-    atomic_write_bytes(path, jsonl_bytes(rows))
-
-
 def write_json_atomic(path: Path, obj: dict) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 

@@ -20,7 +20,7 @@ from describer.pairs import (
     paired_t,
 )
 from eval.cli import main
-from recon_score.atomic_io import write_json_atomic, write_jsonl_atomic
+from recon_score.atomic_io import atomic_write_bytes, jsonl_bytes, write_json_atomic
 
 SAMPLE = Path(__file__).resolve().parents[2] / "recon_score" / "sample"
 
@@ -131,7 +131,7 @@ def _fake_run(tmp_path: Path) -> Path:
                     "recon_score": held_out,
                 }
             )
-    write_jsonl_atomic(run / "candidates.jsonl", rows)
+    atomic_write_bytes(run / "candidates.jsonl", jsonl_bytes(rows))
     write_json_atomic(
         run / "run.json",
         {
@@ -243,7 +243,7 @@ def test_a_scored_table_needs_its_prompt_and_k1_skips_the_noise_filter(tmp_path,
         {"image_id": "UCM_3", "image": "images/UCM_3.tif", "caption": c, "selection_score": s, "index": i}
         for i, (c, s) in enumerate([("a dense forest", 71.5), ("a beach", 40.0), ("trees", 55.0)])
     ]
-    write_jsonl_atomic(table, rows)
+    atomic_write_bytes(table, jsonl_bytes(rows))
     out = tmp_path / "p"
     assert (
         main(["pairs", str(table), "--images", str(SAMPLE), "--out", str(out)]) == 1
@@ -334,8 +334,8 @@ def test_a_bad_run_json_fails_that_run_alone(tmp_path, capsys, content, words):
     run = _fake_run(tmp_path)
     (run / "run.json").write_bytes(content)
     good = tmp_path / "scored.jsonl"
-    write_jsonl_atomic(
-        good, [json.loads(_table_line("trees", 55.0, 0)), json.loads(_table_line("a", 40.0, 1))]
+    atomic_write_bytes(
+        good, jsonl_bytes([json.loads(_table_line("trees", 55.0, 0)), json.loads(_table_line("a", 40.0, 1))])
     )
     out = tmp_path / "p"
     argv = ["pairs", str(run), str(good), "--images", str(SAMPLE), "--prompt", "brief", "--out", str(out)]
