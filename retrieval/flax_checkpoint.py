@@ -87,15 +87,6 @@ def _check_tail(tail: bytes, offset: int, where: str) -> None:
         raise FlaxCheckpointError(f"{where}: not a readable pickle ({err})") from err
 
 
-def pickled_bytes(data: bytes, where: str = "checkpoint") -> bytes:
-    """The one bytes object of a pickle, read without unpickling; anything else in the pickle is refused."""
-    import io
-
-    start, length = _payload_span(io.BytesIO(data), len(data), where)
-    _check_tail(data[start + length :], start + length, where)
-    return data[start : start + length]
-
-
 def _bfloat16_to_float32(raw: bytes, count: int) -> np.ndarray:
     half = np.frombuffer(raw, dtype="<u2", count=count)
     return (half.astype(np.uint32) << 16).view(np.float32)
