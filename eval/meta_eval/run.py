@@ -89,7 +89,10 @@ def run_meta_eval(job: MetaEvalJob) -> MetaEvalResult:
                 "no benchmark could be run: " + "; ".join(f"{k}: {v}" for k, v in skipped.items())
             )
         suite = _Suite(job, metrics, items, skipped)
-        res = run.run(suite.spec())
+        try:
+            res = run.run(suite.spec())
+        finally:
+            suite.close()
         written = [run.out / n for n in (META_EVAL_CSV, META_EVAL_MD)] + [record_file(run.out)]
         return MetaEvalResult(frame(suite.rows(res)), skipped, res.info, written)
 
@@ -107,15 +110,22 @@ def _settings(job: MetaEvalJob, metrics: list[str]) -> dict:
 
 
 class _Suite:
-    """The command's side of the Run: one item per (benchmark, variant, metric), computed in order; the items
-    of one benchmark share its CaptionBatch, and every batch of the run shares the PTB tokens of its texts and
-    each encoder's embeddings of its texts and images (CaptionBatch.shared)."""
+    """The command's side of the Run: one item per (benchmark, variant, metric), computed metric by metric; the
+    items of one benchmark share its CaptionBatch, and every batch of the run shares the PTB tokens of its texts and
+    each encoder's embeddings of its texts and images (CaptionBatch.shared). Each metric is built once for the run,
+    so its own model (CycleReward's, FLEUR's judge, ReconScore's scorer) and METEOR's JVM load once, and closed
+    after its last item, before the next metric's loads; encoders come from the encoder registry, built once per
+    process. The table keeps the benchmark-by-benchmark order."""
 
     def __init__(self, job: MetaEvalJob, metrics: list[str], items: list[tuple[Loaded, str]], skipped: dict):
         self.job, self.metrics, self.skipped = job, metrics, skipped
-        self.loaded = {_item(ld, m): (ld, m) for ld, m in items}
+        self.position = {_item(ld, m): i for i, (ld, m) in enumerate(items)}  # the table's order
+        by_metric = sorted(items, key=lambda it: metrics.index(it[1]))  # stable: benchmarks in order
+        self.loaded = {_item(ld, m): (ld, m) for ld, m in by_metric}
         self.batches: dict[int, object] = {}
         self.shared: dict = {}  # PTB tokens and encoder embeddings, once per distinct text/image for the run
+        self.instances: dict[str, object] = {}  # metric -> the one instance this run built
+        self.remaining: dict[str, int] = {}  # metric -> its items still to compute in this invocation
 
     def spec(self) -> RunSpec:
         digest = FileDigests()
@@ -133,9 +143,28 @@ class _Suite:
             stages=[Stage(self.compute)],
             outputs=self.outputs,
             record=self.record,
+            prepare=self.prepare,
             unit="benchmark x metric item",
             progress="item",
         )
+
+    def prepare(self, todo: list[Item]) -> None:
+        """Count each metric's items to do, so its instance is closed after the last one."""
+        for item in todo:
+            m = self.loaded[item.id][1]
+            self.remaining[m] = self.remaining.get(m, 0) + 1
+
+    def metric(self, name: str, options: dict):
+        """The run's one instance of metric `name`: the job's own if it gives one, else built on first use."""
+        from eval.metrics import build_metric
+        from recon_score.progress import announce
+
+        if name in self.job.metric_instances:
+            return self.job.metric_instances[name]
+        if name not in self.instances:
+            announce(f"meta-eval: setting up {name}")
+            self.instances[name] = build_metric(name, **options.get(name, {}))
+        return self.instances[name]
 
     def compute(self, batch: list[Item], todo: list[Item]) -> list:
         from eval.metrics import compute_metrics, get_metric_info, metric_options
@@ -150,17 +179,26 @@ class _Suite:
             if id(ld) not in self.batches:
                 self.batches[id(ld)] = batch_of(ld, self.shared)
             scores, _ = compute_metrics(
-                [m], self.batches[id(ld)], options=options, metrics=job.metric_instances
+                [m], self.batches[id(ld)], options=options, metrics={m: self.metric(m, options)}
             )
             hib = get_metric_info(m).higher_is_better
             rows = statistics(
                 ld, m, scores[m].to_numpy(), higher_is_better=hib, n_boot=job.n_boot, seed=job.seed
             )
             out.append(({"rows": _clean(rows)}, {}))
+            self.remaining[m] = self.remaining.get(m, 1) - 1
+            if self.remaining[m] <= 0 and m in self.instances:
+                self.instances.pop(m).close()  # its last item: free its model before the next metric's
         return out
 
+    def close(self) -> None:
+        """Close the instances still open (an interrupted run)."""
+        while self.instances:
+            self.instances.popitem()[1].close()
+
     def rows(self, res) -> list[dict]:
-        rows = [r for result in res.results() for r in result["rows"]]
+        done = sorted(zip(res.items[""], res.results()), key=lambda ir: self.position[ir[0].id])
+        rows = [r for _, result in done for r in result["rows"]]
         nan = ("value", "ci_low", "ci_high")
         return [{k: float("nan") if v is None and k in nan else v for k, v in r.items()} for r in rows]
 

@@ -459,24 +459,29 @@ def test_image_metrics_read_the_hub_sets_own_images_each_decoded_once(tmp_path, 
     assert len(loads) == 2  # 4 rows, 2 distinct images: each read once
 
 
-def test_each_distinct_image_and_text_is_encoded_once_per_encoder_across_benchmarks(tmp_path, monkeypatch):
-    """Polaris and Nebula fixtures sharing an image and two texts, scored by CLIP-S, RefCLIP-S, PAC-S and
-    RefPAC-S: every distinct image and every distinct (prefixed) text reaches each encoder exactly once."""
+def _polaris_and_nebula(root) -> None:
+    """Polaris (images _png(0), _png(1); texts about a dog) and a Nebula sharing _png(1) and two texts with it."""
     from datasets import Image, Sequence, Value
 
-    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
-    from recon_score.encoders.base import Encoder
-
-    _polaris(tmp_path / "polaris")  # images _png(0) and _png(1); texts about a dog
+    _polaris(root / "polaris")
     nebula = {"file_name": Value("string"), "image": Image(), "refs": Sequence(Value("string")),
               "mt": Value("string"), "human_score": Value("float32")}  # fmt: skip
-    _hub(tmp_path / "nebula", "test", {
+    _hub(root / "nebula", "test", {
         "file_name": ["b.png", "c.png", "c.png"],
         "image": [{"bytes": _png(1), "path": None}, {"bytes": _png(7), "path": None}, {"bytes": _png(7), "path": None}],
         "refs": [["a dog runs"], ["a red square"], ["a red square"]],
         "mt": ["a dog", "a square", "a dog runs on grass"],
         "human_score": [0.2, 0.8, 0.5],
     }, nebula)  # fmt: skip
+
+
+def test_each_distinct_image_and_text_is_encoded_once_per_encoder_across_benchmarks(tmp_path, monkeypatch):
+    """Polaris and Nebula fixtures sharing an image and two texts, scored by CLIP-S, RefCLIP-S, PAC-S and
+    RefPAC-S: every distinct image and every distinct (prefixed) text reaches each encoder exactly once."""
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+    from recon_score.encoders.base import Encoder
+
+    _polaris_and_nebula(tmp_path)
     calls: dict[str, dict[str, list]] = {}
     real_texts, real_images = Encoder.encode_texts, Encoder.encode_images
 
@@ -501,3 +506,70 @@ def test_each_distinct_image_and_text_is_encoded_once_per_encoder_across_benchma
         assert sorted(seen["texts"]) == sorted(f"A photo depicts {w}" for w in words), spec
         pixels = [tuple(i.convert("RGB").getpixel((0, 0))) for i in seen["images"]]
         assert sorted(pixels) == [(0, 0, 0), (1, 0, 0), (7, 0, 0)], spec  # 7 rows, 3 distinct images
+
+
+def test_each_encoder_and_metric_model_is_built_once_per_run(tmp_path, monkeypatch):
+    """Two benchmarks x {CLIP-S, RefCLIP-S, CycleReward}: the encoder registry builds the one encoder CLIP-S and
+    RefCLIP-S share once, each metric (and so CycleReward's model) is built once, and each is closed after its
+    last item, before the next metric runs; the table still lists benchmark by benchmark."""
+    import functools
+
+    import recon_score.encoders as encoders
+    import recon_score.encoders.open_clip as open_clip_family
+    from eval.meta_eval.run import MetaEvalJob, run_meta_eval
+    from eval.metrics.base import Metric
+    from eval.metrics.clip import CLIPScore, RefCLIPScore, _ClipMetric
+    from eval.metrics.cyclereward import CycleReward
+
+    _polaris_and_nebula(tmp_path)
+    monkeypatch.setattr(encoders, "_CACHE", {})  # a fresh process's registry: nothing built yet
+    events: list[str] = []
+
+    def spy(cls, name: str, what: str):
+        real = getattr(cls, name)
+
+        @functools.wraps(real)  # the constructor's signature is what build_metric checks options against
+        def counted(self, *args, **kw):
+            events.append(f"{what} {type(self).__name__}")
+            return real(self, *args, **kw)
+
+        monkeypatch.setattr(cls, name, counted)
+
+    real_load = open_clip_family.load
+
+    def load(model, **kw):
+        events.append(f"encoder {model.name}")
+        return real_load(model, **kw)
+
+    monkeypatch.setattr(open_clip_family, "load", load)
+    spy(_ClipMetric, "__init__", "build")
+    spy(CycleReward, "__init__", "build")
+    spy(CycleReward, "_load", "model")
+    spy(Metric, "close", "close")
+    for cls in (CLIPScore, RefCLIPScore, CycleReward):
+        spy(cls, "score", "score")
+    job = MetaEvalJob(["polaris", "nebula"], tmp_path, "clipscore,refclipscore,cyclereward", tmp_path / "run",
+                      preset="smoke", encoder="smoke:open-clip", n_boot=0)  # fmt: skip
+    result = run_meta_eval(job)
+    one_per_benchmark = [  # each score call is one benchmark's batch; nothing is built a second time
+        (
+            "build CLIPScore",
+            "score CLIPScore",
+            "encoder smoke:open-clip",
+            "score CLIPScore",
+            "close CLIPScore",
+        ),
+        ("build RefCLIPScore", "score RefCLIPScore", "score RefCLIPScore", "close RefCLIPScore"),
+        (
+            "build CycleReward",
+            "score CycleReward",
+            "model CycleReward",
+            "score CycleReward",
+            "close CycleReward",
+        ),
+    ]
+    assert events == [e for metric in one_per_benchmark for e in metric]
+    order = list(dict.fromkeys(zip(result.table["benchmark"], result.table["metric"])))
+    assert order == [
+        (b, m) for b in ("polaris", "nebula") for m in ("clipscore", "refclipscore", "cyclereward")
+    ]
