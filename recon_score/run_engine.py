@@ -537,28 +537,6 @@ def check_run_target(kind: str, out: Path) -> None:
         )
 
 
-def _run_record(
-    kind: str, info: dict, upstream: Sequence[Path | str], since: str, argv: Sequence[str], fields: dict
-) -> dict:
-    """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
-    `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
-    meaningless) and `upstream` (the run folders it read)."""
-    ups = [str(Path(u).resolve()) for u in upstream]
-    meaningless = uses_synthetic_models(info) or any(
-        read_record(Path(u) / RECORD).get("meaningless") for u in ups
-    )
-    return {
-        "command": kind,
-        **info,
-        "meaningless": meaningless,
-        "upstream": ups,
-        "started": info.get("started", since),
-        "finished": utc_now(),
-        **fields,
-        "provenance": {**provenance(), "argv": list(argv)},
-    }
-
-
 # what a rerun does for an item whose output files are gone or replaced, by the folder they live in
 _REDONE = {RECONSTRUCTIONS: "rendered again", EXPLAIN: "explained again"}
 
@@ -696,8 +674,6 @@ def _item_keys(items: list[Item], chunk: int) -> None:
             continue
         start = j - j % chunk
         item.key = sha256_json({"kind": "resume", "item": own[j], "batch": own[start : start + chunk]})[:24]
-        if not item.name:
-            item.name = str(item.id)
 
 
 @dataclass
@@ -790,7 +766,7 @@ class _Lifecycle:
         if not finished:
             return False
         res.repairs += self._damage()
-        return not res.repairs and all(len(p.done) == len(p.items) for p in self.plans.values())
+        return not res.repairs  # an item whose files were lost, or a tampered record, is a repair
 
     def _count_changed(self, plan: _StagePlan) -> None:
         for item in plan.items:
@@ -1171,6 +1147,22 @@ class RunFolder:
             _remove(self.out / name)
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
-        run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
+        """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
+        `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
+        meaningless) and `upstream` (the run folders it read)."""
+        ups = [str(Path(u).resolve()) for u in upstream]
+        meaningless = uses_synthetic_models(info) or any(
+            read_record(Path(u) / RECORD).get("meaningless") for u in ups
+        )
+        run_info = {
+            "command": self.kind,
+            **info,
+            "meaningless": meaningless,
+            "upstream": ups,
+            "started": info.get("started", self.started),
+            "finished": utc_now(),
+            **fields,
+            "provenance": {**provenance(), "argv": list(self.argv)},
+        }
         write_json_atomic(self.record_path, run_info)
         return run_info
