@@ -32,7 +32,7 @@ from pathlib import Path
 from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
-from recon_score.run_engine import RunFolder, RunSpec, upstream_record
+from recon_score.run_engine import RunFolder, RunSpec, load_record
 from recon_score.run_outputs import PAIRS_DATA, candidate_lines, candidates_table, record_file
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     """A describe run folder (run.json + candidates.jsonl) or a scored table (.jsonl) with image, caption and
     the score column. Every line is read; a line that is not a usable candidate is a failure naming it."""
     # a describe run's record ({} for a table); a broken one is this run's error
-    run = upstream_record(path) if path.is_dir() else {}
+    run = load_record(path, missing_ok=True) if path.is_dir() else {}
     table = candidates_table(path)
     fields = _run_fields(record_file(path), run)
     root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)

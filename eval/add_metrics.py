@@ -22,7 +22,7 @@ from recon_score.run_engine import (
     RunSpec,
     Stage,
     file_sha256,
-    upstream_record,
+    load_record,
 )
 from recon_score.run_outputs import SCORES, score_rows, scores_file
 from recon_score.textfiles import file_problem
@@ -61,7 +61,7 @@ def _json_value(v):
 def _images_root(job: AddMetricsJob, scores: Path) -> Path:
     if job.images_root is not None:
         return job.images_root
-    root = upstream_record(scores.parent).get("images_root")
+    root = load_record(scores.parent, missing_ok=True).get("images_root")
     return Path(root) if root else scores.parent
 
 
@@ -102,7 +102,9 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
             f"--out {out} ends in .json, the name of its record (OUT.json): give a .jsonl path"
         )
     with RunFolder("metrics add", out, file_of=[scores]) as run:
-        upstream_record(scores.parent)  # an older reconscore's run is refused before anything is computed
+        load_record(
+            scores.parent, missing_ok=True
+        )  # an older reconscore's run is refused before anything is computed
         rows = score_rows(scores)
         if not rows:
             raise ReconScoreError(f"{scores} has no rows")
@@ -191,7 +193,7 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
         }
 
     upstream = (
-        [scores.parent] if upstream_record(scores.parent) else []
+        [scores.parent] if load_record(scores.parent, missing_ok=True) else []
     )  # a run folder, not a bare scores file
     return RunSpec(
         {},

@@ -213,8 +213,9 @@ def merge_sources(sources: list[CandidateSource], images: Path | None) -> tuple[
 def _changed_sources(out: Path, sources: list[CandidateSource]) -> list[str]:
     """The sources a previous build of this study read whose files are not what they were then."""
     from recon_score.run_engine import read_record
+    from recon_score.run_outputs import RECORD
 
-    before = {s.get("path"): s.get("sha256") for s in read_record(out).get("sources") or []}
+    before = {s.get("path"): s.get("sha256") for s in read_record(out / RECORD).get("sources") or []}
     return [
         str(s.path)
         for s in sources

@@ -195,7 +195,7 @@ class _ScoreWork:
         self.decoded: OrderedDict = (
             OrderedDict()
         )  # the latest images read: each file is decoded once in a run
-        self._scorer, self.worked = None, False
+        self._scorer, self.worked, self._merged = None, False, None
 
     @property
     def scorer(self):
@@ -255,12 +255,15 @@ class _ScoreWork:
             _say_explain_cost(self.job, [self.by_index[item.id] for item in todo])
 
     def merged(self, res: RunResult) -> list[dict]:
-        """scores.jsonl's rows, in input order, from the journal; the input's own columns (e.g. `kind`) travel
-        through as they are now, never from the journal."""
-        return [
-            {**r, **{k: v for k, v in (row.extra or {}).items() if k not in r}}
-            for row, r in zip(self.rows, res.results())
-        ]
+        """scores.jsonl's rows, in input order, from the journal (merged once: the outputs, run.json and the
+        summary read the same records); the input's own columns (e.g. `kind`) travel through as they are now,
+        never from the journal."""
+        if self._merged is None:
+            self._merged = [
+                {**r, **{k: v for k, v in (row.extra or {}).items() if k not in r}}
+                for row, r in zip(self.rows, res.results())
+            ]
+        return self._merged
 
     def _summary(self, res: RunResult) -> ScoreSummary:
         stats = self._scorer.stats if self._scorer is not None else {}

@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 JOURNAL_LAYOUT = 3  # the journal records' shape; a journal of another layout is refused with a rerun hint
 _JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
-_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def _is_journal_line(rec: object) -> bool:
@@ -306,8 +305,8 @@ def changed_fields(old: dict | None, new: dict) -> list[str]:
 
 class RunLock:
     """Exclusive fcntl lock on `out/.lock` for the lifetime of a run (taken by process 0 only, so the ranks of
-    one `accelerate launch` never trip it). The kernel releases it when the process dies, even on SIGKILL. On a
-    read-only folder nothing can write either, so the lock is taken read-only or, without a lock file, skipped.
+    one `accelerate launch` never trip it). The kernel releases it when the process dies, even on SIGKILL. A
+    folder that refuses the lock file refuses every other write too: no lock is needed there.
 
     Raises:
         ReconScoreError: another process holds it (a second command on the same --out), or `.lock` is not a file.
@@ -326,11 +325,9 @@ class RunLock:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            if err.errno not in _READ_ONLY:
+            if err.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise
-            if not self.path.exists():
-                return self  # read-only folder without a lock file: nothing here can be written
-            fd = os.open(self.path, os.O_RDONLY)
+            return self  # a read-only folder: nothing here can be written, by this process or another
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -340,11 +337,8 @@ class RunLock:
                 f"{self.path.parent} is in use by another process (pid {holder}); wait for it to finish "
                 "or choose another --out"
             ) from None
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:
-            pass  # opened read-only: the lock holds without the pid
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
         return self
 
@@ -367,7 +361,8 @@ class InvocationLog:
     def next_index(self) -> int:
         return sum(1 for e in self.entries() if e.get("event") == "start")
 
-    def _append(self, rec: dict) -> None:
+    def append(self, event: str, inv: int, **info) -> None:
+        rec = {"event": event, "inv": inv, **info}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         read_jsonl(self.path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -376,12 +371,6 @@ class InvocationLog:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-    def start(self, inv: int, **info) -> None:
-        self._append({"event": "start", "inv": inv, **info})
-
-    def end(self, inv: int, **info) -> None:
-        self._append({"event": "end", "inv": inv, **info})
 
     def history(self, records: Iterable[dict]) -> list[dict]:
         """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
@@ -408,7 +397,7 @@ def folder_kind(out: Path) -> str | None:
     """The kind of run folder `out` is (`score`, `describe`, `retrieve`, or another command that wrote a
     run.json), or None when it is none: run.json's `command`, else the kind its journal headers or its final
     files belong to."""
-    info = read_record(out)
+    info = read_record(out / RECORD)
     if isinstance(info.get("command"), str):
         return info["command"]  # also `study`, `correlate`, ...: never written into by a run of another kind
     journal = out / "journal"
@@ -418,11 +407,11 @@ def folder_kind(out: Path) -> str | None:
                 continue
             with path.open("rb") as f:
                 head = json.loads(f.readline(1 << 20))
-            kind = head["header"].get("kind") or head["header"]["settings"]["kind"]
-        except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError):
+            kind = head["header"]["kind"]
+        except (OSError, ValueError, RecursionError, KeyError, TypeError):
             continue
-        if isinstance(kind, str) and kind.removesuffix("-run") in KIND_OUTPUTS:
-            return kind.removesuffix("-run")
+        if isinstance(kind, str) and kind in KIND_OUTPUTS:
+            return kind
     for kind, names in KIND_OUTPUTS.items():
         if kind not in KIND_BY_RECORD_ONLY and (out / names[0]).is_file():
             return kind
@@ -441,15 +430,18 @@ def uses_synthetic_models(settings: object) -> bool:
     return isinstance(settings, str) and is_synthetic(settings)
 
 
-def load_record(folder: Path) -> dict:
-    """A run folder's record, for a command that reads the run as its input (the report, the studies).
+def load_record(folder: Path, *, missing_ok: bool = False) -> dict:
+    """A run folder's record, for a command that reads the run as its input (the report, the studies; with
+    `missing_ok`, {} for a bare results table: `pairs`, `metrics add`).
 
     Raises:
         ReconScoreError: the folder has none (not a run folder), it is not a readable JSON object, or it was
-            written before records said whether the run is `meaningless` (`upstream_record`).
+            written by an older reconscore (its record has no `meaningless`: a smoke run's banner would be lost).
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
+        if missing_ok:
+            return {}
         started = [n for n in (".lock", "journal") if os.path.lexists(Path(folder) / n)]
         if started:  # run.json is written last: a run under way, or one stopped before it finished
             raise ReconScoreError(
@@ -457,21 +449,7 @@ def load_record(folder: Path) -> dict:
                 f"(its {' and '.join(started)} are there); let it finish, or rerun its command to resume it"
             )
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
-    return _current(folder, read_json(path, expect=dict))
-
-
-def upstream_record(folder: Path) -> dict:
-    """The record of a run folder a command reads as its input (`pairs`, `metrics add`): {} when it has none
-    (a bare results table), else as `load_record` (InputError when unreadable, an older reconscore's refused)."""
-    path = Path(folder) / RECORD
-    if not os.path.lexists(path):
-        return {}
-    return _current(folder, read_json(path, expect=dict, what=RECORD))
-
-
-def _current(folder: Path, record: dict) -> dict:
-    """A record written before every record said `meaningless` would hide a smoke run's banner downstream:
-    refused with the one thing to do (0.1.0 keeps no compatibility with such folders)."""
+    record = read_json(path, expect=dict, what=RECORD)
     if "meaningless" not in record:
         raise ReconScoreError(
             f"{folder} was written by an older reconscore (its run.json has no `meaningless` field): rerun "
@@ -480,13 +458,9 @@ def _current(folder: Path, record: dict) -> dict:
     return record
 
 
-def read_record(out: Path) -> dict:
-    """A run folder's record (run.json), read with the size bound of every run file; {} when there is none or
-    it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
-    return _read_json_object(out / RECORD)
-
-
-def _read_json_object(path: Path) -> dict:
+def read_record(path: Path) -> dict:
+    """A run's record file (RUN/run.json, OUT.json), read with the size bound of every run file; {} when there is
+    none or it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
     try:
         info = read_json(path, expect=dict, what="run record")
     except (InputError, OSError, RecursionError):
@@ -561,26 +535,6 @@ def check_run_target(kind: str, out: Path) -> None:
             f"{out} is a `{found}` run folder; `{kind}` will not write into it (its results would be lost): "
             "choose another --out"
         )
-
-
-def _run_record(
-    kind: str, info: dict, upstream: Sequence[Path | str], since: str, argv: Sequence[str], fields: dict
-) -> dict:
-    """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
-    `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
-    meaningless) and `upstream` (the run folders it read)."""
-    ups = [str(Path(u).resolve()) for u in upstream]
-    meaningless = uses_synthetic_models(info) or any(read_record(Path(u)).get("meaningless") for u in ups)
-    return {
-        "command": kind,
-        **info,
-        "meaningless": meaningless,
-        "upstream": ups,
-        "started": info.get("started", since),
-        "finished": utc_now(),
-        **fields,
-        "provenance": {**provenance(), "argv": list(argv)},
-    }
 
 
 # what a rerun does for an item whose output files are gone or replaced, by the folder they live in
@@ -720,8 +674,6 @@ def _item_keys(items: list[Item], chunk: int) -> None:
             continue
         start = j - j % chunk
         item.key = sha256_json({"kind": "resume", "item": own[j], "batch": own[start : start + chunk]})[:24]
-        if not item.name:
-            item.name = str(item.id)
 
 
 @dataclass
@@ -739,9 +691,7 @@ class _Lifecycle:
         self.run, self.spec = run, spec
         self.fp = sha256_json(spec.settings)[:16]
         self.plans: dict[str, _StagePlan] = {}
-        self.result = RunResult(
-            self.fp, {}, {}, previous=_read_json_object(run.record_path), processes=run.world
-        )
+        self.result = RunResult(self.fp, {}, {}, previous=read_record(run.record_path), processes=run.world)
 
     # -- plan --------------------------------------------------------------------------------------------------
     def _load(self, stage: Stage, items: list[Item]) -> _StagePlan:
@@ -816,7 +766,7 @@ class _Lifecycle:
         if not finished:
             return False
         res.repairs += self._damage()
-        return not res.repairs and all(len(p.done) == len(p.items) for p in self.plans.values())
+        return not res.repairs  # an item whose files were lost, or a tampered record, is a repair
 
     def _count_changed(self, plan: _StagePlan) -> None:
         for item in plan.items:
@@ -992,7 +942,10 @@ class _Lifecycle:
         return res
 
     def finish(self) -> RunResult:
-        """After every process finished: process 0 writes the final files, the invocation's end and run.json."""
+        """After every process finished: process 0 writes the final files, the invocation's end and run.json. A
+        run computed in one go (correlate, evaluate, pairs, a study) has no journal: its files replace the
+        previous invocation's (a folder staged inside the run folder is renamed into place), then the record,
+        which describes this invocation alone."""
         run, spec, res = self.run, self.spec, self.result
         run.wait()
         for name, plan in list(self.plans.items()):
@@ -1002,12 +955,19 @@ class _Lifecycle:
             return res
         files = spec.outputs(res) if spec.outputs is not None else {}
         kept = _write_files(run.out, files)
+        if not spec.stages:
+            for name, staged in spec.folders.items():
+                _remove(run.out / name)
+                os.replace(staged, run.out / name)
+            run._begun = True
+            res.info = run._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
+            return res
         _prune(run.out, files)
         end = {**(spec.ended(res) if spec.ended is not None else {})}
         if res.repairs:
             end["repaired"] = res.repairs
         finished = utc_now()
-        run.log.end(res.inv, finished=finished, outputs=kept, state=self._state(), **end)
+        run.log.append("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
         history = run.log.history(self.plans[spec.stages[-1].name].done.values())  # items of the last stage
         info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
         fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
@@ -1023,21 +983,6 @@ def _unblock(out: Path, files: set[str]) -> None:
         if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
             folder.unlink()
             log.warning("%s was a file, not a folder: removed, the files it held are written again", folder)
-
-
-def _publish(life: _Lifecycle) -> RunResult:
-    """A run computed in one go (correlate, evaluate, pairs, a study): its files replace the previous
-    invocation's (each atomically; a folder staged inside the run folder is renamed into place), then the
-    record, which describes this invocation alone."""
-    run, spec, res = life.run, life.spec, life.result
-    files = spec.outputs(res) if spec.outputs is not None else {}
-    _write_files(run.out, files)
-    for name, staged in spec.folders.items():
-        _remove(run.out / name)
-        os.replace(staged, run.out / name)
-    run._begun = True
-    res.info = run._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
-    return life.settle()
 
 
 def _prune(out: Path, files: dict[str, bytes]) -> None:
@@ -1177,13 +1122,12 @@ class RunFolder:
         """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
         checked by size and time), this process's work journaled item by item, the final files and run.json."""
         life = _Lifecycle(self, spec)
-        if not spec.stages:
-            return _publish(life)
-        if life.plan():
+        if spec.stages and life.plan():
             res = life.settle()
             res.complete, res.resumed = True, len(next(reversed(res.records.values())))
             return res
-        life.work()
+        if spec.stages:
+            life.work()
         return life.finish()
 
     # -- working ---------------------------------------------------------------------------------------------
@@ -1194,7 +1138,7 @@ class RunFolder:
         inv = self.log.next_index()
         self.wait()  # every rank has read the log's length before process 0 appends to it
         if self.is_main:
-            self.log.start(inv, started=self.started, argv=self.argv, processes=self.world, **info)
+            self.log.append("start", inv, started=self.started, argv=self.argv, processes=self.world, **info)
         self._begun = True
         return inv
 
@@ -1203,6 +1147,22 @@ class RunFolder:
             _remove(self.out / name)
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
-        run_info = _run_record(self.kind, info, upstream, self.started, self.argv, fields)
+        """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
+        `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
+        meaningless) and `upstream` (the run folders it read)."""
+        ups = [str(Path(u).resolve()) for u in upstream]
+        meaningless = uses_synthetic_models(info) or any(
+            read_record(Path(u) / RECORD).get("meaningless") for u in ups
+        )
+        run_info = {
+            "command": self.kind,
+            **info,
+            "meaningless": meaningless,
+            "upstream": ups,
+            "started": info.get("started", self.started),
+            "finished": utc_now(),
+            **fields,
+            "provenance": {**provenance(), "argv": list(self.argv)},
+        }
         write_json_atomic(self.record_path, run_info)
         return run_info
