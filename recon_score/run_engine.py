@@ -694,7 +694,9 @@ class _Lifecycle:
         self.result = RunResult(self.fp, {}, {}, previous=read_record(run.record_path), processes=run.world)
 
     # -- plan --------------------------------------------------------------------------------------------------
-    def _load(self, stage: Stage, items: list[Item]) -> _StagePlan:
+    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
+        """The stage's journaled records; with `retry_errors` (planning under --retry-errors) a failed one is
+        left to compute again, while the final read keeps whatever the retry journaled, a new error included."""
         run, spec = self.run, self.spec
         prefix = f"{stage.name}-" if stage.name else ""
         records = {}
@@ -715,7 +717,7 @@ class _Lifecycle:
             rec = records.get(item.id)
             if rec is None or rec.get("key") != item.key:
                 continue
-            if spec.retry_errors and (rec.get("result") or {}).get("error"):
+            if retry_errors and (rec.get("result") or {}).get("error"):
                 continue
             done[item.id] = rec
         return _StagePlan(stage, items, done, records)
@@ -739,7 +741,7 @@ class _Lifecycle:
         gone: dict[str, int] = {}
         finished = True  # every item has its record: the final files are checked too
         for stage in self.spec.stages:
-            plan = self._load(stage, self._items(stage))
+            plan = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
             self.plans[stage.name] = plan
             finished = finished and len(plan.done) == len(plan.items)
             _unblock(run.out, {rel for rec in plan.done.values() for rel in rec.get("files", {})})
@@ -844,7 +846,7 @@ class _Lifecycle:
             if name == stage.name:
                 break
             self.plans[name] = self._load(plan.stage, plan.items)
-        self.plans[stage.name] = self._load(stage, self._items(stage))
+        self.plans[stage.name] = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
 
     def _mine(self, stage: Stage) -> list[Item]:
         items, k = self.plans[stage.name].items, self.spec.chunk

@@ -308,3 +308,14 @@ def test_rerunning_an_explain_run_without_explain_says_how_to_resume():
     assert "This run leaves seeds unset: pass the option(s) again to resume it." in other
     plain = str(ResumeMismatchError("runs/x", "a", "b", changes=diff_settings({"steps": 28}, {"steps": 4})))
     assert "unset" not in plain and "--explain" not in plain
+
+
+def test_an_item_that_fails_again_under_retry_errors_keeps_its_new_error(tmp_path):
+    """--retry-errors recomputes a failed item; when it fails again the run's results hold that new record."""
+    out = tmp_path / "run"
+    Work({0: "a", 1: "b"}, errors={1}).run(out)
+    work = Work({0: "a", 1: "b"}, errors={1}, retry=True)
+    res = work.run(out)
+    assert work.computed == [1]
+    assert res.results() == [{"value": "a"}, {"value": "b", "error": "boom"}]
+    assert json.loads((out / "scores.jsonl").read_text()) == res.results()
