@@ -90,7 +90,9 @@ def _collect(tmp_path: Path, sample_dir: Path) -> Argv:
     exports = []
     for k, order in ((1, [0, 1, 2]), (2, [2, 1, 0])):
         data = page_data(study / "pages" / f"annotator-{k}.html")
-        exports.append(str(write_export(tmp_path / f"a{k}.jsonl", data, in_order(data, lambda it: order))))
+        exports.append(
+            str(write_export(tmp_path / f"a{k}.jsonl", data, in_order(data, lambda it, order=order: order)))
+        )
     return lambda o: ["annotate", "collect", str(study), *exports, "--bootstrap", "10", "--out", str(o)]
 
 
