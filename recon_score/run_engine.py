@@ -22,6 +22,7 @@ final files (`outputs`), the invocation's end and run.json. A spec without stage
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import logging
@@ -643,10 +644,13 @@ def _stat(path: Path) -> list:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
-    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]."""
+    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]. A temporary file of
+    an earlier invocation killed mid-write (atomic_write_bytes' `.NAME.XXXXXXXX.tmp`) goes: the lock is ours."""
     kept = {}
     for rel, data in files.items():
         atomic_write_bytes(out / rel, data)
+        for stale in (out / rel).parent.glob(f".{glob.escape((out / rel).name)}.{'?' * 8}.tmp"):
+            stale.unlink(missing_ok=True)
         kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
     return kept
 

@@ -115,13 +115,7 @@ def test_deleted_final_outputs_come_back_byte_for_byte(command, tmp_path, sample
     assert _files(out) == want
 
 
-_STUDY_KILL = pytest.param(
-    "study",
-    marks=pytest.mark.xfail(strict=True, reason="a killed `study n-sweep` reruns to other bytes/code: open"),
-)
-
-
-@pytest.mark.parametrize("command", ["correlate", "correlate-benchmarks", _STUDY_KILL, "annotate-collect"])
+@pytest.mark.parametrize("command", ["correlate", "correlate-benchmarks", "study", "annotate-collect"])
 def test_killed_anywhere_reruns_to_the_same_bytes(command, tmp_path, sample_dir):
     argv = COMMANDS[command](tmp_path, sample_dir)
     ref, out = tmp_path / "ref", tmp_path / "killed"

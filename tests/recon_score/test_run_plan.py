@@ -319,3 +319,14 @@ def test_an_item_that_fails_again_under_retry_errors_keeps_its_new_error(tmp_pat
     assert work.computed == [1]
     assert res.results() == [{"value": "a"}, {"value": "b", "error": "boom"}]
     assert json.loads((out / "scores.jsonl").read_text()) == res.results()
+
+
+def test_a_temporary_file_left_by_a_kill_mid_write_is_removed_when_its_file_is_written(tmp_path):
+    out = tmp_path / "run"
+    Work({0: "a"}).run(out)
+    stale = out / ".scores.jsonl.k1ll3d0x.tmp"
+    stale.write_bytes(b'[{"value": "a"')
+    other = out / ".scores.jsonl.notours.tmp"
+    other.write_bytes(b"")
+    Work({0: "b"}).run(out)
+    assert not stale.exists() and other.exists()
