@@ -418,7 +418,7 @@ class _Methods:
     def _all(self, res: RunResult) -> dict[str, EvalResult]:
         """Every method with a result, in --methods order: computed now, or read back from methods/."""
         for name, rec in res.records[""].items():
-            if name not in self.results:
+            if name not in self.results and "error" not in rec["result"]:  # a failed method has no tables
                 self.results[name] = _read_method(self.cfg, self.out, self.inputs.bench, name, rec["result"])
                 self.status[name] = {"status": "ok", "resumed": True}
                 self.say(f"{name}: read from {self.out / 'methods'}")
