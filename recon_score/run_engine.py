@@ -22,7 +22,6 @@ final files (`outputs`), the invocation's end and run.json. A spec without stage
 from __future__ import annotations
 
 import errno
-import glob
 import hashlib
 import json
 import logging
@@ -644,15 +643,23 @@ def _stat(path: Path) -> list:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
-    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]. A temporary file of
-    an earlier invocation killed mid-write (atomic_write_bytes' `.NAME.XXXXXXXX.tmp`) goes: the lock is ours."""
+    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]."""
     kept = {}
     for rel, data in files.items():
         atomic_write_bytes(out / rel, data)
-        for stale in (out / rel).parent.glob(f".{glob.escape((out / rel).name)}.{'?' * 8}.tmp"):
-            stale.unlink(missing_ok=True)
         kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
     return kept
+
+
+def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
+    """A final file's temporary left by an earlier invocation killed mid-write (atomic_write_bytes'
+    `.NAME.XXXXXXXX.tmp`) goes: the lock is ours. One listing per folder, not one per file."""
+    for folder in {(out / rel).parent for rel in files}:
+        names = {(out / rel).name for rel in files if (out / rel).parent == folder}
+        for stale in folder.glob(".*.tmp"):
+            name = stale.name[1:-4]
+            if name[-9:-8] == "." and name[:-9] in names:
+                stale.unlink(missing_ok=True)
 
 
 def _intact(out: Path, rel: str, kept: list) -> bool:
@@ -961,6 +968,7 @@ class _Lifecycle:
             return res
         files = spec.outputs(res) if spec.outputs is not None else {}
         kept = _write_files(run.out, files)
+        _sweep_temporaries(run.out, files)
         if not spec.stages:
             for name, staged in spec.folders.items():
                 _remove(run.out / name)
