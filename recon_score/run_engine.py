@@ -658,7 +658,7 @@ def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
         names = {(out / rel).name for rel in files if (out / rel).parent == folder}
         for stale in folder.glob(".*.tmp"):
             name = stale.name[1:-4]
-            if name[-9:-8] == "." and name[:-9] in names:
+            if name[-9:-8] == "." and name[:-9] in names and stale.is_file():  # never a folder
                 stale.unlink(missing_ok=True)
 
 
