@@ -7,6 +7,8 @@ for texts the strings themselves. Layout under $RECONSCORE_CACHE (or --cache-dir
 
     retrieval/features/<image|text>-<key[:24]>/shard-00000.safetensors   rows 0..S-1, metadata: shard fingerprint
                                                 /shard-00001.safetensors ...
+    retrieval/features/encoder-<key[:24]>.json      an encoder's EncoderInfo, keyed by its weights' location and
+                                                    files' size and mtime (`encoder_info`: no model built to know it)
 
 An image the one reader cannot load (recon_score.images.ImageLoadError: corrupt, truncated, too large) is a
 per-item error: its row is zeros, and `skipped` maps its path to the error (kept in the shard's metadata, so a
@@ -16,6 +18,7 @@ finished, so a killed run resumes at the first missing shard; a tqdm bar counts 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -34,13 +37,66 @@ SCHEMA = 1
 
 
 def encoder_identity(encoder) -> dict:
-    info = encoder.info
-    return {"spec": info.spec, "source": info.source, "dim": info.dim, **info.extra}
+    return info_identity(dataclasses.asdict(encoder.info))
 
 
-def _image_identity(root: Path, rel: str) -> list:
-    st = os.stat(resolve_under(root, rel))
-    return [rel, st.st_size, st.st_mtime_ns]
+def info_identity(info: dict) -> dict:
+    """What determines an encoder's embeddings, from its EncoderInfo as a dict."""
+    return {"spec": info["spec"], "source": info["source"], "dim": info["dim"], **info["extra"]}
+
+
+def image_identities(root: Path, paths: Sequence[str]) -> list[list]:
+    """[path, size, mtime_ns] of each image: what its features are keyed by (no file is opened)."""
+    out = []
+    for rel in paths:
+        st = os.stat(resolve_under(Path(root), rel))
+        out.append([rel, st.st_size, st.st_mtime_ns])
+    return out
+
+
+def encoder_info(spec: str, *, weights_dir: Path | None, memo: Path | None, build) -> dict:
+    """The EncoderInfo (as a dict) of encoder `spec`, without building it when `memo` (a folder) kept the info of
+    the same weights: the same location (recon_score.encoders.check_encoder) with every file of it at the same
+    size and modification time. A finished run's rerun then loads no model; weights replaced, touched or
+    resolved to another revision build it (`build()`, returning the encoder) and memo its info again."""
+    stamp = _weights_stamp(spec, weights_dir) if memo is not None else None
+    path = memo / f"encoder-{sha256_json(stamp)[:24]}.json" if stamp is not None else None
+    if path is not None and path.is_file():
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # a damaged memo is rebuilt, never trusted
+            pass
+    info = json.loads(json.dumps(dataclasses.asdict(build().info)))
+    if path is not None:
+        atomic_write_bytes(path, json.dumps(info, sort_keys=True).encode("utf-8"))
+    return info
+
+
+def _weights_stamp(spec: str, weights_dir: Path | None) -> dict | None:
+    """Where `spec`'s weights are and each file's size and mtime; None when they are not all local."""
+    from recon_score import __version__
+    from recon_score.encoders import check_encoder
+
+    loc = check_encoder(spec, weights_dir=weights_dir)
+    if not loc.available:
+        return None
+    where = Path(loc.location) if loc.location else None
+    files: list[list] = []
+    if where is not None and where.is_file():
+        files = [["", where.stat().st_size, where.stat().st_mtime_ns]]
+    elif where is not None and where.is_dir():
+        for p in sorted(where.rglob("*")):
+            if p.is_file():
+                st = p.stat()
+                files.append([str(p.relative_to(where)), st.st_size, st.st_mtime_ns])
+    return {
+        "schema": SCHEMA,
+        "reconscore": __version__,
+        "spec": spec,
+        "weights_dir": str(weights_dir) if weights_dir else None,
+        "location": dataclasses.asdict(loc),
+        "files": files,
+    }
 
 
 class FeatureStore:
@@ -64,7 +120,7 @@ class FeatureStore:
         """(len(paths), D) image embeddings, read through recon_score.images.load_image; rows of images that
         cannot be loaded are zeros and their paths are in `self.skipped`."""
         root = Path(root)
-        items = [_image_identity(root, p) for p in paths]
+        items = image_identities(root, paths)
 
         def encode(batch: list) -> Tensor:
             images, ok = [], []

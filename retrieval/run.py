@@ -58,7 +58,7 @@ from retrieval.bundle import bundle_bytes, protocol_record
 from retrieval.data import EvalData
 from retrieval.datasets import Benchmark, load_benchmark
 from retrieval.evaluate import EvalResult, evaluate, tie_message
-from retrieval.features import FeatureStore, encoder_identity
+from retrieval.features import FeatureStore, encoder_info, image_identities, info_identity
 from retrieval.means import bundled_image_mean
 from retrieval.methods import build_method
 from retrieval.methods.base import Resources
@@ -213,14 +213,20 @@ def _parquet_bytes(df: pd.DataFrame) -> bytes:
 
 @dataclass
 class _Setup:
-    """What the run is, before any feature is computed: its fingerprint hashes `settings`."""
+    """What the run is, before any model is built or feature read: its fingerprint hashes `settings`."""
 
     methods: dict
     bench: Benchmark
-    encoder: object
     vocab: object
     settings: dict
     fingerprint: str
+    encoder_info: dict  # the encoder's EncoderInfo as a dict (retrieval.features.encoder_info)
+    images: str  # the benchmark images' [path, size, mtime] hashed: a replaced image recomputes every method
+    load: Callable[[], object]  # the encoder, built on first call (only when there is work)
+
+    @property
+    def encoder(self):
+        return self.load()
 
 
 @dataclass
@@ -252,20 +258,45 @@ def run_retrieve(
         )
         setup = _setup(cfg, note)
         run.check(setup.settings)  # a changed configuration is refused before any feature is computed
-        work = _Methods(cfg, setup, _prepare(cfg, setup, captioner, rewriter, progress, say), progress, say)
+        prepare = lambda: _prepare(cfg, setup, captioner, rewriter, progress, say)  # noqa: E731
+        work = _Methods(cfg, setup, prepare, progress, say)
         res = run.run(work.spec(run.out, t0))
+    if res.complete:  # nothing built or read: what the records say is said again
+        work.recall(res)
     table = work.table if not res.complete else read_table(Path(cfg.out))
-    status = res.info.get("methods") or res.previous.get("methods") or {}
+    record = res.info or res.previous
+    status = record.get("methods") or {}
     ran = all((status.get(n) or {}).get("status") == "ok" for n in cfg.methods)
-    exit_code = EXIT_OK if ran and not work.inputs.skipped["items"] else EXIT_PARTIAL
-    return RunOutcome(record=res.info or res.previous, exit_code=exit_code, table=table)
+    skipped = (record.get("skipped_images") or {}).get("count")
+    exit_code = EXIT_OK if ran and not skipped else EXIT_PARTIAL
+    return RunOutcome(record=record, exit_code=exit_code, table=table)
+
+
+def _loader(cfg: RetrieveConfig, note: Callable[[str], None]) -> Callable[[], object]:
+    """The encoder, built on the first call and kept."""
+    built: list = []
+
+    def load():
+        if not built:
+            from recon_score.encoders import build_encoder
+
+            note(f"retrieve: loading encoder {cfg.encoder}")
+            start = time.perf_counter()
+            built.append(
+                build_encoder(
+                    cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
+                )
+            )
+            note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
+        return built[0]
+
+    return load
 
 
 def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
-    """Methods, benchmark, encoder and vocabulary; a bad name or a missing file fails here, before any work.
-    `note` says what starts (reading the annotations, loading the encoder: the minutes before any bar)."""
-    from recon_score.encoders import build_encoder
-
+    """Methods, benchmark, encoder identity and vocabulary; a bad name or a missing file fails here, before any
+    work. The encoder is built here only when the memo of its identity does not match its weights (then `note`
+    says so: the minutes before any bar)."""
     methods = {name: build_method(name, cfg.overrides.get(name)) for name in cfg.methods}
     unknown_overrides = set(cfg.overrides) - set(cfg.methods)
     if unknown_overrides:
@@ -282,15 +313,12 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
     ) in bench.protocol.method_defaults.items():  # the benchmark authors' setting, then --set
         if name in methods:
             methods[name] = build_method(name, {**defaults, **cfg.overrides.get(name, {})})
-    note(f"retrieve: loading encoder {cfg.encoder}")
-    start = time.perf_counter()
-    encoder = build_encoder(
-        cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
-    )
-    note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
-    if not (encoder.has_images and encoder.has_texts) or encoder.kind != "embedding":
+    load = _loader(cfg, note)
+    memo = FeatureStore(cfg.cache_dir).root if cfg.cache else None
+    info = encoder_info(cfg.encoder, weights_dir=cfg.weights_dir, memo=memo, build=load)
+    if not {"image", "text"} <= set(info["modalities"]) or info["kind"] != "embedding":
         raise InputError(
-            f"encoder {cfg.encoder!r} embeds {', '.join(encoder.info.modalities)} ({encoder.kind}); composed retrieval "
+            f"encoder {cfg.encoder!r} embeds {', '.join(info['modalities'])} ({info['kind']}); composed retrieval "
             "needs one image+text embedding space (a CLIP-like spec, e.g. open_clip:ViT-L-14/openai)"
         )
     vocab = load_vocabulary(cfg.vocabulary) if cfg.vocabulary is not None else None
@@ -300,7 +328,7 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
             "schema": SCHEMA,
             "benchmark": {k: v for k, v in bench.summary().items() if k != "notes"},
             "limit": cfg.limit,
-            "encoder": encoder_identity(encoder),
+            "encoder": info_identity(info),
             "ties": cfg.ties,
             "files": {k: _file_digest(getattr(cfg, k)) for k in ("phrases", "corpus_pos", "corpus_neg")},
             "vocabulary": None if vocab is None else {k: v for k, v in vocab.record.items() if k != "path"},
@@ -308,7 +336,8 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
             "rewriter": cfg.rewriter,
         }
     )
-    return _Setup(methods, bench, encoder, vocab, settings, sha256_json(settings))
+    images = sha256_json({"images": image_identities(bench.root, bench.image_paths())})[:24]
+    return _Setup(methods, bench, vocab, settings, sha256_json(settings), info, images, load)
 
 
 def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: bool, say) -> _Inputs:
@@ -355,30 +384,33 @@ def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: 
 
 
 class _Methods:
-    """What retrieve hands the Run: each available method an item (its files under methods/), the tables and
-    the bundle its final files, run.json its record."""
+    """What retrieve hands the Run: each method an item (its files under methods/; a method that lacks what it
+    needs journals why), the tables and the bundle its final files, run.json its record. The features and the
+    methods' resources are prepared only when there is work."""
 
-    def __init__(self, cfg: RetrieveConfig, setup: _Setup, inputs: _Inputs, progress: bool, say):
-        self.cfg, self.setup, self.inputs, self.progress, self.say = cfg, setup, inputs, progress, say
+    def __init__(
+        self, cfg: RetrieveConfig, setup: _Setup, prepare: Callable[[], _Inputs], progress: bool, say
+    ):
+        self.cfg, self.setup, self._prepare, self.progress, self.say = cfg, setup, prepare, progress, say
+        self._prepared: _Inputs | None = None
         self.status: dict[str, dict] = {}
         self.results: dict[str, EvalResult] = {}
         self.table, self.files = "", []
         self.out = Path(cfg.out)
 
+    @property
+    def inputs(self) -> _Inputs:
+        if self._prepared is None:
+            self._prepared = self._prepare()
+        return self._prepared
+
     def spec(self, out: Path, t0: float) -> RunSpec:
-        items = []
-        for name, method in self.setup.methods.items():
-            missing = method.missing(self.inputs.resources)
-            if missing:
-                self.status[name] = {"status": "unavailable", "reason": "it needs " + "; ".join(missing)}
-                self.status[name]["fix"] = method.fix_hint()
-                self.say(f"{name}: not run, it needs {'; '.join(missing)}. {method.fix_hint()}")
-            else:
-                items.append(Item(name, self._inputs(name), name=f"method {name}"))
+        items = [Item(name, self._inputs(name), name=f"method {name}") for name in self.setup.methods]
         return RunSpec(
             settings=self.setup.settings,
             items=items,
             stages=[Stage(self.compute)],
+            prepare=lambda todo: self.inputs,
             outputs=self.outputs,
             record=lambda res: self.info(res, time.perf_counter() - t0),
             ended=lambda res: {"exit": "finished" if self._ok() else "finished with methods not run"},
@@ -392,7 +424,7 @@ class _Methods:
             "method": self.setup.methods[name].describe(),
             "checkpoint": _file_digest(cfg.checkpoints.get(name)),
             "topk": [cfg.topk, cfg.index] if cfg.topk else None,
-            "skipped_images": sorted(self.inputs.skipped["items"]),
+            "images": self.setup.images,  # which images are unreadable follows from them
         }
 
     def _ok(self) -> bool:
@@ -400,6 +432,12 @@ class _Methods:
 
     def compute(self, batch: list[Item], todo: list[Item]) -> list:
         name = todo[0].id
+        method = self.setup.methods[name]
+        missing = method.missing(self.inputs.resources)
+        if missing:
+            result = {"unavailable": "; ".join(missing), "fix": method.fix_hint()}
+            self._unavailable(name, result)
+            return [(result, {})]
         (announce if self.progress else self.say)(
             f"retrieve: method {name} on {self.inputs.data.n_queries} queries"
         )
@@ -415,10 +453,22 @@ class _Methods:
         result = {"config": res.config, "notes": res.notes, "seconds": res.seconds}
         return [(result, _method_blobs(self.inputs.bench, res))]
 
+    def _unavailable(self, name: str, result: dict) -> None:
+        self.status[name] = {"status": "unavailable", "reason": f"it needs {result['unavailable']}"}
+        self.status[name]["fix"] = result["fix"]
+        self.say(f"{name}: not run, it needs {result['unavailable']}. {result['fix']}")
+
+    def recall(self, res: RunResult) -> None:
+        """The journaled methods that could not run, said again and given their status."""
+        for name, rec in res.records[""].items():
+            if name not in self.status and "unavailable" in rec["result"]:
+                self._unavailable(name, rec["result"])
+
     def _all(self, res: RunResult) -> dict[str, EvalResult]:
         """Every method with a result, in --methods order: computed now, or read back from methods/."""
+        self.recall(res)
         for name, rec in res.records[""].items():
-            if name not in self.results and "error" not in rec["result"]:  # a failed method has no tables
+            if name not in self.status and "error" not in rec["result"]:  # a failed method has no tables
                 self.results[name] = _read_method(self.cfg, self.out, self.inputs.bench, name, rec["result"])
                 self.status[name] = {"status": "ok", "resumed": True}
                 self.say(f"{name}: read from {self.out / 'methods'}")
@@ -451,7 +501,7 @@ class _Methods:
             "images_root": str(
                 Path(bench.root).resolve()
             ),  # absolute: the report finds images from any folder
-            "encoder": dataclasses.asdict(setup.encoder.info),
+            "encoder": setup.encoder_info,
             "metrics": {
                 "ap": proto.ap,
                 "ks": list(proto.ks),

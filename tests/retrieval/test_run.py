@@ -102,6 +102,27 @@ def test_rerun_resumes_and_a_changed_setup_is_refused(xview2_run, capsys):
     assert "different configuration" in err and "phrasing" in err and " -> " in err  # names what changed
 
 
+def test_a_finished_rerun_builds_no_encoder_and_reads_no_feature(xview2_run, monkeypatch, capsys):
+    """A finished run's rerun costs what its records cost: its settings come from the memo of the encoder's
+    identity (its weights' location unchanged), so neither the encoder nor a cached feature is touched."""
+    from recon_score import encoders
+    from retrieval.features import FeatureStore
+
+    _, out, argv, code = xview2_run
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished run's rerun built a model or read a feature")
+
+    monkeypatch.setattr(encoders, "build_encoder", refuse)
+    monkeypatch.setattr(FeatureStore, "_features", refuse)
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
+    capsys.readouterr()
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert "loading encoder" not in err and "cirevl: not run, it needs a captioner" in err  # as the run said
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == before
+
+
 def test_patterncom_freedom_and_basic_end_to_end(tmp_path, word_lists):
     root = layouts.patterncom(tmp_path / "PatternNet")
     cfg = RetrieveConfig(
