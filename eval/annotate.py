@@ -53,6 +53,7 @@ from recon_score.run_outputs import (
     JUDGMENTS,
     PREFERENCE,
     RANKINGS,
+    RECORD,
     STUDY_IMAGES,
     STUDY_KEY,
     STUDY_PAGES,
@@ -213,7 +214,6 @@ def merge_sources(sources: list[CandidateSource], images: Path | None) -> tuple[
 def _changed_sources(out: Path, sources: list[CandidateSource]) -> list[str]:
     """The sources a previous build of this study read whose files are not what they were then."""
     from recon_score.run_engine import read_record
-    from recon_score.run_outputs import RECORD
 
     before = {s.get("path"): s.get("sha256") for s in read_record(out / RECORD).get("sources") or []}
     return [
@@ -249,11 +249,14 @@ def _image_files(
 
 
 def _study_id(out: Path) -> str:
-    """Kept across rebuilds of one study folder (so an export of the earlier build is told stale, not foreign)."""
-    try:
-        return str(read_json(out / STUDY_RECORD, expect=dict)["study"])
-    except (InputError, KeyError, OSError):
-        return f"{out.resolve().name}-{uuid.uuid4().hex[:8]}"
+    """Kept across rebuilds of one study folder (so an export of the earlier build is told stale, not foreign):
+    study.json's, else the run record's (a deleted study.json comes back with its id)."""
+    for path in (out / STUDY_RECORD, out / RECORD):
+        try:
+            return str(read_json(path, expect=dict)["study"])
+        except (InputError, KeyError, OSError):
+            continue
+    return f"{out.resolve().name}-{uuid.uuid4().hex[:8]}"
 
 
 def build_files(

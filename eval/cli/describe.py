@@ -131,7 +131,6 @@ def command(
         overrides=recon,
         trust_remote_code=kw.get("trust_remote_code", False),
     )
-    preflight(cap, selector)
     job = DescribeJob(
         preset=p,
         captioner=cap,
@@ -144,6 +143,7 @@ def command(
         items=items,
         source=source,
         explain=explained,
+        preflight=lambda: preflight(cap, selector),
         **job_kw,
     )
     summary = run_describe(job)
