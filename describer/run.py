@@ -53,8 +53,8 @@ class DescribeJob:
     source: dict | None = None  # what `items` came from, for run.json
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
     explain: ExplainOptions | None = None  # the chosen caption explained (recon_score.explain)
-    # every model checked and resolved, only when there is work (a finished run's rerun builds none)
-    preflight: Callable[[], None] | None = None
+    # every model resolved, only when there is work (a finished run's rerun builds none)
+    resolve_models: Callable[[], None] | None = None
 
 
 @dataclass
@@ -190,7 +190,7 @@ class _Describe:
             ended=lambda res: {
                 "exit": "finished" if not self._summary(res).failed else "finished with failed images"
             },
-            prepare=(lambda todo: job.preflight()) if job.preflight is not None else None,
+            prepare=(lambda todo: job.resolve_models()) if job.resolve_models is not None else None,
             phase=job.phase_size,
             retry_errors=job.retry_errors,
             unit="image",

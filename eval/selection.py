@@ -125,11 +125,16 @@ def build_selector(
 
 
 def preflight(captioner, selector) -> None:
-    """Every model of a describe run checked at once (recon_score.preflight), then resolved, before any work."""
+    """Every model of a describe run checked at once (recon_score.preflight), before any work; nothing is built."""
     from recon_score.preflight import needs_of, require_models
 
     captioner.preflight()  # a server that cannot answer fails now, in seconds
     require_models(needs_of(captioner, selector), command="describe")
+
+
+def resolve_models(captioner, selector) -> None:
+    """Every model resolved (the T2I model checked loadable, the encoder built): describe's `prepare`, only when
+    the run has work, so a finished run's rerun builds none."""
     missing = []
     checks = [("captioner", captioner.identity)]
     scorer = getattr(selector, "scorer", None)

@@ -99,7 +99,7 @@ def command(
     from describer.backends import build_captioner
     from describer.presets import get_describer_preset
     from describer.run import DescribeJob, run_describe
-    from eval.selection import build_selector, preflight
+    from eval.selection import build_selector, preflight, resolve_models
     from recon_score.runtime import resolve_device
 
     p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
@@ -131,6 +131,7 @@ def command(
         overrides=recon,
         trust_remote_code=kw.get("trust_remote_code", False),
     )
+    preflight(cap, selector)
     job = DescribeJob(
         preset=p,
         captioner=cap,
@@ -143,7 +144,7 @@ def command(
         items=items,
         source=source,
         explain=explained,
-        preflight=lambda: preflight(cap, selector),
+        resolve_models=lambda: resolve_models(cap, selector),
         **job_kw,
     )
     summary = run_describe(job)
