@@ -216,8 +216,8 @@ def load_journals(
             row = rec["row"]
             if row not in done or rank(rec) >= rank(done[row]):
                 done[row] = rec
-    if tampered is not None:  # those not yet superseded by a record computed after them
-        tampered += [where for where, rec in bad if not _superseded(rec, done)]
+    if tampered is not None:  # those not yet superseded by a record computed after them, each named once
+        tampered += [where for where, rec in bad if not _superseded(rec, done) and where not in tampered]
     return done
 
 
@@ -678,6 +678,7 @@ class _Lifecycle:
         self.run, self.spec = run, spec
         self.fp = sha256_json(spec.settings)[:16]
         self.plans: dict[str, _StagePlan] = {}
+        self.tampered: list[str] = []  # journal records that failed their checksum, as file:line
         self.result = RunResult(self.fp, {}, {}, previous=read_record(run.record_path), processes=run.world)
 
     # -- plan --------------------------------------------------------------------------------------------------
@@ -689,16 +690,14 @@ class _Lifecycle:
         records = {}
         if not (run.overwrite and not run._begun):  # --overwrite starts from nothing
             keys = {item.id: item.key for item in items}
-            found: list[str] = []
             records = load_journals(
                 run.journal_dir,
                 fingerprint=self.fp,
                 prefix=prefix,
                 keys=keys,
                 settings=spec.settings,
-                tampered=found,
+                tampered=self.tampered,
             )
-            run.tampered += [t for t in found if t not in run.tampered]
         done = {}
         for item in items:
             rec = records.get(item.id)
@@ -744,9 +743,9 @@ class _Lifecycle:
                     top = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
                     gone[top] = gone.get(top, 0) + 1
             self._count_changed(plan)
-        if run.tampered:
+        if self.tampered:
             res.repairs.append(
-                f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
+                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
             )
         res.repairs += [
             f"{n} {self.spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
@@ -1017,7 +1016,6 @@ class RunFolder:
         self.journal_dir = self.out / f"{hidden}journal"
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log = InvocationLog(self.journal_dir)
-        self.tampered: list[str] = []
         self.started = utc_now()
         self._begun, self._created = False, None
         self._lock = RunLock(self.out, enabled=self.is_main, name=f"{hidden}lock" if hidden else ".lock")
@@ -1030,7 +1028,7 @@ class RunFolder:
             check_file_target(self.target, inputs=self.file_of)
             check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
         self._check_layout()
-        lock_existed = self._lock.path.exists()
+        self._lock_existed = self._lock.path.exists()
         try:
             if not self.out.is_dir():
                 top = self.out
@@ -1040,11 +1038,10 @@ class RunFolder:
                 self.out.mkdir(parents=True, exist_ok=True)
             self._lock.__enter__()
         except BaseException as err:
-            self._undo(lock_existed=lock_existed)
+            self._undo()
             if isinstance(err, OSError) and err.errno in WRITE_REFUSED:
                 raise write_error(err, self.out, "choose another --out") from err
             raise
-        self._lock_existed = lock_existed
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -1052,7 +1049,7 @@ class RunFolder:
             print(interrupted_message(self.out, self.journal_dir), file=sys.stderr, flush=True)
         self._lock.__exit__()
         if exc is not None and not self._begun:
-            self._undo(lock_existed=self._lock_existed)
+            self._undo()
         if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
 
@@ -1071,11 +1068,11 @@ class RunFolder:
         """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""
         if not self._begun:
             self._lock.__exit__()
-            self._undo(lock_existed=self._lock_existed)
+            self._undo()
 
-    def _undo(self, *, lock_existed: bool) -> None:
+    def _undo(self) -> None:
         """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
-        if not lock_existed and self.is_main:
+        if not self._lock_existed and self.is_main:
             self._lock.path.unlink(missing_ok=True)
         if self._created is not None:
             for d in [self.out, *self.out.parents]:
