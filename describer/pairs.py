@@ -33,7 +33,7 @@ from recon_score.atomic_io import atomic_write_bytes, png_bytes
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import DEFAULT_READER, READERS, load_image, resolve_under
 from recon_score.run_engine import RunFolder, RunSpec, load_record
-from recon_score.run_outputs import PAIRS_DATA, candidate_lines, candidates_table, record_file
+from recon_score.run_outputs import PAIRS_DATA, RECORD, candidate_lines, candidates_table, output_file
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     # a describe run's record ({} for a table); a broken one is this run's error
     run = load_record(path, missing_ok=True) if path.is_dir() else {}
     table = candidates_table(path)
-    fields = _run_fields(record_file(path), run)
+    fields = _run_fields(output_file(path, RECORD), run)
     root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)
     groups: dict[str, list[Candidate]] = {}
     for where, row, why in candidate_lines(table):

@@ -24,7 +24,7 @@ from recon_score.run_engine import (
     file_sha256,
     load_record,
 )
-from recon_score.run_outputs import SCORES, score_rows, scores_file
+from recon_score.run_outputs import SCORES, output_file, read_rows
 from recon_score.textfiles import file_problem
 
 
@@ -90,7 +90,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     its key hashes the scores file, the references, the images and every option, so a finished rerun computes
     nothing and a changed one recomputes the table."""
     names = parse_metric_names(job.metrics)
-    scores = scores_file(job.run) if job.run.is_dir() else job.run
+    scores = output_file(job.run, SCORES)
     problem = file_problem(scores)  # "not found", or what it is instead (a link to /dev/zero: a device)
     if problem:
         raise ReconScoreError(
@@ -105,7 +105,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         load_record(
             scores.parent, missing_ok=True
         )  # an older reconscore's run is refused before anything is computed
-        rows = score_rows(scores)
+        rows = read_rows(scores, SCORES)
         if not rows:
             raise ReconScoreError(f"{scores} has no rows")
         present = [n for n in names if any(n in r for r in rows)]

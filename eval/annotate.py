@@ -46,6 +46,8 @@ from recon_score.run_engine import RunFolder, RunSpec, load_record
 from recon_score.run_outputs import (
     AGREEMENT,
     AGREEMENT_BY_IMAGE,
+    CANDIDATES,
+    CAPTIONS,
     CONSENSUS_PAGE,
     CONSENSUS_RANKINGS,
     CONSENSUS_ROUND,
@@ -59,8 +61,7 @@ from recon_score.run_outputs import (
     STUDY_PAGES,
     STUDY_RECORD,
     WIN_SHARE,
-    describe_candidates,
-    describe_captions,
+    read_rows,
 )
 from recon_score.textfiles import read_json
 
@@ -109,19 +110,19 @@ def _digests(*paths: Path) -> dict[str, str]:
 
 def _describe_source(source: Path, record: dict) -> CandidateSource:
     """Every candidate of a describe run, each one's model `CAPTIONER#index`; its images root from its record."""
-    from recon_score.run_outputs import candidates_file
+    from recon_score.run_outputs import output_file
 
     name = (record.get("captioner") or {}).get("name", "describe")
     rows = [
         CandidateRow(
             r["image"], " ".join(r["caption"].split()), f"{name}#{r['index']}", (), f"{source}:{k + 1}"
         )
-        for k, r in enumerate(describe_candidates(source))
+        for k, r in enumerate(read_rows(source, CANDIDATES))
         if r.get("error") is None and r.get("caption")
     ]
     root = record.get("images_root")
     return CandidateSource(
-        source, "describe", rows, Path(root) if root else None, _digests(candidates_file(source))
+        source, "describe", rows, Path(root) if root else None, _digests(output_file(source, CANDIDATES))
     )
 
 
@@ -129,7 +130,7 @@ def _evaluate_source(source: Path, record: dict) -> CandidateSource:
     """An evaluate run's caption per split image, its model the summary's row label; the images and their
     references from the split its record names (read again with the one dataset loader)."""
     from eval.datasets import load_dataset
-    from recon_score.run_outputs import PER_IMAGE, SUMMARY_CSV, evaluate_summary, per_image_rows
+    from recon_score.run_outputs import PER_IMAGE, SUMMARY_CSV, read_frame
 
     split = record.get("split")
     if not isinstance(split, dict):
@@ -144,11 +145,11 @@ def _evaluate_source(source: Path, record: dict) -> CandidateSource:
         annotations=split.get("annotations"),
         images_dir=split.get("images_root"),
     )
-    model = str(evaluate_summary(source).index[0])
+    model = str(read_frame(source, SUMMARY_CSV, index_col=0).index[0])
     present = {s.image_id: s for s in ds.samples}
     listed = {s.image_id for s in ds.listed}
     rows = []
-    for k, r in enumerate(per_image_rows(source)):
+    for k, r in enumerate(read_rows(source, PER_IMAGE)):
         where = f"{source / PER_IMAGE}:{k + 1}"
         if r.get("image_id") not in listed:
             raise ReconScoreError(
@@ -527,7 +528,7 @@ def _selections(paths: list[Path]) -> list[tuple[str, str, str, str]]:
             metric = (record.get("selection") or {}).get("metric", "describe")
             out += [
                 (metric, r["image"], r["caption"], f"{path}:{k + 1}")
-                for k, r in enumerate(describe_captions(path))
+                for k, r in enumerate(read_rows(path, CAPTIONS))
             ]
             continue
         try:

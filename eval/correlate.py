@@ -18,7 +18,7 @@ from recon_score.errors import InputError, ReconScoreError
 from recon_score.images import resolve_under
 from recon_score.progress import announce
 from recon_score.run_engine import RunFolder, RunSpec
-from recon_score.run_outputs import CORRELATIONS, PER_ITEM, record_file
+from recon_score.run_outputs import CORRELATIONS, PER_ITEM, RECORD, output_file
 
 
 @dataclass
@@ -140,5 +140,5 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
         "metric_reports": report,
     }
     record = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: info)).info
-    written = [run.out / name for name in files] + [record_file(run.out)]
+    written = [run.out / name for name in files] + [output_file(run.out, RECORD)]
     return CorrelateResult(correlations=correlations, per_item=per_item, run=record, written=written)

@@ -57,9 +57,7 @@ class ScoreJob:
     retry_errors: bool = False
     overwrite: bool = False
     argv: list[str] = field(default_factory=list)
-    rows: list[InputRow] | None = (
-        None  # precomputed input rows (e.g. from a dataset split) instead of `captions`
-    )
+    rows: list[InputRow] | None = None  # precomputed input rows (e.g. a dataset split) instead of `captions`
     source: dict | None = None  # what `rows` came from, for run.json
     seeds: int = 1  # K renders per caption (recon_score.seeds); 1 = the preset's seed only, as the paper
     bands: tuple[int, ...] | None = None  # raster bands shown as RGB (recon_score.images.load_image)
@@ -114,13 +112,17 @@ def _settings(job: ScoreJob, device: str) -> dict:
     return key
 
 
+def _caption(row: InputRow) -> str | None:
+    """The caption as scores.jsonl and the journal keep it: a number or a list in the table becomes its text."""
+    return row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption)
+
+
 def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
     """Everything a row's result is computed from, journaled with it (the resume key hashes it)."""
-    caption = row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption)
     return {
         "id": row.id,
         "image": row.image,
-        "caption": caption,
+        "caption": _caption(row),
         "image_sha256": digests(row.image_path),
         "error": row.error,
     }
@@ -132,7 +134,7 @@ def _row_record(row: InputRow, res, *, note: str | None) -> tuple[dict, dict[str
     rec = {
         "id": row.id,
         "image": row.image,
-        "caption": row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption),
+        "caption": _caption(row),
         "recon_score": None,
         "cosine": None,
         "reconstruction": None,
@@ -192,15 +194,24 @@ class _ScoreWork:
         self.by_index = {row.index: row for row in rows}
         self.seeds = derive_seeds(job.preset.seed, job.seeds)
         self.explain_seeds = derive_seeds(job.preset.seed, job.explain.seeds) if job.explain else []
-        self.decoded: OrderedDict = (
-            OrderedDict()
-        )  # the latest images read: each file is decoded once in a run
+        self.decoded: OrderedDict = OrderedDict()  # the latest images read: each file is decoded once
         self._scorer, self.worked, self._merged = None, False, None
 
     @property
     def scorer(self):
         if self._scorer is None:
-            self._scorer = _scorer(self.job, self.device)
+            from recon_score.scorer import ReconScorer
+
+            job = self.job
+            self._scorer = ReconScorer(
+                job.preset,
+                device=self.device,
+                batch_size=job.batch_size,
+                cache=ArtifactCache(job.cache_dir, enabled=job.use_cache),
+                weights_dir=job.weights_dir,
+                offload=job.offload,
+                trust_remote_code=job.trust_remote_code,
+            )
         return self._scorer
 
     def spec(self, run: RunFolder) -> RunSpec:
@@ -266,13 +277,27 @@ class _ScoreWork:
         return self._merged
 
     def _summary(self, res: RunResult) -> ScoreSummary:
-        stats = self._scorer.stats if self._scorer is not None else {}
-        return _summarize(
-            self.rows,
-            res.records[""],
-            already_complete=res.complete,
+        stats, done = self._scorer.stats if self._scorer is not None else {}, res.records[""]
+        results = [done.get(row.index, {}).get("result", {}) for row in self.rows]
+        scores = [
+            r["recon_score"] for r in results if not r.get("error") and r.get("recon_score") is not None
+        ]
+        failures = [
+            (row.id, r.get("error") or "not processed")
+            for row, r in zip(self.rows, results)
+            if r.get("error") or r.get("recon_score") is None
+        ]
+        return ScoreSummary(
+            total=len(self.rows),
+            ok=len(scores),
+            failed=len(failures),
+            mean=statistics.fmean(scores) if scores else None,
+            std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value: no spread (not 0)
             rendered=stats.get("rendered", 0),
             cached=stats.get("reconstruction_cache_hits", 0),
+            already_complete=res.complete,
+            failures=failures,
+            explain=explain_summary(results),
         )
 
     def summary(self, res: RunResult) -> ScoreSummary:
@@ -330,20 +355,6 @@ class _ScoreWork:
         }
 
 
-def _scorer(job: ScoreJob, device: str):
-    from recon_score.scorer import ReconScorer
-
-    return ReconScorer(
-        job.preset,
-        device=device,
-        batch_size=job.batch_size,
-        cache=ArtifactCache(job.cache_dir, enabled=job.use_cache),
-        weights_dir=job.weights_dir,
-        offload=job.offload,
-        trust_remote_code=job.trust_remote_code,
-    )
-
-
 def _row_renders(job: ScoreJob, row: InputRow) -> int:
     """What a row renders: the score's K, and with --explain its (phrases + 1) x K' (recon_score.explain)."""
     usable = job.explain is not None and row.error is None and isinstance(row.caption, str)
@@ -382,25 +393,3 @@ def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[t
         decoded.move_to_end(key)
         pairs.append((decoded[key], row.caption))
     return pairs
-
-
-def _summarize(rows, done, *, already_complete: bool, rendered: int, cached: int) -> ScoreSummary:
-    scores, failures = [], []
-    for row in rows:
-        rec = done.get(row.index, {}).get("result", {})
-        if rec.get("error") or rec.get("recon_score") is None:
-            failures.append((row.id, rec.get("error") or "not processed"))
-        else:
-            scores.append(rec["recon_score"])
-    return ScoreSummary(
-        total=len(rows),
-        ok=len(scores),
-        failed=len(failures),
-        mean=statistics.fmean(scores) if scores else None,
-        std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value: no spread (not 0)
-        rendered=rendered,
-        cached=cached,
-        already_complete=already_complete,
-        failures=failures,
-        explain=explain_summary([done.get(r.index, {}).get("result", {}) for r in rows]),
-    )

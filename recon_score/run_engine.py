@@ -30,8 +30,8 @@ import re
 import shutil
 import stat
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,37 +97,30 @@ def record_checksum(rec: dict) -> str:
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
 
 
+def _append_lines(path: Path, records: Iterable[dict]) -> None:
+    """Append each record as one line with one write (whole or torn-last), then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for rec in records:
+            write_all(fd, (dumps_line(rec) + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Journal:
     """Append-only JSONL of finished items for one process; each record carries its checksum (`sum`)."""
 
     def __init__(self, path: Path, *, fingerprint: str, header: dict):
-        self.path, self.fingerprint = path, fingerprint
+        self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         # a torn last line is cut off; its layout and fingerprint were checked by the plan (`load_journals`)
-        records = read_jsonl(path, repair=True, is_record=_is_journal_line)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if not records:
-            self._append([{"fingerprint": fingerprint, "layout": JOURNAL_LAYOUT, "header": header}])
-
-    def _append(self, records: Iterable[dict]) -> None:
-        for rec in records:  # one write per record: whole or torn-last
-            write_all(self._fd, (dumps_line(rec) + "\n").encode("utf-8"))
-        os.fsync(self._fd)
+        if not read_jsonl(path, repair=True, is_record=_is_journal_line):
+            _append_lines(path, [{"fingerprint": fingerprint, "layout": JOURNAL_LAYOUT, "header": header}])
 
     def write(self, records: list[dict]) -> None:
         _kill_point()
-        self._append([{**r, "sum": record_checksum(r)} for r in records])
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        _append_lines(self.path, [{**r, "sum": record_checksum(r)} for r in records])
 
 
 def _check_layout_line(path: Path, head: dict) -> None:
@@ -138,9 +131,8 @@ def _check_layout_line(path: Path, head: dict) -> None:
     """
     layout, where = head.get("layout"), f"{path.parent.name}/{path.name}"
     fix = "rerun the command with --overwrite, or choose another --out"
-    if (
-        "fingerprint" not in head
-    ):  # the header is not the first line: the file was edited, joined or reordered
+    # the header is not the first line: the file was edited, joined or reordered
+    if "fingerprint" not in head:
         raise ReconScoreError(
             f"{path.parent.parent}: {where} does not start with its header line (line 1 is a record): the "
             f"journal was edited or its lines moved, so it cannot be resumed; {fix}"
@@ -203,8 +195,6 @@ def load_journals(
     def rank(rec: dict) -> tuple[bool, int]:
         return (keys is not None and rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
 
-    if not folder.is_dir():
-        return done
     for path in sorted(folder.glob(f"{prefix}rank-*.jsonl")):
         records = read_jsonl(path, is_record=_is_journal_line)
         if not records:
@@ -226,8 +216,8 @@ def load_journals(
             row = rec["row"]
             if row not in done or rank(rec) >= rank(done[row]):
                 done[row] = rec
-    if tampered is not None:  # those not yet superseded by a record computed after them
-        tampered += [where for where, rec in bad if not _superseded(rec, done)]
+    if tampered is not None:  # those not yet superseded by a record computed after them, each named once
+        tampered += [where for where, rec in bad if not _superseded(rec, done) and where not in tampered]
     return done
 
 
@@ -242,7 +232,7 @@ def interrupted_message(out: Path, journal_dir: Path) -> str:
     """What Ctrl-C leaves behind, in one line: the rows saved (distinct rows per kind of journal: `""` for a
     command's one journal, `candidates-` / `final-` for describe's), where, and how to go on."""
     counts: dict[str, set] = {}
-    for path in sorted(journal_dir.glob("*rank-*.jsonl")) if journal_dir.is_dir() else ():
+    for path in sorted(journal_dir.glob("*rank-*.jsonl")):
         prefix = path.name[: path.name.index("rank-")]
         try:
             records = read_jsonl(path, is_record=_is_journal_line)
@@ -358,38 +348,26 @@ class InvocationLog:
     def entries(self) -> list[dict]:
         return read_jsonl(self.path, is_record=_is_log_line)
 
-    def next_index(self) -> int:
-        return sum(1 for e in self.entries() if e.get("event") == "start")
-
     def append(self, event: str, inv: int, **info) -> None:
         rec = {"event": event, "inv": inv, **info}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         read_jsonl(self.path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            write_all(fd, (dumps_line(rec) + "\n").encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append_lines(self.path, [rec])
 
     def history(self, records: Iterable[dict]) -> list[dict]:
         """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
         journal `records` (the current result of each row) it computed."""
-        rows_by_inv: dict[int, int] = {}
-        for rec in records:
-            inv = int(rec.get("inv") or 0)
-            rows_by_inv[inv] = rows_by_inv.get(inv, 0) + 1
+        rows_by_inv = Counter(int(rec.get("inv") or 0) for rec in records)
         out: dict[int, dict] = {}
         for e in self.entries():
             inv = int(e.get("inv", 0))
             entry = out.setdefault(inv, {"invocation": inv, "exit": "interrupted"})
             fields = {k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")}
             if e.get("event") == "end":
-                entry.update(fields, exit=fields.get("exit", "finished"))
-            else:
-                entry.update(fields)
+                fields.setdefault("exit", "finished")
+            entry.update(fields)
         for inv, entry in out.items():
-            entry["rows_done"] = rows_by_inv.get(inv, 0)
+            entry["rows_done"] = rows_by_inv[inv]
         return [out[k] for k in sorted(out)]
 
 
@@ -400,8 +378,7 @@ def folder_kind(out: Path) -> str | None:
     info = read_record(out / RECORD)
     if isinstance(info.get("command"), str):
         return info["command"]  # also `study`, `correlate`, ...: never written into by a run of another kind
-    journal = out / "journal"
-    for path in sorted(journal.glob("*rank-*.jsonl")) if journal.is_dir() else []:
+    for path in sorted((out / "journal").glob("*rank-*.jsonl")):
         try:
             if not path.is_file():  # a FIFO would block the open
                 continue
@@ -598,9 +575,8 @@ class RunSpec:
     depends: object = None  # what the outputs read besides the records (score: the input's own columns)
     started: dict = field(default_factory=dict)  # the invocation's start fields (its batch size)
     upstream: Sequence[Path | str] = ()  # the run folders it read
-    folders: dict[str, Path] = field(
-        default_factory=dict
-    )  # one go: folders staged in the run folder, renamed
+    # one go: folders staged in the run folder, renamed into place
+    folders: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass
@@ -702,6 +678,7 @@ class _Lifecycle:
         self.run, self.spec = run, spec
         self.fp = sha256_json(spec.settings)[:16]
         self.plans: dict[str, _StagePlan] = {}
+        self.tampered: list[str] = []  # journal records that failed their checksum, as file:line
         self.result = RunResult(self.fp, {}, {}, previous=read_record(run.record_path), processes=run.world)
 
     # -- plan --------------------------------------------------------------------------------------------------
@@ -713,16 +690,14 @@ class _Lifecycle:
         records = {}
         if not (run.overwrite and not run._begun):  # --overwrite starts from nothing
             keys = {item.id: item.key for item in items}
-            found: list[str] = []
             records = load_journals(
                 run.journal_dir,
                 fingerprint=self.fp,
                 prefix=prefix,
                 keys=keys,
                 settings=spec.settings,
-                tampered=found,
+                tampered=self.tampered,
             )
-            run.tampered += [t for t in found if t not in run.tampered]
         done = {}
         for item in items:
             rec = records.get(item.id)
@@ -768,9 +743,9 @@ class _Lifecycle:
                     top = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
                     gone[top] = gone.get(top, 0) + 1
             self._count_changed(plan)
-        if run.tampered:
+        if self.tampered:
             res.repairs.append(
-                f"{len(run.tampered)} journal record(s) failed their checksum (e.g. {run.tampered[0]})"
+                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
             )
         res.repairs += [
             f"{n} {self.spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
@@ -818,14 +793,17 @@ class _Lifecycle:
         run, spec, res = self.run, self.spec, self.result
         last = self.plans[spec.stages[-1].name]
         res.resumed = len(last.done)
-        mine = self._mine(spec.stages[0])
-        todo = [i for i in mine if any(i.id not in p.done for p in self.plans.values())]
+        first = self.plans[spec.stages[0].name].items
+        todo = [first[j] for j in self._mine(spec.stages[0])]
+        todo = [i for i in todo if any(i.id not in p.done for p in self.plans.values())]
         if spec.prepare is not None and todo:
             spec.prepare(todo)  # every missing model named before any work starts
         self._say()
         res.inv = run._begin(**spec.started)
         weight = spec.weight or (lambda item: 1)
-        mine_last = self._mine(spec.stages[-1]) if spec.stages[-1].items is None else []
+        mine_last = (
+            [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
+        )
         n_last = sum(weight(i) for i in mine_last)
         done_last = sum(weight(i) for i in mine_last if i.id in last.done)
         bar = Progress(
@@ -850,36 +828,36 @@ class _Lifecycle:
         finally:
             bar.close()
 
-    def _replan(self, stage: Stage) -> None:
-        """A stage whose items come from the earlier stages' results (every process's)."""
+    def _reload(self, until: str | None = None) -> None:
+        """After every process reached this point: the records they journaled, for the stages before `until`
+        (every stage by default)."""
         self.run.wait()
         for name, plan in list(self.plans.items()):
-            if name == stage.name:
+            if name == until:
                 break
             self.plans[name] = self._load(plan.stage, plan.items)
+
+    def _replan(self, stage: Stage) -> None:
+        """A stage whose items come from the earlier stages' results (every process's)."""
+        self._reload(stage.name)
         self.plans[stage.name] = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
 
-    def _mine(self, stage: Stage) -> list[Item]:
-        items, k = self.plans[stage.name].items, self.spec.chunk
-        return [i for j, i in enumerate(items) if (j // k) % self.run.world == self.run.rank]
+    def _mine(self, stage: Stage) -> list[int]:
+        """The positions of this process's items: chunk j goes to process j mod the number of processes."""
+        k, run = self.spec.chunk, self.run
+        return [j for j in range(len(self.plans[stage.name].items)) if (j // k) % run.world == run.rank]
 
     def _phases(self, group: list[Stage], bar: Progress) -> None:
-        run, spec = self.run, self.spec
-        positions = [
-            j
-            for j in range(len(self.plans[group[0].name].items))
-            if (j // spec.chunk) % run.world == run.rank
-        ]
+        spec, positions = self.spec, self._mine(group[0])
         per = (spec.phase or len(positions) or 1) * spec.chunk
         phases = [positions[s : s + per] for s in range(0, len(positions), per)]
-        with ExitStack() as stack:
-            journals = {s.name: stack.enter_context(self._journal(s)) for s in group}
-            for p, phase in enumerate(phases):
-                where = f"phase {p + 1}/{len(phases)}: " if len(phases) > 1 else ""
-                for stage in group:
-                    worked = self._stage_phase(stage, phase, journals[stage.name], bar, where)
-                    if worked and stage.ended is not None:
-                        stage.ended()
+        journals = {s.name: self._journal(s) for s in group}
+        for p, phase in enumerate(phases):
+            where = f"phase {p + 1}/{len(phases)}: " if len(phases) > 1 else ""
+            for stage in group:
+                worked = self._stage_phase(stage, phase, journals[stage.name], bar, where)
+                if worked and stage.ended is not None:
+                    stage.ended()
 
     def _journal(self, stage: Stage) -> Journal:
         header = {"kind": self.run.kind, "settings": self.spec.settings, **self.spec.header}
@@ -960,9 +938,7 @@ class _Lifecycle:
         previous invocation's (a folder staged inside the run folder is renamed into place), then the record,
         which describes this invocation alone."""
         run, spec, res = self.run, self.spec, self.result
-        run.wait()
-        for name, plan in list(self.plans.items()):
-            self.plans[name] = self._load(plan.stage, plan.items)
+        self._reload()
         self.settle()
         if not run.is_main:
             return res
@@ -1040,7 +1016,6 @@ class RunFolder:
         self.journal_dir = self.out / f"{hidden}journal"
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log = InvocationLog(self.journal_dir)
-        self.tampered: list[str] = []
         self.started = utc_now()
         self._begun, self._created = False, None
         self._lock = RunLock(self.out, enabled=self.is_main, name=f"{hidden}lock" if hidden else ".lock")
@@ -1053,7 +1028,7 @@ class RunFolder:
             check_file_target(self.target, inputs=self.file_of)
             check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
         self._check_layout()
-        lock_existed = self._lock.path.exists()
+        self._lock_existed = self._lock.path.exists()
         try:
             if not self.out.is_dir():
                 top = self.out
@@ -1063,11 +1038,10 @@ class RunFolder:
                 self.out.mkdir(parents=True, exist_ok=True)
             self._lock.__enter__()
         except BaseException as err:
-            self._undo(lock_existed=lock_existed)
+            self._undo()
             if isinstance(err, OSError) and err.errno in WRITE_REFUSED:
                 raise write_error(err, self.out, "choose another --out") from err
             raise
-        self._lock_existed = lock_existed
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -1075,7 +1049,7 @@ class RunFolder:
             print(interrupted_message(self.out, self.journal_dir), file=sys.stderr, flush=True)
         self._lock.__exit__()
         if exc is not None and not self._begun:
-            self._undo(lock_existed=self._lock_existed)
+            self._undo()
         if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
 
@@ -1094,11 +1068,11 @@ class RunFolder:
         """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""
         if not self._begun:
             self._lock.__exit__()
-            self._undo(lock_existed=self._lock_existed)
+            self._undo()
 
-    def _undo(self, *, lock_existed: bool) -> None:
+    def _undo(self) -> None:
         """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
-        if not lock_existed and self.is_main:
+        if not self._lock_existed and self.is_main:
             self._lock.path.unlink(missing_ok=True)
         if self._created is not None:
             for d in [self.out, *self.out.parents]:
@@ -1149,7 +1123,7 @@ class RunFolder:
         if self.overwrite and self.is_main:
             self._clear()
         self.wait()
-        inv = self.log.next_index()
+        inv = sum(1 for e in self.log.entries() if e.get("event") == "start")
         self.wait()  # every rank has read the log's length before process 0 appends to it
         if self.is_main:
             self.log.append("start", inv, started=self.started, argv=self.argv, processes=self.world, **info)

@@ -9,6 +9,7 @@ JSONL file), never a hang or a traceback."""
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,10 +50,8 @@ CORRELATIONS = "correlations.csv"  # correlate: one row per metric (tau_b, tau_c
 PER_ITEM = "per_item.parquet"  # correlate: every judgment row with its scores
 PER_IMAGE = "per_image.jsonl"  # evaluate: one row per split image
 SUMMARY = "summary"  # evaluate: the summary table (summary.csv + summary.md)
-META_EVAL = (
-    "meta_eval"  # correlate --benchmarks: one row per (benchmark, variant, category, metric, statistic)
-)
-META_EVAL_CSV, META_EVAL_MD = f"{META_EVAL}.csv", f"{META_EVAL}.md"
+# correlate --benchmarks: one row per (benchmark, variant, category, metric, statistic)
+META_EVAL_CSV, META_EVAL_MD = "meta_eval.csv", "meta_eval.md"
 PAIRS_DATA = "data"  # pairs: the dataset's Parquet shards (the record lies outside the loader's glob)
 
 # -- annotate build (a study folder) and annotate collect ------------------------------------------------------
@@ -130,19 +129,10 @@ KIND_BY_RECORD_ONLY = ("pairs", "study", "annotate")
 
 
 # -- paths, for a message, a record or a reader with its own line handling ---------------------------------------
-def scores_file(folder: Path) -> Path:
-    """Where a score run keeps its rows (for a reader with its own line handling, or a message)."""
-    return Path(folder) / SCORES
-
-
-def captions_file(folder: Path) -> Path:
-    """Where a describe run keeps its chosen captions."""
-    return Path(folder) / CAPTIONS
-
-
-def candidates_file(folder: Path) -> Path:
-    """Where a describe run keeps every candidate (`candidate_lines` reads it line by line)."""
-    return Path(folder) / CANDIDATES
+def output_file(run: Path, name: str) -> Path:
+    """The output `name` of the run folder `run`, or `run` itself when it is no folder: a results file given as
+    it is (`metrics add RUN/scores.jsonl`)."""
+    return Path(run) / name if Path(run).is_dir() else Path(run)
 
 
 def has_output(folder: Path, name: str) -> bool:
@@ -150,32 +140,45 @@ def has_output(folder: Path, name: str) -> bool:
     return (Path(folder) / name).exists()
 
 
-def record_file(folder: Path) -> Path:
-    """Where a run folder keeps its record, for a message (written and read by recon_score.run_engine only)."""
-    return Path(folder) / RECORD
-
-
-# -- JSONL outputs -------------------------------------------------------------------------------------------------
+# -- reading ---------------------------------------------------------------------------------------------------
 # fields a reader computes with: a value that is not a number is the file's error, never a TypeError later
 NUMERIC_FIELDS = ("recon_score", "cosine", "distance", "recon_score_std", "selection_score")
 
+# the outputs other commands read, as a missing one's error names it
+_WHAT = {
+    SCORES: "a `reconscore score` run's rows",
+    CAPTIONS: "a `reconscore describe` run's captions",
+    CANDIDATES: "a `reconscore describe` run's candidates",
+    PER_IMAGE: "a `reconscore evaluate` run's rows",
+    GENERATED: f"a {GENERATED} written by `reconscore generate`",
+    CORRELATIONS: "a `reconscore correlate` run's correlations",
+    PER_ITEM: "a `reconscore correlate` run's rows",
+    SUMMARY_CSV: "a `reconscore evaluate` run's summary",
+    PER_QUERY: "a `reconscore retrieve` run's rows",
+    TOPK: "a `reconscore retrieve --topk` run's top-k lists",
+    STUDY_TABLE_CSV: "a `reconscore study` run's table",
+}
 
-def _missing(path: Path, what: str) -> ReconScoreError:
-    return ReconScoreError(f"{path} not found ({what})")
+
+def _existing(run: Path, name: str) -> Path:
+    """Raises: ReconScoreError naming the file and what it is, when it is not there."""
+    path = output_file(run, name)
+    if not path.exists() and not path.is_symlink():
+        raise ReconScoreError(f"{path} not found ({_WHAT.get(name, 'a table of the run')})")
+    return path
 
 
-def _rows(path: Path, what: str, *, missing_ok: bool = False) -> list[dict]:
-    """Every line of a run's JSONL output as an object, read with the size bound of every text file.
+def read_rows(run: Path, name: str, *, missing_ok: bool = False) -> list[dict]:
+    """Every line of a run's JSONL output `name` (SCORES, CAPTIONS, CANDIDATES, PER_IMAGE, GENERATED) as an
+    object, in order, read with the size bound of every text file; `run`: the run folder, or the file itself.
 
     Raises:
         ReconScoreError: the file is missing (unless `missing_ok`: then no rows); TextFileError naming file:line
             for a line that is not an object, or a score field that is not a number.
     """
-    if not path.exists() and not path.is_symlink():
-        if missing_ok:
-            return []
-        raise _missing(path, what)
-    rows = []
+    if missing_ok and not os.path.lexists(output_file(run, name)):
+        return []
+    path, rows = _existing(run, name), []
     for lineno, obj in json_objects(path):
         for key in NUMERIC_FIELDS:
             v = obj.get(key)
@@ -184,22 +187,6 @@ def _rows(path: Path, what: str, *, missing_ok: bool = False) -> list[dict]:
                 raise TextFileError(path, lineno, f"`{key}` is {shown}, not a number (was the file edited?)")
         rows.append(obj)
     return rows
-
-
-def score_rows(run: Path, *, missing_ok: bool = False) -> list[dict]:
-    """A score run's rows (scores.jsonl), in order; `run`: the run folder, or a scores file itself."""
-    path = scores_file(run) if Path(run).is_dir() else Path(run)
-    return _rows(path, "a `reconscore score` run's rows", missing_ok=missing_ok)
-
-
-def describe_captions(folder: Path, *, missing_ok: bool = False) -> list[dict]:
-    """A describe run's chosen caption per image (captions.jsonl), in order."""
-    return _rows(captions_file(folder), "a `reconscore describe` run's captions", missing_ok=missing_ok)
-
-
-def describe_candidates(folder: Path, *, missing_ok: bool = False) -> list[dict]:
-    """A describe run's candidates (candidates.jsonl), in order."""
-    return _rows(candidates_file(folder), "a `reconscore describe` run's candidates", missing_ok=missing_ok)
 
 
 def candidates_table(source: Path) -> Path:
@@ -213,7 +200,7 @@ def candidates_table(source: Path) -> Path:
     source = Path(source)
     if not source.is_dir():
         return source
-    table = candidates_file(source)
+    table = source / CANDIDATES
     if not table.is_file():
         raise InputError(f"{source}: no {CANDIDATES} (expected a `reconscore describe` run folder)")
     return table
@@ -232,17 +219,6 @@ def candidate_lines(table: Path) -> Iterator[tuple[str, object | None, str | Non
             yield f"{table}:{line}", value, why
 
 
-def per_image_rows(folder: Path, *, missing_ok: bool = False) -> list[dict]:
-    """An evaluate run's rows, one per split image (per_image.jsonl), in order."""
-    return _rows(Path(folder) / PER_IMAGE, "a `reconscore evaluate` run's rows", missing_ok=missing_ok)
-
-
-def generated_rows(path: Path) -> list[dict]:
-    """The rows `reconscore generate` wrote (`path`: its generated.jsonl, or the run folder)."""
-    path = Path(path) / GENERATED if Path(path).is_dir() else Path(path)
-    return _rows(path, f"a {GENERATED} written by `reconscore generate`")
-
-
 # -- tables --------------------------------------------------------------------------------------------------------
 def table_rows(folder: Path, name: str) -> list[list[str]]:
     """A CSV output of a run as written (header first, every cell the text in the file), for display.
@@ -250,10 +226,7 @@ def table_rows(folder: Path, name: str) -> list[list[str]]:
     Raises:
         ReconScoreError: the file is missing; TextFileError: it cannot be read, or a record is malformed.
     """
-    path = Path(folder) / name
-    if not path.exists() and not path.is_symlink():
-        raise _missing(path, "a table of the run")
-    return [fields for _, fields in csv_rows(path)]
+    return [fields for _, fields in csv_rows(_existing(folder, name))]
 
 
 def study_tables(folder: Path) -> list[str]:
@@ -261,58 +234,23 @@ def study_tables(folder: Path) -> list[str]:
     return sorted(p.name for p in Path(folder).glob("*.csv"))
 
 
-def _frame(path: Path, what: str, **read_csv):
-    """A CSV output as a DataFrame (the bounded read, then pandas)."""
+def read_frame(folder: Path, name: str, **read_csv):
+    """A CSV or Parquet output of a run as a DataFrame (the bounded read, then pandas): CORRELATIONS, PER_QUERY,
+    TOPK, and with `index_col=0` SUMMARY_CSV or a study's table.
+
+    Raises:
+        ReconScoreError: the file is missing; TextFileError: it cannot be read, or pandas cannot parse it.
+    """
     import pandas as pd
 
-    if not path.exists() and not path.is_symlink():
-        raise _missing(path, what)
-    text = read_text(path)
+    path = _existing(folder, name)
+    if name.endswith(".parquet"):
+        try:
+            return pd.read_parquet(io.BytesIO(read_bytes(path)))
+        except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid / ArrowIOError
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise TextFileError(path, None, f"not a Parquet file reconscore wrote ({reason})") from None
     try:
-        return pd.read_csv(io.StringIO(text), **read_csv)
+        return pd.read_csv(io.StringIO(read_text(path)), **read_csv)
     except ValueError as err:  # pandas' ParserError and EmptyDataError
         raise TextFileError(path, None, f"not a CSV table reconscore wrote ({str(err).strip()})") from None
-
-
-def _parquet(path: Path, what: str):
-    """A Parquet output as a DataFrame (the bounded read, then pandas)."""
-    import pandas as pd
-
-    if not path.exists() and not path.is_symlink():
-        raise _missing(path, what)
-    data = read_bytes(path)
-    try:
-        return pd.read_parquet(io.BytesIO(data))
-    except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid / ArrowIOError
-        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise TextFileError(path, None, f"not a Parquet file reconscore wrote ({reason})") from None
-
-
-def correlations(folder: Path):
-    """A correlate run's table: one row per metric (tau_b, tau_c, pairwise_acc, their CIs, n, note)."""
-    return _frame(Path(folder) / CORRELATIONS, "a `reconscore correlate` run's correlations")
-
-
-def per_item(folder: Path):
-    """A correlate run's rows: every judgment with its scores."""
-    return _parquet(Path(folder) / PER_ITEM, "a `reconscore correlate` run's rows")
-
-
-def evaluate_summary(folder: Path):
-    """An evaluate run's summary: one row, one column per metric (x100 except ReconScore)."""
-    return _frame(Path(folder) / SUMMARY_CSV, "a `reconscore evaluate` run's summary", index_col=0)
-
-
-def per_query(folder: Path):
-    """A retrieve run's rows: one per (method, query), with the query's ids, text and every metric."""
-    return _parquet(Path(folder) / PER_QUERY, "a `reconscore retrieve` run's rows")
-
-
-def topk(folder: Path):
-    """A retrieve run's top-k lists (with --topk): method, query, rank, item, score, relevant."""
-    return _parquet(Path(folder) / TOPK, "a `reconscore retrieve --topk` run's top-k lists")
-
-
-def study_table(folder: Path, name: str = STUDY_TABLE):
-    """One table of a study run (NAME.csv), its first column as the index."""
-    return _frame(Path(folder) / table_files(name)[0], "a `reconscore study` run's table", index_col=0)

@@ -10,7 +10,7 @@ import click
 from describer.presets import DESCRIBER_PRESETS, DescriberPreset
 from eval.cli import options as opt
 from recon_score.presets import PRESETS, ReconPreset
-from recon_score.run_outputs import CAPTIONS, captions_file
+from recon_score.run_outputs import CAPTIONS, output_file
 
 
 @click.command(
@@ -200,7 +200,7 @@ def _print_summary(summary, out: Path, preset) -> None:
         table.add_row(
             f"mean recon_score (held-out render, seed {preset.eval_seed})", f"{summary.mean_held_out:.2f}"
         )
-    table.add_row("results", str(captions_file(out)))
+    table.add_row("results", str(output_file(out, CAPTIONS)))
     console.print(table)
     opt.print_failures(console, summary.failures, where=CAPTIONS)
     if preset.meaningless:

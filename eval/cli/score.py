@@ -9,7 +9,7 @@ import click
 
 from eval.cli import options as opt
 from recon_score.presets import PRESETS, ReconPreset
-from recon_score.run_outputs import SCORES, scores_file
+from recon_score.run_outputs import SCORES, output_file
 
 
 @click.command(
@@ -159,7 +159,7 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
             f"{ex['significant']} / {ex['hurt']}",
         )
         table.add_row("gap maps", f"{ex['maps']} in {out / ex['folder']}" if ex["maps"] else "none")
-    table.add_row("results", str(scores_file(out)))
+    table.add_row("results", str(output_file(out, SCORES)))
     console.print(table)
     if summary.ci is not None:  # a line of its own: the label must never wrap
         from recon_score.seeds import ci_line

@@ -15,7 +15,7 @@ from eval.meta_eval.suite import Loaded, frame, load, output_files, statistics
 from eval.metrics.clip import DEFAULT_ENCODER
 from recon_score.errors import ReconScoreError
 from recon_score.run_engine import FileDigests, Item, RunFolder, RunSpec, Stage
-from recon_score.run_outputs import META_EVAL_CSV, META_EVAL_MD, record_file
+from recon_score.run_outputs import META_EVAL_CSV, META_EVAL_MD, RECORD, output_file
 
 KIND = "meta-eval"
 
@@ -93,7 +93,7 @@ def run_meta_eval(job: MetaEvalJob) -> MetaEvalResult:
             res = run.run(suite.spec())
         finally:
             suite.close()
-        written = [run.out / n for n in (META_EVAL_CSV, META_EVAL_MD)] + [record_file(run.out)]
+        written = [run.out / n for n in (META_EVAL_CSV, META_EVAL_MD)] + [output_file(run.out, RECORD)]
         return MetaEvalResult(frame(suite.rows(res)), skipped, res.info, written)
 
 

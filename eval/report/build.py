@@ -372,7 +372,7 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
 def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
-    rows = outputs.score_rows(d, missing_ok=True)
+    rows = outputs.read_rows(d, outputs.SCORES, missing_ok=True)
     kinds = _caption_kinds(run)
     for r in rows:
         r.setdefault("kind", kinds.get(str(r.get("id"))))
@@ -466,8 +466,8 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     chose, `recon_score` the independent evaluation render, shown beside it for the selected caption."""
     from eval.report import plots
 
-    caps = outputs.describe_captions(d, missing_ok=True)
-    cands = outputs.describe_candidates(d, missing_ok=True)
+    caps = outputs.read_rows(d, outputs.CAPTIONS, missing_ok=True)
+    cands = outputs.read_rows(d, outputs.CANDIDATES, missing_ok=True)
     metric = (run.get("selection") or {}).get("metric", "score")
     sel_label = "selection_score" if metric == "recon_score" else f"selection_score ({metric})"
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
@@ -598,8 +598,8 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
         and outputs.has_output(d, outputs.STUDY_TABLE_CSV)
         and outputs.has_output(d, tau_table)
     ):
-        means = outputs.study_table(d)
-        tau = outputs.study_table(d, outputs.RANK_CONSISTENCY)
+        means = outputs.read_frame(d, outputs.STUDY_TABLE_CSV, index_col=0)
+        tau = outputs.read_frame(d, outputs.table_files(outputs.RANK_CONSISTENCY)[0], index_col=0)
         sec.figures.append(
             Figure(
                 "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
@@ -662,8 +662,8 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
         return sec
     # images_root: the absolute root (recorded since this version); older runs only have --root as typed
     root = run.get("images_root") or cfg.get("root")
-    top = outputs.topk(d)
-    queries = outputs.per_query(d).drop_duplicates("query_index").set_index("query_index")
+    top = outputs.read_frame(d, outputs.TOPK)
+    queries = outputs.read_frame(d, outputs.PER_QUERY).drop_duplicates("query_index").set_index("query_index")
     for q, rows in top.groupby("query_index", sort=True):
         meta = queries.loc[q]
         src, err = store.src(root, meta["reference"])
@@ -693,7 +693,7 @@ def _glance_table(d: Path, run: dict) -> Table | None:
 
     if not outputs.has_output(d, outputs.PER_QUERY):
         return None
-    per_query = outputs.per_query(d)
+    per_query = outputs.read_frame(d, outputs.PER_QUERY)
     proto = run.get("metrics") or {}
     wanted = ["ap", *proto.get("headline", []), *(f"hit@{k}" for k in proto.get("ks", []))]
     cols = [c for c in dict.fromkeys(wanted) if c in per_query.columns]
@@ -758,7 +758,7 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
                     _png_src(plots.bars(metrics, series, title="Summary", ylabel="score")),
                 )
             )
-    failed = [r for r in outputs.per_image_rows(d, missing_ok=True) if r.get("error")]
+    failed = [r for r in outputs.read_rows(d, outputs.PER_IMAGE, missing_ok=True) if r.get("error")]
     if failed:
         sec.tables.append(
             Table(

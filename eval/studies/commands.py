@@ -174,12 +174,12 @@ def paraphrase(paraphrased, perturbed, references, images_root, metrics, metric_
     """Table 4: paraphrased vs one-fact-perturbed captions."""
     from eval.metrics import parse_metric_names
     from eval.studies.robustness import paraphrase_table
-    from recon_score.run_outputs import generated_rows
+    from recon_score.run_outputs import GENERATED, read_rows
 
     started, names = utc_now(), parse_metric_names(metrics)
     df = paraphrase_table(
-        generated_rows(paraphrased),
-        generated_rows(perturbed),
+        read_rows(paraphrased, GENERATED),
+        read_rows(perturbed, GENERATED),
         names,
         options=metric_options(**metric_opts),
         images_root=images_root,
@@ -198,12 +198,12 @@ def length(generated, references, images_root, metrics, metric_opts) -> Study:
     from eval.metrics import parse_metric_names
     from eval.studies.robustness import length_table
     from recon_score.presets import get_preset
-    from recon_score.run_outputs import generated_rows
+    from recon_score.run_outputs import GENERATED, read_rows
 
     started, names, preset = utc_now(), parse_metric_names(metrics), metric_opts["preset"]
     limits = {"clipscore": 77, "refclipscore": 77, "recon_score": get_preset(preset).max_sequence_length}
     df = length_table(
-        generated_rows(generated),
+        read_rows(generated, GENERATED),
         names,
         options=metric_options(**metric_opts),
         images_root=images_root,

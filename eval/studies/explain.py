@@ -57,12 +57,12 @@ def _phrase_row(p: object, where: str) -> tuple[dict | None, str | None]:
 def explained_phrases(runs: dict[str, Path]) -> Explained:
     """One row per attributed phrase of every explained row of every run (system, id, caption, phrase, kind,
     delta, significant); malformed records are listed, not fatal."""
-    from recon_score.run_outputs import score_rows, scores_file
+    from recon_score.run_outputs import SCORES, output_file, read_rows
 
     out, problems, n_rows = [], [], 0
     for system, folder in runs.items():
-        scored = score_rows(folder)
-        path = scores_file(folder) if Path(folder).is_dir() else Path(folder)
+        scored = read_rows(folder, SCORES)
+        path = output_file(folder, SCORES)
         lines = _lines(path)
         explained = [(i, r) for i, r in enumerate(scored) if isinstance(r.get("explain"), dict)]
         if not explained:

@@ -103,13 +103,13 @@ def paradigms_table(
 def read_score_run(run_dir: Path) -> dict[tuple[str, str], float]:
     """ReconScore by (image, caption) from a `reconscore score` run over the ranking's candidates."""
     from preference_data.schema import normalize_space
-    from recon_score.run_outputs import SCORES, score_rows, scores_file
+    from recon_score.run_outputs import SCORES, output_file, read_rows
 
-    if not scores_file(run_dir).exists():
+    if not output_file(run_dir, SCORES).exists():
         raise ReconScoreError(f"{run_dir}: no {SCORES} (not a `reconscore score` run)")
     return {
         (r["image"], normalize_space(r["caption"])): r["recon_score"]
-        for r in score_rows(run_dir)
+        for r in read_rows(run_dir, SCORES)
         if r.get("recon_score") is not None and isinstance(r.get("caption"), str)
     }
 

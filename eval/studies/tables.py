@@ -23,7 +23,7 @@ import pandas as pd
 from eval.metrics.registry import METRICS
 from recon_score import run_outputs as outputs
 from recon_score.errors import ReconScoreError
-from recon_score.run_outputs import candidates_file, describe_candidates, describe_captions, score_rows
+from recon_score.run_outputs import CANDIDATES, CAPTIONS, SCORES, output_file, read_rows
 from recon_score.textfiles import read_lines
 
 N_SWEEP = (1, 2, 4, 6, 8, 10)
@@ -50,9 +50,11 @@ def candidate_pool(describe_run: Path) -> dict[str, list[dict]]:
     if eval_seed is not None:
         refuse_selection_seeds(run, [int(eval_seed)], str(describe_run))
     pool: dict[str, list[dict]] = {}
-    for lineno, c in enumerate(describe_candidates(describe_run), 1):
+    for lineno, c in enumerate(read_rows(describe_run, CANDIDATES), 1):
         if "selection_score" not in c and not c.get("error"):
-            raise ReconScoreError(f"{candidates_file(describe_run)}:{lineno}: no `selection_score` column")
+            raise ReconScoreError(
+                f"{output_file(describe_run, CANDIDATES)}:{lineno}: no `selection_score` column"
+            )
         pool.setdefault(str(c["image_id"]), []).append(c)
     for cands in pool.values():
         cands.sort(key=lambda c: c["index"])
@@ -140,7 +142,7 @@ def selection_table(
 
     run = _run_json(describe_run)
     pool = candidate_pool(describe_run)
-    caps = {str(c["image_id"]): c for c in describe_captions(describe_run)}
+    caps = {str(c["image_id"]): c for c in read_rows(describe_run, CAPTIONS)}
     root = images_root or (Path(run["images_root"]) if run.get("images_root") else None)
     ids = [i for i in pool if caps.get(i, {}).get("image")]
     flat = [(i, c) for i in ids for c in pool[i] if c.get("caption") and not c.get("error")]
@@ -302,7 +304,7 @@ def encoders_table(
         reader = (run.get("preset") or {}).get("image_reader")  # as the score run read its originals
         reader = reader if reader in READERS else reader_for(None)
         orig, recon = [], []
-        for row in score_rows(run_dir):
+        for row in read_rows(run_dir, SCORES):
             if row.get("reconstruction") and not row.get("error"):
                 path = root / row["image"]
                 try:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from eval.cli import main
-from recon_score.run_outputs import correlations
+from recon_score.run_outputs import CORRELATIONS, read_frame
 from tests.eval.annotate_helpers import in_order, page_data, write_export
 from tests.smoke_cli import smoke
 from tests.test_docs import FENCE, REPO, _command_lines, _reconscore_argv
@@ -55,6 +55,6 @@ def test_the_walkthrough_runs_from_a_describe_run_to_a_correlation_table(report_
             names = [Path(a).stem for a in argv if a.startswith("exports/")]
             _exports(Path(argv[2]), names)
         assert main(argv) == 0, argv
-    table = correlations(tmp_path / "runs" / "my-analysts")
+    table = read_frame(tmp_path / "runs" / "my-analysts", CORRELATIONS)
     assert len(table) == 2 and table["metric"].notna().all(), table
     assert (tmp_path / "report.html").stat().st_size > 0

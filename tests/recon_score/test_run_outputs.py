@@ -16,25 +16,20 @@ from recon_score.errors import InputError, ReconScoreError
 from recon_score.textfiles import TextFileError
 from tests.timeouts import no_hang
 
-# reader -> the file it reads in a run folder
-JSONL_READERS = {
-    "score_rows": outputs.SCORES,
-    "describe_captions": outputs.CAPTIONS,
-    "describe_candidates": outputs.CANDIDATES,
-    "per_image_rows": outputs.PER_IMAGE,
-    "generated_rows": outputs.GENERATED,
-}
-CSV_READERS = {
-    "correlations": outputs.CORRELATIONS,
-    "evaluate_summary": outputs.SUMMARY_CSV,
-    "study_table": outputs.STUDY_TABLE_CSV,
-}
-PARQUET_READERS = {"per_query": outputs.PER_QUERY, "topk": outputs.TOPK, "per_item": outputs.PER_ITEM}
-ALL_READERS = {**JSONL_READERS, **CSV_READERS, **PARQUET_READERS}
+# the outputs the readers read, by file name
+JSONL_OUTPUTS = (outputs.SCORES, outputs.CAPTIONS, outputs.CANDIDATES, outputs.PER_IMAGE, outputs.GENERATED)
+FRAME_OUTPUTS = (
+    outputs.CORRELATIONS,
+    outputs.SUMMARY_CSV,
+    outputs.STUDY_TABLE_CSV,
+    outputs.PER_QUERY,
+    outputs.TOPK,
+)
+ALL_OUTPUTS = sorted({*JSONL_OUTPUTS, *FRAME_OUTPUTS, outputs.PER_ITEM})
 
 
 def _read(name: str, folder):
-    return getattr(outputs, name)(folder)
+    return outputs.read_rows(folder, name) if name.endswith(".jsonl") else outputs.read_frame(folder, name)
 
 
 def test_kind_outputs_are_the_declared_names():
@@ -46,35 +41,35 @@ def test_kind_outputs_are_the_declared_names():
     assert outputs.method_files("basic") == ("methods/basic.parquet", "methods/basic.topk.npz")
 
 
-@pytest.mark.parametrize("reader", sorted(ALL_READERS))
-def test_a_missing_output_is_named(tmp_path, reader):
-    with pytest.raises(ReconScoreError, match=re.escape(f"{ALL_READERS[reader]} not found")):
-        _read(reader, tmp_path)
+@pytest.mark.parametrize("name", ALL_OUTPUTS)
+def test_a_missing_output_is_named(tmp_path, name):
+    with pytest.raises(ReconScoreError, match=re.escape(f"{name} not found")):
+        _read(name, tmp_path)
 
 
-@pytest.mark.parametrize("reader", sorted(ALL_READERS))
-def test_a_fifo_where_an_output_belongs_is_refused_not_waited_on(tmp_path, reader):
-    os.mkfifo(tmp_path / ALL_READERS[reader])
+@pytest.mark.parametrize("name", ALL_OUTPUTS)
+def test_a_fifo_where_an_output_belongs_is_refused_not_waited_on(tmp_path, name):
+    os.mkfifo(tmp_path / name)
     with no_hang(), pytest.raises(TextFileError, match="FIFO"):
-        _read(reader, tmp_path)
+        _read(name, tmp_path)
 
 
-@pytest.mark.parametrize("reader", sorted(ALL_READERS))
-def test_a_folder_where_an_output_belongs_is_refused(tmp_path, reader):
-    (tmp_path / ALL_READERS[reader]).mkdir()
+@pytest.mark.parametrize("name", ALL_OUTPUTS)
+def test_a_folder_where_an_output_belongs_is_refused(tmp_path, name):
+    (tmp_path / name).mkdir()
     with pytest.raises(TextFileError, match="is a folder, not a regular file"):
-        _read(reader, tmp_path)
+        _read(name, tmp_path)
 
 
-@pytest.mark.parametrize("reader", sorted(JSONL_READERS))
-def test_a_garbled_jsonl_line_is_named_file_and_line(tmp_path, reader):
-    path = tmp_path / JSONL_READERS[reader]
+@pytest.mark.parametrize("name", JSONL_OUTPUTS)
+def test_a_garbled_jsonl_line_is_named_file_and_line(tmp_path, name):
+    path = tmp_path / name
     path.write_text('{"id": "a", "recon_score": 80.0}\n\n{"id": "b", "recon_sc\n')
     with pytest.raises(TextFileError, match=re.escape(f"{path.name}:3: invalid JSON")):
-        _read(reader, tmp_path)
+        _read(name, tmp_path)
     path.write_text('{"id": "a"}\n[1, 2]\n')
     with pytest.raises(TextFileError, match=re.escape(f"{path.name}:2: expected a JSON object")):
-        _read(reader, tmp_path)
+        _read(name, tmp_path)
 
 
 def test_a_score_that_is_not_a_number_is_named_file_and_line(tmp_path):
@@ -82,22 +77,23 @@ def test_a_score_that_is_not_a_number_is_named_file_and_line(tmp_path):
         '{"id": "a", "recon_score": 1}\n{"id": "b", "recon_score": "80"}\n'
     )
     with pytest.raises(TextFileError, match=r"scores\.jsonl:2: `recon_score` is '80', not a number"):
-        outputs.score_rows(tmp_path)
+        outputs.read_rows(tmp_path, outputs.SCORES)
 
 
 def test_jsonl_rows_come_back_as_written_from_a_folder_or_the_file(tmp_path):
     rows = [{"id": "a", "recon_score": 81.5, "caption": "two planes"}, {"id": "b", "error": "x"}]
     (tmp_path / outputs.SCORES).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert outputs.score_rows(tmp_path) == rows == outputs.score_rows(tmp_path / outputs.SCORES)
-    assert outputs.describe_captions(tmp_path, missing_ok=True) == []
+    assert outputs.read_rows(tmp_path, outputs.SCORES) == rows
+    assert outputs.read_rows(tmp_path / outputs.SCORES, outputs.SCORES) == rows
+    assert outputs.read_rows(tmp_path, outputs.CAPTIONS, missing_ok=True) == []
     (tmp_path / outputs.GENERATED).write_text(json.dumps(rows[0]) + "\n")
-    assert outputs.generated_rows(tmp_path / outputs.GENERATED) == [rows[0]]
+    assert outputs.read_rows(tmp_path / outputs.GENERATED, outputs.GENERATED) == [rows[0]]
 
 
 def test_csv_outputs_come_back_as_written_and_garbled_ones_are_named(tmp_path):
     table = pd.DataFrame({"metric": ["bleu4", "cider"], "tau_b": [30.5, 41.25], "n": [10, 9]})
     (tmp_path / outputs.CORRELATIONS).write_text(table.to_csv(index=False))
-    pd.testing.assert_frame_equal(outputs.correlations(tmp_path), table)
+    pd.testing.assert_frame_equal(outputs.read_frame(tmp_path, outputs.CORRELATIONS), table)
     assert outputs.table_rows(tmp_path, outputs.CORRELATIONS) == [
         ["metric", "tau_b", "n"],
         ["bleu4", "30.5", "10"],
@@ -105,7 +101,7 @@ def test_csv_outputs_come_back_as_written_and_garbled_ones_are_named(tmp_path):
     ]
     (tmp_path / outputs.SUMMARY_CSV).write_text('label,bleu4\nmine,"12.5\n')  # a quote never closed
     with pytest.raises(TextFileError, match=r"summary\.csv: not a CSV table reconscore wrote"):
-        outputs.evaluate_summary(tmp_path)
+        outputs.read_frame(tmp_path, outputs.SUMMARY_CSV, index_col=0)
     with pytest.raises(TextFileError, match=r"summary\.csv:2: malformed CSV"):
         outputs.table_rows(tmp_path, outputs.SUMMARY_CSV)
 
@@ -113,10 +109,10 @@ def test_csv_outputs_come_back_as_written_and_garbled_ones_are_named(tmp_path):
 def test_parquet_outputs_come_back_as_written_and_garbled_ones_are_named(tmp_path):
     frame = pd.DataFrame({"method": ["basic", "basic"], "query_index": [0, 1], "ap": [0.5, 1.0]})
     frame.to_parquet(tmp_path / outputs.PER_QUERY, index=False)
-    pd.testing.assert_frame_equal(outputs.per_query(tmp_path), frame)
+    pd.testing.assert_frame_equal(outputs.read_frame(tmp_path, outputs.PER_QUERY), frame)
     (tmp_path / outputs.TOPK).write_bytes(b"PAR1 this is not a parquet file")
     with pytest.raises(TextFileError, match=r"topk\.parquet: not a Parquet file reconscore wrote"):
-        outputs.topk(tmp_path)
+        outputs.read_frame(tmp_path, outputs.TOPK)
 
 
 def test_candidate_lines_keep_going_past_a_bad_line_and_name_it(tmp_path):

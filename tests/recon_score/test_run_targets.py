@@ -306,17 +306,17 @@ def test_a_runs_outputs_are_read_through_their_declared_readers(run, tmp_path):
 
     from recon_score.errors import ReconScoreError
     from recon_score.run_engine import RUN_FILES
-    from recon_score.run_outputs import KIND_OUTPUTS, SCORES, describe_candidates, score_rows
+    from recon_score.run_outputs import CANDIDATES, KIND_OUTPUTS, SCORES, read_rows
     from recon_score.textfiles import TextFileError
 
     assert KIND_OUTPUTS["score"][0] == SCORES and SCORES not in RUN_FILES
     lines = (run / SCORES).read_text().splitlines()
-    assert score_rows(run) == [json.loads(x) for x in lines] and len(lines) == 2
+    assert read_rows(run, SCORES) == [json.loads(x) for x in lines] and len(lines) == 2
     with pytest.raises(ReconScoreError, match=r"candidates\.jsonl not found"):
-        describe_candidates(run)
+        read_rows(run, CANDIDATES)
     (run / SCORES).write_text(lines[0] + "\n[1]\n")
     with pytest.raises(TextFileError, match=r"scores\.jsonl:2"):
-        score_rows(run)
+        read_rows(run, SCORES)
 
 
 def _special_files(folder: Path, suffix: str) -> dict[str, Path]:
