@@ -84,9 +84,7 @@ def _settings(job: DescribeJob) -> dict:
     }
     if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
         key["bands"] = list(job.bands)
-    if (
-        job.selector.image_reader != DEFAULT_READER
-    ):  # likewise: a run read with the default keeps its fingerprint
+    if job.selector.image_reader != DEFAULT_READER:  # likewise for a run read with the default reader
         key["image_reader"] = job.selector.image_reader
     if job.explain is not None:
         key["explain"] = asdict(job.explain)
@@ -95,15 +93,7 @@ def _settings(job: DescribeJob) -> dict:
 
 def _sampling(p: DescriberPreset) -> Sampling:
     """The one resolved sampling configuration, applied in full by every backend."""
-    return Sampling(
-        n=p.n,
-        temperature=p.temperature,
-        top_p=p.top_p,
-        max_new_tokens=p.max_new_tokens,
-        seed=p.seed,
-        top_k=p.top_k,
-        repetition_penalty=p.repetition_penalty,
-    )
+    return Sampling(**{f.name: getattr(p, f.name) for f in dataclasses.fields(Sampling)})
 
 
 def _plan(selector) -> dict | None:
@@ -134,9 +124,7 @@ def _images(job: DescribeJob) -> list[ImageItem]:
     digests = FileDigests()
     for item in items:  # part of the resume key: a replaced image file is described again
         item.digest = digests(item.path)
-    job.captioner.sampling_request(
-        _sampling(job.preset)
-    )  # a backend that cannot apply it fails before any work
+    job.captioner.sampling_request(_sampling(job.preset))  # a backend that cannot apply it fails now
     if job.preset.eval_candidates not in EVAL_CANDIDATES:
         raise ReconScoreError(
             f"eval_candidates must be one of {', '.join(EVAL_CANDIDATES)}, got {job.preset.eval_candidates!r}"
@@ -170,9 +158,8 @@ class _Describe:
             Item(i.index, {"id": i.id, "image": i.image, "image_sha256": i.digest}, name=f"image {i.id!r}")
             for i in self.items
         ]
-        step = max(
-            1, job.vlm_batch_size, 8 // max(1, job.preset.n)
-        )  # enough candidates to fill a render batch
+        # enough candidates to fill a render batch
+        step = max(1, job.vlm_batch_size, 8 // max(1, job.preset.n))
         return RunSpec(
             settings=_settings(job),
             items=items,
@@ -266,9 +253,8 @@ class _Describe:
             [(self._image(item), [t for _, t in valid], item.references) for item, _, valid, _ in work]
         )
         records = []
-        deterministic = (
-            _plan(job.selector) is None
-        )  # its value is the metric's own: also under the metric's name
+        # a deterministic metric's value is the metric's own: also under the metric's name
+        deterministic = _plan(job.selector) is None
         for (item, cands, valid, seed), scores in zip(work, scored):
             rows, files = [dict(c, index=k) for k, c in enumerate(cands)], {}
             for (k, _), s in zip(valid, scores):

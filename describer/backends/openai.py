@@ -70,9 +70,8 @@ class OpenAIBackend(Backend):
             raise ReconScoreError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
         self.model, self.base_url = model, base_url.rstrip("/")
         self.api_key_env, self.text_only = api_key_env, text_only
-        self.extensions = (
-            sampling_extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
-        )
+        # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
+        self.extensions = sampling_extensions
         self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
