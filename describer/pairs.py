@@ -52,9 +52,7 @@ DUPLICATE = "same caption text"
 
 @dataclass
 class PairsJob:
-    runs: list[
-        Path
-    ]  # describe runs (candidates.jsonl) or scored tables (a .jsonl with image, caption, score)
+    runs: list[Path]  # describe runs (candidates.jsonl) or scored tables (.jsonl: image, caption, score)
     out: Path
     policy: str = "best-worst"
     score: str = "selection_score"  # the column that ranks candidates
