@@ -307,11 +307,8 @@ class _Describe:
             "bands": list(job.bands) if job.bands else None,
             "image_reader": job.selector.image_reader,  # how the images were read (describe pairs reads it back)
             "counts": {
-                "images": summary.images,
-                "described": summary.described,
-                "failed": summary.failed,
-                "candidates": summary.candidates,
-                "valid_candidates": summary.valid_candidates,
+                k: getattr(summary, k)
+                for k in ("images", "described", "failed", "candidates", "valid_candidates")
             },
             "summary": {
                 "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)

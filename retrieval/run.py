@@ -448,9 +448,8 @@ class _Methods:
             "settings": setup.settings,  # what the fingerprint hashes
             "config": cfg.as_dict(),
             "benchmark": bench.summary(),
-            "images_root": str(
-                Path(bench.root).resolve()
-            ),  # absolute: the report finds images from any folder
+            # absolute: the report finds images from any folder
+            "images_root": str(Path(bench.root).resolve()),
             "encoder": dataclasses.asdict(setup.encoder.info),
             "metrics": {
                 "ap": proto.ap,
@@ -490,11 +489,7 @@ class _Methods:
                 order=proto.group_order,
             )
             rec["summary"][metric] = {
-                "overall": s.overall,
-                "macro": s.macro,
-                "per_group": s.per_group,
-                "min_macro": s.min_macro,
-                "n_empty": s.n_empty,
+                k: getattr(s, k) for k in ("overall", "macro", "per_group", "min_macro", "n_empty")
             }
         return rec
 
