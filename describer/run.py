@@ -442,10 +442,7 @@ def _output_files(run: RunResult, note) -> dict[str, bytes]:
                 row["note"] = note
             cand_rows.append(row)
         caption_rows.append({k: v for k, v in res.items() if k != "candidates"})
-    return {
-        CANDIDATES: jsonl_bytes(_one_schema(cand_rows)),
-        CAPTIONS: jsonl_bytes(_one_schema(caption_rows)),
-    }
+    return {CANDIDATES: jsonl_bytes(_one_schema(cand_rows)), CAPTIONS: jsonl_bytes(_one_schema(caption_rows))}
 
 
 def _one_schema(rows: list[dict]) -> list[dict]:

@@ -577,11 +577,7 @@ def _drop_unreadable(
 
 
 def _tables(
-    bench: Benchmark,
-    data: EvalData,
-    results: dict[str, EvalResult],
-    meta: pd.DataFrame,
-    cfg: RetrieveConfig,
+    bench: Benchmark, data: EvalData, results: dict[str, EvalResult], meta: pd.DataFrame, cfg: RetrieveConfig
 ) -> tuple[dict[str, bytes], str]:
     """The final tables' bytes by name, and table.md's text."""
     proto = bench.protocol
