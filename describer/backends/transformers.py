@@ -54,12 +54,11 @@ class TransformersBackend(LocalBackend):
             self.resolved  # noqa: B018  (a missing model fails when the backend is built)
 
     def identity(self) -> dict:
+        out = {"backend": self.name, **self.resolved.as_dict(), "dtype": self.dtype}
         if self.text_only:
-            return {"backend": self.name, **self.resolved.as_dict(), "dtype": self.dtype}
+            return out
         return {
-            "backend": self.name,
-            **self.resolved.as_dict(),
-            "dtype": self.dtype,
+            **out,
             "batch_size": self.batch_size,
             "device_type": torch.device(self.device).type,
             **self.text_and_pixels(),
@@ -74,9 +73,7 @@ class TransformersBackend(LocalBackend):
             what = (
                 "a transformers causal LM folder"
                 if self.text_only
-                else (
-                    "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
-                )
+                else "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
             )
             raise ModelNotAvailableError(
                 self.model_name,
