@@ -52,9 +52,7 @@ DUPLICATE = "same caption text"
 
 @dataclass
 class PairsJob:
-    runs: list[
-        Path
-    ]  # describe runs (candidates.jsonl) or scored tables (a .jsonl with image, caption, score)
+    runs: list[Path]  # describe runs (candidates.jsonl) or scored tables (.jsonl: image, caption, score)
     out: Path
     policy: str = "best-worst"
     score: str = "selection_score"  # the column that ranks candidates
@@ -104,7 +102,7 @@ class Source:
     groups: dict[str, list[Candidate]]
     images_root: Path | None
     prompt: str | None
-    seeds: list[int] | None
+    selection_seeds: list[int] | None
     eval_seed: int | None
     bands: tuple[int, ...] | None
     image_reader: str  # as the describe run read its images (run.json; older runs: the default)
@@ -118,7 +116,8 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
     run = load_record(path, missing_ok=True) if path.is_dir() else {}
     table = candidates_table(path)
     fields = _run_fields(output_file(path, RECORD), run)
-    root = job.images_root or (Path(fields["images_root"]) if fields["images_root"] else table.parent)
+    recorded_root = fields.pop("images_root")
+    root = job.images_root or (Path(recorded_root) if recorded_root else table.parent)
     groups: dict[str, list[Candidate]] = {}
     for where, row, why in candidate_lines(table):
         if why is not None:
@@ -131,22 +130,12 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
             continue
         if cand is not None:
             groups.setdefault(cand.image_id, []).append(cand)
-    return Source(
-        path=path,
-        groups=groups,
-        images_root=root,
-        prompt=fields["prompt"],
-        seeds=fields["selection_seeds"],
-        eval_seed=fields["eval_seed"],
-        bands=fields["bands"],
-        image_reader=fields["image_reader"],
-        note=fields["note"],
-    )
+    return Source(path=path, groups=groups, images_root=root, **fields)
 
 
 def _run_fields(where: Path, run: dict) -> dict:
-    """What pairs needs from a describe run's run.json, each checked for its type (InputError naming the
-    file and the field)."""
+    """What pairs needs from a describe run's run.json (images_root and Source's fields), each checked for its
+    type (InputError naming the file and the field)."""
 
     def bad(name: str, want: str, value) -> InputError:
         return InputError(f"{where}: field {name!r} must be {want}, got {_shown(value)}")
@@ -358,7 +347,7 @@ def _row(src: Source, image_png: bytes, hi: Candidate, lo: Candidate, job: Pairs
         "rejected_noise": lo.noise(job.noise),
         "chosen_recon_score": hi.recon_score,
         "rejected_recon_score": lo.recon_score,
-        "selection_seeds": src.seeds,
+        "selection_seeds": src.selection_seeds,
         "eval_seed": src.eval_seed,
         "policy": job.policy,
         "source_run": str(src.path.resolve()),
@@ -437,7 +426,9 @@ def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shar
         if not text:
             tally.failures.append(f"{path}: no prompt recorded (not a describe run); pass --prompt")
             continue
-        sources.append({"path": str(path.resolve()), "note": src.note, "selection_seeds": src.seeds})
+        sources.append(
+            {"path": str(path.resolve()), "note": src.note, "selection_seeds": src.selection_seeds}
+        )
         for image_id, cands in src.groups.items():
             _pair_image(job, src, image_id, cands, text, writer, tally)
     writer.flush()

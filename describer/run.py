@@ -87,9 +87,7 @@ def _settings(job: DescribeJob) -> dict:
     }
     if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
         key["bands"] = list(job.bands)
-    if (
-        job.selector.image_reader != DEFAULT_READER
-    ):  # likewise: a run read with the default keeps its fingerprint
+    if job.selector.image_reader != DEFAULT_READER:  # likewise for a run read with the default reader
         key["image_reader"] = job.selector.image_reader
     if job.explain is not None:
         key["explain"] = asdict(job.explain)
@@ -98,15 +96,7 @@ def _settings(job: DescribeJob) -> dict:
 
 def _sampling(p: DescriberPreset) -> Sampling:
     """The one resolved sampling configuration, applied in full by every backend."""
-    return Sampling(
-        n=p.n,
-        temperature=p.temperature,
-        top_p=p.top_p,
-        max_new_tokens=p.max_new_tokens,
-        seed=p.seed,
-        top_k=p.top_k,
-        repetition_penalty=p.repetition_penalty,
-    )
+    return Sampling(**{f.name: getattr(p, f.name) for f in dataclasses.fields(Sampling)})
 
 
 def _plan(selector) -> dict | None:
@@ -137,9 +127,7 @@ def _images(job: DescribeJob) -> list[ImageItem]:
     digests = FileDigests()
     for item in items:  # part of the resume key: a replaced image file is described again
         item.digest = digests(item.path)
-    job.captioner.sampling_request(
-        _sampling(job.preset)
-    )  # a backend that cannot apply it fails before any work
+    job.captioner.sampling_request(_sampling(job.preset))  # a backend that cannot apply it fails now
     if job.preset.eval_candidates not in EVAL_CANDIDATES:
         raise ReconScoreError(
             f"eval_candidates must be one of {', '.join(EVAL_CANDIDATES)}, got {job.preset.eval_candidates!r}"
@@ -173,9 +161,8 @@ class _Describe:
             Item(i.index, {"id": i.id, "image": i.image, "image_sha256": i.digest}, name=f"image {i.id!r}")
             for i in self.items
         ]
-        step = max(
-            1, job.vlm_batch_size, 8 // max(1, job.preset.n)
-        )  # enough candidates to fill a render batch
+        # enough candidates to fill a render batch
+        step = max(1, job.vlm_batch_size, 8 // max(1, job.preset.n))
         return RunSpec(
             settings=_settings(job),
             items=items,
@@ -270,9 +257,8 @@ class _Describe:
             [(self._image(item), [t for _, t in valid], item.references) for item, _, valid, _ in work]
         )
         records = []
-        deterministic = (
-            _plan(job.selector) is None
-        )  # its value is the metric's own: also under the metric's name
+        # a deterministic metric's value is the metric's own: also under the metric's name
+        deterministic = _plan(job.selector) is None
         for (item, cands, valid, seed), scores in zip(work, scored):
             rows, files = [dict(c, index=k) for k, c in enumerate(cands)], {}
             for (k, _), s in zip(valid, scores):
@@ -325,11 +311,8 @@ class _Describe:
             "bands": list(job.bands) if job.bands else None,
             "image_reader": job.selector.image_reader,  # how the images were read (describe pairs reads it back)
             "counts": {
-                "images": summary.images,
-                "described": summary.described,
-                "failed": summary.failed,
-                "candidates": summary.candidates,
-                "valid_candidates": summary.valid_candidates,
+                k: getattr(summary, k)
+                for k in ("images", "described", "failed", "candidates", "valid_candidates")
             },
             "summary": {
                 "selection_score_mean": summary.mean_selected,  # in-sample (the render that selected)
@@ -463,10 +446,7 @@ def _output_files(run: RunResult, note) -> dict[str, bytes]:
                 row["note"] = note
             cand_rows.append(row)
         caption_rows.append({k: v for k, v in res.items() if k != "candidates"})
-    return {
-        CANDIDATES: jsonl_bytes(_one_schema(cand_rows)),
-        CAPTIONS: jsonl_bytes(_one_schema(caption_rows)),
-    }
+    return {CANDIDATES: jsonl_bytes(_one_schema(cand_rows)), CAPTIONS: jsonl_bytes(_one_schema(caption_rows))}
 
 
 def _one_schema(rows: list[dict]) -> list[dict]:

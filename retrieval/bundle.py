@@ -66,6 +66,7 @@ OPTIONAL = (
     "protocol",
 )
 _NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
+_RESOURCES = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text")  # BASIC's
 _STRINGS = ("query_group", "query_subgroup", "database_group", "query_db_group", "query_id")
 
 
@@ -144,22 +145,13 @@ def load_bundle(path: str | Path) -> Bundle:
         subset=_pairs(arrays["subset"], "subset", where) if "subset" in arrays else None,
         query_ids=strings.get("query_id"),
     ).validate(where=where)
-    resources = Resources(
-        corpus_pos=tensors.get("corpus_pos"),
-        corpus_neg=tensors.get("corpus_neg"),
-        image_mean=tensors.get("image_mean"),
-        text_mean=tensors.get("text_mean"),
-        norm_image=tensors.get("norm_image"),
-        norm_text=tensors.get("norm_text"),
-        origin="bundle",
-    )
+    resources = Resources(**{k: tensors.get(k) for k in _RESOURCES}, origin="bundle")
     protocol = _protocol(arrays["protocol"], where) if "protocol" in arrays else None
     return Bundle(path=path, data=data, resources=resources, protocol=protocol)
 
 
-MAX_INFLATION = (
-    200  # uncompressed / compressed bytes above which a member is refused (deflate tops out near 1032)
-)
+# uncompressed / compressed bytes above which a member is refused (deflate tops out near 1032)
+MAX_INFLATION = 200
 SMALL_MEMBER = 256 << 20  # members up to this size are read whatever their ratio (strings compress well)
 
 
@@ -283,20 +275,9 @@ def _float_tensors(arrays: dict[str, np.ndarray], where: str) -> dict[str, np.nd
             where, "query_image", "has 0 rows: no queries to evaluate", "Store one row per query."
         )
     tensors = {}
-    for key in (
-        "query_image",
-        "query_text",
-        "database",
-        "corpus_pos",
-        "corpus_neg",
-        "norm_image",
-        "norm_text",
-    ):
+    for key in (*_NORMALISED, "image_mean", "text_mean"):  # the means are vectors, not rows
         if key in arrays:
-            tensors[key] = _float(arrays[key], key, where, ndim=2)
-    for key in ("image_mean", "text_mean"):
-        if key in arrays:
-            tensors[key] = _float(arrays[key], key, where, ndim=1)
+            tensors[key] = _float(arrays[key], key, where, ndim=1 if key.endswith("_mean") else 2)
     dim = tensors["database"].shape[1]
     for key, t in tensors.items():
         if t.shape[-1] != dim:
@@ -383,7 +364,7 @@ def bundle_bytes(data: EvalData, resources: Resources | None = None, protocol: d
     for key in ("exclude", "subset"):
         if getattr(data, key) is not None:
             arrays[key] = as_numpy(getattr(data, key)).astype(np.int64)
-    for key in ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text"):
+    for key in _RESOURCES:
         value = getattr(r, key)
         if value is not None:
             arrays[key] = as_numpy(value).astype(np.float32)

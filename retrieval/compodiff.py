@@ -335,9 +335,7 @@ def load_compodiff(folder: str | Path) -> CompoDiff:
     wanted = set(model.state_dict())
     kept = {k.replace("noise_scheduler.", ""): v for k, v in state.items()}
     schedule = {k.replace("noise_scheduler.", "") for k in state if k.startswith("noise_scheduler.")}
-    unused = sorted(
-        set(kept) - wanted - schedule
-    )  # training-only schedule tensors (betas, ...) are not weights
+    unused = sorted(set(kept) - wanted - schedule)  # the schedule's tensors (betas, ...) are not weights
     if unused:  # e.g. more layers than config.json's model_depth: loading fewer would be a different model
         raise InputError(
             f"{folder}: {len(unused)} checkpoint parameters that config.json's model does not use "

@@ -67,20 +67,14 @@ class EvalData:
         for name, t, rows in (("query_image", self.query_image, q), ("query_text", self.query_text, q)):
             if t.ndim != 2 or t.shape[0] != rows or t.shape[1] != d:
                 raise InputError(f"{where}: {name} must be ({q}, {d}), got {tuple(t.shape)}")
-        for name, t in (
-            ("query_image", self.query_image),
-            ("query_text", self.query_text),
-            ("database", self.database),
-        ):
-            check_normalised(t, name, where=where)
+        for name in ("query_image", "query_text", "database"):
+            check_normalised(getattr(self, name), name, where=where)
         _check_pairs(self.positives, q, n, "positives", where)
-        if self.exclude is not None:
-            _check_pairs(self.exclude, q, n, "exclude", where)
-        if self.subset is not None:
-            _check_pairs(self.subset, q, n, "subset", where)
-        _check_len(self.query_group, q, "query_group", where)
-        _check_len(self.query_subgroup, q, "query_subgroup", where)
-        _check_len(self.query_ids, q, "query_ids", where)
+        for name in ("exclude", "subset"):
+            if getattr(self, name) is not None:
+                _check_pairs(getattr(self, name), q, n, name, where)
+        for name in ("query_group", "query_subgroup", "query_ids"):
+            _check_len(getattr(self, name), q, name, where)
         if self.query_ids is not None:
             check_unique_ids(self.query_ids, where, [f"row {i}" for i in range(q)], what="query_id")
         _check_len(self.database_group, n, "database_group", where)
@@ -120,12 +114,10 @@ class EvalData:
             return [(None, np.arange(self.n_queries), np.arange(self.n_database))]
         q_names = np.asarray(self.query_db_group, dtype=object)
         d_names = np.asarray(self.database_group, dtype=object)
-        out = []
-        for g in dict.fromkeys(self.query_db_group):
-            qi = np.flatnonzero(q_names == g)
-            di = np.flatnonzero(d_names == g)
-            out.append((g, qi, di))
-        return out
+        return [
+            (g, np.flatnonzero(q_names == g), np.flatnonzero(d_names == g))
+            for g in dict.fromkeys(self.query_db_group)
+        ]
 
 
 def check_unique_ids(

@@ -273,7 +273,12 @@ def config_from_params(params: dict[str, np.ndarray], where: str) -> MagicLensCo
     )
 
 
-def _block(params: dict, src: str, dst: str, g) -> dict[str, np.ndarray]:
+def _norm(g, src: str, dst: str, weight: str = "weight") -> dict[str, np.ndarray]:
+    """A scenic LayerNorm (scale, bias) -> `dst.{weight}`, `dst.bias`."""
+    return {f"{dst}.{weight}": g(f"{src}/scale"), f"{dst}.bias": g(f"{src}/bias")}
+
+
+def _block(src: str, dst: str, g) -> dict[str, np.ndarray]:
     """One scenic ResidualAttentionBlock -> open_clip's names."""
     qkv = [g(f"{src}/attn/{n}/kernel") for n in ("query", "key", "value")]
     width = qkv[0].shape[0]
@@ -287,14 +292,14 @@ def _block(params: dict, src: str, dst: str, g) -> dict[str, np.ndarray]:
         f"{dst}.attn.out_proj.bias": g(f"{src}/attn/out/bias"),
     }
     for ln in ("ln_1", "ln_2"):
-        state[f"{dst}.{ln}.weight"], state[f"{dst}.{ln}.bias"] = g(f"{src}/{ln}/scale"), g(f"{src}/{ln}/bias")
+        state.update(_norm(g, f"{src}/{ln}", f"{dst}.{ln}"))
     for fc in ("c_fc", "c_proj"):
         state[f"{dst}.mlp.{fc}.weight"] = g(f"{src}/mlp/{fc}/kernel").T
         state[f"{dst}.mlp.{fc}.bias"] = g(f"{src}/mlp/{fc}/bias")
     return state
 
 
-def _clip_state(params: dict, cfg: MagicLensConfig, g) -> dict[str, np.ndarray]:
+def _clip_state(cfg: MagicLensConfig, g) -> dict[str, np.ndarray]:
     state = {
         "visual.conv1.weight": g("clip/visual/conv1/kernel").transpose(3, 2, 0, 1),
         "visual.class_embedding": g("clip/visual/class_embedding"),
@@ -310,13 +315,11 @@ def _clip_state(params: dict, cfg: MagicLensConfig, g) -> dict[str, np.ndarray]:
         ("clip/visual/ln_post", "visual.ln_post"),
         ("clip/text/ln_final", "ln_final"),
     ):
-        state[f"{dst}.weight"], state[f"{dst}.bias"] = g(f"{src}/scale"), g(f"{src}/bias")
+        state.update(_norm(g, src, dst))
     for i in range(cfg.vision_layers):
-        state.update(
-            _block(params, f"clip/visual/transformer/resblocks_{i}", f"visual.transformer.resblocks.{i}", g)
-        )
+        state.update(_block(f"clip/visual/transformer/resblocks_{i}", f"visual.transformer.resblocks.{i}", g))
     for i in range(cfg.text_layers):
-        state.update(_block(params, f"clip/text/transformer/resblocks_{i}", f"transformer.resblocks.{i}", g))
+        state.update(_block(f"clip/text/transformer/resblocks_{i}", f"transformer.resblocks.{i}", g))
     return {f"clip.{k}": v for k, v in state.items()}
 
 
@@ -332,22 +335,17 @@ def _head_state(cfg: MagicLensConfig, g) -> dict[str, np.ndarray]:
     state = {}
     for i in range(cfg.head_layers):
         src, dst = f"multimodal_encoder/x_layers_{i}", f"head.layers.{i}"
-        state[f"{dst}.norm.scale"], state[f"{dst}.norm.bias"] = (
-            g(f"{src}/layer_norm/scale"),
-            g(f"{src}/layer_norm/bias"),
-        )
+        state.update(_norm(g, f"{src}/layer_norm", f"{dst}.norm", "scale"))
         state.update(_attention_state(f"{src}/self_attention", f"{dst}.attention", g, per_dim_scale=False))
         ff = f"{src}/ff_layer"
-        state[f"{dst}.ffn.norm.scale"] = g(f"{ff}/layer_norm/scale")
-        state[f"{dst}.ffn.norm.bias"] = g(f"{ff}/layer_norm/bias")
+        state.update(_norm(g, f"{ff}/layer_norm", f"{dst}.ffn.norm", "scale"))
         for n in (1, 2):
             state[f"{dst}.ffn.fc{n}.weight"] = g(f"{ff}/ffn_layer{n}/linear/w").T
             state[f"{dst}.ffn.fc{n}.bias"] = g(f"{ff}/ffn_layer{n}/bias/b")
     pool = "contrastive_multimodal_pooler"
     state["head.pool_query"] = g(f"{pool}/pooling_attn_query")
     state.update(_attention_state(f"{pool}/pool_attn", "head.pool_attention", g, per_dim_scale=True))
-    state["head.pool_norm.scale"] = g(f"{pool}/pool_attn_ln/scale")
-    state["head.pool_norm.bias"] = g(f"{pool}/pool_attn_ln/bias")
+    state.update(_norm(g, f"{pool}/pool_attn_ln", "head.pool_norm", "scale"))
     return state
 
 
@@ -370,7 +368,7 @@ def state_from_release(path: str | Path) -> tuple[MagicLensConfig, dict[str, Ten
         seen.add(key)
         return _get(params, key, where)
 
-    state = {**_clip_state(params, cfg, g), **_head_state(cfg, g)}
+    state = {**_clip_state(cfg, g), **_head_state(cfg, g)}
     unused = sorted(set(params) - seen)
     if unused:
         raise InputError(f"{where}: parameters this MagicLens does not use: {', '.join(unused[:5])}")

@@ -122,44 +122,18 @@ def per_group_long(
     as the tables do (`group_mean`), subgroups over their queries."""
     import pandas as pd
 
-    records = []
+    rows = []
     levels = ["group"] + (["subgroup"] if data.query_subgroup else [])
     for method, res in results.items():
         for metric in metrics:
             for level in levels:
                 s = _level_summary(res, data, metric, level, empty_positives, group_mean)
-                for name, value in s.per_group.items():
-                    records.append(
-                        {
-                            "method": method,
-                            "level": level,
-                            "name": name,
-                            "metric": metric,
-                            "value": value,
-                            "n_queries": s.group_counts[name],
-                        }
-                    )
-                records.append(
-                    {
-                        "method": method,
-                        "level": level,
-                        "name": "Avg.",
-                        "metric": metric,
-                        "value": s.macro,
-                        "n_queries": s.n_queries,
-                    }
-                )
-            records.append(
-                {
-                    "method": method,
-                    "level": "all",
-                    "name": "Total",
-                    "metric": metric,
-                    "value": s.overall,
-                    "n_queries": s.n_queries,
-                }
-            )
-    return pd.DataFrame.from_records(records)
+                rows += [(method, level, g, metric, v, s.group_counts[g]) for g, v in s.per_group.items()]
+                rows.append((method, level, "Avg.", metric, s.macro, s.n_queries))
+            rows.append((method, "all", "Total", metric, s.overall, s.n_queries))
+    return pd.DataFrame.from_records(
+        rows, columns=["method", "level", "name", "metric", "value", "n_queries"]
+    )
 
 
 def run_notes(notes: Sequence[str], data: EvalData) -> list[str]:

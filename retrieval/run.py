@@ -498,9 +498,8 @@ class _Methods:
             "settings": setup.settings,  # what the fingerprint hashes
             "config": cfg.as_dict(),
             "benchmark": bench.summary(),
-            "images_root": str(
-                Path(bench.root).resolve()
-            ),  # absolute: the report finds images from any folder
+            # absolute: the report finds images from any folder
+            "images_root": str(Path(bench.root).resolve()),
             "encoder": setup.encoder_info,
             "metrics": {
                 "ap": proto.ap,
@@ -540,11 +539,7 @@ class _Methods:
                 order=proto.group_order,
             )
             rec["summary"][metric] = {
-                "overall": s.overall,
-                "macro": s.macro,
-                "per_group": s.per_group,
-                "min_macro": s.min_macro,
-                "n_empty": s.n_empty,
+                k: getattr(s, k) for k in ("overall", "macro", "per_group", "min_macro", "n_empty")
             }
         return rec
 
@@ -632,11 +627,7 @@ def _drop_unreadable(
 
 
 def _tables(
-    bench: Benchmark,
-    data: EvalData,
-    results: dict[str, EvalResult],
-    meta: pd.DataFrame,
-    cfg: RetrieveConfig,
+    bench: Benchmark, data: EvalData, results: dict[str, EvalResult], meta: pd.DataFrame, cfg: RetrieveConfig
 ) -> tuple[dict[str, bytes], str]:
     """The final tables' bytes by name, and table.md's text."""
     proto = bench.protocol

@@ -6,13 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from describer.backends.base import (
-    Backend,
-    Candidate,
-    CaptionRequest,
-    Sampling,
-    clean_generation,
-)
+from describer.backends.base import Backend, Candidate, CaptionRequest, Sampling, clean_generation
 from recon_score.registry import Entry, Registry
 from recon_score.seeds import derive_seed
 
@@ -74,12 +68,7 @@ def build_backend(backend: str, model: str, *, text_only: bool = False, **option
 
 
 def build_captioner(
-    backend: str,
-    model: str,
-    *,
-    image_input: str = "direct",
-    collapse_whitespace: bool = False,
-    **options,
+    backend: str, model: str, *, image_input: str = "direct", collapse_whitespace: bool = False, **options
 ) -> Backend:
     """A VLM engine of `backend`; `image_input` and `collapse_whitespace` as in the describer preset (checked now,
     so a missing qwen-vl-utils fails before any model loads)."""

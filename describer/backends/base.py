@@ -290,6 +290,17 @@ class LocalBackend(Backend):
             else ("vision-language model", "--captioner")
         )
 
+    def _chat_text(self, prompt: str) -> str:
+        """One user message (the image, then `prompt`) through the checkpoint's chat template."""
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+        return self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def _judge_text(self, prompt: str, conversation: str) -> str:
+        """The judge's full prompt text as the model receives it (before the image tokens are expanded)."""
+        if conversation == "llava_v1":
+            return llava_v1_prompt(prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
+        return self._chat_text(prompt)
+
     def image_mean(self) -> tuple | None:
         if getattr(self, "_processor", None) is None:
             self._load()

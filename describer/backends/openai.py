@@ -40,10 +40,15 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 
 
-def image_data_url(image) -> str:
+def _image_message(image, text: str) -> dict:
+    """One user message: the image as a PNG data URL, then the text."""
     buf = io.BytesIO()
     image.save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return {
+        "role": "user",
+        "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}],
+    }
 
 
 class OpenAIBackend(Backend):
@@ -70,9 +75,8 @@ class OpenAIBackend(Backend):
             raise ReconScoreError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
         self.model, self.base_url = model, base_url.rstrip("/")
         self.api_key_env, self.text_only = api_key_env, text_only
-        self.extensions = (
-            sampling_extensions  # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
-        )
+        # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
+        self.extensions = sampling_extensions
         self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
@@ -94,9 +98,6 @@ class OpenAIBackend(Backend):
     def sampling_request(self, sampling: Sampling) -> dict:
         body = openai_body(sampling, seed=0, n=sampling.n, extensions=self.extensions)
         return {"body": {**body, "seed": "per image (+k for servers that ignore n)"}}
-
-    def unload(self) -> None:
-        pass
 
     def preflight(self) -> None:
         """One GET of the models endpoint, no retries: an unreachable server, a rejected key or an unknown model
@@ -159,18 +160,9 @@ class OpenAIBackend(Backend):
 
     def _one(self, req: CaptionRequest, prompt: str, sampling: Sampling) -> list[Candidate]:
         try:
-            url = image_data_url(self.vlm_images([req], prompt)[0])
+            messages = [_image_message(self.vlm_images([req], prompt)[0], prompt)]
         except ValueError as err:  # qwen-vl-utils refuses extreme aspect ratios
             return [Candidate(None, error=f"image preprocessing failed: {err}"[:500])] * sampling.n
-        messages = [
-            {
-                "role": "user",
-                "content": [
-                    {"type": "image_url", "image_url": {"url": url}},
-                    {"type": "text", "text": prompt},
-                ],
-            }
-        ]
 
         def body(n: int, seed: int) -> dict:
             return {
@@ -239,11 +231,7 @@ class OpenAIBackend(Backend):
             raise ReconScoreError(
                 "the openai judge has no digits-only mode (a smoke judge runs on transformers)"
             )
-        content = [
-            {"type": "image_url", "image_url": {"url": image_data_url(req.image)}},
-            {"type": "text", "text": req.prompt},
-        ]
-        messages = [{"role": "user", "content": content}]
+        messages = [_image_message(req.image, req.prompt)]
         if req.conversation == "llava_v1":
             messages.insert(0, {"role": "system", "content": LLAVA_V1_SYSTEM})
         body = {

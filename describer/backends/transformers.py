@@ -10,7 +10,6 @@ from dataclasses import replace
 import torch
 
 from describer.backends.base import (
-    IMAGE_PLACEHOLDER,
     ONE_LINE,
     Candidate,
     CaptionRequest,
@@ -19,11 +18,8 @@ from describer.backends.base import (
     JudgeStep,
     LocalBackend,
     Sampling,
-    check_conversation,
     clean_generation,
     digit_token_ids,
-    image_placeholder,
-    llava_v1_prompt,
     prompt_seed,
 )
 from describer.backends.sampling import generation_config, transformers_kwargs
@@ -58,12 +54,11 @@ class TransformersBackend(LocalBackend):
             self.resolved  # noqa: B018  (a missing model fails when the backend is built)
 
     def identity(self) -> dict:
+        out = {"backend": self.name, **self.resolved.as_dict(), "dtype": self.dtype}
         if self.text_only:
-            return {"backend": self.name, **self.resolved.as_dict(), "dtype": self.dtype}
+            return out
         return {
-            "backend": self.name,
-            **self.resolved.as_dict(),
-            "dtype": self.dtype,
+            **out,
             "batch_size": self.batch_size,
             "device_type": torch.device(self.device).type,
             **self.text_and_pixels(),
@@ -78,9 +73,7 @@ class TransformersBackend(LocalBackend):
             what = (
                 "a transformers causal LM folder"
                 if self.text_only
-                else (
-                    "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
-                )
+                else "a folder holding a transformers VLM checkpoint (config.json, weights, processor files)"
             )
             raise ModelNotAvailableError(
                 self.model_name,
@@ -128,19 +121,6 @@ class TransformersBackend(LocalBackend):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    def _prompt_text(self, prompt: str) -> str:
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
-        return self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    def judge_text(self, prompt: str, conversation: str = "chat-template") -> str:
-        """The judge's full prompt text as the model receives it (before the image tokens are expanded)."""
-        check_conversation(conversation)
-        if self._model is None:
-            self._load()
-        if conversation == "llava_v1":
-            return llava_v1_prompt(prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
-        return self._prompt_text(prompt)
-
     @torch.inference_mode()
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
@@ -156,7 +136,7 @@ class TransformersBackend(LocalBackend):
     def _generate_chunk(
         self, chunk: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
-        text = self._prompt_text(prompt)
+        text = self._chat_text(prompt)
         try:
             images = self.vlm_images(chunk, prompt)
             inputs = self._processor(
@@ -224,7 +204,9 @@ class TransformersBackend(LocalBackend):
         """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
         from transformers import GenerationConfig
 
-        text = self.judge_text(req.prompt, req.conversation)
+        if self._model is None:
+            self._load()
+        text = self._judge_text(req.prompt, req.conversation)
         tok = self._tokenizer
         ids = digit_token_ids(tok)
         by_id = {i: d for d, i in ids.items()}

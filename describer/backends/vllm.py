@@ -6,7 +6,6 @@ answers with the top-k log-probabilities. vLLM is an optional extra (it pins its
 from __future__ import annotations
 
 from describer.backends.base import (
-    IMAGE_PLACEHOLDER,
     ONE_LINE,
     TOP_LOGPROBS,
     Candidate,
@@ -18,8 +17,6 @@ from describer.backends.base import (
     Sampling,
     clean_generation,
     digit_token_ids,
-    image_placeholder,
-    llava_v1_prompt,
     prompt_seed,
 )
 from describer.backends.sampling import vllm_kwargs
@@ -96,10 +93,6 @@ class VLLMBackend(LocalBackend):
         except ImportError:
             pass
 
-    def _chat_text(self, prompt: str) -> str:
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
-        return self._processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
@@ -152,10 +145,7 @@ class VLLMBackend(LocalBackend):
             self._load()
         tok = self._processor.tokenizer
         by_id = {i: d for d, i in digit_token_ids(tok).items()}
-        if req.conversation == "llava_v1":
-            text = llava_v1_prompt(req.prompt).replace(IMAGE_PLACEHOLDER, image_placeholder(self._processor))
-        else:
-            text = self._chat_text(req.prompt)
+        text = self._judge_text(req.prompt, req.conversation)
         params = vllm.SamplingParams(temperature=0.0, max_tokens=req.max_new_tokens, logprobs=TOP_LOGPROBS)
         out = self._llm.generate(
             [{"prompt": text, "multi_modal_data": {"image": req.image}}], params, use_tqdm=False

@@ -35,14 +35,7 @@ def page_items(items: list[Item], orders: dict[str, list[int]], files: dict[str,
 
 
 def render_page(
-    *,
-    study_id: str,
-    checksum: str,
-    annotator: str,
-    round_: str,
-    title: str,
-    ties: bool,
-    items: list[dict],
+    *, study_id: str, checksum: str, annotator: str, round_: str, title: str, ties: bool, items: list[dict]
 ) -> bytes:
     """One annotator's page (`round_`: "main" or "consensus"; a consensus item may carry `shown`, the
     annotators' rankings in this page's labels)."""

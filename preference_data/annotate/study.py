@@ -21,11 +21,8 @@ from recon_score.textfiles import json_objects
 
 LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 TABLE_KEYS = ("image", "candidate", "caption", "model", "references")
-IGNORED = (
-    "rank",
-    "rater",
-    "candidate_id",
-)  # a `ranking` file's judgments: its candidates can be ranked again
+# a `ranking` file's judgments: its candidates can be ranked again
+IGNORED = ("rank", "rater", "candidate_id")
 
 # the ReconScore paper's UCM-preference criteria, shown on every page as guidance
 CRITERIA = (

@@ -267,16 +267,7 @@ def checked_benchmark(
     check, the database when None), so a misspelt row fails before any feature is extracted. Under the
     ``excluded`` rule each query's reference item is removed from its ranking here, the one place that does."""
     check_images(root, database if images is None else images, what)
-    bench = Benchmark(
-        name=name,
-        root=root,
-        queries=queries,
-        database=database,
-        positives=positives,
-        protocol=protocol,
-        query_image=query_image,
-        **fields,
-    )
+    bench = Benchmark(name, root, queries, database, positives, protocol, query_image, **fields)
     if query_image.rule == "excluded":
         bench.exclude = [*bench.exclude, *bench.reference_items()]
     return bench

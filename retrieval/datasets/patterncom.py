@@ -77,9 +77,8 @@ _IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".tif", ".tiff", ".bmp"}
 
 @dataclass(frozen=True)
 class PatternComOptions:
-    text_template: str = (
-        "{value}"  # the RS-CIR benchmark paper A.6 rephrasings, e.g. "being {value}", "having {value} color"
-    )
+    # the RS-CIR benchmark paper A.6 rephrasings, e.g. "being {value}", "having {value} color"
+    text_template: str = "{value}"
     attributes: str = ",".join(ATTRIBUTES)
 
     def __post_init__(self):

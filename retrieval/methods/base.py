@@ -77,9 +77,8 @@ class Resources:
     rewriter: Rewriter | None = None
     checkpoints: dict[str, Path] = field(default_factory=dict)
     encoder: Any = None
-    origin: str = (
-        "cli"  # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
-    )
+    # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
+    origin: str = "cli"
 
     def tensors(self) -> Resources:
         """These resources with every array a tensor (a bundle's are numpy), for methods written in torch."""
@@ -112,9 +111,8 @@ class MethodContext:
     database: Tensor  # (N, D)
     query_index: Tensor  # (Q,) global indices of these queries (to look up Resources.texts & co.)
     resources: Resources = field(default_factory=Resources)
-    database_index: Tensor | None = (
-        None  # (N,) global indices of these database items (Resources.load_database)
-    )
+    # (N,) global indices of these database items (Resources.load_database)
+    database_index: Tensor | None = None
 
     def texts(self) -> list[str] | None:
         t = self.resources.texts

@@ -50,9 +50,8 @@ class CompoDiffMethodConfig:
     seed: int = 0  # torch.manual_seed per batch, as the authors' `random_seed`
     batch_size: int = 16
     text_encoder: str = "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k"  # hub id or local folder (CLIPTextModel)
-    clip_weights: str = (
-        "fp16-rounded"  # the authors' from_pretrained(torch_dtype=float16).to(float32); "as-stored"
-    )
+    # the authors' from_pretrained(torch_dtype=float16).to(float32); "as-stored"
+    clip_weights: str = "fp16-rounded"
     reference_resize: str = "squash-512"  # demo_search.py's image.resize((512, 512)); "none"
 
     def __post_init__(self):

@@ -40,9 +40,8 @@ class FreedomConfig:
     k: int = 20  # proxy images ("kappa")
     n: int = 7  # words per proxy ("ni")
     m: int = 7  # most frequent words kept ("miu")
-    template: str = (
-        "{word} {text}"  # NikosEfth/freedom text_to_multi; the RS-CIR benchmark paper A.4: "{text} {word}"
-    )
+    # NikosEfth/freedom text_to_multi; the RS-CIR benchmark paper A.4: "{text} {word}"
+    template: str = "{word} {text}"
     self_threshold: float = 0.98  # below this best database similarity the query image joins its proxies
     self_proxy: str = "query"  # query: decided per query | batch: the authors' one decision per query set
 

@@ -253,9 +253,7 @@ class TextualInversion(Method):
 
 
 def _io_dims(net: nn.Module) -> tuple[int, int]:
-    linears = [
-        m for m in net.modules() if isinstance(m, nn.Linear)
-    ]  # registration order: input first, output last
+    linears = [m for m in net.modules() if isinstance(m, nn.Linear)]  # registered input first, output last
     return linears[0].in_features, linears[-1].out_features
 
 

@@ -89,7 +89,7 @@ def test_transformers_plain_kwargs_would_inherit(checkpoint_with_defaults, monke
     cap = build_captioner("transformers", str(checkpoint_with_defaults), device="cpu")
     cap._load()
     inputs = cap._processor(
-        text=[cap._prompt_text("Describe.")], images=[_reqs(1)[0].image], return_tensors="pt"
+        text=[cap._chat_text("Describe.")], images=[_reqs(1)[0].image], return_tensors="pt"
     )
 
     def old_call():
