@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
+from eval.metrics.base import image_sources
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
 from recon_score.atomic_io import jsonl_bytes
-from recon_score.errors import InputError, ReconScoreError
-from recon_score.images import resolve_under
+from recon_score.errors import ReconScoreError
 from recon_score.run_engine import (
     Computed,
     FileDigests,
@@ -102,16 +102,14 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
             f"--out {out} ends in .json, the name of its record (OUT.json): give a .jsonl path"
         )
     with RunFolder("metrics add", out, file_of=[scores]) as run:
-        load_record(
-            scores.parent, missing_ok=True
-        )  # an older reconscore's run is refused before anything is computed
+        # an older reconscore's run is refused before anything is computed
+        load_record(scores.parent, missing_ok=True)
         rows = read_rows(scores, SCORES)
         if not rows:
             raise ReconScoreError(f"{scores} has no rows")
         present = [n for n in names if any(n in r for r in rows)]
-        if (
-            present
-        ):  # never overwrite a column of the run (a score run's own recon_score, with its own preset)
+        # never overwrite a column of the run (a score run's own recon_score, with its own preset)
+        if present:
             raise ReconScoreError(
                 f"{scores} already has a {', '.join(present)} column (e.g. a `reconscore score` run's own "
                 "ReconScore); metrics add adds the metrics it lacks: drop them from --metrics"
@@ -129,20 +127,14 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
 
 def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], out: Path) -> RunSpec:
     refs_by_image = _references(job, names, rows, scores)
-    image_sources = None
+    images = None
     if any(get_metric_info(n).needs_images for n in names):
-        root = _images_root(job, scores)
-        image_sources = []
-        for r in rows:
-            try:
-                image_sources.append(resolve_under(root, str(r.get("image") or "")))
-            except InputError as err:
-                image_sources.append(err)
+        images = image_sources(_images_root(job, scores), [str(r.get("image") or "") for r in rows])
     digest = FileDigests()
     inputs = {
         "scores_sha256": file_sha256(scores),
         "references_sha256": digest(job.references),
-        "images_sha256": [digest(s) if isinstance(s, Path) else str(s) for s in image_sources or []],
+        "images_sha256": [digest(s) if isinstance(s, Path) else str(s) for s in images or []],
         "metrics": names,
         "options": {
             "encoder": job.encoder,
@@ -159,7 +151,7 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
         caption_batch = CaptionBatch(
             candidates=[" ".join(c.split()) if c else None for c in captions],
             references=[refs_by_image.get(str(r.get("image")), []) for r in rows],
-            images=image_sources,
+            images=images,
         )
         opts = metric_options(
             encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
@@ -192,9 +184,8 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
             "config": {"run": str(scores.parent.resolve())},
         }
 
-    upstream = (
-        [scores.parent] if load_record(scores.parent, missing_ok=True) else []
-    )  # a run folder, not a bare scores file
+    # a run folder, not a bare scores file
+    upstream = [scores.parent] if load_record(scores.parent, missing_ok=True) else []
     return RunSpec(
         {},
         items=[Item(0, inputs, name="the metrics table")],

@@ -65,9 +65,8 @@ from recon_score.run_outputs import (
 )
 from recon_score.textfiles import read_json
 
-JPEG_QUALITY = (
-    90  # what the pages show: a JPEG of the image as recon_score.images reads it (TIFF shows nowhere)
-)
+# what the pages show: a JPEG of the image as recon_score.images reads it (TIFF shows nowhere)
+JPEG_QUALITY = 90
 
 
 def _json_bytes(obj: object) -> bytes:

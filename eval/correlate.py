@@ -11,11 +11,11 @@ import pandas as pd
 
 from eval.kendall import correlate
 from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_options, parse_metric_names
+from eval.metrics.base import image_sources
 from eval.metrics.clip import DEFAULT_ENCODER
 from eval.preferences import FORMATS, TauVariant, load_preferences
 from preference_data import PreferenceFormatError
-from recon_score.errors import InputError, ReconScoreError
-from recon_score.images import resolve_under
+from recon_score.errors import ReconScoreError
 from recon_score.progress import announce
 from recon_score.run_engine import RunFolder, RunSpec
 from recon_score.run_outputs import CORRELATIONS, PER_ITEM, RECORD, output_file
@@ -28,9 +28,7 @@ class CorrelateJob:
     metrics: str | list[str]
     out: Path
     images_root: Path | None = None  # the `image` column is relative to it (default: the file's folder)
-    references: Path | None = (
-        None  # separate caption/reference file (flickr8k, thumb); default: next to the file
-    )
+    references: Path | None = None  # separate caption/reference file (flickr8k, thumb); default: next to it
     preset: str = "paper"  # for recon_score
     encoder: str = DEFAULT_ENCODER  # for clipscore / refclipscore
     long_text: str = "truncate"  # CLIP's 77-token limit: truncate | sliding-window
@@ -48,16 +46,6 @@ class CorrelateResult:
     per_item: pd.DataFrame
     run: dict
     written: list[Path] = field(default_factory=list)  # the files written: the tables, then the record
-
-
-def _image_sources(table: pd.DataFrame, root: Path) -> list:
-    resolved: dict[str, object] = {}
-    for image in table["image"].unique():
-        try:
-            resolved[image] = resolve_under(root, image)
-        except InputError as err:
-            resolved[image] = err
-    return [resolved[i] for i in table["image"]]
 
 
 def run_correlate(job: CorrelateJob) -> CorrelateResult:
@@ -90,7 +78,7 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
     batch = CaptionBatch(
         candidates=table["candidate"].tolist(),
         references=table["references"].tolist(),
-        images=_image_sources(table, images_root) if needs_images else None,
+        images=image_sources(images_root, table["image"].tolist()) if needs_images else None,
     )
     scores, report = compute_metrics(
         names,

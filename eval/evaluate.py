@@ -156,9 +156,8 @@ def _isnan(v) -> bool:
 
 
 def summary_frame(summary: dict, *, label: str) -> pd.DataFrame:
-    df = pd.DataFrame([{METRICS[k].paper_name: v for k, v in summary.items()}], index=[label])
-    df.index.name = "model"
-    return df
+    row = {METRICS[k].paper_name: v for k, v in summary.items()}
+    return pd.DataFrame([row], index=pd.Index([label], name="model"))
 
 
 @dataclass

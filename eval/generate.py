@@ -16,9 +16,8 @@ KINDS = ("paraphrase", "perturb", "length")
 @dataclass
 class GenerateJob:
     kind: str  # one of KINDS
-    sources: list[
-        dict
-    ]  # id, image, caption, error (a source with an error is never sent: it becomes an error row)
+    # id, image, caption, error (a source with an error is never sent: it becomes an error row)
+    sources: list[dict]
     out: Path
     llm: object  # describer.backends engine (text_only): .complete(prompts, sampling), .identity()
     sampling: object  # describer.backends.Sampling

@@ -52,11 +52,10 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
     help="Show this many candidates per image, drawn at random with --seed (the ReconScore paper: 3 of 6).",
 )
 @click.option("--title", default="Rank the captions", show_default=True, help="The pages' title.")
-@click.option(
+@opt.choice(
     "--only",
-    type=opt.Choice(["all", "contested"]),
+    choices=["all", "contested"],
     default="all",
-    show_default=True,
     help="contested: a consensus page for the images --collected lists as contested, written into its study.",
 )
 @click.option(
@@ -115,11 +114,10 @@ A bad export is one line naming file:line, and nothing is written.""",
 @click.argument(
     "exports", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path)
 )
-@click.option(
+@opt.choice(
     "--consensus-rule",
-    type=opt.Choice(["mean-rank", "median-rank"]),
+    choices=["mean-rank", "median-rank"],
     default="mean-rank",
-    show_default=True,
     help="How the annotators' ranks make the consensus ranking (a consensus pass's export overrides it).",
 )
 @click.option(

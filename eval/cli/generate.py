@@ -37,12 +37,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
     help="Source captions (.jsonl/.csv with id, image, caption).",
 )
 @opt.dataset_split("Use a dataset split's references as sources", annotations=False)
-@click.option(
-    "--backend",
-    type=opt.Choice(list(BACKENDS)),
-    default="transformers",
-    show_default=True,
-)
+@opt.choice("--backend", choices=BACKENDS, default="transformers")
 @click.option("--model", required=True, help="LLM hub id / local folder (openai: the served model name).")
 @click.option("--base-url", default=None, help="openai backend endpoint.")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)

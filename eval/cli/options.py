@@ -33,6 +33,11 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
     )
 
 
+def choice(*names: str, choices, default: str, help: str | None = None) -> Callable:
+    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown."""
+    return click.option(*names, type=Choice(list(choices)), default=default, show_default=True, help=help)
+
+
 def explain(what: str, seeds: str) -> Callable:
     """--explain, --explain-seeds and --explain-max-phrases (recon_score.explain), spelt once for score and
     describe; `seeds` says which seeds the explanation's K are."""
@@ -92,11 +97,10 @@ def device(extra: str = "") -> Callable:
 def long_text() -> Callable:
     from eval.metrics.clip import LONG_TEXT_MODES
 
-    return click.option(
+    return choice(
         "--long-text",
-        type=Choice(LONG_TEXT_MODES),
+        choices=LONG_TEXT_MODES,
         default="truncate",
-        show_default=True,
         help="clipscore/refclipscore on captions over CLIP's 77 tokens: truncate (with a warning) or average "
         "over overlapping word windows.",
     )
@@ -154,11 +158,10 @@ class Choice(click.Choice):
 
 def preset(names, help: str = "", *, default: str = "paper") -> Callable:
     """--preset NAME, one of the registry `names` (an unknown name is a usage error, exit 2)."""
-    return click.option(
+    return choice(
         "--preset",
-        type=Choice(list(names)),
+        choices=names,
         default=default,
-        show_default=True,
         help=f"{help}`reconscore presets list` describes them.".lstrip(),
     )
 
@@ -263,21 +266,17 @@ def retrieval_protocol() -> Callable:
     from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS, TIES
 
     return options(
-        click.option(
-            "--ties", type=Choice(TIES), default="index", show_default=True, help="Tie-breaking rule."
-        ),
-        click.option(
+        choice("--ties", choices=TIES, default="index", help="Tie-breaking rule."),
+        choice(
             "--empty-positives",
-            type=Choice(EMPTY_ACTIONS),
+            choices=EMPTY_ACTIONS,
             default="zero",
-            show_default=True,
             help="What a query without positives adds to the means.",
         ),
-        click.option(
+        choice(
             "--group-mean",
-            type=Choice(GROUP_MEANS),
+            choices=GROUP_MEANS,
             default="queries",
-            show_default=True,
             help="A group's mean over its queries (rscir) or over its subgroups' means.",
         ),
     )

@@ -29,18 +29,16 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
 )
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Output folder.")
-@click.option(
+@opt.choice(
     "--policy",
-    type=opt.Choice(["best-worst", "best-vs-each", "all"]),
+    choices=["best-worst", "best-vs-each", "all"],
     default="best-worst",
-    show_default=True,
     help="Per image: the best against the worst candidate, the best against each other one, or every pair.",
 )
-@click.option(
+@opt.choice(
     "--score",
-    type=opt.Choice(["selection_score", "recon_score"]),
+    choices=["selection_score", "recon_score"],
     default="selection_score",
-    show_default=True,
     help="What ranks candidates: the selection renders' score (mean over --selection-seeds) or the held-out "
     "recon_score (needs describe --eval-candidates all).",
 )
@@ -51,11 +49,10 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
     show_default=True,
     help="Keep a pair only if chosen minus rejected score is at least this (ReconScore points).",
 )
-@click.option(
+@opt.choice(
     "--noise",
-    type=opt.Choice(["paired", "off"]),
+    choices=["paired", "off"],
     default="paired",
-    show_default=True,
     help="Seed-noise filter (runs with --selection-seeds K >= 2): a paired t test on the two captions' "
     "per-seed differences (same seeds); kept when t exceeds Student's t at 90% one-sided, K-1 df.",
 )
@@ -68,9 +65,8 @@ def command(prompt, shard_size, **job) -> int:
     from describer.prompts import load_prompt
     from recon_score.errors import EXIT_ERROR, EXIT_OK, EXIT_PARTIAL
 
-    job = PairsJob(
-        **{**job, "runs": list(job["runs"])}, argv=sys.argv
-    )  # the other options are named as its fields
+    # the other options are named as its fields
+    job = PairsJob(**{**job, "runs": list(job["runs"])}, argv=sys.argv)
     out = job.out
     summary = build_pairs(job, prompt=load_prompt(prompt) if prompt else None, shard_size=shard_size)
     click.echo(

@@ -29,11 +29,10 @@ offline; each distinct thumbnail is embedded once per page.""",
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="HTML file to write."
 )
-@click.option(
+@opt.choice(
     "--thumbnails",
-    type=opt.Choice(["embed", "link"]),
+    choices=["embed", "link"],
     default="embed",
-    show_default=True,
     help="embed thumbnails in the page, or write them to OUT_files/ and link them.",
 )
 @click.option(

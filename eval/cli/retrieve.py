@@ -109,12 +109,11 @@ printed and in run.json), 1 the run could not start.""",
     show_default=True,
     help="Also write each query's K best database images (topk.csv/.parquet); 0 = off.",
 )
-@click.option(
+@opt.choice(
     "--index",
     "index_kind",
-    type=opt.Choice(INDEX_KINDS),
+    choices=INDEX_KINDS,
     default="exact",
-    show_default=True,
     help="How --topk searches for linear methods (FAISS needs the faiss extra). Metrics are always exact.",
 )
 @click.option(

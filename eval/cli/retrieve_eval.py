@@ -94,11 +94,10 @@ The other methods take more than a bundle holds (an encoder, images, a checkpoin
     "protocol (written by `retrieve --save-bundle`), else non-interpolated.",
 )
 @opt.retrieval_protocol()
-@click.option(
+@opt.choice(
     "--recall",
-    type=opt.Choice(["hit", "fraction"]),
+    choices=["hit", "fraction"],
     default="hit",
-    show_default=True,
     help="recall@K: any positive in the top K (CIRR/FashionIQ/EDIR), or the fraction of positives (rscir).",
 )
 @click.option("--set", "sets", multiple=True, help="Hyperparameter KEY=VALUE of the method (repeatable).")

@@ -56,11 +56,10 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.weights_dir()
 @opt.trust_remote_code("the T2I model (a preset's custom pipeline, e.g. text2earth's)")
 @opt.cache("reconstruction/embedding")
-@click.option(
+@opt.choice(
     "--offload",
-    type=opt.Choice(["none", "model", "sequential"]),
+    choices=["none", "model", "sequential"],
     default="none",
-    show_default=True,
     help="diffusers CPU offload for GPUs with little memory.",
 )
 @opt.positive_int("--limit", default=None, help="Only the first N rows (a quick look; recorded in run.json).")

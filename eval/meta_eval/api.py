@@ -49,17 +49,12 @@ def _score(metric: Metric, inputs: list[tuple], batch_size: int, name: str) -> n
 
 
 def _image_paths(loaded) -> list[str | None]:
-    from recon_score.images import resolve_under
+    from eval.metrics.base import image_sources
 
     if loaded.images_root is None:
         return [None] * len(loaded.table)
-    resolved: dict[str, str | None] = {}
-    for image in loaded.table["image"].unique():
-        try:
-            resolved[image] = str(resolve_under(loaded.images_root, image))
-        except InputError:
-            resolved[image] = None
-    return [resolved[i] for i in loaded.table["image"]]
+    found = image_sources(loaded.images_root, loaded.table["image"].tolist())
+    return [None if isinstance(p, InputError) else str(p) for p in found]
 
 
 def evaluate_metric(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval.meta_eval.benchmarks import parse_benchmarks
-from eval.meta_eval.suite import Loaded, frame, load, output_files, statistics
+from eval.meta_eval.suite import IMAGE_DIRS, IMAGES_DIR, Loaded, frame, load, output_files, statistics
 from eval.metrics.clip import DEFAULT_ENCODER
 from recon_score.errors import ReconScoreError
 from recon_score.run_engine import FileDigests, Item, RunFolder, RunSpec, Stage
@@ -70,8 +70,7 @@ def _plan_items(job: MetaEvalJob, metrics: list[str]) -> tuple[list[tuple[Loaded
             if get_metric_info(m).needs_images and not loaded.has_images:
                 skipped[f"{name}/{m}"] = (
                     f"{m} needs images: put them in {Path(job.data_root) / loaded.benchmark.folder}/"
-                    f"{'Flickr8k_Dataset' if loaded.benchmark.folder == 'flickr8k' else 'images'}/ "
-                    f"({loaded.benchmark.images})"
+                    f"{IMAGE_DIRS.get(loaded.benchmark.folder, IMAGES_DIR)}/ ({loaded.benchmark.images})"
                 )
                 continue
             items.append((loaded, m))
@@ -246,21 +245,14 @@ def decoded_images(table) -> list:
 def batch_of(loaded: Loaded, shared: dict | None = None):
     """The benchmark's rows as one CaptionBatch; images resolved under its images folder when it has one."""
     from eval.metrics import CaptionBatch
-    from recon_score.errors import InputError
-    from recon_score.images import resolve_under
+    from eval.metrics.base import image_sources
 
     table = loaded.table
     images = None
     if loaded.images_root is None and loaded.has_images:
         images = decoded_images(table)
     elif loaded.images_root is not None:
-        resolved: dict = {}
-        for image in table["image"].unique():
-            try:
-                resolved[image] = resolve_under(loaded.images_root, image)
-            except InputError as err:
-                resolved[image] = err
-        images = [resolved[i] for i in table["image"]]
+        images = image_sources(loaded.images_root, table["image"].tolist())
     return CaptionBatch(
         candidates=table["candidate"].tolist(),
         references=table["references"].tolist(),

@@ -5,12 +5,9 @@ the same functions with a metric of the user's."""
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +15,7 @@ import pandas as pd
 from eval.meta_eval.benchmarks import BENCHMARKS, KENDALL, Benchmark
 from eval.meta_eval.loaders import MissingBenchmarkFile
 from eval.meta_eval.stats import kendall_rows, pairwise_rows
+from recon_score.textfiles import csv_dicts
 
 COLUMNS = (
     "benchmark", "variant", "category", "metric", "statistic", "value", "ci_low", "ci_high", "n",
@@ -79,8 +77,7 @@ def statistics(
 @cache
 def published_values() -> tuple[dict, ...]:
     """The published values shipped with the package (eval/meta_eval/published.csv), each with its source."""
-    text = resources.files("eval.meta_eval").joinpath("published.csv").read_text(encoding="utf-8")
-    return tuple(csv.DictReader(io.StringIO(text)))
+    return tuple(rec for _, rec in csv_dicts(Path(__file__).with_name("published.csv"))[1])
 
 
 def _decimals(text: str) -> int:

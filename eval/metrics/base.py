@@ -169,6 +169,20 @@ class Metric:
         self.close()
 
 
+def image_sources(root: Path, images: Sequence[str]) -> list[ImageSource]:
+    """Each row's image name resolved under `root` (once per distinct name), or the InputError saying why it
+    cannot be (it leaves the root, say): that row's image metrics are NaN and their error says why."""
+    from recon_score.images import resolve_under
+
+    resolved: dict = {}
+    for image in dict.fromkeys(images):
+        try:
+            resolved[image] = resolve_under(root, image)
+        except InputError as err:
+            resolved[image] = err
+    return [resolved[i] for i in images]
+
+
 def scatter(n: int, rows: Sequence[int], values: Sequence[float]) -> np.ndarray:
     """(n,) NaN array with `values` at `rows`."""
     out = np.full(n, np.nan)

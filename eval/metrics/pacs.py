@@ -25,15 +25,10 @@ from recon_score.errors import ReconScoreError
 
 PACS_ENCODER = "open_clip:pacs-ViT-B-32"
 PACS_WEIGHT = 2.0
-WEIGHTS = (
-    "released",
-    "smoke",
-    "shapes",
-)  # the released checkpoint; tiny random; full-size random (benchmarks)
-REFERENCE_FLOORS = (
-    "none",
-    "zero",
-)  # the max reference cosine as is (the authors' code) / clipped at 0 (Eq. 2)
+# the released checkpoint; tiny random; full-size random (benchmarks)
+WEIGHTS = ("released", "smoke", "shapes")
+# the max reference cosine as is (the authors' code) / clipped at 0 (Eq. 2)
+REFERENCE_FLOORS = ("none", "zero")
 
 
 def release_spec(encoder: str, weights: str) -> str:

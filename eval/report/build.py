@@ -111,6 +111,14 @@ class Section:
     legend: tuple = ()  # an explained run: what the phrase colours mean (eval.report.explain.LEGEND)
     legend_note: str | None = None
 
+    def plot(self, title: str, figure) -> None:
+        """Add a matplotlib figure (eval.report.plots), embedded as a PNG data URI."""
+        from eval.report.plots import png
+
+        self.figures.append(
+            Figure(title, "data:image/png;base64," + base64.b64encode(png(figure)).decode("ascii"))
+        )
+
 
 def _fmt(v, digits: int = 2) -> str:
     if v is None:
@@ -118,6 +126,18 @@ def _fmt(v, digits: int = 2) -> str:
     if isinstance(v, float):
         return "nan" if math.isnan(v) else f"{v:.{digits}f}"
     return str(v)
+
+
+def _num(v, missing: float = 0.0) -> float:
+    """A CSV cell as a number to plot: an empty or "nan" cell is `missing`."""
+    return float(v) if v not in ("", "nan", None) else missing
+
+
+def _failed(what: str, rows: list[dict], keys: dict[str, str]) -> list[Table]:
+    """The table of the first 200 failed rows (`keys`: column -> row key); none when no row failed."""
+    failed = [r for r in rows if r.get("error")]
+    cells = [[str(r.get(k)) for k in keys.values()] for r in failed[:200]]
+    return [Table(f"Failed {what} ({len(failed)})", list(keys), cells)] if failed else []
 
 
 EMBED_REF = "embedded:"  # an <img src> value naming an entry of ImageStore.embedded, not a URL
@@ -179,6 +199,10 @@ class ImageStore:
         self._memo[key] = src
         return src, None
 
+    def own(self, run_dir: Path, relative) -> str | None:
+        """The src of a file in the run's own folder (a reconstruction, a heatmap); None when none is recorded."""
+        return self.src(run_dir.resolve(), relative)[0] if isinstance(relative, str) and relative else None
+
 
 # C0 control characters (but tab, newline, carriage return) and DEL: HTML may not hold them raw (a NUL ends some
 # parsers' strings); each is shown as its Unicode control picture (NUL -> U+2400), so it stays visible
@@ -188,10 +212,6 @@ _CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (9, 10, 13)} | {0x7F
 def visible_controls(value):
     """Every value a page prints passes here before escaping (jinja's finalize)."""
     return value.translate(_CONTROLS) if isinstance(value, str) else value
-
-
-def _png_src(data: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
 MAX_TABLE_ROWS = 5000  # the per-caption table of a bigger run lists its first rows (and says so)
@@ -380,11 +400,8 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     sec.headline = _score_headline(run, rows)
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
     if ok:
-        sec.figures.append(
-            Figure(
-                "ReconScore distribution",
-                _png_src(plots.histogram(ok, title="ReconScore", xlabel="ReconScore")),
-            )
+        sec.plot(
+            "ReconScore distribution", plots.histogram_figure(ok, title="ReconScore", xlabel="ReconScore")
         )
     if rows:
         sec.tables.append(_score_table(rows, sec.note))
@@ -392,15 +409,7 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
         from eval.report.explain import LEGEND, LEGEND_NOTE
 
         sec.legend, sec.legend_note = LEGEND, LEGEND_NOTE
-    failed = [r for r in rows if r.get("error")]
-    if failed:
-        sec.tables.append(
-            Table(
-                f"Failed rows ({len(failed)})",
-                ["id", "image", "error"],
-                [[str(r.get("id")), str(r.get("image")), str(r.get("error"))] for r in failed[:200]],
-            )
-        )
+    sec.tables += _failed("rows", rows, {"id": "id", "image": "image", "error": "error"})
     root = _root(run)
     groups: dict[str, list[dict]] = {}
     for r in rows:
@@ -451,9 +460,7 @@ def _explain_view(d: Path, row: dict, store: ImageStore):
     ex = row.get("explain")
     if not isinstance(ex, dict):
         return None
-    heatmap = ex.get("heatmap")
-    src = store.src(d.resolve(), heatmap)[0] if isinstance(heatmap, str) else None
-    return explain_view(ex, src)
+    return explain_view(ex, store.own(d, ex.get("heatmap")))
 
 
 def _best(items: list[dict]) -> float:
@@ -484,7 +491,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
         ("selection_score", f"{sel_label} of the selected captions (the render that chose)", chosen),
     ):
         if values:
-            sec.figures.append(Figure(what, _png_src(plots.histogram(values, title=what, xlabel=key))))
+            sec.plot(what, plots.histogram_figure(values, title=what, xlabel=key))
     if cands:
         sec.tables.append(_describe_table(cands, sel_label, sec.note))
     root = _root(run)
@@ -497,12 +504,10 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
             by_image.get(str(cap["image_id"]), []),
             key=lambda c: (c.get("selection_score") is None, -(c.get("selection_score") or 0.0), c["index"]),
         )
-        eval_src = (
-            store.src(d.resolve(), cap["eval_reconstruction"])[0] if cap.get("eval_reconstruction") else None
-        )
+        eval_src = store.own(d, cap.get("eval_reconstruction"))
         entries = []
         for rank, c in enumerate(ranked, start=1):
-            rsrc = store.src(d.resolve(), c["reconstruction"])[0] if c.get("reconstruction") else None
+            rsrc = store.own(d, c.get("reconstruction"))
             scores = [(sel_label, _fmt(c.get("selection_score")))]
             if c.get("recon_score") is not None or (c.get("selected") and cap.get("recon_score") is not None):
                 scores.append(("recon_score", _fmt(c.get("recon_score", cap.get("recon_score")))))
@@ -556,32 +561,27 @@ def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
         cols = table.columns
         if "metric" in cols:
             recs = _records(written)
-            num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
             headline = str((run.get("protocol") or {}).get("headline", "tau_b"))
-            series = {t.replace("_", "-"): [num(r[t]) for r in recs] for t in ("tau_b", "tau_c") if t in cols}
+            series = {
+                t.replace("_", "-"): [_num(r[t]) for r in recs] for t in ("tau_b", "tau_c") if t in cols
+            }
             errors = {}
             if {f"{headline}_low", f"{headline}_high"} <= set(cols):
                 errors[headline.replace("_", "-")] = (
-                    [num(r[f"{headline}_low"]) for r in recs],
-                    [num(r[f"{headline}_high"]) for r in recs],
+                    [_num(r[f"{headline}_low"]) for r in recs],
+                    [_num(r[f"{headline}_high"]) for r in recs],
                 )
             if series:
                 ci = run.get("protocol", {}).get("ci", "bootstrap CI")
-                sec.figures.append(
-                    Figure(
-                        f"τ per metric; whiskers: {ci}",
-                        _png_src(
-                            plots.bars(
-                                [r["metric"] for r in recs],
-                                series,
-                                title="Kendall τ ×100",
-                                ylabel="τ ×100",
-                                errors=errors,
-                                headline=headline.replace("_", "-"),
-                            )
-                        ),
-                    )
+                figure = plots.bars_figure(
+                    [r["metric"] for r in recs],
+                    series,
+                    title="Kendall τ ×100",
+                    ylabel="τ ×100",
+                    errors=errors,
+                    headline=headline.replace("_", "-"),
                 )
+                sec.plot(f"τ per metric; whiskers: {ci}", figure)
     return sec
 
 
@@ -600,29 +600,21 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
     ):
         means = outputs.read_frame(d, outputs.STUDY_TABLE_CSV, index_col=0)
         tau = outputs.read_frame(d, outputs.table_files(outputs.RANK_CONSISTENCY)[0], index_col=0)
-        sec.figures.append(
-            Figure(
-                "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
-                _png_src(plots.encoders(means, tau, title="Encoders")),
-            )
+        sec.plot(
+            "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
+            plots.encoders_figure(means, tau, title="Encoders"),
         )
     curve = run.get("curve")  # {"x": [...], "xlabel": str, "series": {name: [...]}, "ylabel": str}
     if curve:
-        sec.figures.append(
-            Figure(
-                curve.get("title", name),
-                _png_src(
-                    plots.curve(
-                        curve["x"],
-                        curve["series"],
-                        title=curve.get("title", name),
-                        xlabel=curve.get("xlabel", ""),
-                        ylabel=curve.get("ylabel", ""),
-                        integer_x=name == "n-sweep" or all(float(x).is_integer() for x in curve["x"]),
-                    )
-                ),
-            )
+        figure = plots.curve_figure(
+            curve["x"],
+            curve["series"],
+            title=curve.get("title", name),
+            xlabel=curve.get("xlabel", ""),
+            ylabel=curve.get("ylabel", ""),
+            integer_x=name == "n-sweep" or all(float(x).is_integer() for x in curve["x"]),
         )
+        sec.plot(curve.get("title", name), figure)
     return sec
 
 
@@ -750,30 +742,18 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
         recs = _records(written)
         metrics = table.columns[1:]
         if recs and metrics:
-            num = lambda v: float(v) if v not in ("", "nan", None) else 0.0  # noqa: E731
-            series = {str(r[table.columns[0]]): [num(r[m]) for m in metrics] for r in recs}
-            sec.figures.append(
-                Figure(
-                    "corpus score per metric (x100 except ReconScore)",
-                    _png_src(plots.bars(metrics, series, title="Summary", ylabel="score")),
-                )
-            )
-    failed = [r for r in outputs.read_rows(d, outputs.PER_IMAGE, missing_ok=True) if r.get("error")]
-    if failed:
-        sec.tables.append(
-            Table(
-                f"Failed images ({len(failed)})",
-                ["image", "error"],
-                [[str(r.get("image_id")), str(r.get("error"))] for r in failed[:200]],
-            )
-        )
+            series = {str(r[table.columns[0]]): [_num(r[m]) for m in metrics] for r in recs}
+            figure = plots.bars_figure(metrics, series, title="Summary", ylabel="score")
+            sec.plot("corpus score per metric (x100 except ReconScore)", figure)
+    per_image = outputs.read_rows(d, outputs.PER_IMAGE, missing_ok=True)
+    sec.tables += _failed("images", per_image, {"image": "image_id", "error": "error"})
     return sec
 
 
 def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[float]], list[list[str]]]:
     """The benchmark x metric grid of a meta-eval table: one row per (benchmark, category, statistic), one column
     per metric, each cell its value with the 95% CI and the verify status."""
-    num = lambda v: float(v) if v not in ("", "nan", None) else float("nan")  # noqa: E731
+    nan = float("nan")
     rows = list(dict.fromkeys(f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
                               for r in recs))  # fmt: skip
     cols = list(dict.fromkeys(r["metric"] for r in recs))
@@ -782,10 +762,10 @@ def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[fl
     for r in recs:
         key = f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
         i, j = rows.index(key), cols.index(r["metric"])
-        values[i][j] = num(r["value"])
+        values[i][j] = _num(r["value"], nan)
         status = r.get("status") or ""
-        labels[i][j] = f"{_fmt(num(r['value']))} {status if status != '—' else ''}\n[{_fmt(num(r['ci_low']))}, " \
-            f"{_fmt(num(r['ci_high']))}]"  # fmt: skip
+        labels[i][j] = f"{_fmt(_num(r['value'], nan))} {status if status != '—' else ''}\n" \
+            f"[{_fmt(_num(r['ci_low'], nan))}, {_fmt(_num(r['ci_high'], nan))}]"  # fmt: skip
     return rows, cols, values, labels
 
 
@@ -800,9 +780,7 @@ def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
     if recs:
         rows, cols, values, labels = meta_eval_grid(recs)
         title = "×100 with [95% CI]; ✓ reproduces the published value, ✗ does not"
-        sec.figures.append(
-            Figure(title, _png_src(plots.heatmap(rows, cols, values, labels, title="Benchmark × metric")))
-        )
+        sec.plot(title, plots.heatmap_figure(rows, cols, values, labels, title="Benchmark × metric"))
         st = [r["status"] for r in recs]
         sec.headline.append(("reproduced", f"{st.count('✓')} of {len(st) - st.count('—')} published values"))
     keep = ("benchmark", "variant", "category", "metric", "statistic", "value", "ci_low", "ci_high", "n",
@@ -811,6 +789,7 @@ def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
     sec.tables.append(_csv_table([[row[i] for i in idx] for row in written], "Meta-evaluation table (×100)"))
     for what, why in (run.get("skipped") or {}).items():
         sec.headline.append((f"skipped {what}", why))
+    return sec
 
 
 def _annotate_section(d: Path, run: dict, store: ImageStore) -> Section:

@@ -15,15 +15,12 @@ def _fig():
     return plt
 
 
-def _png(fig) -> bytes:
+def png(fig) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     _fig().close(fig)
     return buf.getvalue()
-
-
-def histogram(values: Sequence[float], *, title: str, xlabel: str) -> bytes:
-    return _png(histogram_figure(values, title=title, xlabel=xlabel))
 
 
 def histogram_figure(values: Sequence[float], *, title: str, xlabel: str):
@@ -78,10 +75,6 @@ def _plain_numbers(ax) -> None:
             fmt.set_scientific(False)
 
 
-def bars(*args, **kwargs) -> bytes:
-    return _png(bars_figure(*args, **kwargs))
-
-
 def bars_figure(
     labels: Sequence[str],
     series: dict[str, Sequence[float]],
@@ -117,10 +110,6 @@ def bars_figure(
     return fig
 
 
-def curve(*args, **kwargs) -> bytes:
-    return _png(curve_figure(*args, **kwargs))
-
-
 def curve_figure(
     xs: Sequence[float],
     series: dict[str, Sequence[float]],
@@ -147,10 +136,6 @@ def curve_figure(
     return fig
 
 
-def encoders(means, tau, *, title: str) -> bytes:
-    return _png(encoders_figure(means, tau, title=title))
-
-
 def encoders_figure(means, tau, *, title: str):
     """Fig. 4: mean ReconScore per system (one line each) under every encoder, and the Kendall tau-b between
     the encoders' system rankings as an annotated matrix. `means`: systems x encoders; `tau`: encoders^2."""
@@ -173,23 +158,13 @@ def encoders_figure(means, tau, *, title: str):
     right.set_yticks(range(len(enc)), enc)
     for i in range(vals.shape[0]):
         for j in range(vals.shape[1]):
-            right.text(
-                j,
-                i,
-                "nan" if vals[i, j] != vals[i, j] else f"{vals[i, j]:.2f}",
-                ha="center",
-                va="center",
-                fontsize=8,
-            )
+            text = "nan" if vals[i, j] != vals[i, j] else f"{vals[i, j]:.2f}"
+            right.text(j, i, text, ha="center", va="center", fontsize=8)
     right.set_title("rank consistency (Kendall τ-b)")
     fig.colorbar(im, ax=right, fraction=0.046)
     fig.suptitle(title, y=1.04)
     fig.tight_layout()
     return fig
-
-
-def heatmap(*args, **kwargs) -> bytes:
-    return _png(heatmap_figure(*args, **kwargs))
 
 
 def heatmap_figure(

@@ -83,9 +83,7 @@ def paraphrase_table(
         para = float(np.nanmean(table.loc[table["kind"] == "paraphrase", m])) * s
         pert = float(np.nanmean(table.loc[table["kind"] == "perturbed", m])) * s
         out[METRICS[m].paper_name] = {"Paraphrased": para, "Perturbed GT": pert, "±Δ": para - pert}
-    df = pd.DataFrame.from_dict(out, orient="index")
-    df.index.name = "Metric"
-    return df
+    return pd.DataFrame.from_dict(out, orient="index").rename_axis("Metric")
 
 
 def length_table(
@@ -120,9 +118,7 @@ def length_table(
         }
     words = [float(table.loc[table["kind"] == k, "words"].mean()) for k in ("short", "medium", "long")]
     out["(average words)"] = {"Max Tokens": "", "S.": words[0], "M.": words[1], "L.": words[2], "σ": math.nan}
-    df = pd.DataFrame.from_dict(out, orient="index")
-    df.index.name = "Metric"
-    return df
+    return pd.DataFrame.from_dict(out, orient="index").rename_axis("Metric")
 
 
 def t2i_table(
@@ -169,9 +165,7 @@ def t2i_table(
             "truncated": sum(r.truncated for r in res),
         }
         configs[name] = scorer.config()
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index.name = "Model"
-    return df, configs
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("Model"), configs
 
 
 def _read_as(pairs: list, preset) -> list:

@@ -254,9 +254,7 @@ def _rate_picks(flat, refs, picks: dict, metrics, table, corpus_level, options) 
     finally:
         for metric in shared.values():
             metric.close()
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index.name = "Selection metric"
-    return df
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("Selection metric")
 
 
 def _read_human(path: Path) -> dict[str, int]:
@@ -336,17 +334,14 @@ def encoders_table(
             col[name] = float(np.mean([r.recon_score for r in results]))
         scorer.unload()
         scores[spec] = col
-    table = pd.DataFrame(scores)
-    table.index.name = "system"
-    tau = pd.DataFrame(index=encoders, columns=encoders, dtype=float)
-    for a in encoders:
-        for b in encoders:
-            if len(systems) < 2:
-                tau.loc[a, b] = math.nan
-                continue
-            t = kendalltau(table[a].to_numpy(), table[b].to_numpy(), variant="b").statistic
-            tau.loc[a, b] = float(t)
-    tau.index.name = "encoder"
+    table = pd.DataFrame(scores).rename_axis("system")
+    tau = pd.DataFrame(math.nan, index=pd.Index(encoders, name="encoder"), columns=encoders)
+    if len(systems) > 1:  # one system has no ranking to compare: NaN
+        for a in encoders:
+            for b in encoders:
+                tau.loc[a, b] = float(
+                    kendalltau(table[a].to_numpy(), table[b].to_numpy(), variant="b").statistic
+                )
     return table, tau, skipped
 
 
@@ -412,12 +407,8 @@ def models_tables(
         ci_df = pd.DataFrame(
             {lab: {m: ci_text(cis[(m, lab)]) if (m, lab) in cis else "–" for m in models} for lab in datasets}
         ).reindex(index=models)
-        ci_df.index.name = "model"
-        any_ci = next(iter(cis.values()))
-        out[outputs.RECON_SCORE_CI] = (
-            ci_df,
-            f"ReconScore mean [{ci_heading(any_ci)}, e.g.] per model and dataset",
-        )
+        title = f"ReconScore mean [{ci_heading(next(iter(cis.values())))}, e.g.] per model and dataset"
+        out[outputs.RECON_SCORE_CI] = (ci_df.rename_axis("model"), title)
     return out
 
 
