@@ -97,9 +97,8 @@ class ArtifactCache:
         if not self.enabled:
             return png
         atomic_write_bytes(png, png_bytes(img))
-        atomic_write_text(
-            png.with_suffix(".json"), json.dumps(meta, indent=1, sort_keys=True)
-        )  # after the PNG
+        # after the PNG
+        atomic_write_text(png.with_suffix(".json"), json.dumps(meta, indent=1, sort_keys=True))
         return png
 
     # -- embeddings -------------------------------------------------------------------------------------------

@@ -13,9 +13,8 @@ _OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
 
 # Exit statuses, the same for every command (docs/cli.md has the table).
 EXIT_OK = 0  # everything asked for was done
-EXIT_ERROR = (
-    1  # the run could not start, or stopped (unreadable input file, missing model, conflicting settings)
-)
+# the run could not start, or stopped (unreadable input file, missing model, conflicting settings)
+EXIT_ERROR = 1
 EXIT_USAGE = 2  # the command line itself is wrong (click's usage errors)
 EXIT_PARTIAL = 3  # the run finished, but some rows / images / methods failed: their `error` says why
 EXIT_INTERRUPTED = 130  # Ctrl-C / SIGINT

@@ -34,20 +34,8 @@ from recon_score.run_outputs import EXPLAIN
 # coordinating conjunctions, "with"/"without", relative pronouns and adverbs. Whole words between spaces: one
 # joined to its neighbours by a hyphen or a slash ("red-and-white", "and/or") is part of that word.
 CONNECTIVES = (
-    "and",
-    "or",
-    "but",
-    "nor",
-    "yet",
-    "with",
-    "without",
-    "which",
-    "that",
-    "who",
-    "whose",
-    "where",
-    "while",
-)
+    "and", "or", "but", "nor", "yet", "with", "without", "which", "that", "who", "whose", "where", "while",
+)  # fmt: skip
 # The closed list of abbreviations whose final dot ends no sentence and whose comma ("e.g.,") cuts nothing:
 # street and place names, titles, and the Latin ones of captions. Matched as whole words, any letter case.
 ABBREVIATIONS = (
@@ -303,12 +291,7 @@ def cell_box(index: tuple[int, int], shape: tuple[int, int], box) -> list[float]
     (r, c), (rows, cols) = index, shape
     x0, y0, x1, y1 = box
     w, h = (x1 - x0) / cols, (y1 - y0) / rows
-    return [
-        round(x0 + c * w, 6),
-        round(y0 + r * h, 6),
-        round(x0 + (c + 1) * w, 6),
-        round(y0 + (r + 1) * h, 6),
-    ]
+    return [round(v, 6) for v in (x0 + c * w, y0 + r * h, x0 + (c + 1) * w, y0 + (r + 1) * h)]
 
 
 # -- statistics -------------------------------------------------------------------------------------------------

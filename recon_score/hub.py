@@ -34,9 +34,8 @@ class ResolvedModel:
     # synthetic models the library cannot load from a folder (random weights made straight on the device, or a
     # format of our own): build(device=..., [dtype=...]) -> the model the loader would have read
     build: Callable[..., Any] | None = field(default=None, compare=False)
-    source: str = (
-        ""  # a synthetic model: what it is, for the encoder's record ("... numbers are meaningless")
-    )
+    # a synthetic model: what it is, for the encoder's record ("... numbers are meaningless")
+    source: str = ""
     stands_for: str = ""  # a synthetic open_clip model: the release or architecture whose shape it has
 
     def as_dict(self) -> dict:

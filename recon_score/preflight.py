@@ -40,9 +40,8 @@ class ModelNeed:
     encoder: bool = False
     revision: str | None = None
     weights_dir: Path | None = None
-    weights_option: str = (
-        "--weights-dir"  # how the caller names a weights folder (CLI flag or Python argument)
-    )
+    # how the caller names a weights folder (CLI flag or Python argument)
+    weights_option: str = "--weights-dir"
 
 
 @dataclass(frozen=True)

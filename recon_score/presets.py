@@ -31,9 +31,8 @@ class Override:
 class PresetMixin:
     """What every preset dataclass (ReconScore, describer) can do: print itself, be overridden by CLI flags."""
 
-    OVERRIDES: ClassVar[
-        dict[str, Override]
-    ]  # every field but FIXED, with its flag's help and accepted values
+    # every field but FIXED, with its flag's help and accepted values
+    OVERRIDES: ClassVar[dict[str, Override]]
     FIXED: ClassVar[tuple[str, ...]] = (
         "name",
         "description",
@@ -113,9 +112,8 @@ class ReconPreset(PresetMixin):
     t2i_revision: str | None  # hub revision (branch, tag or commit); None = default branch
     steps: int
     guidance_scale: float  # 0.0 in the authors' code; exposed, never hard-coded
-    max_sequence_length: (
-        int | None
-    )  # passed to pipelines that accept it (Z-Image, FLUX); None = model default
+    # passed to pipelines that accept it (Z-Image, FLUX); None = model default
+    max_sequence_length: int | None
     seed: int  # one seed per image, shared by all of its candidate captions
     max_side: int  # scale the long side down to this, never up ...
     size_multiple: int  # ... then snap each side to a multiple of this ...
@@ -133,9 +131,8 @@ class ReconPreset(PresetMixin):
     # a pipeline class from a Python file of the model folder (diffusers' `custom_pipeline=`): remote code, run
     # only with trust_remote_code (recon_score.render.load_pipeline); None = the class model_index.json names
     custom_pipeline: str | None = None
-    scheduler: str | None = (
-        None  # a diffusers scheduler class loaded from the folder's scheduler/; None = as saved
-    )
+    # a diffusers scheduler class loaded from the folder's scheduler/; None = as saved
+    scheduler: str | None = None
     # field -> where its value comes from (`presets show`); a derived preset inherits those it does not change
     sources: Mapping[str, str] = field(
         default_factory=dict, compare=False, repr=False, metadata={"setting": False}

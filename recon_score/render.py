@@ -38,11 +38,9 @@ class RenderRequest:
 
 def effective_dtype(preset_dtype: str, device: str) -> str:
     """bf16/fp16 are GPU dtypes; on CPU they are slow and poorly supported, so CPU runs use float32."""
-    return (
-        "float32"
-        if not str(device).startswith("cuda")
-        else str(parse_dtype(preset_dtype)).replace("torch.", "")
-    )
+    if not str(device).startswith("cuda"):
+        return "float32"
+    return str(parse_dtype(preset_dtype)).replace("torch.", "")
 
 
 def load_pipeline(
@@ -323,9 +321,8 @@ class Renderer:
         log.info(
             "loading %s (%s) from %s as %s", self.preset.t2i_model, self.pipeline_class, path, self.dtype
         )
-        if (
-            self.resolved.build is not None
-        ):  # a synthetic pipeline made straight on the device (recon_score.hub)
+        # a synthetic pipeline made straight on the device (recon_score.hub)
+        if self.resolved.build is not None:
             target = self.device if self.offload == "none" else "cpu"
             pipe = self.resolved.build(device=target, dtype=parse_dtype(self.dtype))
         else:

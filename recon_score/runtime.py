@@ -13,15 +13,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-_DTYPES = {
-    "float32": "float32",
-    "fp32": "float32",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float16": "float16",
-    "fp16": "float16",
-}
 DTYPES = ("bfloat16", "float16", "float32")  # the names a preset or --dtype uses
+_DTYPES = {**{d: d for d in DTYPES}, "fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def default_device() -> str:
@@ -88,24 +81,16 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def package_versions(
-    names: tuple[str, ...] = (
-        "reconscore",
-        "torch",
-        "torchvision",
-        "diffusers",
-        "transformers",
-        "accelerate",
-        "open_clip_torch",
-        "dreamsim",
-        "stlpips-pytorch",
-        "numpy",
-        "pillow",
-        "pycocoevalcap",
-    ),
-) -> dict[str, str | None]:
+# what every results file records the version of
+VERSIONED = (
+    "reconscore", "torch", "torchvision", "diffusers", "transformers", "accelerate", "open_clip_torch", "dreamsim",
+    "stlpips-pytorch", "numpy", "pillow", "pycocoevalcap",
+)  # fmt: skip
+
+
+def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in names:
+    for name in VERSIONED:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -118,22 +103,16 @@ def git_revision() -> str | None:
     root = Path(__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return None
+
+    def git(*args: str) -> str:
+        run = subprocess.run(
+            ["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5, check=True
+        )
+        return run.stdout.strip()
+
     try:
-        rev = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=True,
-        ).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "HEAD") + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
 

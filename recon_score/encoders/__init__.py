@@ -63,9 +63,8 @@ class EncoderFamily(Entry):
     for the families that load synthetic encoders load(ResolvedModel, device) -> Encoder."""
 
     examples: tuple[str, ...] = ()  # example specs (the synthetic ones the family loads are added by listing)
-    checker: str = (
-        ""  # "module:check" when the family module imports torch: a weights check must not ("": target's)
-    )
+    # "module:check" when the family module imports torch: a weights check must not ("": target's)
+    checker: str = ""
     names: str = ""  # "module:ATTR" of the family's closed list of names, checked when a spec is parsed
 
 

@@ -267,18 +267,19 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
         raise ModelNotAvailableError(
             spec, searched=[_location(model_name, pretrained, how)], fix=_fix(spec), reason=reason
         ) from err
+    info = _info(spec, _location(model_name, pretrained, how), model)
+    return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
+
+
+def _info(spec: str, source: str, model, **extra) -> EncoderInfo:
+    """An open_clip model's record: image and text embeddings, the activation it was built with (and `extra`)."""
     dim = getattr(model, "embed_dim", None) or (
         model.text_projection.shape[1] if getattr(model, "text_projection", None) is not None else None
     )
-    info = EncoderInfo(
-        spec=spec,
-        kind="embedding",
-        modalities=("image", "text"),
-        source=_location(model_name, pretrained, how),
-        dim=dim,
-        extra={"activation": activation_of(model)},
+    extra = {"activation": activation_of(model), **extra}
+    return EncoderInfo(
+        spec=spec, kind="embedding", modalities=("image", "text"), source=source, dim=dim, extra=extra
     )
-    return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 
 
 def load(model: ResolvedModel, *, device: str) -> Encoder:
@@ -298,15 +299,7 @@ def load(model: ResolvedModel, *, device: str) -> Encoder:
         net = model.build(device=device)
         preprocess = image_transform_v2(PreprocessCfg(**net.visual.preprocess_cfg), is_train=False)
         tokenizer = open_clip.get_tokenizer(model.stands_for)
-    info = EncoderInfo(
-        spec=model.name,
-        kind="embedding",
-        modalities=("image", "text"),
-        source=model.source,
-        dim=net.text_projection.shape[1] if net.text_projection is not None else None,
-        extra={"activation": activation_of(net)},
-    )
-    return OpenCLIPEncoder(net, preprocess, tokenizer, info, device)
+    return OpenCLIPEncoder(net, preprocess, tokenizer, _info(model.name, model.source, net), device)
 
 
 def _location(model_name: str, pretrained: str | None, how: str) -> str:
@@ -381,9 +374,8 @@ class Release:
     filename: str  # the authors' file name
     hub: str | None  # HF repo holding `filename`, or None where the authors publish elsewhere only
     url: str  # where the authors publish it
-    layout: (
-        str  # "pacscore": {"state_dict": ...}; "longclip": positional_embedding + positional_embedding_res
-    )
+    # "pacscore": {"state_dict": ...}; "longclip": positional_embedding + positional_embedding_res
+    layout: str
     paper: str
     # open_clip (ARCH, TAG) whose pretrained config gives the image mean/std the authors normalise with; None:
     # OpenAI's (the `clip._transform` every OpenAI-based release uses)
@@ -613,18 +605,9 @@ def build_release(
         source = str(path)
     preprocess = release_transform(release, model.visual.image_size)
     tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)
-    extra = {"activation": activation_of(model), "context_length": release.context_length}
-    extra["checkpoint_dtype"] = (
-        "float16 (rounded, as the authors' build_model)" if release.round_fp16 else "as stored"
-    )
-    info = EncoderInfo(
-        spec=given.name if given else f"open_clip:{name}" + (f"@{where}" if where else ""),
-        kind="embedding",
-        modalities=("image", "text"),
-        source=source,
-        dim=model.text_projection.shape[1],
-        extra=extra,
-    )
+    spec = given.name if given else f"open_clip:{name}" + (f"@{where}" if where else "")
+    stored = "float16 (rounded, as the authors' build_model)" if release.round_fp16 else "as stored"
+    info = _info(spec, source, model, context_length=release.context_length, checkpoint_dtype=stored)
     return OpenCLIPEncoder(model, preprocess, tokenizer, info, device)
 
 
@@ -653,14 +636,8 @@ def round_to_fp16(model: torch.nn.Module, *, everything: bool = False) -> None:
             param.copy_(param.half())
         return
     names = (
-        "in_proj_weight",
-        "q_proj_weight",
-        "k_proj_weight",
-        "v_proj_weight",
-        "in_proj_bias",
-        "bias_k",
-        "bias_v",
-    )
+        "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "bias_k", "bias_v",
+    )  # fmt: skip
     for module in model.modules():
         tensors = []
         if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):

@@ -238,9 +238,8 @@ def materialize(module: torch.nn.Module, *, device, dtype: torch.dtype, seed: in
                 mod._buffers[name] = (
                     torch.zeros(b.shape, device=device, dtype=b.dtype) if b.is_meta else b.to(device)
                 )
-    if callable(
-        getattr(type(module), "tie_weights", None)
-    ):  # transformers ties after init, as from_pretrained
+    # transformers ties after init, as from_pretrained
+    if callable(getattr(type(module), "tie_weights", None)):
         module.tie_weights()
     return module.eval().requires_grad_(False)
 
