@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,13 +28,14 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from recon_score.atomic_io import atomic_write_bytes, sha256_json
+from recon_score.atomic_io import DISK_FULL, WriteError, atomic_write_bytes, sha256_json, write_error
 from recon_score.errors import ImageLoadError
 from recon_score.images import load_image, resolve_under
 from recon_score.paths import cache_root
 
 SHARD_SIZE = 2048
 SCHEMA = 1
+log = logging.getLogger(__name__)
 
 
 def encoder_identity(encoder) -> dict:
@@ -58,7 +60,9 @@ def encoder_info(spec: str, *, weights_dir: Path | None, memo: Path | None, buil
     """The EncoderInfo (as a dict) of encoder `spec`, without building it when `memo` (a folder) kept the info of
     the same weights: the same location (recon_score.encoders.check_encoder) with every file of it at the same
     size and modification time. A finished run's rerun then loads no model; weights replaced, touched or
-    resolved to another revision build it (`build()`, returning the encoder) and memo its info again."""
+    resolved to another revision build it (`build()`, returning the encoder) and memo its info again. The memo is
+    a saving, not a result: a cache the disk refuses (read-only, forbidden, full) skips it, and the next run builds
+    the encoder again."""
     stamp = _weights_stamp(spec, weights_dir) if memo is not None else None
     path = memo / f"encoder-{sha256_json(stamp)[:24]}.json" if stamp is not None else None
     if path is not None and path.is_file():
@@ -68,7 +72,10 @@ def encoder_info(spec: str, *, weights_dir: Path | None, memo: Path | None, buil
             pass
     info = json.loads(json.dumps(dataclasses.asdict(build().info)))
     if path is not None:
-        atomic_write_bytes(path, json.dumps(info, sort_keys=True).encode("utf-8"))
+        try:
+            atomic_write_bytes(path, json.dumps(info, sort_keys=True).encode("utf-8"))
+        except WriteError as err:  # only for WRITE_REFUSED: EROFS, EACCES, EPERM, ENOSPC, EFBIG, EDQUOT
+            log.debug("encoder memo %s not written: %s", path.name, err)
     return info
 
 
@@ -223,4 +230,9 @@ class FeatureStore:
         meta = {"fingerprint": fingerprint}
         if skipped:
             meta["skipped"] = json.dumps(skipped, sort_keys=True)
-        atomic_write_bytes(path, save({"features": features.contiguous()}, metadata=meta))
+        try:
+            atomic_write_bytes(path, save({"features": features.contiguous()}, metadata=meta))
+        except WriteError as err:  # a read-only or forbidden cache: say how to run without it
+            if err.errno in DISK_FULL:
+                raise
+            raise write_error(err, hint="point --cache-dir at a writable folder, or pass --no-cache") from err

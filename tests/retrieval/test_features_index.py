@@ -1,5 +1,6 @@
 """Feature cache (safetensors, resumable, keyed by encoder and items) and top-k search (exact and FAISS)."""
 
+import errno
 import os
 import sys
 
@@ -7,10 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from recon_score import atomic_io
 from recon_score.encoders import build_encoder
 from recon_score.errors import ReconScoreError
 from recon_score.images import load_image
-from retrieval.features import FeatureStore
+from retrieval.features import FeatureStore, encoder_info
 from retrieval.index import FaissIndex, exact_topk, search, topk_recall
 from tests.retrieval import layouts
 
@@ -55,6 +57,46 @@ def test_changed_files_and_disabled_cache(tmp_path, images, encoder):
     texts = FeatureStore(tmp_path / "cache", progress=False)
     t = texts.texts(encoder, ["a red car", "a boat"])
     assert torch.equal(texts.text_encoder(encoder)(["a red car", "a boat"]), t) and texts.computed == 2
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT])
+def test_a_refused_encoder_memo_is_skipped(tmp_path, monkeypatch, encoder, code):
+    """The memo only spares the next run a build: a read-only, forbidden or full cache must not fail this one."""
+
+    def refuse(path, data):
+        raise OSError(code, os.strerror(code), str(path))
+
+    monkeypatch.setattr(atomic_io, "_atomic_write_bytes", refuse)
+    builds = []
+
+    def build():
+        builds.append(1)
+        return encoder
+
+    for _ in range(2):
+        info = encoder_info("smoke:open-clip", weights_dir=None, memo=tmp_path / "memo", build=build)
+        assert info["spec"] == encoder.info.spec and info["dim"] == encoder.info.dim
+    assert len(builds) == 2 and not (tmp_path / "memo").exists()  # nothing memoed: built again next time
+
+
+def test_other_encoder_memo_errors_still_fail(tmp_path, monkeypatch, encoder):
+    def broken(path, data):
+        raise OSError(errno.EIO, "I/O error", str(path))
+
+    monkeypatch.setattr(atomic_io, "_atomic_write_bytes", broken)
+    with pytest.raises(OSError, match="I/O error"):
+        encoder_info("smoke:open-clip", weights_dir=None, memo=tmp_path / "memo", build=lambda: encoder)
+
+
+def test_a_read_only_feature_cache_names_the_way_out(tmp_path, monkeypatch, encoder):
+    def refuse(path, data):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(atomic_io, "_atomic_write_bytes", refuse)
+    with pytest.raises(
+        atomic_io.WriteError, match=r"^cannot write in .*: read-only filesystem; .*--no-cache$"
+    ):
+        FeatureStore(tmp_path / "cache", progress=False).texts(encoder, ["a red car"])
 
 
 def test_exact_topk_and_faiss():
