@@ -89,6 +89,21 @@ class Resources:
             self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
         )
 
+    def reference_needs(self) -> list[str]:
+        """The reference images and modifier texts, which a benchmark run has and a features bundle lacks."""
+        if self.load_reference is None or self.texts is None:
+            return ["the reference images and modifier texts (a benchmark run, not a features bundle)"]
+        return []
+
+    def pseudo_token_needs(self) -> list[str]:
+        """What textual inversion (Pic2Word, SEARLE) needs: a text tower taking pseudo-tokens, the references."""
+        needs = []
+        if getattr(self.encoder, "pseudo_token_width", None) is None:
+            needs.append(
+                "a CLIP-style open_clip encoder whose text tower takes pseudo-tokens (run `retrieve`)"
+            )
+        return needs + self.reference_needs()
+
     def checkpoint_needs(self, method: str, release: str, *, folder: bool = False) -> list[str]:
         """What `method` lacks of its --checkpoint: `release` (how to get one) when none was given, or the given
         path when it is not a folder (`folder`) / not a file; empty when it is there."""

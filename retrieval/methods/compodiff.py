@@ -86,9 +86,7 @@ class CompoDiffMethod(Method):
         )
         if r.encoder is None or not hasattr(r.encoder, "encode_images"):
             needs.append("an image encoder (CLIP ViT-L/14, the space CompoDiff samples in; run `retrieve`)")
-        if r.load_reference is None or r.texts is None:
-            needs.append("the reference images and modifier texts (a benchmark run, not a features bundle)")
-        return needs
+        return needs + r.reference_needs()
 
     def fix_hint(self) -> str:
         return (

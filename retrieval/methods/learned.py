@@ -195,13 +195,7 @@ class TextualInversion(Method):
         needs = r.checkpoint_needs(
             self.name, f"its released checkpoint ({where}; {paper}), given with --checkpoint {self.name}=PATH"
         )
-        if getattr(r.encoder, "pseudo_token_width", None) is None:
-            needs.append(
-                "a CLIP-style open_clip encoder whose text tower takes pseudo-tokens (run `retrieve`)"
-            )
-        if r.load_reference is None or r.texts is None:
-            needs.append("the reference images and modifier texts (a benchmark run, not a features bundle)")
-        return needs
+        return needs + r.pseudo_token_needs()
 
     def fix_hint(self) -> str:
         return (

@@ -153,13 +153,7 @@ class SearleOTI(Method):
     name, config_cls = "searle-oti", OTIConfig
 
     def missing(self, r: Resources) -> list[str]:
-        needs = []
-        if getattr(r.encoder, "pseudo_token_width", None) is None:
-            needs.append(
-                "a CLIP-style open_clip encoder whose text tower takes pseudo-tokens (run `retrieve`)"
-            )
-        if r.load_reference is None or r.texts is None:
-            needs.append("the reference images and modifier texts (a benchmark run, not a features bundle)")
+        needs = r.pseudo_token_needs()
         if self.config.lambda_gpt > 0:
             if r.vocabulary is None or r.vocabulary_texts is None:
                 needs.append(
