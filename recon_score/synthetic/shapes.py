@@ -111,11 +111,11 @@ def flux_vae_config(scale: float = 1.0) -> dict:
 def qwen3_vl_8b_config(scale: float = 1.0, *, token_ids: dict[str, int] | None = None) -> dict:
     kv, vheads = _heads(8, scale), _heads(16, scale)
     text_hidden = _width(4096, scale, 64)
-    ids = token_ids or {
-        "<|image_pad|>": 151655,
-        "<|video_pad|>": 151656,
-        "<|vision_start|>": 151652,
-        "<|vision_end|>": 151653,
+    ids = token_ids or {  # Qwen3-VL-8B-Instruct's
+        "image_token_id": 151655,
+        "video_token_id": 151656,
+        "vision_start_token_id": 151652,
+        "vision_end_token_id": 151653,
     }
     return {
         "text_config": {
@@ -152,10 +152,7 @@ def qwen3_vl_8b_config(scale: float = 1.0, *, token_ids: dict[str, int] | None =
             "deepstack_visual_indexes": [8, 16, 24],
             "hidden_act": "gelu_pytorch_tanh",
         },
-        "image_token_id": ids["<|image_pad|>"],
-        "video_token_id": ids["<|video_pad|>"],
-        "vision_start_token_id": ids["<|vision_start|>"],
-        "vision_end_token_id": ids["<|vision_end|>"],
+        **ids,
         "tie_word_embeddings": False,
     }
 
@@ -332,14 +329,10 @@ def _write_z_image(path: Path, scale: float) -> None:
 def _write_vlm(path: Path, scale: float) -> None:
     from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
 
-    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer, vision_token_ids
 
     tok = train_qwen_tokenizer()
-    ids = {
-        t: tok.convert_tokens_to_ids(t)
-        for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
-    }
-    Qwen3VLConfig(**qwen3_vl_8b_config(scale, token_ids=ids)).save_pretrained(path)
+    Qwen3VLConfig(**qwen3_vl_8b_config(scale, token_ids=vision_token_ids(tok))).save_pretrained(path)
     # Qwen3-VL-8B-Instruct's preprocessor_config.json: patch 16, merge 2, 256x256 .. 4096x4096 pixels, mean/std 0.5
     image_processor = Qwen2VLImageProcessor(
         patch_size=16,

@@ -377,13 +377,9 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
         Qwen3VLVideoProcessor,
     )
 
-    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
+    from recon_score.synthetic.tokenizers import train_qwen_tokenizer, vision_token_ids
 
     tokenizer = train_qwen_tokenizer()
-    ids = {
-        t: tokenizer.convert_tokens_to_ids(t)
-        for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
-    }
     with seeded(seed):
         config = Qwen3VLConfig(
             text_config={
@@ -414,10 +410,7 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
                 "num_position_embeddings": 64,
                 "deepstack_visual_indexes": [1],
             },
-            image_token_id=ids["<|image_pad|>"],
-            video_token_id=ids["<|video_pad|>"],
-            vision_start_token_id=ids["<|vision_start|>"],
-            vision_end_token_id=ids["<|vision_end|>"],
+            **vision_token_ids(tokenizer),
             tie_word_embeddings=True,
         )
         model = Qwen3VLForConditionalGeneration(config)

@@ -23,6 +23,20 @@ QWEN_SPECIAL_TOKENS = [
     "</think>",
 ]
 
+# Qwen-VL's config field -> the vision token it names
+QWEN_VISION_TOKENS = {
+    "image_token_id": "<|image_pad|>",
+    "video_token_id": "<|video_pad|>",
+    "vision_start_token_id": "<|vision_start|>",
+    "vision_end_token_id": "<|vision_end|>",
+}
+
+
+def vision_token_ids(tokenizer) -> dict[str, int]:
+    """Qwen-VL's vision-token config fields with `tokenizer`'s ids for them."""
+    return {field: tokenizer.convert_tokens_to_ids(token) for field, token in QWEN_VISION_TOKENS.items()}
+
+
 # Qwen's chat template, reduced to what Z-Image and Qwen-VL use: text turns and image/video placeholders.
 QWEN_CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
