@@ -25,7 +25,6 @@ printed), 1 when the run could not start.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import io
 import json
 import time
@@ -41,7 +40,7 @@ from recon_score.atomic_io import sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
 from recon_score.progress import announce
-from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_sha256
 from recon_score.run_outputs import (
     BUNDLE,
     PER_GROUP,
@@ -127,7 +126,7 @@ def _file_digest(path: Path | None) -> str | None:
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
         return sha256_json({str(p.relative_to(path)): _file_digest(p) for p in files})
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return file_sha256(path)  # streamed: a checkpoint of gigabytes is never held in memory
 
 
 def build_eval_data(

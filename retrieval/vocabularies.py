@@ -12,12 +12,12 @@ with the bundled Open Images list).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from recon_score.errors import InputError
+from recon_score.run_engine import file_sha256
 from retrieval.textlists import read_text_list
 
 
@@ -59,10 +59,6 @@ class Vocabulary:
     record: dict  # path(s), sha256, entries, provenance: what run.json says about it
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _bundled(name: str) -> Path:
     with resources.as_file(resources.files("retrieval") / "assets" / name) as path:
         return Path(path)
@@ -75,7 +71,7 @@ def _from_file(path: Path) -> tuple[list[str], dict]:
     provenance = (
         side.read_text(encoding="utf-8").strip() if side.is_file() else "not stated (no .provenance file)"
     )
-    return entries, {"path": str(path), "sha256": _digest(path), "provenance": provenance}
+    return entries, {"path": str(path), "sha256": file_sha256(path), "provenance": provenance}
 
 
 def load_vocabulary(value: str | Path) -> Vocabulary:
@@ -87,14 +83,19 @@ def load_vocabulary(value: str | Path) -> Vocabulary:
             raise InputError(f"vocabulary {text!r} is not available: {named.provenance}")
         path = _bundled(named.file)
         entries = read_text_list(path)
-        record = {"name": text, "path": str(path), "sha256": _digest(path), "provenance": named.provenance}
+        record = {
+            "name": text,
+            "path": str(path),
+            "sha256": file_sha256(path),
+            "provenance": named.provenance,
+        }
     elif text.startswith("hybridtext:"):
         rs_entries, rs_record = _from_file(Path(text.split(":", 1)[1]))
         oi = _bundled(VOCABULARIES["freedom:openimages-v7"].file)
         entries = list(dict.fromkeys(rs_entries + read_text_list(oi)))
         record = {
             "name": "hybridtext",
-            "parts": [rs_record, {"name": "freedom:openimages-v7", "sha256": _digest(oi)}],
+            "parts": [rs_record, {"name": "freedom:openimages-v7", "sha256": file_sha256(oi)}],
             "provenance": "RSText file + FreeDom's Open Images v7 list, first occurrences kept (the RS-CIR benchmark paper Sec. 3.4)",
         }
     else:
