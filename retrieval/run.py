@@ -110,6 +110,11 @@ class RetrieveConfig:
     def as_dict(self) -> dict:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in dataclasses.asdict(self).items()}
 
+    @property
+    def averaging(self) -> dict[str, str]:
+        """How per-query values become group and overall means (retrieval.aggregate.summarize's options)."""
+        return {"empty_positives": self.empty_positives, "group_mean": self.group_mean}
+
 
 @dataclass
 class RunOutcome:
@@ -526,17 +531,11 @@ class _Methods:
     def _summary(self, name: str) -> dict:
         cfg, data, proto, res = self.cfg, self.inputs.data, self.inputs.bench.protocol, self.results[name]
         rec = {"seconds": res.seconds, "notes": res.notes, "summary": {}}
-        rec["tie_range"] = res.tie_range(data, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean)
+        rec["tie_range"] = res.tie_range(data, **cfg.averaging)
         if rec["tie_range"]:
             self.say(tie_message(name, rec["tie_range"]))
         for metric in proto.headline:
-            s = res.summary(
-                data,
-                metric,
-                empty_positives=cfg.empty_positives,
-                group_mean=cfg.group_mean,
-                order=proto.group_order,
-            )
+            s = res.summary(data, metric, order=proto.group_order, **cfg.averaging)
             rec["summary"][metric] = {
                 k: getattr(s, k) for k in ("overall", "macro", "per_group", "min_macro", "n_empty")
             }
@@ -644,10 +643,7 @@ def _tables(
     if not results:
         return files, ""
     metrics = list(dict.fromkeys([*proto.headline, "ap"]))
-    long = per_group_long(
-        results, data, metrics, empty_positives=cfg.empty_positives, group_mean=cfg.group_mean
-    )
-    files[PER_GROUP] = long.to_csv(index=False).encode()
+    files[PER_GROUP] = per_group_long(results, data, metrics, **cfg.averaging).to_csv(index=False).encode()
     md = [f"## {bench.name}: {cfg.encoder}", ""]
     levels = ["group"] + (["subgroup"] if proto.subgroup_table and data.query_subgroup else [])
     for metric in proto.headline:
@@ -658,14 +654,10 @@ def _tables(
                 metric,
                 level=level,
                 order=proto.group_order if level == "group" else (),
-                empty_positives=cfg.empty_positives,
-                group_mean=cfg.group_mean,
+                **cfg.averaging,
             )
             files[metric_table_file(metric, level)] = table.to_csv().encode()
-            title = table_title(
-                metric, level, ap=proto.ap, group_mean=cfg.group_mean, empty_positives=cfg.empty_positives
-            )
-            md.append(to_markdown(table, title))
+            md.append(to_markdown(table, table_title(metric, level, ap=proto.ap, **cfg.averaging)))
     files[RETRIEVE_TABLE] = "\n".join(md).encode()
     return files, "\n".join(md)
 
