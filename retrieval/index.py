@@ -99,13 +99,6 @@ class FaissIndex:
         return torch.from_numpy(scores), torch.from_numpy(idx.astype(np.int64))
 
 
-def search(
-    queries: Tensor, database: Tensor, k: int, *, index: FaissIndex | None = None
-) -> tuple[Tensor, Tensor]:
-    """Top-k by `index` when given, else exact."""
-    return index.search(queries, k) if index is not None else exact_topk(queries, database, k)
-
-
 def topk_recall(approx: Tensor, exact: Tensor) -> float:
     """Mean over queries of |approx top-k ∩ exact top-k| / k (recall@k of the index against exact search)."""
     if approx.shape != exact.shape:

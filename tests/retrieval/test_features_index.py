@@ -13,7 +13,7 @@ from recon_score.encoders import build_encoder
 from recon_score.errors import ReconScoreError
 from recon_score.images import load_image
 from retrieval.features import FeatureStore, encoder_info
-from retrieval.index import FaissIndex, exact_topk, search, topk_recall
+from retrieval.index import FaissIndex, exact_topk, topk_recall
 from tests.retrieval import layouts
 
 
@@ -106,8 +106,7 @@ def test_exact_topk_and_faiss():
     scores, idx = exact_topk(q, db, 5, chunk_entries=1000)
     full = torch.sort(q @ db.T, dim=1, descending=True, stable=True)
     assert torch.equal(idx, full.indices[:, :5]) and torch.allclose(scores, full.values[:, :5])
-    flat = FaissIndex(db, "faiss-flat")
-    _, fidx = search(q, db, 5, index=flat)
+    _, fidx = FaissIndex(db, "faiss-flat").search(q, 5)
     assert topk_recall(fidx, idx) == 1.0
     hnsw = FaissIndex(db, "faiss-hnsw", m=16, ef_search=64)
     assert topk_recall(hnsw.search(q, 5)[1], idx) >= 0.9
