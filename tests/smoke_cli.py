@@ -61,3 +61,42 @@ def caption_folder(root: Path, sample_dir: Path, captions: Sequence[str]) -> Pat
     ]
     (root / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return root
+
+
+def outputs(out: Path, skip: Sequence[str] = ()) -> dict[str, bytes]:
+    """A run folder's final outputs by relative path: every file but its record, journal and lock (which hold
+    times and invocations) and those under the top-level names in `skip`."""
+    own = ("run.json", "journal", ".lock", *skip)
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.relative_to(out).parts[0] not in own
+    }
+
+
+def assert_restored(
+    argv: list[str], out: Path, *, volatile: str | None = None, skip: Sequence[str] = (), code: int = 0
+) -> None:
+    """Delete every final output of the finished run `out` and rerun `argv`: the same bytes come back (the Run
+    writes a command's whole output again; the artifact cache may answer its renders). `volatile`: a measured
+    column (a timing) that differs on every run: tables holding it are compared as CSV without it, and files
+    naming it otherwise (their markdown) by presence. `skip`: top-level names left alone (runs kept inside)."""
+    import io
+
+    import pandas as pd
+
+    from eval.cli import main
+
+    want = outputs(out, skip)
+    assert want, f"{out} has no output to delete"
+    for rel in want:
+        (out / rel).unlink()
+    assert main(argv) == code
+    got = outputs(out, skip)
+    assert sorted(got) == sorted(want)
+    for rel, data in want.items():
+        if volatile is None or volatile.encode() not in data:
+            assert got[rel] == data, rel
+        elif rel.endswith(".csv"):
+            old, new = (pd.read_csv(io.BytesIO(b)).drop(columns=volatile) for b in (data, got[rel]))
+            pd.testing.assert_frame_equal(new, old)

@@ -11,6 +11,7 @@ import pytest
 from eval.cli import main
 from tests.retrieval import layouts
 from tests.retrieval.test_compodiff import _release_for_smoke
+from tests.smoke_cli import assert_restored
 
 
 def _argv(root, release, out, *extra):
@@ -23,6 +24,7 @@ def test_the_sweep_tables_each_point_as_its_own_retrieve_run(tmp_path, capsys):
     root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "sweep"
     argv = _argv(root, release, out, "--weights", "0.2,1", "--sampler-steps", "2,3")
     assert main(argv) == 0, capsys.readouterr().err
+    assert_restored(argv, out, skip=("points",))  # each point is a retrieve run of its own
     table = pd.read_csv(out / "table.csv", index_col=0)
     assert list(table.index) == [2, 3] and list(table.columns) == ["0.2", "1"]
     record = json.loads((out / "run.json").read_text())

@@ -11,6 +11,7 @@ from eval.cli import main
 from eval.report.explain import explain_view, segments
 from eval.studies.explain import explained_phrases, kinds_table, worst_table
 from recon_score.explain import split_phrases
+from tests.smoke_cli import assert_restored
 
 
 def _phrase(caption: str, text: str, delta, significant, kind="object", **extra) -> dict:
@@ -148,10 +149,12 @@ def test_study_explain_command_reports_a_bad_line_and_exits_partial(tmp_path, ca
         {"id": "b", "caption": "x", "explain": {"phrases": "x"}},
     ]  # fmt: skip
     _write_rows(tmp_path / "run", rows)
-    assert main(["study", "explain", "--run", f"s={tmp_path / 'run'}", "--out", str(tmp_path / "study")]) == 3
+    argv = ["study", "explain", "--run", f"s={tmp_path / 'run'}", "--out", str(tmp_path / "study")]
+    assert main(argv) == 3
     out, err = capsys.readouterr()
     assert "scores.jsonl:2: explain.phrases is str, not a list; row skipped" in err
     assert "Traceback" not in out + err and "| y " in out
+    assert_restored(argv, tmp_path / "study", code=3)
 
 
 def test_study_explain_refuses_a_run_without_explanations(tmp_path):

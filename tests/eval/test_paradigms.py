@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
+from tests.smoke_cli import assert_restored
 
 RANKINGS = [
     {
@@ -71,6 +72,7 @@ def test_paradigms_table(inputs, tmp_path):
     out = tmp_path / "t6"
     args = ["study", "paradigms", "--ranking", str(ranking), "--paradigms", MAP, "--scores", str(run)]
     assert main([*args, "--out", str(out)]) == 0
+    assert_restored([*args, "--out", str(out)], out)
     df = pd.read_csv(out / "table.csv", index_col=0)
     assert list(df.index) == ["Zero-Shot", "Fine-Tuned"]  # order of first appearance
     assert list(df.columns) == ["ReconScore", "Wins", "Proportion (%)"]

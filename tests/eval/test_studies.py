@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
-from tests.smoke_cli import evaluate, smoke, two_systems
+from tests.smoke_cli import assert_restored, evaluate, smoke, two_systems
 
 
 def _jsonl(p: Path) -> list[dict]:
@@ -42,9 +42,9 @@ def pool(tmp_path_factory):
 
 def test_n_sweep_reuses_one_pool(pool, tmp_path):
     out = tmp_path / "n"
-    assert (
-        main(["study", "n-sweep", "--run", f"ucm={pool}", "--run", f"again={pool}", "--out", str(out)]) == 0
-    )
+    argv = ["study", "n-sweep", "--run", f"ucm={pool}", "--run", f"again={pool}", "--out", str(out)]
+    assert main(argv) == 0
+    assert_restored(argv, out)
     df = pd.read_csv(out / "table.csv", index_col=0)  # held-out
     ins = pd.read_csv(out / "in_sample.csv", index_col=0)
     assert list(df.index) == [1, 2, 4, 6, 8, 10] and list(df.columns) == ["ucm", "again", "Total"]
@@ -72,27 +72,24 @@ def test_selection_study(pool, tmp_path):
         "".join(json.dumps({"image_id": c["image_id"], "index": c["index"]}) + "\n" for c in caps)
     )
     out = tmp_path / "sel"
-    assert (
-        main(
-            [
-                "study",
-                "selection",
-                "--run",
-                str(pool),
-                "--selectors",
-                "recon_score,bleu4",
-                "--metrics",
-                "recon_score,bleu1",
-                "--preset",
-                "smoke",
-                "--human",
-                str(human),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = [
+        "study",
+        "selection",
+        "--run",
+        str(pool),
+        "--selectors",
+        "recon_score,bleu4",
+        "--metrics",
+        "recon_score,bleu1",
+        "--preset",
+        "smoke",
+        "--human",
+        str(human),
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert_restored(argv, out)
     df = pd.read_csv(out / "ratings.csv", index_col=0)
     assert list(df.index) == ["ReconScore", "BLEU-4"]
     # ReconScore picks what describe picked (by its selection render) and is rated by the held-out render
@@ -118,9 +115,9 @@ def test_selection_study(pool, tmp_path):
 def test_encoders_study(tmp_path, sample_dir):
     runs = two_systems(tmp_path, sample_dir)
     out = tmp_path / "enc"
-    assert (
-        main(["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]) == 0
-    )
+    argv = ["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]
+    assert main(argv) == 0
+    assert_restored(argv, out)
     table = pd.read_csv(out / "table.csv", index_col=0)
     tau = pd.read_csv(out / "rank_consistency.csv", index_col=0)
     assert table.shape == (2, 2) and tau.shape == (2, 2)
@@ -138,25 +135,22 @@ def test_t2i_study(tmp_path, sample_dir):
         )
     )
     out = tmp_path / "t2i"
-    assert (
-        main(
-            [
-                "study",
-                "t2i",
-                "--captions",
-                str(caps),
-                "--images",
-                str(sample_dir),
-                "--presets",
-                "smoke",
-                "--device",
-                "cpu",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = [
+        "study",
+        "t2i",
+        "--captions",
+        str(caps),
+        "--images",
+        str(sample_dir),
+        "--presets",
+        "smoke",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert_restored(argv, out, volatile="I. T. (s)")  # a timing: never the same twice
     df = pd.read_csv(out / "table.csv", index_col=0)
     row = df.loc["smoke (smoke:z-image)"]
     assert row["M. T."] == 512 and row["truncated"] == 0
@@ -214,27 +208,24 @@ def test_models_study(tmp_path, sample_dir):
         '{"image": "1.tif", "caption": "roads"}\n{"image": "2.tif", "caption": "a piece of farmland 3 ."}\n'
     )
     out = tmp_path / "m"
-    assert (
-        main(
-            [
-                "study",
-                "models",
-                "--dataset",
-                f"ucm=ucm-precomp:{root}",
-                "--captions",
-                f"A@ucm={a}",
-                "--captions",
-                f"B@ucm={b}",
-                "--metrics",
-                "recon_score,bleu1",
-                "--preset",
-                "smoke",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = [
+        "study",
+        "models",
+        "--dataset",
+        f"ucm=ucm-precomp:{root}",
+        "--captions",
+        f"A@ucm={a}",
+        "--captions",
+        f"B@ucm={b}",
+        "--metrics",
+        "recon_score,bleu1",
+        "--preset",
+        "smoke",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert_restored(argv, out)
     df = pd.read_csv(out / "table.csv", index_col=0)
     assert list(df.index) == ["A", "B"] and list(df.columns) == ["Pub.", "ucm"]
     assert list(df["Pub."]) == ["-", "-"]
@@ -307,27 +298,24 @@ def test_paraphrase_study(tmp_path, sample_dir):
         ],
     )
     out = tmp_path / "t4"
-    assert (
-        main(
-            [
-                "study",
-                "paraphrase",
-                "--paraphrased",
-                str(para),
-                "--perturbed",
-                str(pert),
-                "--images",
-                str(sample_dir),
-                "--metrics",
-                "bleu1,rouge,recon_score",
-                "--preset",
-                "smoke",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = [
+        "study",
+        "paraphrase",
+        "--paraphrased",
+        str(para),
+        "--perturbed",
+        str(pert),
+        "--images",
+        str(sample_dir),
+        "--metrics",
+        "bleu1,rouge,recon_score",
+        "--preset",
+        "smoke",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert_restored(argv, out)
     df = pd.read_csv(out / "table.csv", index_col=0)
     assert list(df.columns) == ["Paraphrased", "Perturbed GT", "±Δ"] and list(df.index) == [
         "BLEU-1",
@@ -357,25 +345,22 @@ def test_length_study(tmp_path, sample_dir):
         )
     ]
     out = tmp_path / "t5"
-    assert (
-        main(
-            [
-                "study",
-                "length",
-                "--generated",
-                str(_gen(tmp_path / "g.jsonl", rows)),
-                "--images",
-                str(sample_dir),
-                "--metrics",
-                "bleu1,recon_score",
-                "--preset",
-                "smoke",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    argv = [
+        "study",
+        "length",
+        "--generated",
+        str(_gen(tmp_path / "g.jsonl", rows)),
+        "--images",
+        str(sample_dir),
+        "--metrics",
+        "bleu1,recon_score",
+        "--preset",
+        "smoke",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert_restored(argv, out)
     df = pd.read_csv(out / "table.csv", index_col=0)
     assert list(df.columns) == ["Max Tokens", "S.", "M.", "L.", "σ"]
     b = df.loc["BLEU-1"]

@@ -2,6 +2,8 @@
 it holds the folder's lock, or at a journal append: run_engine's kill point), a rerun gives the bytes of an
 uninterrupted run. Each command on the smallest fixture its own tests use.
 
+Every `study` subcommand's delete case lives beside its own test (tests/eval/test_studies.py and the other study
+test files: `tests.smoke_cli.assert_restored`); they all write through one `write_study`, whose kill case is here.
 Where each command's kill case lives: score tests/recon_score/test_run.py, describe tests/describer/test_describe.py,
 generate tests/eval/test_generate_resume.py, evaluate and pairs tests/recon_score/test_kill_rerun.py, metrics add
 (folder) tests/eval/test_metrics_add_rerun.py; the others here."""
@@ -202,6 +204,27 @@ def test_a_killed_rebuild_of_a_study_reruns_to_its_bytes(tmp_path, sample_dir):
     assert _killed(argv(out), out, tmp_path) == -signal.SIGKILL
     assert main(argv(out)) == 0
     assert _files(out) == want and want
+
+
+def test_the_consensus_pass_restores_and_reruns_to_its_bytes(tmp_path, sample_dir):
+    """`annotate build --only contested --collected C` writes its round and page into the study C collected:
+    deleted, a rerun restores their bytes; killed once it holds the study's lock, a rerun gives them again."""
+    collected = tmp_path / "collected"
+    assert main(COMMANDS["annotate-collect"](tmp_path, sample_dir)(collected)) == 0
+    argv = ["annotate", "build", "--only", "contested", "--collected", str(collected)]
+    study = tmp_path / "study"
+    assert main(argv) == 0
+    want = _files(study)
+    own = ["consensus.json", "pages/consensus.html"]
+    assert all(rel in want for rel in own)
+    for rel in own:
+        (study / rel).unlink()
+    assert main(argv) == 0
+    assert _files(study) == want
+    (study / ".lock").unlink()  # the kill waits for the pass to take it
+    assert _killed(argv, study, tmp_path) == -signal.SIGKILL
+    assert main(argv) == 0
+    assert _files(study) == want
 
 
 def _killed_at(argv: list[str], append: int) -> int:
