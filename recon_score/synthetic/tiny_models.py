@@ -64,6 +64,21 @@ def _tiny_qwen3(model_class, *, seed: int, max_position_embeddings: int, **confi
     return tokenizer, model
 
 
+def _tiny_clip_text(tokenizer) -> dict:
+    """A 2-layer width-32 CLIP text tower's config over `tokenizer` (the real CLIP BPE, 77 positions)."""
+    return {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "vocab_size": len(tokenizer),
+        "max_position_embeddings": 77,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+
+
 def build_z_image(path: Path, *, seed: int = 0) -> Path:
     """A ZImagePipeline (Qwen3 text encoder + ZImageTransformer2DModel + AutoencoderKL) saved to `path`."""
     from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline, ZImageTransformer2DModel
@@ -125,20 +140,7 @@ def build_stable_diffusion(path: Path, *, seed: int = 0) -> Path:
             attention_head_dim=4,
         )
     with seeded(seed):
-        text_encoder = CLIPTextModel(
-            CLIPTextConfig(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                vocab_size=len(tokenizer),
-                max_position_embeddings=77,
-                bos_token_id=tokenizer.bos_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                projection_dim=32,
-            )
-        )
+        text_encoder = CLIPTextModel(CLIPTextConfig(**_tiny_clip_text(tokenizer), projection_dim=32))
     vae = _tiny_vae(4, seed=seed)
     vae.register_to_config(shift_factor=None, scaling_factor=0.18215)
     pipe = StableDiffusionPipeline(
@@ -307,17 +309,7 @@ def build_hf_clip(path: Path, *, seed: int = 0) -> Path:
     tokenizer = clip_tokenizer(path / "_tokenizer_build")
     with seeded(seed):
         config = CLIPConfig(
-            text_config={
-                "hidden_size": 32,
-                "intermediate_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "vocab_size": len(tokenizer),
-                "max_position_embeddings": 77,
-                "bos_token_id": tokenizer.bos_token_id,
-                "eos_token_id": tokenizer.eos_token_id,
-                "pad_token_id": tokenizer.pad_token_id,
-            },
+            text_config=_tiny_clip_text(tokenizer),
             vision_config={
                 "hidden_size": 32,
                 "intermediate_size": 64,
@@ -369,21 +361,16 @@ def build_hf_dinov2(path: Path, *, seed: int = 0) -> Path:
 
 def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
     """A Qwen3-VL (AutoModelForImageTextToText) with a tokenizer trained here and a small-pixel processor."""
-    from transformers import (
-        Qwen2VLImageProcessor,
-        Qwen3VLConfig,
-        Qwen3VLForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    from recon_score.synthetic.tokenizers import (
+        generation_ids,
+        qwen3_vl_processor,
+        train_qwen_tokenizer,
+        vision_token_ids,
     )
 
-    from recon_score.synthetic.tokenizers import train_qwen_tokenizer
-
     tokenizer = train_qwen_tokenizer()
-    ids = {
-        t: tokenizer.convert_tokens_to_ids(t)
-        for t in ("<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>")
-    }
     with seeded(seed):
         config = Qwen3VLConfig(
             text_config={
@@ -414,27 +401,14 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
                 "num_position_embeddings": 64,
                 "deepstack_visual_indexes": [1],
             },
-            image_token_id=ids["<|image_pad|>"],
-            video_token_id=ids["<|video_pad|>"],
-            vision_start_token_id=ids["<|vision_start|>"],
-            vision_end_token_id=ids["<|vision_end|>"],
+            **vision_token_ids(tokenizer),
             tie_word_embeddings=True,
         )
         model = Qwen3VLForConditionalGeneration(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    image_processor = Qwen2VLImageProcessor(
-        patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16
-    )
-    video_processor = Qwen3VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2)
-    processor = Qwen3VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=tokenizer.chat_template,
-    )
+    model.generation_config.update(**generation_ids(tokenizer))
     model.save_pretrained(path, safe_serialization=True)
-    processor.save_pretrained(path)
+    pixels = {"min_pixels": 28 * 28 * 4, "max_pixels": 28 * 28 * 16}
+    qwen3_vl_processor(tokenizer, patch_size=14, **pixels).save_pretrained(path)
     return path
 
 
@@ -442,11 +416,12 @@ def build_qwen3_text(path: Path, *, seed: int = 0) -> Path:
     """A Qwen3 causal LM (text only) with a tokenizer trained here: the generators' smoke LLM."""
     from transformers import Qwen3ForCausalLM
 
+    from recon_score.synthetic.tokenizers import generation_ids
+
     tokenizer, model = _tiny_qwen3(
         Qwen3ForCausalLM, seed=seed, max_position_embeddings=2048, tie_word_embeddings=True
     )
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config.update(**generation_ids(tokenizer))
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path
