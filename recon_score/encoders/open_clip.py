@@ -61,9 +61,11 @@ class OpenCLIPEncoder(Encoder):
         self.batch_size = 64
         self.context_length = getattr(tokenizer, "context_length", 77)
 
+    def _pixels(self, images) -> torch.Tensor:
+        return torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+
     def _embed_images(self, images):
-        x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
-        return self.model.encode_image(x)
+        return self.model.encode_image(self._pixels(images))
 
     def _embed_texts(self, texts):
         tokens = self.tokenizer(texts).to(self.device)
@@ -79,7 +81,7 @@ class OpenCLIPEncoder(Encoder):
         `output_tokens`) from one forward: with `output_tokens` on, a forward hook hands `encode_image` the
         pooled output it always gets and keeps the tokens; the embedding's own preprocessing."""
         visual = self.model.visual
-        x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+        x = self._pixels(images)
         kept: list[torch.Tensor] = []
 
         def split(_module, _inputs, out):
@@ -512,7 +514,7 @@ def release_model(release: Release, *, device: str, mode: str):
     random), "smoke" (tiny, random)."""
     import open_clip
 
-    from recon_score.synthetic.shapes import empty_weights, materialize
+    from recon_score.synthetic.shapes import empty_weights, materialize, restore_causal_mask
 
     if mode == "smoke":
         from recon_score.runtime import seeded
@@ -529,8 +531,7 @@ def release_model(release: Release, *, device: str, mode: str):
     if mode == "empty":
         return model
     materialize(model, device=device, dtype=torch.float32)
-    n = release.context_length  # the causal mask is a non-persistent buffer, lost on the meta device
-    model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
+    restore_causal_mask(model, device)
     return model
 
 
@@ -583,6 +584,8 @@ def build_release(
     weights_only=True and loaded strictly."""
     import open_clip
 
+    from recon_score.synthetic.shapes import restore_causal_mask
+
     release = RELEASES[name]
     if given is not None:
         model, source = given.build(device=device), given.source
@@ -600,8 +603,7 @@ def build_release(
         model = load_strict(model, state, f"{path} ({release.paper} {name})").to(device)
         if release.round_fp16:
             round_to_fp16(model)
-        n = release.context_length  # the causal mask is a non-persistent buffer: not in any state dict
-        model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
+        restore_causal_mask(model, device)
         source = str(path)
     preprocess = release_transform(release, model.visual.image_size)
     tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)
