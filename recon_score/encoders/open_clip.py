@@ -394,6 +394,20 @@ class Release:
 _PACS_URL = "https://github.com/aimagelab/pacscore#loading-clip-models (Google Drive)"
 _PACSPP_URL = "https://ailb-web.ing.unimore.it/publicfiles/pac++/"
 _MLP_LORA = (".mlp.c_fc.", ".mlp.c_proj.")
+
+
+def _pacs_pp(arch: str, filename: str) -> Release:
+    return Release(
+        arch, 77, filename, None, _PACSPP_URL + filename, "pacs++", "PAC-S++", lora_unused=_MLP_LORA
+    )
+
+
+def _longclip(arch: str, size: str) -> Release:
+    repo = f"BeichenZhang/LongCLIP-{size}"
+    url = f"https://huggingface.co/{repo}"
+    return Release(arch, 248, f"longclip-{size}.pt", repo, url, "longclip", "Long-CLIP", round_fp16=True)
+
+
 RELEASES: dict[str, Release] = {
     "pacs-ViT-B-32": Release(
         "ViT-B-32-quickgelu", 77, "clip_ViT-B-32.pth", None, _PACS_URL, "pacscore", "PAC-S"
@@ -408,46 +422,10 @@ RELEASES: dict[str, Release] = {
         "PAC-S",
         normalisation=("ViT-L-14", "laion2b_s32b_b82k"),  # compute_metrics.py's create_model_and_transforms
     ),
-    "pacs++-ViT-B-32": Release(
-        "ViT-B-32-quickgelu",
-        77,
-        "PAC++_clip_ViT-B-32.pth",
-        None,
-        _PACSPP_URL + "PAC++_clip_ViT-B-32.pth",
-        "pacs++",
-        "PAC-S++",
-        lora_unused=_MLP_LORA,
-    ),
-    "pacs++-ViT-L-14": Release(
-        "ViT-L-14-quickgelu",
-        77,
-        "PAC++_clip_ViT-L-14.pth",
-        None,
-        _PACSPP_URL + "PAC++_clip_ViT-L-14.pth",
-        "pacs++",
-        "PAC-S++",
-        lora_unused=_MLP_LORA,
-    ),
-    "longclip-B": Release(
-        "ViT-B-16-quickgelu",
-        248,
-        "longclip-B.pt",
-        "BeichenZhang/LongCLIP-B",
-        "https://huggingface.co/BeichenZhang/LongCLIP-B",
-        "longclip",
-        "Long-CLIP",
-        round_fp16=True,
-    ),
-    "longclip-L": Release(
-        "ViT-L-14-quickgelu",
-        248,
-        "longclip-L.pt",
-        "BeichenZhang/LongCLIP-L",
-        "https://huggingface.co/BeichenZhang/LongCLIP-L",
-        "longclip",
-        "Long-CLIP",
-        round_fp16=True,
-    ),
+    "pacs++-ViT-B-32": _pacs_pp("ViT-B-32-quickgelu", "PAC++_clip_ViT-B-32.pth"),
+    "pacs++-ViT-L-14": _pacs_pp("ViT-L-14-quickgelu", "PAC++_clip_ViT-L-14.pth"),
+    "longclip-B": _longclip("ViT-B-16-quickgelu", "B"),
+    "longclip-L": _longclip("ViT-L-14-quickgelu", "L"),
 }
 # Named variants: every LoRA pair folded (what the PAC-S++ layers would add had they not been marked merged);
 # Long-CLIP with the file's fp32 values as stored.
