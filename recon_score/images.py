@@ -412,8 +412,7 @@ def _read_pil(
                 _check_size(img.width, img.height, label)
                 img.load()
                 n = 3 if img.mode == "P" else len([b for b in img.getbands() if b not in ("A", "a")])
-                authors = _pil_convert(img) if reader == "pil" and bands is None else None
-                rgb = authors if authors is not None else to_rgb(img)
+                rgb = _convert(img, reader, bands)
                 if rgb is img:
                     rgb = img.copy()  # the file closes on leaving this block
     except ImageLoadError:
@@ -435,12 +434,12 @@ def _read_pil(
     return _compose(np.asarray(rgb)[..., :n], label, bands=bands)
 
 
-def _pil_convert(img: Image.Image) -> Image.Image | None:
-    """The authors' reading (`Image.open(p).convert("RGB")`, no EXIF rotation, alpha dropped) for the 8-bit
-    modes it converts right; None for anything else (the caller uses the "eo" rules)."""
-    if img.mode not in _PIL_8BIT:
-        return None
-    return img if img.mode == "RGB" else img.convert("RGB")
+def _convert(img: Image.Image, reader: str, bands: tuple[int, ...] | None) -> Image.Image:
+    """The authors' reading (`Image.open(p).convert("RGB")`, no EXIF rotation, alpha dropped) with the "pil"
+    reader, no `bands` and an 8-bit mode it converts right; the "eo" rules (`to_rgb`) otherwise."""
+    if reader == "pil" and bands is None and img.mode in _PIL_8BIT:
+        return img if img.mode == "RGB" else img.convert("RGB")
+    return to_rgb(img)
 
 
 def _check_reader(reader: str) -> None:
@@ -470,9 +469,7 @@ def load_image(
     label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
-        if reader == "pil" and bands is None and (rgb := _pil_convert(source)) is not None:
-            return rgb if rgb is source else _with_format(rgb, source_format(source))
-        rgb = to_rgb(source)
+        rgb = _convert(source, reader, bands)
         rgb = rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
         return rgb if rgb is source else _with_format(rgb, source_format(source))
     problem = regular_file_problem(source)
