@@ -199,28 +199,19 @@ def build_open_clip(path: Path, *, seed: int = 0) -> Path:
 
 # --- DreamSim-shaped ensemble --------------------------------------------------------------------------------
 
+
+def _tiny_vit(name: str, embed_dim: int, norm: str) -> dict:
+    return {"name": name, "patch_size": 32, "embed_dim": embed_dim, "depth": 2, "num_heads": 2, "norm": norm}
+
+
 DREAMSIM_TINY_CFG = {
     # same structure as DreamSim's ensemble: three ViT backbones, each with its own normalisation, features
     # concatenated, then DreamSim's embedding normalisation (centre, L2); 224x224 bicubic squash.
     "img_size": 224,
     "backbones": [
-        {
-            "name": "dino_like",
-            "patch_size": 32,
-            "embed_dim": 24,
-            "depth": 2,
-            "num_heads": 2,
-            "norm": "imagenet",
-        },
-        {"name": "clip_like", "patch_size": 32, "embed_dim": 16, "depth": 2, "num_heads": 2, "norm": "clip"},
-        {
-            "name": "open_clip_like",
-            "patch_size": 32,
-            "embed_dim": 16,
-            "depth": 2,
-            "num_heads": 2,
-            "norm": "clip",
-        },
+        _tiny_vit("dino_like", 24, "imagenet"),
+        _tiny_vit("clip_like", 16, "clip"),
+        _tiny_vit("open_clip_like", 16, "clip"),
     ],
 }
 
@@ -257,10 +248,7 @@ class TinyDreamSim(torch.nn.Module):
         return sum(b["embed_dim"] for b in self.config["backbones"])
 
     def embed(self, img: torch.Tensor) -> torch.Tensor:
-        from dreamsim.model import normalize_embedding
-
-        feats = [bb((img - self.means[i]) / self.stds[i]) for i, bb in enumerate(self.backbones)]
-        return normalize_embedding(torch.cat(feats, dim=-1))
+        return self.embed_and_patch_tokens(img)[0]
 
     def embed_and_patch_tokens(
         self, img: torch.Tensor
