@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from preference_data import _io
-from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from preference_data.schema import PreferenceFormatError, make_table
 from recon_score.textfiles import read_lines
 
 CAPTIONS_FILE = "Flickr8k.token.txt"
@@ -98,15 +98,14 @@ def load_flickr8k_expert(annotations: str | Path, captions: str | Path | None = 
             skipped += 1
             continue
         pairs += 1
-        norm_refs = [normalize_space(r) for r in refs]
         for k, s in enumerate(scores, start=1):
             if math.isnan(s):
                 continue
             rows.append(
                 {
                     "image": image,
-                    "candidate": normalize_space(text),
-                    "references": norm_refs,
+                    "candidate": text,
+                    "references": refs,
                     "judgment": s,
                     "judgment_kind": "rating",
                     "rater": f"expert{k}",
@@ -146,12 +145,11 @@ def load_flickr8k_crowdflower(annotations: str | Path, captions: str | Path | No
         parsed.append((lineno, image, cid, text, share))
     if not parsed:
         raise PreferenceFormatError(path, None, "no CrowdFlower judgments")
-    final = {image: [normalize_space(r) for r in pool] for image, pool in remaining.items()}
     rows = [
         {
             "image": image,
-            "candidate": normalize_space(text),
-            "references": final[image],
+            "candidate": text,
+            "references": remaining[image],
             "judgment": share,
             "judgment_kind": "yes_fraction",
             "rater": "crowdflower",
@@ -161,9 +159,9 @@ def load_flickr8k_crowdflower(annotations: str | Path, captions: str | Path | No
         }
         for lineno, image, cid, text, share in parsed
     ]
-    removed = sum(len(by_image[i]) - len(final[i]) for i in final)
+    removed = sum(len(by_image[i]) - len(pool) for i, pool in remaining.items())
     notes = [
-        f"{len(rows)} rows over {len(final)} images; removed {removed} references that were themselves rated "
+        f"{len(rows)} rows over {len(remaining)} images; removed {removed} references that were themselves rated "
         "for their image"
     ]
     return make_table(rows, fmt="flickr8k-crowdflower", path=path, notes=notes)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from preference_data import _io
-from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from preference_data.schema import PreferenceFormatError, make_table
 
 REQUIRED = ("image", "caption", "score")
 OPTIONAL = ("references", "rater", "model", "candidate_id")
@@ -22,10 +22,8 @@ def load_scores_csv(path: str | Path) -> pd.DataFrame:
         rows.append(
             {
                 "image": _io.text_field(path, lineno, rec["image"], "image"),
-                "candidate": normalize_space(_io.text_field(path, lineno, rec["caption"], "caption")),
-                "references": [
-                    normalize_space(r) for r in _io.references_value(path, lineno, rec.get("references"))
-                ],
+                "candidate": _io.text_field(path, lineno, rec["caption"], "caption"),
+                "references": _io.references_value(path, lineno, rec.get("references")),
                 "judgment": _io.number(path, lineno, rec["score"], "score"),
                 "judgment_kind": "score",
                 "rater": _io.optional_text(path, lineno, rec.get("rater"), "rater"),

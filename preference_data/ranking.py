@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from preference_data import _io
-from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from preference_data.schema import PreferenceFormatError, make_table
 from recon_score.textfiles import json_objects
 
 MIN_CANDIDATES = 2  # a ranking needs at least one pair; UCM-preference has 3 per image
@@ -68,7 +68,7 @@ def load_ranking(path: str | Path) -> pd.DataFrame:
             rows.append(
                 {
                     "image": image,
-                    "candidate": normalize_space(caption),
+                    "candidate": caption,
                     "references": None,
                     "judgment": float(rank),
                     "judgment_kind": "rank",
@@ -81,7 +81,7 @@ def load_ranking(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise PreferenceFormatError(path, None, "no rankings found")
     for row in rows:
-        row["references"] = [normalize_space(r) for r in refs_by_image[row["image"]][1]]
+        row["references"] = refs_by_image[row["image"]][1]
     n_images = len(refs_by_image)
     notes = [f"{len(rows)} ranked candidates over {n_images} images ({len(seen)} rankings)"]
     return make_table(rows, fmt="ranking", path=path, notes=notes)

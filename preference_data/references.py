@@ -24,7 +24,7 @@ def _entry(path: Path, where: int | None, obj: dict) -> tuple[str, list[str]]:
     key = next((k for k in _LIST_KEYS if k in obj), None)
     if key is None:
         raise PreferenceFormatError(path, where, f"entry for {image!r} has none of {', '.join(_LIST_KEYS)}")
-    return image, [normalize_space(r) for r in _io.references_value(path, where, obj[key])]
+    return image, _io.references_value(path, where, obj[key])
 
 
 def load_references(path: str | Path) -> dict[str, list[str]]:
@@ -35,7 +35,7 @@ def load_references(path: str | Path) -> dict[str, list[str]]:
     def add(where: int | None, image: str, refs: list[str]) -> None:
         if image in out:
             raise PreferenceFormatError(path, where, f"image {image!r} is listed twice")
-        out[image] = refs
+        out[image] = [normalize_space(r) for r in refs]
 
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         for lineno, obj in json_objects(path):
@@ -44,7 +44,7 @@ def load_references(path: str | Path) -> dict[str, list[str]]:
     data = read_json(path)
     if isinstance(data, dict):
         for image, refs in data.items():
-            add(None, image, [normalize_space(r) for r in _io.references_value(path, None, refs)])
+            add(None, image, _io.references_value(path, None, refs))
     elif isinstance(data, list):
         for i, obj in enumerate(data):
             if not isinstance(obj, dict):

@@ -48,8 +48,11 @@ def normalize_space(text: str) -> str:
 def make_table(
     rows: Iterable[dict], *, fmt: str, path: str | Path, notes: list[str] | None = None
 ) -> pd.DataFrame:
-    """Rows (dicts with COLUMNS) -> the tidy DataFrame, with `attrs` saying where it came from."""
+    """Rows (dicts with COLUMNS) -> the tidy DataFrame, with `attrs` saying where it came from. Candidates and
+    references are whitespace-normalised here, for every loader."""
     df = pd.DataFrame(list(rows), columns=list(COLUMNS))
+    df["candidate"] = df["candidate"].map(normalize_space)
+    df["references"] = df["references"].map(lambda refs: [normalize_space(r) for r in refs])
     unknown = set(df["judgment_kind"]) - set(JUDGMENT_KINDS)
     if unknown:
         raise ValueError(f"unknown judgment kinds {sorted(unknown)}; known: {sorted(JUDGMENT_KINDS)}")

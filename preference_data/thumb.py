@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from preference_data import _io
-from preference_data.schema import PreferenceFormatError, make_table, normalize_space
+from preference_data.schema import PreferenceFormatError, make_table
 from recon_score.textfiles import json_objects
 
 REFERENCES_FILE = "mscoco_references.json"
@@ -54,8 +54,8 @@ def load_thumb(path: str | Path, references: str | Path | None = None) -> pd.Dat
         rows.append(
             {
                 "image": _io.text_field(path, lineno, obj["image"], "image"),
-                "candidate": normalize_space(_io.text_field(path, lineno, obj["hyp"], "hyp")),
-                "references": [normalize_space(r) for r in refs[seg]],
+                "candidate": _io.text_field(path, lineno, obj["hyp"], "hyp"),
+                "references": refs[seg],
                 "judgment": float(obj["human_score"]),
                 "judgment_kind": "score",
                 "rater": None,

@@ -113,7 +113,7 @@ def resolve_model(
         f"Point {option} at a local folder with the {kind} (e.g. one made by `hf download {name} "
         f"--local-dir DIR` on a machine with network), or fill the HF cache (HF_HOME) with it."
     )
-    if local.exists() or name.startswith(("/", "./", "../", "~")) or name.count("/") != 1:
+    if not _is_hub_id(name, local):
         raise ModelNotAvailableError(
             name,
             searched=[str(local.resolve())],
@@ -136,6 +136,11 @@ def resolve_model(
     path = Path(path)
     rev = path.name if path.parent.name == "snapshots" else local_revision(path)
     return ResolvedModel(name, path, rev)
+
+
+def _is_hub_id(name: str, local: Path) -> bool:
+    """`owner/name` that is no existing path and is not written as one (no leading /, ./, ../ or ~)."""
+    return not (local.exists() or name.startswith(("/", "./", "../", "~")) or name.count("/") != 1)
 
 
 def _short(err: Exception) -> str:
@@ -163,7 +168,7 @@ def locate(name: str, *, revision: str | None = None) -> WeightsLocation:
     local = Path(name).expanduser()
     if local.is_dir():
         return WeightsLocation(True, str(local.resolve()), "local folder")
-    if local.exists() or name.startswith(("/", "./", "../", "~")) or name.count("/") != 1:
+    if not _is_hub_id(name, local):
         return WeightsLocation(False, str(local), "local path", "does not exist")
     from huggingface_hub import snapshot_download
 

@@ -24,7 +24,6 @@ How a file is read is decided from the file itself (docs/images.md has the table
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import stat
@@ -36,7 +35,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from recon_score.errors import ImageLoadError, InputError, ReconScoreWarning
-from recon_score.textfiles import special_kind
+from recon_score.textfiles import path_problem, special_kind
 
 IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")  # what a folder of images holds
 # One ceiling on every path: PIL's own decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS = 178,956,970
@@ -52,20 +51,6 @@ DEFAULT_READER = "eo"  # what a command without a ReconScore preset reads with
 _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 
 
-def _path_problem(err: BaseException) -> str:
-    """Why a path cannot be opened, in words (the path itself is named by the caller)."""
-    if isinstance(err, ValueError):
-        return "holds a NUL byte"
-    code = getattr(err, "errno", None)
-    if code == errno.ELOOP or isinstance(err, RuntimeError):
-        return "is a symlink loop"
-    if code == errno.ENAMETOOLONG:
-        return "is too long (a path component over 255 bytes, or the whole path over the system's limit)"
-    if code == errno.ENOENT:
-        return "not found"
-    return f"cannot be read ({getattr(err, 'strerror', None) or err})"
-
-
 def regular_file_problem(path: str | Path) -> str | None:
     """Why `path` (links followed) is not an image file that can be opened, or None when it is a regular file
     of at most MAX_FILE_BYTES, or does not exist (the loader says so). Checked before anything opens or hashes
@@ -75,7 +60,7 @@ def regular_file_problem(path: str | Path) -> str | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RuntimeError) as err:
-        return _path_problem(err)
+        return path_problem(err)
     if not stat.S_ISREG(st.st_mode):
         kind = special_kind(st.st_mode) or "not a regular file"
         return f"is {kind}, not a regular file"
@@ -209,19 +194,14 @@ def _compose(
     use_alpha = alpha is not None and alpha not in chosen
     shown = np.ones(stack.shape[:2], dtype=bool)
     if use_alpha:
-        a = stack[..., alpha]
-        if a.dtype.kind == "f":
-            frac = np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
-        else:
-            frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
+        frac = _opacity(stack[..., alpha])
         shown = frac > 0  # fully transparent pixels do not shape the stretch
     out, has_data = [], False
     for i in chosen:
         band = stack[..., i]
-        valid = shown & np.isfinite(band) if band.dtype.kind == "f" else shown.copy()
-        if nodata is not None and not np.isnan(nodata):
-            valid &= band != nodata
-        has_data = has_data or _holds_data(band, nodata)
+        data = _holds_value(band, nodata)
+        valid = shown & data
+        has_data = has_data or bool(data.any())
         if band.dtype == np.uint8:
             b = np.where(valid, band, 0).astype(np.uint8)
         elif band.dtype == np.bool_:
@@ -247,14 +227,12 @@ def _compose(
     return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
 
 
-def _holds_data(band: np.ndarray, nodata: float | None) -> bool:
-    """Whether any pixel of `band` is a value (finite, not the nodata value); transparency aside."""
-    if band.dtype.kind != "f" and (nodata is None or np.isnan(nodata)):
-        return True
+def _holds_value(band: np.ndarray, nodata: float | None) -> np.ndarray:
+    """The pixels of `band` that are a value (finite, not the nodata value); transparency aside."""
     data = np.isfinite(band) if band.dtype.kind == "f" else np.ones(band.shape, dtype=bool)
     if nodata is not None and not np.isnan(nodata):
         data &= band != nodata
-    return bool(data.any())
+    return data
 
 
 def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo") -> Image.Image:
@@ -334,13 +312,17 @@ def _alpha_is_data(a: np.ndarray) -> bool:
     alpha, so RGB+NIR products carry one): most of its values are neither fully transparent (0) nor fully opaque
     (the type's maximum), whatever their level (a bright NIR band would only dim the image, a dark one blank it).
     A real mask (0/max, soft only at its edges) keeps its meaning."""
-    if a.dtype.kind == "f":
-        frac = np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
-    elif a.dtype.kind in "ui":
-        frac = a.astype(np.float64) / float(np.iinfo(a.dtype).max)
-    else:
+    if a.dtype.kind not in "fui":
         return False
+    frac = _opacity(a)
     return bool(np.mean((frac > 0) & (frac < 1)) > 0.5)
+
+
+def _opacity(a: np.ndarray) -> np.ndarray:
+    """An alpha band as 0..1 (float alpha clipped, NaN transparent; integer alpha over the type's maximum)."""
+    if a.dtype.kind == "f":
+        return np.clip(np.nan_to_num(a.astype(np.float64)), 0.0, 1.0)
+    return a.astype(np.float64) / float(np.iinfo(a.dtype).max)
 
 
 def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
@@ -430,8 +412,7 @@ def _read_pil(
                 _check_size(img.width, img.height, label)
                 img.load()
                 n = 3 if img.mode == "P" else len([b for b in img.getbands() if b not in ("A", "a")])
-                authors = _pil_convert(img) if reader == "pil" and bands is None else None
-                rgb = authors if authors is not None else to_rgb(img)
+                rgb = _convert(img, reader, bands)
                 if rgb is img:
                     rgb = img.copy()  # the file closes on leaving this block
     except ImageLoadError:
@@ -453,12 +434,12 @@ def _read_pil(
     return _compose(np.asarray(rgb)[..., :n], label, bands=bands)
 
 
-def _pil_convert(img: Image.Image) -> Image.Image | None:
-    """The authors' reading (`Image.open(p).convert("RGB")`, no EXIF rotation, alpha dropped) for the 8-bit
-    modes it converts right; None for anything else (the caller uses the "eo" rules)."""
-    if img.mode not in _PIL_8BIT:
-        return None
-    return img if img.mode == "RGB" else img.convert("RGB")
+def _convert(img: Image.Image, reader: str, bands: tuple[int, ...] | None) -> Image.Image:
+    """The authors' reading (`Image.open(p).convert("RGB")`, no EXIF rotation, alpha dropped) with the "pil"
+    reader, no `bands` and an 8-bit mode it converts right; the "eo" rules (`to_rgb`) otherwise."""
+    if reader == "pil" and bands is None and img.mode in _PIL_8BIT:
+        return img if img.mode == "RGB" else img.convert("RGB")
+    return to_rgb(img)
 
 
 def _check_reader(reader: str) -> None:
@@ -488,9 +469,7 @@ def load_image(
     label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
-        if reader == "pil" and bands is None and (rgb := _pil_convert(source)) is not None:
-            return rgb if rgb is source else _with_format(rgb, source_format(source))
-        rgb = to_rgb(source)
+        rgb = _convert(source, reader, bands)
         rgb = rgb if bands is None else _compose(np.asarray(rgb), label, bands=bands)
         return rgb if rgb is source else _with_format(rgb, source_format(source))
     problem = regular_file_problem(source)
@@ -504,7 +483,7 @@ def load_image(
         # O_NONBLOCK: should the path have become a FIFO since the check, opening it does not wait for a writer
         f = open(source, "rb", opener=lambda p, flags: os.open(p, flags | getattr(os, "O_NONBLOCK", 0)))  # noqa: SIM115
     except (OSError, ValueError, RuntimeError) as err:
-        raise ImageLoadError(f"image {label!r} {_path_problem(err)}") from err
+        raise ImageLoadError(f"image {label!r} {path_problem(err)}") from err
     with f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
@@ -610,7 +589,7 @@ def resolve_under(root: Path, relative: str, *, what: str = "image", follow: boo
     try:
         candidate = written.resolve()
     except (OSError, ValueError, RuntimeError) as err:  # a symlink loop, a NUL byte, a name over 255 bytes
-        raise InputError(f"{what} path {relative!r} {_path_problem(err)}") from None
+        raise InputError(f"{what} path {relative!r} {path_problem(err)}") from None
     if not (follow_symlinks() if follow is None else follow) and not candidate.is_relative_to(root_resolved):
         raise InputError(
             f"{what} path {relative!r} is a symlink to {candidate}, outside the data root {root_resolved} "

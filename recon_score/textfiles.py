@@ -23,6 +23,7 @@ import os
 import stat
 import unicodedata
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from recon_score.errors import InputError
@@ -174,14 +175,13 @@ def read_json(path: str | Path, *, expect: type = object, what: str = "file", **
     """A whole JSON document; `expect` (dict or list) is checked, so a list where an object belongs is a
     clear error, not an AttributeError later."""
     path = Path(path)
+    text = read_text(path, what=what, **kwargs)
     try:
-        value = json.loads(read_text(path, what=what, **kwargs), object_pairs_hook=unique_keys)
+        value = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as err:
         raise TextFileError(path, err.lineno, f"invalid JSON ({err.msg} at column {err.colno})") from None
-    except _DuplicateKey as err:
-        raise TextFileError(path, None, str(err)) from None
-    except (RecursionError, ValueError):
-        raise TextFileError(path, None, parse_json(read_text(path, what=what, **kwargs))[1]) from None
+    except (RecursionError, ValueError):  # a repeated key, too deep, too many digits: parse_json's words
+        raise TextFileError(path, None, parse_json(text)[1]) from None
     if expect is not object and not isinstance(value, expect):
         raise TextFileError(
             path,
@@ -308,19 +308,16 @@ def csv_dicts(
     return header, records
 
 
-class _field_limit:
+@contextmanager
+def _field_limit(size: int) -> Iterator[None]:
     """csv's field size limit raised to `size` for one file (the default 131,072 characters would stop a file
     at a long caption and name the wrong line)."""
-
-    def __init__(self, size: int):
-        self.size = size
-
-    def __enter__(self):
-        self.old = csv.field_size_limit()
-        csv.field_size_limit(max(self.old, self.size + 1))
-
-    def __exit__(self, *exc):
-        csv.field_size_limit(self.old)
+    old = csv.field_size_limit()
+    csv.field_size_limit(max(old, size + 1))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
 
 
 def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
@@ -417,23 +414,32 @@ def entry_kind(path: str | Path) -> str | None:
     return None if stat.S_ISREG(mode) else special_kind(mode) or "a special file"
 
 
+def path_problem(err: BaseException) -> str:
+    """Why a path cannot be opened or looked at, in words, from the error that said so (the caller names the
+    path): the one wording for text files and images."""
+    import errno
+
+    if isinstance(err, ValueError):
+        return "holds a NUL byte"
+    code = getattr(err, "errno", None)
+    if code == errno.ELOOP or isinstance(err, RuntimeError):
+        return "is a symlink loop"
+    if code == errno.ENAMETOOLONG:
+        return "is too long (a path component over 255 bytes, or the whole path over the system's limit)"
+    if code == errno.ENOENT:
+        return "not found"
+    if code == errno.ENOTDIR:
+        return "not found (a part of the path is a file, not a folder)"
+    return f"cannot be read ({getattr(err, 'strerror', None) or err})"
+
+
 def file_problem(path: str | Path) -> str | None:
     """Why `path` cannot be read as a file, in words ("not found", "is a FIFO (named pipe), not a regular
     file", ...; the same words as recon_score.images for image paths), or None for a regular file. Never opens
     it: a FIFO or a device would block or never end."""
-    import errno
-
     try:
         mode = Path(path).stat().st_mode
-    except FileNotFoundError:
-        return "not found"
-    except (OSError, ValueError) as err:
-        if isinstance(err, ValueError):
-            return "holds a NUL byte"
-        if err.errno == errno.ENAMETOOLONG:
-            return "is too long (a path component over 255 bytes, or the whole path over the system's limit)"
-        if err.errno == errno.ENOTDIR:
-            return "not found (a part of the path is a file, not a folder)"
-        return f"cannot be read ({err.strerror or err})"
+    except (OSError, ValueError, RuntimeError) as err:
+        return path_problem(err)
     kind = special_kind(mode)
     return f"is {kind}, not a regular file" if kind else None

@@ -20,13 +20,18 @@ from scipy.stats import rankdata
 CI = Callable[[Callable[[np.ndarray], float], int], tuple[float, float]]
 
 
+def complete_rows(ranks: np.ndarray) -> np.ndarray:
+    """The raters (rows) who ranked every candidate."""
+    r = np.asarray(ranks, dtype=float)
+    return r[~np.isnan(r).any(axis=1)]
+
+
 def kendall_w(ranks: np.ndarray) -> float:
     """Kendall's coefficient of concordance W of m raters over n objects, ranks (m, n), with the correction for
     ties (Siegel & Castellan, 1988, eq. 9.16): W = 12 S / (m^2 (n^3 - n) - m sum(t^3 - t)), where S is the sum of
     squared deviations of the objects' rank sums from their mean and t runs over each rater's groups of ties.
     Rows with a NaN are left out; NaN when fewer than two raters remain or every rater tied everything."""
-    r = np.asarray(ranks, dtype=float)
-    r = r[~np.isnan(r).any(axis=1)]
+    r = complete_rows(ranks)
     m, n = r.shape if r.ndim == 2 else (0, 0)
     if m < 2 or n < 2:
         return float("nan")
@@ -41,8 +46,7 @@ def kendall_w(ranks: np.ndarray) -> float:
 def pairwise_agreement(ranks: np.ndarray) -> float:
     """Share of (rater pair, candidate pair) comparisons on which the two raters agree: both prefer the same
     candidate, or both tie the pair. Rows with a NaN are left out; NaN when fewer than two raters remain."""
-    r = np.asarray(ranks, dtype=float)
-    r = r[~np.isnan(r).any(axis=1)]
+    r = complete_rows(ranks)
     if len(r) < 2 or r.shape[1] < 2:
         return float("nan")
     i, j = np.triu_indices(r.shape[1], k=1)
@@ -88,8 +92,7 @@ def agreement(images: Sequence[np.ndarray], ci: CI) -> tuple[list[Agreement], li
     w = np.array([kendall_w(r) for r in images])
     pw = np.array([pairwise_agreement(r) for r in images])
     per_image = [
-        {"kendall_w": w[k], "pairwise": pw[k], "raters": int((~np.isnan(r).any(axis=1)).sum())}
-        for k, r in enumerate(images)
+        {"kendall_w": w[k], "pairwise": pw[k], "raters": len(complete_rows(r))} for k, r in enumerate(images)
     ]
     table = []
     for name, values, what in (

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
-from preference_data.annotate.agreement import CI, Agreement, agreement
+from preference_data.annotate.agreement import CI, Agreement, agreement, complete_rows
 from preference_data.annotate.exports import Export
 from preference_data.annotate.study import LABELS, Item
-from preference_data.schema import PreferenceFormatError
+from preference_data.schema import PreferenceFormatError, normalize_space
 
 CONSENSUS_RATER = "consensus"
 
@@ -80,7 +80,7 @@ def collect(
     table, per_image = agreement(stacks, ci)
     final, contested = {}, []
     for it, stack, row in zip(items, stacks, per_image):
-        ranked = stack[~np.isnan(stack).any(axis=1)]
+        ranked = complete_rows(stack)
         row.update(item=it.id, image=it.image, contested=False, reason="")
         if len(ranked):
             final[it.id] = consensus(ranked, rule)
@@ -151,7 +151,7 @@ def preference_rates(
         it = by_image.get(image)
         if it is None:
             raise PreferenceFormatError(where, None, f"image {image!r} is not in the study")
-        caption = " ".join(caption.split())
+        caption = normalize_space(caption)
         if caption not in it.candidates:
             raise PreferenceFormatError(
                 where, None, f"the caption selected for {image!r} is not one of its candidates"

@@ -104,13 +104,12 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
         "set RECONSCORE_WEIGHTS=DIR (files in DIR/dreamsim), or pass --weights-dir DIR. "
         "`reconscore models check dreamsim:NAME` lists every file."
     )
+
+    def unavailable(reason: str) -> ModelNotAvailableError:
+        return ModelNotAvailableError(f"dreamsim:{name}", searched=[str(cache_dir)], fix=fix, reason=reason)
+
     if missing and is_offline():
-        raise ModelNotAvailableError(
-            f"dreamsim:{name}",
-            searched=[str(cache_dir)],
-            fix=fix,
-            reason=f"missing {', '.join(missing)}; HF_HUB_OFFLINE=1 is set, so nothing was downloaded",
-        )
+        raise unavailable(f"missing {', '.join(missing)}; HF_HUB_OFFLINE=1 is set, so nothing was downloaded")
     try:
         from dreamsim import dreamsim as load_dreamsim
 
@@ -123,12 +122,7 @@ def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
             dreamsim_type=name,
         )
     except Exception as err:  # network errors, torch.hub errors, partial zips
-        raise ModelNotAvailableError(
-            f"dreamsim:{name}",
-            searched=[str(cache_dir)],
-            fix=fix,
-            reason=f"{type(err).__name__}: {err}"[:400],
-        ) from err
+        raise unavailable(f"{type(err).__name__}: {err}"[:400]) from err
     dims = {
         "ensemble": 1792,
         "dino_vitb16": 768,

@@ -55,9 +55,12 @@ class HFEncoder(Encoder):
         self.info, self.device = info, torch.device(device)
         self.batch_size = 32
 
-    def _embed_images(self, images):
+    def _pixels(self, images) -> dict:
         pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
-        return self._embed_pixels({k: v.to(self.device) for k, v in pixels.items()})
+        return {k: v.to(self.device) for k, v in pixels.items()}
+
+    def _embed_images(self, images):
+        return self._embed_pixels(self._pixels(images))
 
     def _embed_pixels(self, pixels: dict):
         if self.mode == "dual":
@@ -79,7 +82,7 @@ class HFEncoder(Encoder):
         """`_embed_images`' embedding and the vision tower's last hidden state, patches only (the last rows*cols
         tokens, after any CLS and register tokens), from one forward: a forward hook on the tower keeps its
         output while the embedding is computed as always; the embedding's own preprocessing."""
-        pixels = self.image_processor(images=[im.convert("RGB") for im in images], return_tensors="pt")
+        pixels = self._pixels(images)
         values = pixels["pixel_values"]
         if values.ndim != 4:
             raise TypeError(
@@ -89,7 +92,7 @@ class HFEncoder(Encoder):
         kept: list = []
         hook = tower.register_forward_hook(lambda _m, _i, out: kept.append(out.last_hidden_state))
         try:
-            emb = self._embed_pixels({k: v.to(self.device) for k, v in pixels.items()})
+            emb = self._embed_pixels(pixels)
         finally:
             hook.remove()
         if len(kept) != 1:

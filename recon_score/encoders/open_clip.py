@@ -61,9 +61,11 @@ class OpenCLIPEncoder(Encoder):
         self.batch_size = 64
         self.context_length = getattr(tokenizer, "context_length", 77)
 
+    def _pixels(self, images) -> torch.Tensor:
+        return torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+
     def _embed_images(self, images):
-        x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
-        return self.model.encode_image(x)
+        return self.model.encode_image(self._pixels(images))
 
     def _embed_texts(self, texts):
         tokens = self.tokenizer(texts).to(self.device)
@@ -79,7 +81,7 @@ class OpenCLIPEncoder(Encoder):
         `output_tokens`) from one forward: with `output_tokens` on, a forward hook hands `encode_image` the
         pooled output it always gets and keeps the tokens; the embedding's own preprocessing."""
         visual = self.model.visual
-        x = torch.stack([self.preprocess(im.convert("RGB")) for im in images]).to(self.device)
+        x = self._pixels(images)
         kept: list[torch.Tensor] = []
 
         def split(_module, _inputs, out):
@@ -392,6 +394,20 @@ class Release:
 _PACS_URL = "https://github.com/aimagelab/pacscore#loading-clip-models (Google Drive)"
 _PACSPP_URL = "https://ailb-web.ing.unimore.it/publicfiles/pac++/"
 _MLP_LORA = (".mlp.c_fc.", ".mlp.c_proj.")
+
+
+def _pacs_pp(arch: str, filename: str) -> Release:
+    return Release(
+        arch, 77, filename, None, _PACSPP_URL + filename, "pacs++", "PAC-S++", lora_unused=_MLP_LORA
+    )
+
+
+def _longclip(arch: str, size: str) -> Release:
+    repo = f"BeichenZhang/LongCLIP-{size}"
+    url = f"https://huggingface.co/{repo}"
+    return Release(arch, 248, f"longclip-{size}.pt", repo, url, "longclip", "Long-CLIP", round_fp16=True)
+
+
 RELEASES: dict[str, Release] = {
     "pacs-ViT-B-32": Release(
         "ViT-B-32-quickgelu", 77, "clip_ViT-B-32.pth", None, _PACS_URL, "pacscore", "PAC-S"
@@ -406,46 +422,10 @@ RELEASES: dict[str, Release] = {
         "PAC-S",
         normalisation=("ViT-L-14", "laion2b_s32b_b82k"),  # compute_metrics.py's create_model_and_transforms
     ),
-    "pacs++-ViT-B-32": Release(
-        "ViT-B-32-quickgelu",
-        77,
-        "PAC++_clip_ViT-B-32.pth",
-        None,
-        _PACSPP_URL + "PAC++_clip_ViT-B-32.pth",
-        "pacs++",
-        "PAC-S++",
-        lora_unused=_MLP_LORA,
-    ),
-    "pacs++-ViT-L-14": Release(
-        "ViT-L-14-quickgelu",
-        77,
-        "PAC++_clip_ViT-L-14.pth",
-        None,
-        _PACSPP_URL + "PAC++_clip_ViT-L-14.pth",
-        "pacs++",
-        "PAC-S++",
-        lora_unused=_MLP_LORA,
-    ),
-    "longclip-B": Release(
-        "ViT-B-16-quickgelu",
-        248,
-        "longclip-B.pt",
-        "BeichenZhang/LongCLIP-B",
-        "https://huggingface.co/BeichenZhang/LongCLIP-B",
-        "longclip",
-        "Long-CLIP",
-        round_fp16=True,
-    ),
-    "longclip-L": Release(
-        "ViT-L-14-quickgelu",
-        248,
-        "longclip-L.pt",
-        "BeichenZhang/LongCLIP-L",
-        "https://huggingface.co/BeichenZhang/LongCLIP-L",
-        "longclip",
-        "Long-CLIP",
-        round_fp16=True,
-    ),
+    "pacs++-ViT-B-32": _pacs_pp("ViT-B-32-quickgelu", "PAC++_clip_ViT-B-32.pth"),
+    "pacs++-ViT-L-14": _pacs_pp("ViT-L-14-quickgelu", "PAC++_clip_ViT-L-14.pth"),
+    "longclip-B": _longclip("ViT-B-16-quickgelu", "B"),
+    "longclip-L": _longclip("ViT-L-14-quickgelu", "L"),
 }
 # Named variants: every LoRA pair folded (what the PAC-S++ layers would add had they not been marked merged);
 # Long-CLIP with the file's fp32 values as stored.
@@ -512,7 +492,7 @@ def release_model(release: Release, *, device: str, mode: str):
     random), "smoke" (tiny, random)."""
     import open_clip
 
-    from recon_score.synthetic.shapes import empty_weights, materialize
+    from recon_score.synthetic.shapes import empty_weights, materialize, restore_causal_mask
 
     if mode == "smoke":
         from recon_score.runtime import seeded
@@ -529,8 +509,7 @@ def release_model(release: Release, *, device: str, mode: str):
     if mode == "empty":
         return model
     materialize(model, device=device, dtype=torch.float32)
-    n = release.context_length  # the causal mask is a non-persistent buffer, lost on the meta device
-    model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
+    restore_causal_mask(model, device)
     return model
 
 
@@ -583,6 +562,8 @@ def build_release(
     weights_only=True and loaded strictly."""
     import open_clip
 
+    from recon_score.synthetic.shapes import restore_causal_mask
+
     release = RELEASES[name]
     if given is not None:
         model, source = given.build(device=device), given.source
@@ -600,8 +581,7 @@ def build_release(
         model = load_strict(model, state, f"{path} ({release.paper} {name})").to(device)
         if release.round_fp16:
             round_to_fp16(model)
-        n = release.context_length  # the causal mask is a non-persistent buffer: not in any state dict
-        model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
+        restore_causal_mask(model, device)
         source = str(path)
     preprocess = release_transform(release, model.visual.image_size)
     tokenizer = open_clip.SimpleTokenizer(context_length=release.context_length)

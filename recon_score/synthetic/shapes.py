@@ -108,15 +108,18 @@ def flux_vae_config(scale: float = 1.0) -> dict:
     }
 
 
+# Qwen3-VL's placeholder ids (tokenizers.vision_token_ids gives a trained tokenizer's)
+QWEN3_VL_TOKEN_IDS = {
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+}
+
+
 def qwen3_vl_8b_config(scale: float = 1.0, *, token_ids: dict[str, int] | None = None) -> dict:
     kv, vheads = _heads(8, scale), _heads(16, scale)
     text_hidden = _width(4096, scale, 64)
-    ids = token_ids or {  # Qwen3-VL-8B-Instruct's
-        "image_token_id": 151655,
-        "video_token_id": 151656,
-        "vision_start_token_id": 151652,
-        "vision_end_token_id": 151653,
-    }
     return {
         "text_config": {
             "hidden_size": text_hidden,
@@ -152,7 +155,7 @@ def qwen3_vl_8b_config(scale: float = 1.0, *, token_ids: dict[str, int] | None =
             "deepstack_visual_indexes": [8, 16, 24],
             "hidden_act": "gelu_pytorch_tanh",
         },
-        **ids,
+        **(token_ids or QWEN3_VL_TOKEN_IDS),
         "tie_word_embeddings": False,
     }
 
@@ -327,28 +330,22 @@ def _write_z_image(path: Path, scale: float) -> None:
 
 
 def _write_vlm(path: Path, scale: float) -> None:
-    from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLProcessor, Qwen3VLVideoProcessor
+    from transformers import Qwen3VLConfig
 
-    from recon_score.synthetic.tokenizers import train_qwen_tokenizer, vision_token_ids
+    from recon_score.synthetic.tokenizers import (
+        generation_ids,
+        qwen3_vl_processor,
+        train_qwen_tokenizer,
+        vision_token_ids,
+    )
 
     tok = train_qwen_tokenizer()
     Qwen3VLConfig(**qwen3_vl_8b_config(scale, token_ids=vision_token_ids(tok))).save_pretrained(path)
     # Qwen3-VL-8B-Instruct's preprocessor_config.json: patch 16, merge 2, 256x256 .. 4096x4096 pixels, mean/std 0.5
-    image_processor = Qwen2VLImageProcessor(
-        patch_size=16,
-        merge_size=2,
-        temporal_patch_size=2,
-        min_pixels=65536,
-        max_pixels=16777216,
-        image_mean=[0.5, 0.5, 0.5],
-        image_std=[0.5, 0.5, 0.5],
-    )
-    video = Qwen3VLVideoProcessor(patch_size=16, merge_size=2, temporal_patch_size=2)
-    Qwen3VLProcessor(
-        image_processor=image_processor, tokenizer=tok, video_processor=video, chat_template=tok.chat_template
+    qwen3_vl_processor(
+        tok, patch_size=16, min_pixels=65536, max_pixels=16777216, image_mean=[0.5] * 3, image_std=[0.5] * 3
     ).save_pretrained(path)
-    gen = {"pad_token_id": tok.pad_token_id, "eos_token_id": tok.convert_tokens_to_ids("<|im_end|>")}
-    (path / "generation_config.json").write_text(json.dumps(gen), encoding="utf-8")
+    (path / "generation_config.json").write_text(json.dumps(generation_ids(tok)), encoding="utf-8")
 
 
 _WRITERS = {"z-image": _write_z_image, "qwen3-vl": _write_vlm}
@@ -484,7 +481,13 @@ def build_open_clip(arch: str, *, device, dtype: torch.dtype = torch.float32, se
     its `visual.preprocess_cfg` names, as for a loaded checkpoint."""
     model, _ = meta_open_clip(arch)
     materialize(model, device=device, dtype=dtype, seed=seed)
-    if getattr(model, "attn_mask", None) is not None:  # open_clip's causal text mask, lost on the meta device
+    restore_causal_mask(model, device)
+    return model
+
+
+def restore_causal_mask(model: torch.nn.Module, device) -> None:
+    """open_clip's causal text mask, made again on `device`: it is a non-persistent buffer, lost on the meta
+    device and in no state dict."""
+    if getattr(model, "attn_mask", None) is not None:
         n = model.attn_mask.shape[0]
         model.attn_mask = torch.full((n, n), float("-inf"), device=device).triu_(1)
-    return model

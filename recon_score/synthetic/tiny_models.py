@@ -64,6 +64,21 @@ def _tiny_qwen3(model_class, *, seed: int, max_position_embeddings: int, **confi
     return tokenizer, model
 
 
+def _tiny_clip_text(tokenizer) -> dict:
+    """A 2-layer width-32 CLIP text tower's config over `tokenizer` (the real CLIP BPE, 77 positions)."""
+    return {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "vocab_size": len(tokenizer),
+        "max_position_embeddings": 77,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+
+
 def build_z_image(path: Path, *, seed: int = 0) -> Path:
     """A ZImagePipeline (Qwen3 text encoder + ZImageTransformer2DModel + AutoencoderKL) saved to `path`."""
     from diffusers import FlowMatchEulerDiscreteScheduler, ZImagePipeline, ZImageTransformer2DModel
@@ -125,20 +140,7 @@ def build_stable_diffusion(path: Path, *, seed: int = 0) -> Path:
             attention_head_dim=4,
         )
     with seeded(seed):
-        text_encoder = CLIPTextModel(
-            CLIPTextConfig(
-                hidden_size=32,
-                intermediate_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                vocab_size=len(tokenizer),
-                max_position_embeddings=77,
-                bos_token_id=tokenizer.bos_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                projection_dim=32,
-            )
-        )
+        text_encoder = CLIPTextModel(CLIPTextConfig(**_tiny_clip_text(tokenizer), projection_dim=32))
     vae = _tiny_vae(4, seed=seed)
     vae.register_to_config(shift_factor=None, scaling_factor=0.18215)
     pipe = StableDiffusionPipeline(
@@ -197,28 +199,19 @@ def build_open_clip(path: Path, *, seed: int = 0) -> Path:
 
 # --- DreamSim-shaped ensemble --------------------------------------------------------------------------------
 
+
+def _tiny_vit(name: str, embed_dim: int, norm: str) -> dict:
+    return {"name": name, "patch_size": 32, "embed_dim": embed_dim, "depth": 2, "num_heads": 2, "norm": norm}
+
+
 DREAMSIM_TINY_CFG = {
     # same structure as DreamSim's ensemble: three ViT backbones, each with its own normalisation, features
     # concatenated, then DreamSim's embedding normalisation (centre, L2); 224x224 bicubic squash.
     "img_size": 224,
     "backbones": [
-        {
-            "name": "dino_like",
-            "patch_size": 32,
-            "embed_dim": 24,
-            "depth": 2,
-            "num_heads": 2,
-            "norm": "imagenet",
-        },
-        {"name": "clip_like", "patch_size": 32, "embed_dim": 16, "depth": 2, "num_heads": 2, "norm": "clip"},
-        {
-            "name": "open_clip_like",
-            "patch_size": 32,
-            "embed_dim": 16,
-            "depth": 2,
-            "num_heads": 2,
-            "norm": "clip",
-        },
+        _tiny_vit("dino_like", 24, "imagenet"),
+        _tiny_vit("clip_like", 16, "clip"),
+        _tiny_vit("open_clip_like", 16, "clip"),
     ],
 }
 
@@ -255,10 +248,7 @@ class TinyDreamSim(torch.nn.Module):
         return sum(b["embed_dim"] for b in self.config["backbones"])
 
     def embed(self, img: torch.Tensor) -> torch.Tensor:
-        from dreamsim.model import normalize_embedding
-
-        feats = [bb((img - self.means[i]) / self.stds[i]) for i, bb in enumerate(self.backbones)]
-        return normalize_embedding(torch.cat(feats, dim=-1))
+        return self.embed_and_patch_tokens(img)[0]
 
     def embed_and_patch_tokens(
         self, img: torch.Tensor
@@ -307,17 +297,7 @@ def build_hf_clip(path: Path, *, seed: int = 0) -> Path:
     tokenizer = clip_tokenizer(path / "_tokenizer_build")
     with seeded(seed):
         config = CLIPConfig(
-            text_config={
-                "hidden_size": 32,
-                "intermediate_size": 64,
-                "num_hidden_layers": 2,
-                "num_attention_heads": 2,
-                "vocab_size": len(tokenizer),
-                "max_position_embeddings": 77,
-                "bos_token_id": tokenizer.bos_token_id,
-                "eos_token_id": tokenizer.eos_token_id,
-                "pad_token_id": tokenizer.pad_token_id,
-            },
+            text_config=_tiny_clip_text(tokenizer),
             vision_config={
                 "hidden_size": 32,
                 "intermediate_size": 64,
@@ -369,15 +349,14 @@ def build_hf_dinov2(path: Path, *, seed: int = 0) -> Path:
 
 def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
     """A Qwen3-VL (AutoModelForImageTextToText) with a tokenizer trained here and a small-pixel processor."""
-    from transformers import (
-        Qwen2VLImageProcessor,
-        Qwen3VLConfig,
-        Qwen3VLForConditionalGeneration,
-        Qwen3VLProcessor,
-        Qwen3VLVideoProcessor,
-    )
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-    from recon_score.synthetic.tokenizers import train_qwen_tokenizer, vision_token_ids
+    from recon_score.synthetic.tokenizers import (
+        generation_ids,
+        qwen3_vl_processor,
+        train_qwen_tokenizer,
+        vision_token_ids,
+    )
 
     tokenizer = train_qwen_tokenizer()
     with seeded(seed):
@@ -414,20 +393,10 @@ def build_qwen3_vl(path: Path, *, seed: int = 0) -> Path:
             tie_word_embeddings=True,
         )
         model = Qwen3VLForConditionalGeneration(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    image_processor = Qwen2VLImageProcessor(
-        patch_size=14, merge_size=2, temporal_patch_size=2, min_pixels=28 * 28 * 4, max_pixels=28 * 28 * 16
-    )
-    video_processor = Qwen3VLVideoProcessor(patch_size=14, merge_size=2, temporal_patch_size=2)
-    processor = Qwen3VLProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=video_processor,
-        chat_template=tokenizer.chat_template,
-    )
+    model.generation_config.update(**generation_ids(tokenizer))
     model.save_pretrained(path, safe_serialization=True)
-    processor.save_pretrained(path)
+    pixels = {"min_pixels": 28 * 28 * 4, "max_pixels": 28 * 28 * 16}
+    qwen3_vl_processor(tokenizer, patch_size=14, **pixels).save_pretrained(path)
     return path
 
 
@@ -435,11 +404,12 @@ def build_qwen3_text(path: Path, *, seed: int = 0) -> Path:
     """A Qwen3 causal LM (text only) with a tokenizer trained here: the generators' smoke LLM."""
     from transformers import Qwen3ForCausalLM
 
+    from recon_score.synthetic.tokenizers import generation_ids
+
     tokenizer, model = _tiny_qwen3(
         Qwen3ForCausalLM, seed=seed, max_position_embeddings=2048, tie_word_embeddings=True
     )
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config.update(**generation_ids(tokenizer))
     model.save_pretrained(path, safe_serialization=True)
     tokenizer.save_pretrained(path)
     return path

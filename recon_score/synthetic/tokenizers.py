@@ -93,6 +93,27 @@ def train_qwen_tokenizer(vocab_size: int = 1024):
     return tok
 
 
+def generation_ids(tokenizer) -> dict[str, int]:
+    """pad and end ids of a Qwen chat model's generation config (a turn ends at <|im_end|>)."""
+    return {
+        "pad_token_id": tokenizer.pad_token_id,
+        "eos_token_id": tokenizer.convert_tokens_to_ids("<|im_end|>"),
+    }
+
+
+def qwen3_vl_processor(tokenizer, *, patch_size: int, **image_options):
+    """A Qwen3VLProcessor around `tokenizer`: patches of `patch_size`, merged 2x2, 2 frames a temporal patch."""
+    from transformers import Qwen2VLImageProcessor, Qwen3VLProcessor, Qwen3VLVideoProcessor
+
+    sizes = {"patch_size": patch_size, "merge_size": 2, "temporal_patch_size": 2}
+    return Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(**sizes, **image_options),
+        tokenizer=tokenizer,
+        video_processor=Qwen3VLVideoProcessor(**sizes),
+        chat_template=tokenizer.chat_template,
+    )
+
+
 @cache
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2/CLIP byte -> printable unicode map (same table as open_clip.tokenizer.bytes_to_unicode)."""
