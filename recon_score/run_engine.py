@@ -2,31 +2,24 @@
 with their inputs, its stages' compute, its final files) and the Run owns the rest (docs/runs.md).
 
 Layout of a run folder:
-    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "layout", "header"},
-                            then one line per finished item, each written with a single write() + fsync (a
-                            SIGKILL can only leave a torn *last* line, which is dropped). An item's record:
-                            {row, key, inv, inputs, result, files?: {path: [sha256, size, mtime_ns]}, sum}.
+    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "header"}, then one line
+                            per finished item, each written with a single write() + fsync (a SIGKILL can only leave
+                            a torn *last* line, which is dropped): {row, key, inv, inputs, result, files?: {path:
+                            [sha256, size, mtime_ns]}}.
     journal/invocations.jsonl  a "start" line per invocation, an "end" line when it finished, with the final
                             files' [sha256, size, mtime_ns] and the `state` they were made from: run.json's history.
     <outputs>, run.json     each written to a temporary file in the same folder, then os.replace'd.
     .lock                   fcntl lock held by process 0 while it works.
-
-`RunFolder.run(spec)`, in order: every journal of every past process read (changed settings refused, naming
-them); an item is done when a record's key (the hash of its inputs and of its chunk's composition) matches and
-its files are intact (by size and mtime, else by content); a run with every item done, its final files intact
-and run.json its own is finished: nothing is opened or written. Otherwise `prepare` (a model preflight), the
-invocation logged, this process's chunks computed a phase at a time and journaled, then process 0 writes the
-final files (`outputs`), the invocation's end and run.json. A spec without stages is computed in one go.
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import stat
 import sys
@@ -40,7 +33,6 @@ from recon_score.atomic_io import (
     WRITE_REFUSED,
     WriteError,
     atomic_write_bytes,
-    canonical_json,
     dumps_line,
     read_jsonl,
     sha256_json,
@@ -55,8 +47,9 @@ from recon_score.textfiles import entry_kind, read_json
 
 log = logging.getLogger(__name__)
 
-JOURNAL_LAYOUT = 3  # the journal records' shape; a journal of another layout is refused with a rerun hint
-_JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
+# the journal records' shape, one of every run's settings: a journal of another layout (an older or newer
+# reconscore's) is refused as a changed setting, naming both layouts, never misread
+JOURNAL_LAYOUT = 4
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 
 
@@ -67,14 +60,6 @@ def _is_journal_line(rec: object) -> bool:
 
 def _is_log_line(rec: object) -> bool:
     return isinstance(rec, dict) and rec.get("event") in ("start", "end")
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """os.write until every byte is written: on a nearly full disk a write may be short before it fails, and
-    the failure must come while the torn line is still the last one."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 _APPENDS = [0]
@@ -91,59 +76,19 @@ def _kill_point() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def record_checksum(rec: dict) -> str:
-    """Checksum of a journal record (its `sum` field left out), over the record as JSON reads it back."""
-    body = json.loads(dumps_line({k: v for k, v in rec.items() if k != "sum"}))
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
-
-
 def _append_lines(path: Path, records: Iterable[dict]) -> None:
-    """Append each record as one line with one write (whole or torn-last), then fsync."""
+    """Append each record as one line (whole, or torn and last), then fsync. Each line is written until every
+    byte is: on a nearly full disk a write may be short before it fails, and the failure must come while the
+    torn line is still the last one."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
-            write_all(fd, (dumps_line(rec) + "\n").encode("utf-8"))
+            view = memoryview((dumps_line(rec) + "\n").encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-class Journal:
-    """Append-only JSONL of finished items for one process; each record carries its checksum (`sum`)."""
-
-    def __init__(self, path: Path, *, fingerprint: str, header: dict):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # a torn last line is cut off; its layout and fingerprint were checked by the plan (`load_journals`)
-        if not read_jsonl(path, repair=True, is_record=_is_journal_line):
-            _append_lines(path, [{"fingerprint": fingerprint, "layout": JOURNAL_LAYOUT, "header": header}])
-
-    def write(self, records: list[dict]) -> None:
-        _kill_point()
-        _append_lines(self.path, [{**r, "sum": record_checksum(r)} for r in records])
-
-
-def _check_layout_line(path: Path, head: dict) -> None:
-    """A journal whose records have another shape (an older reconscore's) is refused, never misread.
-
-    Raises:
-        ReconScoreError: naming the run folder and what to do.
-    """
-    layout, where = head.get("layout"), f"{path.parent.name}/{path.name}"
-    fix = "rerun the command with --overwrite, or choose another --out"
-    # the header is not the first line: the file was edited, joined or reordered
-    if "fingerprint" not in head:
-        raise ReconScoreError(
-            f"{path.parent.parent}: {where} does not start with its header line (line 1 is a record): the "
-            f"journal was edited or its lines moved, so it cannot be resumed; {fix}"
-        )
-    if layout != JOURNAL_LAYOUT:
-        newer = isinstance(layout, int) and layout > JOURNAL_LAYOUT
-        said = f": journal layout {layout}, this version reads {JOURNAL_LAYOUT}" if layout is not None else ""
-        raise ReconScoreError(
-            f"{path.parent.parent} was written by {'a newer' if newer else 'an older'} reconscore "
-            f"({where}{said}); {fix}"
-        )
 
 
 def diff_settings(old: dict | None, new: dict | None) -> list[str]:
@@ -168,64 +113,42 @@ def diff_settings(old: dict | None, new: dict | None) -> list[str]:
     ]
 
 
-def load_journals(
-    folder: Path,
-    *,
-    fingerprint: str,
-    prefix: str = "",
-    keys: dict | None = None,
-    settings: dict | None = None,
-    tampered: list[str] | None = None,
-) -> dict:
+def _versioned(settings: dict) -> dict:
+    """A run's settings as its fingerprint hashes them and its journals keep them: with the journal layout."""
+    return {**settings, "journal_layout": JOURNAL_LAYOUT}
+
+
+def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict | None = None) -> dict:
     """Finished records by row, from every `{prefix}rank-*.jsonl` journal in `folder` (any number of past
-    processes).
+    processes), for a run of these (versioned) `settings`.
 
     A row may have several records (recomputed after its inputs changed or with --retry-errors, possibly by
     another rank after a resume with another process count): a record whose key matches `keys[row]` wins over
-    one that does not, then the later invocation (`inv`), then the later line. A record whose checksum does not
-    match is left out and named in `tampered` (file:line).
+    one that does not, then the later invocation (`inv`), then the later line.
 
     Raises:
-        ResumeMismatchError: a journal was written by a run with another configuration (naming the settings
-            that changed, from the settings its header keeps).
+        ResumeMismatchError: a journal was written with other settings, or its first line is not its header (an
+            edited journal), naming the settings that changed (from those its header keeps).
     """
-    done: dict = {}
-    bad: list[tuple[str, dict]] = []
+    fingerprint, done = sha256_json(settings)[:16], {}
 
     def rank(rec: dict) -> tuple[bool, int]:
         return (keys is not None and rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
 
     for path in sorted(folder.glob(f"{prefix}rank-*.jsonl")):
-        records = read_jsonl(path, is_record=_is_journal_line)
-        if not records:
-            continue
-        _check_layout_line(path, records[0])
-        found = records[0].get("fingerprint")
-        if found != fingerprint:
-            before = (records[0].get("header") or {}).get("settings")
+        head, *records = read_jsonl(path, is_record=_is_journal_line) or [{"fingerprint": fingerprint}]
+        if head.get("fingerprint") != fingerprint:
+            before = (head.get("header") or {}).get("settings")
             raise ResumeMismatchError(
                 str(folder.parent),
-                found=str(found),
+                found=str(head.get("fingerprint")),
                 wanted=fingerprint,
                 changes=diff_settings(before, settings),
             )
-        for line, rec in enumerate(records[1:], start=2):
-            if "row" not in rec or rec.get("sum") != record_checksum(rec):
-                bad.append((f"{path}:{line}", rec))
-                continue
-            row = rec["row"]
-            if row not in done or rank(rec) >= rank(done[row]):
-                done[row] = rec
-    if tampered is not None:  # those not yet superseded by a record computed after them, each named once
-        tampered += [where for where, rec in bad if not _superseded(rec, done) and where not in tampered]
+        for rec in records:
+            if "row" in rec and (rec["row"] not in done or rank(rec) >= rank(done[rec["row"]])):
+                done[rec["row"]] = rec
     return done
-
-
-def _superseded(rec: dict, done: dict) -> bool:
-    try:
-        return int(done[rec["row"]].get("inv") or 0) > int(rec.get("inv") or 0)
-    except (KeyError, TypeError, ValueError):
-        return False
 
 
 def interrupted_message(out: Path, journal_dir: Path) -> str:
@@ -233,12 +156,12 @@ def interrupted_message(out: Path, journal_dir: Path) -> str:
     command's one journal, `candidates-` / `final-` for describe's), where, and how to go on."""
     counts: dict[str, set] = {}
     for path in sorted(journal_dir.glob("*rank-*.jsonl")):
-        prefix = path.name[: path.name.index("rank-")]
         try:
             records = read_jsonl(path, is_record=_is_journal_line)
         except (OSError, ReconScoreError):
             continue
-        counts.setdefault(prefix, set()).update(rec["row"] for rec in records if "row" in rec)
+        rows = counts.setdefault(path.name[: path.name.index("rank-")], set())
+        rows.update(rec["row"] for rec in records if "row" in rec)
     kinds = {"": "row(s) finished", "final-": "finished", "candidates-": "with captions"}
     saved = ", ".join(
         f"{len(rows)} {kinds.get(p, p.rstrip('-'))}" for p, rows in sorted(counts.items(), reverse=True)
@@ -619,9 +542,14 @@ def _stat(path: Path) -> list:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
-    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]."""
+    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]. Whatever stands
+    where the run's folder of a file belongs (`reconstructions` made a file) goes: the files it held are the
+    ones being written again."""
     kept = {}
     for rel, data in files.items():
+        top = out / Path(rel).parts[0]
+        if top != out / rel and not top.is_dir() and os.path.lexists(top):
+            top.unlink()
         atomic_write_bytes(out / rel, data)
         kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
     return kept
@@ -629,12 +557,10 @@ def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
 
 def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
     """A final file's temporary left by an earlier invocation killed mid-write (atomic_write_bytes'
-    `.NAME.XXXXXXXX.tmp`) goes: the lock is ours. One listing per folder, not one per file."""
-    for folder in {(out / rel).parent for rel in files}:
-        names = {(out / rel).name for rel in files if (out / rel).parent == folder}
-        for stale in folder.glob(".*.tmp"):
-            name = stale.name[1:-4]
-            if name[-9:-8] == "." and name[:-9] in names and stale.is_file():  # never a folder
+    `.NAME.XXXXXXXX.tmp`) goes: the lock is ours."""
+    for rel in files:
+        for stale in (out / rel).parent.glob(f".{glob.escape(Path(rel).name)}.????????.tmp"):
+            if stale.is_file():  # never a folder
                 stale.unlink(missing_ok=True)
 
 
@@ -644,9 +570,7 @@ def _intact(out: Path, rel: str, kept: list) -> bool:
     try:
         if not stat.S_ISREG(os.lstat(out / rel).st_mode):
             return False
-        if _stat(out / rel) == kept[1:]:
-            return True
-        return file_sha256(out / rel) == kept[0]
+        return _stat(out / rel) == kept[1:] or file_sha256(out / rel) == kept[0]
     except OSError:
         return False
 
@@ -656,11 +580,14 @@ def _item_keys(items: list[Item], chunk: int) -> None:
     changes a batched kernel's floats, as in the artifact cache's keys)."""
     own = [resume_key(item.inputs) for item in items]
     for j, item in enumerate(items):
-        if chunk <= 1:
-            item.key = own[j]
-            continue
         start = j - j % chunk
-        item.key = sha256_json({"kind": "resume", "item": own[j], "batch": own[start : start + chunk]})[:24]
+        batch = {"item": own[j], "batch": own[start : start + chunk]}
+        item.key = own[j] if chunk <= 1 else sha256_json({"kind": "resume", **batch})[:24]
+
+
+def _prefix(stage: Stage) -> str:
+    """A stage's journals are NAME-rank-K.jsonl; a command's one stage (no name) writes rank-K.jsonl."""
+    return f"{stage.name}-" if stage.name else ""
 
 
 @dataclass
@@ -676,36 +603,27 @@ class _Lifecycle:
 
     def __init__(self, run: RunFolder, spec: RunSpec):
         self.run, self.spec = run, spec
-        self.fp = sha256_json(spec.settings)[:16]
+        self.settings = _versioned(spec.settings)
+        self.fp = sha256_json(self.settings)[:16]
         self.plans: dict[str, _StagePlan] = {}
-        self.tampered: list[str] = []  # journal records that failed their checksum, as file:line
         self.result = RunResult(self.fp, {}, {}, previous=read_record(run.record_path), processes=run.world)
 
     # -- plan --------------------------------------------------------------------------------------------------
     def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
         """The stage's journaled records; with `retry_errors` (planning under --retry-errors) a failed one is
         left to compute again, while the final read keeps whatever the retry journaled, a new error included."""
-        run, spec = self.run, self.spec
-        prefix = f"{stage.name}-" if stage.name else ""
         records = {}
-        if not (run.overwrite and not run._begun):  # --overwrite starts from nothing
+        if not (self.run.overwrite and not self.run._begun):  # --overwrite starts from nothing
             keys = {item.id: item.key for item in items}
             records = load_journals(
-                run.journal_dir,
-                fingerprint=self.fp,
-                prefix=prefix,
-                keys=keys,
-                settings=spec.settings,
-                tampered=self.tampered,
+                self.run.journal_dir, settings=self.settings, prefix=_prefix(stage), keys=keys
             )
         done = {}
         for item in items:
             rec = records.get(item.id)
-            if rec is None or rec.get("key") != item.key:
-                continue
-            if retry_errors and (rec.get("result") or {}).get("error"):
-                continue
-            done[item.id] = rec
+            failed = retry_errors and rec is not None and (rec.get("result") or {}).get("error")
+            if rec is not None and rec.get("key") == item.key and not failed:
+                done[item.id] = rec
         return _StagePlan(stage, items, done, records)
 
     def _items(self, stage: Stage) -> list[Item]:
@@ -722,39 +640,27 @@ class _Lifecycle:
         return items
 
     def plan(self) -> bool:
-        """Read every journal; returns whether the run is finished (nothing to compute or repair)."""
-        run, res = self.run, self.result
-        gone: dict[str, int] = {}
-        finished = True  # every item has its record: the final files are checked too
-        for stage in self.spec.stages:
-            plan = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
+        """Read every journal; returns whether the run is finished (nothing to compute or repair). An item whose
+        files are gone or replaced is computed again, said by the folder they live in."""
+        spec, gone, finished = self.spec, Counter(), True
+        for stage in spec.stages:
+            plan = self._load(stage, self._items(stage), retry_errors=spec.retry_errors)
             self.plans[stage.name] = plan
             finished = finished and len(plan.done) == len(plan.items)
-            _unblock(run.out, {rel for rec in plan.done.values() for rel in rec.get("files", {})})
             for item in plan.items:
-                rec = plan.done.get(item.id)
-                lost = [
-                    rel
-                    for rel, kept in (rec or {}).get("files", {}).items()
-                    if not _intact(run.out, rel, kept)
-                ]
+                files = plan.done.get(item.id, {}).get("files", {})
+                lost = [rel for rel, kept in files.items() if not _intact(self.run.out, rel, kept)]
                 if lost:
                     del plan.done[item.id]
-                    top = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
-                    gone[top] = gone.get(top, 0) + 1
+                    gone[Path(lost[0]).parts[0]] += 1
             self._count_changed(plan)
-        if self.tampered:
-            res.repairs.append(
-                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
-            )
-        res.repairs += [
-            f"{n} {self.spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
+        self.result.repairs += [
+            f"{n} {spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
             for top, n in sorted(gone.items())
         ]
-        if not finished:
-            return False
-        res.repairs += self._damage()
-        return not res.repairs  # an item whose files were lost, or a tampered record, is a repair
+        if finished:
+            self.result.repairs += self._damage()
+        return finished and not self.result.repairs
 
     def _count_changed(self, plan: _StagePlan) -> None:
         for item in plan.items:
@@ -774,16 +680,14 @@ class _Lifecycle:
         kept = ended[-1] if ended else {}
         if kept.get("state") != self._state():
             return ["the final files were not written from these records"]
-        found = []
-        for name, meta in kept["outputs"].items():
-            if not _intact(self.run.out, name, meta):
-                found.append(
-                    f"{name} {'did not match the journal' if (self.run.out / name).exists() else 'was missing'}"
-                )
-        info = self.result.previous
-        if not info:
+        found = [
+            f"{name} {'did not match the journal' if (self.run.out / name).exists() else 'was missing'}"
+            for name, meta in kept["outputs"].items()
+            if not _intact(self.run.out, name, meta)
+        ]
+        if not self.result.previous:
             found.append("run.json was missing or invalid")
-        elif info.get("fingerprint") != self.fp:
+        elif self.result.previous.get("fingerprint") != self.fp:
             found.append("run.json was not this run's")
         return found
 
@@ -801,14 +705,10 @@ class _Lifecycle:
         self._say()
         res.inv = run._begin(**spec.started)
         weight = spec.weight or (lambda item: 1)
-        mine_last = (
-            [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
-        )
-        n_last = sum(weight(i) for i in mine_last)
-        done_last = sum(weight(i) for i in mine_last if i.id in last.done)
+        mine = [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
         bar = Progress(
-            n_last,
-            initial=done_last,
+            sum(map(weight, mine)),
+            initial=sum(weight(i) for i in mine if i.id in last.done),
             desc=f"{run.kind}[{run.rank}]",
             unit=spec.progress or "item",
             position=run.rank,
@@ -822,8 +722,10 @@ class _Lifecycle:
                 groups.append([stage])
         try:
             for k, group in enumerate(groups):
-                if k:
-                    self._replan(group[0])
+                if k:  # items built from the earlier stages' results (every process's)
+                    self._reload(group[0].name)
+                    plan = self._load(group[0], self._items(group[0]), retry_errors=spec.retry_errors)
+                    self.plans[group[0].name] = plan
                 self._phases(group, bar)
         finally:
             bar.close()
@@ -836,11 +738,6 @@ class _Lifecycle:
             if name == until:
                 break
             self.plans[name] = self._load(plan.stage, plan.items)
-
-    def _replan(self, stage: Stage) -> None:
-        """A stage whose items come from the earlier stages' results (every process's)."""
-        self._reload(stage.name)
-        self.plans[stage.name] = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
 
     def _mine(self, stage: Stage) -> list[int]:
         """The positions of this process's items: chunk j goes to process j mod the number of processes."""
@@ -859,15 +756,17 @@ class _Lifecycle:
                 if worked and stage.ended is not None:
                     stage.ended()
 
-    def _journal(self, stage: Stage) -> Journal:
-        header = {"kind": self.run.kind, "settings": self.spec.settings, **self.spec.header}
-        prefix = f"{stage.name}-" if stage.name else ""
-        path = self.run.journal_dir / f"{prefix}rank-{self.run.rank}.jsonl"
-        return Journal(path, fingerprint=self.fp, header=header)
+    def _journal(self, stage: Stage) -> Path:
+        """This process's journal of `stage`, with its header line; a torn last line is cut off (its
+        fingerprint was checked by the plan)."""
+        path = self.run.journal_dir / f"{_prefix(stage)}rank-{self.run.rank}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_jsonl(path, repair=True, is_record=_is_journal_line):
+            header = {"kind": self.run.kind, "settings": self.settings, **self.spec.header}
+            _append_lines(path, [{"fingerprint": self.fp, "header": header}])
+        return path
 
-    def _stage_phase(
-        self, stage: Stage, phase: list[int], journal: Journal, bar: Progress, where: str
-    ) -> bool:
+    def _stage_phase(self, stage: Stage, phase: list[int], journal: Path, bar: Progress, where: str) -> bool:
         plan, k = self.plans[stage.name], self.spec.chunk
         items = plan.items
         todo = [items[j] for j in phase if items[j].id not in plan.done]
@@ -878,48 +777,48 @@ class _Lifecycle:
             calls = [(c, [i for i in c if i.id not in plan.done]) for c in chunks.values()]
         else:
             calls = [(todo[s : s + stage.batch],) * 2 for s in range(0, len(todo), stage.batch)]
-        is_last = stage is self.spec.stages[-1]
-        for n, (batch, pending) in enumerate(c for c in calls if c[1]):
+        calls = [c for c in calls if c[1]]
+        for n, (batch, pending) in enumerate(calls):
             computed = stage.compute(batch, pending)
             if len(computed) != len(pending):
                 raise RuntimeError(
                     f"{stage.name or 'stage'}: {len(computed)} results for {len(pending)} items"
                 )
-            recs = self._record(stage, pending, computed)
-            journal.write(recs)
-            failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
-            if is_last:
+            recs = [self._record(stage, item, *c) for item, c in zip(pending, computed)]
+            _kill_point()
+            _append_lines(journal, recs)
+            if stage is self.spec.stages[-1]:
+                failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
                 bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
             elif stage.name:
-                bar.stage(f"{where}{stage.name} {n + 1}/{sum(1 for c in calls if c[1])}")
+                bar.stage(f"{where}{stage.name} {n + 1}/{len(calls)}")
         return bool(todo)
 
-    def _record(self, stage: Stage, pending: list[Item], computed: list[Computed]) -> list[dict]:
-        plan, recs = self.plans[stage.name], []
-        for item, (result, files) in zip(pending, computed):
-            rec = {
-                "row": item.id,
-                "key": item.key,
-                "inv": self.result.inv,
-                "inputs": item.inputs,
-                "result": result,
-            }
-            kept = _write_files(self.run.out, files)
-            if kept:
-                rec["files"] = kept
-            recs.append(rec)
-            plan.done[item.id] = rec
-            item.results[stage.name] = result
-        return recs
+    def _record(self, stage: Stage, item: Item, result: dict, files: dict[str, bytes]) -> dict:
+        """An item's journal record, its files written first (the record keeps their [sha256, size, mtime])."""
+        rec = {
+            "row": item.id,
+            "key": item.key,
+            "inv": self.result.inv,
+            "inputs": item.inputs,
+            "result": result,
+        }
+        kept = _write_files(self.run.out, files)
+        if kept:
+            rec["files"] = kept
+        self.plans[stage.name].done[item.id] = rec
+        item.results[stage.name] = result
+        return rec
 
     def _say(self) -> None:
         res = self.result
         if res.changed and self.run.is_main:
             why = ", ".join(f"{n} {name}" for name, n in sorted(res.changed.items()))
+            unit = self.spec.unit
             log.warning(
                 "%d journaled %s(s) have changed inputs and are recomputed (%s)",
                 sum(res.changed.values()),
-                self.spec.unit,
+                unit,
                 why,
             )
         if res.repairs and self.run.is_main:
@@ -952,7 +851,6 @@ class _Lifecycle:
             run._begun = True
             res.info = run._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
             return res
-        _prune(run.out, files)
         end = {**(spec.ended(res) if spec.ended is not None else {})}
         if res.repairs:
             end["repaired"] = res.repairs
@@ -964,28 +862,6 @@ class _Lifecycle:
         fields["started"] = history[0].get("started", run.started) if history else run.started
         res.info = run._record(info, spec.upstream, **fields)
         return res
-
-
-def _unblock(out: Path, files: set[str]) -> None:
-    """A file where an output folder belongs is removed: the files it held are written again."""
-    for top in sorted({Path(rel).parts[0] for rel in files if len(Path(rel).parts) > 1}):
-        folder = out / top
-        if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
-            folder.unlink()
-            log.warning("%s was a file, not a folder: removed, the files it held are written again", folder)
-
-
-def _prune(out: Path, files: dict[str, bytes]) -> None:
-    """An output folder (pairs' data/) holds exactly the files the outputs put there."""
-    folders: dict[str, set[str]] = {}
-    for rel in files:
-        parts = Path(rel).parts
-        if len(parts) > 1:
-            folders.setdefault(parts[0], set()).add(rel)
-    for top, keep in folders.items():
-        for p in sorted((out / top).rglob("*")):
-            if p.is_file() and str(p.relative_to(out)) not in keep:
-                p.unlink()
 
 
 class RunFolder:
@@ -1027,7 +903,6 @@ class RunFolder:
         else:  # RUN/scores.jsonl, RUN/journal/..., a link to them; RUN/run.jsonl would write RUN/run.json
             check_file_target(self.target, inputs=self.file_of)
             check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
-        self._check_layout()
         self._lock_existed = self._lock.path.exists()
         try:
             if not self.out.is_dir():
@@ -1052,17 +927,6 @@ class RunFolder:
             self._undo()
         if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
-
-    def _check_layout(self) -> None:
-        """A journal this version would not read (an older reconscore's layout) is refused, never ignored."""
-        if self.overwrite or not self.journal_dir.is_dir():
-            return
-        for p in sorted(self.journal_dir.iterdir()):
-            if not (p.name.startswith(".") or _JOURNAL_NAME.fullmatch(p.name)):
-                raise ReconScoreError(
-                    f"{self.out} was written by an older reconscore ({p.relative_to(self.out)}); rerun the "
-                    "command with --overwrite, or choose another --out"
-                )
 
     def abandon(self) -> None:
         """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""
@@ -1104,7 +968,7 @@ class RunFolder:
             ResumeMismatchError: naming the settings that changed.
         """
         if not self.overwrite:
-            load_journals(self.journal_dir, fingerprint=sha256_json(settings)[:16], settings=settings)
+            load_journals(self.journal_dir, settings=_versioned(settings))
 
     def run(self, spec: RunSpec) -> RunResult:
         """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
