@@ -183,8 +183,7 @@ def resume_key(inputs: dict) -> str:
 
 def changed_fields(old: dict | None, new: dict) -> list[str]:
     """Which inputs differ between a journaled record's `inputs` and the row's current ones."""
-    if not isinstance(old, dict):
-        return ["journal written before inputs were recorded"]
+    old = old if isinstance(old, dict) else {}
     return [k for k in new if old.get(k) != new.get(k)] or ["resume key"]
 
 
@@ -203,7 +202,7 @@ class RunLock:
     def __enter__(self) -> RunLock:
         import fcntl
 
-        if self.path.is_dir() or (self.path.exists() and not self.path.is_file()):
+        if self.path.exists() and not self.path.is_file():
             raise ReconScoreError(f"{self.path} is not a file: it is where the run's lock lives; remove it")
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -312,11 +311,7 @@ def refuse_run_file(target: Path, *, what: str = "--out") -> None:
     Raises:
         ReconScoreError: naming the run folder and the file.
     """
-    seen = set()
-    for path in (Path(os.path.abspath(target)), Path(os.path.realpath(target))):
-        if path in seen:
-            continue
-        seen.add(path)
+    for path in {Path(os.path.abspath(target)), Path(os.path.realpath(target))}:
         for folder in path.parents:
             kind = folder_kind(folder)
             if kind is None:
