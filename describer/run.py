@@ -113,7 +113,7 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
     state = PartialState(cpu=not torch.cuda.is_available())
     with RunFolder("describe", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
         work = _Describe(job, _images(job))
-        res = run.run(work.spec(run.started))
+        res = run.run(work.spec())
     summary = _summarize(work.items, res.records["final"], already_complete=res.complete)
     summary.repaired = res.repairs
     return summary
@@ -155,7 +155,7 @@ class _Describe:
             unload = torch.cuda.is_available()
         self.unload = unload
 
-    def spec(self, started: str) -> RunSpec:
+    def spec(self) -> RunSpec:
         job = self.job
         items = [
             Item(i.index, {"id": i.id, "image": i.image, "image_sha256": i.digest}, name=f"image {i.id!r}")
@@ -182,7 +182,6 @@ class _Describe:
             retry_errors=job.retry_errors,
             unit="image",
             progress="image",
-            header={"select_by": job.selector.name, "started": started},
         )
 
     def _unload_vlm(self) -> None:

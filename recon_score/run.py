@@ -1,25 +1,16 @@
 """`reconscore score`: a captions table in, scores.jsonl + run.json + reconstructions/ out.
 
-Resumable and multi-process through the one run engine (recon_score.run_engine, docs/runs.md); this module
-holds only what is score's own: rows, chunks, rendering and scoring, scores.jsonl's rows.
-- rows are processed in fixed chunks of `batch_size` consecutive rows of the *input* (chunk j = rows
-  j*B .. j*B+B-1), whatever the number of processes; with `accelerate launch` chunk j goes to process
-  j mod world_size, so every batch is composed the same way whichever process runs it. Each process appends to
-  its own journal; process 0 merges them, in input order, into one scores.jsonl;
-- a killed run restarted with the same --out skips finished chunks and re-renders a half-finished chunk whole,
-  in the same composition; a finished run rerun is a no-op, or a repair when its outputs no longer match the
-  journal. A row whose inputs changed (caption, id, image path, the image file's bytes) is recomputed, and the
-  run logs how many and why;
-- process 0 holds an fcntl lock on --out for the run: a second command on the same folder exits at once;
-- run.json lists every invocation that worked on the folder (journal/invocations.jsonl).
+Resumable and multi-process through the one run engine (recon_score.run_engine, docs/runs.md): this module holds
+only what is score's own: its rows as items (chunks of `batch_size` consecutive input rows), the chunk's
+rendering and scoring, scores.jsonl's rows and run.json's fields.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 import sys
-from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -77,7 +68,6 @@ class ScoreSummary:
     already_complete: bool
     failures: list[tuple[str, str]]
     ci: dict | None = None  # K > 1: the CI of the mean over images x seeds (recon_score_ci)
-    repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
     kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
     explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
@@ -180,10 +170,10 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
         rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
         work = _ScoreWork(job, device, rows[: job.limit] if job.limit is not None else rows)
-        return work.summary(run.run(work.spec(run)))
+        return work.summary(run.run(work.spec()))
 
 
-RECENT_IMAGES = 8  # decoded originals kept between chunks (a file's captions usually follow each other)
+RECENT_IMAGES = 8  # decoded originals kept between chunks
 
 
 class _ScoreWork:
@@ -194,7 +184,8 @@ class _ScoreWork:
         self.by_index = {row.index: row for row in rows}
         self.seeds = derive_seeds(job.preset.seed, job.seeds)
         self.explain_seeds = derive_seeds(job.preset.seed, job.explain.seeds) if job.explain else []
-        self.decoded: OrderedDict = OrderedDict()  # the latest images read: each file is decoded once
+        # the latest images read (a file's captions usually follow each other): each file is decoded once
+        self.image = functools.lru_cache(maxsize=RECENT_IMAGES)(self._load_image)
         self._scorer, self.worked, self._merged = None, False, None
 
     @property
@@ -214,7 +205,7 @@ class _ScoreWork:
             )
         return self._scorer
 
-    def spec(self, run: RunFolder) -> RunSpec:
+    def spec(self) -> RunSpec:
         job, digests = self.job, FileDigests()
         items = [
             Item(r.index, _row_inputs(r, digests), name=f"row {r.index} (id {r.id!r})") for r in self.rows
@@ -231,9 +222,7 @@ class _ScoreWork:
             chunk=job.batch_size,
             retry_errors=job.retry_errors,
             progress="render" if job.explain else "caption",
-            header={"captions": str(job.captions), "started": run.started},
             depends=[row.extra for row in self.rows],
-            started={"batch_size": job.batch_size},
         )
 
     def compute(self, chunk: list[Item], todo: list[Item]) -> list[tuple[dict, dict[str, bytes]]]:
@@ -241,7 +230,10 @@ class _ScoreWork:
         composed it, bypassing the cache."""
         job, self.worked = self.job, True
         rows = [self.by_index[item.id] for item in chunk]
-        pairs = _pairs(job, rows, self.decoded)
+        pairs = [
+            (InputError(r.error) if r.error is not None else self.image(r.image_path, r.image), r.caption)
+            for r in rows
+        ]
         results = self.scorer.score_seeds(pairs, self.seeds, force_render=len(todo) < len(chunk))
         by_index = {row.index: (res, pair) for row, res, pair in zip(rows, results, pairs)}
         note = SMOKE_NOTE if job.preset.meaningless else None
@@ -258,6 +250,13 @@ class _ScoreWork:
                 files.update(maps)  # the explanation computes, the Run writes
             out.append((rec, files))
         return out
+
+    def _load_image(self, path: Path, name: str):
+        """The decoded image, or its load error (the row's error)."""
+        try:
+            return load_image(path, name=name, bands=self.job.bands, reader=self.job.preset.image_reader)
+        except InputError as err:
+            return err
 
     def prepare(self, todo: list[Item]) -> None:
         """Every missing model named before any work; with --explain, the renders it will cost."""
@@ -276,9 +275,11 @@ class _ScoreWork:
             ]
         return self._merged
 
-    def _summary(self, res: RunResult) -> ScoreSummary:
-        stats, done = self._scorer.stats if self._scorer is not None else {}, res.records[""]
-        results = [done.get(row.index, {}).get("result", {}) for row in self.rows]
+    def summary(self, res: RunResult) -> ScoreSummary:
+        """The same summary whether this invocation computed or found the run finished (read from the journal);
+        references vs distractors and the seed-noise CI as the record this invocation wrote (or found) says."""
+        stats = self._scorer.stats if self._scorer is not None else {}
+        results = [res.records[""].get(row.index, {}).get("result", {}) for row in self.rows]
         scores = [
             r["recon_score"] for r in results if not r.get("error") and r.get("recon_score") is not None
         ]
@@ -287,6 +288,7 @@ class _ScoreWork:
             for row, r in zip(self.rows, results)
             if r.get("error") or r.get("recon_score") is None
         ]
+        record = res.info or (res.previous if res.complete else {})
         return ScoreSummary(
             total=len(self.rows),
             ok=len(scores),
@@ -297,22 +299,14 @@ class _ScoreWork:
             cached=stats.get("reconstruction_cache_hits", 0),
             already_complete=res.complete,
             failures=failures,
+            ci=record.get("seed_noise", {}).get("recon_score_ci"),
+            resumed=0 if res.complete else res.resumed,
+            kinds=record.get("summary", {}).get("references_vs_distractors"),
             explain=explain_summary(results),
         )
 
-    def summary(self, res: RunResult) -> ScoreSummary:
-        """The same summary whether this invocation computed or found the run finished (read from the journal)."""
-        summary = self._summary(res)
-        summary.resumed, summary.repaired = (0 if res.complete else res.resumed), res.repairs
-        if res.complete or res.info:
-            merged = self.merged(res)
-            summary.kinds = references_vs_distractors(merged)
-            if self.job.seeds > 1:
-                summary.ci = seed_summary(merged, self.seeds).get("recon_score_ci")
-        return summary
-
     def ended(self, res: RunResult) -> dict:
-        summary = self._summary(res)
+        summary = self.summary(res)
         return {
             "exit": "finished" if not summary.failed else "finished with failed rows",
             "rendered": summary.rendered,
@@ -320,19 +314,18 @@ class _ScoreWork:
         }
 
     def info(self, res: RunResult) -> dict:
-        """run.json's fields of score."""
-        job, summary, ordered = self.job, self._summary(res), self.merged(res)
-        config = self.scorer.config() if self.worked else res.previous.get("config")
+        """run.json's fields of score (the engine adds the fingerprint, the kind and the invocations)."""
+        job, summary, ordered = self.job, self.summary(res), self.merged(res)
+        images_root = (job.source or {}).get("images_dir")
+        if job.captions:
+            images_root = str((job.images_root or job.captions.parent).resolve())
         return {
             "note": SMOKE_NOTE if job.preset.meaningless else None,
             "captions": str(job.captions.resolve()) if job.captions else None,
-            "images_root": str((job.images_root or job.captions.parent).resolve())
-            if job.captions
-            else (job.source or {}).get("images_dir"),
+            "images_root": images_root,
             "source": job.source,
             "out": str(job.out.resolve()),
-            "fingerprint": res.fingerprint,
-            "config": config if config is not None else self.scorer.config(),
+            "config": (None if self.worked else res.previous.get("config")) or self.scorer.config(),
             "batch_size": job.batch_size,
             "bands": list(job.bands) if job.bands else None,
             "processes": res.processes,
@@ -370,26 +363,3 @@ def _say_explain_cost(job: ScoreJob, rows: list[InputRow]) -> None:
         file=sys.stderr,
         flush=True,
     )
-
-
-def _pairs(job: ScoreJob, chunk: list[InputRow], decoded: OrderedDict) -> list[tuple]:
-    """(image or the row's input error, caption) for each row of a chunk; an image among the latest `decoded`
-    (path -> image or its load error) is not read again."""
-    pairs = []
-    for row in chunk:
-        if row.error is not None:
-            pairs.append((InputError(row.error), row.caption))
-            continue
-        key = (row.image_path, row.image)
-        if key not in decoded:
-            try:
-                decoded[key] = load_image(
-                    row.image_path, name=row.image, bands=job.bands, reader=job.preset.image_reader
-                )
-            except InputError as err:
-                decoded[key] = err
-            while len(decoded) > RECENT_IMAGES:
-                decoded.popitem(last=False)
-        decoded.move_to_end(key)
-        pairs.append((decoded[key], row.caption))
-    return pairs

@@ -2,31 +2,24 @@
 with their inputs, its stages' compute, its final files) and the Run owns the rest (docs/runs.md).
 
 Layout of a run folder:
-    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "layout", "header"},
-                            then one line per finished item, each written with a single write() + fsync (a
-                            SIGKILL can only leave a torn *last* line, which is dropped). An item's record:
-                            {row, key, inv, inputs, result, files?: {path: [sha256, size, mtime_ns]}, sum}.
+    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "header"}, then one line
+                            per finished item, each written with a single write() + fsync (a SIGKILL can only leave
+                            a torn *last* line, which is dropped): {row, key, inv, inputs, result, files?: {path:
+                            [sha256, size, mtime_ns]}}.
     journal/invocations.jsonl  a "start" line per invocation, an "end" line when it finished, with the final
                             files' [sha256, size, mtime_ns] and the `state` they were made from: run.json's history.
     <outputs>, run.json     each written to a temporary file in the same folder, then os.replace'd.
     .lock                   fcntl lock held by process 0 while it works.
-
-`RunFolder.run(spec)`, in order: every journal of every past process read (changed settings refused, naming
-them); an item is done when a record's key (the hash of its inputs and of its chunk's composition) matches and
-its files are intact (by size and mtime, else by content); a run with every item done, its final files intact
-and run.json its own is finished: nothing is opened or written. Otherwise `prepare` (a model preflight), the
-invocation logged, this process's chunks computed a phase at a time and journaled, then process 0 writes the
-final files (`outputs`), the invocation's end and run.json. A spec without stages is computed in one go.
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import stat
 import sys
@@ -40,7 +33,6 @@ from recon_score.atomic_io import (
     WRITE_REFUSED,
     WriteError,
     atomic_write_bytes,
-    canonical_json,
     dumps_line,
     read_jsonl,
     sha256_json,
@@ -55,8 +47,9 @@ from recon_score.textfiles import entry_kind, read_json
 
 log = logging.getLogger(__name__)
 
-JOURNAL_LAYOUT = 3  # the journal records' shape; a journal of another layout is refused with a rerun hint
-_JOURNAL_NAME = re.compile(r"invocations\.jsonl|([\w.-]+-)?rank-\d+\.jsonl")  # what journal/ may hold
+# the journal records' shape, one of every run's settings: a journal of another layout (an older or newer
+# reconscore's) is refused as a changed setting, naming both layouts, never misread
+JOURNAL_LAYOUT = 4
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 
 
@@ -67,14 +60,6 @@ def _is_journal_line(rec: object) -> bool:
 
 def _is_log_line(rec: object) -> bool:
     return isinstance(rec, dict) and rec.get("event") in ("start", "end")
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """os.write until every byte is written: on a nearly full disk a write may be short before it fails, and
-    the failure must come while the torn line is still the last one."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 _APPENDS = [0]
@@ -91,59 +76,19 @@ def _kill_point() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def record_checksum(rec: dict) -> str:
-    """Checksum of a journal record (its `sum` field left out), over the record as JSON reads it back."""
-    body = json.loads(dumps_line({k: v for k, v in rec.items() if k != "sum"}))
-    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()[:16]
-
-
 def _append_lines(path: Path, records: Iterable[dict]) -> None:
-    """Append each record as one line with one write (whole or torn-last), then fsync."""
+    """Append each record as one line (whole, or torn and last), then fsync. Each line is written until every
+    byte is: on a nearly full disk a write may be short before it fails, and the failure must come while the
+    torn line is still the last one."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
-            write_all(fd, (dumps_line(rec) + "\n").encode("utf-8"))
+            view = memoryview((dumps_line(rec) + "\n").encode("utf-8"))
+            while view:
+                view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-class Journal:
-    """Append-only JSONL of finished items for one process; each record carries its checksum (`sum`)."""
-
-    def __init__(self, path: Path, *, fingerprint: str, header: dict):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # a torn last line is cut off; its layout and fingerprint were checked by the plan (`load_journals`)
-        if not read_jsonl(path, repair=True, is_record=_is_journal_line):
-            _append_lines(path, [{"fingerprint": fingerprint, "layout": JOURNAL_LAYOUT, "header": header}])
-
-    def write(self, records: list[dict]) -> None:
-        _kill_point()
-        _append_lines(self.path, [{**r, "sum": record_checksum(r)} for r in records])
-
-
-def _check_layout_line(path: Path, head: dict) -> None:
-    """A journal whose records have another shape (an older reconscore's) is refused, never misread.
-
-    Raises:
-        ReconScoreError: naming the run folder and what to do.
-    """
-    layout, where = head.get("layout"), f"{path.parent.name}/{path.name}"
-    fix = "rerun the command with --overwrite, or choose another --out"
-    # the header is not the first line: the file was edited, joined or reordered
-    if "fingerprint" not in head:
-        raise ReconScoreError(
-            f"{path.parent.parent}: {where} does not start with its header line (line 1 is a record): the "
-            f"journal was edited or its lines moved, so it cannot be resumed; {fix}"
-        )
-    if layout != JOURNAL_LAYOUT:
-        newer = isinstance(layout, int) and layout > JOURNAL_LAYOUT
-        said = f": journal layout {layout}, this version reads {JOURNAL_LAYOUT}" if layout is not None else ""
-        raise ReconScoreError(
-            f"{path.parent.parent} was written by {'a newer' if newer else 'an older'} reconscore "
-            f"({where}{said}); {fix}"
-        )
 
 
 def diff_settings(old: dict | None, new: dict | None) -> list[str]:
@@ -168,107 +113,57 @@ def diff_settings(old: dict | None, new: dict | None) -> list[str]:
     ]
 
 
-def load_journals(
-    folder: Path,
-    *,
-    fingerprint: str,
-    prefix: str = "",
-    keys: dict | None = None,
-    settings: dict | None = None,
-    tampered: list[str] | None = None,
-) -> dict:
-    """Finished records by row, from every `{prefix}rank-*.jsonl` journal in `folder` (any number of past
-    processes).
+def _versioned(settings: dict) -> dict:
+    """A run's settings as its fingerprint hashes them and its journals keep them: with the journal layout."""
+    return {**settings, "journal_layout": JOURNAL_LAYOUT}
 
-    A row may have several records (recomputed after its inputs changed or with --retry-errors, possibly by
-    another rank after a resume with another process count): a record whose key matches `keys[row]` wins over
-    one that does not, then the later invocation (`inv`), then the later line. A record whose checksum does not
-    match is left out and named in `tampered` (file:line).
+
+def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict | None = None) -> dict:
+    """Finished records by row, from every `{prefix}rank-*.jsonl` journal in `folder` (of any past process).
+    Of a row's several records (recomputed, possibly by another rank), one whose key matches `keys[row]` wins,
+    then the later invocation (`inv`), then the later line.
 
     Raises:
-        ResumeMismatchError: a journal was written by a run with another configuration (naming the settings
-            that changed, from the settings its header keeps).
+        ResumeMismatchError: a journal's header holds other (versioned) `settings`, naming those that changed,
+            or its first line is no header (an edited journal).
     """
-    done: dict = {}
-    bad: list[tuple[str, dict]] = []
+    fingerprint, done = sha256_json(settings)[:16], {}
 
     def rank(rec: dict) -> tuple[bool, int]:
         return (keys is not None and rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
 
     for path in sorted(folder.glob(f"{prefix}rank-*.jsonl")):
-        records = read_jsonl(path, is_record=_is_journal_line)
-        if not records:
-            continue
-        _check_layout_line(path, records[0])
-        found = records[0].get("fingerprint")
-        if found != fingerprint:
-            before = (records[0].get("header") or {}).get("settings")
+        head, *records = read_jsonl(path, is_record=_is_journal_line) or [{"fingerprint": fingerprint}]
+        if head.get("fingerprint") != fingerprint:
+            before = (head.get("header") or {}).get("settings")
             raise ResumeMismatchError(
                 str(folder.parent),
-                found=str(found),
+                found=str(head.get("fingerprint")),
                 wanted=fingerprint,
                 changes=diff_settings(before, settings),
             )
-        for line, rec in enumerate(records[1:], start=2):
-            if "row" not in rec or rec.get("sum") != record_checksum(rec):
-                bad.append((f"{path}:{line}", rec))
-                continue
-            row = rec["row"]
-            if row not in done or rank(rec) >= rank(done[row]):
-                done[row] = rec
-    if tampered is not None:  # those not yet superseded by a record computed after them, each named once
-        tampered += [where for where, rec in bad if not _superseded(rec, done) and where not in tampered]
+        for rec in records:
+            if "row" in rec and (rec["row"] not in done or rank(rec) >= rank(done[rec["row"]])):
+                done[rec["row"]] = rec
     return done
 
 
-def _superseded(rec: dict, done: dict) -> bool:
-    try:
-        return int(done[rec["row"]].get("inv") or 0) > int(rec.get("inv") or 0)
-    except (KeyError, TypeError, ValueError):
-        return False
-
-
-def interrupted_message(out: Path, journal_dir: Path) -> str:
-    """What Ctrl-C leaves behind, in one line: the rows saved (distinct rows per kind of journal: `""` for a
-    command's one journal, `candidates-` / `final-` for describe's), where, and how to go on."""
-    counts: dict[str, set] = {}
-    for path in sorted(journal_dir.glob("*rank-*.jsonl")):
-        prefix = path.name[: path.name.index("rank-")]
-        try:
-            records = read_jsonl(path, is_record=_is_journal_line)
-        except (OSError, ReconScoreError):
-            continue
-        counts.setdefault(prefix, set()).update(rec["row"] for rec in records if "row" in rec)
-    kinds = {"": "row(s) finished", "final-": "finished", "candidates-": "with captions"}
-    saved = ", ".join(
-        f"{len(rows)} {kinds.get(p, p.rstrip('-'))}" for p, rows in sorted(counts.items(), reverse=True)
-    )
-    return (
-        f"interrupted: {saved or 'nothing'} saved in {journal_dir}; "
-        f"run the same command again to resume (finished rows are not redone; --out {out})"
-    )
-
-
 class FileDigests:
-    """sha256 of image files' bytes, memoised per (path, size, mtime_ns) within one run: a file shared by many
-    rows is read once, and a file replaced in place (new size or mtime) is hashed again."""
+    """sha256 of files' bytes, memoised per (path, size, mtime_ns) within one run: a file shared by many rows is
+    read once, one replaced in place is hashed again."""
 
     def __init__(self) -> None:
         self._memo: dict[tuple[str, int, int], str] = {}
 
     def __call__(self, path: Path | None) -> str | None:
-        """Hex digest, or None when there is no file to read (the row's load will report why)."""
-        if path is None:
-            return None
+        """Hex digest, or None when there is no regular file to read (the row's load says why)."""
         try:
             st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever; the load says why
-                return None
-            memo_key = (str(path), st.st_size, st.st_mtime_ns)
-            if memo_key not in self._memo:
-                self._memo[memo_key] = file_sha256(Path(path))
-            return self._memo[memo_key]
-        except OSError:
+            key = (str(path), st.st_size, st.st_mtime_ns)
+            if stat.S_ISREG(st.st_mode) and key not in self._memo:  # a FIFO or a device would be read forever
+                self._memo[key] = file_sha256(Path(path))
+            return self._memo.get(key)
+        except (OSError, TypeError):  # TypeError: no path
             return None
 
 
@@ -288,8 +183,7 @@ def resume_key(inputs: dict) -> str:
 
 def changed_fields(old: dict | None, new: dict) -> list[str]:
     """Which inputs differ between a journaled record's `inputs` and the row's current ones."""
-    if not isinstance(old, dict):
-        return ["journal written before inputs were recorded"]
+    old = old if isinstance(old, dict) else {}
     return [k for k in new if old.get(k) != new.get(k)] or ["resume key"]
 
 
@@ -302,15 +196,13 @@ class RunLock:
         ReconScoreError: another process holds it (a second command on the same --out), or `.lock` is not a file.
     """
 
-    def __init__(self, out: Path, *, enabled: bool = True, name: str = ".lock"):
-        self.path, self.enabled, self._fd = out / name, enabled, -1
+    def __init__(self, out: Path, *, name: str = ".lock"):
+        self.path, self._fd = out / name, -1
 
     def __enter__(self) -> RunLock:
-        if not self.enabled:
-            return self
         import fcntl
 
-        if self.path.is_dir() or (self.path.exists() and not self.path.is_file()):
+        if self.path.exists() and not self.path.is_file():
             raise ReconScoreError(f"{self.path} is not a file: it is where the run's lock lives; remove it")
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -336,39 +228,6 @@ class RunLock:
         if self._fd >= 0:
             os.close(self._fd)  # closing releases the flock
             self._fd = -1
-
-
-class InvocationLog:
-    """journal/invocations.jsonl: one line when an invocation starts working, one when it ends. Written by
-    process 0 only; rows done per invocation come from the `inv` field of the journal records."""
-
-    def __init__(self, folder: Path):
-        self.path = folder / "invocations.jsonl"
-
-    def entries(self) -> list[dict]:
-        return read_jsonl(self.path, is_record=_is_log_line)
-
-    def append(self, event: str, inv: int, **info) -> None:
-        rec = {"event": event, "inv": inv, **info}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        read_jsonl(self.path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
-        _append_lines(self.path, [rec])
-
-    def history(self, records: Iterable[dict]) -> list[dict]:
-        """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
-        journal `records` (the current result of each row) it computed."""
-        rows_by_inv = Counter(int(rec.get("inv") or 0) for rec in records)
-        out: dict[int, dict] = {}
-        for e in self.entries():
-            inv = int(e.get("inv", 0))
-            entry = out.setdefault(inv, {"invocation": inv, "exit": "interrupted"})
-            fields = {k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")}
-            if e.get("event") == "end":
-                fields.setdefault("exit", "finished")
-            entry.update(fields)
-        for inv, entry in out.items():
-            entry["rows_done"] = rows_by_inv[inv]
-        return [out[k] for k in sorted(out)]
 
 
 def folder_kind(out: Path) -> str | None:
@@ -452,11 +311,7 @@ def refuse_run_file(target: Path, *, what: str = "--out") -> None:
     Raises:
         ReconScoreError: naming the run folder and the file.
     """
-    seen = set()
-    for path in (Path(os.path.abspath(target)), Path(os.path.realpath(target))):
-        if path in seen:
-            continue
-        seen.add(path)
+    for path in {Path(os.path.abspath(target)), Path(os.path.realpath(target))}:
         for folder in path.parents:
             kind = folder_kind(folder)
             if kind is None:
@@ -571,9 +426,7 @@ class RunSpec:
     retry_errors: bool = False  # a journaled result with an `error` is computed again
     unit: str = "row"  # how messages count items
     progress: str | None = None  # the bar's unit (None: no bar)
-    header: dict = field(default_factory=dict)  # kept in each journal's first line
     depends: object = None  # what the outputs read besides the records (score: the input's own columns)
-    started: dict = field(default_factory=dict)  # the invocation's start fields (its batch size)
     upstream: Sequence[Path | str] = ()  # the run folders it read
     # one go: folders staged in the run folder, renamed into place
     folders: dict[str, Path] = field(default_factory=dict)
@@ -588,7 +441,7 @@ class RunResult:
     records: dict[str, dict]  # by stage name: item id -> journal record
     complete: bool = False  # a finished run rerun: nothing computed, nothing written
     resumed: int = 0  # items of the last stage finished by an earlier invocation
-    changed: dict[str, int] = field(default_factory=dict)  # items recomputed, by the input that changed
+    changed: Counter = field(default_factory=Counter)  # items recomputed, by the input that changed
     repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
     previous: dict = field(default_factory=dict)  # the run.json found before this invocation
     info: dict = field(default_factory=dict)  # the run.json it wrote (process 0)
@@ -619,9 +472,14 @@ def _stat(path: Path) -> list:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
-    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]."""
+    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]. Whatever stands
+    where the run's folder of a file belongs (`reconstructions` made a file) goes: the files it held are the
+    ones being written again."""
     kept = {}
     for rel, data in files.items():
+        top = out / Path(rel).parts[0]
+        if top != out / rel and not top.is_dir() and os.path.lexists(top):
+            top.unlink()
         atomic_write_bytes(out / rel, data)
         kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
     return kept
@@ -629,12 +487,10 @@ def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
 
 def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
     """A final file's temporary left by an earlier invocation killed mid-write (atomic_write_bytes'
-    `.NAME.XXXXXXXX.tmp`) goes: the lock is ours. One listing per folder, not one per file."""
-    for folder in {(out / rel).parent for rel in files}:
-        names = {(out / rel).name for rel in files if (out / rel).parent == folder}
-        for stale in folder.glob(".*.tmp"):
-            name = stale.name[1:-4]
-            if name[-9:-8] == "." and name[:-9] in names and stale.is_file():  # never a folder
+    `.NAME.XXXXXXXX.tmp`) goes: the lock is ours."""
+    for rel in files:
+        for stale in (out / rel).parent.glob(f".{glob.escape(Path(rel).name)}.????????.tmp"):
+            if stale.is_file():  # never a folder
                 stale.unlink(missing_ok=True)
 
 
@@ -644,9 +500,7 @@ def _intact(out: Path, rel: str, kept: list) -> bool:
     try:
         if not stat.S_ISREG(os.lstat(out / rel).st_mode):
             return False
-        if _stat(out / rel) == kept[1:]:
-            return True
-        return file_sha256(out / rel) == kept[0]
+        return _stat(out / rel) == kept[1:] or file_sha256(out / rel) == kept[0]
     except OSError:
         return False
 
@@ -656,11 +510,14 @@ def _item_keys(items: list[Item], chunk: int) -> None:
     changes a batched kernel's floats, as in the artifact cache's keys)."""
     own = [resume_key(item.inputs) for item in items]
     for j, item in enumerate(items):
-        if chunk <= 1:
-            item.key = own[j]
-            continue
         start = j - j % chunk
-        item.key = sha256_json({"kind": "resume", "item": own[j], "batch": own[start : start + chunk]})[:24]
+        batch = {"item": own[j], "batch": own[start : start + chunk]}
+        item.key = own[j] if chunk <= 1 else sha256_json({"kind": "resume", **batch})[:24]
+
+
+def _prefix(stage: Stage) -> str:
+    """A stage's journals are NAME-rank-K.jsonl; a command's one stage (no name) writes rank-K.jsonl."""
+    return f"{stage.name}-" if stage.name else ""
 
 
 @dataclass
@@ -671,326 +528,9 @@ class _StagePlan:
     records: dict  # item id -> latest record (also stale ones)
 
 
-class _Lifecycle:
-    """One invocation of `RunFolder.run`: plan, work, finish (kept apart from RunFolder's opening and locking)."""
-
-    def __init__(self, run: RunFolder, spec: RunSpec):
-        self.run, self.spec = run, spec
-        self.fp = sha256_json(spec.settings)[:16]
-        self.plans: dict[str, _StagePlan] = {}
-        self.tampered: list[str] = []  # journal records that failed their checksum, as file:line
-        self.result = RunResult(self.fp, {}, {}, previous=read_record(run.record_path), processes=run.world)
-
-    # -- plan --------------------------------------------------------------------------------------------------
-    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
-        """The stage's journaled records; with `retry_errors` (planning under --retry-errors) a failed one is
-        left to compute again, while the final read keeps whatever the retry journaled, a new error included."""
-        run, spec = self.run, self.spec
-        prefix = f"{stage.name}-" if stage.name else ""
-        records = {}
-        if not (run.overwrite and not run._begun):  # --overwrite starts from nothing
-            keys = {item.id: item.key for item in items}
-            records = load_journals(
-                run.journal_dir,
-                fingerprint=self.fp,
-                prefix=prefix,
-                keys=keys,
-                settings=spec.settings,
-                tampered=self.tampered,
-            )
-        done = {}
-        for item in items:
-            rec = records.get(item.id)
-            if rec is None or rec.get("key") != item.key:
-                continue
-            if retry_errors and (rec.get("result") or {}).get("error"):
-                continue
-            done[item.id] = rec
-        return _StagePlan(stage, items, done, records)
-
-    def _items(self, stage: Stage) -> list[Item]:
-        if stage.items is None:
-            items = self.spec.items
-        else:
-            items = stage.items(
-                {n: {i: r["result"] for i, r in p.done.items()} for n, p in self.plans.items()}
-            )
-        for item in items:
-            item.name = item.name or f"{self.spec.unit} {item.id}"
-            item.results = {n: p.done[item.id]["result"] for n, p in self.plans.items() if item.id in p.done}
-        _item_keys(items, self.spec.chunk if stage.batch is None else 1)
-        return items
-
-    def plan(self) -> bool:
-        """Read every journal; returns whether the run is finished (nothing to compute or repair)."""
-        run, res = self.run, self.result
-        gone: dict[str, int] = {}
-        finished = True  # every item has its record: the final files are checked too
-        for stage in self.spec.stages:
-            plan = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
-            self.plans[stage.name] = plan
-            finished = finished and len(plan.done) == len(plan.items)
-            _unblock(run.out, {rel for rec in plan.done.values() for rel in rec.get("files", {})})
-            for item in plan.items:
-                rec = plan.done.get(item.id)
-                lost = [
-                    rel
-                    for rel, kept in (rec or {}).get("files", {}).items()
-                    if not _intact(run.out, rel, kept)
-                ]
-                if lost:
-                    del plan.done[item.id]
-                    top = Path(lost[0]).parts[0] if len(Path(lost[0]).parts) > 1 else lost[0]
-                    gone[top] = gone.get(top, 0) + 1
-            self._count_changed(plan)
-        if self.tampered:
-            res.repairs.append(
-                f"{len(self.tampered)} journal record(s) failed their checksum (e.g. {self.tampered[0]})"
-            )
-        res.repairs += [
-            f"{n} {self.spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
-            for top, n in sorted(gone.items())
-        ]
-        if not finished:
-            return False
-        res.repairs += self._damage()
-        return not res.repairs  # an item whose files were lost, or a tampered record, is a repair
-
-    def _count_changed(self, plan: _StagePlan) -> None:
-        for item in plan.items:
-            rec = plan.records.get(item.id)
-            if rec is not None and rec.get("key") != item.key:
-                for name in changed_fields(rec.get("inputs"), item.inputs):
-                    self.result.changed[name] = self.result.changed.get(name, 0) + 1
-
-    def _state(self) -> str:
-        """What the final files are made from: every item's key, and what the outputs read besides."""
-        keys = {n: [i.key for i in p.items] for n, p in self.plans.items()}
-        return sha256_json({"keys": keys, "depends": self.spec.depends})[:24]
-
-    def _damage(self) -> list[str]:
-        """A finished run: its final files and run.json as the last invocation left them?"""
-        ended = [e for e in self.run.log.entries() if e.get("event") == "end" and "outputs" in e]
-        kept = ended[-1] if ended else {}
-        if kept.get("state") != self._state():
-            return ["the final files were not written from these records"]
-        found = []
-        for name, meta in kept["outputs"].items():
-            if not _intact(self.run.out, name, meta):
-                found.append(
-                    f"{name} {'did not match the journal' if (self.run.out / name).exists() else 'was missing'}"
-                )
-        info = self.result.previous
-        if not info:
-            found.append("run.json was missing or invalid")
-        elif info.get("fingerprint") != self.fp:
-            found.append("run.json was not this run's")
-        return found
-
-    # -- work --------------------------------------------------------------------------------------------------
-    def work(self) -> None:
-        """This process's share of every stage, a phase at a time, each result journaled as it comes."""
-        run, spec, res = self.run, self.spec, self.result
-        last = self.plans[spec.stages[-1].name]
-        res.resumed = len(last.done)
-        first = self.plans[spec.stages[0].name].items
-        todo = [first[j] for j in self._mine(spec.stages[0])]
-        todo = [i for i in todo if any(i.id not in p.done for p in self.plans.values())]
-        if spec.prepare is not None and todo:
-            spec.prepare(todo)  # every missing model named before any work starts
-        self._say()
-        res.inv = run._begin(**spec.started)
-        weight = spec.weight or (lambda item: 1)
-        mine_last = (
-            [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
-        )
-        n_last = sum(weight(i) for i in mine_last)
-        done_last = sum(weight(i) for i in mine_last if i.id in last.done)
-        bar = Progress(
-            n_last,
-            initial=done_last,
-            desc=f"{run.kind}[{run.rank}]",
-            unit=spec.progress or "item",
-            position=run.rank,
-            disable=spec.progress is None,
-        )
-        groups: list[list[Stage]] = []  # stages over the same items run phase by phase together
-        for stage in spec.stages:
-            if groups and stage.items is None:
-                groups[-1].append(stage)
-            else:
-                groups.append([stage])
-        try:
-            for k, group in enumerate(groups):
-                if k:
-                    self._replan(group[0])
-                self._phases(group, bar)
-        finally:
-            bar.close()
-
-    def _reload(self, until: str | None = None) -> None:
-        """After every process reached this point: the records they journaled, for the stages before `until`
-        (every stage by default)."""
-        self.run.wait()
-        for name, plan in list(self.plans.items()):
-            if name == until:
-                break
-            self.plans[name] = self._load(plan.stage, plan.items)
-
-    def _replan(self, stage: Stage) -> None:
-        """A stage whose items come from the earlier stages' results (every process's)."""
-        self._reload(stage.name)
-        self.plans[stage.name] = self._load(stage, self._items(stage), retry_errors=self.spec.retry_errors)
-
-    def _mine(self, stage: Stage) -> list[int]:
-        """The positions of this process's items: chunk j goes to process j mod the number of processes."""
-        k, run = self.spec.chunk, self.run
-        return [j for j in range(len(self.plans[stage.name].items)) if (j // k) % run.world == run.rank]
-
-    def _phases(self, group: list[Stage], bar: Progress) -> None:
-        spec, positions = self.spec, self._mine(group[0])
-        per = (spec.phase or len(positions) or 1) * spec.chunk
-        phases = [positions[s : s + per] for s in range(0, len(positions), per)]
-        journals = {s.name: self._journal(s) for s in group}
-        for p, phase in enumerate(phases):
-            where = f"phase {p + 1}/{len(phases)}: " if len(phases) > 1 else ""
-            for stage in group:
-                worked = self._stage_phase(stage, phase, journals[stage.name], bar, where)
-                if worked and stage.ended is not None:
-                    stage.ended()
-
-    def _journal(self, stage: Stage) -> Journal:
-        header = {"kind": self.run.kind, "settings": self.spec.settings, **self.spec.header}
-        prefix = f"{stage.name}-" if stage.name else ""
-        path = self.run.journal_dir / f"{prefix}rank-{self.run.rank}.jsonl"
-        return Journal(path, fingerprint=self.fp, header=header)
-
-    def _stage_phase(
-        self, stage: Stage, phase: list[int], journal: Journal, bar: Progress, where: str
-    ) -> bool:
-        plan, k = self.plans[stage.name], self.spec.chunk
-        items = plan.items
-        todo = [items[j] for j in phase if items[j].id not in plan.done]
-        if stage.batch is None:
-            chunks = {}
-            for j in phase:
-                chunks.setdefault(j // k, []).append(items[j])
-            calls = [(c, [i for i in c if i.id not in plan.done]) for c in chunks.values()]
-        else:
-            calls = [(todo[s : s + stage.batch],) * 2 for s in range(0, len(todo), stage.batch)]
-        is_last = stage is self.spec.stages[-1]
-        for n, (batch, pending) in enumerate(c for c in calls if c[1]):
-            computed = stage.compute(batch, pending)
-            if len(computed) != len(pending):
-                raise RuntimeError(
-                    f"{stage.name or 'stage'}: {len(computed)} results for {len(pending)} items"
-                )
-            recs = self._record(stage, pending, computed)
-            journal.write(recs)
-            failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
-            if is_last:
-                bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
-            elif stage.name:
-                bar.stage(f"{where}{stage.name} {n + 1}/{sum(1 for c in calls if c[1])}")
-        return bool(todo)
-
-    def _record(self, stage: Stage, pending: list[Item], computed: list[Computed]) -> list[dict]:
-        plan, recs = self.plans[stage.name], []
-        for item, (result, files) in zip(pending, computed):
-            rec = {
-                "row": item.id,
-                "key": item.key,
-                "inv": self.result.inv,
-                "inputs": item.inputs,
-                "result": result,
-            }
-            kept = _write_files(self.run.out, files)
-            if kept:
-                rec["files"] = kept
-            recs.append(rec)
-            plan.done[item.id] = rec
-            item.results[stage.name] = result
-        return recs
-
-    def _say(self) -> None:
-        res = self.result
-        if res.changed and self.run.is_main:
-            why = ", ".join(f"{n} {name}" for name, n in sorted(res.changed.items()))
-            log.warning(
-                "%d journaled %s(s) have changed inputs and are recomputed (%s)",
-                sum(res.changed.values()),
-                self.spec.unit,
-                why,
-            )
-        if res.repairs and self.run.is_main:
-            log.warning("repairing %s from its journal: %s", self.run.out, "; ".join(res.repairs))
-
-    # -- finish ------------------------------------------------------------------------------------------------
-    def settle(self) -> RunResult:
-        res = self.result
-        res.items = {n: p.items for n, p in self.plans.items()}
-        res.records = {n: p.done for n, p in self.plans.items()}
-        return res
-
-    def finish(self) -> RunResult:
-        """After every process finished: process 0 writes the final files, the invocation's end and run.json. A
-        run computed in one go (correlate, evaluate, pairs, a study) has no journal: its files replace the
-        previous invocation's (a folder staged inside the run folder is renamed into place), then the record,
-        which describes this invocation alone."""
-        run, spec, res = self.run, self.spec, self.result
-        self._reload()
-        self.settle()
-        if not run.is_main:
-            return res
-        files = spec.outputs(res) if spec.outputs is not None else {}
-        kept = _write_files(run.out, files)
-        _sweep_temporaries(run.out, files)
-        if not spec.stages:
-            for name, staged in spec.folders.items():
-                _remove(run.out / name)
-                os.replace(staged, run.out / name)
-            run._begun = True
-            res.info = run._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
-            return res
-        _prune(run.out, files)
-        end = {**(spec.ended(res) if spec.ended is not None else {})}
-        if res.repairs:
-            end["repaired"] = res.repairs
-        finished = utc_now()
-        run.log.append("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
-        history = run.log.history(self.plans[spec.stages[-1].name].done.values())  # items of the last stage
-        info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
-        fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
-        fields["started"] = history[0].get("started", run.started) if history else run.started
-        res.info = run._record(info, spec.upstream, **fields)
-        return res
-
-
-def _unblock(out: Path, files: set[str]) -> None:
-    """A file where an output folder belongs is removed: the files it held are written again."""
-    for top in sorted({Path(rel).parts[0] for rel in files if len(Path(rel).parts) > 1}):
-        folder = out / top
-        if folder.is_file() or (folder.is_symlink() and not folder.is_dir()):
-            folder.unlink()
-            log.warning("%s was a file, not a folder: removed, the files it held are written again", folder)
-
-
-def _prune(out: Path, files: dict[str, bytes]) -> None:
-    """An output folder (pairs' data/) holds exactly the files the outputs put there."""
-    folders: dict[str, set[str]] = {}
-    for rel in files:
-        parts = Path(rel).parts
-        if len(parts) > 1:
-            folders.setdefault(parts[0], set()).add(rel)
-    for top, keep in folders.items():
-        for p in sorted((out / top).rglob("*")):
-            if p.is_file() and str(p.relative_to(out)) not in keep:
-                p.unlink()
-
-
 class RunFolder:
     """One run folder of one kind, opened by every process of a run (`state`: accelerate's PartialState, None for
-    one process). See the module docstring for the steps."""
+    one process); `run(spec)` is one invocation: plan, work, finish (docs/runs.md)."""
 
     def __init__(
         self,
@@ -1015,10 +555,10 @@ class RunFolder:
         self.is_main = state is None or state.is_main_process
         self.journal_dir = self.out / f"{hidden}journal"
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
-        self.log = InvocationLog(self.journal_dir)
+        self.log_path = self.journal_dir / "invocations.jsonl"
         self.started = utc_now()
-        self._begun, self._created = False, None
-        self._lock = RunLock(self.out, enabled=self.is_main, name=f"{hidden}lock" if hidden else ".lock")
+        self._begun, self._created, self.plans = False, None, {}
+        self._lock = RunLock(self.out, name=f"{hidden}lock" if hidden else ".lock")
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
     def __enter__(self) -> RunFolder:
@@ -1027,7 +567,6 @@ class RunFolder:
         else:  # RUN/scores.jsonl, RUN/journal/..., a link to them; RUN/run.jsonl would write RUN/run.json
             check_file_target(self.target, inputs=self.file_of)
             check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
-        self._check_layout()
         self._lock_existed = self._lock.path.exists()
         try:
             if not self.out.is_dir():
@@ -1036,7 +575,8 @@ class RunFolder:
                     top = top.parent
                 self._created = top
                 self.out.mkdir(parents=True, exist_ok=True)
-            self._lock.__enter__()
+            if self.is_main:  # the ranks of one `accelerate launch` share process 0's lock
+                self._lock.__enter__()
         except BaseException as err:
             self._undo()
             if isinstance(err, OSError) and err.errno in WRITE_REFUSED:
@@ -1045,24 +585,24 @@ class RunFolder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is KeyboardInterrupt and self._begun and self.is_main:
-            print(interrupted_message(self.out, self.journal_dir), file=sys.stderr, flush=True)
+        if exc_type is KeyboardInterrupt and self._begun and self.is_main and self.plans:
+            print(self._interrupted(), file=sys.stderr, flush=True)
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo()
         if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
             raise self.write_error(exc) from exc
 
-    def _check_layout(self) -> None:
-        """A journal this version would not read (an older reconscore's layout) is refused, never ignored."""
-        if self.overwrite or not self.journal_dir.is_dir():
-            return
-        for p in sorted(self.journal_dir.iterdir()):
-            if not (p.name.startswith(".") or _JOURNAL_NAME.fullmatch(p.name)):
-                raise ReconScoreError(
-                    f"{self.out} was written by an older reconscore ({p.relative_to(self.out)}); rerun the "
-                    "command with --overwrite, or choose another --out"
-                )
+    def _interrupted(self) -> str:
+        """What Ctrl-C leaves behind, in one line: the items each stage has saved (last stage first), where, and
+        how to go on."""
+        plans = list(self.plans.values())[::-1]
+        saved = [f"{len(p.done)} with {p.stage.name}" for p in plans[1:]]
+        saved.insert(0, f"{len(plans[0].done)} {self.spec.unit}(s) finished")
+        return (
+            f"interrupted: {', '.join(saved)} saved in {self.journal_dir}; run the same command again to resume "
+            f"(finished {self.spec.unit}s are not redone; --out {self.out})"
+        )
 
     def abandon(self) -> None:
         """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""
@@ -1096,7 +636,6 @@ class RunFolder:
         if self.state is not None:
             self.state.wait_for_everyone()
 
-    # -- the lifecycle ---------------------------------------------------------------------------------------
     def check(self, settings: dict) -> None:
         """A changed configuration is refused before a command's costly preparation (retrieve's features).
 
@@ -1104,35 +643,297 @@ class RunFolder:
             ResumeMismatchError: naming the settings that changed.
         """
         if not self.overwrite:
-            load_journals(self.journal_dir, fingerprint=sha256_json(settings)[:16], settings=settings)
+            load_journals(self.journal_dir, settings=_versioned(settings))
 
+    # -- one invocation --------------------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunResult:
         """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
         checked by size and time), this process's work journaled item by item, the final files and run.json."""
-        life = _Lifecycle(self, spec)
-        if spec.stages and life.plan():
-            res = life.settle()
+        self.spec, self.settings = spec, _versioned(spec.settings)
+        self.fp, self.plans = sha256_json(self.settings)[:16], {}
+        self.result = RunResult(self.fp, {}, {}, previous=read_record(self.record_path), processes=self.world)
+        if spec.stages and self._plan():
+            res = self._settle()
             res.complete, res.resumed = True, len(next(reversed(res.records.values())))
             return res
         if spec.stages:
-            life.work()
-        return life.finish()
+            self._work()
+        return self._finish()
 
-    # -- working ---------------------------------------------------------------------------------------------
-    def _begin(self, **info) -> int:
-        if self.overwrite and self.is_main:
-            self._clear()
+    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
+        """The stage's journaled records; with `retry_errors` (planning under --retry-errors) a failed one is
+        left to compute again, while the final read keeps whatever the retry journaled, a new error included."""
+        records = {}
+        if not (self.overwrite and not self._begun):  # --overwrite starts from nothing
+            keys = {item.id: item.key for item in items}
+            records = load_journals(
+                self.journal_dir, settings=self.settings, prefix=_prefix(stage), keys=keys
+            )
+        done = {}
+        for item in items:
+            rec = records.get(item.id)
+            failed = retry_errors and rec is not None and (rec.get("result") or {}).get("error")
+            if rec is not None and rec.get("key") == item.key and not failed:
+                done[item.id] = rec
+        return _StagePlan(stage, items, done, records)
+
+    def _plan_stage(self, stage: Stage) -> _StagePlan:
+        """A stage's items (built from the earlier stages' results when it says so), keyed, and its records."""
+        spec = self.spec
+        if stage.items is None:
+            items = spec.items
+        else:
+            items = stage.items(
+                {n: {i: r["result"] for i, r in p.done.items()} for n, p in self.plans.items()}
+            )
+        for item in items:
+            item.name = item.name or f"{spec.unit} {item.id}"
+            item.results = {n: p.done[item.id]["result"] for n, p in self.plans.items() if item.id in p.done}
+        _item_keys(items, spec.chunk if stage.batch is None else 1)
+        self.plans[stage.name] = self._load(stage, items, retry_errors=spec.retry_errors)
+        return self.plans[stage.name]
+
+    def _plan(self) -> bool:
+        """Read every journal; returns whether the run is finished (nothing to compute or repair). An item whose
+        files are gone or replaced is computed again, said by the folder they live in."""
+        spec, res, gone, finished = self.spec, self.result, Counter(), True
+        for stage in spec.stages:
+            plan = self._plan_stage(stage)
+            finished = finished and len(plan.done) == len(plan.items)
+            for item in plan.items:
+                files = plan.done.get(item.id, {}).get("files", {})
+                lost = [rel for rel, kept in files.items() if not _intact(self.out, rel, kept)]
+                if lost:
+                    del plan.done[item.id]
+                    gone[Path(lost[0]).parts[0]] += 1
+                rec = plan.records.get(item.id)
+                if rec is not None and rec.get("key") != item.key:
+                    res.changed.update(changed_fields(rec.get("inputs"), item.inputs))
+        res.repairs += [
+            f"{n} {spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
+            for top, n in sorted(gone.items())
+        ]
+        if finished:
+            res.repairs += self._damage()
+        return finished and not res.repairs
+
+    def _state(self) -> str:
+        """What the final files are made from: every item's key, and what the outputs read besides."""
+        keys = {n: [i.key for i in p.items] for n, p in self.plans.items()}
+        return sha256_json({"keys": keys, "depends": self.spec.depends})[:24]
+
+    def _damage(self) -> list[str]:
+        """A finished run: its final files and run.json as the last invocation left them?"""
+        ended = [e for e in self._log_entries() if e.get("event") == "end" and "outputs" in e]
+        kept = ended[-1] if ended else {}
+        if kept.get("state") != self._state():
+            return ["the final files were not written from these records"]
+        found = [
+            f"{name} {'did not match the journal' if (self.out / name).exists() else 'was missing'}"
+            for name, meta in kept["outputs"].items()
+            if not _intact(self.out, name, meta)
+        ]
+        if not self.result.previous:
+            found.append("run.json was missing or invalid")
+        elif self.result.previous.get("fingerprint") != self.fp:
+            found.append("run.json was not this run's")
+        return found
+
+    def _work(self) -> None:
+        """This process's share of every stage, a phase at a time, each result journaled as it comes."""
+        spec, res = self.spec, self.result
+        last = self.plans[spec.stages[-1].name]
+        res.resumed = len(last.done)
+        first = self.plans[spec.stages[0].name].items
+        todo = [first[j] for j in self._mine(spec.stages[0])]
+        todo = [i for i in todo if any(i.id not in p.done for p in self.plans.values())]
+        if spec.prepare is not None and todo:
+            spec.prepare(todo)  # every missing model named before any work starts
+        if res.changed and self.is_main:
+            why = ", ".join(f"{n} {name}" for name, n in sorted(res.changed.items()))
+            n, unit = res.changed.total(), spec.unit
+            log.warning("%d journaled %s(s) have changed inputs and are recomputed (%s)", n, unit, why)
+        if res.repairs and self.is_main:
+            log.warning("repairing %s from its journal: %s", self.out, "; ".join(res.repairs))
+        res.inv = self._begin()
+        weight = spec.weight or (lambda item: 1)
+        mine = [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
+        bar = Progress(
+            sum(map(weight, mine)),
+            initial=sum(weight(i) for i in mine if i.id in last.done),
+            desc=f"{self.kind}[{self.rank}]",
+            unit=spec.progress or "item",
+            position=self.rank,
+            disable=spec.progress is None,
+        )
+        groups: list[list[Stage]] = []  # stages over the same items run phase by phase together
+        for stage in spec.stages:
+            if groups and stage.items is None:
+                groups[-1].append(stage)
+            else:
+                groups.append([stage])
+        try:
+            for k, group in enumerate(groups):
+                if k:  # items built from the earlier stages' results: every process's
+                    self._reload(group[0].name)
+                    self._plan_stage(group[0])
+                self._phases(group, bar)
+        finally:
+            bar.close()
+
+    def _reload(self, until: str | None = None) -> None:
+        """After every process reached this point: the records they journaled, for the stages before `until`
+        (every stage by default)."""
         self.wait()
-        inv = sum(1 for e in self.log.entries() if e.get("event") == "start")
+        for name, plan in list(self.plans.items()):
+            if name == until:
+                break
+            self.plans[name] = self._load(plan.stage, plan.items)
+
+    def _mine(self, stage: Stage) -> list[int]:
+        """The positions of this process's items: chunk j goes to process j mod the number of processes."""
+        k = self.spec.chunk
+        return [j for j in range(len(self.plans[stage.name].items)) if (j // k) % self.world == self.rank]
+
+    def _phases(self, group: list[Stage], bar: Progress) -> None:
+        spec, positions = self.spec, self._mine(group[0])
+        per = (spec.phase or len(positions) or 1) * spec.chunk
+        phases = [positions[s : s + per] for s in range(0, len(positions), per)]
+        journals = {s.name: self._journal(s) for s in group}
+        for p, phase in enumerate(phases):
+            where = f"phase {p + 1}/{len(phases)}: " if len(phases) > 1 else ""
+            for stage in group:
+                worked = self._stage_phase(stage, phase, journals[stage.name], bar, where)
+                if worked and stage.ended is not None:
+                    stage.ended()
+
+    def _journal(self, stage: Stage) -> Path:
+        """This process's journal of `stage`, with its header line; a torn last line is cut off (its
+        fingerprint was checked by the plan)."""
+        path = self.journal_dir / f"{_prefix(stage)}rank-{self.rank}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_jsonl(path, repair=True, is_record=_is_journal_line):
+            header = {"kind": self.kind, "settings": self.settings}
+            _append_lines(path, [{"fingerprint": self.fp, "header": header}])
+        return path
+
+    def _stage_phase(self, stage: Stage, phase: list[int], journal: Path, bar: Progress, where: str) -> bool:
+        plan, k = self.plans[stage.name], self.spec.chunk
+        items = plan.items
+        todo = [items[j] for j in phase if items[j].id not in plan.done]
+        if stage.batch is None:
+            chunks = {}
+            for j in phase:
+                chunks.setdefault(j // k, []).append(items[j])
+            calls = [(c, [i for i in c if i.id not in plan.done]) for c in chunks.values()]
+        else:
+            calls = [(todo[s : s + stage.batch],) * 2 for s in range(0, len(todo), stage.batch)]
+        calls = [c for c in calls if c[1]]
+        for n, (batch, pending) in enumerate(calls):
+            computed = stage.compute(batch, pending)
+            if len(computed) != len(pending):
+                raise RuntimeError(
+                    f"{stage.name or 'stage'}: {len(computed)} results for {len(pending)} items"
+                )
+            recs = [self._journaled(stage, item, *c) for item, c in zip(pending, computed)]
+            _kill_point()
+            _append_lines(journal, recs)
+            if stage is self.spec.stages[-1]:
+                failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
+                bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
+            elif stage.name:
+                bar.stage(f"{where}{stage.name} {n + 1}/{len(calls)}")
+        return bool(todo)
+
+    def _journaled(self, stage: Stage, item: Item, result: dict, files: dict[str, bytes]) -> dict:
+        """An item's journal record, its files written first (the record keeps their [sha256, size, mtime])."""
+        rec = {
+            "row": item.id,
+            "key": item.key,
+            "inv": self.result.inv,
+            "inputs": item.inputs,
+            "result": result,
+        }
+        kept = _write_files(self.out, files)
+        if kept:
+            rec["files"] = kept
+        self.plans[stage.name].done[item.id] = rec
+        item.results[stage.name] = result
+        return rec
+
+    def _settle(self) -> RunResult:
+        res = self.result
+        res.items = {n: p.items for n, p in self.plans.items()}
+        res.records = {n: p.done for n, p in self.plans.items()}
+        return res
+
+    def _finish(self) -> RunResult:
+        """After every process finished: process 0 writes the final files, the invocation's end and run.json. A
+        run computed in one go (correlate, evaluate, pairs, a study) has no journal: its files replace the
+        previous invocation's (a folder staged inside the run folder is renamed into place), then the record,
+        which describes this invocation alone."""
+        spec, res = self.spec, self.result
+        self._reload()
+        self._settle()
+        if not self.is_main:
+            return res
+        files = spec.outputs(res) if spec.outputs is not None else {}
+        kept = _write_files(self.out, files)
+        _sweep_temporaries(self.out, files)
+        if not spec.stages:
+            for name, staged in spec.folders.items():
+                _remove(self.out / name)
+                os.replace(staged, self.out / name)
+            self._begun = True
+            res.info = self._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
+            return res
+        end = {**(spec.ended(res) if spec.ended is not None else {})}
+        if res.repairs:
+            end["repaired"] = res.repairs
+        finished = utc_now()
+        self._log("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
+        history = self._history(self.plans[spec.stages[-1].name].done.values())  # items of the last stage
+        info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
+        fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
+        fields["started"] = history[0].get("started", self.started) if history else self.started
+        res.info = self._record(info, spec.upstream, **fields)
+        return res
+
+    def _begin(self) -> int:
+        if self.overwrite and self.is_main:
+            for name in ("journal", RECORD, *KIND_OUTPUTS[self.kind]):
+                _remove(self.out / name)
+        self.wait()
+        inv = sum(1 for e in self._log_entries() if e.get("event") == "start")
         self.wait()  # every rank has read the log's length before process 0 appends to it
         if self.is_main:
-            self.log.append("start", inv, started=self.started, argv=self.argv, processes=self.world, **info)
+            self._log("start", inv, started=self.started, argv=self.argv, processes=self.world)
         self._begun = True
         return inv
 
-    def _clear(self) -> None:
-        for name in ("journal", RECORD, *KIND_OUTPUTS[self.kind]):
-            _remove(self.out / name)
+    # -- journal/invocations.jsonl: a "start" line per invocation, an "end" line when it finished (process 0) --
+    def _log_entries(self) -> list[dict]:
+        return read_jsonl(self.log_path, is_record=_is_log_line)
+
+    def _log(self, event: str, inv: int, **info) -> None:
+        self.journal_dir.mkdir(parents=True, exist_ok=True)
+        read_jsonl(self.log_path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
+        _append_lines(self.log_path, [{"event": event, "inv": inv, **info}])
+
+    def _history(self, records: Iterable[dict]) -> list[dict]:
+        """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
+        journal `records` (the current result of each row) it computed."""
+        rows_by_inv = Counter(int(rec.get("inv") or 0) for rec in records)
+        out: dict[int, dict] = {}
+        for e in self._log_entries():
+            inv = int(e.get("inv", 0))
+            entry = out.setdefault(
+                inv, {"invocation": inv, "exit": "interrupted", "rows_done": rows_by_inv[inv]}
+            )
+            entry.update({k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")})
+            if e.get("event") == "end" and "exit" not in e:
+                entry["exit"] = "finished"
+        return [out[k] for k in sorted(out)]
 
     def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
         """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,

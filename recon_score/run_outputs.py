@@ -144,27 +144,14 @@ def has_output(folder: Path, name: str) -> bool:
 # fields a reader computes with: a value that is not a number is the file's error, never a TypeError later
 NUMERIC_FIELDS = ("recon_score", "cosine", "distance", "recon_score_std", "selection_score")
 
-# the outputs other commands read, as a missing one's error names it
-_WHAT = {
-    SCORES: "a `reconscore score` run's rows",
-    CAPTIONS: "a `reconscore describe` run's captions",
-    CANDIDATES: "a `reconscore describe` run's candidates",
-    PER_IMAGE: "a `reconscore evaluate` run's rows",
-    GENERATED: f"a {GENERATED} written by `reconscore generate`",
-    CORRELATIONS: "a `reconscore correlate` run's correlations",
-    PER_ITEM: "a `reconscore correlate` run's rows",
-    SUMMARY_CSV: "a `reconscore evaluate` run's summary",
-    PER_QUERY: "a `reconscore retrieve` run's rows",
-    TOPK: "a `reconscore retrieve --topk` run's top-k lists",
-    STUDY_TABLE_CSV: "a `reconscore study` run's table",
-}
-
 
 def _existing(run: Path, name: str) -> Path:
     """Raises: ReconScoreError naming the file and what it is, when it is not there."""
     path = output_file(run, name)
     if not path.exists() and not path.is_symlink():
-        raise ReconScoreError(f"{path} not found ({_WHAT.get(name, 'a table of the run')})")
+        kinds = [k for k, names in KIND_OUTPUTS.items() if name in names]
+        what = f"an output of a `reconscore {kinds[0]}` run" if kinds else "a table of the run"
+        raise ReconScoreError(f"{path} not found ({what})")
     return path
 
 

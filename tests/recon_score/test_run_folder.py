@@ -123,19 +123,6 @@ def test_rerun_rebuilds_a_damaged_folder_from_the_journal(finished, tmp_path, ca
     info = json.loads((out / "run.json").read_text())
     assert info["invocations"][-1]["repaired"] and info["resumed"] is True
 
-    journal = out / "journal" / "rank-0.jsonl"
-    lines = journal.read_text().splitlines(keepends=True)
-    rec = json.loads(lines[3])
-    rec["result"]["recon_score"] = 99.99  # a hand-edited score
-    journal.write_text("".join(lines[:3]) + json.dumps(rec) + "\n" + "".join(lines[4:]))
-    (out / "scores.jsonl").write_bytes(scores.replace(b'"recon_score": ', b'"recon_score": 1', 1))
-    caplog.clear()
-    assert _score(data, out) == 0
-    assert (
-        "1 journal record(s) failed their checksum (e.g. " in caplog.text and "rank-0.jsonl:4)" in caplog.text
-    )
-    assert _files(out) == want
-
     shutil.rmtree(out / "reconstructions")
     (out / "reconstructions").write_text("a file where the folder was")
     caplog.clear()

@@ -228,31 +228,24 @@ def test_pairs_holds_the_lock_like_every_run(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
 
 
-def _older_generate_journal(journal: Path) -> str:
-    (journal / "generated.jsonl").write_text("{}\n")  # an older `generate` kept this file
-    return "journal/generated.jsonl"
-
-
-def _journal_without_layout(journal: Path) -> str:
+def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys):
+    """No compatibility code: a journal of an older layout is a changed setting (the layout is one of every
+    run's settings), refused in one line naming both layouts, not silently recomputed or mixed."""
     import json
 
-    lines = (journal / "rank-0.jsonl").read_text().splitlines(keepends=True)
+    from recon_score.run_engine import JOURNAL_LAYOUT
+
+    journal = run / "journal" / "rank-0.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
     head = json.loads(lines[0])
-    del head["layout"]  # written before records had one shape
-    (journal / "rank-0.jsonl").write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
-    return "journal/rank-0.jsonl"
-
-
-@pytest.mark.parametrize("older", [_older_generate_journal, _journal_without_layout])
-def test_a_journal_of_an_older_layout_gets_a_one_line_rerun_message(run, capsys, older):
-    """No compatibility code: a folder whose journal this version would not read (a file of an older layout, or
-    records of an older shape) is refused in one line naming the file, not silently recomputed or mixed."""
-    where = older(run / "journal")
+    head["header"]["settings"]["journal_layout"] = JOURNAL_LAYOUT - 1
+    head["fingerprint"] = "0" * 16
+    journal.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
     before = _sums(run)
     assert main(smoke("score", run, "--limit", "2")) == 1
     assert _errors(capsys) == [
-        f"error: {run} was written by an older reconscore ({where}); rerun the command with "
-        "--overwrite, or choose another --out"
+        f"error: {run} was started with a different configuration: journal_layout: {JOURNAL_LAYOUT - 1} -> "
+        f"{JOURNAL_LAYOUT}. Choose another --out, or pass --overwrite to start again."
     ]
     assert _sums(run) == before
 
