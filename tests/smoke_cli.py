@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread, as in a CLI subprocess started with OMP_NUM_THREADS=1: a run in this process then
+    computes the bytes that subprocess would (kernels may sum in another order on more threads)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def smoke(command: str, out: Path | str, *args: str) -> list[str]:
