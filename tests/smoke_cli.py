@@ -1,4 +1,5 @@
-"""The argv of the CLI runs many tests start (the smoke preset's tiny offline models, on CPU), spelt once."""
+"""The argv of the CLI runs many tests start (the smoke preset's tiny offline models, on CPU), and the cache a CLI
+subprocess gets, spelt once."""
 
 from __future__ import annotations
 
@@ -7,6 +8,18 @@ import json
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+
+def own_cache(folder: Path) -> str:
+    """A RECONSCORE_CACHE of a subprocess's own (its reconstructions and embeddings start empty) that shares the
+    session's tiny models, so each is built once (concurrent builds wait on its lock: recon_score.synthetic.smoke)."""
+    from recon_score.paths import cache_root
+
+    models = cache_root() / "fixtures"
+    models.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True)
+    (folder / "fixtures").symlink_to(models, target_is_directory=True)
+    return str(folder)
 
 
 @contextlib.contextmanager

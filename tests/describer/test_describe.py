@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from describer.backends import Backend, Candidate, Sampling, clean_generation, derive_seed
@@ -22,7 +21,7 @@ from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import read_jsonl
 from recon_score.errors import ReconScoreError
 from recon_score.scorer import ReconScorer
-from tests.smoke_cli import smoke
+from tests.smoke_cli import one_thread, own_cache, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -306,14 +305,14 @@ def test_kill_and_resume(tmp_path, monkeypatch):
     ref = tmp_path / "ref"
     ref_proc = subprocess.Popen(
         [*args, "--out", str(ref)],
-        env=dict(env, RECONSCORE_CACHE=str(tmp_path / "c1")),
+        env=dict(env, RECONSCORE_CACHE=own_cache(tmp_path / "c1")),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     out = tmp_path / "killed"
-    env2 = dict(env, RECONSCORE_CACHE=str(tmp_path / "c2"))
+    env2 = dict(env, RECONSCORE_CACHE=own_cache(tmp_path / "c2"))
     proc = subprocess.Popen(
         [*args, "--out", str(out)], env=env2, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -335,12 +334,8 @@ def test_kill_and_resume(tmp_path, monkeypatch):
     # costs ~15 s of imports); argv, cache and thread count are those of the killed process
     monkeypatch.setenv("RECONSCORE_CACHE", env2["RECONSCORE_CACHE"])
     monkeypatch.setattr(sys, "argv", ["reconscore", *args[3:], "--out", str(out)])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         assert main([*args[3:], "--out", str(out)]) == 0
-    finally:
-        torch.set_num_threads(threads)
     for name in ("candidates.jsonl", "captions.jsonl"):
         assert (out / name).read_bytes() == (ref / name).read_bytes()
     # run.json lists both invocations: the killed one and the one that finished, with the images each did

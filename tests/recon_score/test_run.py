@@ -15,7 +15,7 @@ from PIL import Image
 
 from eval.cli import main
 from recon_score.atomic_io import read_jsonl
-from tests.smoke_cli import smoke
+from tests.smoke_cli import own_cache, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -178,7 +178,9 @@ def test_paper_preset_fails_clearly_offline(tmp_path, capsys):
 
 def _env(cache: Path) -> dict:
     env = dict(os.environ)
-    env.update(RECONSCORE_CACHE=str(cache), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.update(
+        RECONSCORE_CACHE=own_cache(cache), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"
+    )
     return env
 
 
