@@ -1,11 +1,39 @@
-"""The argv of the CLI runs many tests start (the smoke preset's tiny offline models, on CPU), spelt once."""
+"""The argv of the CLI runs many tests start (the smoke preset's tiny offline models, on CPU), and the cache a CLI
+subprocess gets, spelt once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+
+def own_cache(folder: Path) -> str:
+    """A RECONSCORE_CACHE of a subprocess's own (its reconstructions and embeddings start empty) that shares the
+    session's tiny models, so each is built once (concurrent builds wait on its lock: recon_score.synthetic.smoke)."""
+    from recon_score.paths import cache_root
+
+    models = cache_root() / "fixtures"
+    models.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True)
+    (folder / "fixtures").symlink_to(models, target_is_directory=True)
+    return str(folder)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread, as in a CLI subprocess started with OMP_NUM_THREADS=1: a run in this process then
+    computes the bytes that subprocess would (kernels may sum in another order on more threads)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def smoke(command: str, out: Path | str, *args: str) -> list[str]:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from describer.backends import Backend, Candidate, Sampling, clean_generation, derive_seed
@@ -22,7 +21,7 @@ from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import read_jsonl
 from recon_score.errors import ReconScoreError
 from recon_score.scorer import ReconScorer
-from tests.smoke_cli import smoke
+from tests.smoke_cli import one_thread, own_cache, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,8 +52,9 @@ def test_seed_depends_on_pixels_not_position():
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
+    """The bundled sample's first 6 images (its 5 UC Merced .tif and an RSICD .jpg), 3 candidates each."""
     out = tmp_path_factory.mktemp("describe") / "run"
-    rc = main(smoke("describe", out, "--n", "3"))
+    rc = main(smoke("describe", out, "--n", "3", "--limit", "6"))
     return rc, out
 
 
@@ -62,7 +62,7 @@ def test_smoke_describe_on_the_sample(smoke_run):
     rc, out = smoke_run
     assert rc == 0
     cands, caps = _jsonl(out / "candidates.jsonl"), _jsonl(out / "captions.jsonl")
-    assert len(caps) == 9 and len(cands) == 27
+    assert len(caps) == 6 and len(cands) == 18
     for cap in caps:
         mine = [c for c in cands if c["image_id"] == cap["image_id"]]
         assert [c["index"] for c in mine] == [0, 1, 2]
@@ -78,11 +78,11 @@ def test_smoke_describe_on_the_sample(smoke_run):
     assert run["preset"]["name"] == "smoke" and run["captioner"]["backend"] == "transformers"
     assert run["selection"]["metric"] == "recon_score" and run["selection"]["preset"]["name"] == "smoke"
     assert run["counts"] == {
-        "images": 9,
-        "described": 9,
+        "images": 6,
+        "described": 6,
         "failed": 0,
-        "candidates": 27,
-        "valid_candidates": 27,
+        "candidates": 18,
+        "valid_candidates": 18,
     }
 
 
@@ -90,7 +90,7 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
     _, out = smoke_run
     ref = {(c["image_id"], c["index"]): c["caption"] for c in _jsonl(out / "candidates.jsonl")}
     lst = tmp_path / "list.txt"
-    lst.write_text("\n".join(f"images/UCM_{i}.tif" for i in (5, 3, 1)))  # another order, a subset
+    lst.write_text("images/RSICD_00001.jpg\nimages/UCM_3.tif\n")  # another order, a subset
     out2 = tmp_path / "again"
     assert (
         main(
@@ -109,9 +109,12 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
         )
         == 0
     )
-    for c in _jsonl(out2 / "candidates.jsonl"):  # a list's ids are paths under --root: images/UCM_5
+    again = _jsonl(out2 / "candidates.jsonl")
+    assert len(again) == 6
+    for c in again:  # a list's ids are paths under --root: images/UCM_3
         assert c["caption"] == ref[(c["image_id"].removeprefix("images/"), c["index"])]
     out3 = tmp_path / "seed7"
+    lst.write_text("images/UCM_3.tif\n")  # one image's 3 candidates show that the seed is used
     assert (
         main(
             smoke(
@@ -130,7 +133,7 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
 def test_rerun_is_a_noop(smoke_run):
     _, out = smoke_run
     before = {n: (out / n).read_bytes() for n in ("candidates.jsonl", "captions.jsonl", "run.json")}
-    assert main(smoke("describe", out, "--n", "3")) == 0
+    assert main(smoke("describe", out, "--n", "3", "--limit", "6")) == 0
     assert {n: (out / n).read_bytes() for n in before} == before
 
 
@@ -263,14 +266,14 @@ def test_phases_free_models_between_steps(tmp_path, sample_dir):
         captioner=Recording(lambda r: ["a farm", "a road"]),
         selector=RecordingSelector(scorer),
         inputs=sample_dir / "images",
-        phase_size=4,
+        phase_size=2,
         unload_between_phases=True,
-        limit=6,
+        limit=3,
     )
     assert run_describe(job).exit_code == 0
-    assert events == [("caption", 1)] * 4 + [("free-vlm",), ("score", 4), ("free-t2i",)] + [
+    assert events == [("caption", 1)] * 2 + [("free-vlm",), ("score", 2), ("free-t2i",)] + [
         ("caption", 1)
-    ] * 2 + [("free-vlm",), ("score", 2), ("free-t2i",)]
+    ] + [("free-vlm",), ("score", 1), ("free-t2i",)]
 
 
 def test_paper_names_its_models_and_fails_clearly(tmp_path, capsys):
@@ -301,19 +304,21 @@ def test_kill_and_resume(tmp_path, monkeypatch):
         "cpu",
         "--phase-size",
         "1",
+        "--limit",
+        "6",
     ]
     # the uninterrupted reference and the run to kill start together (one core each: OMP_NUM_THREADS=1)
     ref = tmp_path / "ref"
     ref_proc = subprocess.Popen(
         [*args, "--out", str(ref)],
-        env=dict(env, RECONSCORE_CACHE=str(tmp_path / "c1")),
+        env=dict(env, RECONSCORE_CACHE=own_cache(tmp_path / "c1")),
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     out = tmp_path / "killed"
-    env2 = dict(env, RECONSCORE_CACHE=str(tmp_path / "c2"))
+    env2 = dict(env, RECONSCORE_CACHE=own_cache(tmp_path / "c2"))
     proc = subprocess.Popen(
         [*args, "--out", str(out)], env=env2, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -328,25 +333,21 @@ def test_kill_and_resume(tmp_path, monkeypatch):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done_before = len(read_jsonl(journal)) - 1
-    assert 3 <= done_before < 9
+    assert 3 <= done_before < 6
     _, ref_err = ref_proc.communicate(timeout=600)
     assert ref_proc.returncode == 0, ref_err[-2000:]
     # the resume runs in this process: its models and imports are already loaded (an interpreter start-up
     # costs ~15 s of imports); argv, cache and thread count are those of the killed process
     monkeypatch.setenv("RECONSCORE_CACHE", env2["RECONSCORE_CACHE"])
     monkeypatch.setattr(sys, "argv", ["reconscore", *args[3:], "--out", str(out)])
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         assert main([*args[3:], "--out", str(out)]) == 0
-    finally:
-        torch.set_num_threads(threads)
     for name in ("candidates.jsonl", "captions.jsonl"):
         assert (out / name).read_bytes() == (ref / name).read_bytes()
     # run.json lists both invocations: the killed one and the one that finished, with the images each did
     hist = json.loads((out / "run.json").read_text())["invocations"]
     assert [(h["invocation"], h["exit"]) for h in hist] == [(0, "interrupted"), (1, "finished")]
-    assert [h["rows_done"] for h in hist] == [done_before, 9 - done_before]
+    assert [h["rows_done"] for h in hist] == [done_before, 6 - done_before]
     assert all(h["started"] and h["processes"] == 1 and "describe" in h["argv"] for h in hist)
     run = json.loads((out / "run.json").read_text())
     assert run["resumed"] and run["started"] == hist[0]["started"]

@@ -9,20 +9,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+from eval.cli import main
 from recon_score.atomic_io import read_jsonl
+from tests.smoke_cli import one_thread
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _generate(caps: Path, out: Path, *, killed: bool = False) -> subprocess.CompletedProcess:
-    args = ["generate", "perturb", "--captions", str(caps), "--model", "smoke:qwen3-text", "--device", "cpu",
+def _argv(caps: Path, out: Path) -> list[str]:
+    return ["generate", "perturb", "--captions", str(caps), "--model", "smoke:qwen3-text", "--device", "cpu",
             "--max-new-tokens", "4", "--out", str(out)]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    if killed:  # SIGKILL (no cleanup) when the second batch of 16 answers is about to be journaled
-        env["RECONSCORE_TEST_KILL_AT_APPEND"] = "2"
+
+
+def _killed(caps: Path, out: Path) -> int:
+    """`reconscore generate` SIGKILLed (no cleanup) when the second batch of 16 answers is about to be journaled."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "RECONSCORE_TEST_KILL_AT_APPEND": "2"}
     return subprocess.run(
-        [sys.executable, "-m", "eval", *args], cwd=REPO, env=env, capture_output=True, timeout=600
-    )
+        [sys.executable, "-m", "eval", *_argv(caps, out)], cwd=REPO, env=env, capture_output=True, timeout=600
+    ).returncode
 
 
 def test_kill_and_resume_gives_identical_output(tmp_path):
@@ -32,17 +36,20 @@ def test_kill_and_resume_gives_identical_output(tmp_path):
         for i in range(20)
     ]
     caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the reference and the resume run in this process (an interpreter start-up is seconds of imports), on the
+    # killed process's one thread
     ref = tmp_path / "ref"
-    assert _generate(caps, ref).returncode in (0, 3)
+    with one_thread():
+        assert main(_argv(caps, ref)) in (0, 3)
 
     out = tmp_path / "killed"
-    assert _generate(caps, out, killed=True).returncode == -9
+    assert _killed(caps, out) == -9
     assert not (out / "generated.jsonl").exists()
     (journal,) = (out / "journal").glob("generated-rank-*.jsonl")
     assert len(read_jsonl(journal)) == 1 + 16  # the header and the first batch, each record with its checksum
 
-    done = _generate(caps, out)
-    assert done.returncode in (0, 3), done.stderr[-2000:]
+    with one_thread():
+        assert main(_argv(caps, out)) in (0, 3)
     assert (out / "generated.jsonl").read_bytes() == (ref / "generated.jsonl").read_bytes()
     run = json.loads((out / "run.json").read_text())
     assert run["resumed"] and [i["rows_done"] for i in run["invocations"]] == [16, 4]

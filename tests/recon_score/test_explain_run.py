@@ -18,7 +18,7 @@ from eval.cli import main
 from eval.studies.common import selection_seeds
 from recon_score.atomic_io import read_jsonl
 from recon_score.explain import ExplainOptions, split_phrases
-from tests.smoke_cli import caption_folder, smoke
+from tests.smoke_cli import caption_folder, own_cache, smoke
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTIONS = (
@@ -94,13 +94,13 @@ def test_explain_kill_and_resume_gives_identical_bytes(tmp_path, sample_dir):
         sample_dir,
         ("a farmland, a road", "trees", "a beach"),  # 6 + 2 + 2 explain renders
     )
-    env = {**os.environ, "RECONSCORE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "RECONSCORE_CACHE": own_cache(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
     ref, out = tmp_path / "ref", tmp_path / "killed"
     cli = [sys.executable, "-m", "eval"]
     subprocess.run(
         [*cli, *_argv(data, ref, "1")], env=env, cwd=REPO, check=True, capture_output=True, timeout=600
     )
-    env["RECONSCORE_CACHE"] = str(tmp_path / "cache-killed")
+    env["RECONSCORE_CACHE"] = own_cache(tmp_path / "cache-killed")
     proc = subprocess.Popen(
         [*cli, *_argv(data, out, "1")],
         env=env,
