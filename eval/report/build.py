@@ -34,25 +34,15 @@ THUMB_QUALITY = 80  # JPEG: ~10-20 kB per thumbnail, so a page of 50 images stay
 
 # Readable names for run.json keys shown in a run's header; other keys: "some_key" -> "Some key".
 LABELS = {
-    "preset": "Preset",
     "finished": "Finished (UTC)",
-    "processes": "Processes",
     "limit": "Row limit",
-    "rows": "Rows",
-    "images": "Images",
     "ok": "Scored",
-    "failed": "Failed",
-    "mean": "Mean",
     "recon_score_mean": "Mean ReconScore",
     "recon_score_std": "ReconScore std",
     "rendered_this_session": "Rendered (this session)",
-    "encoder": "Encoder",
     "t2i_model": "T2I model",
     "captioner": "VLM",
-    "dataset": "Dataset",
-    "split": "Split",
     "headline": "Headline τ",
-    "metrics": "Metrics",
     "n_boot": "Bootstrap resamples",
 }
 
@@ -360,32 +350,20 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
     if len(ok) == 1:
         out.append(("ReconScore (higher = closer reconstruction)", f"{ok[0]:.2f}, 1 caption scored"))
     elif ok:
-        out.append(
-            (
-                "Mean ReconScore (higher = closer reconstruction)",
-                f"{sum(ok) / len(ok):.2f} over {len(ok)} captions",
-            )
-        )
+        mean = f"{sum(ok) / len(ok):.2f} over {len(ok)} captions"
+        out.append(("Mean ReconScore (higher = closer reconstruction)", mean))
     ci = (run.get("seed_noise") or {}).get("recon_score_ci")
     if ci:
         # with its notes: one image, clipped, or too few degrees of freedom to mean much (ci_notes)
         out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", ci_text(ci)))
     kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
     if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
-        out.append(
-            (
-                "References vs distractors (references should score higher)",
-                f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}",
-            )
-        )
+        means = f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}"
+        out.append(("References vs distractors (references should score higher)", means))
     if kinds and kinds.get("images"):
         share = kinds["share_all_references_above_distractors"]
-        out.append(
-            (
-                "Every reference above every distractor",
-                f"{kinds['images_all_references_above_distractors']}/{kinds['images']} images ({100 * share:.0f}%)",
-            )
-        )
+        above = f"{kinds['images_all_references_above_distractors']}/{kinds['images']} images ({100 * share:.0f}%)"
+        out.append(("Every reference above every distractor", above))
     return out
 
 
