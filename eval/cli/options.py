@@ -67,6 +67,15 @@ def explain(what: str, seeds: str) -> Callable:
     )
 
 
+def pop_explain(given: dict):
+    """--explain's options, taken out of a command's keyword arguments: recon_score.explain.ExplainOptions, or None
+    without --explain."""
+    from recon_score.explain import ExplainOptions
+
+    seeds, max_phrases = given.pop("explain_seeds"), given.pop("explain_max_phrases")
+    return ExplainOptions(max_phrases=max_phrases, seeds=seeds) if given.pop("explain") else None
+
+
 def bootstrap(default: int, *, at_least: int) -> Callable:
     """--bootstrap (resamples of every CI, into `n_boot`) and --seed (the bootstrap's seed), spelt once for the
     commands whose CIs come from recon_score.bootstrap."""
