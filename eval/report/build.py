@@ -392,14 +392,12 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(str(r.get("image")), []).append(r)
-    for image, items in sorted(groups.items(), key=lambda kv: -_best(kv[1])):  # best-scored images first
+    for image, items in sorted(groups.items(), key=lambda kv: -max(map(_score_or_low, kv[1]))):  # best first
         src, err = store.src(root, image)
         scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
         best = max(scored) if len(scored) > 1 else None
         entries = []
-        for r in sorted(
-            items, key=lambda r: -(r.get("recon_score") if r.get("recon_score") is not None else -1)
-        ):
+        for r in sorted(items, key=lambda r: -_score_or_low(r)):
             rsrc, rerr = (
                 store.src(d.resolve(), r["reconstruction"]) if r.get("reconstruction") else (None, None)
             )
@@ -441,9 +439,9 @@ def _explain_view(d: Path, row: dict, store: ImageStore):
     return explain_view(ex, store.own(d, ex.get("heatmap")))
 
 
-def _best(items: list[dict]) -> float:
-    scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
-    return max(scored) if scored else -1.0
+def _score_or_low(row: dict) -> float:
+    """A row's ReconScore for ordering; -1, below every score, when it has none."""
+    return row["recon_score"] if row.get("recon_score") is not None else -1.0
 
 
 def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
@@ -571,13 +569,9 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
     for file in outputs.study_tables(d):
         sec.tables.append(_csv_table(outputs.table_rows(d, file), Path(file).stem))
     tau_table = outputs.table_files(outputs.RANK_CONSISTENCY)[0]
-    if (
-        name == "encoders"
-        and outputs.has_output(d, outputs.STUDY_TABLE_CSV)
-        and outputs.has_output(d, tau_table)
-    ):
+    if name == "encoders" and all(outputs.has_output(d, f) for f in (outputs.STUDY_TABLE_CSV, tau_table)):
         means = outputs.read_frame(d, outputs.STUDY_TABLE_CSV, index_col=0)
-        tau = outputs.read_frame(d, outputs.table_files(outputs.RANK_CONSISTENCY)[0], index_col=0)
+        tau = outputs.read_frame(d, tau_table, index_col=0)
         sec.plot(
             "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
             plots.encoders_figure(means, tau, title="Encoders"),
