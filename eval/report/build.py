@@ -726,14 +726,16 @@ def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[fl
     """The benchmark x metric grid of a meta-eval table: one row per (benchmark, category, statistic), one column
     per metric, each cell its value with the 95% CI and the verify status."""
     nan = float("nan")
-    rows = list(dict.fromkeys(f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
-                              for r in recs))  # fmt: skip
+
+    def row_of(r: dict) -> str:
+        return f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
+
+    rows = list(dict.fromkeys(map(row_of, recs)))
     cols = list(dict.fromkeys(r["metric"] for r in recs))
-    values = [[float("nan")] * len(cols) for _ in rows]
+    values = [[nan] * len(cols) for _ in rows]
     labels = [[""] * len(cols) for _ in rows]
     for r in recs:
-        key = f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
-        i, j = rows.index(key), cols.index(r["metric"])
+        i, j = rows.index(row_of(r)), cols.index(r["metric"])
         values[i][j] = _num(r["value"], nan)
         status = r.get("status") or ""
         labels[i][j] = f"{_fmt(_num(r['value'], nan))} {status if status != '—' else ''}\n" \

@@ -36,12 +36,6 @@ def write_study(run, name: str, study: Study, started: str) -> dict:
     return {table: files[outputs.table_files(table)[1]].decode("utf-8") for table in study.tables}
 
 
-def _metric_options(preset: str, encoder: str | None, long_text: str, device: str | None) -> dict:
-    from eval.metrics import metric_options
-
-    return metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
-
-
 def smoke_note(preset: str) -> str | None:
     from recon_score.presets import PRESETS, SMOKE_NOTE
 
@@ -56,14 +50,13 @@ def _labelled_runs(runs: tuple[str, ...]) -> dict[str, Path]:
 
 def models(*, datasets, captions, metrics, paradigms_spec, pubs, recon_seeds, **metric_opts) -> Study:
     """Table 3: several captioning models on several datasets."""
-    from eval.metrics import parse_metric_names
+    from eval.metrics import metric_options, parse_metric_names
     from eval.studies.paradigms import parse_paradigms
     from eval.studies.tables import evaluate_models, models_tables
 
     names = parse_metric_names(metrics)
     ds_specs, runs = parse_pairs(datasets, "--dataset"), parse_pairs(captions, "--captions")
-    options = _metric_options(**metric_opts)
-    options["recon_score"]["seeds"] = recon_seeds
+    options = metric_options(**metric_opts, recon_seeds=recon_seeds)
     long, model_names, joins, cis = evaluate_models(ds_specs, runs, names, options=options)
     paradigm_of = parse_paradigms(paradigms_spec) if paradigms_spec else None
     pub = parse_pairs(pubs, "--pub")
@@ -110,11 +103,11 @@ def selection(
     *, run, selectors, metrics, human, images_root, selection_seed, eval_seed, **metric_opts
 ) -> Study:
     """Table 7: what each selection metric picks from the same pool, and how often humans agree."""
-    from eval.metrics import parse_metric_names
+    from eval.metrics import metric_options, parse_metric_names
     from eval.studies.tables import selection_table
 
     sel, names = parse_metric_names(selectors), parse_metric_names(metrics)
-    options = _metric_options(**metric_opts)
+    options = metric_options(**metric_opts)
     if eval_seed is not None:
         options["recon_score"]["overrides"] = {"seed": eval_seed}
     ratings, preference, info = selection_table(
@@ -175,7 +168,7 @@ def t2i(*, captions, images_root, presets, batch_size, limit, device, trust_remo
 
 def paraphrase(*, paraphrased, perturbed, references, images_root, metrics, **metric_opts) -> Study:
     """Table 4: paraphrased vs one-fact-perturbed captions."""
-    from eval.metrics import parse_metric_names
+    from eval.metrics import metric_options, parse_metric_names
     from eval.studies.robustness import paraphrase_table
     from recon_score.run_outputs import GENERATED, read_rows
 
@@ -184,7 +177,7 @@ def paraphrase(*, paraphrased, perturbed, references, images_root, metrics, **me
         read_rows(paraphrased, GENERATED),
         read_rows(perturbed, GENERATED),
         names,
-        options=_metric_options(**metric_opts),
+        options=metric_options(**metric_opts),
         images_root=images_root,
         references=references,
     )
@@ -199,7 +192,7 @@ def paraphrase(*, paraphrased, perturbed, references, images_root, metrics, **me
 
 def length(*, generated, references, images_root, metrics, **metric_opts) -> Study:
     """Table 5: short / medium / long captions from the same triplets."""
-    from eval.metrics import parse_metric_names
+    from eval.metrics import metric_options, parse_metric_names
     from eval.studies.robustness import length_table
     from recon_score.presets import get_preset
     from recon_score.run_outputs import GENERATED, read_rows
@@ -209,7 +202,7 @@ def length(*, generated, references, images_root, metrics, **metric_opts) -> Stu
     df = length_table(
         read_rows(generated, GENERATED),
         names,
-        options=_metric_options(**metric_opts),
+        options=metric_options(**metric_opts),
         images_root=images_root,
         references=references,
         token_limits=limits,
