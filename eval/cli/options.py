@@ -33,8 +33,9 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
     )
 
 
-def choice(*names: str, choices, default: str, help: str | None = None) -> Callable:
-    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown."""
+def choice(*names: str, choices, default: str | None, help: str | None = None) -> Callable:
+    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown (None:
+    not given)."""
     return click.option(*names, type=Choice(list(choices)), default=default, show_default=True, help=help)
 
 
@@ -228,6 +229,9 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
     `what` says what the command does with it."""
     from eval.datasets import DATASETS
 
+    annotation_file = optional_file(
+        "--annotations", help="Dataset annotation file, if not at its default place under --root."
+    )
     return options(
         click.option(
             "--dataset",
@@ -247,15 +251,7 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
         click.option(
             "--split", default="test", show_default=True, help="Dataset split ('all' for every split)."
         ),
-        *(
-            [
-                optional_file(
-                    "--annotations", help="Dataset annotation file, if not at its default place under --root."
-                )
-            ]
-            if annotations
-            else []
-        ),
+        *([annotation_file] if annotations else []),
     )
 
 
