@@ -266,6 +266,24 @@ def key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
+def method_sets(values: tuple[str, ...], *, only: str | None = None) -> dict[str, dict[str, str]]:
+    """Repeated `--set METHOD.KEY=VALUE` -> {METHOD: {KEY: VALUE}}; with `only` (retrieve-eval's one method), a
+    bare KEY is that method's and another method's key is refused."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in key_values(values, "--set").items():
+        method, dot, name = key.partition(".")
+        if only and not dot:
+            method, name = only, key
+        if not name:
+            raise click.BadParameter(f"expected METHOD.KEY=VALUE, got {key}={value}", param_hint="--set")
+        if only and method != only:
+            raise click.BadParameter(
+                f"{key}={value} is for method {method!r}, not {only!r}", param_hint="--set"
+            )
+        out.setdefault(method, {})[name] = value
+    return out
+
+
 def retrieval_protocol() -> Callable:
     """--ties, --empty-positives, --group-mean: how `retrieve` and `retrieve-eval` turn rankings into means."""
     from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS, TIES
