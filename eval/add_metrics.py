@@ -131,17 +131,18 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
     if any(get_metric_info(n).needs_images for n in names):
         images = image_sources(_images_root(job, scores), [str(r.get("image") or "") for r in rows])
     digest = FileDigests()
+    settings = {
+        "encoder": job.encoder,
+        "long_text": job.long_text,
+        "preset": job.preset,
+        "device": job.device,
+    }
     inputs = {
         "scores_sha256": file_sha256(scores),
         "references_sha256": digest(job.references),
         "images_sha256": [digest(s) if isinstance(s, Path) else str(s) for s in images or []],
         "metrics": names,
-        "options": {
-            "encoder": job.encoder,
-            "long_text": job.long_text,
-            "preset": job.preset,
-            "device": job.device,
-        },
+        "options": settings,
     }
 
     def compute(batch: list[Item], todo: list[Item]) -> list[Computed]:
@@ -153,10 +154,7 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
             references=[refs_by_image.get(str(r.get("image")), []) for r in rows],
             images=images,
         )
-        opts = metric_options(
-            encoder=job.encoder, long_text=job.long_text, preset=job.preset, device=job.device
-        )
-        table, report = compute_metrics(names, caption_batch, options=opts)
+        table, report = compute_metrics(names, caption_batch, options=metric_options(**settings))
         result = {
             "columns": [[col, [_json_value(v) for v in table[col]]] for col in table.columns],
             "means": {n: (float(table[n].mean()) if table[n].notna().any() else None) for n in names},

@@ -36,16 +36,14 @@ class JoinResult:
 def read_model_captions(path: Path) -> list[tuple[str, str | None, str]]:
     """(key, caption, location) per row of a JSONL/CSV of model captions (e.g. `reconscore describe`'s
     captions.jsonl, or any table with image_id/image/id + caption)."""
-    out = []
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        for lineno, rec in json_objects(path):
-            out.append(_key(rec, f"{path.name}:{lineno}"))
-    elif path.suffix.lower() in (".csv", ".tsv"):
-        for lineno, rec in csv_dicts(path)[1]:
-            out.append(_key(rec, f"{path.name}:{lineno}"))
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        records = json_objects(path)
+    elif suffix in (".csv", ".tsv"):
+        records = csv_dicts(path)[1]
     else:
         raise ReconScoreError(f"{path}: model captions must be .jsonl or .csv")
-    return out
+    return [_key(rec, f"{path.name}:{lineno}") for lineno, rec in records]
 
 
 def _key(rec: dict, where: str) -> tuple[str, str | None, str]:
@@ -128,14 +126,9 @@ def evaluate_join(
     for col in table.columns:
         per_image[col] = [table[col].iloc[pos[i]] if i in pos else None for i in per_image["image_id"]]
     errors = []
-    for r in join.rows:
-        err = r["error"]
-        if err is None:
-            bad = [
-                m for m in metrics if _isnan(per_image.loc[per_image["image_id"] == r["image_id"], m].iloc[0])
-            ]
-            err = f"no value for {', '.join(bad)}" if bad else None
-        errors.append(err)
+    for r, values in zip(join.rows, per_image.to_dict("records")):
+        bad = [m for m in metrics if _isnan(values[m])]
+        errors.append(r["error"] or (f"no value for {', '.join(bad)}" if bad else None))
     per_image["error"] = errors
     summary = {}
     for m in metrics:

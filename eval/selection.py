@@ -48,23 +48,17 @@ class MetricSelector:
         from eval.metrics import CaptionBatch
 
         cands, refs, images, owners = [], [], [], []
+        out: list[list[dict]] = [[{} for _ in texts] for _, texts, _ in items]
         for i, (image, texts, references) in enumerate(items):
             if self.info.needs_references and not references:
+                none = f"{self.name} needs reference captions; this image has none"
+                out[i] = [{"score": None, "error": none} for _ in texts]
                 continue
             for k, text in enumerate(texts):
                 cands.append(text)
                 refs.append(list(references or []))
                 images.append(image)
                 owners.append((i, k))
-        out: list[list[dict]] = [
-            [
-                {"score": None, "error": f"{self.name} needs reference captions; this image has none"}
-                if self.info.needs_references and not refs_
-                else {}
-                for _ in texts
-            ]
-            for _, texts, refs_ in items
-        ]
         if not cands:
             return out
         batch = CaptionBatch(cands, refs, images if self.info.needs_images else None)

@@ -38,7 +38,7 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
     "an image are ranked together.",
 )
 @opt.images_root("a describe run's own images")
-@click.option("--annotators", type=click.IntRange(min=1), default=2, show_default=True, help="Pages to make.")
+@opt.positive_int("--annotators", default=2, help="Pages to make.")
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of every page's shuffles (recorded)."
 )

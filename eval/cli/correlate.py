@@ -46,10 +46,10 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
     default=None,
     help="Human judgment file (or --benchmarks).",
 )
-@click.option(
+@opt.choice(
     "--format",
     "fmt",
-    type=opt.Choice(list(FORMATS)),
+    choices=FORMATS,
     default=None,
     help="Layout of --preferences: " + "; ".join(f"{f.name}: {f.help}" for f in FORMATS.values()) + ".",
 )
@@ -64,9 +64,9 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 @opt.clip_encoder()
 @opt.long_text()
 @opt.device()
-@click.option(
+@opt.choice(
     "--headline",
-    type=opt.Choice([v.value for v in TauVariant]),
+    choices=[v.value for v in TauVariant],
     default=None,
     help=f"Headline Kendall variant, marked in the table (default: the set's published one: {HEADLINE_DEFAULTS}).",
 )

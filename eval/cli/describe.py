@@ -78,21 +78,13 @@ Exit status: 0 every image got a caption, 3 some images had no valid candidate, 
 def command(
     inputs,
     images_root,
-    dataset,
-    dataset_root,
-    split,
-    annotations,
     preset,
     device,
     vlm_batch_size,
     t2i_batch_size,
-    phase_size,
     weights_dir,
     cache_dir,
     no_cache,
-    explain,
-    explain_max_phrases,
-    explain_seeds,
     **kw,
 ) -> int:
     """Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber)."""
@@ -103,10 +95,11 @@ def command(
     from recon_score.runtime import resolve_device
 
     p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
-    explained = _explain_options(explain, explain_max_phrases, explain_seeds, p.select_by)
+    explained = _explain_options(opt.pop_explain(kw), p.select_by)
     recon = opt.pop_overrides(ReconPreset, kw)  # t2i_model, encoder of the selection renders
-    job_kw = {k: kw.pop(k) for k in ("limit", "overwrite", "retry_errors", "bands", "out")}
-    items, source = _items(inputs, images_root, dataset, dataset_root, split, annotations)
+    job_kw = {k: kw.pop(k) for k in ("limit", "overwrite", "retry_errors", "bands", "out", "phase_size")}
+    dataset = {k: kw.pop(k) for k in ("dataset", "dataset_root", "split", "annotations")}
+    items, source = _items(inputs, images_root, **dataset)
     device = resolve_device(device)
     cap = build_captioner(  # `kw` is left with the backend's options
         p.backend,
@@ -139,7 +132,6 @@ def command(
         inputs=inputs if inputs is not None else images_root,
         images_root=images_root,
         vlm_batch_size=vlm_batch_size,
-        phase_size=phase_size,
         argv=["reconscore", *sys.argv[1:]],
         items=items,
         source=source,
@@ -155,19 +147,16 @@ def command(
     return summary.exit_code
 
 
-def _explain_options(explain: bool, max_phrases: int, seeds: int, select_by: str):
+def _explain_options(explain, select_by: str):
     """--explain's options (None without it): the explanation comes from ReconScore's renders, so it needs
     ReconScore selection; refused before any model loads."""
     from eval.metrics import get_metric_info
-    from recon_score.explain import ExplainOptions
 
-    if not explain:
-        return None
-    if get_metric_info(select_by).name != "recon_score":
+    if explain is not None and get_metric_info(select_by).name != "recon_score":
         raise click.UsageError(
             f"--explain needs ReconScore selection (--select-by recon_score), not {select_by!r}"
         )
-    return ExplainOptions(max_phrases=max_phrases, seeds=seeds)
+    return explain
 
 
 def _items(inputs, images_root, dataset, dataset_root, split, annotations) -> tuple[list | None, dict | None]:

@@ -41,7 +41,7 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 @click.option("--model", required=True, help="LLM hub id / local folder (openai: the served model name).")
 @click.option("--base-url", default=None, help="openai backend endpoint.")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True)
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@opt.positive_int("--concurrency", default=8, help="openai backend: requests in flight.")
 @opt.device()
 @opt.optional_file("--instruction", help="paraphrase: your own instruction file ({caption} placeholder).")
 @click.option(
@@ -57,38 +57,14 @@ error, instruction, instruction_file, instruction_sha256), triplets.jsonl for `l
 )
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--top-p", type=float, default=0.9, show_default=True)
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=512, show_default=True)
+@opt.positive_int("--max-new-tokens", default=512, help="Tokens each rewrite may generate.")
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Per prompt: derived from it and the prompt."
 )
 @opt.positive_int("--limit", default=None, help="Only the first N sources.")
 @opt.overwrite()
 @click.option("--out", type=opt.RUN_FOLDER, required=True)
-def command(
-    kind,
-    captions,
-    dataset,
-    dataset_root,
-    split,
-    backend,
-    model,
-    base_url,
-    api_key_env,
-    concurrency,
-    device,
-    instruction,
-    kinds,
-    every_kind,
-    lengths,
-    n_triplets,
-    temperature,
-    top_p,
-    max_new_tokens,
-    seed,
-    limit,
-    overwrite,
-    out,
-) -> int:
+def command(kind, captions, dataset, dataset_root, split, device, kinds, lengths, limit, **kw) -> int:
     """Generate paraphrased, perturbed or length-controlled captions with a text LLM."""
     from describer.backends import Sampling, build_backend
     from eval.generate import GenerateJob, caption_sources, dataset_sources, run_generate
@@ -99,31 +75,19 @@ def command(
     if dataset and dataset_root is None:
         raise click.UsageError("--dataset needs --root")
     sources = dataset_sources(dataset, dataset_root, split) if dataset else caption_sources(captions)
-    llm = build_backend(
-        backend,
-        model,
-        text_only=True,
-        device=resolve_device(device),
-        base_url=base_url,
-        api_key_env=api_key_env,
-        concurrency=concurrency,
-    )
+    backend = {k: kw.pop(k) for k in ("backend", "model", "base_url", "api_key_env", "concurrency")}
+    llm = build_backend(**backend, text_only=True, device=resolve_device(device))
     llm.preflight()
+    sampling = Sampling(n=1, **{k: kw.pop(k) for k in ("temperature", "top_p", "max_new_tokens", "seed")})
     job = GenerateJob(
         kind=kind,
         sources=sources[:limit] if limit else sources,
-        out=out,
         llm=llm,
-        sampling=Sampling(
-            n=1, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens, seed=seed
-        ),
-        instruction=instruction,
+        sampling=sampling,
         kinds=tuple(k.strip() for k in kinds.split(",")),
-        every_kind=every_kind,
         lengths=tuple(x.strip() for x in lengths.split(",")),
-        n_triplets=n_triplets,
-        overwrite=overwrite,
         argv=["reconscore", *sys.argv[1:]],
+        **kw,  # out, instruction, every_kind, n_triplets, overwrite: named as the job's fields
     )
     result = run_generate(job)
     click.echo(f"{result.rows} rows ({result.failed} failed) -> {result.path}")

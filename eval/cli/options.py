@@ -33,8 +33,9 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
     )
 
 
-def choice(*names: str, choices, default: str, help: str | None = None) -> Callable:
-    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown."""
+def choice(*names: str, choices, default: str | None, help: str | None = None) -> Callable:
+    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown (None:
+    not given)."""
     return click.option(*names, type=Choice(list(choices)), default=default, show_default=True, help=help)
 
 
@@ -65,6 +66,15 @@ def explain(what: str, seeds: str) -> Callable:
             help="With --explain: attribute at most the first N phrases of a caption (bounds the cost).",
         ),
     )
+
+
+def pop_explain(given: dict):
+    """--explain's options, taken out of a command's keyword arguments: recon_score.explain.ExplainOptions, or None
+    without --explain."""
+    from recon_score.explain import ExplainOptions
+
+    seeds, max_phrases = given.pop("explain_seeds"), given.pop("explain_max_phrases")
+    return ExplainOptions(max_phrases=max_phrases, seeds=seeds) if given.pop("explain") else None
 
 
 def bootstrap(default: int, *, at_least: int) -> Callable:
@@ -219,6 +229,9 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
     `what` says what the command does with it."""
     from eval.datasets import DATASETS
 
+    annotation_file = optional_file(
+        "--annotations", help="Dataset annotation file, if not at its default place under --root."
+    )
     return options(
         click.option(
             "--dataset",
@@ -238,15 +251,7 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
         click.option(
             "--split", default="test", show_default=True, help="Dataset split ('all' for every split)."
         ),
-        *(
-            [
-                optional_file(
-                    "--annotations", help="Dataset annotation file, if not at its default place under --root."
-                )
-            ]
-            if annotations
-            else []
-        ),
+        *([annotation_file] if annotations else []),
     )
 
 
@@ -258,6 +263,24 @@ def key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
         if not sep or not key.strip():
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
         out[key.strip()] = value.strip()
+    return out
+
+
+def method_sets(values: tuple[str, ...], *, only: str | None = None) -> dict[str, dict[str, str]]:
+    """Repeated `--set METHOD.KEY=VALUE` -> {METHOD: {KEY: VALUE}}; with `only` (retrieve-eval's one method), a
+    bare KEY is that method's and another method's key is refused."""
+    out: dict[str, dict[str, str]] = {}
+    for key, value in key_values(values, "--set").items():
+        method, dot, name = key.partition(".")
+        if only and not dot:
+            method, name = only, key
+        if not name:
+            raise click.BadParameter(f"expected METHOD.KEY=VALUE, got {key}={value}", param_hint="--set")
+        if only and method != only:
+            raise click.BadParameter(
+                f"{key}={value} is for method {method!r}, not {only!r}", param_hint="--set"
+            )
+        out.setdefault(method, {})[name] = value
     return out
 
 

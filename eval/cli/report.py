@@ -35,18 +35,12 @@ offline; each distinct thumbnail is embedded once per page.""",
     default="embed",
     help="embed thumbnails in the page, or write them to OUT_files/ and link them.",
 )
-@click.option(
-    "--page-size",
-    type=click.IntRange(min=1),
-    default=50,
-    show_default=True,
-    help="Images per run per page; more pages are written as OUT-p2.html, ...",
+@opt.positive_int(
+    "--page-size", default=50, help="Images per run per page; more pages are written as OUT-p2.html, ..."
 )
-@click.option(
+@opt.positive_int(
     "--page-rows",
-    type=click.IntRange(min=1),
     default=250,
-    show_default=True,
     help="Captions (entries) per run per page; an image with more continues on the next page.",
 )
 @click.option("--title", default="reconscore report", show_default=True, help="Page title.")

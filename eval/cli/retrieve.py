@@ -12,16 +12,6 @@ from retrieval.choices import INDEX_KINDS
 from retrieval.methods import METHODS, TRAINING_FREE
 
 
-def _method_sets(values: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
-    for key, value in opt.key_values(values, "--set").items():
-        method, dot, name = key.partition(".")
-        if not dot or not name:
-            raise click.BadParameter(f"expected METHOD.KEY=VALUE, got {key}={value}", param_hint="--set")
-        out.setdefault(method, {})[name] = value
-    return out
-
-
 def _methods_help() -> str:
     """The method list of the epilog, from the registry: each method with what it takes beyond the features."""
     import textwrap
@@ -131,7 +121,7 @@ def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_k
     )
     for name in names:
         METHODS[name]  # an unknown name fails here, before anything runs
-    overrides = _method_sets(sets)
+    overrides = opt.method_sets(sets)
     cfg = RetrieveConfig(
         root=dataset_root,
         methods=list(dict.fromkeys(names)),

@@ -16,19 +16,6 @@ from retrieval.methods import METHODS
 ON_BUNDLE = [m.name for m in METHODS.values() if m.runs_on_bundle]
 
 
-def parse_sets(values: tuple[str, ...], method: str) -> dict[str, str]:
-    """KEY=VALUE (or METHOD.KEY=VALUE) pairs."""
-    out = {}
-    for key, value in opt.key_values(values, "--set").items():
-        prefix, dot, rest = key.partition(".")
-        if dot and prefix != method:
-            raise click.BadParameter(
-                f"{key}={value} is for method {prefix!r}, not {method!r}", param_hint="--set"
-            )
-        out[rest if dot else key] = value
-    return out
-
-
 def _print_report(ev, title: str) -> None:
     """The human-readable summary: mAP (named variant and averaging), per group, recalls, notes."""
     from retrieval.report import AP_TITLES
@@ -107,7 +94,7 @@ def command(bundle, method, lam, sets, as_json, **protocol) -> int:
     """Evaluate one composed retrieval method on your own embeddings (a .npz bundle)."""
     from retrieval.bundle_eval import evaluate_bundle
 
-    overrides = parse_sets(sets, method)
+    overrides = opt.method_sets(sets, only=method).get(method, {})
     if lam is not None:
         if method != "weicom":
             raise click.BadParameter(

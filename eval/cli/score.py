@@ -66,27 +66,15 @@ Exit status: 0 all rows scored, 3 some rows failed (see their `error`), 1 the ru
 @opt.retry_errors("rows")
 @opt.overwrite()
 def command(
-    captions,
-    images_root,
-    dataset,
-    dataset_root,
-    split,
-    annotations,
-    preset,
-    recon_seeds,
-    no_cache,
-    explain,
-    explain_max_phrases,
-    explain_seeds,
-    **kw,
+    captions, images_root, dataset, dataset_root, split, annotations, preset, recon_seeds, no_cache, **kw
 ) -> int:
     """Score captions by reconstruction (ReconScore, reference-free)."""
-    from recon_score.explain import ExplainOptions
     from recon_score.presets import get_preset
     from recon_score.quick_checks import check_recon_job
     from recon_score.run import SAMPLE_CAPTIONS, SAMPLE_DIR, ScoreJob, run_score
 
     p = get_preset(preset).override(**opt.pop_overrides(ReconPreset, kw))
+    explain = opt.pop_explain(kw)
     rows = source = None
     if dataset:
         if captions is not None:
@@ -111,7 +99,7 @@ def command(
         rows=rows,
         source=source,
         seeds=recon_seeds,
-        explain=ExplainOptions(max_phrases=explain_max_phrases, seeds=explain_seeds) if explain else None,
+        explain=explain,
         **kw,  # out, device, batch_size, cache_dir, weights_dir, offload, limit, retry_errors, overwrite, bands
     )
     check_recon_job(job)  # a wrong path, column or name answers before torch is imported

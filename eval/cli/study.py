@@ -4,6 +4,7 @@ eval.studies.commands; this module parses and prints."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,16 +51,24 @@ def _metrics(default: str) -> Callable:
     return click.option("--metrics", default=default, show_default=True)
 
 
-def _show(out: Path, study) -> int:
-    """Write the study, print its tables; exit status 3 when it skipped items."""
-    from eval.studies.commands import write_study
+def _show(out: Path, name: str, options: dict, *, print_note: bool = False) -> int:
+    """Compute the study (eval.studies.commands, given the options by name), write it, print its warnings and
+    tables; exit status 3 when it skipped items."""
+    from eval.studies import commands
     from recon_score.run_engine import RunFolder
+    from recon_score.runtime import utc_now
 
+    started = utc_now()
+    study = getattr(commands, name.replace("-", "_"))(**options)
+    for line in study.warnings:
+        click.echo(line, err=True)
     with RunFolder("study", out) as run:
-        markdown = write_study(run, study)
-    for name, (_df, title) in study.tables.items():
+        markdown = commands.write_study(run, name, study, started)
+    for table, (_df, title) in study.tables.items():
         click.echo(f"{title}\n")
-        click.echo(markdown[name].split("\n", 2)[2])
+        click.echo(markdown[table].split("\n", 2)[2])
+    if print_note and study.note:
+        click.echo(study.note)
     return EXIT_PARTIAL if study.partial else 0
 
 
@@ -97,33 +106,20 @@ def command() -> None:
 @metric_opts
 @opt.recon_seeds()
 @out_option
-def models(datasets, captions, metrics, paradigms_spec, pubs, recon_seeds, out, **mo) -> int:
+def models(out, **options) -> int:
     """Table 3: several captioning models on several datasets (ReconScore; other metrics in all_metrics.csv)."""
-    from eval.studies import commands
-
-    study = commands.models(datasets, captions, metrics, paradigms_spec, pubs, mo, recon_seeds)
-    return _show(out, study)
+    return _show(out, "models", options)
 
 
 @command.command("n-sweep")
 @_runs("LABEL=DESCRIBE_RUN_DIR: a `reconscore describe` run with >= max(N) candidates (repeatable).")
 @click.option("--ns", default="1,2,4,6,8,10", show_default=True, help="Pool sizes N.")
 @out_option
-def n_sweep(runs, ns, out) -> int:
+def n_sweep(out, **options) -> int:
     """Table 8: held-out score of the selected caption vs pool size N (in-sample beside it), from one pool per
     image (the first N samples; no resampling). Held-out scores for every N need `describe --eval-candidates
     all`."""
-    from eval.studies import commands
-
-    study, lacking = commands.n_sweep(runs, ns)
-    for label, miss in lacking.items():
-        if any(miss):
-            click.echo(
-                f"{label}: {sum(miss)} picks have no held-out score (NaN rows); rerun `reconscore describe` "
-                "with --eval-candidates all",
-                err=True,
-            )
-    return _show(out, study)
+    return _show(out, "n-sweep", options)
 
 
 @command.command("selection")
@@ -163,12 +159,9 @@ def n_sweep(runs, ns, out) -> int:
 )
 @metric_opts
 @out_option
-def selection(run, selectors, metrics, human, images_root, selection_seed, eval_seed, out, **mo) -> int:
+def selection(out, **options) -> int:
     """Table 7: what each selection metric picks from the same pool, and how often humans agree."""
-    from eval.studies import commands
-
-    args = (run, selectors, metrics, human, images_root, selection_seed, eval_seed, mo)
-    return _show(out, commands.selection(*args))
+    return _show(out, "selection", options)
 
 
 @command.command("encoders")
@@ -181,38 +174,21 @@ def selection(run, selectors, metrics, human, images_root, selection_seed, eval_
 )
 @opt.device()
 @out_option
-def encoders(runs, encoders, device, out) -> int:
+def encoders(out, **options) -> int:
     """Fig. 4: the same reconstructions under several encoders; rank consistency of systems (Kendall tau-b).
 
     A row whose original or reconstruction cannot be read is skipped and listed in run.json (exit status 3).
     """
-    from eval.studies import commands
-
-    study, skipped = commands.encoders(runs, encoders, device)
-    if skipped:
-        click.echo(
-            f"warning: skipped {len(skipped)} row(s) whose image could not be read, e.g. {skipped[0]['error']}; "
-            "all listed in run.json skipped_images",
-            err=True,
-        )
-    return _show(out, study)
+    return _show(out, "encoders", options)
 
 
 @command.command("explain")
 @_runs("SYSTEM=SCORE_RUN_DIR: a `reconscore score --explain` run (repeatable).")
 @out_option
-def explain(runs, out) -> int:
+def explain(out, **options) -> int:
     """Which phrase kinds (counts, colours, spatial relations, object names) most often hurt a caption: a phrase
     hurts when leaving it out brings the reconstruction significantly closer (docs/explain.md)."""
-    from eval.studies import commands
-
-    study = commands.explain(runs)
-    code = _show(out, study)
-    for line in study.extra.get("problems", []):  # malformed records: one line each, the rest still reported
-        click.echo(line, err=True)
-    if study.note:
-        click.echo(study.note)
-    return code
+    return _show(out, "explain", options, print_note=True)
 
 
 @command.command("t2i")
@@ -224,13 +200,9 @@ def explain(runs, out) -> int:
 @opt.device()
 @opt.trust_remote_code("the T2I models (text2earth's custom pipeline)")
 @out_option
-def t2i(captions, images_root, presets, batch_size, limit, device, trust_remote_code, out) -> int:
+def t2i(out, **options) -> int:
     """Table 9: several T2I presets on the same captions: token limit, render seconds per image, ReconScore."""
-    from eval.studies import commands
-
-    return _show(
-        out, commands.t2i(captions, images_root, presets, batch_size, limit, device, trust_remote_code)
-    )
+    return _show(out, "t2i", options)
 
 
 @command.command("paraphrase")
@@ -241,12 +213,9 @@ def t2i(captions, images_root, presets, batch_size, limit, device, trust_remote_
 @_metrics("bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,recon_score")
 @metric_opts
 @out_option
-def paraphrase(paraphrased, perturbed, references, images_root, metrics, out, **mo) -> int:
+def paraphrase(out, **options) -> int:
     """Table 4: paraphrased vs one-fact-perturbed captions; a faithful metric prefers the paraphrase (Δ > 0)."""
-    from eval.studies import commands
-
-    args = (paraphrased, perturbed, references, images_root, metrics, mo)
-    return _show(out, commands.paraphrase(*args))
+    return _show(out, "paraphrase", options)
 
 
 @command.command("length")
@@ -256,11 +225,9 @@ def paraphrase(paraphrased, perturbed, references, images_root, metrics, out, **
 @_metrics("bleu1,bleu2,bleu3,bleu4,meteor,rouge,cider,clipscore,longclipscore,recon_score")
 @metric_opts
 @out_option
-def length(generated, references, images_root, metrics, out, **mo) -> int:
+def length(out, **options) -> int:
     """Table 5: short / medium / long captions from the same triplets: mean per length and σ."""
-    from eval.studies import commands
-
-    return _show(out, commands.length(generated, references, images_root, metrics, mo))
+    return _show(out, "length", options)
 
 
 @command.command("paradigms")
@@ -282,13 +249,11 @@ def length(generated, references, images_root, metrics, out, **mo) -> int:
 @click.option("--preset", default="paper", show_default=True, help="ReconScore preset (scoring now).")
 @opt.device()
 @out_option
-def paradigms(ranking, paradigms_spec, scores, images_root, preset, device, out) -> int:
+def paradigms(out, **options) -> int:
     """Table 6: zero-shot vs fine-tuned models: human wins, preference share and mean ReconScore per paradigm."""
-    from eval.studies import commands
-
-    if scores is None and images_root is None:
+    if options["scores"] is None and options["images_root"] is None:
         raise click.UsageError("give --scores RUN_DIR or --images ROOT (to score the candidates)")
-    return _show(out, commands.paradigms(ranking, paradigms_spec, scores, images_root, preset, device))
+    return _show(out, "paradigms", options)
 
 
 def _numbers(kind: type) -> Callable:
@@ -333,7 +298,6 @@ def compodiff_sweep(checkpoint, dataset_root, weights, sampler_steps, sets, opti
     Each point is a `reconscore retrieve` run under OUT/points/ (features cached, finished points read back).
     (`same`: the options named as RetrieveConfig's fields.)
     """
-    from eval.studies import commands
     from retrieval.run import RetrieveConfig
 
     if not dataset_root.is_dir():
@@ -347,5 +311,7 @@ def compodiff_sweep(checkpoint, dataset_root, weights, sampler_steps, sets, opti
         cache=not no_cache,
         **same,
     )
-    sweep = commands.compodiff_sweep(base, weights, sampler_steps, lambda m: click.echo(m, err=True))
-    return _show(base.out, sweep)
+    log = functools.partial(click.echo, err=True)
+    return _show(
+        base.out, "compodiff-sweep", {"base": base, "weights": weights, "steps": sampler_steps, "log": log}
+    )

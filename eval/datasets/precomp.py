@@ -11,6 +11,14 @@ from eval.datasets.karpathy import label_from_filename
 from recon_score.textfiles import read_lines
 
 
+def _lines(path: Path) -> list[str]:
+    """The file's lines without the trailing blank ones."""
+    lines = [line for _, line in read_lines(path)]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
 def load_precomp(
     name: str,
     caps: Path,
@@ -21,12 +29,7 @@ def load_precomp(
     per_image: int | None = 5,
     check_images: bool = True,
 ) -> CaptionDataset:
-    cap_lines = [line for _, line in read_lines(caps)]
-    name_lines = [line for _, line in read_lines(filenames)]
-    while cap_lines and not cap_lines[-1].strip():
-        cap_lines.pop()
-    while name_lines and not name_lines[-1].strip():
-        name_lines.pop()
+    cap_lines, name_lines = _lines(caps), _lines(filenames)
     if len(cap_lines) != len(name_lines):
         raise DatasetFormatError(
             f"{caps.name} has {len(cap_lines)} lines but {filenames.name} has "

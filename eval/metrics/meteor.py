@@ -111,9 +111,8 @@ class MeteorProcess:
             return np.zeros(0), None
         self._check_open()
         with self._lock:
-            self._write(
-                ["EVAL ||| " + " ||| ".join(stats) + "\n"]
-            )  # the jar reads the whole line, then answers
+            # the jar reads the whole line, then answers
+            self._write(["EVAL ||| " + " ||| ".join(stats) + "\n"])
             scores = [float(self._readline()) for _ in stats]
             corpus = float(self._readline())
         return np.asarray(scores, dtype=float), corpus

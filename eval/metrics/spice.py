@@ -60,8 +60,9 @@ def find_corenlp() -> Path:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("RECONSCORE_CACHE") or str(Path.home() / ".cache" / "reconscore")
-    path = Path(root) / "spice"
+    from recon_score.paths import cache_root
+
+    path = cache_root() / "spice"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -103,13 +104,12 @@ class Spice(Metric):
         cands, refs = batch.tokenized()
         rows = batch.reference_rows()
         pairs, inverse = unique_pairs([cands[i] for i in rows], [refs[i] for i in rows])
-        per = np.asarray(
+        per = (
             run_spice([c for c, _ in pairs], [list(r) for _, r in pairs], corenlp=self.corenlp)
             if pairs
-            else [],
-            dtype=float,
+            else []
         )
-        values = scatter(len(batch), rows, per[inverse] if len(pairs) else [])
+        values = scatter(len(batch), rows, np.asarray(per, dtype=float)[inverse] if pairs else [])
         return MetricOutput(values, info={"scored_rows": len(rows), "corenlp": str(self.corenlp)})
 
     def config(self) -> dict:

@@ -34,25 +34,15 @@ THUMB_QUALITY = 80  # JPEG: ~10-20 kB per thumbnail, so a page of 50 images stay
 
 # Readable names for run.json keys shown in a run's header; other keys: "some_key" -> "Some key".
 LABELS = {
-    "preset": "Preset",
     "finished": "Finished (UTC)",
-    "processes": "Processes",
     "limit": "Row limit",
-    "rows": "Rows",
-    "images": "Images",
     "ok": "Scored",
-    "failed": "Failed",
-    "mean": "Mean",
     "recon_score_mean": "Mean ReconScore",
     "recon_score_std": "ReconScore std",
     "rendered_this_session": "Rendered (this session)",
-    "encoder": "Encoder",
     "t2i_model": "T2I model",
     "captioner": "VLM",
-    "dataset": "Dataset",
-    "split": "Split",
     "headline": "Headline τ",
-    "metrics": "Metrics",
     "n_boot": "Bootstrap resamples",
 }
 
@@ -360,32 +350,20 @@ def _score_headline(run: dict, rows: list[dict]) -> list[tuple[str, str]]:
     if len(ok) == 1:
         out.append(("ReconScore (higher = closer reconstruction)", f"{ok[0]:.2f}, 1 caption scored"))
     elif ok:
-        out.append(
-            (
-                "Mean ReconScore (higher = closer reconstruction)",
-                f"{sum(ok) / len(ok):.2f} over {len(ok)} captions",
-            )
-        )
+        mean = f"{sum(ok) / len(ok):.2f} over {len(ok)} captions"
+        out.append(("Mean ReconScore (higher = closer reconstruction)", mean))
     ci = (run.get("seed_noise") or {}).get("recon_score_ci")
     if ci:
         # with its notes: one image, clipped, or too few degrees of freedom to mean much (ci_notes)
         out.append((f"{ci['level']:.0%} CI ({ci_label(ci)})", ci_text(ci)))
     kinds = (run.get("summary") or {}).get("references_vs_distractors") or references_vs_distractors(rows)
     if kinds and kinds.get("reference_mean") is not None and kinds.get("distractor_mean") is not None:
-        out.append(
-            (
-                "References vs distractors (references should score higher)",
-                f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}",
-            )
-        )
+        means = f"{kinds['reference_mean']:.2f} vs {kinds['distractor_mean']:.2f}"
+        out.append(("References vs distractors (references should score higher)", means))
     if kinds and kinds.get("images"):
         share = kinds["share_all_references_above_distractors"]
-        out.append(
-            (
-                "Every reference above every distractor",
-                f"{kinds['images_all_references_above_distractors']}/{kinds['images']} images ({100 * share:.0f}%)",
-            )
-        )
+        above = f"{kinds['images_all_references_above_distractors']}/{kinds['images']} images ({100 * share:.0f}%)"
+        out.append(("Every reference above every distractor", above))
     return out
 
 
@@ -414,14 +392,12 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(str(r.get("image")), []).append(r)
-    for image, items in sorted(groups.items(), key=lambda kv: -_best(kv[1])):  # best-scored images first
+    for image, items in sorted(groups.items(), key=lambda kv: -max(map(_score_or_low, kv[1]))):  # best first
         src, err = store.src(root, image)
         scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
         best = max(scored) if len(scored) > 1 else None
         entries = []
-        for r in sorted(
-            items, key=lambda r: -(r.get("recon_score") if r.get("recon_score") is not None else -1)
-        ):
+        for r in sorted(items, key=lambda r: -_score_or_low(r)):
             rsrc, rerr = (
                 store.src(d.resolve(), r["reconstruction"]) if r.get("reconstruction") else (None, None)
             )
@@ -463,9 +439,9 @@ def _explain_view(d: Path, row: dict, store: ImageStore):
     return explain_view(ex, store.own(d, ex.get("heatmap")))
 
 
-def _best(items: list[dict]) -> float:
-    scored = [r["recon_score"] for r in items if r.get("recon_score") is not None]
-    return max(scored) if scored else -1.0
+def _score_or_low(row: dict) -> float:
+    """A row's ReconScore for ordering; -1, below every score, when it has none."""
+    return row["recon_score"] if row.get("recon_score") is not None else -1.0
 
 
 def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
@@ -593,13 +569,9 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
     for file in outputs.study_tables(d):
         sec.tables.append(_csv_table(outputs.table_rows(d, file), Path(file).stem))
     tau_table = outputs.table_files(outputs.RANK_CONSISTENCY)[0]
-    if (
-        name == "encoders"
-        and outputs.has_output(d, outputs.STUDY_TABLE_CSV)
-        and outputs.has_output(d, tau_table)
-    ):
+    if name == "encoders" and all(outputs.has_output(d, f) for f in (outputs.STUDY_TABLE_CSV, tau_table)):
         means = outputs.read_frame(d, outputs.STUDY_TABLE_CSV, index_col=0)
-        tau = outputs.read_frame(d, outputs.table_files(outputs.RANK_CONSISTENCY)[0], index_col=0)
+        tau = outputs.read_frame(d, tau_table, index_col=0)
         sec.plot(
             "Fig. 4: mean ReconScore per system under each encoder; Kendall τ-b between their system rankings",
             plots.encoders_figure(means, tau, title="Encoders"),
@@ -754,14 +726,16 @@ def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[fl
     """The benchmark x metric grid of a meta-eval table: one row per (benchmark, category, statistic), one column
     per metric, each cell its value with the 95% CI and the verify status."""
     nan = float("nan")
-    rows = list(dict.fromkeys(f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
-                              for r in recs))  # fmt: skip
+
+    def row_of(r: dict) -> str:
+        return f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
+
+    rows = list(dict.fromkeys(map(row_of, recs)))
     cols = list(dict.fromkeys(r["metric"] for r in recs))
-    values = [[float("nan")] * len(cols) for _ in rows]
+    values = [[nan] * len(cols) for _ in rows]
     labels = [[""] * len(cols) for _ in rows]
     for r in recs:
-        key = f"{r['benchmark']}{' ' + r['category'] if r['category'] else ''} {r['statistic']}"
-        i, j = rows.index(key), cols.index(r["metric"])
+        i, j = rows.index(row_of(r)), cols.index(r["metric"])
         values[i][j] = _num(r["value"], nan)
         status = r.get("status") or ""
         labels[i][j] = f"{_fmt(_num(r['value'], nan))} {status if status != '—' else ''}\n" \
