@@ -32,14 +32,19 @@ def table_files(name: str, df: pd.DataFrame, *, title: str, digits: int = 2, ind
 
 
 def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    """('label=value', ...) -> {label: value}; labels must be unique."""
+    """('label=value', ...) -> {label: value}; labels must be unique.
+
+    Raises:
+        InputError: naming the option and the item (one line, as every bad input)."""
+    from recon_score.errors import InputError
+
     out: dict[str, str] = {}
     for item in values:
         label, sep, value = item.partition("=")
         if not sep or not label or not value:
-            raise ValueError(f"{what}: expected LABEL=VALUE, got {item!r}")
+            raise InputError(f"{what}: expected LABEL=VALUE, got {item!r}")
         if label in out:
-            raise ValueError(f"{what}: label {label!r} given twice")
+            raise InputError(f"{what}: label {label!r} given twice")
         out[label] = value
     return out
 

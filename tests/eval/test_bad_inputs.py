@@ -366,3 +366,22 @@ def test_out_that_is_a_file_cannot_start(tmp_path, capsys):
         _one_error_line(capsys)
         == f"error: --out {out} is a file, not a folder; choose another --out (a run folder)"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["n-sweep", "--run", "bad"], "error: --run: expected LABEL=VALUE, got 'bad'"),
+        (["n-sweep", "--run", "a=x", "--run", "a=y"], "error: --run: label 'a' given twice"),
+        (
+            ["models", "--dataset", "ucm", "--captions", "A@ucm=x"],
+            "error: --dataset: expected LABEL=VALUE, got 'ucm'",
+        ),
+    ],
+)
+def test_a_study_option_without_its_label_is_one_line_and_writes_nothing(args, said, tmp_path, capsys):
+    """LABEL=VALUE options of the studies: a malformed or repeated label is one error line, before any folder."""
+    out = tmp_path / "study"
+    assert main(["study", *args, "--out", str(out)]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [said]
+    assert not out.exists()
