@@ -174,9 +174,6 @@ class _Describe:
             ],
             outputs=lambda res: _output_files(res, _note(job)),
             record=self.info,
-            ended=lambda res: {
-                "exit": "finished" if not self._summary(res).failed else "finished with failed images"
-            },
             prepare=(lambda todo: job.resolve_models()) if job.resolve_models is not None else None,
             phase=job.phase_size,
             retry_errors=job.retry_errors,
@@ -291,7 +288,6 @@ class _Describe:
             "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
             "source": job.source,
             "images_root": _images_root(self.items),
-            "fingerprint": res.fingerprint,
             "preset": job.preset.to_dict(),
             "captioner": job.captioner.identity(),
             "selection": {

@@ -216,7 +216,6 @@ class _ScoreWork:
             stages=[Stage(self.compute)],
             outputs=lambda res: {SCORES: jsonl_bytes(self.merged(res))},
             record=self.info,
-            ended=self.ended,
             prepare=self.prepare,
             weight=(lambda item: _row_renders(job, self.by_index[item.id])) if job.explain else None,
             chunk=job.batch_size,
@@ -305,14 +304,6 @@ class _ScoreWork:
             explain=explain_summary(results),
         )
 
-    def ended(self, res: RunResult) -> dict:
-        summary = self.summary(res)
-        return {
-            "exit": "finished" if not summary.failed else "finished with failed rows",
-            "rendered": summary.rendered,
-            "recomputed_changed_inputs": sum(res.changed.values()),
-        }
-
     def info(self, res: RunResult) -> dict:
         """run.json's fields of score (the engine adds the fingerprint, the kind and the invocations)."""
         job, summary, ordered = self.job, self.summary(res), self.merged(res)
@@ -328,7 +319,6 @@ class _ScoreWork:
             "config": (None if self.worked else res.previous.get("config")) or self.scorer.config(),
             "batch_size": job.batch_size,
             "bands": list(job.bands) if job.bands else None,
-            "processes": res.processes,
             "limit": job.limit,
             "cache": {"enabled": job.use_cache, "root": str(self.scorer.cache.root)},
             "counts": {

@@ -418,7 +418,6 @@ class RunSpec:
     stages: list[Stage] = field(default_factory=list)  # none: a run computed in one go by `outputs`
     outputs: Callable[[RunResult], dict[str, bytes]] | None = None  # the final files, from the records
     record: Callable[[RunResult], dict] | None = None  # run.json's fields of the command
-    ended: Callable[[RunResult], dict] | None = None  # the invocation's end fields (exit state, counts)
     prepare: Callable[[list[Item]], None] | None = None  # before the first compute, with this process's to-do
     weight: Callable[[Item], int] | None = None  # the bar's units per item (score --explain: its renders); 1
     chunk: int = 1  # consecutive items per chunk: chunk j goes to process j mod the number of processes
@@ -436,7 +435,6 @@ class RunSpec:
 class RunResult:
     """What `RunFolder.run` returns: every stage's journaled records, and what this invocation did."""
 
-    fingerprint: str
     items: dict[str, list[Item]]  # by stage name
     records: dict[str, dict]  # by stage name: item id -> journal record
     complete: bool = False  # a finished run rerun: nothing computed, nothing written
@@ -446,7 +444,6 @@ class RunResult:
     previous: dict = field(default_factory=dict)  # the run.json found before this invocation
     info: dict = field(default_factory=dict)  # the run.json it wrote (process 0)
     inv: int = -1
-    processes: int = 1
 
     def results(self, stage: str = "") -> list[dict]:
         """Every item's result in order.
@@ -651,7 +648,7 @@ class RunFolder:
         checked by size and time), this process's work journaled item by item, the final files and run.json."""
         self.spec, self.settings = spec, _versioned(spec.settings)
         self.fp, self.plans = sha256_json(self.settings)[:16], {}
-        self.result = RunResult(self.fp, {}, {}, previous=read_record(self.record_path), processes=self.world)
+        self.result = RunResult({}, {}, previous=read_record(self.record_path))
         if spec.stages and self._plan():
             res = self._settle()
             res.complete, res.resumed = True, len(next(reversed(res.records.values())))
@@ -887,14 +884,19 @@ class RunFolder:
             self._begun = True
             res.info = self._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
             return res
-        end = {**(spec.ended(res) if spec.ended is not None else {})}
-        if res.repairs:
-            end["repaired"] = res.repairs
+        last = self.plans[spec.stages[-1].name].done.values()
+        failed = any((rec["result"] or {}).get("error") for rec in last)
+        end = {
+            "exit": f"finished with failed {spec.unit}s" if failed else "finished",
+            "recomputed_changed_inputs": res.changed.total(),
+            **({"repaired": res.repairs} if res.repairs else {}),
+        }
         finished = utc_now()
         self._log("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
-        history = self._history(self.plans[spec.stages[-1].name].done.values())  # items of the last stage
+        history = self._history(last)
         info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
         fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
+        fields["processes"] = self.world
         fields["started"] = history[0].get("started", self.started) if history else self.started
         res.info = self._record(info, spec.upstream, **fields)
         return res

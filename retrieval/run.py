@@ -417,7 +417,6 @@ class _Methods:
             prepare=lambda todo: self.inputs,
             outputs=self.outputs,
             record=lambda res: self.info(res, time.perf_counter() - t0),
-            ended=lambda res: {"exit": "finished" if self._ok() else "finished with methods not run"},
             retry_errors=True,  # a method that failed is tried again by the next run
             unit="method",
         )
@@ -430,9 +429,6 @@ class _Methods:
             "topk": [cfg.topk, cfg.index] if cfg.topk else None,
             "images": self.setup.images,  # which images are unreadable follows from them
         }
-
-    def _ok(self) -> bool:
-        return all(self.status.get(n, {}).get("status") == "ok" for n in self.cfg.methods)
 
     def compute(self, batch: list[Item], todo: list[Item]) -> list:
         name = todo[0].id
