@@ -21,7 +21,7 @@ from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
-from recon_score.run_engine import FileDigests, Item, RunFolder, RunResult, RunSpec, Stage
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_digest
 from recon_score.run_outputs import RECONSTRUCTIONS, SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
@@ -107,13 +107,13 @@ def _caption(row: InputRow) -> str | None:
     return row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption)
 
 
-def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
+def _row_inputs(row: InputRow) -> dict:
     """Everything a row's result is computed from, journaled with it (the resume key hashes it)."""
     return {
         "id": row.id,
         "image": row.image,
         "caption": _caption(row),
-        "image_sha256": digests(row.image_path),
+        "image_sha256": file_digest(row.image_path),
         "error": row.error,
     }
 
@@ -206,10 +206,8 @@ class _ScoreWork:
         return self._scorer
 
     def spec(self) -> RunSpec:
-        job, digests = self.job, FileDigests()
-        items = [
-            Item(r.index, _row_inputs(r, digests), name=f"row {r.index} (id {r.id!r})") for r in self.rows
-        ]
+        job = self.job
+        items = [Item(r.index, _row_inputs(r), name=f"row {r.index} (id {r.id!r})") for r in self.rows]
         return RunSpec(
             settings=_settings(job, self.device),
             items=items,

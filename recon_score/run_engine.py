@@ -15,6 +15,7 @@ Layout of a run folder:
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import hashlib
 import json
@@ -148,23 +149,24 @@ def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict 
     return done
 
 
-class FileDigests:
-    """sha256 of files' bytes, memoised per (path, size, mtime_ns) within one run: a file shared by many rows is
-    read once, one replaced in place is hashed again."""
+def file_digest(path: Path | None) -> str | None:
+    """sha256 of a file's bytes, or None when there is no regular file to read (the row's load says why); memoised
+    per (path, size, mtime_ns): a file shared by many rows is read once, one replaced in place is hashed again."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):  # TypeError: no path
+        return None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever
+        return None
+    return _memo_sha256(str(path), st.st_size, st.st_mtime_ns)
 
-    def __init__(self) -> None:
-        self._memo: dict[tuple[str, int, int], str] = {}
 
-    def __call__(self, path: Path | None) -> str | None:
-        """Hex digest, or None when there is no regular file to read (the row's load says why)."""
-        try:
-            st = os.stat(path)
-            key = (str(path), st.st_size, st.st_mtime_ns)
-            if stat.S_ISREG(st.st_mode) and key not in self._memo:  # a FIFO or a device would be read forever
-                self._memo[key] = file_sha256(Path(path))
-            return self._memo.get(key)
-        except (OSError, TypeError):  # TypeError: no path
-            return None
+@functools.lru_cache(maxsize=1 << 16)
+def _memo_sha256(path: str, size: int, mtime_ns: int) -> str | None:
+    try:
+        return file_sha256(Path(path))
+    except OSError:
+        return None
 
 
 def file_sha256(path: Path) -> str:
