@@ -297,7 +297,7 @@ class _ScoreWork:
             already_complete=res.complete,
             failures=failures,
             ci=record.get("seed_noise", {}).get("recon_score_ci"),
-            resumed=0 if res.complete else res.resumed,
+            resumed=res.resumed,
             kinds=record.get("summary", {}).get("references_vs_distractors"),
             explain=explain_summary(results),
         )

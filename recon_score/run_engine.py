@@ -440,7 +440,7 @@ class RunResult:
     items: dict[str, list[Item]]  # by stage name
     records: dict[str, dict]  # by stage name: item id -> journal record
     complete: bool = False  # a finished run rerun: nothing computed, nothing written
-    resumed: int = 0  # items of the last stage finished by an earlier invocation
+    resumed: int = 0  # items of the last stage an earlier invocation finished, when this one worked
     changed: Counter = field(default_factory=Counter)  # items recomputed, by the input that changed
     repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
     previous: dict = field(default_factory=dict)  # the run.json found before this invocation
@@ -652,9 +652,8 @@ class RunFolder:
         self.fp, self.plans = sha256_json(self.settings)[:16], {}
         self.result = RunResult({}, {}, previous=read_record(self.record_path))
         if spec.stages and self._plan():
-            res = self._settle()
-            res.complete, res.resumed = True, len(next(reversed(res.records.values())))
-            return res
+            self.result.complete = True
+            return self._settle()
         if spec.stages:
             self._work()
         return self._finish()
@@ -879,28 +878,26 @@ class RunFolder:
         files = spec.outputs(res) if spec.outputs is not None else {}
         kept = _write_files(self.out, files)
         _sweep_temporaries(self.out, files)
-        if not spec.stages:
-            for name, staged in spec.folders.items():
-                _remove(self.out / name)
-                os.replace(staged, self.out / name)
-            self._begun = True
-            res.info = self._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
-            return res
-        last = self.plans[spec.stages[-1].name].done.values()
-        failed = any((rec["result"] or {}).get("error") for rec in last)
-        end = {
-            "exit": f"finished with failed {spec.unit}s" if failed else "finished",
-            "recomputed_changed_inputs": res.changed.total(),
-            **({"repaired": res.repairs} if res.repairs else {}),
-        }
-        finished = utc_now()
-        self._log("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
-        history = self._history(last)
-        info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
-        fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
-        fields["processes"] = self.world
-        fields["started"] = history[0].get("started", self.started) if history else self.started
-        res.info = self._record(info, spec.upstream, **fields)
+        for name, staged in spec.folders.items():
+            _remove(self.out / name)
+            os.replace(staged, self.out / name)
+        info, fields = spec.record(res) if spec.record is not None else {}, {}
+        if spec.stages:
+            last = self.plans[spec.stages[-1].name].done.values()
+            failed = any((rec["result"] or {}).get("error") for rec in last)
+            end = {
+                "exit": f"finished with failed {spec.unit}s" if failed else "finished",
+                "recomputed_changed_inputs": res.changed.total(),
+                **({"repaired": res.repairs} if res.repairs else {}),
+            }
+            fields["finished"] = utc_now()
+            self._log("end", res.inv, finished=fields["finished"], outputs=kept, state=self._state(), **end)
+            history = self._history(last)
+            info = {"fingerprint": self.fp, **info}
+            fields.update(started=history[0]["started"], resumed=len(history) > 1, invocations=history)
+            fields["processes"] = self.world
+        self._begun = True
+        res.info = self._record(info, **fields)
         return res
 
     def _begin(self) -> int:
@@ -939,11 +936,11 @@ class RunFolder:
                 entry["exit"] = "finished"
         return [out[k] for k in sorted(out)]
 
-    def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
+    def _record(self, info: dict, **fields) -> dict:
         """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
         `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
         meaningless) and `upstream` (the run folders it read)."""
-        ups = [str(Path(u).resolve()) for u in upstream]
+        ups = [str(Path(u).resolve()) for u in self.spec.upstream]
         meaningless = uses_synthetic_models(info) or any(
             read_record(Path(u) / RECORD).get("meaningless") for u in ups
         )
