@@ -121,7 +121,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         rows=len(rows),
         means=result["means"],
         scored=result["scored"],
-        record=res.info or res.previous,
+        record=res.info,
     )
 
 

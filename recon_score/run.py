@@ -285,7 +285,6 @@ class _ScoreWork:
             for row, r in zip(self.rows, results)
             if r.get("error") or r.get("recon_score") is None
         ]
-        record = res.info or (res.previous if res.complete else {})
         return ScoreSummary(
             total=len(self.rows),
             ok=len(scores),
@@ -296,9 +295,9 @@ class _ScoreWork:
             cached=stats.get("reconstruction_cache_hits", 0),
             already_complete=res.complete,
             failures=failures,
-            ci=record.get("seed_noise", {}).get("recon_score_ci"),
+            ci=res.info.get("seed_noise", {}).get("recon_score_ci"),
             resumed=res.resumed,
-            kinds=record.get("summary", {}).get("references_vs_distractors"),
+            kinds=res.info.get("summary", {}).get("references_vs_distractors"),
             explain=explain_summary(results),
         )
 

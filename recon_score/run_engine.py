@@ -444,7 +444,7 @@ class RunResult:
     changed: Counter = field(default_factory=Counter)  # items recomputed, by the input that changed
     repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
     previous: dict = field(default_factory=dict)  # the run.json found before this invocation
-    info: dict = field(default_factory=dict)  # the run.json it wrote (process 0)
+    info: dict = field(default_factory=dict)  # the run.json it wrote (process 0), or found finished
     inv: int = -1
 
     def results(self, stage: str = "") -> list[dict]:
@@ -652,7 +652,7 @@ class RunFolder:
         self.fp, self.plans = sha256_json(self.settings)[:16], {}
         self.result = RunResult({}, {}, previous=read_record(self.record_path))
         if spec.stages and self._plan():
-            self.result.complete = True
+            self.result.complete, self.result.info = True, self.result.previous
             return self._settle()
         if spec.stages:
             self._work()
@@ -754,7 +754,7 @@ class RunFolder:
         if res.repairs and self.is_main:
             log.warning("repairing %s from its journal: %s", self.out, "; ".join(res.repairs))
         res.inv = self._begin()
-        weight = spec.weight or (lambda item: 1)
+        self.weight = weight = spec.weight or (lambda item: 1)
         mine = [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
         bar = Progress(
             sum(map(weight, mine)),
@@ -838,7 +838,7 @@ class RunFolder:
             _append_lines(journal, recs)
             if stage is self.spec.stages[-1]:
                 failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
-                bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
+                bar.update(sum(map(self.weight, pending)), failed=failed)
             elif stage.name:
                 bar.stage(f"{where}{stage.name} {n + 1}/{len(calls)}")
         return bool(todo)

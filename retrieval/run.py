@@ -268,12 +268,11 @@ def run_retrieve(
     if res.complete:  # nothing built or read: what the records say is said again
         work.recall(res)
     table = work.table if not res.complete else read_table(Path(cfg.out))
-    record = res.info or res.previous
-    status = record.get("methods") or {}
+    status = res.info.get("methods") or {}
     ran = all((status.get(n) or {}).get("status") == "ok" for n in cfg.methods)
-    skipped = (record.get("skipped_images") or {}).get("count")
+    skipped = (res.info.get("skipped_images") or {}).get("count")
     exit_code = EXIT_OK if ran and not skipped else EXIT_PARTIAL
-    return RunOutcome(record=record, exit_code=exit_code, table=table)
+    return RunOutcome(record=res.info, exit_code=exit_code, table=table)
 
 
 def _loader(cfg: RetrieveConfig, note: Callable[[str], None]) -> Callable[[], object]:
