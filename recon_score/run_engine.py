@@ -429,7 +429,7 @@ class RunSpec:
     progress: str | None = None  # the bar's unit (None: no bar)
     depends: object = None  # what the outputs read besides the records (score: the input's own columns)
     upstream: Sequence[Path | str] = ()  # the run folders it read
-    # one go: folders staged in the run folder, renamed into place
+    # folders staged in the run folder, renamed into place (pairs' dataset)
     folders: dict[str, Path] = field(default_factory=dict)
 
 
@@ -556,7 +556,7 @@ class RunFolder:
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log_path = self.journal_dir / "invocations.jsonl"
         self.started = utc_now()
-        self._begun, self._created, self.plans = False, None, {}
+        self._begun, self._created, self.plans = False, [], {}
         self._lock = RunLock(self.out, name=f"{hidden}lock" if hidden else ".lock")
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
@@ -568,12 +568,8 @@ class RunFolder:
             check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
         self._lock_existed = self._lock.path.exists()
         try:
-            if not self.out.is_dir():
-                top = self.out
-                while not top.parent.exists():
-                    top = top.parent
-                self._created = top
-                self.out.mkdir(parents=True, exist_ok=True)
+            self._created = [d for d in (self.out, *self.out.parents) if not d.exists()]  # deepest first
+            self.out.mkdir(parents=True, exist_ok=True)
             if self.is_main:  # the ranks of one `accelerate launch` share process 0's lock
                 self._lock.__enter__()
         except BaseException as err:
@@ -613,14 +609,11 @@ class RunFolder:
         """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
         if not self._lock_existed and self.is_main:
             self._lock.path.unlink(missing_ok=True)
-        if self._created is not None:
-            for d in [self.out, *self.out.parents]:
-                try:
-                    d.rmdir()
-                except OSError:
-                    break
-                if d == self._created:
-                    break
+        for d in self._created:
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
     def write_error(self, err: OSError) -> ReconScoreError:
         """One clear line for a full disk, a file-size limit or a read-only folder."""
