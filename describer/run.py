@@ -28,7 +28,7 @@ from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreErro
 from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
-from recon_score.run_engine import FileDigests, Item, RunFolder, RunResult, RunSpec, Stage
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_digest
 from recon_score.run_outputs import CANDIDATES, CAPTIONS, RECONSTRUCTIONS
 
 log = logging.getLogger(__name__)
@@ -124,9 +124,8 @@ def _images(job: DescribeJob) -> list[ImageItem]:
     items = job.items if job.items is not None else discover_images(job.inputs, root=job.images_root)
     if job.limit is not None:
         items = items[: job.limit]
-    digests = FileDigests()
     for item in items:  # part of the resume key: a replaced image file is described again
-        item.digest = digests(item.path)
+        item.digest = file_digest(item.path)
     job.captioner.sampling_request(_sampling(job.preset))  # a backend that cannot apply it fails now
     if job.preset.eval_candidates not in EVAL_CANDIDATES:
         raise ReconScoreError(
@@ -174,9 +173,6 @@ class _Describe:
             ],
             outputs=lambda res: _output_files(res, _note(job)),
             record=self.info,
-            ended=lambda res: {
-                "exit": "finished" if not self._summary(res).failed else "finished with failed images"
-            },
             prepare=(lambda todo: job.resolve_models()) if job.resolve_models is not None else None,
             phase=job.phase_size,
             retry_errors=job.retry_errors,
@@ -291,7 +287,6 @@ class _Describe:
             "inputs": str(job.inputs) if job.inputs else ("bundled sample" if job.items is None else None),
             "source": job.source,
             "images_root": _images_root(self.items),
-            "fingerprint": res.fingerprint,
             "preset": job.preset.to_dict(),
             "captioner": job.captioner.identity(),
             "selection": {

@@ -15,12 +15,12 @@ from recon_score.atomic_io import jsonl_bytes
 from recon_score.errors import ReconScoreError
 from recon_score.run_engine import (
     Computed,
-    FileDigests,
     Item,
     RunFolder,
     RunResult,
     RunSpec,
     Stage,
+    file_digest,
     file_sha256,
     load_record,
 )
@@ -121,7 +121,7 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         rows=len(rows),
         means=result["means"],
         scored=result["scored"],
-        record=res.info or res.previous,
+        record=res.info,
     )
 
 
@@ -130,7 +130,6 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
     images = None
     if any(get_metric_info(n).needs_images for n in names):
         images = image_sources(_images_root(job, scores), [str(r.get("image") or "") for r in rows])
-    digest = FileDigests()
     settings = {
         "encoder": job.encoder,
         "long_text": job.long_text,
@@ -139,8 +138,8 @@ def _spec(job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], 
     }
     inputs = {
         "scores_sha256": file_sha256(scores),
-        "references_sha256": digest(job.references),
-        "images_sha256": [digest(s) if isinstance(s, Path) else str(s) for s in images or []],
+        "references_sha256": file_digest(job.references),
+        "images_sha256": [file_digest(s) if isinstance(s, Path) else str(s) for s in images or []],
         "metrics": names,
         "options": settings,
     }

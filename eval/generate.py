@@ -48,8 +48,7 @@ def run_generate(job: GenerateJob) -> GenerateResult:
         res = run.run(work.spec())
     rows, extracted = work.rows(res)
     failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
-    record = res.info or res.previous
-    return GenerateResult(rows=len(rows), failed=failed, path=job.out / GENERATED, record=record)
+    return GenerateResult(rows=len(rows), failed=failed, path=job.out / GENERATED, record=res.info)
 
 
 LLM_BATCH = 16  # prompts per LLM call, each batch journaled as it comes

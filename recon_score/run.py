@@ -21,7 +21,7 @@ from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
-from recon_score.run_engine import FileDigests, Item, RunFolder, RunResult, RunSpec, Stage
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_digest
 from recon_score.run_outputs import RECONSTRUCTIONS, SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
@@ -107,13 +107,13 @@ def _caption(row: InputRow) -> str | None:
     return row.caption if isinstance(row.caption, str) or row.caption is None else str(row.caption)
 
 
-def _row_inputs(row: InputRow, digests: FileDigests) -> dict:
+def _row_inputs(row: InputRow) -> dict:
     """Everything a row's result is computed from, journaled with it (the resume key hashes it)."""
     return {
         "id": row.id,
         "image": row.image,
         "caption": _caption(row),
-        "image_sha256": digests(row.image_path),
+        "image_sha256": file_digest(row.image_path),
         "error": row.error,
     }
 
@@ -206,17 +206,14 @@ class _ScoreWork:
         return self._scorer
 
     def spec(self) -> RunSpec:
-        job, digests = self.job, FileDigests()
-        items = [
-            Item(r.index, _row_inputs(r, digests), name=f"row {r.index} (id {r.id!r})") for r in self.rows
-        ]
+        job = self.job
+        items = [Item(r.index, _row_inputs(r), name=f"row {r.index} (id {r.id!r})") for r in self.rows]
         return RunSpec(
             settings=_settings(job, self.device),
             items=items,
             stages=[Stage(self.compute)],
             outputs=lambda res: {SCORES: jsonl_bytes(self.merged(res))},
             record=self.info,
-            ended=self.ended,
             prepare=self.prepare,
             weight=(lambda item: _row_renders(job, self.by_index[item.id])) if job.explain else None,
             chunk=job.batch_size,
@@ -288,7 +285,6 @@ class _ScoreWork:
             for row, r in zip(self.rows, results)
             if r.get("error") or r.get("recon_score") is None
         ]
-        record = res.info or (res.previous if res.complete else {})
         return ScoreSummary(
             total=len(self.rows),
             ok=len(scores),
@@ -299,19 +295,11 @@ class _ScoreWork:
             cached=stats.get("reconstruction_cache_hits", 0),
             already_complete=res.complete,
             failures=failures,
-            ci=record.get("seed_noise", {}).get("recon_score_ci"),
-            resumed=0 if res.complete else res.resumed,
-            kinds=record.get("summary", {}).get("references_vs_distractors"),
+            ci=res.info.get("seed_noise", {}).get("recon_score_ci"),
+            resumed=res.resumed,
+            kinds=res.info.get("summary", {}).get("references_vs_distractors"),
             explain=explain_summary(results),
         )
-
-    def ended(self, res: RunResult) -> dict:
-        summary = self.summary(res)
-        return {
-            "exit": "finished" if not summary.failed else "finished with failed rows",
-            "rendered": summary.rendered,
-            "recomputed_changed_inputs": sum(res.changed.values()),
-        }
 
     def info(self, res: RunResult) -> dict:
         """run.json's fields of score (the engine adds the fingerprint, the kind and the invocations)."""
@@ -328,7 +316,6 @@ class _ScoreWork:
             "config": (None if self.worked else res.previous.get("config")) or self.scorer.config(),
             "batch_size": job.batch_size,
             "bands": list(job.bands) if job.bands else None,
-            "processes": res.processes,
             "limit": job.limit,
             "cache": {"enabled": job.use_cache, "root": str(self.scorer.cache.root)},
             "counts": {

@@ -15,6 +15,7 @@ Layout of a run folder:
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import hashlib
 import json
@@ -148,23 +149,24 @@ def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict 
     return done
 
 
-class FileDigests:
-    """sha256 of files' bytes, memoised per (path, size, mtime_ns) within one run: a file shared by many rows is
-    read once, one replaced in place is hashed again."""
+def file_digest(path: Path | None) -> str | None:
+    """sha256 of a file's bytes, or None when there is no regular file to read (the row's load says why); memoised
+    per (path, size, mtime_ns): a file shared by many rows is read once, one replaced in place is hashed again."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):  # TypeError: no path
+        return None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever
+        return None
+    return _memo_sha256(str(path), st.st_size, st.st_mtime_ns)
 
-    def __init__(self) -> None:
-        self._memo: dict[tuple[str, int, int], str] = {}
 
-    def __call__(self, path: Path | None) -> str | None:
-        """Hex digest, or None when there is no regular file to read (the row's load says why)."""
-        try:
-            st = os.stat(path)
-            key = (str(path), st.st_size, st.st_mtime_ns)
-            if stat.S_ISREG(st.st_mode) and key not in self._memo:  # a FIFO or a device would be read forever
-                self._memo[key] = file_sha256(Path(path))
-            return self._memo.get(key)
-        except (OSError, TypeError):  # TypeError: no path
-            return None
+@functools.lru_cache(maxsize=1 << 16)
+def _memo_sha256(path: str, size: int, mtime_ns: int) -> str | None:
+    try:
+        return file_sha256(Path(path))
+    except OSError:
+        return None
 
 
 def file_sha256(path: Path) -> str:
@@ -418,7 +420,6 @@ class RunSpec:
     stages: list[Stage] = field(default_factory=list)  # none: a run computed in one go by `outputs`
     outputs: Callable[[RunResult], dict[str, bytes]] | None = None  # the final files, from the records
     record: Callable[[RunResult], dict] | None = None  # run.json's fields of the command
-    ended: Callable[[RunResult], dict] | None = None  # the invocation's end fields (exit state, counts)
     prepare: Callable[[list[Item]], None] | None = None  # before the first compute, with this process's to-do
     weight: Callable[[Item], int] | None = None  # the bar's units per item (score --explain: its renders); 1
     chunk: int = 1  # consecutive items per chunk: chunk j goes to process j mod the number of processes
@@ -428,7 +429,7 @@ class RunSpec:
     progress: str | None = None  # the bar's unit (None: no bar)
     depends: object = None  # what the outputs read besides the records (score: the input's own columns)
     upstream: Sequence[Path | str] = ()  # the run folders it read
-    # one go: folders staged in the run folder, renamed into place
+    # folders staged in the run folder, renamed into place (pairs' dataset)
     folders: dict[str, Path] = field(default_factory=dict)
 
 
@@ -436,17 +437,15 @@ class RunSpec:
 class RunResult:
     """What `RunFolder.run` returns: every stage's journaled records, and what this invocation did."""
 
-    fingerprint: str
     items: dict[str, list[Item]]  # by stage name
     records: dict[str, dict]  # by stage name: item id -> journal record
     complete: bool = False  # a finished run rerun: nothing computed, nothing written
-    resumed: int = 0  # items of the last stage finished by an earlier invocation
+    resumed: int = 0  # items of the last stage an earlier invocation finished, when this one worked
     changed: Counter = field(default_factory=Counter)  # items recomputed, by the input that changed
     repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
     previous: dict = field(default_factory=dict)  # the run.json found before this invocation
-    info: dict = field(default_factory=dict)  # the run.json it wrote (process 0)
+    info: dict = field(default_factory=dict)  # the run.json it wrote (process 0), or found finished
     inv: int = -1
-    processes: int = 1
 
     def results(self, stage: str = "") -> list[dict]:
         """Every item's result in order.
@@ -557,7 +556,7 @@ class RunFolder:
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log_path = self.journal_dir / "invocations.jsonl"
         self.started = utc_now()
-        self._begun, self._created, self.plans = False, None, {}
+        self._begun, self._created, self.plans = False, [], {}
         self._lock = RunLock(self.out, name=f"{hidden}lock" if hidden else ".lock")
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
@@ -569,12 +568,8 @@ class RunFolder:
             check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
         self._lock_existed = self._lock.path.exists()
         try:
-            if not self.out.is_dir():
-                top = self.out
-                while not top.parent.exists():
-                    top = top.parent
-                self._created = top
-                self.out.mkdir(parents=True, exist_ok=True)
+            self._created = [d for d in (self.out, *self.out.parents) if not d.exists()]  # deepest first
+            self.out.mkdir(parents=True, exist_ok=True)
             if self.is_main:  # the ranks of one `accelerate launch` share process 0's lock
                 self._lock.__enter__()
         except BaseException as err:
@@ -614,14 +609,11 @@ class RunFolder:
         """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
         if not self._lock_existed and self.is_main:
             self._lock.path.unlink(missing_ok=True)
-        if self._created is not None:
-            for d in [self.out, *self.out.parents]:
-                try:
-                    d.rmdir()
-                except OSError:
-                    break
-                if d == self._created:
-                    break
+        for d in self._created:
+            try:
+                d.rmdir()
+            except OSError:
+                break
 
     def write_error(self, err: OSError) -> ReconScoreError:
         """One clear line for a full disk, a file-size limit or a read-only folder."""
@@ -651,11 +643,10 @@ class RunFolder:
         checked by size and time), this process's work journaled item by item, the final files and run.json."""
         self.spec, self.settings = spec, _versioned(spec.settings)
         self.fp, self.plans = sha256_json(self.settings)[:16], {}
-        self.result = RunResult(self.fp, {}, {}, previous=read_record(self.record_path), processes=self.world)
+        self.result = RunResult({}, {}, previous=read_record(self.record_path))
         if spec.stages and self._plan():
-            res = self._settle()
-            res.complete, res.resumed = True, len(next(reversed(res.records.values())))
-            return res
+            self.result.complete, self.result.info = True, self.result.previous
+            return self._settle()
         if spec.stages:
             self._work()
         return self._finish()
@@ -756,7 +747,7 @@ class RunFolder:
         if res.repairs and self.is_main:
             log.warning("repairing %s from its journal: %s", self.out, "; ".join(res.repairs))
         res.inv = self._begin()
-        weight = spec.weight or (lambda item: 1)
+        self.weight = weight = spec.weight or (lambda item: 1)
         mine = [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
         bar = Progress(
             sum(map(weight, mine)),
@@ -840,7 +831,7 @@ class RunFolder:
             _append_lines(journal, recs)
             if stage is self.spec.stages[-1]:
                 failed = sum(1 for r in recs if (r["result"] or {}).get("error"))
-                bar.update(sum(map(self.spec.weight or (lambda item: 1), pending)), failed=failed)
+                bar.update(sum(map(self.weight, pending)), failed=failed)
             elif stage.name:
                 bar.stage(f"{where}{stage.name} {n + 1}/{len(calls)}")
         return bool(todo)
@@ -880,23 +871,26 @@ class RunFolder:
         files = spec.outputs(res) if spec.outputs is not None else {}
         kept = _write_files(self.out, files)
         _sweep_temporaries(self.out, files)
-        if not spec.stages:
-            for name, staged in spec.folders.items():
-                _remove(self.out / name)
-                os.replace(staged, self.out / name)
-            self._begun = True
-            res.info = self._record(spec.record(res) if spec.record is not None else {}, spec.upstream)
-            return res
-        end = {**(spec.ended(res) if spec.ended is not None else {})}
-        if res.repairs:
-            end["repaired"] = res.repairs
-        finished = utc_now()
-        self._log("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
-        history = self._history(self.plans[spec.stages[-1].name].done.values())  # items of the last stage
-        info = {"fingerprint": self.fp, **(spec.record(res) if spec.record is not None else {})}
-        fields = {"finished": finished, "resumed": len(history) > 1, "invocations": history}
-        fields["started"] = history[0].get("started", self.started) if history else self.started
-        res.info = self._record(info, spec.upstream, **fields)
+        for name, staged in spec.folders.items():
+            _remove(self.out / name)
+            os.replace(staged, self.out / name)
+        info, fields = spec.record(res) if spec.record is not None else {}, {}
+        if spec.stages:
+            last = self.plans[spec.stages[-1].name].done.values()
+            failed = any((rec["result"] or {}).get("error") for rec in last)
+            end = {
+                "exit": f"finished with failed {spec.unit}s" if failed else "finished",
+                "recomputed_changed_inputs": res.changed.total(),
+                **({"repaired": res.repairs} if res.repairs else {}),
+            }
+            fields["finished"] = utc_now()
+            self._log("end", res.inv, finished=fields["finished"], outputs=kept, state=self._state(), **end)
+            history = self._history(last)
+            info = {"fingerprint": self.fp, **info}
+            fields.update(started=history[0]["started"], resumed=len(history) > 1, invocations=history)
+            fields["processes"] = self.world
+        self._begun = True
+        res.info = self._record(info, **fields)
         return res
 
     def _begin(self) -> int:
@@ -935,11 +929,11 @@ class RunFolder:
                 entry["exit"] = "finished"
         return [out[k] for k in sorted(out)]
 
-    def _record(self, info: dict, upstream: Sequence[Path | str], **fields) -> dict:
+    def _record(self, info: dict, **fields) -> dict:
         """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
         `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
         meaningless) and `upstream` (the run folders it read)."""
-        ups = [str(Path(u).resolve()) for u in upstream]
+        ups = [str(Path(u).resolve()) for u in self.spec.upstream]
         meaningless = uses_synthetic_models(info) or any(
             read_record(Path(u) / RECORD).get("meaningless") for u in ups
         )

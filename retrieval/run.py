@@ -268,12 +268,11 @@ def run_retrieve(
     if res.complete:  # nothing built or read: what the records say is said again
         work.recall(res)
     table = work.table if not res.complete else read_table(Path(cfg.out))
-    record = res.info or res.previous
-    status = record.get("methods") or {}
+    status = res.info.get("methods") or {}
     ran = all((status.get(n) or {}).get("status") == "ok" for n in cfg.methods)
-    skipped = (record.get("skipped_images") or {}).get("count")
+    skipped = (res.info.get("skipped_images") or {}).get("count")
     exit_code = EXIT_OK if ran and not skipped else EXIT_PARTIAL
-    return RunOutcome(record=record, exit_code=exit_code, table=table)
+    return RunOutcome(record=res.info, exit_code=exit_code, table=table)
 
 
 def _loader(cfg: RetrieveConfig, note: Callable[[str], None]) -> Callable[[], object]:
@@ -417,7 +416,6 @@ class _Methods:
             prepare=lambda todo: self.inputs,
             outputs=self.outputs,
             record=lambda res: self.info(res, time.perf_counter() - t0),
-            ended=lambda res: {"exit": "finished" if self._ok() else "finished with methods not run"},
             retry_errors=True,  # a method that failed is tried again by the next run
             unit="method",
         )
@@ -430,9 +428,6 @@ class _Methods:
             "topk": [cfg.topk, cfg.index] if cfg.topk else None,
             "images": self.setup.images,  # which images are unreadable follows from them
         }
-
-    def _ok(self) -> bool:
-        return all(self.status.get(n, {}).get("status") == "ok" for n in self.cfg.methods)
 
     def compute(self, batch: list[Item], todo: list[Item]) -> list:
         name = todo[0].id

@@ -14,7 +14,7 @@ from eval.meta_eval.benchmarks import parse_benchmarks
 from eval.meta_eval.suite import IMAGE_DIRS, IMAGES_DIR, Loaded, frame, load, output_files, statistics
 from eval.metrics.clip import DEFAULT_ENCODER
 from recon_score.errors import ReconScoreError
-from recon_score.run_engine import FileDigests, Item, RunFolder, RunSpec, Stage
+from recon_score.run_engine import Item, RunFolder, RunSpec, Stage, file_digest
 from recon_score.run_outputs import META_EVAL_CSV, META_EVAL_MD, RECORD, output_file
 
 KIND = "meta-eval"
@@ -127,11 +127,10 @@ class _Suite:
         self.remaining: dict[str, int] = {}  # metric -> its items still to compute in this invocation
 
     def spec(self) -> RunSpec:
-        digest = FileDigests()
         items = [
             Item(
                 key,
-                {"metric": m, "variant": ld.variant, "files": {p.name: digest(p) for p in ld.files}},
+                {"metric": m, "variant": ld.variant, "files": {p.name: file_digest(p) for p in ld.files}},
                 name=key,
             )
             for key, (ld, m) in self.loaded.items()
