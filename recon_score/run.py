@@ -324,7 +324,7 @@ class _ScoreWork:
                 "failed": summary.failed,
                 "rendered_this_session": summary.rendered,
                 "reconstruction_cache_hits": summary.cached,
-                "recomputed_changed_inputs": sum(res.changed.values()),
+                "recomputed_changed_inputs": res.changed.total(),
             },
             "summary": {
                 "recon_score_mean": summary.mean,

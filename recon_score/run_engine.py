@@ -887,7 +887,9 @@ class RunFolder:
             self._log("end", res.inv, finished=fields["finished"], outputs=kept, state=self._state(), **end)
             history = self._history(last)
             info = {"fingerprint": self.fp, **info}
-            fields.update(started=history[0]["started"], resumed=len(history) > 1, invocations=history)
+            fields.update(
+                started=history[0].get("started", self.started), resumed=len(history) > 1, invocations=history
+            )
             fields["processes"] = self.world
         self._begun = True
         res.info = self._record(info, **fields)
