@@ -28,7 +28,7 @@ class ImageItem:
     path: Path | None
     references: list[str] | None = None
     error: str | None = None
-    # sha256 of the file's bytes, set by the run (recon_score.run_engine.file_digest)
+    # sha256 of the file's bytes, set by the run (recon_score.atomic_io.file_digest)
     digest: str | None = None
     origin: str | None = None  # where it was listed ("list.txt:3"), for its errors
 

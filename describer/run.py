@@ -23,12 +23,12 @@ from describer.backends import Backend, CaptionRequest, Sampling, derive_seed
 from describer.inputs import ImageItem, discover_images
 from describer.presets import EVAL_CANDIDATES, DescriberPreset
 from describer.selection import CandidateSelector, select_best
-from recon_score.atomic_io import jsonl_bytes, png_bytes
+from recon_score.atomic_io import file_digest, jsonl_bytes, png_bytes
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.explain import ExplainOptions, explain_row
 from recon_score.images import DEFAULT_READER, image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
-from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_digest
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import CANDIDATES, CAPTIONS, RECONSTRUCTIONS
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from eval.metrics import CaptionBatch, compute_metrics, get_metric_info, metric_
 from eval.metrics.base import image_sources
 from eval.metrics.clip import DEFAULT_ENCODER
 from preference_data import PreferenceFormatError, load_references
-from recon_score.atomic_io import jsonl_bytes
+from recon_score.atomic_io import file_digest, file_sha256, jsonl_bytes
 from recon_score.errors import ReconScoreError
 from recon_score.run_engine import (
     Computed,
@@ -20,8 +20,6 @@ from recon_score.run_engine import (
     RunResult,
     RunSpec,
     Stage,
-    file_digest,
-    file_sha256,
     load_record,
 )
 from recon_score.run_outputs import SCORES, output_file, read_rows

@@ -102,7 +102,7 @@ class CandidateSource:
 
 
 def _digests(*paths: Path) -> dict[str, str]:
-    from recon_score.run_engine import file_sha256
+    from recon_score.atomic_io import file_sha256
 
     return {str(p.resolve()): file_sha256(p) for p in paths}
 

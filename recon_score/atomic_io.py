@@ -5,9 +5,11 @@ canonical-JSON digest behind cache keys and run fingerprints."""
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +30,33 @@ def canonical_json(obj) -> str:
 
 def sha256_json(obj) -> str:
     return hashlib.sha256(canonical_json({"_schema": SCHEMA_VERSION, **obj}).encode()).hexdigest()
+
+
+def file_digest(path: Path | None) -> str | None:
+    """sha256 of a regular file, else None (the row's load says why); memoised per (path, size, mtime_ns)."""
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError):  # TypeError: no path
+        return None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever
+        return None
+    return _memo_sha256(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _memo_sha256(path: str, size: int, mtime_ns: int) -> str | None:
+    try:
+        return file_sha256(Path(path))
+    except OSError:
+        return None
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def dumps_line(obj) -> str:

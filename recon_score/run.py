@@ -1,9 +1,4 @@
-"""`reconscore score`: a captions table in, scores.jsonl + run.json + reconstructions/ out.
-
-Resumable and multi-process through the one run engine (recon_score.run_engine, docs/runs.md): this module holds
-only what is score's own: its rows as items (chunks of `batch_size` consecutive input rows), the chunk's
-rendering and scoring, scores.jsonl's rows and run.json's fields.
-"""
+"""`reconscore score`'s spec for the one Run: a captions table in, scores.jsonl, reconstructions/ and run.json out."""
 
 from __future__ import annotations
 
@@ -15,13 +10,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from recon_score.artifact_cache import ArtifactCache
-from recon_score.atomic_io import jsonl_bytes, png_bytes
+from recon_score.atomic_io import file_digest, jsonl_bytes, png_bytes
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError
 from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
-from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_digest
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import RECONSTRUCTIONS, SCORES
 from recon_score.runtime import resolve_device
 from recon_score.sanity import references_vs_distractors
@@ -82,8 +77,7 @@ def _slug(text: str) -> str:
 
 
 def _settings(job: ScoreJob, device: str) -> dict:
-    """Everything a run's results depend on besides its rows: hashed into the fingerprint, and kept in the
-    journal header so a changed setting on an existing --out is named."""
+    """Everything a run's results depend on besides its rows (the fingerprint; a change is named)."""
     from recon_score.render import effective_dtype
 
     key = {
@@ -108,7 +102,7 @@ def _caption(row: InputRow) -> str | None:
 
 
 def _row_inputs(row: InputRow) -> dict:
-    """Everything a row's result is computed from, journaled with it (the resume key hashes it)."""
+    """Everything a row's result is computed from: its resume key hashes it."""
     return {
         "id": row.id,
         "image": row.image,
@@ -158,7 +152,7 @@ def _row_record(row: InputRow, res, *, note: str | None) -> tuple[dict, dict[str
 
 
 def run_score(job: ScoreJob) -> ScoreSummary:
-    """Score every row of `job.captions`; see the module docstring for sharding and resume."""
+    """Score every row of `job.captions` through the Run (sharded, resumable: docs/runs.md)."""
     import torch
     from accelerate import PartialState
 
@@ -223,8 +217,7 @@ class _ScoreWork:
         )
 
     def compute(self, chunk: list[Item], todo: list[Item]) -> list[tuple[dict, dict[str, bytes]]]:
-        """A chunk rendered and scored in its composition; a half-done chunk is rendered whole, as a fresh run
-        composed it, bypassing the cache."""
+        """A chunk rendered and scored whole, as composed (a half-done one bypasses the cache)."""
         job, self.worked = self.job, True
         rows = [self.by_index[item.id] for item in chunk]
         pairs = [
@@ -262,9 +255,8 @@ class _ScoreWork:
             _say_explain_cost(self.job, [self.by_index[item.id] for item in todo])
 
     def merged(self, res: RunResult) -> list[dict]:
-        """scores.jsonl's rows, in input order, from the journal (merged once: the outputs, run.json and the
-        summary read the same records); the input's own columns (e.g. `kind`) travel through as they are now,
-        never from the journal."""
+        """scores.jsonl's rows in input order, merged once; the input's own columns come from the input, not the
+        journal."""
         if self._merged is None:
             self._merged = [
                 {**r, **{k: v for k, v in (row.extra or {}).items() if k not in r}}
@@ -273,8 +265,7 @@ class _ScoreWork:
         return self._merged
 
     def summary(self, res: RunResult) -> ScoreSummary:
-        """The same summary whether this invocation computed or found the run finished (read from the journal);
-        references vs distractors and the seed-noise CI as the record this invocation wrote (or found) says."""
+        """The same summary whether this invocation computed or found the run finished."""
         stats = self._scorer.stats if self._scorer is not None else {}
         results = [res.records[""].get(row.index, {}).get("result", {}) for row in self.rows]
         scores = [
@@ -302,7 +293,7 @@ class _ScoreWork:
         )
 
     def info(self, res: RunResult) -> dict:
-        """run.json's fields of score (the engine adds the fingerprint, the kind and the invocations)."""
+        """run.json's fields of score."""
         job, summary, ordered = self.job, self.summary(res), self.merged(res)
         images_root = (job.source or {}).get("images_dir")
         if job.captions:

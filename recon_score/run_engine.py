@@ -1,21 +1,10 @@
-"""The one resumable-run engine: every writing command hands `RunFolder.run` a `RunSpec` (its settings, its items
-with their inputs, its stages' compute, its final files) and the Run owns the rest (docs/runs.md).
-
-Layout of a run folder:
-    journal/<stage->rank-<k>.jsonl  one per process and stage; line 1 = {"fingerprint", "header"}, then one line
-                            per finished item, each written with a single write() + fsync (a SIGKILL can only leave
-                            a torn *last* line, which is dropped): {row, key, inv, inputs, result, files?: {path:
-                            [sha256, size, mtime_ns]}}.
-    journal/invocations.jsonl  a "start" line per invocation, an "end" line when it finished, with the final
-                            files' [sha256, size, mtime_ns] and the `state` they were made from: run.json's history.
-    <outputs>, run.json     each written to a temporary file in the same folder, then os.replace'd.
-    .lock                   fcntl lock held by process 0 while it works.
+"""The one resumable-run engine: every writing command hands `RunFolder.run` a `RunSpec` and the Run owns the
+rest of the lifecycle; the folder's layout and guarantees are in docs/runs.md.
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import glob
 import hashlib
 import json
@@ -35,6 +24,7 @@ from recon_score.atomic_io import (
     WriteError,
     atomic_write_bytes,
     dumps_line,
+    file_sha256,
     read_jsonl,
     sha256_json,
     write_error,
@@ -54,8 +44,7 @@ JOURNAL_LAYOUT = 4
 RUN_FILES = (RECORD, ".lock", "journal")  # every kind's own files besides its outputs
 
 
-def _is_journal_line(rec: object) -> bool:
-    """A header (`fingerprint`) or an item's record (`row`)."""
+def _is_journal_line(rec: object) -> bool:  # a header or an item's record
     return isinstance(rec, dict) and ("row" in rec or "fingerprint" in rec)
 
 
@@ -67,8 +56,7 @@ _APPENDS = [0]
 
 
 def _kill_point() -> None:
-    """RECONSCORE_TEST_KILL_AT_APPEND=N: SIGKILL this process at its Nth journal append, before it is written
-    (the kill tests' one way to stop any command at a chosen point; unset, nothing happens)."""
+    """RECONSCORE_TEST_KILL_AT_APPEND=N: SIGKILL at the Nth journal append, before it is written (the kill tests)."""
     at = os.environ.get("RECONSCORE_TEST_KILL_AT_APPEND")
     _APPENDS[0] += 1
     if at and _APPENDS[0] == int(at):
@@ -78,9 +66,8 @@ def _kill_point() -> None:
 
 
 def _append_lines(path: Path, records: Iterable[dict]) -> None:
-    """Append each record as one line (whole, or torn and last), then fsync. Each line is written until every
-    byte is: on a nearly full disk a write may be short before it fails, and the failure must come while the
-    torn line is still the last one."""
+    """Append each record as one line, then fsync. A short write on a nearly full disk is retried, so a failure
+    leaves at most a torn *last* line."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for rec in records:
@@ -93,8 +80,7 @@ def _append_lines(path: Path, records: Iterable[dict]) -> None:
 
 
 def diff_settings(old: dict | None, new: dict | None) -> list[str]:
-    """`key: old -> new` for every leaf setting that differs (dotted keys), in sorted order; [] if either is
-    unknown."""
+    """`key: old -> new` for every differing leaf setting (dotted keys, sorted); [] if either is unknown."""
     if not isinstance(old, dict) or not isinstance(new, dict):
         return []
 
@@ -115,18 +101,16 @@ def diff_settings(old: dict | None, new: dict | None) -> list[str]:
 
 
 def _versioned(settings: dict) -> dict:
-    """A run's settings as its fingerprint hashes them and its journals keep them: with the journal layout."""
+    """A run's settings as hashed into its fingerprint: with the journal layout."""
     return {**settings, "journal_layout": JOURNAL_LAYOUT}
 
 
 def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict | None = None) -> dict:
-    """Finished records by row, from every `{prefix}rank-*.jsonl` journal in `folder` (of any past process).
-    Of a row's several records (recomputed, possibly by another rank), one whose key matches `keys[row]` wins,
-    then the later invocation (`inv`), then the later line.
+    """Finished records by row from every `{prefix}rank-*.jsonl` in `folder`: of a row's records, one whose key
+    matches `keys[row]` wins, then the later invocation, then the later line.
 
     Raises:
-        ResumeMismatchError: a journal's header holds other (versioned) `settings`, naming those that changed,
-            or its first line is no header (an edited journal).
+        ResumeMismatchError: a journal holds other settings (naming them), or its first line is no header.
     """
     fingerprint, done = sha256_json(settings)[:16], {}
 
@@ -149,37 +133,8 @@ def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict 
     return done
 
 
-def file_digest(path: Path | None) -> str | None:
-    """sha256 of a file's bytes, or None when there is no regular file to read (the row's load says why); memoised
-    per (path, size, mtime_ns): a file shared by many rows is read once, one replaced in place is hashed again."""
-    try:
-        st = os.stat(path)
-    except (OSError, TypeError):  # TypeError: no path
-        return None
-    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would be read forever
-        return None
-    return _memo_sha256(str(path), st.st_size, st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _memo_sha256(path: str, size: int, mtime_ns: int) -> str | None:
-    try:
-        return file_sha256(Path(path))
-    except OSError:
-        return None
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def resume_key(inputs: dict) -> str:
-    """The one resume key: a journaled result is reused only for exactly these inputs (id, image path, caption,
-    image_sha256, ... whatever the command computes from)."""
+    """The one resume key: a journaled result is reused only for exactly these inputs."""
     return sha256_json({"kind": "resume", **inputs})[:24]
 
 
@@ -190,9 +145,8 @@ def changed_fields(old: dict | None, new: dict) -> list[str]:
 
 
 class RunLock:
-    """Exclusive fcntl lock on `out/.lock` for the lifetime of a run (taken by process 0 only, so the ranks of
-    one `accelerate launch` never trip it). The kernel releases it when the process dies, even on SIGKILL. A
-    folder that refuses the lock file refuses every other write too: no lock is needed there.
+    """Exclusive fcntl lock on `out/.lock`, taken by process 0 (the kernel releases it on SIGKILL). A folder that
+    refuses the lock file refuses every other write too: no lock is needed there.
 
     Raises:
         ReconScoreError: another process holds it (a second command on the same --out), or `.lock` is not a file.
@@ -233,9 +187,8 @@ class RunLock:
 
 
 def folder_kind(out: Path) -> str | None:
-    """The kind of run folder `out` is (`score`, `describe`, `retrieve`, or another command that wrote a
-    run.json), or None when it is none: run.json's `command`, else the kind its journal headers or its final
-    files belong to."""
+    """The kind of run folder `out` is, or None: run.json's `command`, else its journal headers', else the kind
+    whose final files it holds."""
     info = read_record(out / RECORD)
     if isinstance(info.get("command"), str):
         return info["command"]  # also `study`, `correlate`, ...: never written into by a run of another kind
@@ -256,25 +209,11 @@ def folder_kind(out: Path) -> str | None:
     return None
 
 
-def uses_synthetic_models(settings: object) -> bool:
-    """Whether a run's settings name a synthetic model (`smoke:...`, `shapes:...`) or a preset marked
-    `meaningless` anywhere in them: the run's numbers mean nothing (run.json `meaningless`)."""
-    from recon_score.synthetic import is_synthetic
-
-    if isinstance(settings, dict):
-        return settings.get("meaningless") is True or any(uses_synthetic_models(v) for v in settings.values())
-    if isinstance(settings, (list, tuple)):
-        return any(uses_synthetic_models(v) for v in settings)
-    return isinstance(settings, str) and is_synthetic(settings)
-
-
 def load_record(folder: Path, *, missing_ok: bool = False) -> dict:
-    """A run folder's record, for a command that reads the run as its input (the report, the studies; with
-    `missing_ok`, {} for a bare results table: `pairs`, `metrics add`).
+    """The record of a run read as input (with `missing_ok`, {} for a bare results table).
 
     Raises:
-        ReconScoreError: the folder has none (not a run folder), it is not a readable JSON object, or it was
-            written by an older reconscore (its record has no `meaningless`: a smoke run's banner would be lost).
+        ReconScoreError: there is none, it is unreadable, or an older reconscore wrote it (no `meaningless`).
     """
     path = Path(folder) / RECORD
     if not os.path.lexists(path):
@@ -297,8 +236,7 @@ def load_record(folder: Path, *, missing_ok: bool = False) -> dict:
 
 
 def read_record(path: Path) -> dict:
-    """A run's record file (RUN/run.json, OUT.json), read with the size bound of every run file; {} when there is
-    none or it is not a JSON object (a FIFO, a device or an oversized file there is no record either)."""
+    """A run's record file (RUN/run.json, OUT.json), or {} when there is no readable JSON object there."""
     try:
         info = read_json(path, expect=dict, what="run record")
     except (InputError, OSError, RecursionError):
@@ -307,8 +245,7 @@ def read_record(path: Path) -> dict:
 
 
 def refuse_run_file(target: Path, *, what: str = "--out") -> None:
-    """Refuse to write `target` (a report, an export, a run folder) when it is, or resolves to (a symlink on the
-    way, another letter case), one of a run folder's own files: its record, lock, journal or outputs.
+    """Refuse `target` when it is, or resolves to (a symlink, another letter case), a run folder's own file.
 
     Raises:
         ReconScoreError: naming the run folder and the file.
@@ -328,9 +265,7 @@ def refuse_run_file(target: Path, *, what: str = "--out") -> None:
 
 
 def check_file_target(target: Path, *, inputs: Sequence[Path] = (), what: str = "--out") -> None:
-    """A command that writes one file (a report page, a metrics table and its record, a converted checkpoint):
-    refused before anything is computed when it is a folder, a run's own file, or one of the command's
-    `inputs`.
+    """Refuse a one-file target that is a folder, not a regular file, a run's own file, or one of `inputs`.
 
     Raises:
         ReconScoreError: naming the target and why.
@@ -348,8 +283,7 @@ def check_file_target(target: Path, *, inputs: Sequence[Path] = (), what: str = 
 
 
 def check_run_target(kind: str, out: Path) -> None:
-    """Before anything is computed: `out` must be a folder (or not exist), of no other kind of run, and not
-    inside another run's own files (`--out SCORE_RUN/journal`).
+    """`out` must be a folder (or not exist), of no other kind of run, and not inside another run's own files.
 
     Raises:
         ReconScoreError: naming the folder and what it is.
@@ -388,8 +322,7 @@ Computed = tuple[dict, dict[str, bytes]]  # an item's result record and its file
 
 @dataclass
 class Item:
-    """One unit of a command's work. `inputs` is everything its result is computed from: its key hashes them
-    (with the keys of the chunk it is computed in), so a changed input is recomputed by construction."""
+    """One unit of work. Its key hashes `inputs` (and its chunk's keys): a changed input is recomputed."""
 
     id: object  # the journal's `row`: a row index, a method or a request id
     inputs: dict
@@ -400,9 +333,8 @@ class Item:
 
 @dataclass
 class Stage:
-    """One journaled step over the items. `compute(batch, todo)` returns one Computed per item of `todo`: with
-    `batch=None` it is called once per chunk (`batch`: the chunk as composed by position, `todo`: its unfinished
-    items), with `batch=N` on N unfinished items of a phase at a time (`batch` is `todo`)."""
+    """One journaled step. `compute(batch, todo)` returns one Computed per item of `todo`: per chunk as composed by
+    position (`batch=None`), or per N unfinished items (`batch=N`, then `batch` is `todo`)."""
 
     compute: Callable[[list[Item], list[Item]], list[Computed]]
     name: str = ""  # the journal's prefix (journal/NAME-rank-K.jsonl); "" for a command's one stage
@@ -435,7 +367,7 @@ class RunSpec:
 
 @dataclass
 class RunResult:
-    """What `RunFolder.run` returns: every stage's journaled records, and what this invocation did."""
+    """Every stage's journaled records, and what this invocation did."""
 
     items: dict[str, list[Item]]  # by stage name
     records: dict[str, dict]  # by stage name: item id -> journal record
@@ -448,11 +380,7 @@ class RunResult:
     inv: int = -1
 
     def results(self, stage: str = "") -> list[dict]:
-        """Every item's result in order.
-
-        Raises:
-            ReconScoreError: an item has none after every process finished.
-        """
+        """Every item's result in order; ReconScoreError when one has none after every process finished."""
         out = []
         for item in self.items[stage]:
             rec = self.records[stage].get(item.id)
@@ -471,9 +399,8 @@ def _stat(path: Path) -> list:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
-    """Each file atomically; returns what the journal keeps of it: [sha256, size, mtime_ns]. Whatever stands
-    where the run's folder of a file belongs (`reconstructions` made a file) goes: the files it held are the
-    ones being written again."""
+    """Each file atomically, returning the journal's [sha256, size, mtime_ns] of each. A non-folder where a file's
+    folder belongs goes: the files it held are the ones being written again."""
     kept = {}
     for rel, data in files.items():
         top = out / Path(rel).parts[0]
@@ -485,8 +412,7 @@ def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
 
 
 def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
-    """A final file's temporary left by an earlier invocation killed mid-write (atomic_write_bytes'
-    `.NAME.XXXXXXXX.tmp`) goes: the lock is ours."""
+    """Temporaries of these files left by a write killed midway go: the lock is ours."""
     for rel in files:
         for stale in (out / rel).parent.glob(f".{glob.escape(Path(rel).name)}.????????.tmp"):
             if stale.is_file():  # never a folder
@@ -494,8 +420,7 @@ def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
 
 
 def _intact(out: Path, rel: str, kept: list) -> bool:
-    """Whether a journaled file is as written: by size and modification time (the file is not opened), else by
-    content (a copy or a `touch` keeps its bytes)."""
+    """Whether a journaled file is as written: by size and mtime (not opened), else by content (after a `touch`)."""
     try:
         if not stat.S_ISREG(os.lstat(out / rel).st_mode):
             return False
@@ -505,8 +430,7 @@ def _intact(out: Path, rel: str, kept: list) -> bool:
 
 
 def _item_keys(items: list[Item], chunk: int) -> None:
-    """Each item's key: its inputs, and with chunks of several items the keys of its chunk (batch composition
-    changes a batched kernel's floats, as in the artifact cache's keys)."""
+    """Each item's key: its inputs, plus its chunk's keys (batch composition changes a batched kernel's floats)."""
     own = [resume_key(item.inputs) for item in items]
     for j, item in enumerate(items):
         start = j - j % chunk
@@ -515,7 +439,7 @@ def _item_keys(items: list[Item], chunk: int) -> None:
 
 
 def _prefix(stage: Stage) -> str:
-    """A stage's journals are NAME-rank-K.jsonl; a command's one stage (no name) writes rank-K.jsonl."""
+    """NAME-rank-K.jsonl; a command's one unnamed stage writes rank-K.jsonl."""
     return f"{stage.name}-" if stage.name else ""
 
 
@@ -528,8 +452,8 @@ class _StagePlan:
 
 
 class RunFolder:
-    """One run folder of one kind, opened by every process of a run (`state`: accelerate's PartialState, None for
-    one process); `run(spec)` is one invocation: plan, work, finish (docs/runs.md)."""
+    """One run folder of one kind, opened by every process (`state`: accelerate's PartialState, or None);
+    `run(spec)` is one invocation."""
 
     def __init__(
         self,
@@ -541,9 +465,8 @@ class RunFolder:
         argv: Sequence[str] = (),
         file_of: Sequence[Path] | None = None,
     ):
-        """`file_of`: `out` is one file made from these inputs (`metrics add`): its journal and lock are hidden
-        beside it (`.NAME.journal/`, `.NAME.lock`) and its record is OUT.json, so it may live in another run's
-        folder."""
+        """`file_of`: `out` is one file made from these inputs (`metrics add`), its journal and lock hidden beside
+        it and its record OUT.json."""
         self.target, self.file_of = Path(out), file_of
         hidden = f".{self.target.name}." if file_of is not None else ""
         self.kind, self.state, self.overwrite = kind, state, overwrite
@@ -589,8 +512,7 @@ class RunFolder:
             raise self.write_error(exc) from exc
 
     def _interrupted(self) -> str:
-        """What Ctrl-C leaves behind, in one line: the items each stage has saved (last stage first), where, and
-        how to go on."""
+        """Ctrl-C's one line: what each stage saved, where, and how to go on."""
         plans = list(self.plans.values())[::-1]
         saved = [f"{len(p.done)} with {p.stage.name}" for p in plans[1:]]
         saved.insert(0, f"{len(plans[0].done)} {self.spec.unit}(s) finished")
@@ -600,13 +522,13 @@ class RunFolder:
         )
 
     def abandon(self) -> None:
-        """Nothing to write after all (`pairs` with no pair kept): leave the folder as this invocation found it."""
+        """Nothing to write after all (`pairs` kept no pair): leave the folder as found."""
         if not self._begun:
             self._lock.__exit__()
             self._undo()
 
     def _undo(self) -> None:
-        """A failed start: remove the lock file and the folders this invocation created (only if still empty)."""
+        """A failed start: remove the lock file and the (still empty) folders this invocation created."""
         if not self._lock_existed and self.is_main:
             self._lock.path.unlink(missing_ok=True)
         for d in self._created:
@@ -628,19 +550,9 @@ class RunFolder:
         if self.state is not None:
             self.state.wait_for_everyone()
 
-    def check(self, settings: dict) -> None:
-        """A changed configuration is refused before a command's costly preparation (retrieve's features).
-
-        Raises:
-            ResumeMismatchError: naming the settings that changed.
-        """
-        if not self.overwrite:
-            load_journals(self.journal_dir, settings=_versioned(settings))
-
     # -- one invocation --------------------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunResult:
-        """The whole of a command's run: plan from every journal, a finished run's rerun a no-op (its files
-        checked by size and time), this process's work journaled item by item, the final files and run.json."""
+        """Plan from every journal (a finished run's rerun is a no-op), work, then the final files and run.json."""
         self.spec, self.settings = spec, _versioned(spec.settings)
         self.fp, self.plans = sha256_json(self.settings)[:16], {}
         self.result = RunResult({}, {}, previous=read_record(self.record_path))
@@ -652,8 +564,7 @@ class RunFolder:
         return self._finish()
 
     def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
-        """The stage's journaled records; with `retry_errors` (planning under --retry-errors) a failed one is
-        left to compute again, while the final read keeps whatever the retry journaled, a new error included."""
+        """The stage's journaled records; with `retry_errors`, failed ones are left to compute again."""
         records = {}
         if not (self.overwrite and not self._begun):  # --overwrite starts from nothing
             keys = {item.id: item.key for item in items}
@@ -669,7 +580,7 @@ class RunFolder:
         return _StagePlan(stage, items, done, records)
 
     def _plan_stage(self, stage: Stage) -> _StagePlan:
-        """A stage's items (built from the earlier stages' results when it says so), keyed, and its records."""
+        """A stage's items (maybe built from earlier stages' results), keyed, and its records."""
         spec = self.spec
         if stage.items is None:
             items = spec.items
@@ -685,8 +596,7 @@ class RunFolder:
         return self.plans[stage.name]
 
     def _plan(self) -> bool:
-        """Read every journal; returns whether the run is finished (nothing to compute or repair). An item whose
-        files are gone or replaced is computed again, said by the folder they live in."""
+        """Read every journal; True when finished. An item whose files are gone or replaced is computed again."""
         spec, res, gone, finished = self.spec, self.result, Counter(), True
         for stage in spec.stages:
             plan = self._plan_stage(stage)
@@ -709,12 +619,12 @@ class RunFolder:
         return finished and not res.repairs
 
     def _state(self) -> str:
-        """What the final files are made from: every item's key, and what the outputs read besides."""
+        """What the final files are made from: every item's key and the spec's `depends`."""
         keys = {n: [i.key for i in p.items] for n, p in self.plans.items()}
         return sha256_json({"keys": keys, "depends": self.spec.depends})[:24]
 
     def _damage(self) -> list[str]:
-        """A finished run: its final files and run.json as the last invocation left them?"""
+        """What is amiss with a finished run's final files and run.json."""
         ended = [e for e in self._log_entries() if e.get("event") == "end" and "outputs" in e]
         kept = ended[-1] if ended else {}
         if kept.get("state") != self._state():
@@ -773,8 +683,7 @@ class RunFolder:
             bar.close()
 
     def _reload(self, until: str | None = None) -> None:
-        """After every process reached this point: the records they journaled, for the stages before `until`
-        (every stage by default)."""
+        """Once every process is here: reread the stages before `until` (all by default)."""
         self.wait()
         for name, plan in list(self.plans.items()):
             if name == until:
@@ -782,7 +691,7 @@ class RunFolder:
             self.plans[name] = self._load(plan.stage, plan.items)
 
     def _mine(self, stage: Stage) -> list[int]:
-        """The positions of this process's items: chunk j goes to process j mod the number of processes."""
+        """This process's item positions: chunk j goes to process j mod the number of processes."""
         k = self.spec.chunk
         return [j for j in range(len(self.plans[stage.name].items)) if (j // k) % self.world == self.rank]
 
@@ -799,8 +708,7 @@ class RunFolder:
                     stage.ended()
 
     def _journal(self, stage: Stage) -> Path:
-        """This process's journal of `stage`, with its header line; a torn last line is cut off (its
-        fingerprint was checked by the plan)."""
+        """This process's journal of `stage`, with its header line; a torn last line is cut off."""
         path = self.journal_dir / f"{_prefix(stage)}rank-{self.rank}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         if not read_jsonl(path, repair=True, is_record=_is_journal_line):
@@ -837,7 +745,7 @@ class RunFolder:
         return bool(todo)
 
     def _journaled(self, stage: Stage, item: Item, result: dict, files: dict[str, bytes]) -> dict:
-        """An item's journal record, its files written first (the record keeps their [sha256, size, mtime])."""
+        """An item's journal record, its files written first."""
         rec = {
             "row": item.id,
             "key": item.key,
@@ -859,10 +767,8 @@ class RunFolder:
         return res
 
     def _finish(self) -> RunResult:
-        """After every process finished: process 0 writes the final files, the invocation's end and run.json. A
-        run computed in one go (correlate, evaluate, pairs, a study) has no journal: its files replace the
-        previous invocation's (a folder staged inside the run folder is renamed into place), then the record,
-        which describes this invocation alone."""
+        """Process 0 writes the final files (staged folders renamed into place), the invocation's end and run.json.
+        A run computed in one go has no journal: its record describes this invocation alone."""
         spec, res = self.spec, self.result
         self._reload()
         self._settle()
@@ -917,8 +823,7 @@ class RunFolder:
         _append_lines(self.log_path, [{"event": event, "inv": inv, **info}])
 
     def _history(self, records: Iterable[dict]) -> list[dict]:
-        """One entry per invocation: start/end, argv, processes, exit state, and `rows_done`: how many of the
-        journal `records` (the current result of each row) it computed."""
+        """One entry per invocation: its log lines, exit state, and how many current `records` it computed."""
         rows_by_inv = Counter(int(rec.get("inv") or 0) for rec in records)
         out: dict[int, dict] = {}
         for e in self._log_entries():
@@ -932,10 +837,11 @@ class RunFolder:
         return [out[k] for k in sorted(out)]
 
     def _record(self, info: dict, **fields) -> dict:
-        """The one shape of a run's record (run.json, a file target's OUT.json): the kind, the command's fields,
-        `meaningless` (a synthetic model or a meaningless preset in its settings, or an upstream run that was
-        meaningless) and `upstream` (the run folders it read)."""
+        """The one shape of a run's record: the kind, the command's fields, `meaningless` (also when an upstream run
+        was) and `upstream`."""
         ups = [str(Path(u).resolve()) for u in self.spec.upstream]
+        from recon_score.synthetic import uses_synthetic_models
+
         meaningless = uses_synthetic_models(info) or any(
             read_record(Path(u) / RECORD).get("meaningless") for u in ups
         )

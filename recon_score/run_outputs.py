@@ -1,10 +1,5 @@
-"""Each kind of run folder's output files, declared once, with the readers other commands use: the report, the
-studies, `pairs`, `metrics add` and the CLI read a run's outputs through these, never by naming its files
-(docs/runs.md). The run engine reads `KIND_OUTPUTS` to tell a folder's kind and to guard a run's own files.
-
-Every reader reads with the size bound of every text file (recon_score.textfiles): a missing file, a folder, a
-FIFO or a device where a file belongs, or a garbled file is one clear error naming the file (and the line of a
-JSONL file), never a hang or a traceback."""
+"""Each kind of run folder's output files, declared once, and the readers every other command reads them through:
+bounded reads whose errors name the file (and line), never a hang or a traceback (docs/runs.md)."""
 
 from __future__ import annotations
 
@@ -130,13 +125,12 @@ KIND_BY_RECORD_ONLY = ("pairs", "study", "annotate")
 
 # -- paths, for a message, a record or a reader with its own line handling ---------------------------------------
 def output_file(run: Path, name: str) -> Path:
-    """The output `name` of the run folder `run`, or `run` itself when it is no folder: a results file given as
-    it is (`metrics add RUN/scores.jsonl`)."""
+    """The output `name` of the run folder `run`, or `run` itself when it is a file (`metrics add RUN/scores.jsonl`)."""
     return Path(run) / name if Path(run).is_dir() else Path(run)
 
 
 def has_output(folder: Path, name: str) -> bool:
-    """Whether a run folder holds the output `name` (an optional one: topk, a subgroup table, a study's table)."""
+    """Whether a run folder holds the optional output `name`."""
     return (Path(folder) / name).exists()
 
 
@@ -146,7 +140,7 @@ NUMERIC_FIELDS = ("recon_score", "cosine", "distance", "recon_score_std", "selec
 
 
 def _existing(run: Path, name: str) -> Path:
-    """Raises: ReconScoreError naming the file and what it is, when it is not there."""
+    """The output's path; ReconScoreError naming the file and what makes it, when it is not there."""
     path = output_file(run, name)
     if not path.exists() and not path.is_symlink():
         kinds = [k for k, names in KIND_OUTPUTS.items() if name in names]
@@ -156,12 +150,11 @@ def _existing(run: Path, name: str) -> Path:
 
 
 def read_rows(run: Path, name: str, *, missing_ok: bool = False) -> list[dict]:
-    """Every line of a run's JSONL output `name` (SCORES, CAPTIONS, CANDIDATES, PER_IMAGE, GENERATED) as an
-    object, in order, read with the size bound of every text file; `run`: the run folder, or the file itself.
+    """Every object of a run's JSONL output `name`, in order (`run`: the folder, or the file itself).
 
     Raises:
-        ReconScoreError: the file is missing (unless `missing_ok`: then no rows); TextFileError naming file:line
-            for a line that is not an object, or a score field that is not a number.
+        ReconScoreError: the file is missing (unless `missing_ok`); TextFileError naming file:line for a line that
+            is not an object, or a score field that is not a number.
     """
     if missing_ok and not os.path.lexists(output_file(run, name)):
         return []
@@ -177,11 +170,7 @@ def read_rows(run: Path, name: str, *, missing_ok: bool = False) -> list[dict]:
 
 
 def candidates_table(source: Path) -> Path:
-    """The candidates a `pairs` input holds: a describe run folder's candidates.jsonl, or the scored table given.
-
-    Raises:
-        InputError: a folder without candidates.jsonl.
-    """
+    """A describe run folder's candidates.jsonl, or the scored table given; InputError for a folder without one."""
     from recon_score.errors import InputError
 
     source = Path(source)
@@ -194,12 +183,8 @@ def candidates_table(source: Path) -> Path:
 
 
 def candidate_lines(table: Path) -> Iterator[tuple[str, object | None, str | None]]:
-    """(file:line, value, None) for each non-blank line of a candidates table, or (file:line, None, why) where
-    the line is not JSON: the caller keeps the good lines and reports each bad one (`pairs`).
-
-    Raises:
-        TextFileError: the table as a whole cannot be read (missing, not a regular file, too large, not UTF-8).
-    """
+    """(file:line, value, None) per non-blank line, or (file:line, None, why) where it is not JSON: `pairs` keeps
+    the good lines and reports each bad one. TextFileError when the table cannot be read at all."""
     for line, text in read_lines(table, what="candidates table"):
         if text.strip():
             value, why = parse_json(text)
@@ -208,11 +193,7 @@ def candidate_lines(table: Path) -> Iterator[tuple[str, object | None, str | Non
 
 # -- tables --------------------------------------------------------------------------------------------------------
 def table_rows(folder: Path, name: str) -> list[list[str]]:
-    """A CSV output of a run as written (header first, every cell the text in the file), for display.
-
-    Raises:
-        ReconScoreError: the file is missing; TextFileError: it cannot be read, or a record is malformed.
-    """
+    """A CSV output of a run as written (header first, cells as text), for display."""
     return [fields for _, fields in csv_rows(_existing(folder, name))]
 
 
@@ -222,11 +203,10 @@ def study_tables(folder: Path) -> list[str]:
 
 
 def read_frame(folder: Path, name: str, **read_csv):
-    """A CSV or Parquet output of a run as a DataFrame (the bounded read, then pandas): CORRELATIONS, PER_QUERY,
-    TOPK, and with `index_col=0` SUMMARY_CSV or a study's table.
+    """A CSV or Parquet output of a run as a DataFrame (the bounded read, then pandas).
 
     Raises:
-        ReconScoreError: the file is missing; TextFileError: it cannot be read, or pandas cannot parse it.
+        ReconScoreError: the file is missing; TextFileError: it cannot be read or parsed.
     """
     import pandas as pd
 

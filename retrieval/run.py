@@ -36,11 +36,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from recon_score.atomic_io import sha256_json
+from recon_score.atomic_io import file_sha256, sha256_json
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.images import load_image, resolve_under
 from recon_score.progress import announce
-from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage, file_sha256
+from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import (
     BUNDLE,
     PER_GROUP,
@@ -261,7 +261,6 @@ def run_retrieve(
             f"retrieve: {cfg.benchmark} from {cfg.root}; encoder {cfg.encoder}; methods {', '.join(cfg.methods)}"
         )
         setup = _setup(cfg, note)
-        run.check(setup.settings)  # a changed configuration is refused before any feature is computed
         prepare = lambda: _prepare(cfg, setup, captioner, rewriter, progress, say)  # noqa: E731
         work = _Methods(cfg, setup, prepare, progress, say)
         res = run.run(work.spec(run.out, t0))

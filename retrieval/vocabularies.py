@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from recon_score.atomic_io import file_sha256
 from recon_score.errors import InputError
-from recon_score.run_engine import file_sha256
 from retrieval.textlists import read_text_list
 
 

@@ -13,8 +13,9 @@ import pandas as pd
 from eval.meta_eval.benchmarks import parse_benchmarks
 from eval.meta_eval.suite import IMAGE_DIRS, IMAGES_DIR, Loaded, frame, load, output_files, statistics
 from eval.metrics.clip import DEFAULT_ENCODER
+from recon_score.atomic_io import file_digest
 from recon_score.errors import ReconScoreError
-from recon_score.run_engine import Item, RunFolder, RunSpec, Stage, file_digest
+from recon_score.run_engine import Item, RunFolder, RunSpec, Stage
 from recon_score.run_outputs import META_EVAL_CSV, META_EVAL_MD, RECORD, output_file
 
 KIND = "meta-eval"

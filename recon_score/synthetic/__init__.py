@@ -135,6 +135,15 @@ def is_synthetic(name: str) -> bool:
     return bool(sep) and prefix in PREFIXES
 
 
+def uses_synthetic_models(settings: object) -> bool:
+    """Whether settings name a synthetic model or a `meaningless` preset anywhere: run.json's `meaningless`."""
+    if isinstance(settings, dict):
+        return settings.get("meaningless") is True or any(uses_synthetic_models(v) for v in settings.values())
+    if isinstance(settings, (list, tuple)):
+        return any(uses_synthetic_models(v) for v in settings)
+    return isinstance(settings, str) and is_synthetic(settings)
+
+
 def parse(name: str) -> SyntheticName:
     """'shapes:z-image@0.02' -> SyntheticName('shapes', 'z-image', 0.02).
 
