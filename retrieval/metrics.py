@@ -1,31 +1,6 @@
-"""Per-query ranking metrics from the positives' ranks, vectorised over a chunk of queries: no argsort of a
-database row, no (B, N) relevance in ranking order.
-
-A positive's 0-based rank is the number of database items ranked before it: those with a higher score, plus
-those with an equal score that the tie rule puts first. Every metric below (AP, Recall@K, Precision@K, hit@K,
-mAP@K, the tie bounds) is read from the positives' ranks and their order among the positives, so a chunk costs
-one ascending sort of each row's score *values* (AVX-512 in numpy; measured on this machine 18x faster than a
-binary search of every item among the positives) and one binary search per positive (two where its score
-repeats); the ranking itself is never materialised. Functions take `scores` (B, N) (higher = better) and the
-positives, either as a dense `relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A
-query without positives gets NaN from every metric: what it adds to a mean is decided once, by name, in
-`retrieval.aggregate` (``empty_positives``), never by accident here.
-
-AP variants (DESIGN.md, "Composed retrieval metrics"), for the j-th positive (0-based) at 0-based rank r and
-n positives in the whole ranking:
-
-- ``non-interpolated`` (rscir's evaluate.py, PatternCom / xView2-CIR): AP = (1/n) * sum_j (j+1)/(r+1).
-- ``trapezoidal`` (revisited Oxford ``compute_ap``): AP = (1/n) * sum_j (p0 + p1)/2 with p1 = (j+1)/(r+1),
-  p0 = j/r (1 when r = 0).
-- ``trapezoidal-eps`` (i-CIR's and FreeDom's utils.py ``compute_ap``, recall step 1/(n + 1e-5)): the same sum
-  divided by n + 1e-5, exactly as their code; below ``trapezoidal`` by a factor n/(n + 1e-5) (i-CIR's default).
-
-Ties (equal scores) need a rule, because sorting alone leaves their order unspecified (the authors' code uses
-an unstable ``torch.argsort``): ``index`` breaks ties by database index (what a stable sort of the database
-gives), ``pessimistic`` puts tied positives after tied negatives, ``optimistic`` before; among themselves,
-positives of equal score are always in index order. Scores are ranked as float32 (−0.0 equals +0.0); NaN is
-refused. Whatever the rule, `query_metrics` counts the positives tied with a negative and gives AP under both
-extreme rules, so a run can say when its AP is a range rather than a point.
+"""Per-query ranking metrics (AP variants, Recall@K, hit@K, Precision@K, mAP@K, tie bounds) read from the
+positives' ranks, vectorised over a chunk of queries without materialising a ranking. NaN marks a query without
+positives; `retrieval.aggregate` decides what it adds to a mean. See docs/retrieval.md, "Metrics".
 """
 
 from __future__ import annotations
@@ -229,14 +204,15 @@ def positive_ranks(
     new_run[1:] = (rows[1:] != rows[:-1]) | (s[1:] != s[:-1])
     run_start = np.maximum.accumulate(np.where(new_run, at, 0))
     run_id = np.cumsum(new_run) - 1
-    before = higher + (at - run_start)  # items above plus the equal positives of lower index
+    equal_before = at - run_start  # the positives of equal score and lower index
+    before = higher + equal_before
     tied_negatives = equal - np.bincount(run_id)[run_id]
     ranks = {"optimistic": before, "pessimistic": before + tied_negatives}
     tied = tied_negatives > 0
     if ties == "index":
         index = before.copy()
         if tied.any():
-            index[tied] += _tied_negatives_below(x, rows[tied], cols[tied], s[tied], equal[tied])
+            index[tied] += _tied_negatives_below(x, rows[tied], cols[tied], s[tied], equal_before[tied])
         ranks["index"] = index
     return PositiveRanks(
         b=b,
@@ -277,11 +253,12 @@ def _count_above_and_equal(
 
 
 def _tied_negatives_below(
-    x: np.ndarray, rows: np.ndarray, cols: np.ndarray, s: np.ndarray, equal: np.ndarray
+    x: np.ndarray, rows: np.ndarray, cols: np.ndarray, s: np.ndarray, positives_below: np.ndarray
 ) -> np.ndarray:
     """For positives that share their score with a negative: the items of equal score and lower database index
-    that are not positives of equal score and lower index (already counted), i.e. the tied negatives ranked
-    before them by the ``index`` rule. Looks only at the items sharing one of the row's tied scores."""
+    less `positives_below` (the positives among them, already counted), i.e. the tied negatives ranked before
+    them by the ``index`` rule. A row's positives of one score are tied all together or not at all, so
+    `positives_below` is the same whether counted among all positives or the tied ones."""
     out = np.empty(len(rows), dtype=np.int64)
     bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1], True])
     for lo, hi in itertools.pairwise(bounds):
@@ -292,16 +269,7 @@ def _tied_negatives_below(
         # equal-score items of lower index = keys below mine minus the keys of strictly higher score
         below = np.searchsorted(keys, mine) - np.searchsorted(keys, mine >> 31 << 31)
         out[lo:hi] = below
-    positives_below = _positives_below(rows, cols, s)
     return out - positives_below
-
-
-def _positives_below(rows: np.ndarray, cols: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Among the given positives (in ranking order), how many of the same row and score come before each."""
-    new_run = np.ones(len(rows), dtype=bool)
-    new_run[1:] = (rows[1:] != rows[:-1]) | (s[1:] != s[:-1])
-    at = np.arange(len(rows))
-    return at - np.maximum.accumulate(np.where(new_run, at, 0))
 
 
 def query_metrics(
