@@ -1,32 +1,6 @@
-"""The features-level bundle: one .npz holding everything `reconscore retrieve-eval` needs, for users who bring
-their own embeddings (no model is loaded).
-
-Keys (Q queries, N database items, D dimensions; float arrays float32 with L2-normalised rows):
-
-    query_image      float32 [Q, D]   reference-image embeddings
-    query_text       float32 [Q, D]   modifier-text embeddings
-    database         float32 [N, D]   database-image embeddings
-    positives        int     [P, 2]   (query index, database index) pairs
-    query_group      str     [Q]      group of each query (macro mAP is over groups)
-    query_subgroup   str     [Q]      optional (e.g. target value; group_mean="subgroups")
-    database_group   str     [N]      optional, with query_db_group: a query ranks only the database items
-    query_db_group   str     [Q]      of its group (i-CIR's per-instance databases)
-    corpus_pos       float32 [Cp, D]  optional, BASIC: positive (object) text corpus
-    corpus_neg       float32 [Cn, D]  optional, BASIC: negative (style) text corpus
-    image_mean       float32 [D]      optional, BASIC: image centring mean (e.g. LAION-1M); not normalised
-    text_mean        float32 [D]      optional, BASIC: text centring mean; not normalised
-    norm_image       float32 [M, D]   optional, BASIC: min-normalisation reference images
-    norm_text        float32 [M, D]   optional, BASIC: min-normalisation reference texts
-    exclude          int     [E, 2]   optional, (query, database) pairs never ranked (CIRR: the reference)
-    subset           int     [S, 2]   optional, (query, database) pairs of each query's subset (CIRR img_set)
-    query_id         str     [Q]      optional identifiers (each once)
-    protocol         str     []       optional JSON: the benchmark's evaluation protocol, {"benchmark", "ap",
-                                      "method_defaults", "source"}; `retrieve --save-bundle` writes it and
-                                      `retrieve-eval` applies it (AP variant, e.g. i-CIR's rectified product)
-
-Strings must be numpy unicode arrays (``np.array(names, dtype=str)``); object arrays would need pickle, which
-we refuse to load.
-"""
+"""The features-level bundle (.npz) that `reconscore retrieve-eval` reads and `retrieve --save-bundle` writes:
+embeddings, positives, groups and the benchmark's protocol, validated without pickle. See docs/retrieval.md,
+"Bundle format"."""
 
 from __future__ import annotations
 
