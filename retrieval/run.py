@@ -1,26 +1,5 @@
 """A full benchmark run (`reconscore retrieve`): load the benchmark, extract (or read cached) features through
-the shared encoder, evaluate each method, write the outputs.
-
-Output folder::
-
-    run.json              every setting, encoder identity, benchmark summary, per-method status/summary/notes,
-                          provenance (versions, git, hardware, argv), times
-    per_query.csv/.parquet one row per (method, query): ids, group/subgroup, reference, text, #positives, AP,
-                          recall/hit/precision@K (and mAP@K), the method's per-query detail
-    per_group.csv         long format: method, level (group/subgroup/all), name, metric, value, n_queries
-    table.md              the seed-layout tables of the benchmark's headline metrics (percent)
-    table_<metric>.csv    the same tables as CSV
-    topk.csv/.parquet     with --topk K: method, query, rank, retrieved database image, score, relevant
-                          (exact, or from a FAISS --index for linear methods)
-    methods/<name>.parquet per-method results, journaled with their fingerprint (recon_score.run_engine): a
-                          rerun of the same configuration reads them instead of re-evaluating (features are
-                          cached separately)
-    journal/              the run engine's journal and invocation log (docs/runs.md)
-    bundle.npz            with --save-bundle: the features-level bundle for `reconscore retrieve-eval`
-
-Exit status: 0 when every requested method ran, 2 when some could not (their reason is in run.json and was
-printed), 1 when the run could not start.
-"""
+the shared encoder, evaluate each method, write the outputs. See docs/retrieval.md, "`reconscore retrieve`"."""
 
 from __future__ import annotations
 
