@@ -1,19 +1,6 @@
-"""Per-query metrics -> mAP overall, macro over groups, and per group: the averaging rules of the seeds.
-
-- ``overall``: mean over all queries (xView2-CIR's "Total", i-CIR's flattened mAP).
-- ``macro``: mean over groups of the group means (PatternCom's "Avg." over the 6 attribute types, xView2-CIR's
-  "Avg." over disasters, i-CIR's mean over instances, ``mmAP``).
-- ``min_macro``: mean over groups of the group's lowest per-query value (i-CIR's ``minmAP``, run_retrieval.py).
-- A group's mean, ``group_mean="queries"``: the mean over all its queries. For PatternCom this is what rscir's
-  evaluate.py computes: every (query image, target value) pair of an attribute file is one entry of one list,
-  averaged once. ``group_mean="subgroups"``: the mean over subgroups of their means, the three-level
-  reading of the RS-CIR benchmark paper's Table 1 caption and DESIGN.md; offered by name, not the default. A subgroup is the
-  string the loader gives; PatternCom's is the (class, value) pair "class/value", so one value string shared
-  by several classes is several subgroups.
-
-Queries without positives have NaN metrics; ``empty_positives`` says what they add: ``zero`` (count them as 0,
-as rscir's and i-CIR's code do), ``skip`` (leave them out), ``error`` (refuse).
-"""
+"""Per-query metrics -> mAP overall, macro over groups (mean of the group means), min_macro (i-CIR's minmAP) and per
+group, under the seeds' averaging rules (`group_mean`) and an explicit `empty_positives` rule. See
+docs/retrieval.md, "Variants and their sources" and "Metrics"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Run one method over EvalData and collect per-query metrics.
-
-For each database group (one, or one per i-CIR instance), the method is prepared once; queries are scored in
-chunks sized so a chunk's (B, N) score matrix stays near 8M entries (memory does not grow with the number of
-queries); all metrics come from the positives' ranks, counted in each chunk without sorting the database
-(retrieval.metrics), and the pairs (positives, exclusions, subsets) stay sparse, indexed once per evaluation so
-a group's bookkeeping costs its own pairs. Excluded (query, item) pairs get score −inf and are never positives.
-"""
+"""Run one method over EvalData and collect per-query metrics, chunk by chunk (about 8M scores each), so memory does
+not grow with the number of queries. See docs/retrieval.md, "Evaluation speed and memory"."""
 
 from __future__ import annotations
 

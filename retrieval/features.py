@@ -1,20 +1,6 @@
-"""Feature extraction through the shared encoder registry (recon_score.encoders), cached on disk as safetensors.
-
-Cache key: sha256 of canonical JSON of the encoder spec, its weights' source (a path, hub id@revision or
-fixture version), the embedding dimension, the modality, and a fingerprint of the items: for images their
-paths relative to the benchmark root with file size and modification time (touching a file re-extracts it),
-for texts the strings themselves. Layout under $RECONSCORE_CACHE (or --cache-dir)::
-
-    retrieval/features/<image|text>-<key[:24]>/shard-00000.safetensors   rows 0..S-1, metadata: shard fingerprint
-                                                /shard-00001.safetensors ...
-    retrieval/features/encoder-<key[:24]>.json      an encoder's EncoderInfo, keyed by its weights' location and
-                                                    files' size and mtime (`encoder_info`: no model built to know it)
-
-An image the one reader cannot load (recon_score.images.ImageLoadError: corrupt, truncated, too large) is a
-per-item error: its row is zeros, and `skipped` maps its path to the error (kept in the shard's metadata, so a
-cached run reports it too); callers drop such items. Extraction runs shard by shard (S = 2,048 items), each shard encoded in batches and written atomically when
-finished, so a killed run resumes at the first missing shard; a tqdm bar counts items.
-"""
+"""Feature extraction through the shared encoder registry (recon_score.encoders), cached on disk as safetensors
+shards keyed by encoder, weights and items, with a memo of each encoder's identity. See docs/retrieval.md,
+"Features"."""
 
 from __future__ import annotations
 

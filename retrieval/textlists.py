@@ -1,11 +1,6 @@
-"""Reading word lists: FreeDom's vocabulary and BASIC's text corpora, from .txt (one entry per line) or .csv.
-
-A CSV whose first row names a text column (``class``, ``name``, ``object_name``, ``text``, ``word``,
-``prompt``) is read from that column, skipping the header: the Open Images class list (``label,class``) gives
-its human-readable names, i-CIR's generic_subjects.csv (``object_name``) its objects. Otherwise the first
-column of every row is used (i-CIR's generic_styles.csv has no header). Empty entries and repeats are dropped,
-keeping first occurrences: a repeated word would count twice in FreeDom's frequencies.
-"""
+"""Reading word lists (FreeDom's vocabulary, BASIC's text corpora) from .txt or .csv (a named text column, else the
+first). Empty entries and repeats are dropped, first occurrences kept: a repeated word would count twice in
+FreeDom's frequencies."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The contract every composed retrieval method fulfils, and what a run may hand it.
-
-A method is prepared once per database (once per i-CIR instance, once for PatternNet) and then scores chunks of
-queries: ``method.prepare(ctx).score(rows, out)`` writes the (B, N) float32 scores into ``out``, an array the
-evaluator allocates once per database and reuses for every chunk; a method's own (B, N) intermediates come from
-its `Buffers`, allocated once too. Peak memory is then flat in the number of queries by construction, with no
-allocator setting. Linear methods (text, image, sum, FreeDom, CIReVL) also expose their composed query vectors,
-so a FAISS index can serve them at archive scale.
-"""
+"""The contract every composed retrieval method fulfils, and what a run may hand it. A method is prepared once per
+database; its `score(rows, out)` writes a chunk's (B, N) float32 scores into the evaluator's reused `out`, its
+intermediates from `Buffers`, so memory stays flat in the number of queries (docs/performance.md, "Retrieval
+evaluation"). Linear methods also expose their composed query vectors, for FAISS."""
 
 from __future__ import annotations
 

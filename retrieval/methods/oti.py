@@ -1,21 +1,6 @@
-"""SEARLE's optimisation-based textual inversion (OTI; Baldrati et al., ICCV 2023), as the RS-CIR benchmark paper evaluates SEARLE
-(A.4: 200 steps, learning rate 0.002, lambda_GPT 0.25, retrieval template "{attribute_value} {$}").
-
-Following miccunifi/SEARLE ``src/oti_inversion.py``, per reference image a pseudo-token (one word embedding of the
-text tower, initialised N(0, 0.02^2)) is optimised with AdamW (weight decay 0.01) for `steps` steps:
-
-- cosine loss: 1 - cos(g(template with $ := token), f(image)), the template drawn at random each step from
-  PALAVRA's 24 sentences ("A photo of a {}", ..., the authors' ``get_templates``), filled with " $ ";
-- GPT loss: 1 - cos(g(phrase with its concept := token), g(phrase)), a phrase drawn at random each step among
-  the phrases of the image's `top_k` most similar vocabulary concepts (the authors associate 15 concepts per
-  image and generate the phrases with an LLM; the RS-CIR benchmark paper prompts it with "a satellite image of {concept} that");
-- loss = (lambda_cos * cosine + lambda_gpt * gpt) / (lambda_cos + lambda_gpt); the token used for retrieval is
-  the exponential moving average (decay 0.99) of the optimised one, as the authors' validation reads it.
-
-Runs on the registry's CLIP (`pseudo_token_features`), fp32, with a seeded generator so a rerun is identical.
-Concepts come from the run's vocabulary (--vocabulary), phrases from --phrases FILE (concept,phrase rows); with
-``lambda_gpt=0`` neither is needed.
-"""
+"""SEARLE's optimisation-based textual inversion (OTI; Baldrati et al., ICCV 2023) following miccunifi/SEARLE
+``src/oti_inversion.py``, as the RS-CIR benchmark paper evaluates SEARLE (A.4), on the registry's CLIP in fp32 with
+a seeded generator (a rerun is identical). See docs/retrieval.md, "Learned methods"."""
 
 from __future__ import annotations
 
