@@ -64,12 +64,8 @@ class EvalResult:
         tied = self.per_query.get("tied_positives")
         if tied is None or not np.nansum(tied):
             return None
-        bounds = {}
-        for rule in ("pessimistic", "optimistic"):
-            bounds[rule] = self.summary(
-                data, f"ap_{rule}", empty_positives=empty_positives, group_mean=group_mean
-            )
-        low, high = bounds["pessimistic"], bounds["optimistic"]
+        averaging = {"empty_positives": empty_positives, "group_mean": group_mean}
+        low, high = (self.summary(data, f"ap_{rule}", **averaging) for rule in ("pessimistic", "optimistic"))
         return {
             "tied_positives": int(np.nansum(tied)),
             "queries": int((np.nan_to_num(tied) > 0).sum()),
@@ -222,9 +218,7 @@ def evaluate(
     (CIRR's Recall_subset@K: scores are never recomputed on the subset, so database-dependent methods such as
     WeiCom keep their full-gallery calibration).
 
-    Raises:
-        MethodUnavailableError: the method lacks something in `resources` (checked before any scoring).
-        InputError: `data` has no queries (there is nothing to average).
+    Raises MethodUnavailableError (before any scoring) when the method lacks something in `resources`.
     """
     if data.n_queries == 0:
         raise InputError("no queries to evaluate (0 query rows); every metric would be an empty mean")

@@ -281,12 +281,8 @@ def query_metrics(
     map_at: Sequence[int] = (),
     ties: str = "index",
 ) -> dict[str, np.ndarray]:
-    """Every per-query metric of a chunk (see `positive_metrics`), with the positives as a dense mask.
-
-    Args:
-        scores: (B, N) similarity of each query to each database item.
-        relevant: (B, N) bool, True for the query's positives.
-    """
+    """Every per-query metric of a chunk (see `positive_metrics`), with the positives as a dense (B, N) bool
+    mask."""
     _check(scores, relevant)
     rows, cols = np.nonzero(as_numpy(relevant))
     return positive_metrics(scores, rows, cols, ap=ap, ks=ks, map_at=map_at, ties=ties)
@@ -306,16 +302,9 @@ def positive_metrics(
     """Every per-query metric of a chunk from its positives' ranks: ``ap``, ``n_positives``, ``recall@k``
     (fraction of positives), ``hit@k``, ``precision@k`` for k in `ks`, ``map@k`` (CIRCO's AP@k) for k in
     `map_at`, and the tie bounds: ``tied_positives`` (positives whose score equals a negative's),
-    ``ap_pessimistic`` and ``ap_optimistic`` (AP with those positives after / before the tied negatives).
-
-    Args:
-        scores: (B, N) similarity of each query to each database item.
-        rows, cols: the positives as (row, database item) pairs, each pair once.
-        work: optional reusable buffer (see `positive_ranks`).
-
-    Returns:
-        name -> (B,) float64 (NaN for queries without positives, except ``n_positives``, ``tied_positives``).
-    """
+    ``ap_pessimistic`` and ``ap_optimistic`` (AP with those positives after / before the tied negatives), each
+    (B,) float64, NaN for queries without positives (except the two counts). The positives are (row, database
+    item) pairs, each pair once; `work` as in `positive_ranks`."""
     if ap not in AP_VARIANTS:
         raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
     ranked = positive_ranks(scores, rows, cols, ties=ties, work=work)

@@ -1,9 +1,5 @@
-"""Tables in the RS-CIR benchmark paper's layout (its Tables 1-3): one row per method, one column per group, then "Avg."
-(macro mean over groups) and "Total" (mean over all queries), values in percent with two decimals.
-
-A benchmark with one group shows only "Total"; with more than MAX_COLUMNS groups (i-CIR's 202 instances) only
-"Avg." and "Total", the per-group values going to the long-format per_group.csv.
-"""
+"""Tables in the RS-CIR benchmark paper's layout (its Tables 1-3): one row per method, a column per group (up to
+MAX_COLUMNS), "Avg." and "Total", in percent. See docs/retrieval.md, "Outputs in `--out`"."""
 
 from __future__ import annotations
 

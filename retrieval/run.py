@@ -231,7 +231,7 @@ def run_retrieve(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
+    """Run `cfg` (its outputs: docs/retrieval.md). Raises ReconScoreError when the run cannot start."""
     say = log or (lambda _msg: None)
     note = announce if progress else say  # timestamped start-up lines, before the first bar can show
     t0 = time.perf_counter()
@@ -286,9 +286,8 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
             f"--set names method(s) {sorted(unknown_overrides)} that are not in --methods {cfg.methods}"
         )
     note(f"retrieve: reading the {cfg.benchmark} annotations")
-    bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
-        cfg.limit
-    )
+    bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options)
+    bench = bench.limit(cfg.limit)
     for (
         name,
         defaults,

@@ -1,7 +1,6 @@
-"""What every benchmark loader returns: queries (reference image, text, group/subgroup), a database of image
-paths, positives, and the evaluation protocol of its paper. Paths are relative to the benchmark root and are
-checked to exist (and not to leave the root) when the benchmark is loaded, so a misspelt row fails before any
-feature is extracted."""
+"""What every benchmark loader returns (queries, a database of image paths under the root, positives, its paper's
+protocol) and the helpers the loaders share; every image is checked to exist when the benchmark is loaded, so a
+misspelt row fails before any feature is extracted."""
 
 from __future__ import annotations
 
