@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recon_score.errors import InputError
-from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS
+from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS, check_choice
 from retrieval.errors import EmptyPositivesError
 
 
@@ -19,7 +19,6 @@ class Summary:
     overall: float
     macro: float
     per_group: dict[str, float]
-    per_subgroup: dict[str, float] = field(default_factory=dict)
     group_counts: dict[str, int] = field(default_factory=dict)
     n_queries: int = 0
     n_empty: int = 0  # queries without positives (counted as 0, skipped, or refused per empty_positives)
@@ -29,10 +28,7 @@ class Summary:
 def apply_empty_action(values: np.ndarray, empty_positives: str, *, what: str = "metric") -> np.ndarray:
     """Values with NaN (queries without positives) replaced by 0 (``zero``), kept as NaN to be skipped
     (``skip``), or refused (``error``)."""
-    if empty_positives not in EMPTY_ACTIONS:
-        raise ValueError(
-            f"empty_positives must be one of {', '.join(EMPTY_ACTIONS)}, got {empty_positives!r}"
-        )
+    check_choice("empty_positives", empty_positives, EMPTY_ACTIONS)
     values = np.asarray(values, dtype=np.float64)
     empty = np.isnan(values)
     if empty.any() and empty_positives == "error":
@@ -68,15 +64,9 @@ def summarize(
     order: Sequence[str] | None = None,
     what: str = "metric",
 ) -> Summary:
-    """Overall, macro and per-group means of one per-query metric (see the module docstring).
-
-    Args:
-        values: (Q,) per-query values, NaN for queries without positives.
-        groups: (Q,) group of each query; `subgroups` likewise (needed for ``group_mean="subgroups"``).
-        order: preferred group order for the per-group dict (e.g. the seed table's column order).
-    """
-    if group_mean not in GROUP_MEANS:
-        raise ValueError(f"group_mean must be one of {', '.join(GROUP_MEANS)}, got {group_mean!r}")
+    """Overall, macro and per-group means of one per-query metric (NaN: no positives), one group (and optionally
+    subgroup) per query; `order` is the preferred group order of `per_group` (the seed table's columns)."""
+    check_choice("group_mean", group_mean, GROUP_MEANS)
     raw = np.asarray(values, dtype=np.float64)
     if len(groups) != len(raw):
         raise ValueError(f"expected one group per query ({len(raw)}), got {len(groups)}")
@@ -90,7 +80,7 @@ def summarize(
     groups_arr = np.asarray(groups, dtype=object)
     sub_arr = np.asarray(subgroups, dtype=object) if subgroups is not None else None
 
-    per_group, counts, per_sub, minima = {}, {}, {}, []
+    per_group, counts, minima = {}, {}, []
     for g in _ordered(list(groups_arr), order):
         mask = groups_arr == g
         counts[str(g)] = int(mask.sum())
@@ -101,15 +91,11 @@ def summarize(
             per_group[str(g)] = _nanmean(np.asarray(subs))
         else:
             per_group[str(g)] = _nanmean(vals[mask])
-    if sub_arr is not None:
-        for s in dict.fromkeys(sub_arr):
-            per_sub[str(s)] = _nanmean(vals[sub_arr == s])
     macro = _nanmean(np.asarray(list(per_group.values()), dtype=np.float64))
     return Summary(
         overall=_nanmean(vals),
         macro=macro,
         per_group=per_group,
-        per_subgroup=per_sub,
         group_counts=counts,
         n_queries=len(raw),
         n_empty=int(np.isnan(raw).sum()),

@@ -15,10 +15,10 @@ import numpy as np
 
 from recon_score.errors import InputError
 from recon_score.textfiles import file_problem
+from retrieval.choices import AP_VARIANTS
 from retrieval.data import EvalData, as_numpy, check_normalised
 from retrieval.errors import BundleError
 from retrieval.methods.base import Resources
-from retrieval.metrics import AP_VARIANTS
 
 if TYPE_CHECKING:  # a benchmark's protocol: the datasets (and PIL) are not loaded to read a bundle
     from retrieval.datasets.base import Protocol

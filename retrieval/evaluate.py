@@ -12,9 +12,10 @@ import numpy as np
 
 from recon_score.errors import InputError, ReconScoreError
 from retrieval.aggregate import Summary, summarize
+from retrieval.choices import AP_VARIANTS, TIES, check_choice
 from retrieval.data import EvalData, as_numpy, as_torch
 from retrieval.methods.base import Buffers, Method, MethodContext, Resources
-from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, top_k
+from retrieval.metrics import positive_metrics, top_k
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -222,10 +223,8 @@ def evaluate(
     """
     if data.n_queries == 0:
         raise InputError("no queries to evaluate (0 query rows); every metric would be an empty mean")
-    if ap not in AP_VARIANTS:
-        raise ValueError(f"ap must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
-    if ties not in TIES:
-        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    check_choice("ap", ap, AP_VARIANTS)
+    check_choice("ties", ties, TIES)
     resources = resources or Resources()
     method.check(resources)
     if not method.takes_numpy:

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from recon_score.errors import ReconScoreError
-from retrieval.choices import INDEX_KINDS
+from retrieval.choices import INDEX_KINDS, check_choice
 
 
 def import_faiss():
@@ -59,8 +59,7 @@ class FaissIndex:
         ef_search: int = 128,
         seed: int = 0,
     ):
-        if kind not in INDEX_KINDS[1:]:
-            raise ValueError(f"FAISS index kind must be one of {', '.join(INDEX_KINDS[1:])}, got {kind!r}")
+        check_choice("FAISS index kind", kind, INDEX_KINDS[1:])
         faiss = import_faiss()
         x = np.ascontiguousarray(database.float().numpy())
         n, d = x.shape

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.choices import AP_VARIANTS, TIES
+from retrieval.choices import AP_VARIANTS, TIES, check_choice
 from retrieval.data import as_numpy
 
 if TYPE_CHECKING:
@@ -35,11 +35,6 @@ def scores_array(scores: np.ndarray | Tensor) -> np.ndarray:
     if isinstance(scores, np.ndarray):
         return scores.astype(np.float32, copy=False)
     return scores.detach().float().cpu().numpy()
-
-
-def _check_ties(ties: str) -> None:
-    if ties not in TIES:
-        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
 
 
 _INDEX_BITS = 30  # the tie-break key holds the database index in 30 bits and the relevance flag in bit 30
@@ -76,7 +71,7 @@ def _keys(x: np.ndarray, index: np.ndarray, flag: np.ndarray | None = None) -> n
 def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> np.ndarray:
     """(B, N) database indices, best score first, ties broken by `ties`: the full ranking, for reading or
     writing it whole (the metrics never build it)."""
-    _check_ties(ties)
+    check_choice("ties", ties, TIES)
     x = _float32(scores)
     flag = None
     if ties != "index":
@@ -135,8 +130,7 @@ class PositiveRanks:
         return self._within[k, rule]
 
     def average_precision(self, variant: str = "non-interpolated", rule: str = "index") -> np.ndarray:
-        if variant not in AP_VARIANTS:
-            raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {variant!r}")
+        check_choice("AP variant", variant, AP_VARIANTS)
         r = self.ranks[rule].astype(np.float64)
         p1 = self.hits / (r + 1.0)
         if variant == "non-interpolated":
@@ -182,7 +176,7 @@ def positive_ranks(
     under ``index``; counted only for the positives that have such a negative). `work`, a float32 array of
     at least (B, N), holds the sorted rows (a caller scoring chunk after chunk reuses one; fresh memory costs
     page faults comparable to the sort)."""
-    _check_ties(ties)
+    check_choice("ties", ties, TIES)
     _check_width(scores.shape[-1])
     x = scores_array(scores)  # a view where it can be: the sort below copies
     b = x.shape[0]
@@ -305,8 +299,7 @@ def positive_metrics(
     ``ap_pessimistic`` and ``ap_optimistic`` (AP with those positives after / before the tied negatives), each
     (B,) float64, NaN for queries without positives (except the two counts). The positives are (row, database
     item) pairs, each pair once; `work` as in `positive_ranks`."""
-    if ap not in AP_VARIANTS:
-        raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
+    check_choice("AP variant", ap, AP_VARIANTS)
     ranked = positive_ranks(scores, rows, cols, ties=ties, work=work)
     out = {"ap": ranked.average_precision(ap, ties), "n_positives": ranked.n_pos}
     for k in ks:

@@ -13,6 +13,7 @@ from typing import Any
 
 from recon_score import textfiles
 from recon_score.images import resolve_under
+from retrieval.choices import check_choice
 from retrieval.errors import DatasetLayoutError
 
 
@@ -55,10 +56,7 @@ class QueryImage:
     source: str
 
     def __post_init__(self):
-        if self.rule not in QUERY_IMAGE_RULES:
-            raise ValueError(
-                f"query image rule must be one of {', '.join(QUERY_IMAGE_RULES)}, got {self.rule!r}"
-            )
+        check_choice("query image rule", self.rule, QUERY_IMAGE_RULES)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from retrieval.choices import check_choice
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
 CHUNK = 512
@@ -31,10 +32,7 @@ class FreedomConfig:
             raise ValueError(f"freedom k, n, m must be >= 1, got {self.k}, {self.n}, {self.m}")
         if "{text}" not in self.template or "{word}" not in self.template:
             raise ValueError(f"freedom template must contain {{text}} and {{word}}, got {self.template!r}")
-        if self.self_proxy not in SELF_PROXY:
-            raise ValueError(
-                f"freedom self_proxy must be one of {', '.join(SELF_PROXY)}, got {self.self_proxy!r}"
-            )
+        check_choice("freedom self_proxy", self.self_proxy, SELF_PROXY)
 
 
 def proxy_features(
