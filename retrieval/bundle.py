@@ -96,11 +96,8 @@ def _reason(err: Exception) -> str:
 
 
 def load_bundle(path: str | Path) -> Bundle:
-    """Read and validate a bundle; every problem names the key and the fix.
-
-    Raises:
-        BundleError: a key is missing, unknown, misshapen, of the wrong dtype or not normalised.
-    """
+    """Read and validate a bundle: a key missing, unknown, misshapen, of the wrong dtype or not normalised
+    raises BundleError naming the key and the fix."""
     path = Path(path)
     where = str(path)
     arrays = _read_arrays(path)

@@ -210,17 +210,12 @@ def evaluate(
     topk: int = 0,
     index: str = "exact",
 ) -> EvalResult:
-    """Per-query metrics of `method` on `data` (see retrieval.metrics for the names and variants).
-
-    With `topk` > 0 the k best database items of every query are kept too (excluded pairs never appear):
-    from the exact scores (ties by database index, as the metrics), or from a FAISS `index`
-    (retrieval.choices.INDEX_KINDS) over the composed query vectors of linear methods. Metrics are always exact.
-    With `subset_ks` and `data.subset`, `subset_hit@K` ranks the same scores within each query's subset
-    (CIRR's Recall_subset@K: scores are never recomputed on the subset, so database-dependent methods such as
-    WeiCom keep their full-gallery calibration).
-
-    Raises MethodUnavailableError (before any scoring) when the method lacks something in `resources`.
-    """
+    """Per-query metrics of `method` on `data` (retrieval.metrics names them); MethodUnavailableError, before any
+    scoring, when the method lacks something in `resources`. With `topk` > 0 each query's k best database items
+    too (never an excluded pair), from the exact scores or from a FAISS `index` over a linear method's composed
+    query vectors; metrics are always exact. `subset_hit@K` (CIRR's Recall_subset@K) ranks the same scores
+    within each query's subset, so database-dependent methods such as WeiCom keep their full-gallery
+    calibration."""
     if data.n_queries == 0:
         raise InputError("no queries to evaluate (0 query rows); every metric would be an empty mean")
     check_choice("ap", ap, AP_VARIANTS)

@@ -44,11 +44,9 @@ def image_identities(root: Path, paths: Sequence[str]) -> list[list]:
 
 def encoder_info(spec: str, *, weights_dir: Path | None, memo: Path | None, build) -> dict:
     """The EncoderInfo (as a dict) of encoder `spec`, without building it when `memo` (a folder) kept the info of
-    the same weights: the same location (recon_score.encoders.check_encoder) with every file of it at the same
-    size and modification time. A finished run's rerun then loads no model; weights replaced, touched or
-    resolved to another revision build it (`build()`, returning the encoder) and memo its info again. The memo is
-    a saving, not a result: a cache the disk refuses (read-only, forbidden, full) skips it, and the next run builds
-    the encoder again."""
+    the same weights (location, and every file's size and modification time), so a finished run's rerun loads
+    no model; otherwise `build()` and memo its info. The memo is a saving, not a result: a cache the disk
+    refuses (read-only, forbidden, full) skips it, and the next run builds the encoder again."""
     stamp = _weights_stamp(spec, weights_dir) if memo is not None else None
     path = memo / f"encoder-{sha256_json(stamp)[:24]}.json" if stamp is not None else None
     if path is not None and path.is_file():

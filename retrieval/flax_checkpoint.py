@@ -168,7 +168,8 @@ def _unchunk(tree, where: str, key: str = ""):
 
 
 def msgpack_tree(data: bytes, where: str = "checkpoint") -> dict:
-    """Flax's msgpack bytes -> nested dict with numpy leaves (see the module docstring)."""
+    """Flax's msgpack bytes -> nested dict with numpy leaves (ext type 1 arrays and type 3 numpy scalars, as
+    flax/serialization.py's ``_ndarray_to_bytes`` writes them; bfloat16 widened exactly to float32)."""
     try:
         import msgpack
     except ImportError as err:

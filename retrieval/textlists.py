@@ -12,7 +12,7 @@ from recon_score.textfiles import csv_rows, read_json, read_lines
 TEXT_COLUMNS = ("class", "name", "object_name", "text", "word", "prompt", "concept", "label_name")
 
 
-def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
+def read_text_list(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"word list {path} does not exist")
@@ -21,9 +21,7 @@ def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
     else:
         rows = [r for _, r in csv_rows(path)]
         header = [c.strip().lower() for c in rows[0]] if rows else []
-        wanted = column.lower() if column else next((c for c in TEXT_COLUMNS if c in header), None)
-        if column and wanted not in header:
-            raise InputError(f"{path}: no column {column!r} in the header {rows[0] if rows else []}")
+        wanted = next((c for c in TEXT_COLUMNS if c in header), None)
         if wanted is not None:
             j = header.index(wanted)
             items = [r[j].strip() if j < len(r) else "" for r in rows[1:]]

@@ -72,14 +72,8 @@ def load_vocabulary(value: str | Path) -> Vocabulary:
         named = VOCABULARIES[text]
         if named.file is None:
             raise InputError(f"vocabulary {text!r} is not available: {named.provenance}")
-        path = _bundled(named.file)
-        entries = read_text_list(path)
-        record = {
-            "name": text,
-            "path": str(path),
-            "sha256": file_sha256(path),
-            "provenance": named.provenance,
-        }
+        entries, record = _from_file(_bundled(named.file))
+        record = {"name": text, **record, "provenance": named.provenance}
     elif text.startswith("hybridtext:"):
         rs_entries, rs_record = _from_file(Path(text.split(":", 1)[1]))
         oi = _bundled(VOCABULARIES["freedom:openimages-v7"].file)

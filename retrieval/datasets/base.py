@@ -19,19 +19,14 @@ from retrieval.errors import DatasetLayoutError
 
 @dataclass(frozen=True)
 class Protocol:
-    """How a benchmark's paper evaluates.
+    """How a benchmark's paper evaluates."""
 
-    ap: "non-interpolated" | "trapezoidal" | "trapezoidal-eps" (retrieval.metrics); ks: cut-offs for recall/hit/precision; map_at:
-    CIRCO's mAP@K cut-offs; headline: the metrics of the seed table (per-query names, e.g. "ap", "hit@1",
-    "map@5"); group_order: the table's column order; source: where the protocol comes from.
-    """
-
-    ap: str
-    ks: tuple[int, ...]
-    headline: tuple[str, ...]
-    source: str
-    map_at: tuple[int, ...] = ()
-    group_order: tuple[str, ...] = ()
+    ap: str  # retrieval.choices.AP_VARIANTS
+    ks: tuple[int, ...]  # cut-offs of recall, hit and precision
+    headline: tuple[str, ...]  # the seed table's metrics, as per-query names ("ap", "hit@1", "map@5")
+    source: str  # where the protocol comes from
+    map_at: tuple[int, ...] = ()  # CIRCO's mAP@K cut-offs
+    group_order: tuple[str, ...] = ()  # the table's column order
     subgroup_table: bool = False  # also tabulate per subgroup (EDIR's subcategories)
     subset_ks: tuple[int, ...] = ()  # hit@K within each query's subset (CIRR's Recall_subset@K)
     # method -> {field: value}: the benchmark authors' setting of a shared method (i-CIR's rectified product);

@@ -53,10 +53,8 @@ def proxy_features(
 
 
 def frequent_words(word_idx: Tensor, vocab_size: int, m: int) -> tuple[Tensor, Tensor]:
-    """The m most frequent word indices per row of `word_idx` (B, L) and their weights count / max count.
-
-    Ties keep first-appearance order. Returns (B, m) indices and (B, m) float weights (0 where a row has fewer
-    than m distinct words)."""
+    """(B, m) most frequent word indices per row of `word_idx` (B, L), ties in first-appearance order, and their
+    weights count / max count (0 where a row has fewer than m distinct words)."""
     b, length = word_idx.shape
     counts = torch.zeros(b, vocab_size, dtype=torch.long).scatter_add_(1, word_idx, torch.ones_like(word_idx))
     position = torch.arange(length).expand(b, length)
