@@ -199,30 +199,34 @@ class TextualInversion(Method):
                 f"{encoder.info.spec} has {encoder.info.dim}-d embeddings and {encoder.pseudo_token_width}-d tokens; "
                 "use the CLIP it was trained on"
             )
-        keys, first = ctx.references_once()
-        unique = list(first)
-        tokens = []
-        bs = self.config.batch_size
-        with torch.inference_mode():
-            for start in range(0, len(unique), bs):
-                images = [r.load_reference(first[k]) for k in unique[start : start + bs]]
+
+        def tokens(images: list) -> Tensor:
+            with torch.inference_mode():
                 raw = encoder.encode_images(images, normalize=False)
-                tokens.append(net(raw.to(encoder.device)).float().cpu())
-        table = torch.cat(tokens)
-        position = {k: n for n, k in enumerate(unique)}
-        pseudo = table[[position[k] for k in keys]]
-        prompts = [self.config.template.format(text=t) for t in ctx.texts()]
-        try:
-            query = encoder.encode_texts_with_pseudo_tokens(
-                prompts, pseudo, placeholder=self.config.placeholder
-            )
-        except ValueError as err:
-            raise InputError(f"{self.name}: {err}") from err
-        prepared = linear(query, ctx.database, details=prompts)
-        prepared.notes.append(
-            f"{self.name}: {type(net).__name__} from {path}, {len(unique)} reference images"
-        )
+                return net(raw.to(encoder.device)).float().cpu()
+
+        prepared, n_images = pseudo_token_query(self.name, ctx, self.config, tokens)
+        prepared.notes.append(f"{self.name}: {type(net).__name__} from {path}, {n_images} reference images")
         return prepared
+
+
+def pseudo_token_query(name: str, ctx: MethodContext, cfg, tokens) -> tuple[Prepared, int]:
+    """Textual inversion's linear method: `tokens(images)` gives each distinct reference image's pseudo-token
+    (batches of `cfg.batch_size`), which replaces `cfg.placeholder` in `cfg.template` filled with the query
+    text; and the number of distinct references."""
+    r = ctx.resources
+    keys, first = ctx.references_once()
+    unique = list(first)
+    batches = [unique[i : i + cfg.batch_size] for i in range(0, len(unique), cfg.batch_size)]
+    table = torch.cat([tokens([r.load_reference(first[k]) for k in batch]) for batch in batches])
+    position = {k: n for n, k in enumerate(unique)}
+    pseudo = table[[position[k] for k in keys]]
+    prompts = [cfg.template.format(text=t) for t in ctx.texts()]
+    try:
+        query = r.encoder.encode_texts_with_pseudo_tokens(prompts, pseudo, placeholder=cfg.placeholder)
+    except ValueError as err:
+        raise InputError(f"{name}: {err}") from err
+    return linear(query, ctx.database, details=prompts), len(unique)
 
 
 def _io_dims(net: nn.Module) -> tuple[int, int]:

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
+from retrieval.methods.base import Method, MethodContext, Prepared, Resources
+from retrieval.methods.learned import pseudo_token_query
 
 PALAVRA_TEMPLATES = (
     "This is a photo of a {}",
@@ -158,31 +159,26 @@ class SearleOTI(Method):
         self.check(ctx.resources)
         r, c = ctx.resources, self.config
         encoder = r.encoder
-        keys, first = ctx.references_once()
-        unique = list(first)
-        tokens, final_losses, no_phrase = [], [], 0
-        for start in range(0, len(unique), c.batch_size):
-            batch = unique[start : start + c.batch_size]
+        final_losses, no_phrase = [], 0
+
+        def tokens(images: list) -> Tensor:
+            nonlocal no_phrase
             with torch.inference_mode():
-                raw = encoder.encode_images([r.load_reference(first[k]) for k in batch], normalize=False)
+                raw = encoder.encode_images(images, normalize=False)
             raw = raw.clone()
             pairs = (
                 image_phrases(raw, r.vocabulary, list(r.vocabulary_texts), r.concept_phrases, c.top_k)
                 if c.lambda_gpt > 0
-                else [[] for _ in batch]
+                else [[] for _ in images]
             )
             no_phrase += sum(1 for p in pairs if not p) if c.lambda_gpt > 0 else 0
             result = invert(encoder, raw, pairs, c)
-            tokens.append(result.tokens.cpu())
             final_losses.append(result.losses[-1])
-        table = torch.cat(tokens)
-        position = {k: n for n, k in enumerate(unique)}
-        pseudo = table[[position[k] for k in keys]]
-        prompts = [c.template.format(text=t) for t in ctx.texts()]
-        query = encoder.encode_texts_with_pseudo_tokens(prompts, pseudo, placeholder=c.placeholder)
-        prepared = linear(query, ctx.database, details=prompts)
+            return result.tokens.cpu()
+
+        prepared, n_images = pseudo_token_query(self.name, ctx, c, tokens)
         prepared.notes.append(
-            f"searle-oti: {len(unique)} reference images inverted, {c.steps} steps, lr {c.lr}, "
+            f"searle-oti: {n_images} reference images inverted, {c.steps} steps, lr {c.lr}, "
             f"lambda_gpt {c.lambda_gpt}; mean final loss {sum(final_losses) / max(len(final_losses), 1):.4f}"
         )
         if no_phrase:
