@@ -37,7 +37,7 @@ def scores_array(scores: np.ndarray | Tensor) -> np.ndarray:
     return scores.detach().float().cpu().numpy()
 
 
-_INDEX_BITS = 30  # the tie-break key holds the database index in 30 bits and the relevance flag in bit 30
+_INDEX_BITS = 30  # the tie-break key holds the database index in its low 30 bits, the score above bit 30
 
 
 def _check_width(n: int) -> None:
@@ -54,38 +54,21 @@ def _float32(scores: np.ndarray | Tensor) -> np.ndarray:
     return x
 
 
-def _keys(x: np.ndarray, index: np.ndarray, flag: np.ndarray | None = None) -> np.ndarray:
-    """int64 keys ascending in ranking order: the score's descending-order bits above bit 30, then `flag`
-    (bit 30: flagged items go after the unflagged of equal score), then the database `index`."""
+def _keys(x: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """int64 keys ascending in ranking order: the score's descending-order bits above bit 30, then the
+    database `index`."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.int32)
     key32 = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 ordered as the floats
     np.invert(key32, out=key32)  # descending scores first
     key = key32.astype(np.int64)
     key <<= 31
     key |= index
-    if flag is not None:
-        key |= flag.astype(np.int64) << _INDEX_BITS
-    return key
-
-
-def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> np.ndarray:
-    """(B, N) database indices, best score first, ties broken by `ties`: the full ranking, for reading or
-    writing it whole (the metrics never build it)."""
-    check_choice("ties", ties, TIES)
-    x = _float32(scores)
-    flag = None
-    if ties != "index":
-        rel = as_numpy(relevant)
-        flag = rel if ties == "pessimistic" else ~rel
-    key = _keys(x, np.arange(x.shape[1], dtype=np.int64), flag)
-    key.sort(axis=1)
-    key &= (1 << _INDEX_BITS) - 1
     return key
 
 
 def top_k(scores: np.ndarray | Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(B, k) database indices and their scores, best first, ties by database index (the order
-    `ranking_order` gives), from one partition of each row: only the k kept items are sorted."""
+    """(B, k) database indices and their scores, best first, ties by database index (as the metrics' default
+    rule), from one partition of each row: only the k kept items are sorted."""
     x = _float32(scores)
     n = x.shape[1]
     k = min(k, n)

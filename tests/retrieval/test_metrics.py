@@ -8,7 +8,7 @@ import torch
 
 from retrieval.aggregate import apply_empty_action, summarize
 from retrieval.errors import EmptyPositivesError
-from retrieval.metrics import average_precision, query_metrics, ranking_order
+from retrieval.metrics import average_precision, query_metrics
 
 
 def ranking(n: int, positive_ranks: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,7 +105,7 @@ def test_ties_rules():
     assert average_precision(s, r, ties="pessimistic").item() == pytest.approx((1 / 3 + 2 / 5) / 2)
     assert average_precision(s, r, ties="optimistic").item() == pytest.approx((1 + 2 / 5) / 2)
     with pytest.raises(ValueError, match="ties must be one of"):
-        ranking_order(s, r, ties="random")
+        average_precision(s, r, ties="random")
 
 
 def test_equals_the_authors_loops_on_random_rankings():
