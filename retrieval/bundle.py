@@ -75,7 +75,7 @@ def _float(arr: np.ndarray, key: str, path: str, *, ndim: int) -> np.ndarray:
             path,
             key,
             f"must have {ndim} dimensions, got shape {arr.shape}",
-            "See the bundle format in the README.",
+            "See the bundle format in docs/retrieval.md.",
         )
     return np.ascontiguousarray(arr)
 

@@ -14,21 +14,20 @@ if TYPE_CHECKING:  # pandas costs ~70 MB and seconds at import: `retrieve-eval` 
     import pandas as pd
 
 MAX_COLUMNS = 24
-METRIC_TITLES = {"ap": "mAP"}
+METRIC_TITLES = {  # per-query metric "name@k" -> its title (the seed tables' words)
+    "hit": "Recall",
+    "recall": "Recall (fraction)",
+    "precision": "Precision",
+    "map": "mAP",
+    "subset_hit": "Recall_subset",
+}
 
 
 def metric_title(metric: str) -> str:
-    if metric in METRIC_TITLES:
-        return METRIC_TITLES[metric]
+    if metric == "ap":
+        return "mAP"
     name, _, k = metric.partition("@")
-    titles = {
-        "hit": "Recall",
-        "recall": "Recall (fraction)",
-        "precision": "Precision",
-        "map": "mAP",
-        "subset_hit": "Recall_subset",
-    }
-    return titles.get(name, name) + f"@{k}"
+    return METRIC_TITLES.get(name, name) + f"@{k}"
 
 
 AP_TITLES = {

@@ -141,9 +141,7 @@ def build_eval_data(
 
 
 def per_query_frame(bench: Benchmark, result: EvalResult) -> pd.DataFrame:
-    df = pd.DataFrame({"query_index": range(len(bench.queries))})
-    for name, values in result.per_query.items():
-        df[name] = values
+    df = pd.DataFrame({"query_index": range(len(bench.queries)), **result.per_query})
     df["detail"] = result.details if result.details is not None else ""
     return df
 
