@@ -42,6 +42,9 @@ OPTIONAL = (
 _NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
 _RESOURCES = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text")  # BASIC's
 _STRINGS = ("query_group", "query_subgroup", "database_group", "query_db_group", "query_id")
+_EMBEDDINGS = ("query_image", "query_text", "database")
+_PAIRS = ("positives", "exclude", "subset")
+_FIELD = {"query_id": "query_ids"}  # bundle key -> EvalData field, where the names differ
 
 
 @dataclass
@@ -102,20 +105,10 @@ def load_bundle(path: str | Path) -> Bundle:
     where = str(path)
     arrays = _read_arrays(path)
     tensors = _float_tensors(arrays, where)
-    strings = {k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays}
-    data = EvalData(
-        query_image=tensors["query_image"],
-        query_text=tensors["query_text"],
-        database=tensors["database"],
-        positives=_pairs(arrays["positives"], "positives", where),
-        query_group=strings["query_group"],
-        query_subgroup=strings.get("query_subgroup"),
-        database_group=strings.get("database_group"),
-        query_db_group=strings.get("query_db_group"),
-        exclude=_pairs(arrays["exclude"], "exclude", where) if "exclude" in arrays else None,
-        subset=_pairs(arrays["subset"], "subset", where) if "subset" in arrays else None,
-        query_ids=strings.get("query_id"),
-    ).validate(where=where)
+    values = {k: tensors[k] for k in _EMBEDDINGS}
+    values.update({k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays})
+    values.update({k: _pairs(arrays[k], k, where) for k in _PAIRS if k in arrays})
+    data = EvalData(**{_FIELD.get(k, k): v for k, v in values.items()}).validate(where=where)
     resources = Resources(**{k: tensors.get(k) for k in _RESOURCES}, origin="bundle")
     protocol = _protocol(arrays["protocol"], where) if "protocol" in arrays else None
     return Bundle(path=path, data=data, resources=resources, protocol=protocol)
@@ -318,20 +311,10 @@ def bundle_bytes(data: EvalData, resources: Resources | None = None, protocol: d
 
     data.validate()
     r = resources or Resources()
-    arrays: dict[str, np.ndarray] = {
-        "query_image": as_numpy(data.query_image),
-        "query_text": as_numpy(data.query_text),
-        "database": as_numpy(data.database),
-        "positives": as_numpy(data.positives).astype(np.int64),
-        "query_group": np.array(data.query_group, dtype=str),
-    }
-    optional_strings = {
-        "query_subgroup": data.query_subgroup,
-        "database_group": data.database_group,
-        "query_db_group": data.query_db_group,
-        "query_id": data.query_ids,
-    }
-    arrays.update({k: np.array(v, dtype=str) for k, v in optional_strings.items() if v is not None})
+    arrays = {k: as_numpy(getattr(data, k)) for k in _EMBEDDINGS}
+    arrays["positives"] = as_numpy(data.positives).astype(np.int64)
+    strings = {k: getattr(data, _FIELD.get(k, k)) for k in _STRINGS}  # in this order: the archive's bytes
+    arrays.update({k: np.array(v, dtype=str) for k, v in strings.items() if v is not None})
     for key in ("exclude", "subset"):
         if getattr(data, key) is not None:
             arrays[key] = as_numpy(getattr(data, key)).astype(np.int64)
