@@ -9,6 +9,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -132,23 +133,13 @@ class FeatureStore:
 
     def texts(self, encoder, texts: Sequence[str], *, batch_size: int | None = None) -> Tensor:
         """(len(texts), D) text embeddings."""
-        items = list(texts)
-        return self._features(
-            encoder,
-            "text",
-            items,
-            lambda batch: encoder.encode_texts(batch, batch_size=batch_size),
-            unit="text",
-        )
+        encode = partial(encoder.encode_texts, batch_size=batch_size)
+        return self._features(encoder, "text", list(texts), encode, unit="text")
 
     def text_encoder(self, encoder, *, batch_size: int | None = None):
         """A texts -> embeddings callable for methods that encode at query time (FreeDom, CIReVL, BASIC's
         contextualisation), cached like everything else."""
-
-        def encode(texts: list[str]) -> Tensor:
-            return self.texts(encoder, texts, batch_size=batch_size)
-
-        return encode
+        return partial(self.texts, encoder, batch_size=batch_size)
 
     # -- internals -----------------------------------------------------------------------------------------------
     def _features(self, encoder, kind: str, items: list, encode, *, unit: str) -> Tensor:

@@ -4,6 +4,7 @@ the shared encoder, evaluate each method, write the outputs. See docs/retrieval.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import time
@@ -254,21 +255,18 @@ def run_retrieve(
 
 def _loader(cfg: RetrieveConfig, note: Callable[[str], None]) -> Callable[[], object]:
     """The encoder, built on the first call and kept."""
-    built: list = []
 
+    @functools.cache
     def load():
-        if not built:
-            from recon_score.encoders import build_encoder
+        from recon_score.encoders import build_encoder
 
-            note(f"retrieve: loading encoder {cfg.encoder}")
-            start = time.perf_counter()
-            built.append(
-                build_encoder(
-                    cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
-                )
-            )
-            note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
-        return built[0]
+        note(f"retrieve: loading encoder {cfg.encoder}")
+        start = time.perf_counter()
+        encoder = build_encoder(
+            cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
+        )
+        note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
+        return encoder
 
     return load
 
