@@ -479,8 +479,7 @@ class _Methods:
                 "ks": list(proto.ks),
                 "map_at": list(proto.map_at),
                 "ties": cfg.ties,
-                "empty_positives": cfg.empty_positives,
-                "group_mean": cfg.group_mean,
+                **cfg.averaging,  # empty_positives, group_mean
                 "headline": list(proto.headline),
                 "values": "fractions in [0, 1] here; percent in the tables",
             },
