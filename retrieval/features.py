@@ -25,10 +25,6 @@ SCHEMA = 1
 log = logging.getLogger(__name__)
 
 
-def encoder_identity(encoder) -> dict:
-    return info_identity(dataclasses.asdict(encoder.info))
-
-
 def info_identity(info: dict) -> dict:
     """What determines an encoder's embeddings, from its EncoderInfo as a dict."""
     return {"spec": info["spec"], "source": info["source"], "dim": info["dim"], **info["extra"]}
@@ -146,7 +142,7 @@ class FeatureStore:
         dim = encoder.info.dim or 0
         if not items:
             return torch.zeros(0, dim)
-        ident = encoder_identity(encoder)
+        ident = info_identity(dataclasses.asdict(encoder.info))
         key = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": items})
         folder = self.root / f"{kind}-{key[:24]}"
         shards = [items[i : i + self.shard_size] for i in range(0, len(items), self.shard_size)]

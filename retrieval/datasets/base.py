@@ -201,11 +201,6 @@ def check_images(root: Path, paths: Iterable[str], what: str) -> None:
         )
 
 
-def read_json(path: Path) -> Any:
-    """The project's text policy (strict UTF-8, BOM dropped; errors name file:line)."""
-    return textfiles.read_json(path)
-
-
 def read_csv_rows(path: Path) -> list[list[str]]:
     """Non-blank rows; a BOM (Excel's) is dropped, so it never glues itself to the first column name."""
     return [row for _, row in textfiles.csv_rows(path) if any(cell.strip() for cell in row)]

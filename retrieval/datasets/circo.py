@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from recon_score.textfiles import read_json
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -12,7 +13,6 @@ from retrieval.datasets.base import (
     QueryImage,
     checked_benchmark,
     find_file,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon_score.textfiles import read_json
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -15,7 +16,6 @@ from retrieval.datasets.base import (
     checked_benchmark,
     find_file,
     parse_options,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from recon_score.textfiles import read_lines
+from recon_score.textfiles import read_json, read_lines
 from retrieval.data import check_unique_ids
 from retrieval.datasets.base import (
     Benchmark,
@@ -18,7 +18,6 @@ from retrieval.datasets.base import (
     checked_benchmark,
     find_file,
     parse_options,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 
