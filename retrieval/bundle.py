@@ -23,24 +23,19 @@ from retrieval.methods.base import Resources
 if TYPE_CHECKING:  # a benchmark's protocol: the datasets (and PIL) are not loaded to read a bundle
     from retrieval.datasets.base import Protocol
 
+_RESOURCES = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text")  # BASIC's
 REQUIRED = ("query_image", "query_text", "database", "positives", "query_group")
 OPTIONAL = (
     "query_subgroup",
     "database_group",
     "query_db_group",
-    "corpus_pos",
-    "corpus_neg",
-    "image_mean",
-    "text_mean",
-    "norm_image",
-    "norm_text",
+    *_RESOURCES,
     "exclude",
     "subset",
     "query_id",
     "protocol",
 )
 _NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
-_RESOURCES = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text")  # BASIC's
 _STRINGS = ("query_group", "query_subgroup", "database_group", "query_db_group", "query_id")
 _EMBEDDINGS = ("query_image", "query_text", "database")
 _PAIRS = ("positives", "exclude", "subset")

@@ -324,9 +324,8 @@ def load_compodiff(folder: str | Path) -> CompoDiff:
         )
     kept = {k: v for k, v in kept.items() if k in wanted}
     rotary = [v for k, v in kept.items() if k.endswith("rotary_emb.freqs")]
-    for key in wanted - set(
-        kept
-    ):  # one rotary module is shared by every layer; a deduplicating save keeps one
+    # one rotary module is shared by every layer; a deduplicating save keeps one
+    for key in wanted - set(kept):
         if key.endswith("rotary_emb.freqs") and rotary:
             kept[key] = rotary[0]
     missing = wanted - set(kept)
