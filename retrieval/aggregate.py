@@ -1,19 +1,6 @@
-"""Per-query metrics -> mAP overall, macro over groups, and per group: the averaging rules of the seeds.
-
-- ``overall``: mean over all queries (xView2-CIR's "Total", i-CIR's flattened mAP).
-- ``macro``: mean over groups of the group means (PatternCom's "Avg." over the 6 attribute types, xView2-CIR's
-  "Avg." over disasters, i-CIR's mean over instances, ``mmAP``).
-- ``min_macro``: mean over groups of the group's lowest per-query value (i-CIR's ``minmAP``, run_retrieval.py).
-- A group's mean, ``group_mean="queries"``: the mean over all its queries. For PatternCom this is what rscir's
-  evaluate.py computes: every (query image, target value) pair of an attribute file is one entry of one list,
-  averaged once. ``group_mean="subgroups"``: the mean over subgroups of their means, the three-level
-  reading of the RS-CIR benchmark paper's Table 1 caption and DESIGN.md; offered by name, not the default. A subgroup is the
-  string the loader gives; PatternCom's is the (class, value) pair "class/value", so one value string shared
-  by several classes is several subgroups.
-
-Queries without positives have NaN metrics; ``empty_positives`` says what they add: ``zero`` (count them as 0,
-as rscir's and i-CIR's code do), ``skip`` (leave them out), ``error`` (refuse).
-"""
+"""Per-query metrics -> mAP overall, macro over groups (mean of the group means), min_macro (i-CIR's minmAP) and per
+group, under the seeds' averaging rules (`group_mean`) and an explicit `empty_positives` rule. See
+docs/retrieval.md, "Variants and their sources" and "Metrics"."""
 
 from __future__ import annotations
 
@@ -23,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from recon_score.errors import InputError
-from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS
+from retrieval.choices import EMPTY_ACTIONS, GROUP_MEANS, check_choice
 from retrieval.errors import EmptyPositivesError
 
 
@@ -32,7 +19,6 @@ class Summary:
     overall: float
     macro: float
     per_group: dict[str, float]
-    per_subgroup: dict[str, float] = field(default_factory=dict)
     group_counts: dict[str, int] = field(default_factory=dict)
     n_queries: int = 0
     n_empty: int = 0  # queries without positives (counted as 0, skipped, or refused per empty_positives)
@@ -42,10 +28,7 @@ class Summary:
 def apply_empty_action(values: np.ndarray, empty_positives: str, *, what: str = "metric") -> np.ndarray:
     """Values with NaN (queries without positives) replaced by 0 (``zero``), kept as NaN to be skipped
     (``skip``), or refused (``error``)."""
-    if empty_positives not in EMPTY_ACTIONS:
-        raise ValueError(
-            f"empty_positives must be one of {', '.join(EMPTY_ACTIONS)}, got {empty_positives!r}"
-        )
+    check_choice("empty_positives", empty_positives, EMPTY_ACTIONS)
     values = np.asarray(values, dtype=np.float64)
     empty = np.isnan(values)
     if empty.any() and empty_positives == "error":
@@ -81,15 +64,9 @@ def summarize(
     order: Sequence[str] | None = None,
     what: str = "metric",
 ) -> Summary:
-    """Overall, macro and per-group means of one per-query metric (see the module docstring).
-
-    Args:
-        values: (Q,) per-query values, NaN for queries without positives.
-        groups: (Q,) group of each query; `subgroups` likewise (needed for ``group_mean="subgroups"``).
-        order: preferred group order for the per-group dict (e.g. the seed table's column order).
-    """
-    if group_mean not in GROUP_MEANS:
-        raise ValueError(f"group_mean must be one of {', '.join(GROUP_MEANS)}, got {group_mean!r}")
+    """Overall, macro and per-group means of one per-query metric (NaN: no positives), one group (and optionally
+    subgroup) per query; `order` is the preferred group order of `per_group` (the seed table's columns)."""
+    check_choice("group_mean", group_mean, GROUP_MEANS)
     raw = np.asarray(values, dtype=np.float64)
     if len(groups) != len(raw):
         raise ValueError(f"expected one group per query ({len(raw)}), got {len(groups)}")
@@ -103,7 +80,7 @@ def summarize(
     groups_arr = np.asarray(groups, dtype=object)
     sub_arr = np.asarray(subgroups, dtype=object) if subgroups is not None else None
 
-    per_group, counts, per_sub, minima = {}, {}, {}, []
+    per_group, counts, minima = {}, {}, []
     for g in _ordered(list(groups_arr), order):
         mask = groups_arr == g
         counts[str(g)] = int(mask.sum())
@@ -114,15 +91,11 @@ def summarize(
             per_group[str(g)] = _nanmean(np.asarray(subs))
         else:
             per_group[str(g)] = _nanmean(vals[mask])
-    if sub_arr is not None:
-        for s in dict.fromkeys(sub_arr):
-            per_sub[str(s)] = _nanmean(vals[sub_arr == s])
     macro = _nanmean(np.asarray(list(per_group.values()), dtype=np.float64))
     return Summary(
         overall=_nanmean(vals),
         macro=macro,
         per_group=per_group,
-        per_subgroup=per_sub,
         group_counts=counts,
         n_queries=len(raw),
         n_empty=int(np.isnan(raw).sum()),

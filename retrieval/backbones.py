@@ -1,12 +1,5 @@
-"""The vision-language backbones the RS-CIR benchmark paper evaluates (Tables 1-2, A.2), as ready encoder specs with where their
-weights come from. Nothing here downloads: the specs name local files or hub ids that `build_encoder` resolves
-offline from the HF cache or --weights-dir; `reconscore models list` prints this table.
-
-Activation: the RS CLIPs below are fine-tuned from OpenAI CLIP; the architecture string is the one their
-authors' code instantiates (RemoteCLIP, rscir and GeoRSCLIP build ``ViT-L-14``; SkyScript trains with
-``--model ViT-L-14 --pretrained openai``, which open_clip builds with QuickGELU), so the spec reproduces the
-embedding their numbers come from.
-"""
+"""The vision-language backbones the RS-CIR benchmark paper evaluates (Tables 1-2, A.2) as ready encoder specs, with
+where their weights come from; nothing here downloads. See docs/retrieval.md ("reconscore models list")."""
 
 from __future__ import annotations
 

@@ -1,32 +1,6 @@
-"""The features-level bundle: one .npz holding everything `reconscore retrieve-eval` needs, for users who bring
-their own embeddings (no model is loaded).
-
-Keys (Q queries, N database items, D dimensions; float arrays float32 with L2-normalised rows):
-
-    query_image      float32 [Q, D]   reference-image embeddings
-    query_text       float32 [Q, D]   modifier-text embeddings
-    database         float32 [N, D]   database-image embeddings
-    positives        int     [P, 2]   (query index, database index) pairs
-    query_group      str     [Q]      group of each query (macro mAP is over groups)
-    query_subgroup   str     [Q]      optional (e.g. target value; group_mean="subgroups")
-    database_group   str     [N]      optional, with query_db_group: a query ranks only the database items
-    query_db_group   str     [Q]      of its group (i-CIR's per-instance databases)
-    corpus_pos       float32 [Cp, D]  optional, BASIC: positive (object) text corpus
-    corpus_neg       float32 [Cn, D]  optional, BASIC: negative (style) text corpus
-    image_mean       float32 [D]      optional, BASIC: image centring mean (e.g. LAION-1M); not normalised
-    text_mean        float32 [D]      optional, BASIC: text centring mean; not normalised
-    norm_image       float32 [M, D]   optional, BASIC: min-normalisation reference images
-    norm_text        float32 [M, D]   optional, BASIC: min-normalisation reference texts
-    exclude          int     [E, 2]   optional, (query, database) pairs never ranked (CIRR: the reference)
-    subset           int     [S, 2]   optional, (query, database) pairs of each query's subset (CIRR img_set)
-    query_id         str     [Q]      optional identifiers (each once)
-    protocol         str     []       optional JSON: the benchmark's evaluation protocol, {"benchmark", "ap",
-                                      "method_defaults", "source"}; `retrieve --save-bundle` writes it and
-                                      `retrieve-eval` applies it (AP variant, e.g. i-CIR's rectified product)
-
-Strings must be numpy unicode arrays (``np.array(names, dtype=str)``); object arrays would need pickle, which
-we refuse to load.
-"""
+"""The features-level bundle (.npz) that `reconscore retrieve-eval` reads and `retrieve --save-bundle` writes:
+embeddings, positives, groups and the benchmark's protocol, validated without pickle. See docs/retrieval.md,
+"Bundle format"."""
 
 from __future__ import annotations
 
@@ -41,33 +15,31 @@ import numpy as np
 
 from recon_score.errors import InputError
 from recon_score.textfiles import file_problem
+from retrieval.choices import AP_VARIANTS
 from retrieval.data import EvalData, as_numpy, check_normalised
 from retrieval.errors import BundleError
 from retrieval.methods.base import Resources
-from retrieval.metrics import AP_VARIANTS
 
 if TYPE_CHECKING:  # a benchmark's protocol: the datasets (and PIL) are not loaded to read a bundle
     from retrieval.datasets.base import Protocol
 
+_RESOURCES = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text")  # BASIC's
 REQUIRED = ("query_image", "query_text", "database", "positives", "query_group")
 OPTIONAL = (
     "query_subgroup",
     "database_group",
     "query_db_group",
-    "corpus_pos",
-    "corpus_neg",
-    "image_mean",
-    "text_mean",
-    "norm_image",
-    "norm_text",
+    *_RESOURCES,
     "exclude",
     "subset",
     "query_id",
     "protocol",
 )
 _NORMALISED = ("query_image", "query_text", "database", "corpus_pos", "corpus_neg", "norm_image", "norm_text")
-_RESOURCES = ("corpus_pos", "corpus_neg", "image_mean", "text_mean", "norm_image", "norm_text")  # BASIC's
 _STRINGS = ("query_group", "query_subgroup", "database_group", "query_db_group", "query_id")
+_EMBEDDINGS = ("query_image", "query_text", "database")
+_PAIRS = ("positives", "exclude", "subset")
+_FIELD = {"query_id": "query_ids"}  # bundle key -> EvalData field, where the names differ
 
 
 @dataclass
@@ -101,7 +73,7 @@ def _float(arr: np.ndarray, key: str, path: str, *, ndim: int) -> np.ndarray:
             path,
             key,
             f"must have {ndim} dimensions, got shape {arr.shape}",
-            "See the bundle format in the README.",
+            "See the bundle format in docs/retrieval.md.",
         )
     return np.ascontiguousarray(arr)
 
@@ -122,29 +94,16 @@ def _reason(err: Exception) -> str:
 
 
 def load_bundle(path: str | Path) -> Bundle:
-    """Read and validate a bundle; every problem names the key and the fix.
-
-    Raises:
-        BundleError: a key is missing, unknown, misshapen, of the wrong dtype or not normalised.
-    """
+    """Read and validate a bundle: a key missing, unknown, misshapen, of the wrong dtype or not normalised
+    raises BundleError naming the key and the fix."""
     path = Path(path)
     where = str(path)
     arrays = _read_arrays(path)
     tensors = _float_tensors(arrays, where)
-    strings = {k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays}
-    data = EvalData(
-        query_image=tensors["query_image"],
-        query_text=tensors["query_text"],
-        database=tensors["database"],
-        positives=_pairs(arrays["positives"], "positives", where),
-        query_group=strings["query_group"],
-        query_subgroup=strings.get("query_subgroup"),
-        database_group=strings.get("database_group"),
-        query_db_group=strings.get("query_db_group"),
-        exclude=_pairs(arrays["exclude"], "exclude", where) if "exclude" in arrays else None,
-        subset=_pairs(arrays["subset"], "subset", where) if "subset" in arrays else None,
-        query_ids=strings.get("query_id"),
-    ).validate(where=where)
+    values = {k: tensors[k] for k in _EMBEDDINGS}
+    values.update({k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays})
+    values.update({k: _pairs(arrays[k], k, where) for k in _PAIRS if k in arrays})
+    data = EvalData(**{_FIELD.get(k, k): v for k, v in values.items()}).validate(where=where)
     resources = Resources(**{k: tensors.get(k) for k in _RESOURCES}, origin="bundle")
     protocol = _protocol(arrays["protocol"], where) if "protocol" in arrays else None
     return Bundle(path=path, data=data, resources=resources, protocol=protocol)
@@ -347,20 +306,10 @@ def bundle_bytes(data: EvalData, resources: Resources | None = None, protocol: d
 
     data.validate()
     r = resources or Resources()
-    arrays: dict[str, np.ndarray] = {
-        "query_image": as_numpy(data.query_image),
-        "query_text": as_numpy(data.query_text),
-        "database": as_numpy(data.database),
-        "positives": as_numpy(data.positives).astype(np.int64),
-        "query_group": np.array(data.query_group, dtype=str),
-    }
-    optional_strings = {
-        "query_subgroup": data.query_subgroup,
-        "database_group": data.database_group,
-        "query_db_group": data.query_db_group,
-        "query_id": data.query_ids,
-    }
-    arrays.update({k: np.array(v, dtype=str) for k, v in optional_strings.items() if v is not None})
+    arrays = {k: as_numpy(getattr(data, k)) for k in _EMBEDDINGS}
+    arrays["positives"] = as_numpy(data.positives).astype(np.int64)
+    strings = {k: getattr(data, _FIELD.get(k, k)) for k in _STRINGS}  # in this order: the archive's bytes
+    arrays.update({k: np.array(v, dtype=str) for k, v in strings.items() if v is not None})
     for key in ("exclude", "subset"):
         if getattr(data, key) is not None:
             arrays[key] = as_numpy(getattr(data, key)).astype(np.int64)

@@ -1,25 +1,6 @@
-"""CompoDiff (Gu et al., TMLR 2024; navervision/CompoDiff, Apache-2.0) in PyTorch, from its hub release, without
-the authors' package.
-
-The denoiser (``compodiff/models.py`` ``CompoDiffNetwork``): two tokens, the noisy CLIP ViT-L/14 image embedding
-and a timestep embedding (sinusoidal + 2-layer SiLU MLP), pass through ``depth`` layers of
-[self-attention, cross-attention, SwiGLU feed-forward], each pre-normed and residual; the cross-attention context
-is [projected text-encoder states (77 tokens), the reference image embedding, an embedded 64x64 mask].
-Self-attention: one key/value head shared by all query heads, a learned null key/value pair prepended, rotary
-position embedding on the first min(32, head_dim) features (interleaved pairs), cosine-similarity logits scaled
-by 16 plus a T5 relative-position bias (32 buckets, max distance 128); cross-attention: 8 heads with a null
-key/value pair and 1/sqrt(head_dim) scaling. Norms are scale-only LayerNorms (eps 1e-5); the output norm first
-divides by the row maximum. The network predicts the clean embedding (x0).
-
-The sampler (``CompoDiff.p_sample_loop_ddim``, ``sample``): DDIM with eta = 1 over
-``int(linspace(-1, T, steps + 1)[:-1])`` (so ``steps`` = 10 gives 9 network evaluations), classifier-free
-guidance over (image, text) with scales (1.5, 7.5) from the authors' README: ``null_all + (cond - null_text) *
-s_text + (null_text - null_all) * s_image``, where the text-free branch uses the negative prompt and the
-all-free branch also zeroes the image; ``num_samples`` draws averaged. The authors' noise order is kept (initial
-noise from ``torch.manual_seed(seed)``, then ``randn_like`` per step), so a seed reproduces their draws on CPU.
-Retrieval then mixes in the source: ``(1 - w) * sample + w * image`` (the README's "source weight"; the RS-CIR
-benchmark paper uses w = 0.4 and 10 steps).
-"""
+"""CompoDiff (Gu et al., TMLR 2024; navervision/CompoDiff, Apache-2.0) in PyTorch from its hub release, without the
+authors' package: the denoiser (``compodiff/models.py`` ``CompoDiffNetwork``) and their DDIM sampler
+(``CompoDiff.p_sample_loop_ddim``). See docs/retrieval.md, "Learned methods"."""
 
 from __future__ import annotations
 
@@ -343,9 +324,8 @@ def load_compodiff(folder: str | Path) -> CompoDiff:
         )
     kept = {k: v for k, v in kept.items() if k in wanted}
     rotary = [v for k, v in kept.items() if k.endswith("rotary_emb.freqs")]
-    for key in wanted - set(
-        kept
-    ):  # one rotary module is shared by every layer; a deduplicating save keeps one
+    # one rotary module is shared by every layer; a deduplicating save keeps one
+    for key in wanted - set(kept):
         if key.endswith("rotary_emb.freqs") and rotary:
             kept[key] = rotary[0]
     missing = wanted - set(kept)

@@ -23,22 +23,8 @@ NORM_TOLERANCE = 1e-3
 @dataclass
 class EvalData:
     """Queries, database and relevance as arrays: numpy (a bundle: `retrieve-eval` never loads torch) or
-    tensors (a `retrieve` run); methods and metrics take either.
-
-    Attributes:
-        query_image: (Q, D) reference-image embeddings, L2-normalised.
-        query_text: (Q, D) modifier-text embeddings, L2-normalised.
-        database: (N, D) database embeddings, L2-normalised.
-        positives: (P, 2) long, (query index, database index) pairs.
-        query_group: Q group names (attribute type, disaster, instance ...): the macro mean is over these.
-        query_subgroup: optional Q subgroup names (target value, EDIR subcategory).
-        database_group, query_db_group: optional N and Q names; a query ranks only the database items of its
-            group (i-CIR's per-instance databases, FashionIQ's per-category galleries).
-        exclude: optional (E, 2) long pairs never ranked for that query (CIRR: the reference image).
-        subset: optional (S, 2) long pairs: the database items of each query's subset; `subset_hit@K` ranks the
-            full-gallery scores within it (CIRR's Recall_subset@K over the query's img_set).
-        query_ids: optional Q identifiers for per-query outputs.
-    """
+    tensors (a `retrieve` run); methods and metrics take either. Each field is the bundle key of the same name
+    (`query_ids`: `query_id`), described in docs/retrieval.md, "Bundle format"."""
 
     query_image: np.ndarray | Tensor
     query_text: np.ndarray | Tensor

@@ -7,10 +7,8 @@ from recon_score.errors import InputError, ReconScoreError
 
 
 class MethodUnavailableError(ReconScoreError):
-    """A method cannot run with what this run has (no text encoder, no checkpoint, no corpora ...).
-
-    Never replaced by a stand-in: a faked method gives plausible-looking numbers.
-    """
+    """A method cannot run with what this run has (no text encoder, no checkpoint, no corpora ...). Never
+    replaced by a stand-in: a faked method gives plausible-looking numbers."""
 
     def __init__(self, method: str, reason: str, fix: str):
         self.method, self.reason, self.fix = method, reason, fix

@@ -1,11 +1,5 @@
-"""Run one method over EvalData and collect per-query metrics.
-
-For each database group (one, or one per i-CIR instance), the method is prepared once; queries are scored in
-chunks sized so a chunk's (B, N) score matrix stays near 8M entries (memory does not grow with the number of
-queries); all metrics come from the positives' ranks, counted in each chunk without sorting the database
-(retrieval.metrics), and the pairs (positives, exclusions, subsets) stay sparse, indexed once per evaluation so
-a group's bookkeeping costs its own pairs. Excluded (query, item) pairs get score −inf and are never positives.
-"""
+"""Run one method over EvalData and collect per-query metrics, chunk by chunk (about 8M scores each), so memory does
+not grow with the number of queries. See docs/retrieval.md, "Evaluation speed and memory"."""
 
 from __future__ import annotations
 
@@ -18,9 +12,10 @@ import numpy as np
 
 from recon_score.errors import InputError, ReconScoreError
 from retrieval.aggregate import Summary, summarize
+from retrieval.choices import AP_VARIANTS, TIES, check_choice
 from retrieval.data import EvalData, as_numpy, as_torch
 from retrieval.methods.base import Buffers, Method, MethodContext, Resources
-from retrieval.metrics import AP_VARIANTS, TIES, positive_metrics, top_k
+from retrieval.metrics import positive_metrics, top_k
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -70,12 +65,8 @@ class EvalResult:
         tied = self.per_query.get("tied_positives")
         if tied is None or not np.nansum(tied):
             return None
-        bounds = {}
-        for rule in ("pessimistic", "optimistic"):
-            bounds[rule] = self.summary(
-                data, f"ap_{rule}", empty_positives=empty_positives, group_mean=group_mean
-            )
-        low, high = bounds["pessimistic"], bounds["optimistic"]
+        averaging = {"empty_positives": empty_positives, "group_mean": group_mean}
+        low, high = (self.summary(data, f"ap_{rule}", **averaging) for rule in ("pessimistic", "optimistic"))
         return {
             "tied_positives": int(np.nansum(tied)),
             "queries": int((np.nan_to_num(tied) > 0).sum()),
@@ -219,25 +210,16 @@ def evaluate(
     topk: int = 0,
     index: str = "exact",
 ) -> EvalResult:
-    """Per-query metrics of `method` on `data` (see retrieval.metrics for the names and variants).
-
-    With `topk` > 0 the k best database items of every query are kept too (excluded pairs never appear):
-    from the exact scores (ties by database index, as the metrics), or from a FAISS `index`
-    (retrieval.choices.INDEX_KINDS) over the composed query vectors of linear methods. Metrics are always exact.
-    With `subset_ks` and `data.subset`, `subset_hit@K` ranks the same scores within each query's subset
-    (CIRR's Recall_subset@K: scores are never recomputed on the subset, so database-dependent methods such as
-    WeiCom keep their full-gallery calibration).
-
-    Raises:
-        MethodUnavailableError: the method lacks something in `resources` (checked before any scoring).
-        InputError: `data` has no queries (there is nothing to average).
-    """
+    """Per-query metrics of `method` on `data` (retrieval.metrics names them); MethodUnavailableError, before any
+    scoring, when the method lacks something in `resources`. With `topk` > 0 each query's k best database items
+    too (never an excluded pair), from the exact scores or from a FAISS `index` over a linear method's composed
+    query vectors; metrics are always exact. `subset_hit@K` (CIRR's Recall_subset@K) ranks the same scores
+    within each query's subset, so database-dependent methods such as WeiCom keep their full-gallery
+    calibration."""
     if data.n_queries == 0:
         raise InputError("no queries to evaluate (0 query rows); every metric would be an empty mean")
-    if ap not in AP_VARIANTS:
-        raise ValueError(f"ap must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
-    if ties not in TIES:
-        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
+    check_choice("ap", ap, AP_VARIANTS)
+    check_choice("ties", ties, TIES)
     resources = resources or Resources()
     method.check(resources)
     if not method.takes_numpy:

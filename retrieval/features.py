@@ -1,20 +1,6 @@
-"""Feature extraction through the shared encoder registry (recon_score.encoders), cached on disk as safetensors.
-
-Cache key: sha256 of canonical JSON of the encoder spec, its weights' source (a path, hub id@revision or
-fixture version), the embedding dimension, the modality, and a fingerprint of the items: for images their
-paths relative to the benchmark root with file size and modification time (touching a file re-extracts it),
-for texts the strings themselves. Layout under $RECONSCORE_CACHE (or --cache-dir)::
-
-    retrieval/features/<image|text>-<key[:24]>/shard-00000.safetensors   rows 0..S-1, metadata: shard fingerprint
-                                                /shard-00001.safetensors ...
-    retrieval/features/encoder-<key[:24]>.json      an encoder's EncoderInfo, keyed by its weights' location and
-                                                    files' size and mtime (`encoder_info`: no model built to know it)
-
-An image the one reader cannot load (recon_score.images.ImageLoadError: corrupt, truncated, too large) is a
-per-item error: its row is zeros, and `skipped` maps its path to the error (kept in the shard's metadata, so a
-cached run reports it too); callers drop such items. Extraction runs shard by shard (S = 2,048 items), each shard encoded in batches and written atomically when
-finished, so a killed run resumes at the first missing shard; a tqdm bar counts items.
-"""
+"""Feature extraction through the shared encoder registry (recon_score.encoders), cached on disk as safetensors
+shards keyed by encoder, weights and items, with a memo of each encoder's identity. See docs/retrieval.md,
+"Features"."""
 
 from __future__ import annotations
 
@@ -23,6 +9,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -36,10 +23,6 @@ from recon_score.paths import cache_root
 SHARD_SIZE = 2048
 SCHEMA = 1
 log = logging.getLogger(__name__)
-
-
-def encoder_identity(encoder) -> dict:
-    return info_identity(dataclasses.asdict(encoder.info))
 
 
 def info_identity(info: dict) -> dict:
@@ -58,11 +41,9 @@ def image_identities(root: Path, paths: Sequence[str]) -> list[list]:
 
 def encoder_info(spec: str, *, weights_dir: Path | None, memo: Path | None, build) -> dict:
     """The EncoderInfo (as a dict) of encoder `spec`, without building it when `memo` (a folder) kept the info of
-    the same weights: the same location (recon_score.encoders.check_encoder) with every file of it at the same
-    size and modification time. A finished run's rerun then loads no model; weights replaced, touched or
-    resolved to another revision build it (`build()`, returning the encoder) and memo its info again. The memo is
-    a saving, not a result: a cache the disk refuses (read-only, forbidden, full) skips it, and the next run builds
-    the encoder again."""
+    the same weights (location, and every file's size and modification time), so a finished run's rerun loads
+    no model; otherwise `build()` and memo its info. The memo is a saving, not a result: a cache the disk
+    refuses (read-only, forbidden, full) skips it, and the next run builds the encoder again."""
     stamp = _weights_stamp(spec, weights_dir) if memo is not None else None
     path = memo / f"encoder-{sha256_json(stamp)[:24]}.json" if stamp is not None else None
     if path is not None and path.is_file():
@@ -148,30 +129,20 @@ class FeatureStore:
 
     def texts(self, encoder, texts: Sequence[str], *, batch_size: int | None = None) -> Tensor:
         """(len(texts), D) text embeddings."""
-        items = list(texts)
-        return self._features(
-            encoder,
-            "text",
-            items,
-            lambda batch: encoder.encode_texts(batch, batch_size=batch_size),
-            unit="text",
-        )
+        encode = partial(encoder.encode_texts, batch_size=batch_size)
+        return self._features(encoder, "text", list(texts), encode, unit="text")
 
     def text_encoder(self, encoder, *, batch_size: int | None = None):
         """A texts -> embeddings callable for methods that encode at query time (FreeDom, CIReVL, BASIC's
         contextualisation), cached like everything else."""
-
-        def encode(texts: list[str]) -> Tensor:
-            return self.texts(encoder, texts, batch_size=batch_size)
-
-        return encode
+        return partial(self.texts, encoder, batch_size=batch_size)
 
     # -- internals -----------------------------------------------------------------------------------------------
     def _features(self, encoder, kind: str, items: list, encode, *, unit: str) -> Tensor:
         dim = encoder.info.dim or 0
         if not items:
             return torch.zeros(0, dim)
-        ident = encoder_identity(encoder)
+        ident = info_identity(dataclasses.asdict(encoder.info))
         key = sha256_json({"schema": SCHEMA, "encoder": ident, "kind": kind, "items": items})
         folder = self.root / f"{kind}-{key[:24]}"
         shards = [items[i : i + self.shard_size] for i in range(0, len(items), self.shard_size)]

@@ -1,17 +1,6 @@
-"""Read a Flax parameter tree released as a pickle of `flax.serialization.to_bytes` bytes, without executing
-pickle and without JAX.
-
-The pickle is only parsed (`pickletools.genops`, which never runs an opcode): it must hold exactly one bytes
-object (protocol 3+: ``BINBYTES``/``SHORT_BINBYTES``/``BINBYTES8``, with the framing and memo opcodes pickle
-writes around it) and nothing else; any other opcode (a global, a call, a second object) is refused with its
-name. The bytes are Flax's msgpack: maps of maps with array leaves as msgpack ext type 1, whose payload is the
-msgpack tuple (shape, dtype name, raw C-order bytes) (flax/serialization.py ``_ndarray_to_bytes``); type 3 is a
-numpy scalar in the same form. Arrays over 1 GiB are stored by Flax as a map
-``{"__msgpack_chunked_array__": True, "shape": {...}, "chunks": {...}}`` of flat pieces and are joined back.
-``bfloat16`` leaves are widened to float32 exactly (the bf16 bits are the top half of a float32), so no
-``ml_dtypes`` is needed. Every leaf is returned as a writable float32 or native numpy array (``np.frombuffer``
-gives read-only views of the file's bytes).
-"""
+"""Read a Flax parameter tree released as a pickle of `flax.serialization.to_bytes` bytes, without executing pickle
+and without JAX: the pickle is parsed, never run, and must hold one bytes object; the msgpack leaves become
+writable numpy arrays. See docs/retrieval.md, "Learned methods" (MagicLens)."""
 
 from __future__ import annotations
 
@@ -179,7 +168,8 @@ def _unchunk(tree, where: str, key: str = ""):
 
 
 def msgpack_tree(data: bytes, where: str = "checkpoint") -> dict:
-    """Flax's msgpack bytes -> nested dict with numpy leaves (see the module docstring)."""
+    """Flax's msgpack bytes -> nested dict with numpy leaves (ext type 1 arrays and type 3 numpy scalars, as
+    flax/serialization.py's ``_ndarray_to_bytes`` writes them; bfloat16 widened exactly to float32)."""
     try:
         import msgpack
     except ImportError as err:

@@ -1,10 +1,6 @@
-"""Top-k search for linear methods (text, image, sum, FreeDom, CIReVL: score = q·x): exact dense search in
-chunks, or a FAISS index for archives whose similarity matrix does not fit in memory.
-
-FAISS is an optional extra (``pip install faiss-cpu`` or ``pip install 'reconscore[faiss]'``), imported only
-here. Inner-product indexes on L2-normalised vectors rank by cosine, as the exact search does. `topk_recall`
-measures how much of the exact top-k an approximate index returns (benchmarks/retrieval_eval_speed.py).
-"""
+"""Top-k search for linear methods (score = q·x): exact dense search in chunks, or a FAISS index (an optional
+extra, imported only here) for archives whose similarity matrix does not fit in memory, and `topk_recall` to
+measure an index against exact search. See docs/retrieval.md, "Archive scale: FAISS"."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ import torch
 from torch import Tensor
 
 from recon_score.errors import ReconScoreError
-from retrieval.choices import INDEX_KINDS
+from retrieval.choices import INDEX_KINDS, check_choice
 
 
 def import_faiss():
@@ -63,12 +59,10 @@ class FaissIndex:
         ef_search: int = 128,
         seed: int = 0,
     ):
-        if kind not in INDEX_KINDS[1:]:
-            raise ValueError(f"FAISS index kind must be one of {', '.join(INDEX_KINDS[1:])}, got {kind!r}")
+        check_choice("FAISS index kind", kind, INDEX_KINDS[1:])
         faiss = import_faiss()
         x = np.ascontiguousarray(database.float().numpy())
         n, d = x.shape
-        self.kind = kind
         if kind == "faiss-flat":
             index = faiss.IndexFlatIP(d)
         elif kind == "faiss-ivf":
@@ -85,13 +79,6 @@ class FaissIndex:
             index.hnsw.efSearch = ef_search
         index.add(x)
         self.index = index
-        self.params = {
-            "nlist": nlist,
-            "nprobe": nprobe,
-            "m": m,
-            "ef_search": ef_search,
-            "ef_construction": ef_construction,
-        }
 
     def search(self, queries: Tensor, k: int) -> tuple[Tensor, Tensor]:
         """(Q, k) scores and database indices (−1 where the index found fewer than k)."""

@@ -1,26 +1,6 @@
-"""MagicLens (Zhang et al., ICML 2024; google-deepmind/magiclens, Apache-2.0) in PyTorch, from its released
-checkpoints, with no JAX, Flax or scenic at run time.
-
-The model (the authors' ``model.py``): a CLIP (scenic's port of OpenAI CLIP: QuickGELU, pre-LN, ``x @ proj``)
-embeds the image and the text, *unnormalised*; the two vectors form a 2-token sequence through a stack of
-pre-LN transformer layers (``layers.py`` ``StackedTransformer``), then one learned query token attends over it
-(``AttenTokenPoolingLayer``) and the result is L2-normalised (``sqrt(sum x^2 + 1e-12)``). A database image is
-embedded the same way with the empty text. The ``layers.py`` details kept here: LayerNorm scales by
-``1 + scale`` (eps 1e-6); attention projections are ``(D, heads, head_dim)`` tensors; logits are capped,
-``50 * tanh(logits / 50)``; the pooler's attention is 4·D wide and scales its queries per dimension
-(``1.442695041 / sqrt(head_dim) * softplus(per_dim_scale)``); the feed-forward blocks use ReLU.
-
-The CLIP towers are open_clip's (the project's one CLIP implementation): scenic's layout maps onto open_clip's
-parameter by parameter (conv kernels HWIO -> OIHW, dense kernels transposed, the per-head q/k/v kernels
-concatenated into ``in_proj_weight``); head counts come from the kernels' shapes. Differences that cannot
-change an embedding: scenic's text tower also masks padding tokens (open_clip masks causally only), which
-alters only positions after the end-of-text token, and the pooled position is the end-of-text token in both.
-
-Pixels, as the authors' ``data_utils.process_img`` and ``_preprocess_images``: RGB divided by its maximum,
-resized (squashed) to the model's size with ``jax.image.resize(..., "bilinear")`` (antialiased triangle
-filter; `jax_resize` re-implements its weight matrices), then the largest centred square crop (a no-op by
-then), CLIP's mean/std.
-"""
+"""MagicLens (Zhang et al., ICML 2024; google-deepmind/magiclens, Apache-2.0) in PyTorch from its released
+checkpoints, with no JAX, Flax or scenic at run time: open_clip's CLIP towers, the authors' fusion head and pixel
+pipeline. See docs/retrieval.md, "Learned methods"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Centring means shipped with the package (BASIC's LAION-1M image mean), matched to the encoder that made them.
-
-Only an array file is read (``np.load(allow_pickle=False)``); assets/PROVENANCE.md says where each comes from.
-"""
+"""Centring means shipped with the package (BASIC's LAION-1M image mean), matched to the encoder that made them;
+read with ``np.load(allow_pickle=False)``. assets/PROVENANCE.md says where each comes from."""
 
 from __future__ import annotations
 

@@ -1,31 +1,6 @@
-"""Per-query ranking metrics from the positives' ranks, vectorised over a chunk of queries: no argsort of a
-database row, no (B, N) relevance in ranking order.
-
-A positive's 0-based rank is the number of database items ranked before it: those with a higher score, plus
-those with an equal score that the tie rule puts first. Every metric below (AP, Recall@K, Precision@K, hit@K,
-mAP@K, the tie bounds) is read from the positives' ranks and their order among the positives, so a chunk costs
-one ascending sort of each row's score *values* (AVX-512 in numpy; measured on this machine 18x faster than a
-binary search of every item among the positives) and one binary search per positive (two where its score
-repeats); the ranking itself is never materialised. Functions take `scores` (B, N) (higher = better) and the
-positives, either as a dense `relevant` (B, N) bool or as (row, column) pairs, and return (B,) float64. A
-query without positives gets NaN from every metric: what it adds to a mean is decided once, by name, in
-`retrieval.aggregate` (``empty_positives``), never by accident here.
-
-AP variants (DESIGN.md, "Composed retrieval metrics"), for the j-th positive (0-based) at 0-based rank r and
-n positives in the whole ranking:
-
-- ``non-interpolated`` (rscir's evaluate.py, PatternCom / xView2-CIR): AP = (1/n) * sum_j (j+1)/(r+1).
-- ``trapezoidal`` (revisited Oxford ``compute_ap``): AP = (1/n) * sum_j (p0 + p1)/2 with p1 = (j+1)/(r+1),
-  p0 = j/r (1 when r = 0).
-- ``trapezoidal-eps`` (i-CIR's and FreeDom's utils.py ``compute_ap``, recall step 1/(n + 1e-5)): the same sum
-  divided by n + 1e-5, exactly as their code; below ``trapezoidal`` by a factor n/(n + 1e-5) (i-CIR's default).
-
-Ties (equal scores) need a rule, because sorting alone leaves their order unspecified (the authors' code uses
-an unstable ``torch.argsort``): ``index`` breaks ties by database index (what a stable sort of the database
-gives), ``pessimistic`` puts tied positives after tied negatives, ``optimistic`` before; among themselves,
-positives of equal score are always in index order. Scores are ranked as float32 (−0.0 equals +0.0); NaN is
-refused. Whatever the rule, `query_metrics` counts the positives tied with a negative and gives AP under both
-extreme rules, so a run can say when its AP is a range rather than a point.
+"""Per-query ranking metrics (AP variants, Recall@K, hit@K, Precision@K, mAP@K, tie bounds) read from the
+positives' ranks, vectorised over a chunk of queries without materialising a ranking. NaN marks a query without
+positives; `retrieval.aggregate` decides what it adds to a mean. See docs/retrieval.md, "Metrics".
 """
 
 from __future__ import annotations
@@ -37,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retrieval.choices import AP_VARIANTS, TIES
+from retrieval.choices import AP_VARIANTS, TIES, check_choice
 from retrieval.data import as_numpy
 
 if TYPE_CHECKING:
@@ -62,12 +37,7 @@ def scores_array(scores: np.ndarray | Tensor) -> np.ndarray:
     return scores.detach().float().cpu().numpy()
 
 
-def _check_ties(ties: str) -> None:
-    if ties not in TIES:
-        raise ValueError(f"ties must be one of {', '.join(TIES)}, got {ties!r}")
-
-
-_INDEX_BITS = 30  # the tie-break key holds the database index in 30 bits and the relevance flag in bit 30
+_INDEX_BITS = 30  # the tie-break key holds the database index in its low 30 bits, the score above bit 30
 
 
 def _check_width(n: int) -> None:
@@ -84,38 +54,21 @@ def _float32(scores: np.ndarray | Tensor) -> np.ndarray:
     return x
 
 
-def _keys(x: np.ndarray, index: np.ndarray, flag: np.ndarray | None = None) -> np.ndarray:
-    """int64 keys ascending in ranking order: the score's descending-order bits above bit 30, then `flag`
-    (bit 30: flagged items go after the unflagged of equal score), then the database `index`."""
+def _keys(x: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """int64 keys ascending in ranking order: the score's descending-order bits above bit 30, then the
+    database `index`."""
     bits = np.ascontiguousarray(x, dtype=np.float32).view(np.int32)
     key32 = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 ordered as the floats
     np.invert(key32, out=key32)  # descending scores first
     key = key32.astype(np.int64)
     key <<= 31
     key |= index
-    if flag is not None:
-        key |= flag.astype(np.int64) << _INDEX_BITS
-    return key
-
-
-def ranking_order(scores: Tensor, relevant: Tensor | None = None, *, ties: str = "index") -> np.ndarray:
-    """(B, N) database indices, best score first, ties broken by `ties`: the full ranking, for reading or
-    writing it whole (the metrics never build it)."""
-    _check_ties(ties)
-    x = _float32(scores)
-    flag = None
-    if ties != "index":
-        rel = as_numpy(relevant)
-        flag = rel if ties == "pessimistic" else ~rel
-    key = _keys(x, np.arange(x.shape[1], dtype=np.int64), flag)
-    key.sort(axis=1)
-    key &= (1 << _INDEX_BITS) - 1
     return key
 
 
 def top_k(scores: np.ndarray | Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(B, k) database indices and their scores, best first, ties by database index (the order
-    `ranking_order` gives), from one partition of each row: only the k kept items are sorted."""
+    """(B, k) database indices and their scores, best first, ties by database index (as the metrics' default
+    rule), from one partition of each row: only the k kept items are sorted."""
     x = _float32(scores)
     n = x.shape[1]
     k = min(k, n)
@@ -160,8 +113,7 @@ class PositiveRanks:
         return self._within[k, rule]
 
     def average_precision(self, variant: str = "non-interpolated", rule: str = "index") -> np.ndarray:
-        if variant not in AP_VARIANTS:
-            raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {variant!r}")
+        check_choice("AP variant", variant, AP_VARIANTS)
         r = self.ranks[rule].astype(np.float64)
         p1 = self.hits / (r + 1.0)
         if variant == "non-interpolated":
@@ -207,7 +159,7 @@ def positive_ranks(
     under ``index``; counted only for the positives that have such a negative). `work`, a float32 array of
     at least (B, N), holds the sorted rows (a caller scoring chunk after chunk reuses one; fresh memory costs
     page faults comparable to the sort)."""
-    _check_ties(ties)
+    check_choice("ties", ties, TIES)
     _check_width(scores.shape[-1])
     x = scores_array(scores)  # a view where it can be: the sort below copies
     b = x.shape[0]
@@ -229,14 +181,15 @@ def positive_ranks(
     new_run[1:] = (rows[1:] != rows[:-1]) | (s[1:] != s[:-1])
     run_start = np.maximum.accumulate(np.where(new_run, at, 0))
     run_id = np.cumsum(new_run) - 1
-    before = higher + (at - run_start)  # items above plus the equal positives of lower index
+    equal_before = at - run_start  # the positives of equal score and lower index
+    before = higher + equal_before
     tied_negatives = equal - np.bincount(run_id)[run_id]
     ranks = {"optimistic": before, "pessimistic": before + tied_negatives}
     tied = tied_negatives > 0
     if ties == "index":
         index = before.copy()
         if tied.any():
-            index[tied] += _tied_negatives_below(x, rows[tied], cols[tied], s[tied], equal[tied])
+            index[tied] += _tied_negatives_below(x, rows[tied], cols[tied], s[tied], equal_before[tied])
         ranks["index"] = index
     return PositiveRanks(
         b=b,
@@ -277,11 +230,12 @@ def _count_above_and_equal(
 
 
 def _tied_negatives_below(
-    x: np.ndarray, rows: np.ndarray, cols: np.ndarray, s: np.ndarray, equal: np.ndarray
+    x: np.ndarray, rows: np.ndarray, cols: np.ndarray, s: np.ndarray, positives_below: np.ndarray
 ) -> np.ndarray:
     """For positives that share their score with a negative: the items of equal score and lower database index
-    that are not positives of equal score and lower index (already counted), i.e. the tied negatives ranked
-    before them by the ``index`` rule. Looks only at the items sharing one of the row's tied scores."""
+    less `positives_below` (the positives among them, already counted), i.e. the tied negatives ranked before
+    them by the ``index`` rule. A row's positives of one score are tied all together or not at all, so
+    `positives_below` is the same whether counted among all positives or the tied ones."""
     out = np.empty(len(rows), dtype=np.int64)
     bounds = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1], True])
     for lo, hi in itertools.pairwise(bounds):
@@ -292,16 +246,7 @@ def _tied_negatives_below(
         # equal-score items of lower index = keys below mine minus the keys of strictly higher score
         below = np.searchsorted(keys, mine) - np.searchsorted(keys, mine >> 31 << 31)
         out[lo:hi] = below
-    positives_below = _positives_below(rows, cols, s)
     return out - positives_below
-
-
-def _positives_below(rows: np.ndarray, cols: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """Among the given positives (in ranking order), how many of the same row and score come before each."""
-    new_run = np.ones(len(rows), dtype=bool)
-    new_run[1:] = (rows[1:] != rows[:-1]) | (s[1:] != s[:-1])
-    at = np.arange(len(rows))
-    return at - np.maximum.accumulate(np.where(new_run, at, 0))
 
 
 def query_metrics(
@@ -313,12 +258,8 @@ def query_metrics(
     map_at: Sequence[int] = (),
     ties: str = "index",
 ) -> dict[str, np.ndarray]:
-    """Every per-query metric of a chunk (see `positive_metrics`), with the positives as a dense mask.
-
-    Args:
-        scores: (B, N) similarity of each query to each database item.
-        relevant: (B, N) bool, True for the query's positives.
-    """
+    """Every per-query metric of a chunk (see `positive_metrics`), with the positives as a dense (B, N) bool
+    mask."""
     _check(scores, relevant)
     rows, cols = np.nonzero(as_numpy(relevant))
     return positive_metrics(scores, rows, cols, ap=ap, ks=ks, map_at=map_at, ties=ties)
@@ -338,18 +279,10 @@ def positive_metrics(
     """Every per-query metric of a chunk from its positives' ranks: ``ap``, ``n_positives``, ``recall@k``
     (fraction of positives), ``hit@k``, ``precision@k`` for k in `ks`, ``map@k`` (CIRCO's AP@k) for k in
     `map_at`, and the tie bounds: ``tied_positives`` (positives whose score equals a negative's),
-    ``ap_pessimistic`` and ``ap_optimistic`` (AP with those positives after / before the tied negatives).
-
-    Args:
-        scores: (B, N) similarity of each query to each database item.
-        rows, cols: the positives as (row, database item) pairs, each pair once.
-        work: optional reusable buffer (see `positive_ranks`).
-
-    Returns:
-        name -> (B,) float64 (NaN for queries without positives, except ``n_positives``, ``tied_positives``).
-    """
-    if ap not in AP_VARIANTS:
-        raise ValueError(f"AP variant must be one of {', '.join(AP_VARIANTS)}, got {ap!r}")
+    ``ap_pessimistic`` and ``ap_optimistic`` (AP with those positives after / before the tied negatives), each
+    (B,) float64, NaN for queries without positives (except the two counts). The positives are (row, database
+    item) pairs, each pair once; `work` as in `positive_ranks`."""
+    check_choice("AP variant", ap, AP_VARIANTS)
     ranked = positive_ranks(scores, rows, cols, ties=ties, work=work)
     out = {"ap": ranked.average_precision(ap, ties), "n_positives": ranked.n_pos}
     for k in ks:

@@ -1,9 +1,5 @@
-"""Tables in the RS-CIR benchmark paper's layout (its Tables 1-3): one row per method, one column per group, then "Avg."
-(macro mean over groups) and "Total" (mean over all queries), values in percent with two decimals.
-
-A benchmark with one group shows only "Total"; with more than MAX_COLUMNS groups (i-CIR's 202 instances) only
-"Avg." and "Total", the per-group values going to the long-format per_group.csv.
-"""
+"""Tables in the RS-CIR benchmark paper's layout (its Tables 1-3): one row per method, a column per group (up to
+MAX_COLUMNS), "Avg." and "Total", in percent. See docs/retrieval.md, "Outputs in `--out`"."""
 
 from __future__ import annotations
 
@@ -18,21 +14,20 @@ if TYPE_CHECKING:  # pandas costs ~70 MB and seconds at import: `retrieve-eval` 
     import pandas as pd
 
 MAX_COLUMNS = 24
-METRIC_TITLES = {"ap": "mAP"}
+METRIC_TITLES = {  # per-query metric "name@k" -> its title (the seed tables' words)
+    "hit": "Recall",
+    "recall": "Recall (fraction)",
+    "precision": "Precision",
+    "map": "mAP",
+    "subset_hit": "Recall_subset",
+}
 
 
 def metric_title(metric: str) -> str:
-    if metric in METRIC_TITLES:
-        return METRIC_TITLES[metric]
+    if metric == "ap":
+        return "mAP"
     name, _, k = metric.partition("@")
-    titles = {
-        "hit": "Recall",
-        "recall": "Recall (fraction)",
-        "precision": "Precision",
-        "map": "mAP",
-        "subset_hit": "Recall_subset",
-    }
-    return titles.get(name, name) + f"@{k}"
+    return METRIC_TITLES.get(name, name) + f"@{k}"
 
 
 AP_TITLES = {

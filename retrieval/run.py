@@ -1,30 +1,10 @@
 """A full benchmark run (`reconscore retrieve`): load the benchmark, extract (or read cached) features through
-the shared encoder, evaluate each method, write the outputs.
-
-Output folder::
-
-    run.json              every setting, encoder identity, benchmark summary, per-method status/summary/notes,
-                          provenance (versions, git, hardware, argv), times
-    per_query.csv/.parquet one row per (method, query): ids, group/subgroup, reference, text, #positives, AP,
-                          recall/hit/precision@K (and mAP@K), the method's per-query detail
-    per_group.csv         long format: method, level (group/subgroup/all), name, metric, value, n_queries
-    table.md              the seed-layout tables of the benchmark's headline metrics (percent)
-    table_<metric>.csv    the same tables as CSV
-    topk.csv/.parquet     with --topk K: method, query, rank, retrieved database image, score, relevant
-                          (exact, or from a FAISS --index for linear methods)
-    methods/<name>.parquet per-method results, journaled with their fingerprint (recon_score.run_engine): a
-                          rerun of the same configuration reads them instead of re-evaluating (features are
-                          cached separately)
-    journal/              the run engine's journal and invocation log (docs/runs.md)
-    bundle.npz            with --save-bundle: the features-level bundle for `reconscore retrieve-eval`
-
-Exit status: 0 when every requested method ran, 2 when some could not (their reason is in run.json and was
-printed), 1 when the run could not start.
-"""
+the shared encoder, evaluate each method, write the outputs. See docs/retrieval.md, "`reconscore retrieve`"."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import time
@@ -162,9 +142,7 @@ def build_eval_data(
 
 
 def per_query_frame(bench: Benchmark, result: EvalResult) -> pd.DataFrame:
-    df = pd.DataFrame({"query_index": range(len(bench.queries))})
-    for name, values in result.per_query.items():
-        df[name] = values
+    df = pd.DataFrame({"query_index": range(len(bench.queries)), **result.per_query})
     df["detail"] = result.details if result.details is not None else ""
     return df
 
@@ -252,7 +230,7 @@ def run_retrieve(
     progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> RunOutcome:
-    """Run `cfg`; see the module docstring for the outputs. Raises ReconScoreError when the run cannot start."""
+    """Run `cfg` (its outputs: docs/retrieval.md). Raises ReconScoreError when the run cannot start."""
     say = log or (lambda _msg: None)
     note = announce if progress else say  # timestamped start-up lines, before the first bar can show
     t0 = time.perf_counter()
@@ -276,21 +254,18 @@ def run_retrieve(
 
 def _loader(cfg: RetrieveConfig, note: Callable[[str], None]) -> Callable[[], object]:
     """The encoder, built on the first call and kept."""
-    built: list = []
 
+    @functools.cache
     def load():
-        if not built:
-            from recon_score.encoders import build_encoder
+        from recon_score.encoders import build_encoder
 
-            note(f"retrieve: loading encoder {cfg.encoder}")
-            start = time.perf_counter()
-            built.append(
-                build_encoder(
-                    cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
-                )
-            )
-            note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
-        return built[0]
+        note(f"retrieve: loading encoder {cfg.encoder}")
+        start = time.perf_counter()
+        encoder = build_encoder(
+            cfg.encoder, device=cfg.device, weights_dir=cfg.weights_dir, batch_size=cfg.batch_size
+        )
+        note(f"retrieve: encoder {cfg.encoder} loaded in {time.perf_counter() - start:.1f} s")
+        return encoder
 
     return load
 
@@ -306,9 +281,8 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
             f"--set names method(s) {sorted(unknown_overrides)} that are not in --methods {cfg.methods}"
         )
     note(f"retrieve: reading the {cfg.benchmark} annotations")
-    bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options).limit(
-        cfg.limit
-    )
+    bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options)
+    bench = bench.limit(cfg.limit)
     for (
         name,
         defaults,
@@ -504,8 +478,7 @@ class _Methods:
                 "ks": list(proto.ks),
                 "map_at": list(proto.map_at),
                 "ties": cfg.ties,
-                "empty_positives": cfg.empty_positives,
-                "group_mean": cfg.group_mean,
+                **cfg.averaging,  # empty_positives, group_mean
                 "headline": list(proto.headline),
                 "values": "fractions in [0, 1] here; percent in the tables",
             },

@@ -1,11 +1,6 @@
-"""Reading word lists: FreeDom's vocabulary and BASIC's text corpora, from .txt (one entry per line) or .csv.
-
-A CSV whose first row names a text column (``class``, ``name``, ``object_name``, ``text``, ``word``,
-``prompt``) is read from that column, skipping the header: the Open Images class list (``label,class``) gives
-its human-readable names, i-CIR's generic_subjects.csv (``object_name``) its objects. Otherwise the first
-column of every row is used (i-CIR's generic_styles.csv has no header). Empty entries and repeats are dropped,
-keeping first occurrences: a repeated word would count twice in FreeDom's frequencies.
-"""
+"""Reading word lists (FreeDom's vocabulary, BASIC's text corpora) from .txt or .csv (a named text column, else the
+first). Empty entries and repeats are dropped, first occurrences kept: a repeated word would count twice in
+FreeDom's frequencies."""
 
 from __future__ import annotations
 
@@ -17,7 +12,7 @@ from recon_score.textfiles import csv_rows, read_json, read_lines
 TEXT_COLUMNS = ("class", "name", "object_name", "text", "word", "prompt", "concept", "label_name")
 
 
-def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
+def read_text_list(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"word list {path} does not exist")
@@ -26,9 +21,7 @@ def read_text_list(path: str | Path, *, column: str | None = None) -> list[str]:
     else:
         rows = [r for _, r in csv_rows(path)]
         header = [c.strip().lower() for c in rows[0]] if rows else []
-        wanted = column.lower() if column else next((c for c in TEXT_COLUMNS if c in header), None)
-        if column and wanted not in header:
-            raise InputError(f"{path}: no column {column!r} in the header {rows[0] if rows else []}")
+        wanted = next((c for c in TEXT_COLUMNS if c in header), None)
         if wanted is not None:
             j = header.index(wanted)
             items = [r[j].strip() if j < len(r) else "" for r in rows[1:]]

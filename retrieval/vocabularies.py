@@ -1,14 +1,5 @@
-"""The vocabularies of FreeDom, SEARLE-OTI and CIReVL-style methods, with where each comes from.
-
-``--vocabulary`` takes a file (.txt one entry per line, .csv, see `retrieval.textlists`) or one of the names below.
-A file's provenance is read from a sidecar ``<file>.provenance`` (free text) when present; the run records the
-path, sha256, entry count and provenance in run.json.
-
-The RS-CIR benchmark paper's remote-sensing vocabularies (RSText-150 ... RSText-2k from GPT-4o, HybridText-23k = RSText-2k merged
-with Open Images v7) are described in its Sec. 3.4 / A.3 as "to be distributed" and are not released at the time
-of writing: generate them with the seed's A.3 prompt and pass the file (``hybridtext:RSTEXT_FILE`` merges one
-with the bundled Open Images list).
-"""
+"""The vocabularies of FreeDom, SEARLE-OTI and CIReVL-style methods, with their provenance (files, the bundled
+Open Images list, the RS-CIR benchmark paper's unreleased RSText lists). See docs/retrieval.md, "Vocabularies"."""
 
 from __future__ import annotations
 
@@ -81,14 +72,8 @@ def load_vocabulary(value: str | Path) -> Vocabulary:
         named = VOCABULARIES[text]
         if named.file is None:
             raise InputError(f"vocabulary {text!r} is not available: {named.provenance}")
-        path = _bundled(named.file)
-        entries = read_text_list(path)
-        record = {
-            "name": text,
-            "path": str(path),
-            "sha256": file_sha256(path),
-            "provenance": named.provenance,
-        }
+        entries, record = _from_file(_bundled(named.file))
+        record = {"name": text, **record, "provenance": named.provenance}
     elif text.startswith("hybridtext:"):
         rs_entries, rs_record = _from_file(Path(text.split(":", 1)[1]))
         oi = _bundled(VOCABULARIES["freedom:openimages-v7"].file)

@@ -1,7 +1,6 @@
-"""What every benchmark loader returns: queries (reference image, text, group/subgroup), a database of image
-paths, positives, and the evaluation protocol of its paper. Paths are relative to the benchmark root and are
-checked to exist (and not to leave the root) when the benchmark is loaded, so a misspelt row fails before any
-feature is extracted."""
+"""What every benchmark loader returns (queries, a database of image paths under the root, positives, its paper's
+protocol) and the helpers the loaders share; every image is checked to exist when the benchmark is loaded, so a
+misspelt row fails before any feature is extracted."""
 
 from __future__ import annotations
 
@@ -14,24 +13,20 @@ from typing import Any
 
 from recon_score import textfiles
 from recon_score.images import resolve_under
+from retrieval.choices import check_choice
 from retrieval.errors import DatasetLayoutError
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """How a benchmark's paper evaluates.
+    """How a benchmark's paper evaluates."""
 
-    ap: "non-interpolated" | "trapezoidal" | "trapezoidal-eps" (retrieval.metrics); ks: cut-offs for recall/hit/precision; map_at:
-    CIRCO's mAP@K cut-offs; headline: the metrics of the seed table (per-query names, e.g. "ap", "hit@1",
-    "map@5"); group_order: the table's column order; source: where the protocol comes from.
-    """
-
-    ap: str
-    ks: tuple[int, ...]
-    headline: tuple[str, ...]
-    source: str
-    map_at: tuple[int, ...] = ()
-    group_order: tuple[str, ...] = ()
+    ap: str  # retrieval.choices.AP_VARIANTS
+    ks: tuple[int, ...]  # cut-offs of recall, hit and precision
+    headline: tuple[str, ...]  # the seed table's metrics, as per-query names ("ap", "hit@1", "map@5")
+    source: str  # where the protocol comes from
+    map_at: tuple[int, ...] = ()  # CIRCO's mAP@K cut-offs
+    group_order: tuple[str, ...] = ()  # the table's column order
     subgroup_table: bool = False  # also tabulate per subgroup (EDIR's subcategories)
     subset_ks: tuple[int, ...] = ()  # hit@K within each query's subset (CIRR's Recall_subset@K)
     # method -> {field: value}: the benchmark authors' setting of a shared method (i-CIR's rectified product);
@@ -56,10 +51,7 @@ class QueryImage:
     source: str
 
     def __post_init__(self):
-        if self.rule not in QUERY_IMAGE_RULES:
-            raise ValueError(
-                f"query image rule must be one of {', '.join(QUERY_IMAGE_RULES)}, got {self.rule!r}"
-            )
+        check_choice("query image rule", self.rule, QUERY_IMAGE_RULES)
 
 
 @dataclass(frozen=True)
@@ -207,11 +199,6 @@ def check_images(root: Path, paths: Iterable[str], what: str) -> None:
             f"{what}: image(s) not found under {root}: {', '.join(missing)}. Check --root (images are read "
             "relative to it) or the annotation file."
         )
-
-
-def read_json(path: Path) -> Any:
-    """The project's text policy (strict UTF-8, BOM dropped; errors name file:line)."""
-    return textfiles.read_json(path)
 
 
 def read_csv_rows(path: Path) -> list[list[str]]:

@@ -1,19 +1,11 @@
-"""CIRCO (Baldrati et al., ICCV 2023), validation split, in miccunifi/CIRCO's layout::
-
-    ROOT/annotations/val.json                                   (or ROOT/circo_val.json, or --annotations)
-    ROOT/COCO2017_unlabeled/annotations/image_info_unlabeled2017.json
-    ROOT/COCO2017_unlabeled/unlabeled2017/<file_name>
-
-The database is every COCO 2017 unlabeled image listed in image_info (the reference is not removed). Positives
-are ``gt_img_ids``; metrics are mAP@K for K = 5, 10, 25, 50 as src/evaluation.py computes them (sum of
-precision at the positives within the top K, over min(#positives, K)); the EDIR paper B reports mAP@5. The semantic
-aspects are kept per query. CIRCO's Recall@K counts only ``target_img_id``; our hit@K counts any positive.
-"""
+"""CIRCO (Baldrati et al., ICCV 2023), validation split, in miccunifi/CIRCO's layout, scored by mAP@K as its
+src/evaluation.py computes it. See docs/retrieval.md, "Benchmarks and their protocols"."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from recon_score.textfiles import read_json
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -21,7 +13,6 @@ from retrieval.datasets.base import (
     QueryImage,
     checked_benchmark,
     find_file,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 

@@ -1,20 +1,13 @@
-"""CIRR (Liu et al., ICCV 2021), validation split, in Cuberick-Orion/CIRR's layout::
-
-    ROOT/captions/cap.rc2.val.json        (also ROOT/cirr/captions/..., or ROOT/cirr_cap.rc2.val.json)
-    ROOT/image_splits/split.rc2.val.json  (also ROOT/cirr/image_splits/..., or ROOT/cirr_split.rc2.val.json)
-    ROOT/dev/dev-*.png                    (the split file maps names to paths like ./dev/dev-244-0-img0.png)
-
-The gallery is every image of the split; each query's reference image is removed from its own ranking (CIRR's
-protocol, repeated in the EDIR paper appendix B); the positive is ``target_hard``. Recall@K = hit@K for K = 1, 5,
-10, 50; Recall_subset@K = subset_hit@K for K = 1, 2, 3: the same full-gallery scores ranked within the query's
-``img_set`` members (reference removed), as CIRR's evaluation and SEARLE's ``cirr_compute_val_metrics`` do.
-"""
+"""CIRR (Liu et al., ICCV 2021), validation split, in Cuberick-Orion/CIRR's layout: the reference is removed from its
+own ranking; Recall@K and Recall_subset@K within the query's ``img_set``. See docs/retrieval.md, "Benchmarks and
+their protocols"."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon_score.textfiles import read_json
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -23,7 +16,6 @@ from retrieval.datasets.base import (
     checked_benchmark,
     find_file,
     parse_options,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 

@@ -1,21 +1,6 @@
-"""EDIR (Song et al., 2026; the EDIR paper): 5,000 queries from image editing in 5 categories and 15 subcategories,
-one target each, scored by Recall@1 (and Recall@3, appendix B.3) per subcategory and category.
-
-The paper does not fix a file layout for its release, so reconscore reads this documented one::
-
-    ROOT/edir.jsonl          one query per line: {"id", "reference", "text", "target", "category",
-                             "subcategory"} (also accepted: query_image, query, target_image, sub_category)
-    ROOT/gallery.txt         database image paths, one per line (the paper's 178,645-image gallery);
-                             without it, every image under ROOT/images/ (sorted)
-
-MLLM embedders in the paper receive the instruction "Given an image, find a similar image satisfying the
-query." (appendix B); CLIP-style methods here do not use instructions, so it is recorded, not applied.
-Reference images in the gallery: the EDIR paper (appendix B, "Benchmark Settings") removes the reference image from
-the retrieval corpus for CIRR only ("CIRR excludes the reference image from the retrieval corpus") and scores
-EDIR on its 178,645-image gallery as released, so the default keeps a reference that is in the gallery as a
-ranked negative (a hard one: image-only retrieval puts it first) and says so in the run's notes. Option
-``exclude_reference=true`` removes each query's reference from its ranking (CIRR's rule).
-"""
+"""EDIR (Song et al., 2026; the EDIR paper): 5,000 edited-image queries in 5 categories and 15 subcategories, one
+target each, scored by Recall@1 and @3 (appendix B.3); the paper fixes no file layout, so reconscore documents
+its own. See docs/retrieval.md, "Benchmarks and their protocols"."""
 
 from __future__ import annotations
 
@@ -23,7 +8,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from recon_score.textfiles import read_lines
+from recon_score.textfiles import read_json, read_lines
 from retrieval.data import check_unique_ids
 from retrieval.datasets.base import (
     Benchmark,
@@ -33,7 +18,6 @@ from retrieval.datasets.base import (
     checked_benchmark,
     find_file,
     parse_options,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 

@@ -1,20 +1,12 @@
-"""FashionIQ (Wu et al., CVPR 2021), validation split, in XiaoxiaoGuo/fashion-iq's layout::
-
-    ROOT/captions/cap.<category>.val.json        (or ROOT/fashioniq_cap.<category>.val.json)
-    ROOT/image_splits/split.<category>.val.json  (or ROOT/fashioniq_split.<category>.val.json)
-    ROOT/images/<asin>.png (or .jpg)
-
-Each category (dress, shirt, toptee) has its own gallery (its split file); a query is the candidate image with
-its two captions joined as "<first> and <second>" (trailing ".?, " stripped, as CLIP4Cir and SEARLE do) and one
-target. Recall@10 and @50 (hit@K) per category, averaged over categories. Option ``categories`` (default: every
-category whose files exist) and ``split``.
-"""
+"""FashionIQ (Wu et al., CVPR 2021), validation split, in XiaoxiaoGuo/fashion-iq's layout: one gallery per category,
+Recall@10 and @50. See docs/retrieval.md, "Benchmarks and their protocols"."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+from recon_score.textfiles import read_json
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -23,7 +15,6 @@ from retrieval.datasets.base import (
     checked_benchmark,
     find_file,
     parse_options,
-    read_json,
 )
 from retrieval.errors import DatasetLayoutError
 

@@ -1,19 +1,6 @@
-"""i-CIR (Psomas et al., NeurIPS 2025; the i-CIR paper), the folder layout of the release (icir_v1.0.0.tar.gz)::
-
-    ROOT/query_files.csv       rows: image_path, text, instance   (one composed query per row)
-    ROOT/database_files.csv    rows: image_path, text, instance   (text: the modification the image shows)
-    ROOT/query/ ROOT/database/ images, paths relative to ROOT     (annotations/ may hold the two CSVs)
-
-Protocol of billpsomas/icir (run_retrieval.py, utils_retrieval.map_calc_icir, utils.compute_ap):
-- each instance has its own database, shared by its queries and no other instance (db group = instance);
-- relevant: same instance AND database text == query text; all other items, hard negatives or not, count
-  equally;
-- AP trapezoidal; mAP macro = mean over instances of the mean AP within the instance ("mmAP"), also flattened
-  over all queries ("mAP").
-
-Rows are split on commas with the csv module (the authors' ``line.split(",")`` would break on a text with a
-comma); a header row ("image_path,text,instance") is skipped.
-"""
+"""i-CIR (Psomas et al., NeurIPS 2025; the i-CIR paper) in its release's folder layout, with billpsomas/icir's
+protocol: per-instance databases, relevance by instance and text, trapezoidal AP. See docs/retrieval.md,
+"Benchmarks and their protocols"."""
 
 from __future__ import annotations
 

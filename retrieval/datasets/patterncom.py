@@ -1,30 +1,5 @@
-"""PatternCom (Psomas et al., IGARSS 2024; the RS-CIR benchmark paper), in billpsomas/rscir's layout::
-
-    ROOT/                      (or ROOT/PatternNet/)
-      images/<class>/<file>    PatternNet, 38 classes x 800 images: the whole database
-      patternnet.csv           one image per line, "images/<class>/<file> <index> <class>" (space-separated)
-      PatternCom/{color,context,density,existence,quantity,shape}.csv   rows: filename, attribute, value
-
-Protocol of rscir's evaluate.py (with utils.py's class merging, commit 25a1206):
-- A file's class is its name up to the first digit ("swimmingpool123.jpg" -> "swimmingpool"), merged by
-  ``CLASS_MERGES`` (dense/sparse residential -> residential, closed road/intersection -> road, bridge/overpass
-  -> roadpass, ferry terminal/harbor -> pier, parking space/lot -> parking).
-- Every row of an attribute file is a query image; its text queries are the *other* values of that attribute
-  for its (merged) class, one composed query each.
-- Relevant: a database image listed in the same attribute file, of the same merged class, whose value equals
-  the text. Images not listed in the file are never relevant (the query image itself stays a negative).
-- group = attribute type, subgroup = the (merged class, target value) pair, written "class/value" (the RS-CIR benchmark paper
-  Table 4 lists such pairs; "white" of airplanes and "white" of crosswalks are two subgroups). mAP per
-  attribute = mean AP over its (query, value) pairs, macro = mean over the 6 attributes: rscir's evaluate.py,
-  which produced its README table (``group_mean="queries"``). The papers' captions average per subgroup, then
-  per attribute, then across attributes (``group_mean="subgroups"``); docs/retrieval.md has a worked example.
-
-rscir rounds each AP to two decimals (in percent) before averaging; we do not (a difference below 0.005
-points). rscir skips query rows whose image is not in the database and then misaligns the remaining rows; we refuse
-such a row instead, naming it. The rscir code merges classes for the category key only inside the attributes
-that need it; applying the merge everywhere is equivalent on the released files (no other attribute has a
-merged class).
-"""
+"""PatternCom (Psomas et al., IGARSS 2024; the RS-CIR benchmark paper) in billpsomas/rscir's layout, with the
+protocol of rscir's evaluate.py. See docs/retrieval.md, "Benchmarks and their protocols"."""
 
 from __future__ import annotations
 

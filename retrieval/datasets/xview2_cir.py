@@ -1,16 +1,6 @@
-"""xView2-CIR (the RS-CIR benchmark paper, Sec. 4.1 and A.1 Table 5): a pre-disaster image plus "post <disaster>" retrieves the
-post-disaster image of the same location, its single positive.
-
-Layout: ``ROOT/<image paths of the CSV>`` (xView2's ``test/images/...``) and the query table
-(billpsomas/rscir's xview2_cir.csv, columns image, query_default, query_alt1, query_alt2, target) at
-``ROOT/xview2_cir.csv`` or given with --annotations. Options: ``phrasing`` = default | alt1 | alt2 (the RS-CIR benchmark paper
-A.6 Table 9: "post fire", "burned area", "fire-affected region"); ``database`` = pre+post (default: every image
-of the table, so the query's own pre-event image and other locations' post-event images are negatives, as
-Sec. 4.1 describes) or post (post-event images only).
-
-Groups are the disasters in the RS-CIR benchmark paper Table 3's order (hurricane, wildfire, flood, tsunami, earthquake,
-volcano), read from the default phrasing; "Avg." is the macro mean, "Total" the overall mean.
-"""
+"""xView2-CIR (the RS-CIR benchmark paper, Sec. 4.1 and A.1 Table 5): a pre-disaster image plus "post <disaster>"
+retrieves the post-disaster image of the same location, its single positive. See docs/retrieval.md, "Benchmarks
+and their protocols"."""
 
 from __future__ import annotations
 

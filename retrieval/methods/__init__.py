@@ -1,11 +1,7 @@
-"""The one registry of composed retrieval methods. The entries hold import paths, so listing methods (and
-`--help`) imports no torch; `build_method(name, overrides)` imports the module on first use. Each entry says what
-the method takes beyond the three feature matrices as `Input` flags, from which `reconscore retrieve`'s method
-list, the methods a features bundle can run and the learned methods' status checks are derived.
-
-Hyperparameters are frozen dataclasses whose defaults are the papers' settings (the RS-CIR benchmark paper A.4,
-i-CIR's preset, FreeDom's run_retrieval); `overrides` (``--set METHOD.KEY=VALUE`` on the CLI) replace single fields.
-"""
+"""The one registry of composed retrieval methods. Entries hold import paths, so listing methods imports no torch;
+each entry's `Input` flags say what the method takes beyond the three feature matrices, from which the CLI's
+method list, what a bundle can run and the learned methods' status checks are derived. Hyperparameters are
+frozen dataclasses with the papers' defaults; `overrides` (``--set METHOD.KEY=VALUE``) replace single fields."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The contract every composed retrieval method fulfils, and what a run may hand it.
-
-A method is prepared once per database (once per i-CIR instance, once for PatternNet) and then scores chunks of
-queries: ``method.prepare(ctx).score(rows, out)`` writes the (B, N) float32 scores into ``out``, an array the
-evaluator allocates once per database and reuses for every chunk; a method's own (B, N) intermediates come from
-its `Buffers`, allocated once too. Peak memory is then flat in the number of queries by construction, with no
-allocator setting. Linear methods (text, image, sum, FreeDom, CIReVL) also expose their composed query vectors,
-so a FAISS index can serve them at archive scale.
-"""
+"""The contract every composed retrieval method fulfils, and what a run may hand it. A method is prepared once per
+database; its `score(rows, out)` writes a chunk's (B, N) float32 scores into the evaluator's reused `out`, its
+intermediates from `Buffers`, so memory stays flat in the number of queries (docs/performance.md, "Retrieval
+evaluation"). Linear methods also expose their composed query vectors, for FAISS."""
 
 from __future__ import annotations
 
@@ -34,49 +29,29 @@ Rewriter = Callable[[list[str], list[str]], list[str]]  # (captions, modifier te
 @dataclass
 class Resources:
     """Everything beyond the three feature matrices that some method needs. All optional; a method that lacks
-    something raises MethodUnavailableError naming it.
+    something raises MethodUnavailableError naming it. The BASIC fields are the bundle keys of the same names
+    (docs/retrieval.md, "Bundle format")."""
 
-    Attributes:
-        texts: raw modifier text of every query (FreeDom, CIReVL, BASIC's contextualisation).
-        reference_keys: a key per query identifying its reference image (captions are computed once per key).
-        load_reference: global query index -> PIL image (CIReVL).
-        load_database: global database index -> PIL image (MagicLens embeds the database with its own towers).
-        encode_texts: the run's text tower (FreeDom, CIReVL, BASIC's contextualisation).
-        corpus_pos, corpus_neg: (n, D) text-corpus embeddings for BASIC's projection; corpus_pos_texts: their
-            strings (contextualisation words).
-        image_mean, text_mean: (D,) centring means for BASIC (e.g. the LAION-1M mean of the authors);
-            image_mean_source: where image_mean comes from (recorded in the method's notes).
-        norm_image, norm_text: (n, D) reference sets for BASIC's min-normalisation (the authors' synthetic set).
-        vocabulary, vocabulary_texts: FreeDom's textual memory, (V, D) and its V strings (also SEARLE-OTI's
-            concepts).
-        concept_phrases: concept -> LLM phrases naming it (SEARLE-OTI's GPT loss).
-        captioner, rewriter: CIReVL's captioning and LLM-rewriting callables.
-        checkpoints: method name -> local checkpoint path (learned methods).
-        encoder: the run's registry encoder, for methods that drive its towers themselves (Pic2Word and SEARLE
-            embed reference images unnormalised and inject pseudo-tokens into the text tower).
-        origin: where the resources come from, "cli" (`reconscore retrieve`) or "bundle" (`retrieve-eval`).
-    """
-
-    texts: Sequence[str] | None = None
-    reference_keys: Sequence[str] | None = None
-    load_reference: Callable[[int], Image.Image] | None = None
-    load_database: Callable[[int], Image.Image] | None = None
-    encode_texts: TextEncoder | None = None
+    texts: Sequence[str] | None = None  # each query's modifier text
+    reference_keys: Sequence[str] | None = None  # per query, its reference image's key (captioned once)
+    load_reference: Callable[[int], Image.Image] | None = None  # global query index -> PIL image
+    load_database: Callable[[int], Image.Image] | None = None  # global database index -> PIL image
+    encode_texts: TextEncoder | None = None  # the run's text tower
     corpus_pos: Tensor | None = None
-    corpus_pos_texts: Sequence[str] | None = None
+    corpus_pos_texts: Sequence[str] | None = None  # corpus_pos's strings (BASIC's contextualisation words)
     corpus_neg: Tensor | None = None
     image_mean: Tensor | None = None
-    image_mean_source: str | None = None
+    image_mean_source: str | None = None  # where image_mean comes from (the method's notes say it)
     text_mean: Tensor | None = None
     norm_image: Tensor | None = None
     norm_text: Tensor | None = None
-    vocabulary: Tensor | None = None
+    vocabulary: Tensor | None = None  # (V, D): FreeDom's textual memory, SEARLE-OTI's concepts
     vocabulary_texts: Sequence[str] | None = None
-    concept_phrases: dict[str, list[str]] | None = None
+    concept_phrases: dict[str, list[str]] | None = None  # concept -> LLM phrases (SEARLE-OTI's GPT loss)
     captioner: Captioner | None = None
     rewriter: Rewriter | None = None
-    checkpoints: dict[str, Path] = field(default_factory=dict)
-    encoder: Any = None
+    checkpoints: dict[str, Path] = field(default_factory=dict)  # method name -> local checkpoint path
+    encoder: Any = None  # the run's registry encoder, for methods that drive its towers (Pic2Word, SEARLE)
     # "bundle": loaded by retrieve-eval, so hints name bundle keys, not retrieve's options
     origin: str = "cli"
 

@@ -26,9 +26,8 @@ class NoConfig:
 
 @dataclass(frozen=True)
 class ProductConfig:
-    # i-CIR's calculate_rankings clamps both similarities at 0 before multiplying (the i-CIR benchmark sets
-    # rectify=true through its protocol's method_defaults); rscir and FreeDom multiply the raw cosines (the RS-CIR benchmark paper's
-    # s_m = s_f × s_g), the default elsewhere.
+    # true: i-CIR's calculate_rankings clamps both at 0 (its protocol sets it); rscir and FreeDom multiply the raw
+    # cosines (the RS-CIR benchmark paper's s_m = s_f × s_g)
     rectify: bool = False
 
 

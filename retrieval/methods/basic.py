@@ -1,28 +1,6 @@
-"""BASIC (Psomas et al., NeurIPS 2025, i-CIR; the RS-CIR benchmark paper Sec. 3.3 and A.4), following billpsomas/icir's
-utils_retrieval.py step by step. Every component can be switched off for the RS-CIR benchmark paper's Table 6/7 ablation:
-
-1. Centring (Cen.): image side minus an image mean (the authors' LAION-1M mean when given as
-   Resources.image_mean, else the database mean — their fallback without ``--use_laion_mean``); text side minus
-   the positive corpus mean.
-2. Contrastive projection (Proj.): C = (1 − α) S₊ − α S₋ + 1e-5 from the centred positive (objects) and
-   negative (styles) corpora (the authors add 1e-5 to every entry of C; kept), its top eigenvectors with
-   positive eigenvalue (250 by default; a value < 1 is an energy fraction), P = V Vᵀ. Only the query image is
-   projected ("one projection is enough").
-3. Query expansion (Q. Ex.): the 25 nearest database items of the projected query plus the query itself
-   (similarity 1), weighted by exp(0.1·sim) normalised, averaged, then projected.
-4. Min-normalisation (Norm.): both similarities shifted by their minimum over a reference set and divided by
-   |min image-image similarity|. The authors take the minima on a synthetic SD-generated set we do not have;
-   Resources.norm_image / norm_text may supply one, otherwise the minima come from up to 2,048 evenly spaced
-   database items and positive-corpus texts (recorded in run.json).
-5. Rectify at 0, then Harris fusion (Har.): s = s_t·s_i − λ (s_t + s_i)², λ = 0.1; without Harris, s_t·s_i.
-6. Text contextualisation (Con.): the text embedding is the mean of g("{w} {t}") and g("{t} {w}") over the
-   first 100 positive-corpus words (utils_features.contextualize), renormalised; it needs the text encoder.
-   The authors' csv reader keeps generic_subjects.csv's header ("object_name") as a word; we drop headers.
-
-Defaults are the RS-CIR benchmark paper's A.4 / i-CIR preset: 250 components, α = 0.2, 25 neighbours, λ_Harris = 0.1.
-Computed in numpy (float32, the projection's eigendecomposition in float64), so `retrieve-eval` on a bundle loads
-no torch; copies of one database item are scored once and tie exactly.
-"""
+"""BASIC (the i-CIR paper; the RS-CIR benchmark paper Sec. 3.3 and A.4), following billpsomas/icir's
+utils_retrieval.py step by step, each component switchable for the RS-CIR benchmark paper's Table 6/7 ablation.
+See docs/retrieval.md, "Methods and hyperparameters"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""CIReVL (Karthik et al., ICLR 2024; the RS-CIR benchmark paper Sec. 3.3 and A.4): caption the reference image, let an LLM rewrite
-the caption as the modifier asks, and search with the rewritten description (text-to-image).
-
-The captioner and the rewriter are callables handed in by the run (``Resources.captioner`` / ``rewriter``):
-the RS-CIR benchmark paper uses BLIP-2 (blip2-opt-2.7b) and LLaMA-2-7B-chat; `reconscore retrieve` wires the describer's
-captioner backends. Without them the method says what it needs; it never substitutes a stand-in. Captions are
-computed once per reference image.
-"""
+"""CIReVL (Karthik et al., ICLR 2024; the RS-CIR benchmark paper Sec. 3.3 and A.4): caption the reference image
+(once per image), let an LLM rewrite the caption as the modifier asks, and search with the rewritten description.
+The captioner and rewriter come from the run (the paper: BLIP-2 and LLaMA-2-7B-chat). See docs/retrieval.md."""
 
 from __future__ import annotations
 
@@ -15,13 +10,9 @@ import torch
 
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
-# The instructions handed to the rewriting model; {caption} and {text} are filled per query. Both follow CIReVL's
-# layout (ExplainableML/Vision_by_Language src/prompts.py: an "Image Content:" line, an "Instruction:" line, the
-# answer after "Edited Description:"), written here in our own words.
-# - "patterncom" (default): the RS-CIR benchmark paper A.4's domain-specific modifier prompt, which the paper describes but does
-#   not print ("covering the six attribute types to enforce faithful attribute changes while preserving scene
-#   semantics"); this text is our rendering of that description, not the seed authors' exact wording.
-# - "generic": CIReVL's general-purpose setting (edit the caption as instructed, nothing imaginary added).
+# The rewriter's instructions in CIReVL's layout (ExplainableML/Vision_by_Language src/prompts.py), in our own
+# words: "patterncom" renders the RS-CIR benchmark paper A.4's description of its prompt ("covering the six
+# attribute types to enforce faithful attribute changes while preserving scene semantics"; not printed there).
 REWRITE_PROMPTS = {
     "patterncom": (
         "I have a remote sensing image, an aerial or satellite view of one scene class. Given an instruction that "
@@ -67,8 +58,7 @@ class CIReVLConfig:
         return REWRITE_PROMPTS.get(self.rewrite_prompt, self.rewrite_prompt)
 
     def __post_init__(self):
-        t = REWRITE_PROMPTS.get(self.rewrite_prompt, self.rewrite_prompt)
-        if "{caption}" not in t or "{text}" not in t:
+        if "{caption}" not in self.rewrite_template or "{text}" not in self.rewrite_template:
             raise ValueError(
                 f"cirevl.rewrite_prompt must contain {{caption}} and {{text}}, got {self.rewrite_prompt!r}"
             )

@@ -1,23 +1,6 @@
-"""CompoDiff as a retrieval method (retrieval.compodiff holds the model, its loader and the sampler).
-
-As the authors' README ("Usage 2. Composed visual embeddings without mask for CIR") and the RS-CIR benchmark
-paper (A.4): the reference image's CLIP ViT-L/14 embedding (unnormalised, from the run's `--encoder`, which must
-be that CLIP: CompoDiff samples in its image space), the text encoder's last hidden states of the composed
-prompt and of a negative prompt, an empty mask; the sampled embedding is mixed with the reference's,
-``(1 - source_weight) * sample + source_weight * image``, L2-normalised and compared with the run's database
-features by dot product. Defaults: the paper's 10 steps and source weight 0.4, the README's guidance scales
-(1.5 image, 7.5 text), 2 samples averaged, negative prompt "low quality" (the paper's example). The authors'
-code encodes the negative prompt with the *query text's* attention mask (README and demo_search.py);
-``negative_mask="text"`` keeps that, ``"own"`` uses the negative prompt's own mask. Their source mixing adds
-``image_cond[0]`` (the first image of the batch) to every row; here each query mixes its own reference, which is
-the same for the one-query batches of their demo.
-
-Inputs as the authors' `CLIPHF` and demo_search.py prepare them (defaults): the CLIP towers are loaded in fp16
-and cast to fp32 (`clip_weights="fp16-rounded"`: the text encoder, and a rounded copy of the run's open_clip
-image tower for the reference; `"as-stored"` keeps the files' values), and the reference image is squashed to
-512x512 (`image.resize((512, 512))`) before the 224 px resize and centre crop (`reference_resize="squash-512"`;
-`"none"` crops the original).
-"""
+"""CompoDiff as a retrieval method, as the authors' README ("Usage 2. Composed visual embeddings without mask for
+CIR") and the RS-CIR benchmark paper (A.4); retrieval.compodiff holds the model, its loader and the sampler. See
+docs/retrieval.md, "Learned methods"."""
 
 from __future__ import annotations
 

@@ -1,25 +1,6 @@
 """FreeDom (Efthymiadis et al., 2025; the RS-CIR benchmark paper Sec. 3.3 and A.4), following NikosEfth/freedom's
-``calculate_rankings``:
-
-1. Proxies: the k = 20 database images most similar to the query image. If the query is not itself in the
-   database (best similarity < 0.98), it replaces the last proxy, at the front. ``self_proxy`` says who decides:
-   ``query`` (default) decides per query, so the result does not depend on which queries are scored together;
-   ``batch`` is the authors' rule: the query image joins the proxies of *every* query when the worst best
-   similarity of the whole query set of a database (one ``prepare`` call, their one call per domain pair) is
-   below the threshold. The two agree whenever all queries are in the database or none is (ImageNet-R, LTLL,
-   NICO, MiniDN, PatternCom, xView2-CIR), so both reproduce the authors' tables there; they differ only on a
-   query set that mixes both, where a query's result should not depend on the others (hence the default).
-2. Memory: for every proxy, the n = 7 vocabulary words whose text embeddings are most similar to it.
-3. The m = 7 most frequent of those k·n words; ties keep first-appearance order (proxy by proxy, then by
-   word rank), as Python's stable sort does in ``keep_k_most_frequent``. Weights = count / max count.
-4. Each word is composed with the modifier and encoded with the text tower; the query is the weighted sum of
-   those embeddings, scored by dot product with the database.
-
-The composition template defaults to the authors' code, ``text_to_multi``: ``word + " " + domain``, i.e.
-"{word} {text}". The RS-CIR benchmark paper's EO adaptation writes "{attribute_value} {w}" (A.4): ``template="{text} {word}"``.
-The vocabulary is configurable (``--vocabulary``; see docs/retrieval.md for FreeDom's Open Images list,
-RSText and HybridText-23k and their provenance).
-"""
+``calculate_rankings``: proxy images -> vocabulary words -> frequency-weighted composed texts. See
+docs/retrieval.md, "Methods and hyperparameters"."""
 
 from __future__ import annotations
 
@@ -28,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from retrieval.choices import check_choice
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
 CHUNK = 512
@@ -50,10 +32,7 @@ class FreedomConfig:
             raise ValueError(f"freedom k, n, m must be >= 1, got {self.k}, {self.n}, {self.m}")
         if "{text}" not in self.template or "{word}" not in self.template:
             raise ValueError(f"freedom template must contain {{text}} and {{word}}, got {self.template!r}")
-        if self.self_proxy not in SELF_PROXY:
-            raise ValueError(
-                f"freedom self_proxy must be one of {', '.join(SELF_PROXY)}, got {self.self_proxy!r}"
-            )
+        check_choice("freedom self_proxy", self.self_proxy, SELF_PROXY)
 
 
 def proxy_features(
@@ -74,10 +53,8 @@ def proxy_features(
 
 
 def frequent_words(word_idx: Tensor, vocab_size: int, m: int) -> tuple[Tensor, Tensor]:
-    """The m most frequent word indices per row of `word_idx` (B, L) and their weights count / max count.
-
-    Ties keep first-appearance order. Returns (B, m) indices and (B, m) float weights (0 where a row has fewer
-    than m distinct words)."""
+    """(B, m) most frequent word indices per row of `word_idx` (B, L), ties in first-appearance order, and their
+    weights count / max count (0 where a row has fewer than m distinct words)."""
     b, length = word_idx.shape
     counts = torch.zeros(b, vocab_size, dtype=torch.long).scatter_add_(1, word_idx, torch.ones_like(word_idx))
     position = torch.arange(length).expand(b, length)

@@ -1,27 +1,6 @@
-"""Learned composition methods of the RS-CIR benchmark paper: Pic2Word and SEARLE here; MagicLens and CompoDiff
-in retrieval.methods.magiclens and retrieval.methods.compodiff (RELEASES lists all four for `models list`).
-
-Pic2Word and SEARLE are textual inversion: a small network maps the reference image's CLIP embedding to a
-pseudo word embedding, which replaces the placeholder token of a prompt encoded by the same CLIP text tower.
-Both run here from their released checkpoints, following the authors' inference code:
-
-- Pic2Word (google-research/composed_image_retrieval): ``IM2TEXT`` (n_layer x [Linear, Dropout, ReLU] then
-  ``fc_out``) on the *unnormalised* ``encode_image`` output; '*' replaced (``encode_text_img_retrieval``). The
-  prompt is the RS-CIR benchmark paper's EO template "{attribute_value} {*}" (A.4), i.e. ``template="{text} *"``; the authors'
-  natural-image prompt is "a photo of * , {text}". Checkpoint: ``pic2word_model.pt`` holding ``state_dict_img2text`` (its
-  ``state_dict`` is the frozen OpenAI CLIP, so the run's encoder must be ``open_clip:ViT-L-14/openai``).
-- SEARLE (miccunifi/SEARLE): ``Phi`` (Linear, GELU, Dropout, Linear, GELU, Dropout, Linear) on the unnormalised
-  image embedding; '$' replaced (``encode_with_pseudo_tokens``); prompt the RS-CIR benchmark paper's "{attribute_value} {$}"
-  (``template="{text} $"``; the authors' natural-image prompt is "a photo of $ that {text}"). Checkpoint:
-  ``SEARLE_ViT-B32.pt`` / ``SEARLE_ViT-L14.pt`` holding ``{"Phi": state_dict}``; the encoder is the matching
-  OpenAI CLIP. The RS-CIR benchmark paper evaluates SEARLE with optimisation-based inversion instead: method ``searle-oti``
-  (retrieval.methods.oti).
-
-The query vector is the L2-normalised composed text embedding, scored by dot product with the database, so
-both methods are linear (FAISS-servable). Dimensions are read from the checkpoint and checked against the
-encoder before any image is loaded.
-
-"""
+"""Pic2Word and SEARLE of the RS-CIR benchmark paper: textual inversion from the authors' released checkpoints
+(MagicLens and CompoDiff are in retrieval.methods.magiclens and .compodiff; RELEASES lists all four for
+`models list`). See docs/retrieval.md, "Learned methods"."""
 
 from __future__ import annotations
 
@@ -220,30 +199,34 @@ class TextualInversion(Method):
                 f"{encoder.info.spec} has {encoder.info.dim}-d embeddings and {encoder.pseudo_token_width}-d tokens; "
                 "use the CLIP it was trained on"
             )
-        keys, first = ctx.references_once()
-        unique = list(first)
-        tokens = []
-        bs = self.config.batch_size
-        with torch.inference_mode():
-            for start in range(0, len(unique), bs):
-                images = [r.load_reference(first[k]) for k in unique[start : start + bs]]
+
+        def tokens(images: list) -> Tensor:
+            with torch.inference_mode():
                 raw = encoder.encode_images(images, normalize=False)
-                tokens.append(net(raw.to(encoder.device)).float().cpu())
-        table = torch.cat(tokens)
-        position = {k: n for n, k in enumerate(unique)}
-        pseudo = table[[position[k] for k in keys]]
-        prompts = [self.config.template.format(text=t) for t in ctx.texts()]
-        try:
-            query = encoder.encode_texts_with_pseudo_tokens(
-                prompts, pseudo, placeholder=self.config.placeholder
-            )
-        except ValueError as err:
-            raise InputError(f"{self.name}: {err}") from err
-        prepared = linear(query, ctx.database, details=prompts)
-        prepared.notes.append(
-            f"{self.name}: {type(net).__name__} from {path}, {len(unique)} reference images"
-        )
+                return net(raw.to(encoder.device)).float().cpu()
+
+        prepared, n_images = pseudo_token_query(self.name, ctx, self.config, tokens)
+        prepared.notes.append(f"{self.name}: {type(net).__name__} from {path}, {n_images} reference images")
         return prepared
+
+
+def pseudo_token_query(name: str, ctx: MethodContext, cfg, tokens) -> tuple[Prepared, int]:
+    """Textual inversion's linear method: `tokens(images)` gives each distinct reference image's pseudo-token
+    (batches of `cfg.batch_size`), which replaces `cfg.placeholder` in `cfg.template` filled with the query
+    text; and the number of distinct references."""
+    r = ctx.resources
+    keys, first = ctx.references_once()
+    unique = list(first)
+    batches = [unique[i : i + cfg.batch_size] for i in range(0, len(unique), cfg.batch_size)]
+    table = torch.cat([tokens([r.load_reference(first[k]) for k in batch]) for batch in batches])
+    position = {k: n for n, k in enumerate(unique)}
+    pseudo = table[[position[k] for k in keys]]
+    prompts = [cfg.template.format(text=t) for t in ctx.texts()]
+    try:
+        query = r.encoder.encode_texts_with_pseudo_tokens(prompts, pseudo, placeholder=cfg.placeholder)
+    except ValueError as err:
+        raise InputError(f"{name}: {err}") from err
+    return linear(query, ctx.database, details=prompts), len(unique)
 
 
 def _io_dims(net: nn.Module) -> tuple[int, int]:

@@ -1,12 +1,6 @@
-"""MagicLens as a retrieval method (retrieval.magiclens holds the model and its loader).
-
-As the authors' ``inference.py`` and the RS-CIR benchmark paper (A.4: "the official pretrained model
-(ViT-L/14) ... applied directly to both queries and database images, without additional adaptation"): a query
-is MagicLens(reference image, modifier text), a database item MagicLens(image, empty text), both
-L2-normalised; scores are their dot products (a linear method). MagicLens has its own CLIP towers, so the
-run's `--encoder` features are not used by it. Texts are tokenized with the CLIP BPE tokenizer (open_clip's,
-the same vocabulary, cleaning and truncation as scenic's) at the checkpoint's context length.
-"""
+"""MagicLens as a (linear) retrieval method: a query is MagicLens(reference, modifier text), a database item
+MagicLens(image, empty text); retrieval.magiclens holds the model and its loader. See docs/retrieval.md, "Learned
+methods"."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""SEARLE's optimisation-based textual inversion (OTI; Baldrati et al., ICCV 2023), as the RS-CIR benchmark paper evaluates SEARLE
-(A.4: 200 steps, learning rate 0.002, lambda_GPT 0.25, retrieval template "{attribute_value} {$}").
-
-Following miccunifi/SEARLE ``src/oti_inversion.py``, per reference image a pseudo-token (one word embedding of the
-text tower, initialised N(0, 0.02^2)) is optimised with AdamW (weight decay 0.01) for `steps` steps:
-
-- cosine loss: 1 - cos(g(template with $ := token), f(image)), the template drawn at random each step from
-  PALAVRA's 24 sentences ("A photo of a {}", ..., the authors' ``get_templates``), filled with " $ ";
-- GPT loss: 1 - cos(g(phrase with its concept := token), g(phrase)), a phrase drawn at random each step among
-  the phrases of the image's `top_k` most similar vocabulary concepts (the authors associate 15 concepts per
-  image and generate the phrases with an LLM; the RS-CIR benchmark paper prompts it with "a satellite image of {concept} that");
-- loss = (lambda_cos * cosine + lambda_gpt * gpt) / (lambda_cos + lambda_gpt); the token used for retrieval is
-  the exponential moving average (decay 0.99) of the optimised one, as the authors' validation reads it.
-
-Runs on the registry's CLIP (`pseudo_token_features`), fp32, with a seeded generator so a rerun is identical.
-Concepts come from the run's vocabulary (--vocabulary), phrases from --phrases FILE (concept,phrase rows); with
-``lambda_gpt=0`` neither is needed.
-"""
+"""SEARLE's optimisation-based textual inversion (OTI; Baldrati et al., ICCV 2023) following miccunifi/SEARLE
+``src/oti_inversion.py``, as the RS-CIR benchmark paper evaluates SEARLE (A.4), on the registry's CLIP in fp32 with
+a seeded generator (a rerun is identical). See docs/retrieval.md, "Learned methods"."""
 
 from __future__ import annotations
 
@@ -26,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
+from retrieval.methods.base import Method, MethodContext, Prepared, Resources
+from retrieval.methods.learned import pseudo_token_query
 
 PALAVRA_TEMPLATES = (
     "This is a photo of a {}",
@@ -173,31 +159,26 @@ class SearleOTI(Method):
         self.check(ctx.resources)
         r, c = ctx.resources, self.config
         encoder = r.encoder
-        keys, first = ctx.references_once()
-        unique = list(first)
-        tokens, final_losses, no_phrase = [], [], 0
-        for start in range(0, len(unique), c.batch_size):
-            batch = unique[start : start + c.batch_size]
+        final_losses, no_phrase = [], 0
+
+        def tokens(images: list) -> Tensor:
+            nonlocal no_phrase
             with torch.inference_mode():
-                raw = encoder.encode_images([r.load_reference(first[k]) for k in batch], normalize=False)
+                raw = encoder.encode_images(images, normalize=False)
             raw = raw.clone()
             pairs = (
                 image_phrases(raw, r.vocabulary, list(r.vocabulary_texts), r.concept_phrases, c.top_k)
                 if c.lambda_gpt > 0
-                else [[] for _ in batch]
+                else [[] for _ in images]
             )
             no_phrase += sum(1 for p in pairs if not p) if c.lambda_gpt > 0 else 0
             result = invert(encoder, raw, pairs, c)
-            tokens.append(result.tokens.cpu())
             final_losses.append(result.losses[-1])
-        table = torch.cat(tokens)
-        position = {k: n for n, k in enumerate(unique)}
-        pseudo = table[[position[k] for k in keys]]
-        prompts = [c.template.format(text=t) for t in ctx.texts()]
-        query = encoder.encode_texts_with_pseudo_tokens(prompts, pseudo, placeholder=c.placeholder)
-        prepared = linear(query, ctx.database, details=prompts)
+            return result.tokens.cpu()
+
+        prepared, n_images = pseudo_token_query(self.name, ctx, c, tokens)
         prepared.notes.append(
-            f"searle-oti: {len(unique)} reference images inverted, {c.steps} steps, lr {c.lr}, "
+            f"searle-oti: {n_images} reference images inverted, {c.steps} steps, lr {c.lr}, "
             f"lambda_gpt {c.lambda_gpt}; mean final loss {sum(final_losses) / max(len(final_losses), 1):.4f}"
         )
         if no_phrase:

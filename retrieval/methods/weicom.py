@@ -1,18 +1,6 @@
-"""WeiCom (Psomas et al., IGARSS 2024; the RS-CIR benchmark paper Sec. 3.3): each query's image-to-image and text-to-image
-similarities are standardised over the database (mean, unbiased std, as rscir's ``norm_cdf`` with dim=0 over
-the database), mapped to [0, 1] by the Gaussian CDF Φ, and fused: s = λ Φ(z_text) + (1 − λ) Φ(z_image).
-λ = 0.5 in every main table of the RS-CIR benchmark paper (A.4); λ = 0 is image-only, λ = 1 text-only.
-
-Precision: Φ in float32 (the authors' code) rounds to exactly 1.0 for z > ~5.9, so the best-matching items —
-the ones AP cares most about — tie. We return s' = −log(1 − s) = −log(λ Q(z_text) + (1 − λ) Q(z_image)) with
-Q(z) = erfc(z/√2)/2, a strictly increasing function of the calibrated fusion s (the same ranking). Q is
-computed in float32 where that is accurate (−3 ≤ z ≤ 12 in both modalities: the bulk) and in float64 elsewhere,
-with float64 means and standard deviations, so the top stays distinct up to z ≈ 37 and the bottom down to
-z ≈ −8. On a 30,400-item database this ranks like an all-float64 computation except among items whose
-similarities differ by about one float32 unit (AP changes below 2e-5, the size of the differences between
-batched and one-query matrix products), at a third of its cost. Computed in numpy with scipy's erfc (float32
-values rounded once from double), so `retrieve-eval` on a bundle loads no torch.
-"""
+"""WeiCom (Psomas et al., IGARSS 2024; the RS-CIR benchmark paper Sec. 3.3): the Gaussian CDFs of each query's
+standardised text and image similarities, fused with weight λ. Scored as −log(1 − s), which keeps the top of the
+ranking distinct where float32 Φ rounds to 1. See docs/retrieval.md, "Methods and hyperparameters"."""
 
 from __future__ import annotations
 
