@@ -317,7 +317,9 @@ def _score_chunks(name, prepared, qi, di, pairs, opts: _Options, out: _Collector
             scores[e_rows, e_items] = -np.inf
             keep = ~np.isin(rows * n + items, e_rows * n + e_items)
             rows, items = rows[keep], items[keep]
-        metrics = _chunk_metrics(name, scores, rows, items, opts, start, stop, work)
+        metrics = positive_metrics(  # never NaN: _chunk_scores refused it
+            scores, rows, items, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties, work=work
+        )
         if len(sub):
             metrics.update(_subset_metrics(scores, rows, items, sub.block(start, stop), opts, work, buffers))
         block = qi[start:stop]
@@ -349,19 +351,9 @@ def _chunk_scores(name: str, prepared, start: int, stop: int, out: np.ndarray) -
         raise RuntimeError(f"{name} scores {prepared.width} database items, expected {out.shape[1]}")
     prepared.score(np.arange(start, stop), out)
     if out.size and np.isnan(out.max()):  # max propagates NaN: one pass, no (B, N) mask
-        raise RuntimeError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
+        # the method's failure, recorded as such: the run goes on with the other methods
+        raise ReconScoreError(f"{name} produced NaN scores (queries {start}..{stop - 1} of a group)")
     return out
-
-
-def _chunk_metrics(
-    name: str, scores: np.ndarray, rows, items, opts: _Options, start: int, stop: int, work: np.ndarray
-) -> dict[str, np.ndarray]:
-    try:
-        return positive_metrics(
-            scores, rows, items, ap=opts.ap, ks=opts.ks, map_at=opts.map_at, ties=opts.ties, work=work
-        )
-    except ValueError as err:  # NaN scores: name the method; the run records it as failed
-        raise ReconScoreError(f"{name}: {err} (queries {start}..{stop - 1} of a group)") from err
 
 
 def _store_topk(ids_out, scores_out, rows, di: np.ndarray, local: np.ndarray, scores: np.ndarray) -> None:

@@ -118,3 +118,22 @@ def test_a_bad_release_fails_magiclens_alone(tmp_path, capsys):
     assert main(["models", "convert", "magiclens", path, str(tmp_path / "x.safetensors")]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err and "bad.pkl: params/img/w: a malformed chunked array" in err
+
+
+def test_a_method_scoring_nan_fails_alone(tmp_path, monkeypatch, capsys):
+    """NaN similarities (a degenerate feature, a broken method) fail that method and the run goes on."""
+    from retrieval.methods.base import Prepared
+    from retrieval.methods.baselines import ImageOnly
+
+    def nan_prepare(self, ctx):
+        width = len(ctx.database)
+        return Prepared(score=lambda rows, out: out.fill(np.nan), width=width)
+
+    monkeypatch.setattr(ImageOnly, "prepare", nan_prepare)
+    root, out = layouts.patterncom(tmp_path / "PatternNet"), tmp_path / "out"
+    assert main(retrieve_patterncom(root, out, "text,image")) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "image produced NaN scores" in err
+    record = json.loads((out / "run.json").read_text())
+    assert record["methods"]["text"]["status"] == "ok" and record["methods"]["image"]["status"] == "failed"
+    assert set(pd.read_parquet(out / "per_query.parquet")["method"]) == {"text"}
