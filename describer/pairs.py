@@ -1,19 +1,6 @@
-"""Preference pairs from scored candidates: ReconScore as training data for DPO (`reconscore pairs`).
-
-A describe run holds N scored candidates per image; two candidates of one image whose scores differ make a
-(chosen, rejected) pair, the data CycleReward trained its captioner on with reconstruction similarity. Written in
-the conversational vision format TRL's DPOTrainer reads (`image`, `prompt` as a user message with an image slot,
-`chosen` / `rejected` as assistant messages), so `datasets.load_dataset("parquet", ...)` feeds the trainer as is.
-
-Confidence filter: with K selection seeds (`describe --selection-seeds K`) each candidate's score is a mean over K
-renders. All candidates of an image are rendered with the same K seeds, so most of their per-seed spread is the
-seeds' common effect, which cancels in a comparison: the filter is a paired t test on the K per-seed differences
-d_j = chosen_j - rejected_j. A pair is kept only if mean(d) / (sd(d) / sqrt(K)) exceeds PAIRED_T_LEVEL's one-sided
-quantile of Student's t with K - 1 degrees of freedom (1.89 for K = 3, 1.28 for large K); otherwise the order
-could be the renders' luck rather than the text. Every dropped pair is counted under its reason.
-
-Inputs are the user's files, not journals: every line of a table is read (a missing final newline loses
-nothing), and a line or a run.json field that cannot be used is reported with file:line (or file) and the field.
+"""Preference pairs from scored describe candidates for DPO (`reconscore pairs`), as CycleReward trained its
+captioner on reconstruction similarity. See docs/training.md, "Pairs": the policies, the paired-t seed-noise
+filter, the TRL format and how unusable input lines are reported.
 """
 
 from __future__ import annotations
@@ -143,24 +130,20 @@ def _run_fields(where: Path, run: dict) -> dict:
     for name in ("selection", "preset"):
         if run.get(name) is not None and not isinstance(run[name], dict):
             raise bad(name, "an object", run[name])
-    selection, preset = run.get("selection") or {}, run.get("preset") or {}
-    out = {
-        "images_root": run.get("images_root"),
-        "prompt": preset.get("prompt"),
-        "note": run.get("note"),
-        "selection_seeds": selection.get("selection_seeds"),
-        "eval_seed": selection.get("eval_seed"),
-        "bands": run.get("bands"),
-    }
-    for key, name in (("images_root", "images_root"), ("prompt", "preset.prompt"), ("note", "note")):
-        if out[key] is not None and not isinstance(out[key], str):
-            raise bad(name, "a string", out[key])
-    for key, name in (("selection_seeds", "selection.selection_seeds"), ("bands", "bands")):
-        value = out[key]
-        if value is not None and (not isinstance(value, list) or not all(_is_int(v) for v in value)):
-            raise bad(name, "a list of integers", value)
-    if out["eval_seed"] is not None and not _is_int(out["eval_seed"]):
-        raise bad("selection.eval_seed", "an integer", out["eval_seed"])
+    out = {}
+    for name, want, valid in (
+        ("images_root", "a string", lambda v: isinstance(v, str)),
+        ("preset.prompt", "a string", lambda v: isinstance(v, str)),
+        ("note", "a string", lambda v: isinstance(v, str)),
+        ("selection.selection_seeds", "a list of integers", _is_int_list),
+        ("bands", "a list of integers", _is_int_list),
+        ("selection.eval_seed", "an integer", _is_int),
+    ):
+        parent, _, key = name.rpartition(".")
+        value = (run.get(parent) or {}).get(key) if parent else run.get(key)
+        if value is not None and not valid(value):
+            raise bad(name, want, value)
+        out[key] = value
     reader = run.get("image_reader", DEFAULT_READER)
     if reader not in READERS:
         raise bad("image_reader", f"one of {', '.join(READERS)}", reader)
@@ -171,6 +154,10 @@ def _run_fields(where: Path, run: dict) -> dict:
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_int_list(value) -> bool:
+    return isinstance(value, list) and all(_is_int(v) for v in value)
 
 
 def _shown(value) -> str:
@@ -244,8 +231,6 @@ def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
 def candidate_pairs(cands: list[Candidate], policy: str) -> list[tuple[Candidate, Candidate]]:
     """(higher, lower) pairs of one image's candidates: best against worst, best against each other
     candidate, or every pair. Order: by score, ties by candidate index."""
-    if policy not in POLICIES:
-        raise ReconScoreError(f"unknown pair policy {policy!r}; choose one of {', '.join(POLICIES)}")
     ranked = sorted(cands, key=lambda c: (-c.score, c.index))
     if len(ranked) < 2:
         return []
