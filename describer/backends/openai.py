@@ -1,11 +1,6 @@
 """The engine of any OpenAI-compatible chat endpoint (`vllm serve`, SGLang, a hosted API): captions, text
-completions and judge answers with `top_logprobs`.
-
-Images travel as PNG data URLs; N samples are asked for with `n` (and `seed` where the server honours it);
-if a server returns fewer choices, the rest are requested one by one with seed + k. Transient failures
-(connection errors, 408/409/429/5xx) are retried with exponential backoff; a concurrency limit bounds the
-requests in flight. The API key comes from an environment variable, never from the command line.
-"""
+completions and judge answers with `top_logprobs`. See docs/describer.md, "Inputs, backends, outputs" (images as
+PNG data URLs, `n` and `seed`, retries, the API key from an environment variable)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from describer.backends.base import (
     LLAVA_V1_SYSTEM,
-    ONE_LINE,
     TOP_LOGPROBS,
     Backend,
     Candidate,
@@ -28,7 +22,7 @@ from describer.backends.base import (
     JudgeRequest,
     JudgeStep,
     Sampling,
-    clean_generation,
+    completion,
     digit_of,
     prompt_seed,
 )
@@ -187,16 +181,15 @@ class OpenAIBackend(Backend):
             cands += [Candidate(None, error=str(err)[:500])] * (sampling.n - len(cands))
         return cands
 
-    def _candidate(self, choice: dict, *, one_line: bool | None = None) -> Candidate:
+    def _candidate(self, choice: dict, clean=None) -> Candidate:
+        """One choice as a candidate, by `clean` (default: this captioner's caption rule)."""
         msg = choice.get("message") or {}
         content = msg.get("content")
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if msg.get("refusal"):
             return Candidate(None, error=f"refused: {msg['refusal']}"[:300], finish_reason="refusal")
-        if one_line is None:
-            return self.candidate(content, choice.get("finish_reason"))
-        return clean_generation(content, choice.get("finish_reason"), collapse_whitespace=one_line)
+        return (clean or self.candidate)(content, choice.get("finish_reason"))
 
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
@@ -215,7 +208,7 @@ class OpenAIBackend(Backend):
         except ReconScoreError as err:
             return Candidate(None, error=str(err)[:500])
         return (
-            self._candidate(choices[0], one_line=ONE_LINE)
+            self._candidate(choices[0], completion)
             if choices
             else Candidate(None, error="no choices returned")
         )

@@ -1,12 +1,6 @@
-"""One `Sampling` -> the request each backend sends, with every sampling field explicit.
-
-Why: each backend has its own hidden defaults. transformers' `generate` fills every field a caller leaves
-unset (None) from the checkpoint's generation_config.json (Qwen3-VL-8B-Instruct ships temperature 0.7, top_p
-0.8, top_k 20, do_sample true); `vllm serve` applies the checkpoint's generation config to fields a request
-omits; the offline `vllm.LLM` uses SamplingParams' own class defaults. Sending every field, with explicit
-neutral values for the filters the project does not use, makes the three backends draw from the same
-distribution. The dict each builder returns is what run.json records under `sampling.request`.
-"""
+"""One `Sampling` -> the request each backend sends, with every sampling field explicit, so no backend draws
+from a checkpoint's or server's hidden defaults. See docs/describer.md, "Sampling: one configuration, every
+backend"; each builder's dict is what run.json records under `sampling.request`."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ from dataclasses import replace
 import torch
 
 from describer.backends.base import (
-    ONE_LINE,
     Candidate,
     CaptionRequest,
     JudgeAnswer,
@@ -18,7 +17,7 @@ from describer.backends.base import (
     JudgeStep,
     LocalBackend,
     Sampling,
-    clean_generation,
+    completion,
     digit_token_ids,
     prompt_seed,
 )
@@ -193,11 +192,7 @@ class TransformersBackend(LocalBackend):
                 ids = self._model.generate(**enc, generation_config=config)
             new = ids[0, enc["input_ids"].shape[1] :]
             finish = "stop" if any(t in self._eos_ids() for t in new.tolist()) else "length"
-            out.append(
-                clean_generation(
-                    tok.decode(new, skip_special_tokens=True), finish, collapse_whitespace=ONE_LINE
-                )
-            )
+            out.append(completion(tok.decode(new, skip_special_tokens=True), finish))
         return out
 
     def judge(self, req: JudgeRequest) -> JudgeAnswer:

@@ -6,7 +6,6 @@ answers with the top-k log-probabilities. vLLM is an optional extra (it pins its
 from __future__ import annotations
 
 from describer.backends.base import (
-    ONE_LINE,
     TOP_LOGPROBS,
     Candidate,
     CaptionRequest,
@@ -15,7 +14,7 @@ from describer.backends.base import (
     JudgeStep,
     LocalBackend,
     Sampling,
-    clean_generation,
+    completion,
     digit_token_ids,
     prompt_seed,
 )
@@ -129,10 +128,7 @@ class VLLMBackend(LocalBackend):
             outs = self._llm.chat(messages, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors: report per prompt
             return [Candidate(None, error=f"vLLM generation failed: {err}"[:500]) for _ in prompts]
-        return [
-            clean_generation(o.outputs[0].text, o.outputs[0].finish_reason, collapse_whitespace=ONE_LINE)
-            for o in outs
-        ]
+        return [completion(o.outputs[0].text, o.outputs[0].finish_reason) for o in outs]
 
     def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """The greedy answer with vLLM's top-k log-probabilities (a digit outside the top k is absent)."""
