@@ -1,9 +1,6 @@
 """Which images to describe: a folder (recursively), one image file, or a list file (.txt paths / .jsonl rows
-with `image`, optional `id` and `references`).
-
-A list row without an `id` gets its path relative to the root without the extension (`a/b.png` -> `a/b`); where
-two listed files share that stem (`trunc.jpg`, `trunc.png`), both keep their extension as their id. Every error of
-a listed image, found while listing or when it is read, starts with `LIST:LINE:`."""
+with `image`, optional `id` and `references`). See docs/describer.md, "Inputs, backends, outputs": the default
+ids and the `LIST:LINE:` prefix of a listed image's errors."""
 
 from __future__ import annotations
 
@@ -37,12 +34,6 @@ class ImageItem:
         if self.origin is None or message.startswith(f"{self.origin}:"):
             return message
         return f"{self.origin}: {message}"
-
-    def key(self) -> str:
-        """Resume key: a journaled result is reused only for the same id, path and file bytes."""
-        from recon_score.run_engine import resume_key
-
-        return resume_key({"id": self.id, "image": self.image, "image_sha256": self.digest})
 
 
 def _sample_items() -> list[ImageItem]:

@@ -1,13 +1,7 @@
 """`reconscore describe`: N candidates per image from a VLM, each scored, the best kept (RemoteDescriber).
 
-Phases: the VLM and the T2I model may not fit one GPU together, so images are processed in phases of
-`phase_size`: captions for every image of the phase, then (VLM freed) reconstructions and scores for every
-candidate, then (T2I freed) the next phase. Candidates are journaled per VLM call (one image by default) and
-reconstructions are cached, so a crash loses at most the call in flight.
-
-Reproducibility: each image's sampling seed is derived from the run's seed and the image's pixels
-(describer.backends.derive_seed), so candidates do not depend on the order, the other images or a resume.
-Multi-process runs (`accelerate launch`) shard images i -> process i mod N and merge like `reconscore score`.
+See docs/describer.md for the phases (VLM and T2I model never on the GPU together), the per-image sampling
+seeds and the held-out score; docs/runs.md for resuming and multi-process runs.
 """
 
 from __future__ import annotations
@@ -272,15 +266,12 @@ class _Describe:
             result = _final(item, rows, best, seed=seed, error=err, note=_note(job))
             records.append({"row": item.index, "result": result, "files": files})
         _held_out(job, records, self.loaded)
-        _explain(job, job.out, records, self.loaded)
+        _explain(job, records, self.loaded)
         return {r["row"]: (r["result"], r["files"]) for r in records}
-
-    def _summary(self, res: RunResult) -> DescribeSummary:
-        return _summarize(self.items, res.records["final"], already_complete=res.complete)
 
     def info(self, res: RunResult) -> dict:
         """run.json's fields of describe."""
-        job, summary = self.job, self._summary(res)
+        job, summary = self.job, _summarize(self.items, res.records["final"], already_complete=res.complete)
         return {
             "note": _note(job),
             "out": str(job.out.resolve()),
@@ -320,7 +311,7 @@ class _Describe:
         }
 
 
-def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
+def _explain(job: DescribeJob, records: list[dict], loaded: dict) -> None:
     """--explain: each chosen caption explained on held-out renders (the evaluation seed, then derived seeds that
     avoid the selection seeds: a caption is never explained on the renders that chose it)."""
     scorer = getattr(job.selector, "scorer", None)

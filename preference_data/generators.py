@@ -1,15 +1,6 @@
-"""Robustness sets of the ReconScore paper (Tables 4 and 5), generated with any text LLM:
-
-- paraphrase: same facts, new wording (Table 4, "Paraphrased");
-- perturb: one fact changed - object class, count, colour or spatial relation, recorded per row - with the rest
-  of the wording kept (Table 4, "Perturbed GT");
-- length: triplets <subject, relation, object> extracted from an image's references, then short / medium / long
-  captions written from exactly those triplets (Table 5).
-
-Instructions are text files (preference_data/prompts/*.txt, or your own) with `{caption}`, `{triplets}` and
-`{n}` placeholders. Every generated row keeps its source caption, the filled instruction, the instruction file
-and its sha256. The LLM is any callable `complete(prompts) -> [(text | None, error | None)]`; the CLI wires the
-describer's backends in, this module imports no model code.
+"""Robustness sets of the ReconScore paper (Table 4: paraphrased and one-fact-perturbed captions; Table 5: short /
+medium / long captions written from the same triplets), generated with any text LLM from instruction files. See
+docs/studies.md, "Generators". The LLM is any `Complete` callable: this module imports no model code.
 """
 
 from __future__ import annotations

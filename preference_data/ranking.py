@@ -1,18 +1,6 @@
-"""Ranking format for UCM-preference-style sets (the ReconScore paper, section 5.1): per image, 3 or more candidate captions,
-each with its human rank (1 = best, ties allowed), optionally the model that wrote it.
-
-JSONL, one image (and rater) per line:
-
-    {"image": "images/UCM_1.tif", "references": ["There is a piece of farmland .", ...], "rater": "consensus",
-     "candidates": [{"caption": "...", "rank": 1, "model": "Qwen3-VL-8B"},
-                    {"caption": "...", "rank": 2, "model": "Falcon"}, ...]}
-
-CSV, one candidate per row: columns `image, caption, rank` and optionally `model, rater, candidate_id,
-references` (a JSON array of strings; give it on one row of the image or repeat it identically).
-
-`references` and `rater` are optional. The same image may appear once per rater; every rater's ranking is a
-separate set of rows (no averaging). See preference_data/examples/ for a complete file.
-"""
+"""Ranking format for UCM-preference-style sets (the ReconScore paper, section 5.1): per image (and rater), 3 or
+more candidate captions with their human rank (1 = best). The JSONL and CSV layouts are in docs/correlate.md,
+"Ranking format"; preference_data/examples/ has a complete file."""
 
 from __future__ import annotations
 
