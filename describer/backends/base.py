@@ -255,6 +255,8 @@ class LocalBackend(Backend):
     revision: str | None
     text_only: bool = False
     _resolved = None
+    _model = None  # the loaded engine (None: not loaded, or unloaded)
+    _processor = None  # a VLM's processor; a text-only transformers model's tokenizer
 
     @property
     def resolved(self):
@@ -285,12 +287,23 @@ class LocalBackend(Backend):
         return self._chat_text(prompt)
 
     def image_mean(self) -> tuple | None:
-        if getattr(self, "_processor", None) is None:
+        if self._processor is None:
             self._load()
         return getattr(getattr(self._processor, "image_processor", None), "image_mean", None)
 
     def _load(self) -> None:
         raise NotImplementedError
+
+    def _ensure_loaded(self) -> None:
+        if self._model is None:
+            self._load()
+
+    def unload(self) -> None:
+        import torch
+
+        self._model = self._processor = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def model_needs(self) -> list:
         from recon_score.preflight import ModelNeed

@@ -47,6 +47,7 @@ def _image_message(image, text: str) -> dict:
 
 class OpenAIBackend(Backend):
     name = "openai"
+    max_retries, backoff, timeout = 5, 1.0, 120.0  # exponential backoff from 1 s; seconds per request
 
     def __init__(
         self,
@@ -55,9 +56,6 @@ class OpenAIBackend(Backend):
         base_url: str | None,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 8,
-        max_retries: int = 5,
-        timeout: float = 120.0,
-        backoff: float = 1.0,
         sampling_extensions: bool = True,
         text_only: bool = False,
     ):
@@ -71,12 +69,12 @@ class OpenAIBackend(Backend):
         self.api_key_env, self.text_only = api_key_env, text_only
         # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
         self.extensions = sampling_extensions
-        self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
+        self.concurrency = max(1, concurrency)
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout)
 
     def identity(self) -> dict:
         out = {

@@ -47,8 +47,6 @@ class TransformersBackend(LocalBackend):
         self.dtype = "float32" if not str(device).startswith("cuda") else dtype
         self.batch_size = max(1, batch_size)
         self.trust_remote_code, self.text_only = trust_remote_code, text_only
-        self._model = None
-        self._processor = None  # text_only: the tokenizer
         if text_only:
             self.resolved  # noqa: B018  (a missing model fails when the backend is built)
 
@@ -115,17 +113,11 @@ class TransformersBackend(LocalBackend):
     def sampling_request(self, sampling: Sampling) -> dict:
         return {"generation_config": transformers_kwargs(sampling), "seed": "per image (torch.manual_seed)"}
 
-    def unload(self) -> None:
-        self._model = self._processor = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
     @torch.inference_mode()
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
-        if self._model is None:
-            self._load()
+        self._ensure_loaded()
         out: list[list[Candidate]] = []
         for start in range(0, len(requests), self.batch_size):
             chunk = requests[start : start + self.batch_size]
@@ -175,8 +167,7 @@ class TransformersBackend(LocalBackend):
         return set(eos) if isinstance(eos, list) else {eos}
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
-        if self._model is None:
-            self._load()
+        self._ensure_loaded()
         tok = self._tokenizer
         out = []
         for prompt in prompts:  # one call per prompt: outputs independent of neighbours (seeded per prompt)
@@ -199,8 +190,7 @@ class TransformersBackend(LocalBackend):
         """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
         from transformers import GenerationConfig
 
-        if self._model is None:
-            self._load()
+        self._ensure_loaded()
         text = self._judge_text(req.prompt, req.conversation)
         tok = self._tokenizer
         ids = digit_token_ids(tok)

@@ -35,6 +35,7 @@ def _import_vllm():
 
 class VLLMBackend(LocalBackend):
     name = "vllm"
+    gpu_memory_utilization, max_model_len = 0.85, 8192
 
     def __init__(
         self,
@@ -43,15 +44,10 @@ class VLLMBackend(LocalBackend):
         dtype: str = "bfloat16",
         revision: str | None = None,
         trust_remote_code: bool = False,
-        gpu_memory_utilization: float = 0.85,
-        max_model_len: int = 8192,
         text_only: bool = False,
     ):
         self.model_name, self.revision, self.dtype = model, revision, dtype
         self.trust_remote_code, self.text_only = trust_remote_code, text_only
-        self.gpu_memory_utilization, self.max_model_len = gpu_memory_utilization, max_model_len
-        self._llm = None
-        self._processor = None
         if text_only:  # vLLM and the model are checked when the backend is built
             _import_vllm()
             self.resolved  # noqa: B018
@@ -65,12 +61,12 @@ class VLLMBackend(LocalBackend):
         vllm = _import_vllm()
         path = str(self.resolved.path)
         if self.text_only:
-            self._llm = vllm.LLM(model=path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+            self._model = vllm.LLM(model=path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
             return
         from transformers import AutoProcessor
 
         self._processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
-        self._llm = vllm.LLM(
+        self._model = vllm.LLM(
             model=path,
             dtype=self.dtype,
             trust_remote_code=self.trust_remote_code,
@@ -82,28 +78,17 @@ class VLLMBackend(LocalBackend):
     def sampling_request(self, sampling: Sampling) -> dict:
         return {"SamplingParams": {**vllm_kwargs(sampling, seed=0), "seed": "per image"}}
 
-    def unload(self) -> None:
-        self._llm = None
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
-
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
         vllm = _import_vllm()
-        if self._llm is None:
-            self._load()
+        self._ensure_loaded()
         text = self._chat_text(prompt)
         params = [vllm.SamplingParams(**vllm_kwargs(sampling, seed=r.seed)) for r in requests]
         try:
             images = self.vlm_images(requests, prompt)
             inputs = [{"prompt": text, "multi_modal_data": {"image": im}} for im in images]
-            outputs = self._llm.generate(inputs, sampling_params=params, use_tqdm=False)
+            outputs = self._model.generate(inputs, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors are per batch; report them per candidate
             return [
                 [Candidate(None, error=f"vLLM generation failed: {err}"[:500])] * sampling.n for _ in requests
@@ -117,15 +102,14 @@ class VLLMBackend(LocalBackend):
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
         vllm = _import_vllm()
-        if self._llm is None:
-            self._load()
+        self._ensure_loaded()
         messages = [[{"role": "user", "content": p}] for p in prompts]
         params = [
             vllm.SamplingParams(**vllm_kwargs(sampling, seed=prompt_seed(sampling.seed, p), n=1))
             for p in prompts
         ]
         try:
-            outs = self._llm.chat(messages, sampling_params=params, use_tqdm=False)
+            outs = self._model.chat(messages, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors: report per prompt
             return [Candidate(None, error=f"vLLM generation failed: {err}"[:500]) for _ in prompts]
         return [completion(o.outputs[0].text, o.outputs[0].finish_reason) for o in outs]
@@ -137,13 +121,12 @@ class VLLMBackend(LocalBackend):
             raise ReconScoreError(
                 "the vllm judge has no digits-only mode (a smoke judge runs on transformers)"
             )
-        if self._llm is None:
-            self._load()
+        self._ensure_loaded()
         tok = self._processor.tokenizer
         by_id = {i: d for d, i in digit_token_ids(tok).items()}
         text = self._judge_text(req.prompt, req.conversation)
         params = vllm.SamplingParams(temperature=0.0, max_tokens=req.max_new_tokens, logprobs=TOP_LOGPROBS)
-        out = self._llm.generate(
+        out = self._model.generate(
             [{"prompt": text, "multi_modal_data": {"image": req.image}}], params, use_tqdm=False
         )
         gen = out[0].outputs[0]
