@@ -51,15 +51,37 @@ class PairsJob:
 
 @dataclass
 class PairsSummary:
-    pairs: int
-    images: int  # images with at least one pair
-    candidates: int  # scored candidates considered
-    dropped: dict[str, int]  # reason -> number of candidate pairs dropped
-    skipped: dict[str, int]  # reason -> number of candidates or images left out before pairing
-    failures: list[str]  # one line per unreadable input (file:line or image path)
-    noise_filter: str  # what the seed-noise filter did, in words
-    held_out_agreement: dict | None  # pairs whose held-out recon_score orders them the same way
+    noise: str  # the seed-noise filter asked for (PairsJob.noise)
     path: Path | None = None
+    pairs: int = 0
+    images: int = 0  # images with at least one pair
+    candidates: int = 0  # scored candidates considered
+    with_noise: int = 0  # candidates with a seed-noise estimate (K >= 2 per-seed scores)
+    compared: int = 0  # kept pairs with a held-out recon_score on both sides
+    agree: int = 0  # ... that the held-out scores order the same way
+    # reason -> number of candidate pairs dropped / of candidates or images left out before pairing
+    dropped: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)  # one line per unreadable input (file:line or image)
+
+    @property
+    def held_out_agreement(self) -> dict | None:
+        """Kept pairs whose held-out recon_score orders them the same way."""
+        return {"pairs": self.compared, "agree": self.agree} if self.compared else None
+
+    @property
+    def noise_filter(self) -> str:
+        """What the seed-noise filter did, in words."""
+        if self.noise == "off":
+            return "off (--noise off)"
+        if not self.with_noise:
+            return (
+                "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
+            )
+        return (
+            f"paired t of the per-seed differences must exceed Student's t at {PAIRED_T_LEVEL:.0%} one-sided, "
+            f"K - 1 degrees of freedom ({self.with_noise}/{self.candidates} candidates have per-seed scores)"
+        )
 
 
 @dataclass
@@ -367,11 +389,8 @@ class _ShardWriter:
 
 
 def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1000) -> PairsSummary:
-    """Read every input, pair each image's candidates, filter, write the shards and the record. With no pair
-    kept nothing is written (the folder stays as it was; `summary.pairs` is 0): an empty dataset folder would
-    load as a dataset of the record.
-
-    `prompt` overrides the prompt recorded in a describe run's record (needed for a scored table)."""
+    """Pair each input image's candidates, filter, write the shards and the record; with no pair kept nothing is
+    written (docs/training.md). `prompt` overrides a describe run's recorded prompt (a scored table has none)."""
     for name, value, allowed in (
         ("policy", job.policy, POLICIES),
         ("score", job.score, SCORES),
@@ -398,36 +417,26 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
 
 
 def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shard_size: int) -> PairsSummary:
-    tally = _Tally()
+    summary = PairsSummary(job.noise, path=job.out)
     writer = _ShardWriter(staged, shard_size)
     sources = []
     for path in job.runs:
         try:
-            src = _read_source(path, job, tally.skipped, tally.failures)
+            src = _read_source(path, job, summary.skipped, summary.failures)
         except InputError as err:
-            tally.failures.append(str(err))
+            summary.failures.append(str(err))
             continue
         text = prompt or src.prompt
         if not text:
-            tally.failures.append(f"{path}: no prompt recorded (not a describe run); pass --prompt")
+            summary.failures.append(f"{path}: no prompt recorded (not a describe run); pass --prompt")
             continue
         sources.append(
             {"path": str(path.resolve()), "note": src.note, "selection_seeds": src.selection_seeds}
         )
         for image_id, cands in src.groups.items():
-            _pair_image(job, src, image_id, cands, text, writer, tally)
+            _pair_image(job, src, image_id, cands, text, writer, summary)
     writer.flush()
-    summary = PairsSummary(
-        pairs=writer.count,
-        images=tally.images,
-        candidates=tally.candidates,
-        dropped=dict(tally.dropped),
-        skipped=dict(tally.skipped),
-        failures=tally.failures,
-        noise_filter=_noise_words(job.noise, tally.with_noise, tally.candidates),
-        held_out_agreement={"pairs": tally.compared, "agree": tally.agree} if tally.compared else None,
-        path=job.out,
-    )
+    summary.pairs = writer.count
     if not summary.pairs:
         shutil.rmtree(staged, ignore_errors=True)
         run.abandon()
@@ -454,31 +463,19 @@ def _refuse_repeated_inputs(runs: list[Path]) -> None:
         seen[table] = path
 
 
-@dataclass
-class _Tally:
-    images: int = 0
-    candidates: int = 0
-    with_noise: int = 0  # candidates with a seed-noise estimate (K >= 2 per-seed scores)
-    compared: int = 0  # kept pairs with a held-out recon_score on both sides
-    agree: int = 0  # ... that the held-out scores order the same way
-    dropped: Counter = field(default_factory=Counter)
-    skipped: Counter = field(default_factory=Counter)
-    failures: list[str] = field(default_factory=list)
-
-
 def _pair_image(
-    job, src: Source, image_id: str, cands, prompt: str, writer: _ShardWriter, tally: _Tally
+    job, src: Source, image_id: str, cands, prompt: str, writer: _ShardWriter, summary: PairsSummary
 ) -> None:
-    tally.candidates += len(cands)
-    tally.with_noise += sum(1 for c in cands if c.noise(job.noise) is not None)
+    summary.candidates += len(cands)
+    summary.with_noise += sum(1 for c in cands if c.noise(job.noise) is not None)
     if len(cands) < 2:
-        tally.skipped["image with fewer than two scored candidates"] += 1
+        summary.skipped["image with fewer than two scored candidates"] += 1
         return
     kept = []
     for hi, lo in candidate_pairs(cands, job.policy):
         reason = keep_pair(hi, lo, min_margin=job.min_margin, noise=job.noise)
         if reason:
-            tally.dropped[reason] += 1
+            summary.dropped[reason] += 1
         else:
             kept.append((hi, lo))
     if not kept:
@@ -489,26 +486,15 @@ def _pair_image(
             resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands, reader=src.image_reader
         )
     except InputError as err:
-        tally.failures.append(f"{src.path}: image {image_id!r}: {err}")
+        summary.failures.append(f"{src.path}: image {image_id!r}: {err}")
         return
     png = png_bytes(img)
-    tally.images += 1
+    summary.images += 1
     for hi, lo in kept:
         writer.add(_row(src, png, hi, lo, job, prompt))
         if hi.recon_score is not None and lo.recon_score is not None:
-            tally.compared += 1
-            tally.agree += hi.recon_score > lo.recon_score
-
-
-def _noise_words(kind: str, with_noise: int, candidates: int) -> str:
-    if kind == "off":
-        return "off (--noise off)"
-    if not with_noise:
-        return "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
-    return (
-        f"paired t of the per-seed differences must exceed Student's t at {PAIRED_T_LEVEL:.0%} one-sided, "
-        f"K - 1 degrees of freedom ({with_noise}/{candidates} candidates have per-seed scores)"
-    )
+            summary.compared += 1
+            summary.agree += hi.recon_score > lo.recon_score
 
 
 def _record(job: PairsJob, summary: PairsSummary, files: list[str], sources: list[dict]) -> dict:
@@ -523,8 +509,8 @@ def _record(job: PairsJob, summary: PairsSummary, files: list[str], sources: lis
             "noise": job.noise,
         },
         "counts": {"pairs": summary.pairs, "images": summary.images, "candidates": summary.candidates},
-        "dropped": summary.dropped,
-        "skipped": summary.skipped,
+        "dropped": dict(summary.dropped),
+        "skipped": dict(summary.skipped),
         "failures": summary.failures,
         "noise_filter": summary.noise_filter,
         "held_out_agreement": summary.held_out_agreement,
