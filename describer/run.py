@@ -199,24 +199,22 @@ class _Describe:
         """Candidates for each image, one VLM call for the batch; an unreadable image is its error."""
         job, sampling = self.job, _sampling(self.job.preset)
         images = {i.id: self._image(self.by_index[i.id]) for i in todo}
-        ok = [i for i in todo if not isinstance(images[i.id], InputError)]
-        reqs = [
-            CaptionRequest(
+        reqs = {
+            i.id: CaptionRequest(
                 images[i.id],
                 derive_seed(sampling.seed, image_digest(images[i.id])),
                 key=self.by_index[i.id].id,
                 path=str(self.by_index[i.id].path) if self.by_index[i.id].path is not None else None,
             )
-            for i in ok
-        ]
-        cands = dict(
-            zip([i.id for i in ok], job.captioner.generate(reqs, job.preset.prompt, sampling) if ok else [])
-        )
-        seeds = {i.id: r.seed for i, r in zip(ok, reqs)}
+            for i in todo
+            if not isinstance(images[i.id], InputError)
+        }
+        generated = job.captioner.generate(list(reqs.values()), job.preset.prompt, sampling) if reqs else []
+        cands = dict(zip(reqs, generated))
         return [
-            ({"error": str(images[i.id])}, {})
-            if isinstance(images[i.id], InputError)
-            else ({"seed": seeds[i.id], "candidates": [c.as_dict() for c in cands[i.id]]}, {})
+            ({"seed": reqs[i.id].seed, "candidates": [c.as_dict() for c in cands[i.id]]}, {})
+            if i.id in reqs
+            else ({"error": str(images[i.id])}, {})
             for i in todo
         ]
 

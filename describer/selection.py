@@ -1,8 +1,5 @@
-"""Best-of-N selection. A selector scores every candidate of an image; the argmax wins (ties: the first).
-
-Selectors implement `score_many(items) -> per-candidate dicts`; the describer depends only on that protocol,
-so any metric of the project's registry (eval.metrics) can select, wired in by the CLI.
-"""
+"""Best-of-N selection: a selector scores every candidate of an image (`score_many`, the only protocol the describer
+depends on, so any metric of eval.metrics can select); the argmax wins (ties: the first)."""
 
 from __future__ import annotations
 

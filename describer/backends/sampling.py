@@ -40,13 +40,11 @@ def generation_config(s: Sampling, base=None):
     """A GenerationConfig for `s`, keeping the checkpoint's token ids (eos/pad/bos) from `base`."""
     from transformers import GenerationConfig
 
-    ids = {}
-    if base is not None:
-        ids = {
-            k: getattr(base, k)
-            for k in ("eos_token_id", "pad_token_id", "bos_token_id")
-            if getattr(base, k, None) is not None
-        }
+    ids = {
+        k: getattr(base, k)
+        for k in ("eos_token_id", "pad_token_id", "bos_token_id")
+        if getattr(base, k, None) is not None
+    }
     return GenerationConfig(**ids, **transformers_kwargs(s))
 
 
