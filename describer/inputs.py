@@ -47,11 +47,9 @@ def _sample_items() -> list[ImageItem]:
 
 def _check_references(refs: object) -> str | None:
     """Why `references` cannot be used (None if it can): a list of non-empty strings, or absent."""
-    if refs is None:
+    if refs is None or (isinstance(refs, list) and all(isinstance(r, str) and r.strip() for r in refs)):
         return None
-    if not isinstance(refs, list) or not all(isinstance(r, str) and r.strip() for r in refs):
-        return f"`references` must be a list of non-empty strings, got {safe_text(refs)!r}"[:300]
-    return None
+    return f"`references` must be a list of non-empty strings, got {safe_text(refs)!r}"[:300]
 
 
 def _list_id(rel: str, base: Path, *, keep_suffix: bool = False) -> str:
@@ -66,14 +64,11 @@ def _list_id(rel: str, base: Path, *, keep_suffix: bool = False) -> str:
 def _auto_ids(rels: dict[int, str], base: Path) -> dict[int, str]:
     """Line -> automatic id of the rows without one: the stem path, or the path with its extension where two
     different files share that stem."""
-    files = defaultdict(set)
-    for rel in rels.values():
-        files[_list_id(rel, base)].add(_list_id(rel, base, keep_suffix=True))
-    out = {}
-    for lineno, rel in rels.items():
-        stem = _list_id(rel, base)
-        out[lineno] = _list_id(rel, base, keep_suffix=True) if len(files[stem]) > 1 else stem
-    return out
+    ids = {n: (_list_id(rel, base), _list_id(rel, base, keep_suffix=True)) for n, rel in rels.items()}
+    files = defaultdict(set)  # stem -> the different paths that share it
+    for stem, full in ids.values():
+        files[stem].add(full)
+    return {n: full if len(files[stem]) > 1 else stem for n, (stem, full) in ids.items()}
 
 
 def discover_images(source: Path | None, *, root: Path | None = None) -> list[ImageItem]:

@@ -141,15 +141,13 @@ class _Describe:
         self.job, self.items = job, items
         self.by_index = {item.index: item for item in items}
         self.loaded: dict[int, object] = {}  # the phase's images, read once for both stages
-        unload = job.unload_between_phases
+
+    def spec(self) -> RunSpec:
+        job, unload = self.job, self.job.unload_between_phases
         if unload is None:
             import torch
 
             unload = torch.cuda.is_available()
-        self.unload = unload
-
-    def spec(self) -> RunSpec:
-        job = self.job
         items = [
             Item(i.index, {"id": i.id, "image": i.image, "image_sha256": i.digest}, name=f"image {i.id!r}")
             for i in self.items
@@ -161,9 +159,12 @@ class _Describe:
             items=items,
             stages=[
                 Stage(
-                    self.caption, name="candidates", batch=max(1, job.vlm_batch_size), ended=self._unload_vlm
+                    self.caption,
+                    name="candidates",
+                    batch=max(1, job.vlm_batch_size),
+                    ended=job.captioner.unload if unload else None,
                 ),
-                Stage(self.select, name="final", batch=step, ended=self._unload_selector),
+                Stage(self.select, name="final", batch=step, ended=job.selector.unload if unload else None),
             ],
             outputs=lambda res: _output_files(res, _note(job)),
             record=self.info,
@@ -173,14 +174,6 @@ class _Describe:
             unit="image",
             progress="image",
         )
-
-    def _unload_vlm(self) -> None:
-        if self.unload:
-            self.job.captioner.unload()
-
-    def _unload_selector(self) -> None:
-        if self.unload:
-            self.job.selector.unload()
 
     def _image(self, item: ImageItem):
         """The item's image, or the InputError that says why it cannot be read."""

@@ -156,28 +156,28 @@ class OpenAIBackend(Backend):
         except ValueError as err:  # qwen-vl-utils refuses extreme aspect ratios
             return [Candidate(None, error=f"image preprocessing failed: {err}"[:500])] * sampling.n
 
-        def body(n: int, seed: int) -> dict:
-            return {
-                "model": self.model,
-                "messages": messages,
-                **openai_body(sampling, seed=seed, n=n, extensions=self.extensions),
-            }
-
         cands: list[Candidate] = []
         try:
-            data = self._post(body(sampling.n, req.seed))
+            data = self._post(self._body(messages, sampling, seed=req.seed, n=sampling.n))
             cands = [self._candidate(c) for c in data.get("choices", [])[: sampling.n]]
-            k = len(cands)
-            while len(cands) < sampling.n:  # servers that ignore `n`
-                data = self._post(body(1, req.seed + k))
-                choices = data.get("choices", [])
-                cands.append(
-                    self._candidate(choices[0]) if choices else Candidate(None, error="no choices returned")
-                )
-                k += 1
+            while len(cands) < sampling.n:  # servers that ignore `n`: candidate k asked alone, with seed + k
+                body = self._body(messages, sampling, seed=req.seed + len(cands), n=1)
+                cands.append(self._first(self._post(body)))
         except ReconScoreError as err:
             cands += [Candidate(None, error=str(err)[:500])] * (sampling.n - len(cands))
         return cands
+
+    def _body(self, messages: list[dict], sampling: Sampling, *, seed: int, n: int) -> dict:
+        return {
+            "model": self.model,
+            "messages": messages,
+            **openai_body(sampling, seed=seed, n=n, extensions=self.extensions),
+        }
+
+    def _first(self, data: dict, clean=None) -> Candidate:
+        """A response's first choice as a candidate (an error when it has none)."""
+        choices = data.get("choices", [])
+        return self._candidate(choices[0], clean) if choices else Candidate(None, error="no choices returned")
 
     def _candidate(self, choice: dict, clean=None) -> Candidate:
         """One choice as a candidate, by `clean` (default: this captioner's caption rule)."""
@@ -196,20 +196,13 @@ class OpenAIBackend(Backend):
             return list(pool.map(lambda r: self._one(r, prompt, sampling), requests))
 
     def _complete_one(self, prompt: str, sampling: Sampling) -> Candidate:
-        payload = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": prompt}],
-            **openai_body(sampling, seed=prompt_seed(sampling.seed, prompt), n=1, extensions=self.extensions),
-        }
+        body = self._body(
+            [{"role": "user", "content": prompt}], sampling, seed=prompt_seed(sampling.seed, prompt), n=1
+        )
         try:
-            choices = self._post(payload).get("choices", [])
+            return self._first(self._post(body), completion)
         except ReconScoreError as err:
             return Candidate(None, error=str(err)[:500])
-        return (
-            self._candidate(choices[0], completion)
-            if choices
-            else Candidate(None, error="no choices returned")
-        )
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
