@@ -362,9 +362,8 @@ def _row(src: Source, image_png: bytes, hi: Candidate, lo: Candidate, job: Pairs
 
 
 class _ShardWriter:
-    """Rows to train-NNNNN.parquet in `folder` (staged: it becomes the run's data/ when the run is published),
-    `size` rows a file: a run's images never all sit in memory, and `load_dataset(OUT, split="train")` reads
-    the shards as one split (the hub's layout) and nothing else (the record lies outside data/)."""
+    """Rows to train-NNNNN.parquet in the staged `folder` (the run's data/ once published), `size` rows a file,
+    so a run's images never all sit in memory; `load_dataset(OUT, split="train")` reads them as one split."""
 
     def __init__(self, folder: Path, size: int):
         self.folder, self.size, self.rows, self.files, self.count = folder, size, [], [], 0

@@ -133,9 +133,8 @@ def _note(job: DescribeJob) -> str | None:
 
 
 class _Describe:
-    """What describe hands the Run: each image an item of two stages, a phase at a time: its candidates (the
-    VLM, freed after the phase's captions), then their scores and the selection (the T2I model and the
-    encoder, freed before the next phase)."""
+    """What describe hands the Run: each image an item of two stages, a phase at a time: its candidates (VLM),
+    then their scores and the selection (T2I model and encoder), each stage's models freed after it."""
 
     def __init__(self, job: DescribeJob, items: list[ImageItem]):
         self.job, self.items = job, items
@@ -331,9 +330,8 @@ def _explain(job: DescribeJob, records: list[dict], loaded: dict) -> None:
 
 
 def _held_out(job: DescribeJob, records: list[dict], loaded: dict) -> None:
-    """Score each chosen caption with an independent render (the selector's evaluation seed): its selection
-    score is the maximum of N noisy values and overstates it. With eval_candidates "all" every valid candidate
-    is evaluated (what `study n-sweep` needs for smaller pools)."""
+    """Score each chosen caption with an independent render (its selection score, a maximum of N noisy values,
+    overstates it); with eval_candidates "all" every valid candidate (`study n-sweep`'s smaller pools)."""
     evaluate = getattr(job.selector, "evaluate", None)
     if evaluate is None:
         return

@@ -152,15 +152,12 @@ class TransformersBackend(LocalBackend):
         )
         eos = self._eos_ids()
         pad = self._model.generation_config.pad_token_id
-        results = []
-        for i in range(len(chunk)):  # rows are grouped per input: [img0 x N, img1 x N, ...]
-            cands = []
-            for k in range(sampling.n):
-                row = new[i * sampling.n + k].tolist()
-                ended = any(t in eos for t in row) or (pad is not None and row and row[-1] == pad)
-                cands.append(self.candidate(texts[i * sampling.n + k], "stop" if ended else "length"))
-            results.append(cands)
-        return results
+        cands = []
+        for row, text in zip(new.tolist(), texts):
+            ended = any(t in eos for t in row) or (pad is not None and row and row[-1] == pad)
+            cands.append(self.candidate(text, "stop" if ended else "length"))
+        # rows are grouped per input: [img0 x N, img1 x N, ...]
+        return [cands[i : i + sampling.n] for i in range(0, len(cands), sampling.n)]
 
     def _eos_ids(self) -> set:
         eos = self._model.generation_config.eos_token_id

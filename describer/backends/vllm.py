@@ -1,7 +1,5 @@
-"""The vLLM offline engine: `SamplingParams(n=N, seed=...)` per image, so the N samples share one prefill and each
-image's candidates are reproducible whatever else is in the batch; text completions (`text_only`) and judge
-answers with the top-k log-probabilities. vLLM is an optional extra (it pins its own torch):
-`pip install 'reconscore[vllm]'` in a separate environment."""
+"""The vLLM offline engine (an optional extra in its own environment, docs/describer.md): `SamplingParams(n=N,
+seed=...)` per image, so an image's candidates do not depend on the rest of the batch; completions and judging."""
 
 from __future__ import annotations
 
