@@ -109,7 +109,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
 def _listed_paths(lines: list, parsed: dict, kind: str) -> dict[int, str]:
     """Line -> the path of each row that states no id (for its automatic id)."""
     if kind == ".txt":
-        return {n: raw for n, raw in lines if raw.strip()}
+        return dict(lines)
     return {
         n: rec["image"]
         for n, (rec, why) in parsed.items()
@@ -155,7 +155,7 @@ def _list_items(source: Path, base: Path, kind: str) -> list[ImageItem]:
         item = ImageItem(len(items), str(rid) if rid is not None else "", rel, None, refs, origin=where)
         if problem is not None:
             auto.pop(lineno, None)  # the row's text is not usable as an id
-        if problem is None:
+        else:
             try:
                 item.path = resolve_under(base, rel)
             except InputError as err:

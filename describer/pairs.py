@@ -501,12 +501,7 @@ def _record(job: PairsJob, summary: PairsSummary, files: list[str], sources: lis
         "format": "TRL conversational vision preference (image, prompt, chosen, rejected)",
         "files": files,
         "sources": sources,
-        "settings": {
-            "policy": job.policy,
-            "score": job.score,
-            "min_margin": job.min_margin,
-            "noise": job.noise,
-        },
+        "settings": {name: getattr(job, name) for name in ("policy", "score", "min_margin", "noise")},
         "counts": {"pairs": summary.pairs, "images": summary.images, "candidates": summary.candidates},
         "dropped": dict(summary.dropped),
         "skipped": dict(summary.skipped),
