@@ -195,26 +195,13 @@ def rewrite_requests(
     return reqs
 
 
-def run_requests(
-    requests: Sequence[Request],
-    complete: Complete,
-    *,
-    batch_size: int = 16,
-    done: set[str] | None = None,
-    on_rows: Callable[[list[dict]], None] | None = None,
-) -> list[dict]:
-    """Generate every request not in `done`, `batch_size` prompts per `complete` call; `on_rows` receives each
-    batch's rows as soon as they exist (the CLI journals them)."""
-    done = done or set()
+def run_requests(requests: Sequence[Request], complete: Complete, *, batch_size: int = 16) -> list[dict]:
+    """One row per request, `batch_size` prompts per `complete` call (resuming is the caller's: the CLI's Run)."""
     rows = []
-    todo = [r for r in requests if r.id not in done]
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
+    for start in range(0, len(requests), batch_size):
+        batch = requests[start : start + batch_size]
         outs = complete([r.prompt for r in batch])
         if len(outs) != len(batch):
             raise RuntimeError(f"the LLM returned {len(outs)} answers for {len(batch)} prompts")
-        new = [r.row(text, err) for r, (text, err) in zip(batch, outs)]
-        if on_rows:
-            on_rows(new)
-        rows.extend(new)
+        rows.extend(r.row(text, err) for r, (text, err) in zip(batch, outs))
     return rows
