@@ -104,18 +104,14 @@ def _caption_request(
 
 
 def perturb_requests(
-    sources: Sequence[dict],
-    *,
-    kinds: Sequence[str] = PERTURBATIONS,
-    every_kind: bool = False,
-    instructions: dict[str, str | Path] | None = None,
+    sources: Sequence[dict], *, kinds: Sequence[str] = PERTURBATIONS, every_kind: bool = False
 ) -> list[Request]:
     """One perturbation per source caption, the kind cycling through `kinds` in input order (or every kind per
     caption with `every_kind`); the kind is recorded in `perturbation`."""
     bad = [k for k in kinds if k not in PERTURBATIONS]
     if bad:
         raise ValueError(f"unknown perturbation kind(s) {bad}; choose from {PERTURBATIONS}")
-    ins = {k: load_instruction((instructions or {}).get(k, f"perturb_{k}")) for k in kinds}
+    ins = {k: load_instruction(f"perturb_{k}") for k in kinds}
     reqs = []
     for i, s in enumerate(sources):
         for k in kinds if every_kind else [kinds[i % len(kinds)]]:
@@ -123,11 +119,9 @@ def perturb_requests(
     return reqs
 
 
-def triplet_requests(
-    images: Sequence[dict], *, n: int = 10, instruction: str | Path = "extract_triplets"
-) -> list[Request]:
+def triplet_requests(images: Sequence[dict], *, n: int = 10) -> list[Request]:
     """images: {id, image, references: [...]}: one extraction per image from all of its references."""
-    ins = load_instruction(instruction)
+    ins = load_instruction("extract_triplets")
     return [
         Request(
             f"{im['id']}:triplets",
@@ -160,16 +154,11 @@ def parse_triplets(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def rewrite_requests(
-    triplet_rows: Sequence[dict],
-    *,
-    lengths: Sequence[str] = LENGTHS,
-    instructions: dict[str, str | Path] | None = None,
-) -> list[Request]:
+def rewrite_requests(triplet_rows: Sequence[dict], *, lengths: Sequence[str] = LENGTHS) -> list[Request]:
     bad = [k for k in lengths if k not in LENGTHS]
     if bad:
         raise ValueError(f"unknown length(s) {bad}; choose from {LENGTHS}")
-    ins = {k: load_instruction((instructions or {}).get(k, f"rewrite_{k}")) for k in lengths}
+    ins = {k: load_instruction(f"rewrite_{k}") for k in lengths}
     reqs = []
     for row in triplet_rows:
         triplets = row.get("triplets") or []
