@@ -308,6 +308,5 @@ class LocalBackend(Backend):
     def model_needs(self) -> list:
         from recon_score.preflight import ModelNeed
 
-        if self.text_only:
-            return [ModelNeed("LLM", self.model_name, "--model", revision=self.revision)]
-        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]
+        role = "LLM" if self.text_only else "VLM (captioner)"
+        return [ModelNeed(role, self.model_name, self._model_kind()[1], revision=self.revision)]

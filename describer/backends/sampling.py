@@ -7,19 +7,6 @@ from __future__ import annotations
 from describer.backends.base import Sampling
 from recon_score.errors import ReconScoreError
 
-# transformers filters a checkpoint may switch on that `Sampling` does not expose: set to values that disable
-# them (None would be replaced by the checkpoint's value; see GenerationMixin._prepare_generation_config)
-TRANSFORMERS_NEUTRAL = {
-    "min_p": 0.0,
-    "typical_p": 1.0,
-    "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-    "no_repeat_ngram_size": 0,
-    "encoder_repetition_penalty": 1.0,
-    "min_new_tokens": 0,
-    "num_beams": 1,
-}
-
 
 def transformers_kwargs(s: Sampling) -> dict:
     """Fields of the `transformers.GenerationConfig` passed to `generate` (num_return_sequences = n)."""
@@ -32,7 +19,16 @@ def transformers_kwargs(s: Sampling) -> dict:
         "repetition_penalty": s.repetition_penalty,
         "max_new_tokens": s.max_new_tokens,
         "num_return_sequences": s.n,
-        **TRANSFORMERS_NEUTRAL,
+        # filters a checkpoint may switch on that `Sampling` does not expose, set to values that disable them
+        # (None would be replaced by the checkpoint's value; see GenerationMixin._prepare_generation_config)
+        "min_p": 0.0,
+        "typical_p": 1.0,
+        "epsilon_cutoff": 0.0,
+        "eta_cutoff": 0.0,
+        "no_repeat_ngram_size": 0,
+        "encoder_repetition_penalty": 1.0,
+        "min_new_tokens": 0,
+        "num_beams": 1,
     }
 
 
