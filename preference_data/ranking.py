@@ -70,8 +70,7 @@ def load_ranking(path: str | Path) -> pd.DataFrame:
         raise PreferenceFormatError(path, None, "no rankings found")
     for row in rows:
         row["references"] = refs_by_image[row["image"]][1]
-    n_images = len(refs_by_image)
-    notes = [f"{len(rows)} ranked candidates over {n_images} images ({len(seen)} rankings)"]
+    notes = [f"{len(rows)} ranked candidates over {len(refs_by_image)} images ({len(seen)} rankings)"]
     return make_table(rows, fmt="ranking", path=path, notes=notes)
 
 
@@ -101,8 +100,8 @@ def _read_jsonl(path: Path):
 
 
 def _read_csv(path: Path):
+    # (image, rater) -> its first line and its candidates, in the order first seen
     groups: dict[tuple[str, str | None], dict] = {}
-    order = []
     refs_at: dict[str, tuple[int, list[str]]] = {}
     for lineno, rec in _io.csv_records(path, required=CSV_REQUIRED, optional=CSV_OPTIONAL):
         image = _io.text_field(path, lineno, rec["image"], "image")
@@ -120,11 +119,7 @@ def _read_csv(path: Path):
                     f"references of image {image!r} differ from those at line {refs_at[image][0]}",
                 )
             refs_at[image] = (lineno, refs)
-        key = (image, rater)
-        if key not in groups:
-            groups[key] = {"line": lineno, "cands": []}
-            order.append(key)
-        groups[key]["cands"].append((lineno, caption, rank, model, cid))
-    for image, rater in order:
-        g = groups[(image, rater)]
+        group = groups.setdefault((image, rater), {"line": lineno, "cands": []})
+        group["cands"].append((lineno, caption, rank, model, cid))
+    for (image, rater), g in groups.items():
         yield g["line"], image, rater, refs_at.get(image, (0, []))[1], g["cands"]
