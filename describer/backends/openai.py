@@ -235,16 +235,12 @@ class OpenAIBackend(Backend):
             )
         steps = []
         for t in tokens:
-            logprobs = {}
+            token, logprobs = t.get("token", ""), {}
             for alt in [t, *(t.get("top_logprobs") or [])]:
                 d = digit_of(alt.get("token", ""))
                 if d is not None and d not in logprobs:
                     logprobs[d] = float(alt["logprob"])
-            steps.append(
-                JudgeStep(
-                    token=t.get("token", ""), digit=digit_of(t.get("token", "")), digit_logprobs=logprobs
-                )
-            )
+            steps.append(JudgeStep(token, digit_of(token), logprobs))
         text = (choice.get("message") or {}).get("content") or "".join(s.token for s in steps)
         return JudgeAnswer(text.strip(), steps)
 

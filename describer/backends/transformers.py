@@ -212,13 +212,8 @@ class TransformersBackend(LocalBackend):
         steps = []
         for pos, token_id in enumerate(new):
             logp = torch.log_softmax(out.logits[pos][0].float(), dim=-1)
-            steps.append(
-                JudgeStep(
-                    token=tok.decode([token_id]),
-                    digit=by_id.get(token_id),
-                    digit_logprobs={d: float(logp[i]) for d, i in ids.items()},
-                )
-            )
+            logprobs = {d: float(logp[i]) for d, i in ids.items()}
+            steps.append(JudgeStep(tok.decode([token_id]), by_id.get(token_id), logprobs))
         return JudgeAnswer(tok.decode(new, skip_special_tokens=True).strip(), steps)
 
 

@@ -133,7 +133,5 @@ class VLLMBackend(LocalBackend):
         steps = []
         for token_id, top in zip(gen.token_ids, gen.logprobs):
             logprobs = {by_id[i]: float(lp.logprob) for i, lp in top.items() if i in by_id}
-            steps.append(
-                JudgeStep(token=tok.decode([token_id]), digit=by_id.get(token_id), digit_logprobs=logprobs)
-            )
+            steps.append(JudgeStep(tok.decode([token_id]), by_id.get(token_id), logprobs))
         return JudgeAnswer(gen.text.strip(), steps)
