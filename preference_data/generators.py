@@ -90,9 +90,8 @@ def _caption_request(
 ) -> Request:
     """The request that rewrites one source caption with instruction `ins`."""
     caption = source["caption"]
-    key = f"{source['id']}:{task}"
     return Request(
-        key,
+        f"{source['id']}:{task}",
         str(source["id"]),
         source.get("image"),
         caption,
