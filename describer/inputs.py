@@ -1,9 +1,6 @@
 """Which images to describe: a folder (recursively), one image file, or a list file (.txt paths / .jsonl rows
-with `image`, optional `id` and `references`).
-
-A list row without an `id` gets its path relative to the root without the extension (`a/b.png` -> `a/b`); where
-two listed files share that stem (`trunc.jpg`, `trunc.png`), both keep their extension as their id. Every error of
-a listed image, found while listing or when it is read, starts with `LIST:LINE:`."""
+with `image`, optional `id` and `references`). See docs/describer.md, "Inputs, backends, outputs": the default
+ids and the `LIST:LINE:` prefix of a listed image's errors."""
 
 from __future__ import annotations
 
@@ -38,12 +35,6 @@ class ImageItem:
             return message
         return f"{self.origin}: {message}"
 
-    def key(self) -> str:
-        """Resume key: a journaled result is reused only for the same id, path and file bytes."""
-        from recon_score.run_engine import resume_key
-
-        return resume_key({"id": self.id, "image": self.image, "image_sha256": self.digest})
-
 
 def _sample_items() -> list[ImageItem]:
     """The bundled sample's tiles in the order references.json lists them (it names every tile)."""
@@ -56,11 +47,9 @@ def _sample_items() -> list[ImageItem]:
 
 def _check_references(refs: object) -> str | None:
     """Why `references` cannot be used (None if it can): a list of non-empty strings, or absent."""
-    if refs is None:
+    if refs is None or (isinstance(refs, list) and all(isinstance(r, str) and r.strip() for r in refs)):
         return None
-    if not isinstance(refs, list) or not all(isinstance(r, str) and r.strip() for r in refs):
-        return f"`references` must be a list of non-empty strings, got {safe_text(refs)!r}"[:300]
-    return None
+    return f"`references` must be a list of non-empty strings, got {safe_text(refs)!r}"[:300]
 
 
 def _list_id(rel: str, base: Path, *, keep_suffix: bool = False) -> str:
@@ -75,14 +64,11 @@ def _list_id(rel: str, base: Path, *, keep_suffix: bool = False) -> str:
 def _auto_ids(rels: dict[int, str], base: Path) -> dict[int, str]:
     """Line -> automatic id of the rows without one: the stem path, or the path with its extension where two
     different files share that stem."""
-    files = defaultdict(set)
-    for rel in rels.values():
-        files[_list_id(rel, base)].add(_list_id(rel, base, keep_suffix=True))
-    out = {}
-    for lineno, rel in rels.items():
-        stem = _list_id(rel, base)
-        out[lineno] = _list_id(rel, base, keep_suffix=True) if len(files[stem]) > 1 else stem
-    return out
+    ids = {n: (_list_id(rel, base), _list_id(rel, base, keep_suffix=True)) for n, rel in rels.items()}
+    files = defaultdict(set)  # stem -> the different paths that share it
+    for stem, full in ids.values():
+        files[stem].add(full)
+    return {n: full if len(files[stem]) > 1 else stem for n, (stem, full) in ids.items()}
 
 
 def discover_images(source: Path | None, *, root: Path | None = None) -> list[ImageItem]:
@@ -123,7 +109,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
 def _listed_paths(lines: list, parsed: dict, kind: str) -> dict[int, str]:
     """Line -> the path of each row that states no id (for its automatic id)."""
     if kind == ".txt":
-        return {n: raw for n, raw in lines if raw.strip()}
+        return dict(lines)
     return {
         n: rec["image"]
         for n, (rec, why) in parsed.items()
@@ -169,7 +155,7 @@ def _list_items(source: Path, base: Path, kind: str) -> list[ImageItem]:
         item = ImageItem(len(items), str(rid) if rid is not None else "", rel, None, refs, origin=where)
         if problem is not None:
             auto.pop(lineno, None)  # the row's text is not usable as an id
-        if problem is None:
+        else:
             try:
                 item.path = resolve_under(base, rel)
             except InputError as err:

@@ -1,19 +1,6 @@
-"""Preference pairs from scored candidates: ReconScore as training data for DPO (`reconscore pairs`).
-
-A describe run holds N scored candidates per image; two candidates of one image whose scores differ make a
-(chosen, rejected) pair, the data CycleReward trained its captioner on with reconstruction similarity. Written in
-the conversational vision format TRL's DPOTrainer reads (`image`, `prompt` as a user message with an image slot,
-`chosen` / `rejected` as assistant messages), so `datasets.load_dataset("parquet", ...)` feeds the trainer as is.
-
-Confidence filter: with K selection seeds (`describe --selection-seeds K`) each candidate's score is a mean over K
-renders. All candidates of an image are rendered with the same K seeds, so most of their per-seed spread is the
-seeds' common effect, which cancels in a comparison: the filter is a paired t test on the K per-seed differences
-d_j = chosen_j - rejected_j. A pair is kept only if mean(d) / (sd(d) / sqrt(K)) exceeds PAIRED_T_LEVEL's one-sided
-quantile of Student's t with K - 1 degrees of freedom (1.89 for K = 3, 1.28 for large K); otherwise the order
-could be the renders' luck rather than the text. Every dropped pair is counted under its reason.
-
-Inputs are the user's files, not journals: every line of a table is read (a missing final newline loses
-nothing), and a line or a run.json field that cannot be used is reported with file:line (or file) and the field.
+"""Preference pairs from scored describe candidates for DPO (`reconscore pairs`), as CycleReward trained its
+captioner on reconstruction similarity. See docs/training.md, "Pairs": the policies, the paired-t seed-noise
+filter, the TRL format and how unusable input lines are reported.
 """
 
 from __future__ import annotations
@@ -64,15 +51,37 @@ class PairsJob:
 
 @dataclass
 class PairsSummary:
-    pairs: int
-    images: int  # images with at least one pair
-    candidates: int  # scored candidates considered
-    dropped: dict[str, int]  # reason -> number of candidate pairs dropped
-    skipped: dict[str, int]  # reason -> number of candidates or images left out before pairing
-    failures: list[str]  # one line per unreadable input (file:line or image path)
-    noise_filter: str  # what the seed-noise filter did, in words
-    held_out_agreement: dict | None  # pairs whose held-out recon_score orders them the same way
+    noise: str  # the seed-noise filter asked for (PairsJob.noise)
     path: Path | None = None
+    pairs: int = 0
+    images: int = 0  # images with at least one pair
+    candidates: int = 0  # scored candidates considered
+    with_noise: int = 0  # candidates with a seed-noise estimate (K >= 2 per-seed scores)
+    compared: int = 0  # kept pairs with a held-out recon_score on both sides
+    agree: int = 0  # ... that the held-out scores order the same way
+    # reason -> number of candidate pairs dropped / of candidates or images left out before pairing
+    dropped: Counter = field(default_factory=Counter)
+    skipped: Counter = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)  # one line per unreadable input (file:line or image)
+
+    @property
+    def held_out_agreement(self) -> dict | None:
+        """Kept pairs whose held-out recon_score orders them the same way."""
+        return {"pairs": self.compared, "agree": self.agree} if self.compared else None
+
+    @property
+    def noise_filter(self) -> str:
+        """What the seed-noise filter did, in words."""
+        if self.noise == "off":
+            return "off (--noise off)"
+        if not self.with_noise:
+            return (
+                "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
+            )
+        return (
+            f"paired t of the per-seed differences must exceed Student's t at {PAIRED_T_LEVEL:.0%} one-sided, "
+            f"K - 1 degrees of freedom ({self.with_noise}/{self.candidates} candidates have per-seed scores)"
+        )
 
 
 @dataclass
@@ -143,24 +152,20 @@ def _run_fields(where: Path, run: dict) -> dict:
     for name in ("selection", "preset"):
         if run.get(name) is not None and not isinstance(run[name], dict):
             raise bad(name, "an object", run[name])
-    selection, preset = run.get("selection") or {}, run.get("preset") or {}
-    out = {
-        "images_root": run.get("images_root"),
-        "prompt": preset.get("prompt"),
-        "note": run.get("note"),
-        "selection_seeds": selection.get("selection_seeds"),
-        "eval_seed": selection.get("eval_seed"),
-        "bands": run.get("bands"),
-    }
-    for key, name in (("images_root", "images_root"), ("prompt", "preset.prompt"), ("note", "note")):
-        if out[key] is not None and not isinstance(out[key], str):
-            raise bad(name, "a string", out[key])
-    for key, name in (("selection_seeds", "selection.selection_seeds"), ("bands", "bands")):
-        value = out[key]
-        if value is not None and (not isinstance(value, list) or not all(_is_int(v) for v in value)):
-            raise bad(name, "a list of integers", value)
-    if out["eval_seed"] is not None and not _is_int(out["eval_seed"]):
-        raise bad("selection.eval_seed", "an integer", out["eval_seed"])
+    out = {}
+    for name, want, valid in (
+        ("images_root", "a string", lambda v: isinstance(v, str)),
+        ("preset.prompt", "a string", lambda v: isinstance(v, str)),
+        ("note", "a string", lambda v: isinstance(v, str)),
+        ("selection.selection_seeds", "a list of integers", _is_int_list),
+        ("bands", "a list of integers", _is_int_list),
+        ("selection.eval_seed", "an integer", _is_int),
+    ):
+        parent, _, key = name.rpartition(".")
+        value = (run.get(parent) or {}).get(key) if parent else run.get(key)
+        if value is not None and not valid(value):
+            raise bad(name, want, value)
+        out[key] = value
     reader = run.get("image_reader", DEFAULT_READER)
     if reader not in READERS:
         raise bad("image_reader", f"one of {', '.join(READERS)}", reader)
@@ -171,6 +176,10 @@ def _run_fields(where: Path, run: dict) -> dict:
 
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_int_list(value) -> bool:
+    return isinstance(value, list) and all(_is_int(v) for v in value)
 
 
 def _shown(value) -> str:
@@ -244,8 +253,6 @@ def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
 def candidate_pairs(cands: list[Candidate], policy: str) -> list[tuple[Candidate, Candidate]]:
     """(higher, lower) pairs of one image's candidates: best against worst, best against each other
     candidate, or every pair. Order: by score, ties by candidate index."""
-    if policy not in POLICIES:
-        raise ReconScoreError(f"unknown pair policy {policy!r}; choose one of {', '.join(POLICIES)}")
     ranked = sorted(cands, key=lambda c: (-c.score, c.index))
     if len(ranked) < 2:
         return []
@@ -355,9 +362,8 @@ def _row(src: Source, image_png: bytes, hi: Candidate, lo: Candidate, job: Pairs
 
 
 class _ShardWriter:
-    """Rows to train-NNNNN.parquet in `folder` (staged: it becomes the run's data/ when the run is published),
-    `size` rows a file: a run's images never all sit in memory, and `load_dataset(OUT, split="train")` reads
-    the shards as one split (the hub's layout) and nothing else (the record lies outside data/)."""
+    """Rows to train-NNNNN.parquet in the staged `folder` (the run's data/ once published), `size` rows a file,
+    so a run's images never all sit in memory; `load_dataset(OUT, split="train")` reads them as one split."""
 
     def __init__(self, folder: Path, size: int):
         self.folder, self.size, self.rows, self.files, self.count = folder, size, [], [], 0
@@ -382,11 +388,8 @@ class _ShardWriter:
 
 
 def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1000) -> PairsSummary:
-    """Read every input, pair each image's candidates, filter, write the shards and the record. With no pair
-    kept nothing is written (the folder stays as it was; `summary.pairs` is 0): an empty dataset folder would
-    load as a dataset of the record.
-
-    `prompt` overrides the prompt recorded in a describe run's record (needed for a scored table)."""
+    """Pair each input image's candidates, filter, write the shards and the record; with no pair kept nothing is
+    written (docs/training.md). `prompt` overrides a describe run's recorded prompt (a scored table has none)."""
     for name, value, allowed in (
         ("policy", job.policy, POLICIES),
         ("score", job.score, SCORES),
@@ -413,36 +416,26 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
 
 
 def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shard_size: int) -> PairsSummary:
-    tally = _Tally()
+    summary = PairsSummary(job.noise, path=job.out)
     writer = _ShardWriter(staged, shard_size)
     sources = []
     for path in job.runs:
         try:
-            src = _read_source(path, job, tally.skipped, tally.failures)
+            src = _read_source(path, job, summary.skipped, summary.failures)
         except InputError as err:
-            tally.failures.append(str(err))
+            summary.failures.append(str(err))
             continue
         text = prompt or src.prompt
         if not text:
-            tally.failures.append(f"{path}: no prompt recorded (not a describe run); pass --prompt")
+            summary.failures.append(f"{path}: no prompt recorded (not a describe run); pass --prompt")
             continue
         sources.append(
             {"path": str(path.resolve()), "note": src.note, "selection_seeds": src.selection_seeds}
         )
         for image_id, cands in src.groups.items():
-            _pair_image(job, src, image_id, cands, text, writer, tally)
+            _pair_image(job, src, image_id, cands, text, writer, summary)
     writer.flush()
-    summary = PairsSummary(
-        pairs=writer.count,
-        images=tally.images,
-        candidates=tally.candidates,
-        dropped=dict(tally.dropped),
-        skipped=dict(tally.skipped),
-        failures=tally.failures,
-        noise_filter=_noise_words(job.noise, tally.with_noise, tally.candidates),
-        held_out_agreement={"pairs": tally.compared, "agree": tally.agree} if tally.compared else None,
-        path=job.out,
-    )
+    summary.pairs = writer.count
     if not summary.pairs:
         shutil.rmtree(staged, ignore_errors=True)
         run.abandon()
@@ -469,31 +462,19 @@ def _refuse_repeated_inputs(runs: list[Path]) -> None:
         seen[table] = path
 
 
-@dataclass
-class _Tally:
-    images: int = 0
-    candidates: int = 0
-    with_noise: int = 0  # candidates with a seed-noise estimate (K >= 2 per-seed scores)
-    compared: int = 0  # kept pairs with a held-out recon_score on both sides
-    agree: int = 0  # ... that the held-out scores order the same way
-    dropped: Counter = field(default_factory=Counter)
-    skipped: Counter = field(default_factory=Counter)
-    failures: list[str] = field(default_factory=list)
-
-
 def _pair_image(
-    job, src: Source, image_id: str, cands, prompt: str, writer: _ShardWriter, tally: _Tally
+    job, src: Source, image_id: str, cands, prompt: str, writer: _ShardWriter, summary: PairsSummary
 ) -> None:
-    tally.candidates += len(cands)
-    tally.with_noise += sum(1 for c in cands if c.noise(job.noise) is not None)
+    summary.candidates += len(cands)
+    summary.with_noise += sum(1 for c in cands if c.noise(job.noise) is not None)
     if len(cands) < 2:
-        tally.skipped["image with fewer than two scored candidates"] += 1
+        summary.skipped["image with fewer than two scored candidates"] += 1
         return
     kept = []
     for hi, lo in candidate_pairs(cands, job.policy):
         reason = keep_pair(hi, lo, min_margin=job.min_margin, noise=job.noise)
         if reason:
-            tally.dropped[reason] += 1
+            summary.dropped[reason] += 1
         else:
             kept.append((hi, lo))
     if not kept:
@@ -504,26 +485,15 @@ def _pair_image(
             resolve_under(root, cands[0].image), name=cands[0].image, bands=src.bands, reader=src.image_reader
         )
     except InputError as err:
-        tally.failures.append(f"{src.path}: image {image_id!r}: {err}")
+        summary.failures.append(f"{src.path}: image {image_id!r}: {err}")
         return
     png = png_bytes(img)
-    tally.images += 1
+    summary.images += 1
     for hi, lo in kept:
         writer.add(_row(src, png, hi, lo, job, prompt))
         if hi.recon_score is not None and lo.recon_score is not None:
-            tally.compared += 1
-            tally.agree += hi.recon_score > lo.recon_score
-
-
-def _noise_words(kind: str, with_noise: int, candidates: int) -> str:
-    if kind == "off":
-        return "off (--noise off)"
-    if not with_noise:
-        return "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
-    return (
-        f"paired t of the per-seed differences must exceed Student's t at {PAIRED_T_LEVEL:.0%} one-sided, "
-        f"K - 1 degrees of freedom ({with_noise}/{candidates} candidates have per-seed scores)"
-    )
+            summary.compared += 1
+            summary.agree += hi.recon_score > lo.recon_score
 
 
 def _record(job: PairsJob, summary: PairsSummary, files: list[str], sources: list[dict]) -> dict:
@@ -531,15 +501,10 @@ def _record(job: PairsJob, summary: PairsSummary, files: list[str], sources: lis
         "format": "TRL conversational vision preference (image, prompt, chosen, rejected)",
         "files": files,
         "sources": sources,
-        "settings": {
-            "policy": job.policy,
-            "score": job.score,
-            "min_margin": job.min_margin,
-            "noise": job.noise,
-        },
+        "settings": {name: getattr(job, name) for name in ("policy", "score", "min_margin", "noise")},
         "counts": {"pairs": summary.pairs, "images": summary.images, "candidates": summary.candidates},
-        "dropped": summary.dropped,
-        "skipped": summary.skipped,
+        "dropped": dict(summary.dropped),
+        "skipped": dict(summary.skipped),
         "failures": summary.failures,
         "noise_filter": summary.noise_filter,
         "held_out_agreement": summary.held_out_agreement,

@@ -75,10 +75,8 @@ class DescriberPreset(PresetMixin):
     selection_seed: int  # T2I seed of the selection renders (must differ from eval_seed)
     selection_seeds: int  # K: a candidate's selection score is its mean over K seeds
     eval_seed: int  # T2I seed of the held-out render that scores the chosen caption (the authors': 42)
-    # "selected" (only the chosen caption) | "all" (every candidate; for `study n-sweep`)
-    eval_candidates: str
-    # "qwen-vl-utils" (the authors' process_vision_info) | "direct" (describer.backends.vision)
-    vlm_image_input: str
+    eval_candidates: str  # EVAL_CANDIDATES
+    vlm_image_input: str  # describer.backends.vision.IMAGE_INPUTS
     collapse_whitespace: bool  # join whitespace runs in generated captions (a variant; the authors keep them)
     meaningless: bool = False
 

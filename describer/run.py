@@ -1,13 +1,7 @@
 """`reconscore describe`: N candidates per image from a VLM, each scored, the best kept (RemoteDescriber).
 
-Phases: the VLM and the T2I model may not fit one GPU together, so images are processed in phases of
-`phase_size`: captions for every image of the phase, then (VLM freed) reconstructions and scores for every
-candidate, then (T2I freed) the next phase. Candidates are journaled per VLM call (one image by default) and
-reconstructions are cached, so a crash loses at most the call in flight.
-
-Reproducibility: each image's sampling seed is derived from the run's seed and the image's pixels
-(describer.backends.derive_seed), so candidates do not depend on the order, the other images or a resume.
-Multi-process runs (`accelerate launch`) shard images i -> process i mod N and merge like `reconscore score`.
+See docs/describer.md for the phases (VLM and T2I model never on the GPU together), the per-image sampling
+seeds and the held-out score; docs/runs.md for resuming and multi-process runs.
 """
 
 from __future__ import annotations
@@ -139,23 +133,20 @@ def _note(job: DescribeJob) -> str | None:
 
 
 class _Describe:
-    """What describe hands the Run: each image an item of two stages, a phase at a time: its candidates (the
-    VLM, freed after the phase's captions), then their scores and the selection (the T2I model and the
-    encoder, freed before the next phase)."""
+    """What describe hands the Run: each image an item of two stages, a phase at a time: its candidates (VLM),
+    then their scores and the selection (T2I model and encoder), each stage's models freed after it."""
 
     def __init__(self, job: DescribeJob, items: list[ImageItem]):
         self.job, self.items = job, items
         self.by_index = {item.index: item for item in items}
         self.loaded: dict[int, object] = {}  # the phase's images, read once for both stages
-        unload = job.unload_between_phases
+
+    def spec(self) -> RunSpec:
+        job, unload = self.job, self.job.unload_between_phases
         if unload is None:
             import torch
 
             unload = torch.cuda.is_available()
-        self.unload = unload
-
-    def spec(self) -> RunSpec:
-        job = self.job
         items = [
             Item(i.index, {"id": i.id, "image": i.image, "image_sha256": i.digest}, name=f"image {i.id!r}")
             for i in self.items
@@ -167,9 +158,12 @@ class _Describe:
             items=items,
             stages=[
                 Stage(
-                    self.caption, name="candidates", batch=max(1, job.vlm_batch_size), ended=self._unload_vlm
+                    self.caption,
+                    name="candidates",
+                    batch=max(1, job.vlm_batch_size),
+                    ended=job.captioner.unload if unload else None,
                 ),
-                Stage(self.select, name="final", batch=step, ended=self._unload_selector),
+                Stage(self.select, name="final", batch=step, ended=job.selector.unload if unload else None),
             ],
             outputs=lambda res: _output_files(res, _note(job)),
             record=self.info,
@@ -179,14 +173,6 @@ class _Describe:
             unit="image",
             progress="image",
         )
-
-    def _unload_vlm(self) -> None:
-        if self.unload:
-            self.job.captioner.unload()
-
-    def _unload_selector(self) -> None:
-        if self.unload:
-            self.job.selector.unload()
 
     def _image(self, item: ImageItem):
         """The item's image, or the InputError that says why it cannot be read."""
@@ -205,24 +191,22 @@ class _Describe:
         """Candidates for each image, one VLM call for the batch; an unreadable image is its error."""
         job, sampling = self.job, _sampling(self.job.preset)
         images = {i.id: self._image(self.by_index[i.id]) for i in todo}
-        ok = [i for i in todo if not isinstance(images[i.id], InputError)]
-        reqs = [
-            CaptionRequest(
+        reqs = {
+            i.id: CaptionRequest(
                 images[i.id],
                 derive_seed(sampling.seed, image_digest(images[i.id])),
                 key=self.by_index[i.id].id,
                 path=str(self.by_index[i.id].path) if self.by_index[i.id].path is not None else None,
             )
-            for i in ok
-        ]
-        cands = dict(
-            zip([i.id for i in ok], job.captioner.generate(reqs, job.preset.prompt, sampling) if ok else [])
-        )
-        seeds = {i.id: r.seed for i, r in zip(ok, reqs)}
+            for i in todo
+            if not isinstance(images[i.id], InputError)
+        }
+        generated = job.captioner.generate(list(reqs.values()), job.preset.prompt, sampling) if reqs else []
+        cands = dict(zip(reqs, generated))
         return [
-            ({"error": str(images[i.id])}, {})
-            if isinstance(images[i.id], InputError)
-            else ({"seed": seeds[i.id], "candidates": [c.as_dict() for c in cands[i.id]]}, {})
+            ({"seed": reqs[i.id].seed, "candidates": [c.as_dict() for c in cands[i.id]]}, {})
+            if i.id in reqs
+            else ({"error": str(images[i.id])}, {})
             for i in todo
         ]
 
@@ -272,15 +256,12 @@ class _Describe:
             result = _final(item, rows, best, seed=seed, error=err, note=_note(job))
             records.append({"row": item.index, "result": result, "files": files})
         _held_out(job, records, self.loaded)
-        _explain(job, job.out, records, self.loaded)
+        _explain(job, records, self.loaded)
         return {r["row"]: (r["result"], r["files"]) for r in records}
-
-    def _summary(self, res: RunResult) -> DescribeSummary:
-        return _summarize(self.items, res.records["final"], already_complete=res.complete)
 
     def info(self, res: RunResult) -> dict:
         """run.json's fields of describe."""
-        job, summary = self.job, self._summary(res)
+        job, summary = self.job, _summarize(self.items, res.records["final"], already_complete=res.complete)
         return {
             "note": _note(job),
             "out": str(job.out.resolve()),
@@ -320,7 +301,7 @@ class _Describe:
         }
 
 
-def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> None:
+def _explain(job: DescribeJob, records: list[dict], loaded: dict) -> None:
     """--explain: each chosen caption explained on held-out renders (the evaluation seed, then derived seeds that
     avoid the selection seeds: a caption is never explained on the renders that chose it)."""
     scorer = getattr(job.selector, "scorer", None)
@@ -349,9 +330,8 @@ def _explain(job: DescribeJob, out: Path, records: list[dict], loaded: dict) -> 
 
 
 def _held_out(job: DescribeJob, records: list[dict], loaded: dict) -> None:
-    """Score each chosen caption with an independent render (the selector's evaluation seed): its selection
-    score is the maximum of N noisy values and overstates it. With eval_candidates "all" every valid candidate
-    is evaluated (what `study n-sweep` needs for smaller pools)."""
+    """Score each chosen caption with an independent render (its selection score, a maximum of N noisy values,
+    overstates it); with eval_candidates "all" every valid candidate (`study n-sweep`'s smaller pools)."""
     evaluate = getattr(job.selector, "evaluate", None)
     if evaluate is None:
         return

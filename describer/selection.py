@@ -1,8 +1,5 @@
-"""Best-of-N selection. A selector scores every candidate of an image; the argmax wins (ties: the first).
-
-Selectors implement `score_many(items) -> per-candidate dicts`; the describer depends only on that protocol,
-so any metric of the project's registry (eval.metrics) can select, wired in by the CLI.
-"""
+"""Best-of-N selection: a selector scores every candidate of an image (`score_many`, the only protocol the describer
+depends on, so any metric of eval.metrics can select); the argmax wins (ties: the first)."""
 
 from __future__ import annotations
 
@@ -38,14 +35,9 @@ def select_best(scores: Sequence[float | None]) -> int | None:
 
 
 class ReconScoreSelector:
-    """Selection by ReconScore, then a held-out evaluation of the chosen caption.
-
-    Every candidate of an image is rendered with the same selection seed(s), so candidates differ only by their
-    text (the authors seeded candidate k with 42 + k). The winner's selection score is a maximum over N noisy
-    values (in-sample, optimistic); `evaluate` renders the chosen caption again with an independent seed (the
-    authors' 42, as their batch_generate.py / batch_evaluate.py do) and that is the score a table reports.
-    With `selection_seeds` K > 1 a candidate's selection score is its mean over K seeds.
-    """
+    """Selection by ReconScore, every candidate of an image rendered with the same selection seed(s) (the authors
+    seeded candidate k with 42 + k), then `evaluate`: the chosen caption's held-out render with an independent
+    seed, the score a table reports (docs/describer.md, "Selection and the held-out score")."""
 
     name = "recon_score"
 

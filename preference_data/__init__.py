@@ -1,9 +1,6 @@
-"""Human-judgment sets (rankings, ratings) as one tidy pandas table; generated robustness sets (the ReconScore paper's Tables 4 and 5).
-
-Every loader returns one row per human judgment with the columns in `schema.COLUMNS`: image, candidate,
-references, judgment, judgment_kind, rater, model, candidate_id, source. Pure data loading: this package imports
-nothing from recon_score, describer, retrieval or eval; the registry of formats with their facts is
-eval.preferences.
+"""Human-judgment sets (rankings, ratings) as one tidy pandas table (`schema.COLUMNS`, one row per judgment) and
+generated robustness sets (the ReconScore paper's Tables 4 and 5). Pure data loading: it imports nothing from
+the other packages; the registry of formats with their facts is eval.preferences.
 """
 
 from __future__ import annotations

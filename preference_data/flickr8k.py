@@ -1,16 +1,7 @@
-"""Flickr8K-Expert and Flickr8K-CrowdFlower (Hodosh et al., 2013) from the original annotation files.
-
-Reference handling follows the CLIPScore protocol (Hessel et al., 2021, appendix A; their
-`flickr8k_example/download.py`, itself following the SPICE paper):
-
-- Expert (`ExpertAnnotations.txt`): a candidate whose text is one of its image's own five captions is skipped;
-  each of the three expert scores (1-4) is its own row. References: all five captions of the image.
-- CrowdFlower (`CrowdFlowerAnnotations.txt`): every caption rated for an image is removed from that image's
-  references (all of them, not only the row's own: for each rated row, in file order, the first equal
-  reference text is dropped); the judgment is the share of "yes" votes.
-
-Captions come from `Flickr8k.token.txt` (`<image>#<k>\t<caption>`). Texts are compared exactly (stripped) when
-skipping or removing, and whitespace-normalised afterwards, as that code does.
+"""Flickr8K-Expert and Flickr8K-CrowdFlower (Hodosh et al., 2013) from the original annotation files, with the
+reference handling of the CLIPScore protocol (Hessel et al., 2021, appendix A; their `flickr8k_example/download.py`,
+itself following the SPICE paper). See docs/correlate.md, "Human-judgment sets". Texts are compared exactly
+(stripped) when skipping or removing, and whitespace-normalised afterwards, as that code does.
 """
 
 from __future__ import annotations
@@ -83,7 +74,7 @@ def _lookup(path, lineno, cid, image, by_id, by_image) -> tuple[str, list[str]]:
 
 
 def load_flickr8k_expert(annotations: str | Path, captions: str | Path | None = None) -> pd.DataFrame:
-    """`ExpertAnnotations.txt` -> one row per (image, candidate, expert); see the module docstring."""
+    """`ExpertAnnotations.txt` -> one row per (image, candidate, expert) (the CLIPScore protocol)."""
     path = Path(annotations)
     by_id, by_image = read_captions(_captions_path(path, captions))
     rows, skipped, pairs = [], 0, 0
@@ -124,7 +115,7 @@ def load_flickr8k_expert(annotations: str | Path, captions: str | Path | None = 
 
 
 def load_flickr8k_crowdflower(annotations: str | Path, captions: str | Path | None = None) -> pd.DataFrame:
-    """`CrowdFlowerAnnotations.txt` -> one row per (image, candidate); see the module docstring."""
+    """`CrowdFlowerAnnotations.txt` -> one row per (image, candidate) (the CLIPScore protocol)."""
     path = Path(annotations)
     by_id, by_image = read_captions(_captions_path(path, captions))
     what = "image, caption id, share of yes, yes votes, no votes"

@@ -1,15 +1,6 @@
-"""Robustness sets of the ReconScore paper (Tables 4 and 5), generated with any text LLM:
-
-- paraphrase: same facts, new wording (Table 4, "Paraphrased");
-- perturb: one fact changed - object class, count, colour or spatial relation, recorded per row - with the rest
-  of the wording kept (Table 4, "Perturbed GT");
-- length: triplets <subject, relation, object> extracted from an image's references, then short / medium / long
-  captions written from exactly those triplets (Table 5).
-
-Instructions are text files (preference_data/prompts/*.txt, or your own) with `{caption}`, `{triplets}` and
-`{n}` placeholders. Every generated row keeps its source caption, the filled instruction, the instruction file
-and its sha256. The LLM is any callable `complete(prompts) -> [(text | None, error | None)]`; the CLI wires the
-describer's backends in, this module imports no model code.
+"""Robustness sets of the ReconScore paper (Table 4: paraphrased and one-fact-perturbed captions; Table 5: short /
+medium / long captions written from the same triplets), generated with any text LLM from instruction files. See
+docs/studies.md, "Generators". The LLM is any `Complete` callable: this module imports no model code.
 """
 
 from __future__ import annotations
@@ -99,9 +90,8 @@ def _caption_request(
 ) -> Request:
     """The request that rewrites one source caption with instruction `ins`."""
     caption = source["caption"]
-    key = f"{source['id']}:{task}"
     return Request(
-        key,
+        f"{source['id']}:{task}",
         str(source["id"]),
         source.get("image"),
         caption,
@@ -113,18 +103,14 @@ def _caption_request(
 
 
 def perturb_requests(
-    sources: Sequence[dict],
-    *,
-    kinds: Sequence[str] = PERTURBATIONS,
-    every_kind: bool = False,
-    instructions: dict[str, str | Path] | None = None,
+    sources: Sequence[dict], *, kinds: Sequence[str] = PERTURBATIONS, every_kind: bool = False
 ) -> list[Request]:
     """One perturbation per source caption, the kind cycling through `kinds` in input order (or every kind per
     caption with `every_kind`); the kind is recorded in `perturbation`."""
     bad = [k for k in kinds if k not in PERTURBATIONS]
     if bad:
         raise ValueError(f"unknown perturbation kind(s) {bad}; choose from {PERTURBATIONS}")
-    ins = {k: load_instruction((instructions or {}).get(k, f"perturb_{k}")) for k in kinds}
+    ins = {k: load_instruction(f"perturb_{k}") for k in kinds}
     reqs = []
     for i, s in enumerate(sources):
         for k in kinds if every_kind else [kinds[i % len(kinds)]]:
@@ -132,11 +118,9 @@ def perturb_requests(
     return reqs
 
 
-def triplet_requests(
-    images: Sequence[dict], *, n: int = 10, instruction: str | Path = "extract_triplets"
-) -> list[Request]:
+def triplet_requests(images: Sequence[dict], *, n: int = 10) -> list[Request]:
     """images: {id, image, references: [...]}: one extraction per image from all of its references."""
-    ins = load_instruction(instruction)
+    ins = load_instruction("extract_triplets")
     return [
         Request(
             f"{im['id']}:triplets",
@@ -169,16 +153,11 @@ def parse_triplets(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def rewrite_requests(
-    triplet_rows: Sequence[dict],
-    *,
-    lengths: Sequence[str] = LENGTHS,
-    instructions: dict[str, str | Path] | None = None,
-) -> list[Request]:
+def rewrite_requests(triplet_rows: Sequence[dict], *, lengths: Sequence[str] = LENGTHS) -> list[Request]:
     bad = [k for k in lengths if k not in LENGTHS]
     if bad:
         raise ValueError(f"unknown length(s) {bad}; choose from {LENGTHS}")
-    ins = {k: load_instruction((instructions or {}).get(k, f"rewrite_{k}")) for k in lengths}
+    ins = {k: load_instruction(f"rewrite_{k}") for k in lengths}
     reqs = []
     for row in triplet_rows:
         triplets = row.get("triplets") or []
@@ -204,26 +183,13 @@ def rewrite_requests(
     return reqs
 
 
-def run_requests(
-    requests: Sequence[Request],
-    complete: Complete,
-    *,
-    batch_size: int = 16,
-    done: set[str] | None = None,
-    on_rows: Callable[[list[dict]], None] | None = None,
-) -> list[dict]:
-    """Generate every request not in `done`, `batch_size` prompts per `complete` call; `on_rows` receives each
-    batch's rows as soon as they exist (the CLI journals them)."""
-    done = done or set()
+def run_requests(requests: Sequence[Request], complete: Complete, *, batch_size: int = 16) -> list[dict]:
+    """One row per request, `batch_size` prompts per `complete` call (resuming is the caller's: the CLI's Run)."""
     rows = []
-    todo = [r for r in requests if r.id not in done]
-    for start in range(0, len(todo), batch_size):
-        batch = todo[start : start + batch_size]
+    for start in range(0, len(requests), batch_size):
+        batch = requests[start : start + batch_size]
         outs = complete([r.prompt for r in batch])
         if len(outs) != len(batch):
             raise RuntimeError(f"the LLM returned {len(outs)} answers for {len(batch)} prompts")
-        new = [r.row(text, err) for r, (text, err) in zip(batch, outs)]
-        if on_rows:
-            on_rows(new)
-        rows.extend(new)
+        rows.extend(r.row(text, err) for r, (text, err) in zip(batch, outs))
     return rows

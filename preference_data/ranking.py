@@ -1,18 +1,6 @@
-"""Ranking format for UCM-preference-style sets (the ReconScore paper, section 5.1): per image, 3 or more candidate captions,
-each with its human rank (1 = best, ties allowed), optionally the model that wrote it.
-
-JSONL, one image (and rater) per line:
-
-    {"image": "images/UCM_1.tif", "references": ["There is a piece of farmland .", ...], "rater": "consensus",
-     "candidates": [{"caption": "...", "rank": 1, "model": "Qwen3-VL-8B"},
-                    {"caption": "...", "rank": 2, "model": "Falcon"}, ...]}
-
-CSV, one candidate per row: columns `image, caption, rank` and optionally `model, rater, candidate_id,
-references` (a JSON array of strings; give it on one row of the image or repeat it identically).
-
-`references` and `rater` are optional. The same image may appear once per rater; every rater's ranking is a
-separate set of rows (no averaging). See preference_data/examples/ for a complete file.
-"""
+"""Ranking format for UCM-preference-style sets (the ReconScore paper, section 5.1): per image (and rater), 3 or
+more candidate captions with their human rank (1 = best). The JSONL and CSV layouts are in docs/correlate.md,
+"Ranking format"; preference_data/examples/ has a complete file."""
 
 from __future__ import annotations
 
@@ -82,8 +70,7 @@ def load_ranking(path: str | Path) -> pd.DataFrame:
         raise PreferenceFormatError(path, None, "no rankings found")
     for row in rows:
         row["references"] = refs_by_image[row["image"]][1]
-    n_images = len(refs_by_image)
-    notes = [f"{len(rows)} ranked candidates over {n_images} images ({len(seen)} rankings)"]
+    notes = [f"{len(rows)} ranked candidates over {len(refs_by_image)} images ({len(seen)} rankings)"]
     return make_table(rows, fmt="ranking", path=path, notes=notes)
 
 
@@ -113,8 +100,8 @@ def _read_jsonl(path: Path):
 
 
 def _read_csv(path: Path):
+    # (image, rater) -> its first line and its candidates, in the order first seen
     groups: dict[tuple[str, str | None], dict] = {}
-    order = []
     refs_at: dict[str, tuple[int, list[str]]] = {}
     for lineno, rec in _io.csv_records(path, required=CSV_REQUIRED, optional=CSV_OPTIONAL):
         image = _io.text_field(path, lineno, rec["image"], "image")
@@ -132,11 +119,7 @@ def _read_csv(path: Path):
                     f"references of image {image!r} differ from those at line {refs_at[image][0]}",
                 )
             refs_at[image] = (lineno, refs)
-        key = (image, rater)
-        if key not in groups:
-            groups[key] = {"line": lineno, "cands": []}
-            order.append(key)
-        groups[key]["cands"].append((lineno, caption, rank, model, cid))
-    for image, rater in order:
-        g = groups[(image, rater)]
+        group = groups.setdefault((image, rater), {"line": lineno, "cands": []})
+        group["cands"].append((lineno, caption, rank, model, cid))
+    for (image, rater), g in groups.items():
         yield g["line"], image, rater, refs_at.get(image, (0, []))[1], g["cands"]

@@ -1,10 +1,5 @@
-"""Reference captions keyed by image, for scoring a captioning run with reference-based metrics.
-
-Accepted layouts (the bundled `recon_score/sample/references.json` is the first):
-    JSON list   [{"image": "images/UCM_1.tif", "captions": ["...", ...]}, ...]   ("references"/"refs" also work)
-    JSON object {"images/UCM_1.tif": ["...", ...], ...}
-    JSONL       one {"image": ..., "references": [...]} per line
-"""
+"""Reference captions keyed by image, for scoring a captioning run with reference-based metrics. The accepted
+layouts (JSON list, JSON object, JSONL) are in docs/evaluate.md."""
 
 from __future__ import annotations
 

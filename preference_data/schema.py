@@ -1,9 +1,5 @@
-"""The one tidy table every loader returns, and the error every loader raises.
-
-One row per human judgment: an image, a candidate caption, that image's references, one judgment by one rater
-(never averaged over raters: the CLIPScore protocol correlates every (image, candidate, judgment) row). Loaders
-only read and validate; metrics and Kendall τ live in `eval`.
-"""
+"""The one tidy table every loader returns (one row per human judgment, never averaged over raters: the CLIPScore
+protocol correlates every row), and the error every loader raises."""
 
 from __future__ import annotations
 

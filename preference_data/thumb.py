@@ -1,9 +1,5 @@
-"""THumB 1.0 (Kasai et al., NAACL 2022): human scores for 5 systems' captions of 500 MSCOCO (Karpathy test) images.
-
-`mscoco_THumB-1.0.jsonl`: one line per (image, system) with `SYS, seg_id, hyp, image, P, R, Fl, Inc, Con,
-human_score` where human_score = (P + R)/2 + Fl + Con + Inc (the penalties are <= 0). The judgment is
-`human_score`; the system is the row's model. References come from `mscoco_references.json` (JSONL despite the
-name: `seg_id, refs`), the MSCOCO captions minus the one scored as the "Human" system.
+"""THumB 1.0 (Kasai et al., NAACL 2022): human scores for 5 systems' captions of 500 MSCOCO (Karpathy test)
+images; the judgment is `human_score`, the system the row's model. See docs/correlate.md, "Human-judgment sets".
 """
 
 from __future__ import annotations

@@ -17,13 +17,8 @@ from recon_score.seeds import derive_seed
 
 @dataclass(frozen=True)
 class Sampling:
-    """The one resolved sampling configuration every backend applies in full (describer.backends.sampling).
-
-    The ReconScore paper / the authors' `RemoteDescriber.py`: temperature 0.8, top_p 0.9, 512 new tokens, N = 10, through
-    transformers' `generate`, which also applied the checkpoint's generation_config.json (Qwen3-VL-8B-Instruct:
-    top_k 20). Every field is sent explicitly, so no backend inherits a checkpoint's or a server's defaults.
-    `top_k = 0` and `repetition_penalty = 1.0` mean off.
-    """
+    """The one resolved sampling configuration every backend applies in full; defaults are the ReconScore paper's
+    (docs/describer.md, "Sampling"). `top_k = 0` and `repetition_penalty = 1.0` mean off."""
 
     n: int = 10
     temperature: float = 0.8
@@ -57,16 +52,12 @@ class Candidate:
 
 @dataclass
 class CaptionRequest:
-    """One image to caption; `seed` is derived from the run's seed and the image's pixels (recon_score.seeds.derive_seed).
-
-    `image` is the project's read (the one the scores use); `path`, when the image is a file, lets the
-    `qwen-vl-utils` image input open the file itself as the authors' `RemoteDescriber.py` does
-    (describer.backends.vision)."""
+    """One image to caption: `image` is the project's read (the one the scores use); `path`, when the image is a
+    file, lets the `qwen-vl-utils` image input open the file itself, as the authors' `RemoteDescriber.py` does."""
 
     image: Image.Image
-    seed: int
+    seed: int  # derived from the run's seed and the image's pixels
     key: str = ""  # a label for error messages (image id)
-    extra: dict = field(default_factory=dict)
     path: str | None = None
 
 
@@ -76,13 +67,8 @@ _THINK = re.compile(r"<think>.*?</think>\s*", re.S)
 def clean_generation(
     text: str | None, finish_reason: str | None = None, *, collapse_whitespace: bool = False
 ) -> Candidate:
-    """The caption as the VLM wrote it, less a reasoning block; an empty or refused generation is an error.
-
-    The authors' `RemoteDescriber.py` passes the decoded text on unchanged (newlines, markdown, trailing spaces),
-    so by default only a `<think>...</think>` block and the whitespace after it are removed.
-    `collapse_whitespace=True` (a named variant) joins whitespace runs into single spaces and strips the ends,
-    with the same rule the reconstruction prompt uses (recon_score.prompts.clean_caption).
-    """
+    """The caption as the VLM wrote it (as the authors' `RemoteDescriber.py` keeps it), less a `<think>` block; an
+    empty or refused generation is an error. `collapse_whitespace` is the named variant (docs/describer.md)."""
     if finish_reason == "content_filter":
         return Candidate(
             None, error="generation refused by the server (content_filter)", finish_reason=finish_reason
@@ -102,9 +88,10 @@ def clean_generation(
         return Candidate(None, error=f"unusable generation: {err}", finish_reason=finish_reason)
 
 
-# A completion (rewrite, paraphrase, perturbation) is one caption cell of a table: whitespace runs (newlines
-# included) are joined, unlike the describer's captions, which stay as generated.
-ONE_LINE = True
+def completion(text: str | None, finish_reason: str | None = None) -> Candidate:
+    """A completion (rewrite, paraphrase, perturbation) is one caption cell of a table: its whitespace runs
+    (newlines included) are joined, unlike the describer's captions, which stay as generated."""
+    return clean_generation(text, finish_reason, collapse_whitespace=True)
 
 
 def prompt_seed(base: int, prompt: str) -> int:
@@ -194,12 +181,8 @@ def check_conversation(conversation: str) -> None:
 
 
 class Backend:
-    """One inference engine. `generate` returns, for each request, exactly `sampling.n` candidates (errors
-    included); `complete` one candidate per text prompt; `judge` a greedy answer with digit log-probabilities.
-
-    `image_input` (describer.backends.vision) says how an image becomes the VLM's pixels and
-    `collapse_whitespace` how its text becomes a caption; build_captioner sets both (describe: from the preset).
-    """
+    """One inference engine: `generate` returns exactly `sampling.n` candidates per request (errors included).
+    `image_input` and `collapse_whitespace` (how pixels and captions are made) are set by build_captioner."""
 
     name: str = "base"
     image_input: str = "direct"
@@ -272,6 +255,8 @@ class LocalBackend(Backend):
     revision: str | None
     text_only: bool = False
     _resolved = None
+    _model = None  # the loaded engine (None: not loaded, or unloaded)
+    _processor = None  # a VLM's processor; a text-only transformers model's tokenizer
 
     @property
     def resolved(self):
@@ -302,16 +287,26 @@ class LocalBackend(Backend):
         return self._chat_text(prompt)
 
     def image_mean(self) -> tuple | None:
-        if getattr(self, "_processor", None) is None:
+        if self._processor is None:
             self._load()
         return getattr(getattr(self._processor, "image_processor", None), "image_mean", None)
 
     def _load(self) -> None:
         raise NotImplementedError
 
+    def _ensure_loaded(self) -> None:
+        if self._model is None:
+            self._load()
+
+    def unload(self) -> None:
+        import torch
+
+        self._model = self._processor = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def model_needs(self) -> list:
         from recon_score.preflight import ModelNeed
 
-        if self.text_only:
-            return [ModelNeed("LLM", self.model_name, "--model", revision=self.revision)]
-        return [ModelNeed("VLM (captioner)", self.model_name, "--captioner", revision=self.revision)]
+        role = "LLM" if self.text_only else "VLM (captioner)"
+        return [ModelNeed(role, self.model_name, self._model_kind()[1], revision=self.revision)]

@@ -1,11 +1,6 @@
 """The engine of any OpenAI-compatible chat endpoint (`vllm serve`, SGLang, a hosted API): captions, text
-completions and judge answers with `top_logprobs`.
-
-Images travel as PNG data URLs; N samples are asked for with `n` (and `seed` where the server honours it);
-if a server returns fewer choices, the rest are requested one by one with seed + k. Transient failures
-(connection errors, 408/409/429/5xx) are retried with exponential backoff; a concurrency limit bounds the
-requests in flight. The API key comes from an environment variable, never from the command line.
-"""
+completions and judge answers with `top_logprobs`. See docs/describer.md, "Inputs, backends, outputs" (images as
+PNG data URLs, `n` and `seed`, retries, the API key from an environment variable)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from describer.backends.base import (
     LLAVA_V1_SYSTEM,
-    ONE_LINE,
     TOP_LOGPROBS,
     Backend,
     Candidate,
@@ -28,7 +22,7 @@ from describer.backends.base import (
     JudgeRequest,
     JudgeStep,
     Sampling,
-    clean_generation,
+    completion,
     digit_of,
     prompt_seed,
 )
@@ -53,6 +47,7 @@ def _image_message(image, text: str) -> dict:
 
 class OpenAIBackend(Backend):
     name = "openai"
+    max_retries, backoff, timeout = 5, 1.0, 120.0  # exponential backoff from 1 s; seconds per request
 
     def __init__(
         self,
@@ -61,9 +56,6 @@ class OpenAIBackend(Backend):
         base_url: str | None,
         api_key_env: str = "OPENAI_API_KEY",
         concurrency: int = 8,
-        max_retries: int = 5,
-        timeout: float = 120.0,
-        backoff: float = 1.0,
         sampling_extensions: bool = True,
         text_only: bool = False,
     ):
@@ -77,12 +69,12 @@ class OpenAIBackend(Backend):
         self.api_key_env, self.text_only = api_key_env, text_only
         # send top_k / repetition_penalty / min_p (vLLM, SGLang servers)
         self.extensions = sampling_extensions
-        self.concurrency, self.max_retries, self.backoff = max(1, concurrency), max_retries, backoff
+        self.concurrency = max(1, concurrency)
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout)
 
     def identity(self) -> dict:
         out = {
@@ -164,39 +156,38 @@ class OpenAIBackend(Backend):
         except ValueError as err:  # qwen-vl-utils refuses extreme aspect ratios
             return [Candidate(None, error=f"image preprocessing failed: {err}"[:500])] * sampling.n
 
-        def body(n: int, seed: int) -> dict:
-            return {
-                "model": self.model,
-                "messages": messages,
-                **openai_body(sampling, seed=seed, n=n, extensions=self.extensions),
-            }
-
         cands: list[Candidate] = []
         try:
-            data = self._post(body(sampling.n, req.seed))
+            data = self._post(self._body(messages, sampling, seed=req.seed, n=sampling.n))
             cands = [self._candidate(c) for c in data.get("choices", [])[: sampling.n]]
-            k = len(cands)
-            while len(cands) < sampling.n:  # servers that ignore `n`
-                data = self._post(body(1, req.seed + k))
-                choices = data.get("choices", [])
-                cands.append(
-                    self._candidate(choices[0]) if choices else Candidate(None, error="no choices returned")
-                )
-                k += 1
+            while len(cands) < sampling.n:  # servers that ignore `n`: candidate k asked alone, with seed + k
+                body = self._body(messages, sampling, seed=req.seed + len(cands), n=1)
+                cands.append(self._first(self._post(body)))
         except ReconScoreError as err:
             cands += [Candidate(None, error=str(err)[:500])] * (sampling.n - len(cands))
         return cands
 
-    def _candidate(self, choice: dict, *, one_line: bool | None = None) -> Candidate:
+    def _body(self, messages: list[dict], sampling: Sampling, *, seed: int, n: int) -> dict:
+        return {
+            "model": self.model,
+            "messages": messages,
+            **openai_body(sampling, seed=seed, n=n, extensions=self.extensions),
+        }
+
+    def _first(self, data: dict, clean=None) -> Candidate:
+        """A response's first choice as a candidate (an error when it has none)."""
+        choices = data.get("choices", [])
+        return self._candidate(choices[0], clean) if choices else Candidate(None, error="no choices returned")
+
+    def _candidate(self, choice: dict, clean=None) -> Candidate:
+        """One choice as a candidate, by `clean` (default: this captioner's caption rule)."""
         msg = choice.get("message") or {}
         content = msg.get("content")
         if isinstance(content, list):  # content parts
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if msg.get("refusal"):
             return Candidate(None, error=f"refused: {msg['refusal']}"[:300], finish_reason="refusal")
-        if one_line is None:
-            return self.candidate(content, choice.get("finish_reason"))
-        return clean_generation(content, choice.get("finish_reason"), collapse_whitespace=one_line)
+        return (clean or self.candidate)(content, choice.get("finish_reason"))
 
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
@@ -205,20 +196,13 @@ class OpenAIBackend(Backend):
             return list(pool.map(lambda r: self._one(r, prompt, sampling), requests))
 
     def _complete_one(self, prompt: str, sampling: Sampling) -> Candidate:
-        payload = {
-            "model": self.model,
-            "messages": [{"role": "user", "content": prompt}],
-            **openai_body(sampling, seed=prompt_seed(sampling.seed, prompt), n=1, extensions=self.extensions),
-        }
+        body = self._body(
+            [{"role": "user", "content": prompt}], sampling, seed=prompt_seed(sampling.seed, prompt), n=1
+        )
         try:
-            choices = self._post(payload).get("choices", [])
+            return self._first(self._post(body), completion)
         except ReconScoreError as err:
             return Candidate(None, error=str(err)[:500])
-        return (
-            self._candidate(choices[0], one_line=ONE_LINE)
-            if choices
-            else Candidate(None, error="no choices returned")
-        )
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
@@ -251,16 +235,12 @@ class OpenAIBackend(Backend):
             )
         steps = []
         for t in tokens:
-            logprobs = {}
+            token, logprobs = t.get("token", ""), {}
             for alt in [t, *(t.get("top_logprobs") or [])]:
                 d = digit_of(alt.get("token", ""))
                 if d is not None and d not in logprobs:
                     logprobs[d] = float(alt["logprob"])
-            steps.append(
-                JudgeStep(
-                    token=t.get("token", ""), digit=digit_of(t.get("token", "")), digit_logprobs=logprobs
-                )
-            )
+            steps.append(JudgeStep(token, digit_of(token), logprobs))
         text = (choice.get("message") or {}).get("content") or "".join(s.token for s in steps)
         return JudgeAnswer(text.strip(), steps)
 

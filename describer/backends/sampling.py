@@ -1,30 +1,11 @@
-"""One `Sampling` -> the request each backend sends, with every sampling field explicit.
-
-Why: each backend has its own hidden defaults. transformers' `generate` fills every field a caller leaves
-unset (None) from the checkpoint's generation_config.json (Qwen3-VL-8B-Instruct ships temperature 0.7, top_p
-0.8, top_k 20, do_sample true); `vllm serve` applies the checkpoint's generation config to fields a request
-omits; the offline `vllm.LLM` uses SamplingParams' own class defaults. Sending every field, with explicit
-neutral values for the filters the project does not use, makes the three backends draw from the same
-distribution. The dict each builder returns is what run.json records under `sampling.request`.
-"""
+"""One `Sampling` -> the request each backend sends, with every sampling field explicit, so no backend draws
+from a checkpoint's or server's hidden defaults. See docs/describer.md, "Sampling: one configuration, every
+backend"; each builder's dict is what run.json records under `sampling.request`."""
 
 from __future__ import annotations
 
 from describer.backends.base import Sampling
 from recon_score.errors import ReconScoreError
-
-# transformers filters a checkpoint may switch on that `Sampling` does not expose: set to values that disable
-# them (None would be replaced by the checkpoint's value; see GenerationMixin._prepare_generation_config)
-TRANSFORMERS_NEUTRAL = {
-    "min_p": 0.0,
-    "typical_p": 1.0,
-    "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-    "no_repeat_ngram_size": 0,
-    "encoder_repetition_penalty": 1.0,
-    "min_new_tokens": 0,
-    "num_beams": 1,
-}
 
 
 def transformers_kwargs(s: Sampling) -> dict:
@@ -38,7 +19,16 @@ def transformers_kwargs(s: Sampling) -> dict:
         "repetition_penalty": s.repetition_penalty,
         "max_new_tokens": s.max_new_tokens,
         "num_return_sequences": s.n,
-        **TRANSFORMERS_NEUTRAL,
+        # filters a checkpoint may switch on that `Sampling` does not expose, set to values that disable them
+        # (None would be replaced by the checkpoint's value; see GenerationMixin._prepare_generation_config)
+        "min_p": 0.0,
+        "typical_p": 1.0,
+        "epsilon_cutoff": 0.0,
+        "eta_cutoff": 0.0,
+        "no_repeat_ngram_size": 0,
+        "encoder_repetition_penalty": 1.0,
+        "min_new_tokens": 0,
+        "num_beams": 1,
     }
 
 
@@ -46,13 +36,11 @@ def generation_config(s: Sampling, base=None):
     """A GenerationConfig for `s`, keeping the checkpoint's token ids (eos/pad/bos) from `base`."""
     from transformers import GenerationConfig
 
-    ids = {}
-    if base is not None:
-        ids = {
-            k: getattr(base, k)
-            for k in ("eos_token_id", "pad_token_id", "bos_token_id")
-            if getattr(base, k, None) is not None
-        }
+    ids = {
+        k: getattr(base, k)
+        for k in ("eos_token_id", "pad_token_id", "bos_token_id")
+        if getattr(base, k, None) is not None
+    }
     return GenerationConfig(**ids, **transformers_kwargs(s))
 
 

@@ -10,7 +10,6 @@ from dataclasses import replace
 import torch
 
 from describer.backends.base import (
-    ONE_LINE,
     Candidate,
     CaptionRequest,
     JudgeAnswer,
@@ -18,7 +17,7 @@ from describer.backends.base import (
     JudgeStep,
     LocalBackend,
     Sampling,
-    clean_generation,
+    completion,
     digit_token_ids,
     prompt_seed,
 )
@@ -48,8 +47,6 @@ class TransformersBackend(LocalBackend):
         self.dtype = "float32" if not str(device).startswith("cuda") else dtype
         self.batch_size = max(1, batch_size)
         self.trust_remote_code, self.text_only = trust_remote_code, text_only
-        self._model = None
-        self._processor = None  # text_only: the tokenizer
         if text_only:
             self.resolved  # noqa: B018  (a missing model fails when the backend is built)
 
@@ -116,17 +113,11 @@ class TransformersBackend(LocalBackend):
     def sampling_request(self, sampling: Sampling) -> dict:
         return {"generation_config": transformers_kwargs(sampling), "seed": "per image (torch.manual_seed)"}
 
-    def unload(self) -> None:
-        self._model = self._processor = None
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
     @torch.inference_mode()
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
-        if self._model is None:
-            self._load()
+        self._ensure_loaded()
         out: list[list[Candidate]] = []
         for start in range(0, len(requests), self.batch_size):
             chunk = requests[start : start + self.batch_size]
@@ -161,23 +152,19 @@ class TransformersBackend(LocalBackend):
         )
         eos = self._eos_ids()
         pad = self._model.generation_config.pad_token_id
-        results = []
-        for i in range(len(chunk)):  # rows are grouped per input: [img0 x N, img1 x N, ...]
-            cands = []
-            for k in range(sampling.n):
-                row = new[i * sampling.n + k].tolist()
-                ended = any(t in eos for t in row) or (pad is not None and row and row[-1] == pad)
-                cands.append(self.candidate(texts[i * sampling.n + k], "stop" if ended else "length"))
-            results.append(cands)
-        return results
+        cands = []
+        for row, text in zip(new.tolist(), texts):
+            ended = any(t in eos for t in row) or (pad is not None and row and row[-1] == pad)
+            cands.append(self.candidate(text, "stop" if ended else "length"))
+        # rows are grouped per input: [img0 x N, img1 x N, ...]
+        return [cands[i : i + sampling.n] for i in range(0, len(cands), sampling.n)]
 
     def _eos_ids(self) -> set:
         eos = self._model.generation_config.eos_token_id
         return set(eos) if isinstance(eos, list) else {eos}
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
-        if self._model is None:
-            self._load()
+        self._ensure_loaded()
         tok = self._tokenizer
         out = []
         for prompt in prompts:  # one call per prompt: outputs independent of neighbours (seeded per prompt)
@@ -193,19 +180,14 @@ class TransformersBackend(LocalBackend):
                 ids = self._model.generate(**enc, generation_config=config)
             new = ids[0, enc["input_ids"].shape[1] :]
             finish = "stop" if any(t in self._eos_ids() for t in new.tolist()) else "length"
-            out.append(
-                clean_generation(
-                    tok.decode(new, skip_special_tokens=True), finish, collapse_whitespace=ONE_LINE
-                )
-            )
+            out.append(completion(tok.decode(new, skip_special_tokens=True), finish))
         return out
 
     def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """Exact log-softmax over the vocabulary at every generated token (raw logits, before any processor)."""
         from transformers import GenerationConfig
 
-        if self._model is None:
-            self._load()
+        self._ensure_loaded()
         text = self._judge_text(req.prompt, req.conversation)
         tok = self._tokenizer
         ids = digit_token_ids(tok)
@@ -230,13 +212,8 @@ class TransformersBackend(LocalBackend):
         steps = []
         for pos, token_id in enumerate(new):
             logp = torch.log_softmax(out.logits[pos][0].float(), dim=-1)
-            steps.append(
-                JudgeStep(
-                    token=tok.decode([token_id]),
-                    digit=by_id.get(token_id),
-                    digit_logprobs={d: float(logp[i]) for d, i in ids.items()},
-                )
-            )
+            logprobs = {d: float(logp[i]) for d, i in ids.items()}
+            steps.append(JudgeStep(tok.decode([token_id]), by_id.get(token_id), logprobs))
         return JudgeAnswer(tok.decode(new, skip_special_tokens=True).strip(), steps)
 
 

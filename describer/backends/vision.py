@@ -1,17 +1,6 @@
-"""How an image becomes the pixels a VLM sees.
-
-`qwen-vl-utils` (the `paper` default): the authors' `RemoteDescriber.py` builds a chat message holding the image
-file's *path* and calls `qwen_vl_utils.process_vision_info(messages)`, whose `fetch_image` opens the file with PIL
-(no EXIF rotation), converts it to RGB (RGBA composited onto white; LA, palette and other modes by PIL's
-`convert`, which drops transparency) and resizes it to a multiple of the patch-merge size (`smart_resize`) before
-the processor sees it. They call it with its default `image_patch_size=14` (Qwen2.5-VL's patch; Qwen3-VL's own is
-16), so sides become multiples of 28; the processor then applies its own resize. The real package does it here, on
-the same path, so the pixels are the authors' whatever the project's image reader does for the scores. An image
-PIL cannot open (a format only the project's reader decodes) or one given without a file falls back to the
-project's read.
-
-`direct`: the image as read goes straight to the processor (or server), which applies only its own resize.
-"""
+"""How an image becomes the pixels a VLM sees: `qwen-vl-utils` (the authors' `process_vision_info` on the image
+file's path, as `RemoteDescriber.py` does) or `direct`. See docs/describer.md, "What the VLM sees and what it
+writes"."""
 
 from __future__ import annotations
 
@@ -64,8 +53,7 @@ def image_input_identity(mode: str) -> dict:
 
 
 def vlm_images(requests: list, mode: str, prompt: str) -> list[Image.Image]:
-    """The images the VLM's processor receives, one per request (describer.backends.base.CaptionRequest), by
-    `mode` (see the module doc)."""
+    """The images the VLM's processor receives, one per request (describer.backends.base.CaptionRequest)."""
     if mode == "direct":
         return [r.image for r in requests]
     check_image_input(mode)

@@ -1,12 +1,9 @@
-"""The vLLM offline engine: `SamplingParams(n=N, seed=...)` per image, so the N samples share one prefill and each
-image's candidates are reproducible whatever else is in the batch; text completions (`text_only`) and judge
-answers with the top-k log-probabilities. vLLM is an optional extra (it pins its own torch):
-`pip install 'reconscore[vllm]'` in a separate environment."""
+"""The vLLM offline engine (an optional extra in its own environment, docs/describer.md): `SamplingParams(n=N,
+seed=...)` per image, so an image's candidates do not depend on the rest of the batch; completions and judging."""
 
 from __future__ import annotations
 
 from describer.backends.base import (
-    ONE_LINE,
     TOP_LOGPROBS,
     Candidate,
     CaptionRequest,
@@ -15,7 +12,7 @@ from describer.backends.base import (
     JudgeStep,
     LocalBackend,
     Sampling,
-    clean_generation,
+    completion,
     digit_token_ids,
     prompt_seed,
 )
@@ -36,6 +33,7 @@ def _import_vllm():
 
 class VLLMBackend(LocalBackend):
     name = "vllm"
+    gpu_memory_utilization, max_model_len = 0.85, 8192
 
     def __init__(
         self,
@@ -44,15 +42,10 @@ class VLLMBackend(LocalBackend):
         dtype: str = "bfloat16",
         revision: str | None = None,
         trust_remote_code: bool = False,
-        gpu_memory_utilization: float = 0.85,
-        max_model_len: int = 8192,
         text_only: bool = False,
     ):
         self.model_name, self.revision, self.dtype = model, revision, dtype
         self.trust_remote_code, self.text_only = trust_remote_code, text_only
-        self.gpu_memory_utilization, self.max_model_len = gpu_memory_utilization, max_model_len
-        self._llm = None
-        self._processor = None
         if text_only:  # vLLM and the model are checked when the backend is built
             _import_vllm()
             self.resolved  # noqa: B018
@@ -66,12 +59,12 @@ class VLLMBackend(LocalBackend):
         vllm = _import_vllm()
         path = str(self.resolved.path)
         if self.text_only:
-            self._llm = vllm.LLM(model=path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+            self._model = vllm.LLM(model=path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
             return
         from transformers import AutoProcessor
 
         self._processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
-        self._llm = vllm.LLM(
+        self._model = vllm.LLM(
             model=path,
             dtype=self.dtype,
             trust_remote_code=self.trust_remote_code,
@@ -83,28 +76,17 @@ class VLLMBackend(LocalBackend):
     def sampling_request(self, sampling: Sampling) -> dict:
         return {"SamplingParams": {**vllm_kwargs(sampling, seed=0), "seed": "per image"}}
 
-    def unload(self) -> None:
-        self._llm = None
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
-
     def generate(
         self, requests: list[CaptionRequest], prompt: str, sampling: Sampling
     ) -> list[list[Candidate]]:
         vllm = _import_vllm()
-        if self._llm is None:
-            self._load()
+        self._ensure_loaded()
         text = self._chat_text(prompt)
         params = [vllm.SamplingParams(**vllm_kwargs(sampling, seed=r.seed)) for r in requests]
         try:
             images = self.vlm_images(requests, prompt)
             inputs = [{"prompt": text, "multi_modal_data": {"image": im}} for im in images]
-            outputs = self._llm.generate(inputs, sampling_params=params, use_tqdm=False)
+            outputs = self._model.generate(inputs, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors are per batch; report them per candidate
             return [
                 [Candidate(None, error=f"vLLM generation failed: {err}"[:500])] * sampling.n for _ in requests
@@ -118,21 +100,17 @@ class VLLMBackend(LocalBackend):
 
     def complete(self, prompts: list[str], sampling: Sampling) -> list[Candidate]:
         vllm = _import_vllm()
-        if self._llm is None:
-            self._load()
+        self._ensure_loaded()
         messages = [[{"role": "user", "content": p}] for p in prompts]
         params = [
             vllm.SamplingParams(**vllm_kwargs(sampling, seed=prompt_seed(sampling.seed, p), n=1))
             for p in prompts
         ]
         try:
-            outs = self._llm.chat(messages, sampling_params=params, use_tqdm=False)
+            outs = self._model.chat(messages, sampling_params=params, use_tqdm=False)
         except Exception as err:  # engine errors: report per prompt
             return [Candidate(None, error=f"vLLM generation failed: {err}"[:500]) for _ in prompts]
-        return [
-            clean_generation(o.outputs[0].text, o.outputs[0].finish_reason, collapse_whitespace=ONE_LINE)
-            for o in outs
-        ]
+        return [completion(o.outputs[0].text, o.outputs[0].finish_reason) for o in outs]
 
     def judge(self, req: JudgeRequest) -> JudgeAnswer:
         """The greedy answer with vLLM's top-k log-probabilities (a digit outside the top k is absent)."""
@@ -141,13 +119,12 @@ class VLLMBackend(LocalBackend):
             raise ReconScoreError(
                 "the vllm judge has no digits-only mode (a smoke judge runs on transformers)"
             )
-        if self._llm is None:
-            self._load()
+        self._ensure_loaded()
         tok = self._processor.tokenizer
         by_id = {i: d for d, i in digit_token_ids(tok).items()}
         text = self._judge_text(req.prompt, req.conversation)
         params = vllm.SamplingParams(temperature=0.0, max_tokens=req.max_new_tokens, logprobs=TOP_LOGPROBS)
-        out = self._llm.generate(
+        out = self._model.generate(
             [{"prompt": text, "multi_modal_data": {"image": req.image}}], params, use_tqdm=False
         )
         gen = out[0].outputs[0]
@@ -156,7 +133,5 @@ class VLLMBackend(LocalBackend):
         steps = []
         for token_id, top in zip(gen.token_ids, gen.logprobs):
             logprobs = {by_id[i]: float(lp.logprob) for i, lp in top.items() if i in by_id}
-            steps.append(
-                JudgeStep(token=tok.decode([token_id]), digit=by_id.get(token_id), digit_logprobs=logprobs)
-            )
+            steps.append(JudgeStep(tok.decode([token_id]), by_id.get(token_id), logprobs))
         return JudgeAnswer(gen.text.strip(), steps)

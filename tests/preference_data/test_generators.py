@@ -72,10 +72,11 @@ def test_triplets_then_length_rewrites():
     assert "<cars, are parked at, parking lot>" in rows[2]["instruction"]
 
 
-def test_failures_are_rows_and_resume_skips_done():
+def test_failures_are_rows():
     reqs = gen.paraphrase_requests(_sources(3))
-    rows = gen.run_requests(reqs, lambda ps: [(None, "HTTP 500")] * len(ps), done={"c0:paraphrase"})
-    assert [r["id"] for r in rows] == ["c1:paraphrase", "c2:paraphrase"] and rows[0]["error"] == "HTTP 500"
+    rows = gen.run_requests(reqs, lambda ps: [(None, "HTTP 500")] * len(ps), batch_size=2)
+    assert [r["id"] for r in rows] == ["c0:paraphrase", "c1:paraphrase", "c2:paraphrase"]
+    assert all(r["error"] == "HTTP 500" and r["caption"] is None for r in rows)
 
 
 def test_instructions_are_files(tmp_path):
