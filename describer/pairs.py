@@ -260,7 +260,9 @@ def candidate_pairs(cands: list[Candidate], policy: str) -> list[tuple[Candidate
         return [(ranked[0], ranked[-1])]
     if policy == "best-vs-each":
         return [(ranked[0], c) for c in ranked[1:]]
-    return list(combinations(ranked, 2))
+    if policy == "all":
+        return list(combinations(ranked, 2))
+    raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
 
 
 def keep_pair(hi: Candidate, lo: Candidate, *, min_margin: float, noise: str) -> str | None:
