@@ -1,11 +1,5 @@
-"""Captioning benchmark datasets, one registry: `load_dataset(name, root, split)`.
-
-Layouts under --root (override with `annotations=` / `images_dir=`):
-    rsicd, ucm-captions, sydney-captions, nwpu-captions   Karpathy JSON (dataset_rsicd.json, dataset_ucm.json,
-                                                          dataset_sydney.json, dataset_nwpu.json) + images/
-    rsitmd, ucm-precomp, rsicd-precomp, sydney-precomp     {split}_caps.txt + {split}_filename.txt + images/
-    generic                                                any .jsonl/.csv (see eval.datasets.generic) + images/
-"""
+"""Captioning benchmark datasets, one registry: `load_dataset(name, root, split)`. The layout each expects under
+--root is in docs/evaluate.md."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""The ReconScore paper's studies as functions over runs: each returns pandas tables in the paper's layout.
-
-- models_tables     Table 3: ReconScore (and any metric) of several captioning models on several datasets
-                    (evaluate_models runs them), grouped by paradigm with a Pub. column;
-- n_sweep_table     Table 8: RemoteDescriber's selected score for N in {1, 2, 4, 6, 8, 10} from ONE pool of
-                    candidates per image (the first N of the same samples: no resampling per N);
-- selection_table   Table 7: the candidate each selection metric picks from the same pool, how every metric
-                    rates the picks, and the agreement with a human choice file;
-- encoders_table    Fig. 4: the same reconstructions scored by several encoders, and the Kendall tau between
-                    the system rankings each encoder gives;
-- robustness tables Tables 4 and 5 (paraphrase vs perturbation; short/medium/long) - see robustness.py.
-"""
+"""The ReconScore paper's studies as functions over runs, each returning pandas tables in the paper's layout:
+Table 3 (models), Table 7 (selection), Table 8 (N-sweep) and Fig. 4 (encoders); Tables 4, 5 and 9 are in
+robustness.py. See docs/studies.md."""
 
 from __future__ import annotations
 
