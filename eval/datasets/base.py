@@ -1,8 +1,5 @@
-"""A captioning dataset split: images, their human references, optional class labels.
-
-Loaders validate as they read: every image file is checked, missing ones are reported (never silently
-dropped from the report), duplicate ids and malformed lines raise errors naming the file and line.
-"""
+"""A captioning dataset split: images, their human references, optional class labels. Loaders report missing image
+files (never dropped silently) and raise on duplicate ids and malformed lines, naming the file and line."""
 
 from __future__ import annotations
 
