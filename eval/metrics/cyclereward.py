@@ -115,20 +115,8 @@ def build_model(size: CycleRewardSize, *, meta: bool = False):
         layer_norm_eps=1e-6,  # BLIP's ViT: partial(nn.LayerNorm, eps=1e-6)
         hidden_act="gelu",
     )
-    text = BlipTextConfig(
-        vocab_size=med["vocab_size"],
-        hidden_size=med["hidden_size"],
-        intermediate_size=med["intermediate_size"],
-        num_hidden_layers=med["num_hidden_layers"],
-        num_attention_heads=med["num_attention_heads"],
-        max_position_embeddings=med["max_position_embeddings"],
-        layer_norm_eps=med["layer_norm_eps"],
-        hidden_act=med["hidden_act"],
-        encoder_hidden_size=size.vision_width,
-        pad_token_id=med["pad_token_id"],
-        bos_token_id=None,
-        sep_token_id=None,
-    )
+    # med_config.json's keys are BlipTextConfig's own names
+    text = BlipTextConfig(**med, encoder_hidden_size=size.vision_width, bos_token_id=None, sep_token_id=None)
 
     class CycleRewardModel(torch.nn.Module):
         def __init__(self):
