@@ -73,12 +73,8 @@ def load_dataset(
     images_dir: str | Path | None = None,
     check_images: bool = True,
 ) -> CaptionDataset:
-    """One split of dataset `name` under `root`; `split="all"` keeps every split (Karpathy/generic).
-
-    Raises:
-        ReconScoreError: unknown dataset, missing annotation files.
-        DatasetFormatError: malformed annotations (the message names file and line or entry).
-    """
+    """One split of dataset `name` under `root`; `split="all"` keeps every split (Karpathy/generic). Malformed
+    annotations raise DatasetFormatError naming the file and line or entry."""
     spec, root = DATASETS[name], Path(root)
     imgs = Path(images_dir) if images_dir else (root / "images" if (root / "images").is_dir() else root)
     load = spec.load()

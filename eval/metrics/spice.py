@@ -34,11 +34,8 @@ def corenlp_dirs() -> list[Path]:
 
 
 def find_corenlp() -> Path:
-    """The folder holding both CoreNLP 3.6.0 jars.
-
-    Raises:
-        SpiceUnavailableError: naming the missing jars, where they were looked for, and how to install them.
-    """
+    """The folder holding both CoreNLP 3.6.0 jars; SpiceUnavailableError names the missing ones and where to put
+    them."""
     dirs = corenlp_dirs()
     for d in dirs:
         if all((d / jar).is_file() for jar in CORENLP_JARS):
