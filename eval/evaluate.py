@@ -1,15 +1,5 @@
-"""A captioning model's output on a dataset split: join by image, compute metrics, summarise (the ReconScore paper Table 3).
-
-Join: a caption row matches a split image by `image_id` (or `image`/`id`), compared as given, then by file
-name, then by file name without extension (so `12.tif`, `images/12.tif` and `12` all match `12.tif`).
-Split images without a caption stay in the output with an error; captions matching no split image are
-reported (run.json and the console), never silently dropped.
-
-Summary (one row, Table 3 layout): one column per metric, x100 for every metric except ReconScore. BLEU and
-METEOR use the corpus-level values pycocoevalcap's `compute_score` reports (aggregated statistics, as COCO
-evaluation and the papers' tables do); every other metric is the mean over images, which is also what
-pycocoevalcap reports for ROUGE-L, CIDEr-D and SPICE.
-"""
+"""A captioning model's output on a dataset split: join by image, compute metrics, summarise (the ReconScore
+paper's Table 3). See docs/evaluate.md for the join rules and which metrics are corpus-level."""
 
 from __future__ import annotations
 

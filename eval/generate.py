@@ -88,7 +88,6 @@ class _Generation:
         ]
         if job.kind == "length":
             stages.append(Stage(self.compute, name="generated", batch=LLM_BATCH, items=self._rewrites))
-        self.first = first
         return RunSpec(
             settings=self.config,
             items=self._items(first),
@@ -106,16 +105,11 @@ class _Generation:
         return [Item(r.id, {"prompt": r.prompt}, name=f"request {r.id}") for r in requests]
 
     def _rewrites(self, done: dict) -> list:
-        extracted = _extracted(
-            [done["triplets"].get(i.id) for i in self._triplet_items()], self.job.n_triplets
-        )
+        """`length`'s second stage: the rewrites of every triplet answer that parsed."""
+        answers = [done["triplets"].get(r.id) for r in self.requests.values() if r.kind == "triplets"]
+        extracted = _extracted(answers, self.job.n_triplets)
         return self._items(
             gen.rewrite_requests([r for r in extracted if r is not None], lengths=self.job.lengths)
-        )
-
-    def _triplet_items(self) -> list:
-        return (
-            [r for r in self.requests.values() if r.kind == "triplets"] if self.job.kind == "length" else []
         )
 
     def compute(self, batch: list, todo: list) -> list:

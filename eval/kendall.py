@@ -1,14 +1,6 @@
 """Kendall τ of caption metrics with human judgments: the CLIPScore protocol (Hessel et al. 2021, section 4 and
-appendix A; their `flickr8k_example/compute_metrics.py`).
-
-Every (image, candidate, human judgment) row is one observation: judgments are never averaged over raters.
-Kendall τ-b and τ-c come from `scipy.stats.kendalltau(metric, human, variant=...)`, times 100. Human judgments
-are oriented so that larger means better before correlating (ranks are negated: rank 1 = best), and so are
-metrics whose `higher_is_better` is False, so a positive τ always means "agrees with people".
-
-Headline variant per dataset, as published, is its format's `headline` (eval.preferences): Flickr8K-Expert
-τ-c, Flickr8K-CrowdFlower τ-b; τ-b elsewhere (the ReconScore paper's UCM-preference table reports both).
-"""
+appendix A), every (image, candidate, judgment) row one observation, both sides oriented so a positive τ means
+agreement with people. See docs/correlate.md, "Protocol and outputs"."""
 
 from __future__ import annotations
 

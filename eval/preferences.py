@@ -1,9 +1,6 @@
-"""The registry of human-judgment formats `reconscore correlate --format` reads. Each entry names its loader in
-preference_data and carries the facts the correlation needs: whether images ship with the set, whether the
-loader takes a separate references file, and the Kendall variant the set's paper made its headline.
-
-It lives in eval because preference_data imports nothing of the project (recon_score's registry included).
-"""
+"""The registry of human-judgment formats `reconscore correlate --format` reads: each names its preference_data
+loader and the facts the correlation needs. It lives in eval because preference_data imports nothing of the
+project."""
 
 from __future__ import annotations
 

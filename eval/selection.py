@@ -11,15 +11,7 @@ from recon_score.errors import ModelNotAvailableError, ReconScoreError
 class MetricSelector:
     """Scores each image's candidates with registry metric `name` (references from the input list/dataset)."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        device: str | None = None,
-        encoder: str = DEFAULT_ENCODER,
-        preset: str = "paper",
-        long_text: str = "truncate",
-    ):
+    def __init__(self, name: str, *, device: str | None = None, preset: str = "paper"):
         from eval.metrics import get_metric_info, metric_options
 
         self.info = get_metric_info(name)
@@ -28,7 +20,9 @@ class MetricSelector:
         self.name = self.info.name
         from recon_score.presets import reader_for
 
-        self.options = metric_options(encoder=encoder, long_text=long_text, preset=preset, device=device)
+        self.options = metric_options(
+            encoder=DEFAULT_ENCODER, long_text="truncate", preset=preset, device=device
+        )
         self.image_reader = reader_for(preset)
         self._metric = None
 
@@ -93,10 +87,8 @@ def build_selector(
     seeds: dict | None = None,
     trust_remote_code: bool = False,
 ):
-    """The selection metric: ReconScore (the paper's), or any metric of the eval metric registry.
-
-    `overrides`: ReconPreset fields of the selection renders; `seeds`: ReconScoreSelector's selection_seed /
-    selection_seeds / eval_seed; `trust_remote_code`: a preset's custom pipeline may run (text2earth)."""
+    """The selection metric: ReconScore (the paper's; `overrides` are its selection renders' preset fields, `seeds`
+    ReconScoreSelector's), or any metric of the eval metric registry."""
     from eval.metrics import get_metric_info
 
     if get_metric_info(name).name != "recon_score":

@@ -181,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     except ReconScoreError as err:
         click.echo(f"error: {err}", err=True)
         return getattr(err, "exit_code", EXIT_ERROR)  # EmptyInputError: the failed-rows status
-    except (
-        OSError
-    ) as err:  # a write refused by the disk outside a run's own handling: one line, not a traceback
+    except OSError as err:  # the disk refused a write outside a run's own handling: one line, not a traceback
         from recon_score.atomic_io import DISK_FULL, write_error
 
         if err.errno not in (*DISK_FULL, errno.EROFS):
@@ -194,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _plain_warnings() -> None:
-    """reconscore's own warnings as one `warning: ...` line, not Python's
-    file:line form; other packages' warnings keep theirs."""
+    """reconscore's own warnings as one `warning: ...` line, not Python's file:line form; other packages' warnings
+    keep theirs."""
     import warnings
 
     from recon_score.errors import ReconScoreWarning

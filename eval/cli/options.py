@@ -1,8 +1,5 @@
-"""Options several subcommands share, defined once so their names, choices, defaults and help agree.
-
-Choices, defaults and preset flags come from the registries they name (presets, datasets, metrics, retrieval
-choices), each importable without torch, so `--help` stays instant and cannot offer what the code lacks.
-"""
+"""Options several subcommands share, defined once so their names, choices, defaults and help agree; choices come
+from the registries they name (importable without torch), so `--help` stays instant and offers what the code has."""
 
 from __future__ import annotations
 
@@ -34,8 +31,7 @@ def positive_int(*names: str, default: int | None, help: str) -> Callable:
 
 
 def choice(*names: str, choices, default: str | None, help: str | None = None) -> Callable:
-    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown (None:
-    not given)."""
+    """An option taking one of `choices` (a mistyped one is answered with the closest), its default shown."""
     return click.option(*names, type=Choice(list(choices)), default=default, show_default=True, help=help)
 
 
@@ -69,8 +65,7 @@ def explain(what: str, seeds: str) -> Callable:
 
 
 def pop_explain(given: dict):
-    """--explain's options, taken out of a command's keyword arguments: recon_score.explain.ExplainOptions, or None
-    without --explain."""
+    """--explain's options, taken out of a command's keyword arguments (None without --explain)."""
     from recon_score.explain import ExplainOptions
 
     seeds, max_phrases = given.pop("explain_seeds"), given.pop("explain_max_phrases")
@@ -151,8 +146,7 @@ def clip_encoder() -> Callable:
 
 
 class Choice(click.Choice):
-    """click's Choice, whose refusal also names the closest choice (recon_score.errors.did_you_mean, the one
-    suggester): `--preset smok` -> did you mean 'smoke'? Every choice option of the CLI is one of these."""
+    """click's Choice, whose refusal also names the closest choice (`--preset smok` -> did you mean 'smoke'?)."""
 
     def convert(self, value, param, ctx):
         try:
@@ -207,8 +201,8 @@ def preset_flags(cls: type, example, *, only: tuple[str, ...] = (), what: str = 
 
 
 def _parsed_by(parse: Callable) -> Callable:
-    """A click callback that checks a flag's value with its preset field's parser: a value the parser refuses (a
-    prompt template without {caption}) is a usage error naming the flag (exit 2), not a traceback."""
+    """A click callback checking a flag's value with its preset field's parser: a refused value is a usage error
+    naming the flag (exit 2), not a traceback."""
 
     def check(ctx, param, value):
         try:
@@ -316,8 +310,7 @@ def metric_names(**kw) -> Callable:
 
 
 def smoke_banner(record: dict) -> None:
-    """After a run: say on stderr that its numbers are meaningless when it used a synthetic model (the report's
-    rule, eval.report.build.smoke_note). `record`: the record the run returned."""
+    """After a run: say on stderr that its numbers are meaningless, by the report's rule (smoke_note)."""
     from eval.report.build import smoke_note
 
     note = smoke_note(record)
@@ -380,8 +373,7 @@ VOCABULARY = {
 
 
 def images_root(default: str, *, extra: str = "") -> Callable:
-    """--images DIR, the one meaning of VOCABULARY["--images"]; `default` says where paths are relative to
-    without it."""
+    """--images DIR, the one meaning of VOCABULARY["--images"]; `default` says where paths are relative to."""
     return click.option(
         "--images",
         "images_root",
@@ -402,8 +394,8 @@ def recon_seeds() -> Callable:
 
 
 class _RunFolder(click.Path):
-    """`--out DIR`: a folder to create or resume. An existing file there means the run cannot start (exit 1,
-    as documented), not a usage error (click's 2, which reconscore uses for "some rows failed")."""
+    """`--out DIR`: a folder to create or resume; a file there means the run cannot start (exit 1), not a usage
+    error (click's 2)."""
 
     def __init__(self) -> None:
         super().__init__(path_type=Path)

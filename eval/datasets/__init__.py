@@ -1,11 +1,5 @@
-"""Captioning benchmark datasets, one registry: `load_dataset(name, root, split)`.
-
-Layouts under --root (override with `annotations=` / `images_dir=`):
-    rsicd, ucm-captions, sydney-captions, nwpu-captions   Karpathy JSON (dataset_rsicd.json, dataset_ucm.json,
-                                                          dataset_sydney.json, dataset_nwpu.json) + images/
-    rsitmd, ucm-precomp, rsicd-precomp, sydney-precomp     {split}_caps.txt + {split}_filename.txt + images/
-    generic                                                any .jsonl/.csv (see eval.datasets.generic) + images/
-"""
+"""Captioning benchmark datasets, one registry: `load_dataset(name, root, split)`. The layout each expects under
+--root is in docs/evaluate.md."""
 
 from __future__ import annotations
 
@@ -79,12 +73,8 @@ def load_dataset(
     images_dir: str | Path | None = None,
     check_images: bool = True,
 ) -> CaptionDataset:
-    """One split of dataset `name` under `root`; `split="all"` keeps every split (Karpathy/generic).
-
-    Raises:
-        ReconScoreError: unknown dataset, missing annotation files.
-        DatasetFormatError: malformed annotations (the message names file and line or entry).
-    """
+    """One split of dataset `name` under `root`; `split="all"` keeps every split (Karpathy/generic). Malformed
+    annotations raise DatasetFormatError naming the file and line or entry."""
     spec, root = DATASETS[name], Path(root)
     imgs = Path(images_dir) if images_dir else (root / "images" if (root / "images").is_dir() else root)
     load = spec.load()

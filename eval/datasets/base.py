@@ -1,8 +1,5 @@
-"""A captioning dataset split: images, their human references, optional class labels.
-
-Loaders validate as they read: every image file is checked, missing ones are reported (never silently
-dropped from the report), duplicate ids and malformed lines raise errors naming the file and line.
-"""
+"""A captioning dataset split: images, their human references, optional class labels. Loaders report missing image
+files (never dropped silently) and raise on duplicate ids and malformed lines, naming the file and line."""
 
 from __future__ import annotations
 
@@ -37,16 +34,9 @@ class CaptionDataset:
     notes: list[str] = field(default_factory=list)  # irregularities worth a look (not errors)
     listed: list[CaptionSample] = field(default_factory=list)  # everything the split lists, in file order
 
-    def __post_init__(self):
-        if not self.listed:
-            self.listed = self.samples + self.missing
-
     @property
     def n_references(self) -> int:
         return sum(len(s.references) for s in self.samples)
-
-    def by_id(self) -> dict[str, CaptionSample]:
-        return {s.image_id: s for s in self.samples}
 
     def summary(self) -> dict:
         return {
@@ -61,13 +51,14 @@ class CaptionDataset:
         }
 
 
-def split_present(samples: list[CaptionSample], *, images_dir: Path, check: bool = True) -> tuple[list, list]:
-    if not check:
-        return samples, []
-    present, missing = [], []
-    for s in samples:
-        (present if s.path.is_file() else missing).append(s)
-    return present, missing
+def dataset_of(
+    name: str, split: str, annotations: list[Path], images_dir: Path, samples: list, *, check: bool, notes=()
+) -> CaptionDataset:
+    """The split with its listed `samples` sorted into present and missing files (all present unless `check`)."""
+    missing = [s for s in samples if check and not s.path.is_file()]
+    gone = {id(s) for s in missing}
+    present = [s for s in samples if id(s) not in gone]
+    return CaptionDataset(name, split, annotations, images_dir, present, missing, list(notes), listed=samples)
 
 
 def check_unique(ids: list[tuple[str, str]], what: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, split_present
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, dataset_of
 from recon_score.errors import InputError
 from recon_score.images import resolve_under
 from recon_score.textfiles import TextFileError, csv_dicts, json_objects, unencodable
@@ -68,5 +68,4 @@ def load_generic(
             CaptionSample(image_id, image.strip(), path, _refs(rec, where), rec_split, rec.get("label"))
         )
     check_unique(ids, "image id")
-    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
-    return CaptionDataset(name, split, [annotation], images_dir, present, missing, listed=samples)
+    return dataset_of(name, split, [annotation], images_dir, samples, check=check_images)

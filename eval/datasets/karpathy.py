@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, split_present
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, dataset_of
 from recon_score.textfiles import TextFileError, read_json, unencodable
 
 # UC Merced Land Use, alphabetical; UCM-captions image n.tif is class (n-1)//100 (PROVENANCE of ../shared/data).
@@ -53,7 +53,6 @@ def load_karpathy(
     split: str,
     *,
     check_images: bool = True,
-    label_fn=label_from_filename,
 ) -> CaptionDataset:
     try:
         data = read_json(annotation)
@@ -84,12 +83,10 @@ def load_karpathy(
         sub = im.get("filepath", "")
         rel = f"{sub}/{filename}" if sub else filename
         ids.append((filename, where))
-        samples.append(
-            CaptionSample(filename, rel, images_dir / rel, refs, im_split, label_fn(name, filename))
-        )
+        label = label_from_filename(name, filename)
+        samples.append(CaptionSample(filename, rel, images_dir / rel, refs, im_split, label))
     check_unique(ids, "image filename")
-    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
-    return CaptionDataset(name, split, [annotation], images_dir, present, missing, listed=samples)
+    return dataset_of(name, split, [annotation], images_dir, samples, check=check_images)
 
 
 def _load_nwpu(name, data: dict, annotation: Path, images_dir: Path, split: str, *, check_images: bool):
@@ -119,8 +116,7 @@ def _load_nwpu(name, data: dict, annotation: Path, images_dir: Path, split: str,
                 CaptionSample(filename, str(path.relative_to(images_dir)), path, refs, im_split, category)
             )
     check_unique(ids, "image filename")
-    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
-    return CaptionDataset(name, split, [annotation], images_dir, present, missing, listed=samples)
+    return dataset_of(name, split, [annotation], images_dir, samples, check=check_images)
 
 
 def _raw_order(key: str) -> int:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, split_present
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, dataset_of
 from eval.datasets.karpathy import label_from_filename
 from recon_score.textfiles import read_lines
+
+PER_IMAGE = 5  # captions per image in every precomp set
 
 
 def _lines(path: Path) -> list[str]:
@@ -26,7 +28,6 @@ def load_precomp(
     images_dir: Path,
     split: str,
     *,
-    per_image: int | None = 5,
     check_images: bool = True,
 ) -> CaptionDataset:
     cap_lines, name_lines = _lines(caps), _lines(filenames)
@@ -54,16 +55,14 @@ def load_precomp(
         first_line.setdefault(fname, lineno)
         prev = fname
     notes = []
-    if per_image:
-        odd = {f: len(c) for f, c in groups.items() if len(c) != per_image}
-        if odd:
-            notes.append(
-                f"{len(odd)} images do not have {per_image} captions, e.g. "
-                + ", ".join(f"{f} ({n})" for f, n in list(odd.items())[:3])
-            )
+    odd = {f: len(c) for f, c in groups.items() if len(c) != PER_IMAGE}
+    if odd:
+        notes.append(
+            f"{len(odd)} images do not have {PER_IMAGE} captions, e.g. "
+            + ", ".join(f"{f} ({n})" for f, n in list(odd.items())[:3])
+        )
     samples = [
         CaptionSample(f, f, images_dir / f, refs, split, label_from_filename(name, f))
         for f, refs in groups.items()
     ]
-    present, missing = split_present(samples, images_dir=images_dir, check=check_images)
-    return CaptionDataset(name, split, [caps, filenames], images_dir, present, missing, notes, listed=samples)
+    return dataset_of(name, split, [caps, filenames], images_dir, samples, check=check_images, notes=notes)

@@ -17,13 +17,9 @@ ImageSource = Any  # PIL.Image.Image | str | Path | Exception (an image that cou
 
 @dataclass
 class CaptionBatch:
-    """Aligned rows to score. `references[i]` may be empty (reference metrics give NaN there); `images[i]` may be
-    None or an exception (image metrics give NaN there and say why in `<metric>_error`).
-
-    Expensive shared steps (PTB tokenisation, image loading, CLIP embeddings) are memoised on the batch, so
-    BLEU, METEOR, ROUGE, CIDEr and SPICE share one tokenizer pass, and CLIPScore/RefCLIPScore share embeddings.
-    `shared` carries the per-text and per-image results across the batches of one run.
-    """
+    """Aligned rows to score; an empty `references[i]` or a None/exception `images[i]` makes that row NaN for the
+    metrics that need it. Expensive steps (PTB tokens, images, CLIP embeddings) are memoised on the batch so
+    metrics share them."""
 
     candidates: list[str | None]
     references: list[list[str]] | None = None

@@ -1,18 +1,5 @@
-"""CLIPScore and RefCLIPScore (Hessel et al., EMNLP 2021) with any image+text encoder of the registry.
-
-    CLIP-S(c, v)       = w * max(cos(E_text(prefix + c), E_image(v)), 0),   w = 2.5, prefix "A photo depicts"
-    RefCLIP-S(c, R, v) = H-Mean(CLIP-S(c, v), max(max_r cos(E_text(prefix + c), E_text(prefix + r)), 0))
-
-w only stretches CLIP's narrow cosine range so numbers compare with the paper. References get the prefix too, as
-in the authors' `clipscore.py`. Default encoder: ViT-B/32 (OpenAI weights), the paper's; the authors ran fp16 on
-GPU, we run the encoder in float32.
-
-CLIP sees 77 tokens (start and end markers included). Longer texts are, by default, truncated by the tokenizer
-(the authors' `clip.tokenize(..., truncate=True)`), with a warning and a per-row `<metric>_truncated` flag.
-`long_text="sliding-window"` instead embeds overlapping word windows that each fit (stride about half a window,
-each window keeps the prefix) and uses the renormalised mean of their unit embeddings; `<metric>_windows` says how
-many windows each row used. run.json records the mode either way.
-"""
+"""CLIPScore and RefCLIPScore (Hessel et al., EMNLP 2021) with any image+text encoder of the registry, and the
+77-token handling the CLIP-based metrics share. See docs/correlate.md for the formulas and `long_text`."""
 
 from __future__ import annotations
 
@@ -31,16 +18,9 @@ CLIP_S_WEIGHT = 2.5
 LONG_TEXT_MODES = ("truncate", "sliding-window")
 
 
-def clip_score(image_emb, text_emb, *, w: float = CLIP_S_WEIGHT):
-    """CLIP-S for every image/text pair: w * max(cos, 0), shape (m, n) for m images and n texts."""
-    import torch.nn.functional as F
-
-    sims = F.normalize(image_emb, dim=-1) @ F.normalize(text_emb, dim=-1).T
-    return w * sims.clamp(min=0)
-
-
 def clip_score_aligned(image_emb, text_emb, *, w: float = CLIP_S_WEIGHT):
-    """CLIP-S of aligned rows (the diagonal of `clip_score`), shape (n,)."""
+    """CLIP-S of aligned rows, w * max(cos, 0), shape (n,); w only stretches CLIP's narrow cosine range so
+    numbers compare with the paper."""
     import torch.nn.functional as F
 
     return w * (F.normalize(image_emb, dim=-1) * F.normalize(text_emb, dim=-1)).sum(-1).clamp(min=0)
@@ -199,7 +179,6 @@ class _ClipMetric(Metric):
         self.spec, self.prefix, self.long_text, self.w = encoder, prefix, long_text, float(w)
         self.device, self.batch_size = device, batch_size
         self._encoder = None
-        self._facts: dict = {}
 
     def model_needs(self) -> list:
         """Its encoder, for recon_score.preflight (checked before any model loads)."""
@@ -319,13 +298,12 @@ class _ClipMetric(Metric):
             extra[f"{name}_windows"] = txt.windows.tolist()
         if any(errors):
             extra[f"{name}_error"] = errors
-        self._facts = {
+        return {
             "long_text": self.long_text,
             "context_length": counter.context_length if counter else None,
             "rows_over_context": over,
             "image_errors": sum(e is not None for e in errors),
         }
-        return self._facts
 
     def config(self) -> dict:
         out = {"encoder": self.spec, "prefix": self.prefix, "w": self.w, "long_text": self.long_text}

@@ -64,11 +64,8 @@ def compute_metrics(
     options: dict[str, dict] | None = None,
     metrics: dict[str, Metric] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """One column per metric (plus its extra per-row columns) and, per metric, what run.json records.
-
-    `metrics` supplies ready instances (e.g. a shared METEOR process); the others are built from `options[name]`
-    and closed afterwards.
-    """
+    """One column per metric (plus its extra per-row columns) and, per metric, what run.json records. `metrics`
+    supplies ready instances (a shared METEOR); the others are built from `options[name]` and closed after."""
     import pandas as pd  # here, not at import: listing metrics (and `--help`) stays light
 
     options, given = options or {}, metrics or {}

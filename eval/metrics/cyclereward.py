@@ -1,20 +1,6 @@
-"""CycleReward (Bahng, Chan, Durand & Isola, ICCV 2025): a BLIP image-text reward model trained on preferences from
-cycle consistency (caption -> T2I -> DreamSim with the image, the idea ReconScore evaluates with directly).
-
-    CycleReward(v, c) = MLP(CLS of BERT(c) cross-attending ViT-L/16(v))
-
-as the authors' `CycleReward.score` (hjbahng/cyclereward, `cyclereward/model.py`): BLIP's ViT-L/16 at 224 px with
-CLIP's preprocessing, BLIP's BERT text encoder with cross-attention (`bert-base-uncased` vocabulary + [DEC], [ENC];
-padded and truncated to 128 tokens), a 768-1024-128-64-16-1 GELU MLP on the first token.
-
-Why a port and not the package: `cyclereward` 0.1.7 no longer imports on transformers >= 4.57 (its BERT copy
-imports helpers transformers removed), downloads BLIP and the tokenizer when constructed, and loads its checkpoint
-with `strict=False`, so a wrong file scores silently. Its BLIP modules are the ones transformers maintains as
-`BlipVisionModel` and `BlipTextModel` (BLIP's own `med.py` BERT, same parameter names); this module builds those
-offline, maps the release's 625 state-dict keys onto them one to one and loads them strictly (weights_only=True).
-tests/eval/test_metrics_cyclereward.py checks the key layout and scores against the package run once in a
-scratch environment.
-"""
+"""CycleReward (Bahng, Chan, Durand & Isola, ICCV 2025): a BLIP image-text reward model trained on cycle-consistency
+preferences, ported onto transformers' BLIP modules with the release's state-dict keys loaded strictly. See
+docs/metrics.md, "What each one computes", for why a port and not the `cyclereward` package."""
 
 from __future__ import annotations
 
@@ -129,20 +115,8 @@ def build_model(size: CycleRewardSize, *, meta: bool = False):
         layer_norm_eps=1e-6,  # BLIP's ViT: partial(nn.LayerNorm, eps=1e-6)
         hidden_act="gelu",
     )
-    text = BlipTextConfig(
-        vocab_size=med["vocab_size"],
-        hidden_size=med["hidden_size"],
-        intermediate_size=med["intermediate_size"],
-        num_hidden_layers=med["num_hidden_layers"],
-        num_attention_heads=med["num_attention_heads"],
-        max_position_embeddings=med["max_position_embeddings"],
-        layer_norm_eps=med["layer_norm_eps"],
-        hidden_act=med["hidden_act"],
-        encoder_hidden_size=size.vision_width,
-        pad_token_id=med["pad_token_id"],
-        bos_token_id=None,
-        sep_token_id=None,
-    )
+    # med_config.json's keys are BlipTextConfig's own names
+    text = BlipTextConfig(**med, encoder_hidden_size=size.vision_width, bos_token_id=None, sep_token_id=None)
 
     class CycleRewardModel(torch.nn.Module):
         def __init__(self):

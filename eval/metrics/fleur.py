@@ -1,21 +1,6 @@
 """FLEUR and RefFLEUR (Lee et al., ACL 2024): an MLLM judge asked for a score in [0, 1], smoothed over the
-probabilities of the digit tokens it printed.
-
-As the authors' `fleur.py` / `reffleur.py` (Yebin46/FLEUR): the prompt below, greedy decoding; the printed number
-`x` is parsed from the answer (non-digits and dots stripped from the ends). For x < 1 with first decimal d1, the
-score is sum_k p_k * k * 0.1 over the digits k at the position of d1's token (the second occurrence if d1 = 0,
-i.e. after "0."); if x has a second decimal, sum_k p_k * k * 0.01 at that digit's token is added (its second
-occurrence if repeated). For x = 1.0: 0.9 * p_0 + p_1 at the "1" token. An answer outside [0, 1] or without a
-number is an error for that row (the authors' code skipped it).
-
-The authors ran LLaVA-1.5-13B in float16 (the project's default dtype is bfloat16; `dtype` names it and the
-record keeps both); here the judge is any chat VLM of the describer's backends (default llava-hf/llava-1.5-13b-hf
-through transformers) that returns token log-probabilities. As their code, by default the instruction goes
-through LLaVA's `conv_templates["llava_v1"]` (system line, "USER: <image>\n...", " ASSISTANT:"; `conversation`
-"chat-template" uses the checkpoint's chat template instead), and the image is padded to a square with the judge
-image processor's mean colour before the processor sees it (LLaVA's `expand2square` under their default
-`--image-aspect-ratio pad`; `image_aspect_ratio` "none" hands the image over as read).
-"""
+probabilities of the digit tokens it printed, as the authors' `fleur.py` / `reffleur.py`. See docs/metrics.md for
+the judge, its conversation template, image padding and dtype."""
 
 from __future__ import annotations
 
@@ -103,6 +88,7 @@ def fleur_score(text: str, steps) -> float:
         s = str(value)
         dot = s.index(".")
         d1 = int(s[dot + 1])
+        # a first decimal 0 is read at its second occurrence (the first is the "0" of "0."), as the authors do
         score = _expected(steps[_position(steps, d1, repeated="second" if d1 == 0 else "first")], 0.1)
         if len(s) > 3:  # a second decimal place
             d2 = int(s[dot + 2])

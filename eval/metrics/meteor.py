@@ -1,13 +1,6 @@
-"""METEOR 1.5 (Banerjee & Lavie 2005; Denkowski & Lavie 2014) per caption, with the jar and the settings
-pycocoevalcap uses (`-stdio -l en -norm`, 2 GB heap) on PTB-tokenised text.
-
-One JVM per `MeteorProcess`, kept alive and reused for every batch until `close()`: starting METEOR (it loads its
-paraphrase table) costs seconds, scoring a caption costs well under a millisecond. The protocol is the jar's stdio
-mode, as pycocoevalcap drives it: `SCORE ||| ref1 ||| ... ||| hyp` returns a statistics line, and
-`EVAL ||| stats1 ||| stats2 ...` returns one score per statistics line, then the corpus score. METEOR's corpus
-score is computed from the summed statistics, not the mean of segment scores; it is what pycocoevalcap's
-`compute_score` returns and what captioning papers report, so the metric keeps it in `info["corpus"]`.
-"""
+"""METEOR 1.5 (Banerjee & Lavie 2005; Denkowski & Lavie 2014) per caption and over the corpus, driving
+pycocoevalcap's jar as it does (`-stdio -l en -norm`, 2 GB heap) on PTB-tokenised text. One JVM per
+`MeteorProcess`, reused until `close()`: starting METEOR costs seconds, a caption well under a millisecond."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""BLEU-1..4, ROUGE-L and CIDEr-D per caption, computed by pycocoevalcap's own scorers on PTB-tokenised text (the
-COCO caption protocol, also used by Hessel et al. 2021 for Flickr8K).
-
-- BLEU: `Bleu(4)`, per-sentence scores with the "closest" reference length (pycocoevalcap's choice).
-- ROUGE-L: LCS F-measure with beta = 1.2, best precision and best recall over the references.
-- CIDEr: pycocoevalcap's `Cider` is CIDEr-D (clipped n-gram counts, Gaussian length penalty sigma = 6, x10).
-  Its IDF is computed over the evaluated corpus' references: one document per scored row, i.e. exactly what
-  `Cider().compute_score(gts, res)` does when called with every row, so a row's CIDEr depends on the rest of the
-  corpus (score the whole set at once, as here). Rows without references are left out of that corpus.
-"""
+"""BLEU-1..4, ROUGE-L and CIDEr-D per caption, by pycocoevalcap's own scorers on PTB-tokenised text (the COCO
+caption protocol, also used by Hessel et al. 2021 for Flickr8K). See docs/correlate.md for each one's settings;
+CIDEr's IDF is over the scored corpus, so score a whole set at once."""
 
 from __future__ import annotations
 

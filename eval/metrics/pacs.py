@@ -1,21 +1,5 @@
 """PAC-S and RefPAC-S (Sarto et al., CVPR 2023): the CLIP-S protocol on the authors' positive-augmented
-contrastive fine-tune of CLIP, with the authors' weight w = 2.
-
-    PAC-S(c, v)       = 2 * max(cos(E_text("A photo depicts " + c), E_image(v)), 0)
-    RefPAC-S(c, R, v) = 2 * PAC-S * s / (PAC-S + s),   s = max_r cos(E_text(prefix + c), E_text(prefix + r))
-
-As the authors' `evaluation/pac_score/pac_score.py`: texts are tokenised with CLIP's 77-token limit
-(`truncate=True`), references get the prefix too, and unlike the CLIPScore paper's RefCLIP-S the reference
-similarity is not clipped at 0 (`reference_floor="none"`, the default here; `"zero"` clips it as that paper's
-Eq. 2 does). Unclipped, RefPAC-S is unbounded: a negative s makes 2ps/(p+s) negative, or large when p + s is
-near 0. Weights: the authors' fine-tuned ViT-B/32 (`clip_ViT-B-32.pth`, default) or ViT-L/14 (`openClip_ViT-L-14.pth`),
-found in RECONSCORE_WEIGHTS or named as `open_clip:pacs-ViT-L-14@/path/openClip_ViT-L-14.pth`; they are published
-on Google Drive only, so nothing downloads them. PAC-S++ (the IJCV 2025 extension): `encoder=
-"open_clip:pacs++-ViT-B-32"` or `"open_clip:pacs++-ViT-L-14"` (`PAC++_clip_ViT-*.pth`, LoRA r = 4 folded into the
-weights at load, except the MLP pairs the authors' evaluation never applies; `...-lora-all` folds every pair).
-Images: each release's own transform (recon_score.encoders.open_clip.release_transform: the ViT-L/14 one
-normalises with its open_clip laion2b config's mean = std = 0.5, the others with OpenAI's).
-"""
+contrastive fine-tune of CLIP, w = 2. See docs/metrics.md for the weights, PAC-S++ and the reference floor."""
 
 from __future__ import annotations
 
@@ -50,11 +34,9 @@ def release_spec(encoder: str, weights: str) -> str:
 
 def ref_pac_score(pac, ref_sim, *, floor: str = "none"):
     """Harmonic mean of PAC-S and the max reference cosine (the authors' `2*p*r/(p+r)`), that cosine clipped at 0
-    first when `floor` is "zero" (the CLIPScore paper's Eq. 2); 0 where p + r = 0."""
+    first when `floor` is "zero" (the CLIPScore paper's Eq. 2; validated by the metric); 0 where p + r = 0."""
     import torch
 
-    if floor not in REFERENCE_FLOORS:
-        raise ReconScoreError(f"reference_floor must be one of {', '.join(REFERENCE_FLOORS)}, got {floor!r}")
     ref_sim = ref_sim.clamp(min=0) if floor == "zero" else ref_sim
     total = pac + ref_sim
     safe = torch.where(total == 0, torch.ones_like(total), total)

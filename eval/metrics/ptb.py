@@ -1,10 +1,6 @@
-"""PTB tokenisation exactly as pycocoevalcap's `PTBTokenizer` (Stanford CoreNLP 3.4.1, `-preserveLines
--lowerCase`, then its punctuation list removed), over a whole corpus in one JVM start.
-
-Differences from calling pycocoevalcap: every distinct text is tokenised once; the input goes to a private
-temporary folder (pycocoevalcap writes into its own package folder); the tokenizer reads and writes UTF-8 whatever
-the locale; line-breaking characters inside a text become spaces (the tokenizer would split the line).
-"""
+"""PTB tokenisation exactly as pycocoevalcap's `PTBTokenizer` (CoreNLP 3.4.1, `-preserveLines -lowerCase`, then
+its punctuation list removed), each distinct text once in one JVM start; unlike pycocoevalcap it writes to a private
+temporary folder, reads and writes UTF-8 whatever the locale, and turns line breaks inside a text into spaces."""
 
 from __future__ import annotations
 

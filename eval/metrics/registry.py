@@ -1,8 +1,5 @@
-"""The metric registry: one `MetricEntry` per name, with the facts every command reads (direction, what the
-metric needs, range, backend) and the "module:Class" that computes it, imported only when the metric is built.
-
-Adding a metric: its module, and one entry here. Listing the registry imports no metric module, torch or Java.
-"""
+"""The metric registry: one `MetricEntry` per name with the facts every command reads and the "module:Class"
+that computes it, imported only when built. Adding a metric: its module, and one entry here."""
 
 from __future__ import annotations
 

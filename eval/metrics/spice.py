@@ -1,11 +1,6 @@
-"""SPICE (Anderson et al. 2016) per caption with pycocoevalcap's `spice-1.0.jar`, on PTB-tokenised text.
-
-SPICE parses captions with Stanford CoreNLP 3.6.0, which pycocoevalcap does not ship: its `Spice()` downloads
-`stanford-corenlp-full-2015-12-09.zip` on first use. reconscore never downloads; it looks for the two jars in
-$RECONSCORE_CORENLP_DIR, then in pycocoevalcap's `spice/lib/`, and otherwise fails before any work with a
-message naming the missing jars and how to install them. One JVM per batch; SPICE's parse cache lives under
-$RECONSCORE_CACHE/spice.
-"""
+"""SPICE (Anderson et al. 2016) per caption with pycocoevalcap's `spice-1.0.jar`, on PTB-tokenised text. It never
+downloads CoreNLP 3.6.0 (docs/correlate.md says where the jars go); one JVM per batch, its parse cache under
+$RECONSCORE_CACHE/spice."""
 
 from __future__ import annotations
 
@@ -39,11 +34,8 @@ def corenlp_dirs() -> list[Path]:
 
 
 def find_corenlp() -> Path:
-    """The folder holding both CoreNLP 3.6.0 jars.
-
-    Raises:
-        SpiceUnavailableError: naming the missing jars, where they were looked for, and how to install them.
-    """
+    """The folder holding both CoreNLP 3.6.0 jars; SpiceUnavailableError names the missing ones and where to put
+    them."""
     dirs = corenlp_dirs()
     for d in dirs:
         if all((d / jar).is_file() for jar in CORENLP_JARS):

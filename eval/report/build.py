@@ -1,19 +1,5 @@
-"""`reconscore report`: static HTML pages for score, describe, correlate, study and retrieve runs.
-
-Self-contained by default: thumbnails (originals, which may be TIFFs browsers cannot show, and
-reconstructions) are embedded as JPEG data URIs and plots as PNG data URIs, so the page opens offline and can be
-mailed. Each distinct thumbnail is embedded once per page (one JSON table of data URIs that the page's script
-hands to every <img> naming it), so an original shown beside a thousand captions weighs one thumbnail.
-`--images link` writes the thumbnails next to the page instead (smaller pages for big runs). Runs are split
-into pages of at most `page_size` images and `page_rows` captions per run: an image with more captions than
-that continues on the next page, so 5,000 captions of 4 images are 20 pages, not one of 5,000 thumbnails.
-Everything that comes from a run (captions, ids, paths, errors, table cells) is HTML-escaped by jinja2's
-autoescaping; nothing user-provided is ever marked safe. Images are read only from inside a run's recorded
-(absolute) image root or its own folder, never from a path a run file points elsewhere.
-
-Every page of a run whose numbers mean nothing (smoke models, directly or through the runs a study read) carries
-the smoke banner; see `smoke_note`.
-"""
+"""`reconscore report`: static HTML pages for score, describe, correlate, study and retrieve runs. See
+docs/report.md for what each page shows, where images may come from and how pages stay light."""
 
 from __future__ import annotations
 
@@ -137,19 +123,16 @@ class ImageStore:
     """Turns image files into <img src> values: references to embedded data URIs (`embedded:N`, resolved by the
     page's script from the one table each page carries) or thumbnails written next to the page."""
 
-    def __init__(self, mode: str, assets: Path | None, page_dir: Path):
+    def __init__(self, mode: str, assets: Path | None):
         if mode not in ("embed", "link"):
             raise ValueError(f"images mode must be embed or link, got {mode!r}")
-        self.mode, self.assets, self.page_dir = mode, assets, page_dir
+        self.mode, self.assets = mode, assets
         self._memo: dict[str, str] = {}
         self.embedded: dict[str, str] = {}  # "embedded:N" -> data URI, each distinct file once
 
     def src(self, root: Path | str | None, relative: str | None) -> tuple[str | None, str | None]:
         """(src, error) for `root / relative`; a missing, unreadable or out-of-root file gives an error to show.
-
-        `root` must be absolute (a run's recorded root or its folder), so the page never depends on the folder
-        `report` is called from, and `relative` may not leave it (``..``, absolute paths, symlinks).
-        """
+        `root` must be absolute, so the page never depends on the folder `report` is called from."""
         if root is None:
             return None, "no image root recorded in run.json"
         if not relative or relative == "None":
@@ -879,7 +862,7 @@ def build_report(
 
     check_file_target(out)  # e.g. RUN/scores.jsonl or a link to it: the results would be replaced by HTML
     out.parent.mkdir(parents=True, exist_ok=True)
-    store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None, out.parent)
+    store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None)
     sections = [load_section(Path(d), store) for d in run_dirs]
     paged = [paginate(s.cards, page_size, page_rows) for s in sections]
     n_pages = max([1] + [len(p) for p in paged])

@@ -43,7 +43,6 @@ class ExplainView:
     segments: list[Segment]
     heatmap: str | None = None  # img src of the original with its gap map
     worst: str | None = None  # "phrase (delta)" of the worst phrase
-    worst_delta: float | None = None
     note: str | None = None
     notes: list[str] = field(default_factory=list)
     verdict: str | None = None  # when no phrase hurt: why there is no worst phrase, in words
@@ -103,7 +102,7 @@ def explain_view(ex: dict, heatmap_src: str | None) -> ExplainView:
     worst, delta = ex.get("worst_phrase"), _finite(ex.get("worst_delta"))
     view = ExplainView(segments(caption, phrases), heatmap_src, note=ex.get("maps_note") or ex.get("error"))
     if isinstance(worst, str) and delta is not None:
-        view.worst, view.worst_delta = f"{worst} ({delta:+.3f})", delta
+        view.worst = f"{worst} ({delta:+.3f})"
     elif isinstance(ex.get("worst_note"), str):
         view.verdict = ex["worst_note"]
     if ex.get("skipped_phrases"):

@@ -32,10 +32,7 @@ def table_files(name: str, df: pd.DataFrame, *, title: str, digits: int = 2, ind
 
 
 def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    """('label=value', ...) -> {label: value}; labels must be unique.
-
-    Raises:
-        InputError: naming the option and the item (one line, as every bad input)."""
+    """('label=value', ...) -> {label: value}; labels must be unique (InputError naming the option and item)."""
     from recon_score.errors import InputError
 
     out: dict[str, str] = {}

@@ -1,7 +1,5 @@
-"""The RS-CIR benchmark paper's Fig. 12: CompoDiff's average mAP as a function of the source weight, one line per
-number of diffusion steps. Each point is one `reconscore retrieve` run (retrieval.run) of the `compodiff` method
-under <out>/points/: the features come from the shared feature cache, so only CompoDiff is recomputed, and a
-finished point is read back from its run folder instead of re-evaluated."""
+"""The RS-CIR benchmark paper's Fig. 12: CompoDiff's average mAP per source weight and number of diffusion
+steps, each point one `reconscore retrieve` run under <out>/points/. See docs/studies.md, `compodiff-sweep`."""
 
 from __future__ import annotations
 
@@ -14,9 +12,7 @@ from recon_score.errors import InputError
 from recon_score.run_outputs import POINTS
 from retrieval.run import RetrieveConfig, run_retrieve
 
-# The paper's text (A.5) describes the sweep as "very small" to mid-range (0.3-0.5) source weights and budgets
-# around t = 10-20; its figure's exact grid is not in the text, so these cover that range around its defaults
-# (10 steps, source weight 0.4).
+# the paper (A.5) gives no exact grid: these cover its "very small" to mid-range weights and t = 10-20
 FIG12_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5)
 FIG12_STEPS = (5, 10, 20)
 
@@ -52,7 +48,6 @@ def compodiff_sweep(
     weights: Sequence[float] = FIG12_WEIGHTS,
     steps: Sequence[int] = FIG12_STEPS,
     *,
-    progress: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Run CompoDiff at every (steps, source weight) of the grid on `base`'s benchmark and encoder; returns the
@@ -78,7 +73,7 @@ def compodiff_sweep(
                 out=base.out / POINTS / name,
             )
             say(f"{name}: CompoDiff, {t} steps, source weight {w:g}")
-            outcome = run_retrieve(cfg, progress=progress, log=say)
+            outcome = run_retrieve(cfg, log=say)
             metric, value = _headline(outcome.record)
             table.loc[t, w] = float("nan") if value is None else value
             status = outcome.record["methods"]["compodiff"]

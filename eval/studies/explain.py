@@ -1,11 +1,5 @@
-"""`reconscore study explain`: which kinds of phrase most often hurt a caption, over `score --explain` runs.
-
-A phrase hurts when leaving it out brings the reconstruction significantly closer to the original (negative
-delta, significant over the run's seeds after the Holm correction over the caption's phrases). Kinds are
-recon_score.explain's documented word lists (counts, colours, spatial relations, else object names);
-docs/explain.md. A malformed `explain` record (phrases that are not a list of objects, a delta that is not a
-number within the score's range) is one line naming its file and line; the rest of the run is still read.
-"""
+"""`reconscore study explain`: which kinds of phrase most often hurt a caption, over `score --explain` runs; a
+malformed `explain` record is one line naming its file and line, the rest still read. See docs/explain.md."""
 
 from __future__ import annotations
 

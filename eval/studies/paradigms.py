@@ -1,13 +1,5 @@
-"""Table 6 (the ReconScore paper): human preference of zero-shot vs fine-tuned captioning models.
-
-From a ranking file (preference_data.ranking: per image and rater, candidates with their rank and `model`) and a
-model -> paradigm map:
-- Wins: how many rankings a paradigm's caption won (rank = the best rank of that ranking). A tie at the top
-  between k captions gives each 1/k, so the wins always sum to the number of rankings;
-- Proportion: wins / rankings, in %;
-- ReconScore: the mean ReconScore of the paradigm's distinct (image, caption) candidates.
-The paper's figures (UCM-preference): Fine-Tuned 74.87 / 55 / 15.90 %, Zero-Shot 80.14 / 291 / 84.10 %.
-"""
+"""Table 6 (the ReconScore paper): human preference of zero-shot vs fine-tuned captioning models, from a
+ranking file and a model -> paradigm map. See docs/studies.md for how wins, ties and ReconScore are counted."""
 
 from __future__ import annotations
 

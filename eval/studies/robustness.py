@@ -1,5 +1,5 @@
-"""The ReconScore paper Tables 4, 5 and 9: metric robustness to paraphrase vs perturbation, to caption length, and the choice
-of T2I model. Inputs are the rows `reconscore generate` writes (each keeps its source caption and image)."""
+"""The ReconScore paper's Tables 4, 5 and 9: metric robustness to paraphrase vs perturbation, to caption length,
+and the choice of T2I model, over the rows `reconscore generate` writes."""
 
 from __future__ import annotations
 
@@ -35,22 +35,17 @@ def references_by_image(rows: list[dict], references: Path | None = None) -> dic
 
 
 def _scores(
-    rows: list[dict],
-    refs: dict[str, list[str]],
-    metrics: list[str],
-    *,
-    options: dict,
-    images_root: Path | None,
+    rows: list[dict], metrics: list[str], *, options: dict, images_root: Path | None, references: Path | None
 ) -> pd.DataFrame:
+    """Every metric of each generated row that has a caption, with its kind and word count."""
     from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
 
     ok = [r for r in rows if r.get("caption") and not r.get("error")]
     if not ok:
         raise ReconScoreError("no generated row has a caption")
-    need_images = any(get_metric_info(m).needs_images for m in metrics)
-    if need_images and images_root is None:
-        raise ReconScoreError("image metrics (clipscore, recon_score) need --images ROOT")
-    batch = CaptionBatch(
+    refs = references_by_image(rows, references)
+    need_images = images_root is not None and any(get_metric_info(m).needs_images for m in metrics)
+    batch = CaptionBatch(  # without --images, compute_metrics refuses image metrics, naming them
         [r["caption"] for r in ok],
         [refs.get(str(r["image"]), []) for r in ok],
         [images_root / r["image"] for r in ok] if need_images else None,
@@ -75,8 +70,7 @@ def paraphrase_table(
     rows = [r for r in paraphrased if r.get("kind") == "paraphrase"] + [
         r for r in perturbed if r.get("kind") == "perturbed"
     ]
-    refs = references_by_image(rows, references)
-    table = _scores(rows, refs, metrics, options=options, images_root=images_root)
+    table = _scores(rows, metrics, options=options, images_root=images_root, references=references)
     out = {}
     for m in metrics:
         s = METRICS[m].display_scale
@@ -100,8 +94,7 @@ def length_table(
     from eval.metrics import get_metric_info
 
     rows = [r for r in generated if r.get("kind") in ("short", "medium", "long")]
-    refs = references_by_image(rows, references)
-    table = _scores(rows, refs, metrics, options=options, images_root=images_root)
+    table = _scores(rows, metrics, options=options, images_root=images_root, references=references)
     out = {}
     for m in metrics:
         s = METRICS[m].display_scale
@@ -130,9 +123,8 @@ def t2i_table(
     use_cache: bool = False,
     trust_remote_code: bool = False,
 ) -> tuple[pd.DataFrame, dict]:
-    """Table 9: per T2I preset, its text-encoder token limit (M. T.), seconds per reconstruction (I. T.: wall
-    time inside the T2I pipeline only, as the paper's "inference time per image"; the encoder's scoring is not
-    timed; cache off by default so every image is rendered) and mean ReconScore on the same captions."""
+    """Table 9: per T2I preset, its token limit (M. T.), seconds per reconstruction inside the T2I pipeline only
+    (I. T., the paper's "inference time per image"; cache off so every image renders) and mean ReconScore."""
     from recon_score.artifact_cache import ArtifactCache
     from recon_score.preflight import needs_of, require_models
     from recon_score.scorer import ReconScorer

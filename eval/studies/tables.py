@@ -1,15 +1,6 @@
-"""The ReconScore paper's studies as functions over runs: each returns pandas tables in the paper's layout.
-
-- models_tables     Table 3: ReconScore (and any metric) of several captioning models on several datasets
-                    (evaluate_models runs them), grouped by paradigm with a Pub. column;
-- n_sweep_table     Table 8: RemoteDescriber's selected score for N in {1, 2, 4, 6, 8, 10} from ONE pool of
-                    candidates per image (the first N of the same samples: no resampling per N);
-- selection_table   Table 7: the candidate each selection metric picks from the same pool, how every metric
-                    rates the picks, and the agreement with a human choice file;
-- encoders_table    Fig. 4: the same reconstructions scored by several encoders, and the Kendall tau between
-                    the system rankings each encoder gives;
-- robustness tables Tables 4 and 5 (paraphrase vs perturbation; short/medium/long) - see robustness.py.
-"""
+"""The ReconScore paper's studies as functions over runs, each returning pandas tables in the paper's layout:
+Table 3 (models), Table 7 (selection), Table 8 (N-sweep) and Fig. 4 (encoders); Tables 4, 5 and 9 are in
+robustness.py. See docs/studies.md."""
 
 from __future__ import annotations
 
@@ -23,16 +14,11 @@ import pandas as pd
 from eval.metrics.registry import METRICS
 from recon_score import run_outputs as outputs
 from recon_score.errors import ReconScoreError
+from recon_score.run_engine import load_record
 from recon_score.run_outputs import CANDIDATES, CAPTIONS, SCORES, output_file, read_rows
 from recon_score.textfiles import read_lines
 
 N_SWEEP = (1, 2, 4, 6, 8, 10)
-
-
-def _run_json(run_dir: Path) -> dict:
-    from recon_score.run_engine import load_record
-
-    return load_record(run_dir)
 
 
 # --- Table 8 ------------------------------------------------------------------------------------------------
@@ -43,7 +29,7 @@ def candidate_pool(describe_run: Path) -> dict[str, list[dict]]:
     be independent of its selection (run.json's seeds)."""
     from eval.studies.common import refuse_selection_seeds
 
-    run = _run_json(describe_run)
+    run = load_record(describe_run)
     if run.get("command") != "describe":
         raise ReconScoreError(f"{describe_run}: not a `reconscore describe` run (run.json command)")
     eval_seed = (run.get("selection") or {}).get("eval_seed")
@@ -76,13 +62,9 @@ def best_of_first(cands: list[dict], n: int, column: str) -> dict | None:
 def n_sweep_table(
     runs: dict[str, Path], ns: tuple[int, ...] = N_SWEEP
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
-    """Rows N, columns = run labels (datasets) + Total: (held-out table, in-sample table, {label: images per N},
-    {label: picks per N without a held-out score}).
-
-    In-sample: the pick's own selection score (the maximum over N noisy renders, optimistic). Held-out: the
-    pick's `recon_score`, rendered with the run's evaluation seed (describe --eval-candidates all gives it for
-    every candidate; otherwise only the final pick has one). An N whose picks lack it is NaN, never in-sample.
-    """
+    """Rows N, columns = run labels + Total: (held-out table, in-sample table, {label: images per N}, {label:
+    picks per N without a held-out score}). An N whose picks lack a held-out `recon_score` is NaN, never the
+    optimistic in-sample selection score."""
     held, insample, counts, lacking = {}, {}, {}, {}
     for label, run_dir in runs.items():
         pool = candidate_pool(run_dir)
@@ -128,19 +110,13 @@ def selection_table(
     images_root: Path | None = None,
     selection_seed: int = 0,
 ) -> tuple[pd.DataFrame, pd.DataFrame | None, dict]:
-    """(ratings, preference, info). Ratings: rows = selection metrics; columns = each evaluation metric over the
-    picks (paper scale): the corpus value where pycocoevalcap reports one (BLEU, METEOR; as `reconscore
-    evaluate`), else the mean. Preference (Table 7's layout, with a human choice file): one "Preference Rate"
-    row, one column per selection metric: the share of images where the pick is the human's choice.
-
-    ReconScore is never rated on the renders that picked: the run's own selection metric picks by the pool's
-    `selection_score` (what `describe` picked), and ReconScore as another selector picks by a render with
-    `selection_seed`; the `recon_score` column is an evaluation render whose seeds must differ from both (the
-    run's selection seeds are read from run.json; a clash is refused)."""
+    """(ratings, preference, info): each selector's picks rated by every metric (paper scale, corpus values where
+    pycocoevalcap reports one) and, with a human choice file, Table 7's preference rates. ReconScore is never
+    rated on the renders that picked (docs/studies.md, `selection`)."""
     from eval.metrics import CaptionBatch, compute_metrics, get_metric_info
     from eval.studies.common import recon_eval_seeds, refuse_selection_seeds
 
-    run = _run_json(describe_run)
+    run = load_record(describe_run)
     pool = candidate_pool(describe_run)
     caps = {str(c["image_id"]): c for c in read_rows(describe_run, CAPTIONS)}
     root = images_root or (Path(run["images_root"]) if run.get("images_root") else None)
@@ -283,10 +259,9 @@ def encoders_table(
     device: str | None = None,
     images_root: dict[str, Path] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
-    """Mean ReconScore of each system's existing reconstructions under each encoder (nothing is re-rendered),
-    the Kendall tau-b between the system rankings of every pair of encoders, and the rows skipped because an
-    image (original or reconstruction) could not be read: [{system, id, path, error}], a per-item error.
-    Originals are read with the score run's --bands and image reader, as the run read them."""
+    """Mean ReconScore of each system's existing reconstructions under each encoder (nothing re-rendered), the
+    Kendall tau-b between every two encoders' system rankings, and the rows skipped for an unreadable image
+    ([{system, id, path, error}]). Originals are read as the score run read them (its --bands and reader)."""
     from scipy.stats import kendalltau
 
     from recon_score.errors import ImageLoadError
@@ -297,7 +272,7 @@ def encoders_table(
     pairs: dict[str, tuple[list, list]] = {}
     skipped: list[dict] = []
     for name, run_dir in systems.items():
-        run = _run_json(run_dir)
+        run = load_record(run_dir)
         root = (images_root or {}).get(name) or Path(run.get("images_root") or "")
         reader = (run.get("preset") or {}).get("image_reader")  # as the score run read its originals
         reader = reader if reader in READERS else reader_for(None)
@@ -374,11 +349,8 @@ def models_tables(
     pub: dict[str, str] | None = None,
     cis: dict[tuple[str, str], dict] | None = None,
 ) -> dict[str, tuple[pd.DataFrame, str]]:
-    """Table 3 from long rows (model, dataset, metric, value): {file name: (table, title)}.
-
-    `table`: the paper's layout: Method | Pub. | one column per dataset, the models grouped under one label row
-    per paradigm (e.g. "Fine-tuned", "Zero-shot"; models without one last, ungrouped); `all_metrics`: every
-    metric per model and dataset; `recon_score_ci` with K-seed CIs."""
+    """Table 3 from long rows (model, dataset, metric, value): {file name: (table, title)}: the paper's layout
+    with models grouped under one label row per paradigm (ungrouped last), every metric, and the K-seed CIs."""
     from recon_score.seeds import ci_heading, ci_text
 
     main = long[long.metric == metric].pivot(index="model", columns="dataset", values="value")
