@@ -1,25 +1,7 @@
 """The project's one image reader: any raster a remote-sensing user hands us becomes 8-bit RGB.
 
-Why one reader: ReconScore, the describer, retrieval and the caption datasets must see the same pixels for the
-same file, or scores computed by different commands stop being comparable.
-
-How a file is read is decided from the file itself (docs/images.md has the table per layout):
-- TIFF: tifffile's tags (samples per pixel, planar config, bits, photometric, extra samples, GDAL nodata);
-  bands 1-3 are RGB (one band is gray) unless `bands` says otherwise; only ExtraSamples = associated or
-  unassociated alpha is alpha. Palette, YCbCr, CMYK and 1-4 bit TIFFs go to PIL, which converts them right.
-- 16-bit PNG: all 16 bits (PIL keeps only the high byte of 16-bit colour); a tRNS colour key is transparency.
-- Anything else: PIL; transparent pixels (alpha, a transparent palette entry, a tRNS colour key) are
-  composited onto black (no-data in EO quick-looks, not paper).
-- More than 8 bits (16/32-bit integer, float): each band is stretched linearly from its 2nd to its 98th
-  percentile to 0..255 (the usual EO quick-look; 11/12/14-bit sensors and reflectances do not fill their
-  storage range). NaN, inf, GDAL nodata and fully transparent pixels are left out of the percentiles and
-  become 0.
-- Declared size is checked (MAX_PIXELS, MAX_DECODED_BYTES) before any decoding, on every path; only what the
-  format needs is read (a file is never read whole first), and anything that is not a regular file (a FIFO, a
-  device such as /dev/zero, a socket) is refused before it is opened.
-- Two readers (`READERS`): "eo" (above: EXIF rotation, transparency onto black) and "pil", the authors' code of
-  the ReconScore paper (`Image.open(p).convert("RGB")`) for the 8-bit files PIL reads; both use the rules above
-  for what PIL cannot convert right (more than 8 bits, more than 4 bands, `bands`).
+One reader so that ReconScore, the describer, retrieval and the caption datasets see the same pixels for the same
+file. The rules per file layout and the two readers ("eo", "pil") are in docs/images.md.
 """
 
 from __future__ import annotations
@@ -45,7 +27,7 @@ IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")  # 
 MAX_PIXELS = 2 * 89_478_485
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 MAX_FILE_BYTES = 2 * MAX_DECODED_BYTES  # on disk: nothing readable needs more (checked before it is hashed)
-READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring and docs/images.md
+READERS = ("eo", "pil")  # how 8-bit files become RGB: see docs/images.md, "Two readers"
 DEFAULT_READER = "eo"  # what a command without a ReconScore preset reads with
 # the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
 _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
@@ -111,7 +93,7 @@ def _array_to_rgb(arr: np.ndarray) -> Image.Image:
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
-    """Any PIL image -> 8-bit RGB with the rules in the module docstring."""
+    """Any PIL image -> 8-bit RGB with the rules of docs/images.md."""
     img = ImageOps.exif_transpose(img) if hasattr(img, "getexif") else img
     mode = img.mode
     if mode == "RGB" and "transparency" not in img.info:
@@ -617,7 +599,7 @@ def is_array_image(x: object) -> bool:
 def to_pil_image(x, *, name: str = "image") -> Image.Image:
     """One in-memory image (torch tensor or numpy array) -> 8-bit RGB, with fixed value ranges.
 
-    Unlike files (whose 16-bit or float bands are percentile-stretched, see the module docstring), arrays come
+    Unlike files (whose 16-bit or float bands are percentile-stretched, see docs/images.md), arrays come
     from code that knows their range, so nothing is stretched:
     - uint8: 0..255 as is; bool: False/True -> 0/255;
     - float (16/32/64, bfloat16): 0..1, mapped to round(255 * x); values outside [0, 1] (beyond 1e-3) or NaN
