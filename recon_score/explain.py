@@ -1,18 +1,7 @@
 """Explanations of a ReconScore: where the reconstruction misses the original, and what each phrase contributed.
 
-Gap maps come from the patch tokens of the encoder that scores (no other model):
-    recall[i]  = max_j cos(original patch i, reconstruction patch j)   content missing anywhere (the default)
-    aligned[i] = cos(original patch i, reconstruction patch i)         layout agreement at the same place
-averaged over the encoder's towers (DreamSim's three, as its ensemble averages their embeddings) and over seeds.
-
-Phrase attributions leave each phrase out in turn and re-render with the same seeds and size:
-    delta = score(full caption) - score(caption without the phrase), per seed, paired.
-With K >= 2 seeds a phrase is significant when |mean delta| / (sd / sqrt K) exceeds Student's t with K - 1 degrees
-of freedom at the two-sided `level` (0.05 by default). A significant negative delta means the reconstruction came
-closer to the original without the phrase: a likely wrong phrase. Each phrase's region is the patch where the
-recall map drops most when the phrase is left out ("where this phrase lives").
-
-Cost: (phrases + 1) x K renders per caption; `max_phrases` bounds it (docs/explain.md).
+Gap maps from the scoring encoder's patch tokens; phrase attributions by leaving each phrase out and re-rendering
+with the same seeds (a paired t-test, Holm-corrected). The definitions and the cost: docs/explain.md.
 """
 
 from __future__ import annotations
@@ -456,7 +445,7 @@ def explain_one(
     level: float = 0.05,
     progress: Callable[[int], None] | None = None,
 ) -> Explanation:
-    """The explanation of one loaded image and its caption (see the module docstring); `progress(n)` after
+    """The explanation of one loaded image and its caption (docs/explain.md); `progress(n)` after
     every n renders."""
     from recon_score.prompts import clean_caption
 

@@ -1,15 +1,6 @@
-"""The one policy for reading the user's text files (captions, lists, annotations, run outputs).
-
-- UTF-8, strictly: an invalid byte is an error naming ``file:line`` and the column, never a silent U+FFFD
-  (replacement characters would be scored, rendered and compared as if the user had typed them). Another
-  encoding is an explicit choice of the caller (``encoding=``), never a guess.
-- A leading byte-order mark is dropped (Excel and Notepad write one; it would otherwise glue itself to the
-  first column name).
-- Lines are numbered by ``\\n`` only, the way editors and ``grep -n`` count, so a reported line is the line
-  the user opens (``str.splitlines`` would also split on U+2028, form feeds and other separators).
-- Text that UTF-8 cannot encode (a lone surrogate such as the valid JSON ``"\\ud800"``) cannot be written to a
-  results file; :func:`unencodable` finds it so each reader makes that row an error when it is read, instead
-  of the run dying when the row is written (and again on every rerun).
+"""The one policy for reading the user's text files (captions, lists, annotations, run outputs): strict
+UTF-8, BOM dropped, lines counted by ``\\n``, unencodable text found when read (docs/bad-inputs.md, "One text
+policy").
 
 Every problem is a :class:`TextFileError` (an :class:`~recon_score.errors.InputError`): the CLI prints its one
 line and exits 1 when the whole file is unusable; per-row readers keep its message in the row's ``error``.

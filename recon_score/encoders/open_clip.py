@@ -1,18 +1,10 @@
-"""open_clip encoders: one loader for OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS and SigLIP.
+"""open_clip encoders: one loader for OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS and SigLIP; the
+spellings (ARCH/TAG, ARCH@/path, hf-hub:, local-dir:) are in docs/models.md.
 
-Names:
-    ARCH/PRETRAINED      a tag from open_clip.list_pretrained() (weights come from the HF cache or hub)
-    ARCH@/path/ckpt.pt   a local checkpoint for a known architecture (RemoteCLIP and SkyCLIP ship these)
-    hf-hub:ORG/REPO      open_clip's hub format
-    local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
-Synthetic encoders (`smoke:open-clip[/RELEASE]`, `shapes:open-clip/ARCH`) come resolved by recon_score.hub to
-`load`: a folder in the local-dir layout, or a random model standing for an architecture or a release (RELEASES).
-
-Activation: OpenAI's CLIP was trained with QuickGELU. open_clip 3.x builds `ViT-B-32` with nn.GELU even for
-`pretrained="openai"` and only warns ("QuickGELU mismatch"), which shifts every embedding. A tag whose pretrained
-config says `quick_gelu` (every `openai` tag, some LAION/DFN ones) is built with `force_quick_gelu=True`, as the
-CLIPScore authors' `clip.load` builds it; the activation that ran is part of the encoder's identity
-(`EncoderInfo.extra["activation"]`, in run.json and the embedding cache keys).
+Activation: OpenAI's CLIP was trained with QuickGELU, but open_clip 3.x builds `ViT-B-32` with nn.GELU even for
+`pretrained="openai"` and only warns. A tag whose pretrained config says `quick_gelu` is built with
+`force_quick_gelu=True`, as the CLIPScore authors' `clip.load` builds it; the activation that ran is part of the
+encoder's identity (`EncoderInfo.extra["activation"]`, in run.json and the embedding cache keys).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Synthetic models: random weights in the real on-disk formats, built offline, under two name prefixes.
+"""Synthetic models: random weights in the real on-disk formats, built offline, under two name prefixes
+(`smoke:` tiny, `shapes:` published sizes); the names are listed in docs/models.md, "Synthetic models".
 
-    smoke:FAMILY            tiny models built on first use into RECONSCORE_CACHE (seconds on a CPU); the `smoke`
-                            presets and the tests run the real loading code on them
-    shapes:FAMILY[@SCALE]   the published sizes, built on the target device with no download; speed is real
-    shapes:open-clip/ARCH   any open_clip architecture (or released CLIP fine-tune) at its published size
-    smoke:open-clip/RELEASE a released CLIP fine-tune's architecture (PAC-S, Long-CLIP), tiny and random
-
-One spelling per model family wherever a model name is taken (--t2i-model, --captioner, --model, --encoder):
-`smoke:z-image`, `smoke:dreamsim`, `shapes:dreamsim@0.02`, ... Encoder families (`encoder` in the table) are
-also encoder specs. Loaders never see these names: recon_score.hub resolves them through `resolve` (a folder in the
-library's own layout, or a builder) and the loader loads what it is handed. The numbers these models produce are
-meaningless.
-
-The entries (MODELS) hold import paths, so parsing names and listing import no torch.
+Loaders never see these names: recon_score.hub resolves them through `resolve` (a folder in the library's own
+layout, or a builder). The entries (MODELS) hold import paths, so parsing names and listing import no torch.
 """
 
 from __future__ import annotations
