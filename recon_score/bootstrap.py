@@ -1,11 +1,8 @@
-"""The project's confidence intervals, in one place: the percentile bootstrap over clusters (images) for
-statistics without a variance formula (Kendall's tau, pairwise accuracy), and the t interval from a variance
-estimate for means (recon_score.seeds supplies the variance of a mean ReconScore), clipped to the statistic's
-range.
+"""The project's confidence intervals: the percentile bootstrap over clusters (images) for statistics without a
+variance formula (Kendall's tau, pairwise accuracy), and the t interval from a variance estimate for means.
 
-Why clusters: the captions (and the judgments) of one image are not independent; resampling rows as if each were
-an image understates the spread. (Scores over images x shared seeds are a crossed design with their own variance:
-recon_score.seeds.crossed_variance.)
+Clusters because the captions (and judgments) of one image are not independent: resampling rows as if each were
+an image understates the spread.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Turning a model name (hub id, local path, synthetic `smoke:`/`shapes:` name) into what a loader loads.
 
-The one place synthetic names are resolved: a synthetic model is a folder in the loading library's own layout
-where the library loads one, else a `build` that makes it on the target device (recon_score.synthetic decides
-which, and builds); loaders load what they are given and never look at the name.
-
-Folders (RECONSCORE_CACHE, RECONSCORE_WEIGHTS, the HF cache) are recon_score.paths'; HF_HUB_OFFLINE as in
-huggingface_hub.
+The one place synthetic names are resolved (a folder in the library's own layout, or a `build` for the target
+device; recon_score.synthetic decides which), so loaders load what they are given and never look at the name.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """ReconScore as a torchmetrics `Metric`: stateful, DDP-aware, in a training or evaluation loop.
 
-    metric = ReconScore("smoke")            # any preset name, a ReconPreset, or a ready ReconScorer
-    metric.update(images, captions)         # tensors (uint8 0..255 / float 0..1, CHW or BCHW), arrays, PIL, paths
-    metric.compute()                        # mean ReconScore over every item seen, on every process
-
-Scoring is delegated to one `ReconScorer` (same preset, cache and error messages as the CLI and the Python API);
-this class only keeps the states torchmetrics syncs: a float64 sum and counts (reduced with "sum") and the
-per-item scores (a "cat" list state), so `compute()` on N processes equals one process over all items.
+Scoring is delegated to one `ReconScorer`; this class only keeps the states torchmetrics syncs, so `compute()` on
+N processes equals one process over all items. See docs/python-api.md, "torchmetrics".
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """DreamSim encoders (the ReconScore default, the ReconScore paper Sec. 3.3).
 
-DreamSim's own preprocessing is kept: bicubic squash to 224x224 (no crop, the aspect ratio is not preserved),
-[0, 1] tensors, per-backbone normalisation inside the model, embeddings centred and L2-normalised
-(`normalize_embeds=True`), so cos(a, b) = 1 - DreamSim distance.
-
-Weights: DreamSim always reads its unzipped release files from a `cache_dir`; we use
-RECONSCORE_WEIGHTS/dreamsim (or --weights-dir DIR/dreamsim). With network access missing files are downloaded
-by DreamSim itself; offline, a clear error lists what is missing. DreamSim also uses that folder as the torch.hub
-dir: DINO backbones come from `torch.hub.load('facebookresearch/dino:main', ...)`, whose hubconf downloads
-`checkpoints/dino_vitbase16_pretrain.pth` there. The checked list (`required_files`) is read from the installed
-dreamsim's code and the downloaded hubconf, with dreamsim 0.2.1's values as the fallback
-(recon_score.encoders.dreamsim_files, which imports no torch: the family's `check`).
+DreamSim's own preprocessing is kept (bicubic squash to 224x224, per-backbone normalisation inside the model,
+embeddings centred and L2-normalised), so cos(a, b) = 1 - DreamSim distance. Its weights folder (also the
+torch.hub dir): docs/protocol.md, "DreamSim offline layout"; the checked list: recon_score.encoders.dreamsim_files.
 """
 
 from __future__ import annotations
