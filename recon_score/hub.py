@@ -84,14 +84,9 @@ def resolve_model(
     option: str = "--t2i-model",
     downloader: str = "snapshot",
 ) -> ResolvedModel:
-    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`; a `shapes:` one comes with
-    `build`, which makes the model from it on the device), an existing directory, or a hub id (HF cache first).
-
-    `downloader="diffusers"` uses DiffusionPipeline.download, which fetches only the files a pipeline needs.
-
-    Raises:
-        ModelNotAvailableError: nothing local and the hub is offline or unreachable.
-    """
+    """A local folder for `name`: a synthetic model's (with `build` for `shapes:`), an existing directory, or a
+    hub id (HF cache first; `downloader="diffusers"` fetches only the files a pipeline needs).
+    ModelNotAvailableError when nothing is local and the hub is offline or unreachable."""
     if synthetic.is_synthetic(name):
         fix = "`reconscore models list` lists the synthetic models."
         try:

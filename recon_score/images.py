@@ -597,20 +597,9 @@ def is_array_image(x: object) -> bool:
 
 
 def to_pil_image(x, *, name: str = "image") -> Image.Image:
-    """One in-memory image (torch tensor or numpy array) -> 8-bit RGB, with fixed value ranges.
-
-    Unlike files (whose 16-bit or float bands are percentile-stretched, see docs/images.md), arrays come
-    from code that knows their range, so nothing is stretched:
-    - uint8: 0..255 as is; bool: False/True -> 0/255;
-    - float (16/32/64, bfloat16): 0..1, mapped to round(255 * x); values outside [0, 1] (beyond 1e-3) or NaN
-      are refused, since they mean normalised (ImageNet mean/std) or 0..255 floats;
-    - other integer dtypes are refused (cast 0..255 data to uint8; save 16-bit rasters as TIFF and pass the path).
-    Layouts: (H, W), (C, H, W) or (H, W, C) with C = 1 (replicated to gray) or 3. When both ends could be
-    channels (a 3x?x3 array) torch tensors are read as CHW and numpy arrays as HWC, as torchvision does.
-
-    Raises:
-        ImageLoadError: another dtype, shape, channel count or value range; the message says which.
-    """
+    """One in-memory image (torch tensor or numpy array) -> 8-bit RGB, with fixed value ranges (uint8 0..255,
+    float 0..1; the table is in docs/python-api.md). Unlike files, arrays come from code that knows their range,
+    so nothing is stretched. ImageLoadError for another dtype, shape, channel count or value range."""
     is_tensor = not isinstance(x, np.ndarray)
     if is_tensor:
         t = x.detach().cpu()

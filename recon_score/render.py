@@ -52,16 +52,9 @@ def load_pipeline(
     scheduler: str | None = None,
     trust_remote_code: bool = False,
 ):
-    """`DiffusionPipeline.from_pretrained(path, dtype=...)`, then a check that the weights really are in `dtype`.
-
-    diffusers before 0.40 does not know the `dtype` argument (only `torch_dtype`) and leaves its own models in
-    float32; pyproject.toml requires diffusers>=0.40, and the check turns any such silent fallback into an error.
-
-    custom_pipeline / scheduler: as Text2Earth's README loads it, `custom_pipeline=NAME` (the class defined in
-    NAME.py of the folder, which diffusers executes), `scheduler=CLASS.from_pretrained(path,
-    subfolder="scheduler")` and `safety_checker=None`. The file is remote code: refused unless
-    `trust_remote_code`.
-    """
+    """`DiffusionPipeline.from_pretrained(path, dtype=...)`, then a check that the weights really are in `dtype`
+    (diffusers before 0.40 silently leaves its models in float32). custom_pipeline / scheduler: as Text2Earth's
+    README loads it; the custom pipeline file is remote code, refused unless `trust_remote_code`."""
     from diffusers import DiffusionPipeline
 
     name = name or str(path)
@@ -113,14 +106,9 @@ def custom_pipeline_digest(path: Path, custom_pipeline: str) -> str:
 
 
 def pipeline_format(path: Path, *, custom_pipeline: str | None = None) -> tuple[str | None, str | None]:
-    """(problem, note) about loading folder `path` with the installed diffusers, from its model_index.json.
-
-    problem: why diffusers cannot build it (e.g. Text2Earth-style releases whose pipeline class lives in a
-    Python file of the repo, loaded with `custom_pipeline=` -- remote code, which reconscore runs only when a
-    preset names the file and the user passes --trust-remote-code); note: a loadable folder that also ships such
-    a file (without `custom_pipeline`, the run uses the stock class, not that file).
-    With `custom_pipeline`, the pipeline class is the file's: the file must exist; components are checked.
-    """
+    """(problem, note) about loading folder `path` with the installed diffusers, from its model_index.json:
+    why diffusers cannot build it (e.g. a pipeline class in a Python file of the repo, which runs only for a
+    preset that names it with --trust-remote-code), or a note that a loadable folder also ships such a file."""
     import json
 
     import diffusers

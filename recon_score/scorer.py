@@ -1,12 +1,6 @@
-"""ReconScore: caption -> perspective prompt -> T2I reconstruction at the original aspect ratio -> similarity.
-
-    d = 1 - cos(E(original), E(reconstruction))        (DreamSim's distance when E is DreamSim)
-    ReconScore = 100 * (1 - d / 2) = 100 * (1 + cos) / 2 (the ReconScore paper's definition)
-
-For a distance-only encoder (LPIPS) there is no cosine; ReconScore = 100 * (1 - min(d, 1)).
-
-Every caption of an image is rendered with the same seed (the preset's), so candidates of one image differ only
-by their text. The authors' describer seeded candidate k with 42 + k, mixing seed noise into the comparison.
+"""ReconScore: caption -> perspective prompt -> T2I reconstruction at the original aspect ratio -> similarity,
+ReconScore = 100 * (1 + cos) / 2 (docs/protocol.md). Every caption of an image is rendered with the same seed, so
+candidates of one image differ only by their text (the authors' describer seeded candidate k with 42 + k).
 """
 
 from __future__ import annotations
@@ -307,17 +301,10 @@ class ReconScorer:
         *,
         seeds: int | Sequence[int] | None = None,
     ) -> ReconResult | list[ReconResult]:
-        """One result per (image, caption) pair: a single image with a single caption (a string) gives one
-        ReconResult, anything else a list.
-
-        `images` and `captions` are single items or equal-length lists. The one broadcast: a single image (not
-        in a list) with a list of captions scores every caption against that image (the describer's case: each
-        rendered with the same seed), and a single caption (a string) with a list of images scores it against
-        each. Lists of different lengths, a list of one included, are a ValueError: `score([img], ["a", "b"])`
-        is refused rather than guessed. An image is
-        a path, a PIL image, or a torch tensor / numpy array (uint8 0..255 or float 0..1, CHW or HWC; a 4-D
-        tensor or array is a batch): see `recon_score.images.to_pil_image`. Bad items get `error` set instead
-        of raising, so one corrupt file never loses the batch.
+        """One result per (image, caption) pair: a single image with a single caption gives one ReconResult,
+        anything else a list. A single image (not in a list) is broadcast over a list of captions and a single
+        caption over a list of images; lists of different lengths are a ValueError, never guessed. Images: see
+        docs/python-api.md. Bad items get `error` set instead of raising, so one corrupt file never loses the batch.
         """
         one_image = isinstance(images, (str, Path, Image.Image)) or (
             is_array_image(images) and images.ndim < 4

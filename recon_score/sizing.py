@@ -15,19 +15,8 @@ SIZE_ROUNDINGS = ("nearest", "floor")
 def reconstruction_size(
     width: int, height: int, *, max_side: int = 1024, multiple: int = 16, rounding: str = "nearest"
 ) -> tuple[int, int]:
-    """(width, height) of the reconstruction for an original of `width` x `height` pixels.
-
-    Raises:
-        InputError: a side would become smaller than `multiple` (the image is too small or too elongated).
-
-    Example:
-        >>> reconstruction_size(600, 400)
-        (608, 400)
-        >>> reconstruction_size(600, 400, rounding="floor")
-        (592, 400)
-        >>> reconstruction_size(2048, 1365)
-        (1024, 688)
-    """
+    """(width, height) of the reconstruction for an original of `width` x `height` pixels: 600x400 -> 608x400
+    (`floor`: 592x400), 2048x1365 -> 1024x688. InputError when a side would become smaller than `multiple`."""
     if rounding not in SIZE_ROUNDINGS:
         raise ValueError(f"size rounding must be one of {', '.join(SIZE_ROUNDINGS)}, got {rounding!r}")
     if width <= 0 or height <= 0:

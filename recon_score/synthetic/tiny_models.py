@@ -1,8 +1,5 @@
-"""Tiny randomly-initialised models of every family the project loads, built offline in seconds.
-
-Each builder writes the model to `path` in the same on-disk format as the real checkpoint (diffusers pipeline
-folder, open_clip `local-dir`, transformers folder), so the smoke preset exercises the real loading code.
-The numbers these models produce are meaningless; they exist to test plumbing, determinism and speed.
+"""Tiny randomly-initialised models of every family the project loads, built offline in seconds, each written in
+the real checkpoint's on-disk format so the smoke preset exercises the real loading code (numbers meaningless).
 """
 
 from __future__ import annotations
