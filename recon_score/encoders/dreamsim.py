@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid, SquashingEncoder, token_grid
-from recon_score.encoders.dreamsim_files import REQUIRED, dreamsim_dir, missing_files
-from recon_score.errors import ModelNotAvailableError, UnknownEncoderError, did_you_mean
+from recon_score.encoders.dreamsim_files import dreamsim_dir, missing_files
+from recon_score.errors import ModelNotAvailableError
 from recon_score.hub import ResolvedModel, is_offline
 
 
@@ -83,11 +83,7 @@ def perceptual_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
-    if name not in REQUIRED:
-        hint = did_you_mean(name, REQUIRED)
-        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}{hint}"
-        raise UnknownEncoderError(f"dreamsim:{name}", known=[], reason=reason)
-
+    """`name` is one of REQUIRED: encoders.parse_spec checks the family's closed list before any build."""
     cache_dir = dreamsim_dir(weights_dir)
     missing = missing_files(name, cache_dir)
     fix = (
