@@ -118,8 +118,8 @@ def _cuts(caption: str) -> list[int]:
 
 def split_phrases(caption: str) -> list[Phrase]:
     """Deterministic phrases by the documented rule (`_cuts`). Pieces without a letter or digit, or only an
-    abbreviation ("etc."), join the phrase before them. A phrase's span is its words: the punctuation after it stays with the sentence, but an
-    abbreviation keeps its dot ("St.")."""
+    abbreviation ("etc."), join the phrase before them. A phrase's span is its words: the punctuation after it
+    stays with the sentence, but an abbreviation keeps its dot ("St.")."""
     abbrev_ends = {m.end() for m in _ABBREVIATION.finditer(caption)}
     spans: list[list[int]] = []
     for a, b in pairwise(_cuts(caption)):

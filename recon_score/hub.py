@@ -55,11 +55,8 @@ def synthetic_encoders() -> list[tuple[str, str]]:
 
 
 def resolve_encoder(spec: str) -> ResolvedModel:
-    """What the encoder family's loader loads for the synthetic encoder `spec` (a folder, or `build`).
-
-    Raises:
-        UnknownEncoderError: an open_clip release or architecture that does not exist.
-    """
+    """What the encoder family's loader loads for the synthetic encoder `spec` (a folder, or `build`);
+    UnknownEncoderError for an open_clip release or architecture that does not exist."""
     try:
         return ResolvedModel(spec, **synthetic.resolve(spec))
     except ValueError as err:

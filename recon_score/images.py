@@ -158,12 +158,8 @@ def _compose(
     nodata: float | None = None,
     invert: bool = False,
 ) -> Image.Image:
-    """(H, W, S) samples of one file -> 8-bit RGB.
-
-    bands: 1-based sample numbers to show (default: samples 1-3, or sample 1 as gray when there are fewer than
-    three data samples); alpha: index of a true alpha sample (composited onto black unless it is selected);
-    nodata/NaN/inf pixels are left out of the percentiles and become 0.
-    """
+    """(H, W, S) samples of one file -> 8-bit RGB: `bands` (1-based; default 1-3, or 1 as gray) stretched over
+    their valid pixels, a true `alpha` sample composited onto black unless it is shown, nodata/NaN/inf as 0."""
     n = stack.shape[-1]
     data = [i for i in range(n) if i != alpha]
     if bands is None:
@@ -436,17 +432,9 @@ def load_image(
     bands: Sequence[int] | None = None,
     reader: str = "eo",
 ) -> Image.Image:
-    """Open `source` (a path or a PIL image) as 8-bit RGB; the rules per file layout are in docs/images.md.
-
-    bands: 1-based band numbers to show as R, G, B (three) or as gray (one), e.g. (4, 3, 2) for a
-    false-colour NIR composite; default bands 1-3 (a single band is gray).
-    reader: "eo" (EXIF rotation applied, transparency composited onto black) or "pil" (8-bit files as the
-    ReconScore authors read them, `Image.open(p).convert("RGB")`); both read other layouts the same way.
-
-    Raises:
-        ImageLoadError: missing, not a regular file, unreadable, corrupt or too large file, or bands the file
-        does not have; the message names the file.
-    """
+    """Open `source` (a path or a PIL image) as 8-bit RGB by the rules of docs/images.md: `bands` (1-based, three
+    for R, G, B or one for gray, e.g. (4, 3, 2)) and `reader` ("eo" or "pil", the ReconScore authors' reading).
+    ImageLoadError, naming the file, for a file that cannot be read so or bands it does not have."""
     _check_reader(reader)
     label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
     bands = _check_bands(bands, label)
@@ -548,16 +536,9 @@ def follow_symlinks() -> bool:
 
 
 def resolve_under(root: Path, relative: str, *, what: str = "image", follow: bool | None = None) -> Path:
-    """`root / relative` with its symlinks resolved, refusing paths that escape the data root.
-
-    Two checks: the path *as written* (``..``, an absolute path) must stay inside `root` — always refused
-    otherwise; and, when symlinks are not followed (`follow=False` or the policy), where it *resolves* must
-    stay inside the resolved root too. A root that is itself a symlink is fine either way.
-
-    Raises:
-        InputError: the path escapes the data root, cannot be resolved (a symlink loop, a NUL byte, a name over
-        255 bytes), or names something that is not a regular file (a FIFO, a device, a folder) or is too big.
-    """
+    """`root / relative` with its symlinks resolved, else InputError: the path as written (``..``, an absolute
+    path) must stay inside `root`, and, when symlinks are not followed (`follow=False` or the policy), so must
+    where it resolves; it must resolve, and to a regular file that is not too big."""
     if not relative or not str(relative).strip():
         raise InputError(f"empty {what} path")
     root_abs = Path(os.path.normpath(os.path.abspath(root)))

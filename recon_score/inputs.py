@@ -101,12 +101,8 @@ def _automatic_id(index: int, line: int, explicit: set[str]) -> str:
 
 
 def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> list[InputRow]:
-    """Rows of a captions file, with `image_path` resolved under `root` (default: the file's folder).
-
-    Raises:
-        ReconScoreError: the file is missing, of unknown type, or has no image/caption columns.
-        EmptyInputError: the file holds no data rows.
-    """
+    """Rows of a captions file, with `image_path` resolved under `root` (default: the file's folder); raises for a
+    file that cannot be a captions table (ReconScoreError) or holds no rows (EmptyInputError)."""
     path = Path(path)
     problem = file_problem(path)
     if problem:

@@ -157,12 +157,7 @@ class _Item:
 
 
 class ReconScorer:
-    """Scores captions against images by reconstruction.
-
-    Example:
-        >>> scorer = ReconScorer.from_preset("smoke")                      # doctest: +SKIP
-        >>> [r.recon_score for r in scorer.score("tile.png", ["a runway", "a farm"])]  # doctest: +SKIP
-    """
+    """Scores captions against images by reconstruction (docs/python-api.md)."""
 
     def __init__(
         self,
@@ -225,11 +220,8 @@ class ReconScorer:
         check_models: bool = True,
         **kwargs,
     ) -> ReconScorer:
-        """`overrides` replaces preset fields (t2i_model, steps, encoder, ...); kwargs go to __init__.
-
-        The models are looked up here (locally, no download), so a missing one fails when the scorer is built,
-        naming every missing model with the Python argument that points at local weights; `check_models=False`
-        leaves that to the first use."""
+        """`overrides` replaces preset fields (t2i_model, steps, encoder, ...); kwargs go to __init__. The models
+        are looked up here (locally, no download), so a missing one fails now, unless `check_models=False`."""
         p = get_preset(preset) if isinstance(preset, str) else preset
         if overrides:
             p = p.replace(**overrides)
@@ -303,8 +295,8 @@ class ReconScorer:
     ) -> ReconResult | list[ReconResult]:
         """One result per (image, caption) pair: a single image with a single caption gives one ReconResult,
         anything else a list. A single image (not in a list) is broadcast over a list of captions and a single
-        caption over a list of images; lists of different lengths are a ValueError, never guessed. Images: see
-        docs/python-api.md. Bad items get `error` set instead of raising, so one corrupt file never loses the batch.
+        caption over a list of images; lists of different lengths are a ValueError, never guessed (image types:
+        docs/python-api.md). Bad items get `error` set instead of raising: one corrupt file never loses the batch.
         """
         one_image = isinstance(images, (str, Path, Image.Image)) or (
             is_array_image(images) and images.ndim < 4
@@ -355,11 +347,8 @@ class ReconScorer:
         seeds: Sequence[int] | None = None,
         force_render: bool = False,
     ) -> list[ReconResult]:
-        """Score already-loaded (image or load error, caption) pairs.
-
-        force_render: render every valid item even if cached, in this exact batch composition (used when a run
-        resumes a half-finished batch, so its pixels match an uninterrupted run bit for bit).
-        """
+        """Score already-loaded (image or load error, caption) pairs. `force_render` renders every valid item even
+        if cached, in this batch composition: a resumed half-finished batch then matches an uninterrupted run."""
         seeds = self._seeds(seeds, len(pairs))
         items = [self._prepare(i, img, cap, seeds[i]) for i, (img, cap) in enumerate(pairs)]
         results = [ReconResult(caption=it.caption, seed=it.seed, error=it.error) for it in items]

@@ -15,8 +15,8 @@ from recon_score.bootstrap import CI_LEVEL, SMALL_SAMPLE_DF, t_interval
 
 
 def derive_seed(*parts: object, bits: int = 60) -> int:
-    """A `bits`-bit seed hashed from `parts` (the run's seed and content such as image digests). Content-derived,
-    so a value never depends on which other items were in the run, their order, or where a resumed run restarted."""
+    """A `bits`-bit seed hashed from `parts` (the run's seed and content such as image digests). Content-derived, so
+    it never depends on which other items were in the run, their order, or where a resumed run restarted."""
     h = hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
     return int(h[: -(-bits // 4)], 16) & ((1 << bits) - 1)
 
@@ -43,9 +43,9 @@ RECON_SCORE_RANGE = (0.0, 100.0)  # recon_score_from_cosine's range: 100 * (1 + 
 
 def crossed_variance(z: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
     """Variance of the weighted mean of an (images, seeds) table of image-by-seed means, its Satterthwaite degrees
-    of freedom and its parts; leading axes are independent tables (vectorised). Model z_gj = mu + A_g + B_j + E_gj,
-    all random, estimated by moments (docs/seeds.md, "System CI"). One seed: the image term alone (the mean at
-    that seed); one image: the seed term alone (NaN with one seed as well)."""
+    of freedom and its parts; leading axes are independent tables (vectorised). Model z_gj = mu + A_g + B_j +
+    E_gj, all random, estimated by moments (docs/seeds.md, "System CI"). One seed: the image term alone (the
+    mean at that seed); one image: the seed term alone (NaN with one seed as well)."""
     from scipy import stats
 
     z = np.asarray(z, dtype=np.float64)

@@ -35,13 +35,9 @@ MAX_FILE_BYTES = 2 << 30
 
 
 def read_bytes(path: str | Path, *, what: str = "file", limit: int | None = None) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (default MAX_FILE_BYTES). Opened without blocking
-    and checked after opening, so a FIFO is refused instead of waiting forever for a writer, a device
-    (/dev/zero) instead of filling memory, and a file that grows while read stops at the bound.
-
-    Raises:
-        TextFileError: missing, unreadable, not a regular file, or larger than the bound.
-    """
+    """The bytes of a regular file of at most `limit` bytes (default MAX_FILE_BYTES), else TextFileError. Opened
+    without blocking and checked after opening, so a FIFO is refused instead of waiting forever for a writer, a
+    device (/dev/zero) instead of filling memory, and a file that grows while read stops at the bound."""
     path, limit = Path(path), MAX_FILE_BYTES if limit is None else limit
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
@@ -72,11 +68,7 @@ def read_bytes(path: str | Path, *, what: str = "file", limit: int | None = None
 
 
 def read_text(path: str | Path, *, encoding: str = "utf-8", what: str = "file") -> str:
-    """The whole file, decoded strictly, without a leading BOM.
-
-    Raises:
-        TextFileError: missing or unreadable file, or a byte sequence that is not valid `encoding`.
-    """
+    """The whole file, decoded strictly, without a leading BOM; TextFileError names the first invalid byte."""
     path = Path(path)
     data = read_bytes(path, what=what)
     try:
@@ -135,10 +127,8 @@ def parse_json(text: str) -> tuple[object | None, str | None]:
 
 
 def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None, str | None]]:
-    """(line, value, None) for each non-blank JSONL line, or (line, None, message) where it is not JSON.
-
-    The message starts with ``NAME:LINE:``; whether a bad line is fatal is the caller's choice.
-    """
+    """(line, value, None) for each non-blank JSONL line, or (line, None, "NAME:LINE: why") where it is not JSON;
+    whether a bad line is fatal is the caller's choice."""
     path = Path(path)
     for lineno, raw in read_lines(path, **kwargs):
         if not raw.strip():
@@ -148,11 +138,8 @@ def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None,
 
 
 def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
-    """(line, object) for each non-blank line of a JSONL file whose every line must be a JSON object.
-
-    Raises:
-        TextFileError: at the first line that is not a JSON object.
-    """
+    """(line, object) for each non-blank line of a JSONL file whose every line must be a JSON object
+    (TextFileError at the first that is not)."""
     path = Path(path)
     for lineno, value, err in json_lines(path, **kwargs):
         if err is None and not isinstance(value, dict):
@@ -192,12 +179,8 @@ def _csv_records(
     path: Path, text: str, delimiter: str, quoted: bool, width: int | None
 ) -> Iterator[tuple[int, list[str] | None, str | None]]:
     """(first line, fields, None) per record, or (line, None, why) where a record cannot be read; reading goes on
-    from the next line, so one bad quote costs one row, never the rows after it.
-
-    quoted: the CSV quoting rules (strict: text after a closing quote is an error, not silently joined);
-    otherwise every character is literal text (TSV). A quoted field may span lines, unless one of the lines it
-    swallows would be a record of `width` fields on its own: then its opening quote is unbalanced.
-    """
+    from the next line, so one bad quote costs one row, never the rows after it. A quoted field may span lines,
+    unless a line it swallows would be a record of `width` fields on its own (then its quote is unbalanced)."""
     lines = _physical_lines(text)
     options = {"delimiter": delimiter, "strict": True}
     if not quoted:
@@ -248,18 +231,9 @@ def csv_dicts(
     errors: list[tuple[int, str]] | None = None,
     **kwargs,
 ) -> tuple[list[str], list[tuple[int, dict]]]:
-    """(header, [(line where the record starts, record)]) of a CSV file (a TSV for ``.tsv`` paths).
-
-    quoted: whether ``"`` quotes fields; default yes for CSV, no for TSV (TSV is literal text: ``"big" trees``
-    keeps its quotes). A record with more fields than the header keeps the extras under the key None
-    (csv.DictReader's way), so the caller can name the line; fewer fields leave the rest None. A field of any
-    length is read (the csv module's field limit is raised for the file).
-
-    errors: where records that cannot be read go, as (line, message); without it the first one is raised.
-
-    Raises:
-        TextFileError: a duplicated column name, or an unreadable record when `errors` is None.
-    """
+    """(header, [(line where the record starts, record)]) of a CSV file (a TSV for ``.tsv`` paths, whose quotes
+    are literal text unless `quoted`). Extra fields go under the key None (csv.DictReader's way), missing ones are
+    None. Unreadable records go to `errors` as (line, message), or the first is raised as TextFileError."""
     path = Path(path)
     tsv = path.suffix.lower() == ".tsv"
     delimiter = delimiter or ("\t" if tsv else ",")

@@ -30,15 +30,9 @@ ON_ERROR = ("raise", "skip")
 class ReconScore(Metric):
     """Mean ReconScore (0..100, higher = the caption lets a T2I model redraw the image) of (image, caption) pairs.
 
-    Args:
-        preset: a preset name (`reconscore presets list`) or a ReconPreset; ignored when `scorer` is given.
-        overrides: preset fields to replace (t2i_model, steps, encoder, ...), as in `ReconScorer.from_preset`.
-        scorer: a ready ReconScorer (shares its models and cache); built from `preset` when None.
-        scorer_device, batch_size, cache, weights_dir: passed to ReconScorer; scorer_device None = auto.
-        on_error: "raise" (default) raises the item's InputError (e.g. "image 3: float tensor values must lie
-            in [0, 1] ..."), as a metric in a loop should; "skip" leaves the item out and counts it in
-            `n_failed`.
-        kwargs: torchmetrics options (sync_on_compute, process_group, dist_sync_fn, ...).
+    `scorer` (shares its models and cache) or one built from `preset`, `overrides` and the scorer options.
+    on_error: "raise" (default) raises the item's InputError, as a metric in a loop should; "skip" leaves the
+    item out and counts it in `n_failed`. kwargs: torchmetrics options (sync_on_compute, process_group, ...).
     """
 
     is_differentiable = False

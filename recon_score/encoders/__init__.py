@@ -145,12 +145,8 @@ def build_encoder(
     weights_dir: str | Path | None = None,
     batch_size: int | None = None,
 ) -> Encoder:
-    """The encoder named by `spec`, created on first use and shared within the process.
-
-    Raises:
-        UnknownEncoderError: malformed spec or unknown family.
-        ModelNotAvailableError: weights are not local and cannot be fetched.
-    """
+    """The encoder named by `spec`, created on first use and shared within the process (UnknownEncoderError,
+    ModelNotAvailableError when it cannot be)."""
     from recon_score.runtime import resolve_device
 
     family, name = parse_spec(spec)

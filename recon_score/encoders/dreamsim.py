@@ -2,7 +2,7 @@
 
 DreamSim's own preprocessing is kept (bicubic squash to 224x224, per-backbone normalisation inside the model,
 embeddings centred and L2-normalised), so cos(a, b) = 1 - DreamSim distance. Its weights folder (also the
-torch.hub dir): docs/protocol.md, "DreamSim offline layout"; the checked list: recon_score.encoders.dreamsim_files.
+torch.hub dir): docs/protocol.md, "DreamSim offline layout"; checked by recon_score.encoders.dreamsim_files.
 """
 
 from __future__ import annotations

@@ -126,12 +126,8 @@ def is_synthetic(name: str) -> bool:
 
 
 def parse(name: str) -> SyntheticName:
-    """'shapes:z-image@0.02' -> SyntheticName('shapes', 'z-image', 0.02).
-
-    Raises:
-        ValueError: unknown prefix or family, or an argument the family does not take (the message lists the
-            known names).
-    """
+    """'shapes:z-image@0.02' -> SyntheticName('shapes', 'z-image', 0.02); ValueError for an unknown prefix or
+    family, or an argument the family does not take."""
     prefix, _, rest = name.partition(":")
     if prefix not in PREFIXES:
         raise ValueError(
@@ -170,13 +166,8 @@ def encoder_family(name: str) -> str | None:
 
 
 def resolve(name: str) -> dict:
-    """What a loader needs for `name` (recon_score.hub makes it a ResolvedModel): `path`, the folder the real
-    loader reads, or None; `revision` ("fixture:v1", "shapes:v1"); `build`, where the model is made on the target
-    device instead of read from a folder; `source`, how an encoder describes it; `stands_for`, the open_clip
-    release or architecture whose shape it has.
-
-    Raises ValueError for a malformed name, or an open_clip release or architecture that does not exist.
-    """
+    """The fields of recon_score.hub.ResolvedModel but the name, for `name`; ValueError for a malformed name or
+    an open_clip release or architecture that does not exist."""
     n = parse(name)
     return MODELS.load(f"{n.prefix}:{n.family}").resolve(n)
 

@@ -13,9 +13,7 @@ from recon_score.synthetic import SyntheticName, smoke
 
 
 def resolve(name: SyntheticName) -> dict:
-    """The registry's entry point (the fields of recon_score.hub.ResolvedModel but the name).
-
-    Raises ValueError for an open_clip release or architecture that does not exist."""
+    """The registry's entry point (the fields of recon_score.hub.ResolvedModel but the name)."""
     return _dreamsim(name) if name.family == "dreamsim" else _open_clip(name)
 
 

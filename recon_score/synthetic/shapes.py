@@ -196,11 +196,8 @@ def count_params(module: torch.nn.Module) -> int:
 
 
 def materialize(module: torch.nn.Module, *, device, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
-    """Allocate every meta parameter on `device` in `dtype` (floating ones) and fill it randomly; move buffers.
-
-    Matrices ~ N(0, 1/fan_in) so activations stay finite through deep stacks; biases 0; other vectors 1 (norm
-    scales). Tied parameters stay tied.
-    """
+    """Allocate every meta parameter on `device` in `dtype` (floating ones) and fill it randomly (matrices
+    N(0, 1/fan_in), so activations stay finite through deep stacks); move buffers. Tied parameters stay tied."""
     device = torch.device(device)
     gen = torch.Generator(device).manual_seed(seed)
     done: dict[int, torch.nn.Parameter] = {}

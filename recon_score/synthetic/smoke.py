@@ -106,11 +106,8 @@ _DIST_ENV = (
 
 
 def ensure_fixture(name: str) -> Path:
-    """Folder of fixture `name`, building it on first use.
-
-    One process builds (an exclusive lock next to the cache) while concurrent ones wait; the build goes to a
-    temporary sibling renamed into place, so nobody ever sees a half-written fixture.
-    """
+    """Folder of fixture `name`, built on first use by one process (an exclusive lock) into a temporary sibling
+    renamed into place, so nobody ever sees a half-written fixture."""
     if name not in FIXTURE_NAMES:
         raise KeyError(
             f"unknown fixture {name!r}; known: {', '.join(FIXTURE_NAMES)} (use them as 'smoke:NAME')"

@@ -169,10 +169,7 @@ OPEN_CLIP_TINY_CFG = {
 
 
 def build_open_clip(path: Path, *, seed: int = 0) -> Path:
-    """An open_clip ViT in open_clip's `local-dir:` layout (open_clip_config.json + open_clip_model.safetensors).
-
-    Its text tower uses open_clip's own tokenizer, i.e. the real CLIP BPE vocabulary.
-    """
+    """An open_clip ViT in open_clip's `local-dir:` layout, with open_clip's own (the real CLIP BPE) tokenizer."""
     import open_clip
     from safetensors.torch import save_file
 
