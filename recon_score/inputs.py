@@ -1,9 +1,7 @@
 """Caption files: JSONL, CSV or TSV with columns `image` and `caption`, optional `id`.
 
-A malformed line becomes an error row naming the file and line; it never stops the run. So does text that
-could never be written to the results (a lone surrogate from a JSON escape), found here when the row is read.
-Only a file that cannot be a captions table at all (no `image`/`caption` columns, unreadable, not UTF-8: the
-project's text policy, `recon_score.textfiles`) is fatal.
+A malformed line (or text that could never be written to the results, a lone surrogate) becomes an error row
+naming the file and line; only a file that cannot be a captions table at all is fatal.
 """
 
 from __future__ import annotations

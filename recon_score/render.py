@@ -1,9 +1,7 @@
 """Text-to-image reconstruction over diffusers: Z-Image by default, FLUX.1/FLUX.2 and any DiffusionPipeline.
 
-Protocol details (the ReconScore paper and its authors' code): generator on the CPU seeded per image, `guidance_scale`
-and `max_sequence_length` passed explicitly, VAE tiling on. One generator per item, so the latents of an item
-do not depend on its batch; the pixels agree with one-by-one generation up to float summation order
-(at most 1/255 on a few pixels with the tiny test model), and a given batch composition is bit-reproducible.
+One CPU generator per item, seeded per image (the authors' code), so an item's latents do not depend on its
+batch: pixels agree with one-by-one generation up to float summation order, and a batch is bit-reproducible.
 """
 
 from __future__ import annotations

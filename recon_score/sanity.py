@@ -1,7 +1,5 @@
-"""Reference-vs-distractor check: does the metric rank an image's human captions above captions of other scenes?
-
-Rows carry `kind: reference` (a human caption of that image) or `kind: distractor` (a real caption of another
-scene class). The bundled sample has both; with real models every reference should outrank every distractor.
+"""Reference-vs-distractor check: does the metric rank an image's human captions (`kind: reference`) above
+real captions of other scene classes (`kind: distractor`)? The bundled sample has both.
 """
 
 from __future__ import annotations

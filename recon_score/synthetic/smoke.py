@@ -1,9 +1,7 @@
-"""The `smoke:` models: tiny random models built once per cache and reused.
+"""The `smoke:` models: tiny random models built once per cache into a folder the real loaders read.
 
-`ensure_fixture("z-image")` (what `smoke:z-image` resolves to) returns a folder loadable by the same code as the
-real checkpoint. Builds are locked, go to a temporary sibling folder that is renamed into place, and run out of
-process inside torch.distributed workers (transformers saves weights on rank 0 only), so concurrent processes
-never see a partial fixture.
+Builds are locked, renamed into place, and run out of process inside torch.distributed workers (transformers
+saves weights on rank 0 only), so concurrent processes never see a partial fixture.
 """
 
 from __future__ import annotations
@@ -95,14 +93,8 @@ def _build(name: str, target: Path) -> None:
 
 
 _DIST_ENV = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "GROUP_RANK",
-)
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
+)  # fmt: skip
 
 
 def ensure_fixture(name: str) -> Path:
