@@ -78,10 +78,9 @@ def t_interval(
     level: float = CI_LEVEL,
     value_range: tuple[float, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) = mean -/+ t(df) quantile at (1 + level) / 2 x sqrt(variance), clipped to `value_range` (the
-    statistic's own range, e.g. 0-100 for ReconScore): a mean cannot lie outside it, so clipping drops only values
-    the statistic cannot take and never changes whether the interval holds the true mean. Vectorised; a negative
-    variance counts as 0, a NaN one gives NaN bounds."""
+    """(low, high) = mean -/+ t(df) quantile x sqrt(variance), clipped to the statistic's `value_range` (a mean
+    cannot lie outside it, so clipping never changes whether the interval holds the true mean). Vectorised; a
+    negative variance counts as 0, a NaN one gives NaN bounds."""
     from scipy import stats
 
     half = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(np.maximum(variance, 0.0))  # NaN stays NaN

@@ -300,9 +300,8 @@ def paired_effect(full: Sequence[float], reduced: Sequence[float]) -> tuple:
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (Holm 1979): the i-th smallest p times (m - i), made monotone and
-    capped at 1. Rejecting where the adjusted p < level holds the family-wise error rate at `level` over the
-    m phrases of one caption, whatever their dependence."""
+    """Holm's step-down adjusted p-values (Holm 1979): rejecting where the adjusted p < level holds the
+    family-wise error rate at `level` over the m phrases of one caption, whatever their dependence."""
     m = len(pvalues)
     order = sorted(range(m), key=lambda i: pvalues[i])
     adjusted, running = [1.0] * m, 0.0
@@ -364,9 +363,8 @@ class _Renders:
 def _render_variants(
     scorer, image: Image.Image, variants: list[str], seeds: list[int], progress: Callable[[int], None] | None
 ) -> _Renders:
-    """Each variant rendered under every seed, one `score_pairs` call per variant (its K renders in one encoder
-    batch), the embeddings and patch grids from one encoder pass (`ReconScorer.patch_tokens`); `progress(K)`
-    after each variant."""
+    """Each variant rendered under every seed (one `score_pairs` call, so one encoder batch, per variant), the
+    embeddings and patch grids from one encoder pass; `progress(K)` after each variant."""
     renders = _Renders([], [], [])
     with scorer.patch_tokens() as sink:
         for variant in variants:
@@ -445,8 +443,7 @@ def explain_one(
     level: float = 0.05,
     progress: Callable[[int], None] | None = None,
 ) -> Explanation:
-    """The explanation of one loaded image and its caption (docs/explain.md); `progress(n)` after
-    every n renders."""
+    """The explanation of one loaded image and its caption (docs/explain.md); `progress(n)` after n renders."""
     from recon_score.prompts import clean_caption
 
     seeds = [int(s) for s in seeds]
@@ -549,9 +546,8 @@ class ExplainOptions:
 
 
 def explain_summary(rows: Sequence[dict]) -> dict | None:
-    """What a console says of an explained run's rows: how many captions and phrases were attributed, how many
-    phrases were significant and how many of those hurt, and where the maps are; None when no row is explained.
-    """
+    """What a console says of an explained run's rows (attributed, significant and hurting phrases, where the
+    maps are); None when no row is explained."""
     explained = [r["explain"] for r in rows if isinstance(r.get("explain"), dict)]
     if not explained:
         return None

@@ -34,9 +34,8 @@ _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 
 
 def regular_file_problem(path: str | Path) -> str | None:
-    """Why `path` (links followed) is not an image file that can be opened, or None when it is a regular file
-    of at most MAX_FILE_BYTES, or does not exist (the loader says so). Checked before anything opens or hashes
-    it: reading a FIFO or /dev/zero never ends."""
+    """Why `path` (links followed) is not an image file that can be opened, or None (a regular file of at most
+    MAX_FILE_BYTES, or nothing: the loader says so). Checked before anything opens it: a FIFO never ends."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -288,8 +287,7 @@ def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo")
 def _alpha_is_data(a: np.ndarray) -> bool:
     """A band tagged as alpha that is really data (tifffile tags any 4th sample of an RGB image as unassociated
     alpha, so RGB+NIR products carry one): most of its values are neither fully transparent (0) nor fully opaque
-    (the type's maximum), whatever their level (a bright NIR band would only dim the image, a dark one blank it).
-    A real mask (0/max, soft only at its edges) keeps its meaning."""
+    (the type's maximum). A real mask (0/max, soft only at its edges) keeps its meaning."""
     if a.dtype.kind not in "fui":
         return False
     frac = _opacity(a)
@@ -315,9 +313,8 @@ def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
 
 
 def _read_png16(f, size: int, label: str, bands: tuple[int, ...] | None) -> Image.Image | None:
-    """A 16-bit PNG with all 16 bits of every sample (PIL keeps only the high byte of 16-bit colour).
-    None when the file is not a 16-bit PNG (the caller then uses PIL). Read chunk by chunk from `f` (of `size`
-    bytes), the header first: a chunk that claims more bytes than the file has is refused before it is read."""
+    """A 16-bit PNG with all 16 bits of every sample (PIL keeps only the high byte), or None for another PNG.
+    Read chunk by chunk: a chunk that claims more bytes than the file has is refused before it is read."""
     import struct
     import zlib
 
@@ -499,8 +496,7 @@ def _with_format(img: Image.Image, fmt: str | None) -> Image.Image:
 
 def round_trip(img: Image.Image, fmt: str | None) -> Image.Image:
     """`img` saved in PIL format `fmt` with PIL's defaults and read back as `Image.open(p).convert("RGB")`, as
-    the authors' scripts do with a render; unchanged when `fmt` is None, a format PIL cannot write, or a lossless
-    one (PNG, TIFF, BMP give back the same 8-bit RGB pixels, so the save is skipped)."""
+    the authors' scripts do with a render; unchanged for no format, one PIL cannot write, or a lossless one."""
     import io
 
     if ROUND_TRIP_SAVES.get(fmt or "", {}).get("lossless"):

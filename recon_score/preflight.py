@@ -186,10 +186,9 @@ def work_offline() -> None:
 
 
 def require_models(needs: list[ModelNeed], *, command: str | None = None) -> list[ModelStatus]:
-    """Check every need; raise ModelsMissingError naming all that cannot be had. Downloads nothing itself.
-
-    A model that is not here but whose host answers is left to download on first use (and logged). When the
-    hub does not answer, the process works offline from then on (no retries for cached files)."""
+    """Check every need; raise ModelsMissingError naming all that cannot be had. Downloads nothing itself: a
+    missing model whose host answers downloads on first use; when the hub does not answer, the process works
+    offline from then on (no retries for cached files)."""
     seen, statuses = set(), []
     for need in needs:
         key = (need.spec, need.encoder, need.revision, need.weights_dir)

@@ -340,10 +340,9 @@ def get_preset(name: str) -> ReconPreset:
 
 
 def reader_for(preset=None) -> str:
-    """The one place a command's image reader is resolved: its ReconScore preset's `image_reader` (a
-    `ReconPreset`, with any overrides applied, or a preset name), or DEFAULT_READER where there is none.
-    Every reader of the same pixels (score, evaluate, correlate, metrics add, describe, pairs, the studies, the
-    Python API) goes through it, so one image, caption and preset give one score whatever the command."""
+    """The one place a command's image reader is resolved: its ReconScore preset's (a `ReconPreset` or a name)
+    `image_reader`, or DEFAULT_READER where there is none, so one image, caption and preset give one score
+    whatever the command."""
     if preset is None:
         from recon_score.images import DEFAULT_READER
 

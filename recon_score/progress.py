@@ -61,9 +61,8 @@ def _plural(unit: str) -> str:
 
 
 class Progress:
-    """`update(n, failed=k, stage=...)` after each finished unit; `stage(text)` names what is running now.
-
-    `disable` draws nothing (a phase too short to need it); `leave=False` clears a terminal bar at the end."""
+    """`update(n, failed=k, stage=...)` after each finished unit; `stage(text)` names what is running now;
+    `disable` draws nothing; `leave=False` clears a terminal bar at the end."""
 
     def __init__(
         self,

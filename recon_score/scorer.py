@@ -62,10 +62,8 @@ RECENT_DIGESTS = 32  # images (originals, renders) whose digest a scorer remembe
 def similarity_scores(
     a: np.ndarray | None = None, b: np.ndarray | None = None, *, distances: Sequence[float] | None = None
 ) -> list[tuple[float | None, float | None, float | None, str | None]]:
-    """The one place embeddings (or an encoder's distances) become ReconScores: per pair (recon_score, cosine,
-    distance, error). `a`, `b`: unit-norm embeddings, one row per pair (cos = a . b in float64, clipped to
-    [-1, 1]); `distances`: a distance-only encoder's values. A non-finite value is the pair's error, never a
-    score."""
+    """The one place unit-norm embeddings `a`, `b` (one row per pair) or a distance encoder's `distances` become
+    ReconScores: per pair (recon_score, cosine, distance, error); a non-finite value is an error, never a score."""
     out = []
     if distances is not None:
         for d in distances:
@@ -430,10 +428,9 @@ class ReconScorer:
         max_phrases: int = 8,
         level: float = 0.05,
     ):
-        """Where `caption` fails `image`: gap maps from the encoder's patch tokens and each phrase's paired effect
-        over `seeds` (default: the preset's seed, then derived ones, as many as `--explain-seeds`' default); a
-        `recon_score.explain.Explanation`. Costs (phrases + 1) x K renders; `max_phrases` bounds it. Arguments
-        are checked as the CLI checks them (recon_score.explain.check_arguments). See docs/explain.md."""
+        """Where `caption` fails `image`: a `recon_score.explain.Explanation` over `seeds` (default: the preset's
+        seed, then derived ones, as many as `--explain-seeds`' default), arguments checked as the CLI checks them.
+        Costs (phrases + 1) x K renders; `max_phrases` bounds it. See docs/explain.md."""
         from recon_score.explain import check_arguments, explain_one
         from recon_score.explain_power import DEFAULT_EXPLAIN_SEEDS
         from recon_score.seeds import derive_seeds
@@ -483,10 +480,9 @@ class ReconScorer:
     def _reconstruct(
         self, items: list[_Item], *, force_render: bool
     ) -> dict[str, tuple[Image.Image, dict, bool]]:
-        """Reconstructions by item key. Batches are formed before the cache is looked at (unique requests, grouped
-        by size in input order, then `batch_size` at a time), and each image is cached under its key *and* its
-        batch's composition: batched kernels are not bit-identical across batch shapes, so a batch-4 entry
-        must never answer a batch-1 request (the same command gives the same bytes whatever the cache held)."""
+        """Reconstructions by item key. Batches are formed before the cache is looked at, and each image is cached
+        under its key *and* its batch's composition: batched kernels are not bit-identical across batch shapes, so
+        the same command gives the same bytes whatever the cache held (docs/runs.md)."""
         out: dict[str, tuple[Image.Image, dict, bool]] = {}
         unique: dict[str, _Item] = {}
         for it in items:

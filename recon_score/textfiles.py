@@ -111,9 +111,8 @@ def unique_keys(pairs: list[tuple[str, object]]) -> dict:
 
 
 def parse_json(text: str) -> tuple[object | None, str | None]:
-    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, a key named
-    twice in one object, nesting deeper than the interpreter's recursion limit, an integer of more digits than
-    Python converts (4,300)."""
+    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, a repeated key,
+    nesting past the recursion limit, an integer of more digits than Python converts."""
     try:
         return json.loads(text, object_pairs_hook=unique_keys), None
     except json.JSONDecodeError as err:
@@ -369,9 +368,8 @@ def special_kind(mode: int) -> str | None:
 
 
 def entry_kind(path: str | Path) -> str | None:
-    """What is at `path` itself when it is not a regular file ("a symlink", "a folder", "a character device",
-    ...), None for a regular file or nothing: the one test a writer makes before replacing `path`, since
-    os.replace would swap a device, a FIFO or a link itself (never what it points to) for a regular file."""
+    """What is at `path` itself when it is not a regular file ("a symlink", "a folder", ...), None for a regular
+    file or nothing: a writer's test before replacing `path`, since os.replace would swap a link itself."""
     try:
         mode = os.lstat(path).st_mode
     except (OSError, ValueError):
@@ -399,9 +397,8 @@ def path_problem(err: BaseException) -> str:
 
 
 def file_problem(path: str | Path) -> str | None:
-    """Why `path` cannot be read as a file, in words ("not found", "is a FIFO (named pipe), not a regular
-    file", ...; the same words as recon_score.images for image paths), or None for a regular file. Never opens
-    it: a FIFO or a device would block or never end."""
+    """Why `path` cannot be read as a file, in the words recon_score.images uses for image paths, or None for a
+    regular file. Never opens it: a FIFO or a device would block or never end."""
     try:
         mode = Path(path).stat().st_mode
     except (OSError, ValueError, RuntimeError) as err:

@@ -36,10 +36,9 @@ class DreamSimEncoder(SquashingEncoder):
             return False
 
     def _embed_with_patches(self, images):
-        """The embedding and each tower's last-layer patch tokens (block 11, the layer DreamSim's features come
-        from) from the one `embed` call: a forward hook on each tower's block 11 keeps its output, the tokens
-        dreamsim's own `extract_descriptors(x, 11)` returns. The input is squashed, so every grid covers the
-        whole image."""
+        """The embedding and each tower's block-11 patch tokens (where DreamSim's features come from, as its
+        `extract_descriptors(x, 11)`) from the one `embed` call, kept by forward hooks. The input is squashed, so
+        every grid covers the whole image."""
         x, boxes = self._pixels(images), [FULL_BOX] * len(images)
         if hasattr(self.model, "embed_and_patch_tokens"):
             emb, towers = self.model.embed_and_patch_tokens(x)

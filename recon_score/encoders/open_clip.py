@@ -113,8 +113,7 @@ class OpenCLIPEncoder(Encoder):
     ) -> torch.Tensor:
         """(n, d) L2-normalised: each text encoded with the word embedding of its first `placeholder` token
         replaced by the matching row of `pseudo` (n, width), as Pic2Word's ``encode_text_img_retrieval`` and
-        SEARLE's ``encode_with_pseudo_tokens`` do. Everything after the embedding lookup is open_clip's own
-        `encode_text`, so pooling and projection always match the plain text path."""
+        SEARLE's ``encode_with_pseudo_tokens`` do; the rest is open_clip's own `encode_text`."""
         width = self.pseudo_token_width
         if width is None:
             raise TypeError(
@@ -433,12 +432,9 @@ _OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # dropped
 
 
 def release_state_dict(release: Release, checkpoint: dict) -> dict:
-    """The authors' checkpoint as an open_clip state dict.
-
-    PAC-S: `torch.load(file)["state_dict"]` holds OpenAI-CLIP (ViT-B/32) or open_clip (ViT-L/14) keys, which
-    open_clip's CLIP shares. Long-CLIP: the text tower adds `positional_embedding * mask1 +
-    positional_embedding_res * mask2` (mask1 = first 20 positions), i.e. one 248-row table made of the first 20
-    rows of the one and the rest of the other."""
+    """The authors' checkpoint as an open_clip state dict. PAC-S's `["state_dict"]` holds keys open_clip's CLIP
+    shares. Long-CLIP's text tower adds `positional_embedding * mask1 + positional_embedding_res * mask2` (mask1 =
+    first 20 positions): one 248-row table of the first 20 rows of the one and the rest of the other."""
     import torch
 
     state = checkpoint.get("state_dict", checkpoint) if release.layout != "longclip" else checkpoint

@@ -133,11 +133,8 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 def write_clip_vocab(directory: Path) -> Path:
-    """vocab.json + merges.txt of OpenAI CLIP, rebuilt from the BPE merges file open_clip ships.
-
-    Mirrors open_clip.tokenizer.SimpleTokenizer: 256 byte symbols, the same with '</w>', 48,894 merges, then
-    <|startoftext|> and <|endoftext|> (vocabulary of 49,408).
-    """
+    """vocab.json + merges.txt of OpenAI CLIP, rebuilt from the BPE merges file open_clip ships as
+    open_clip.tokenizer.SimpleTokenizer builds its vocabulary (49,408 entries)."""
     import open_clip
 
     bpe_path = Path(open_clip.__file__).resolve().parent / "bpe_simple_vocab_16e6.txt.gz"
@@ -155,11 +152,8 @@ def write_clip_vocab(directory: Path) -> Path:
 
 
 def clip_tokenizer(directory: Path):
-    """transformers' CLIPTokenizer over the real CLIP vocabulary (ids identical to open_clip's tokenizer).
-
-    Built with from_pretrained(dir): constructing from a vocab file path can silently give a 2-token vocabulary,
-    and a missing model_max_length makes diffusers overflow.
-    """
+    """transformers' CLIPTokenizer over the real CLIP vocabulary (ids identical to open_clip's tokenizer). Built
+    with from_pretrained(dir): constructing from a vocab file path can silently give a 2-token vocabulary."""
     from transformers import CLIPTokenizer
 
     write_clip_vocab(directory)
