@@ -135,8 +135,8 @@ def png_bytes(img: Image.Image) -> bytes:
 def read_jsonl(
     path: Path, *, repair: bool = False, is_record: Callable[[object], bool] | None = None
 ) -> list:
-    """Records of a JSONL file. A torn final line (not valid JSON, or JSON `is_record` rejects) is dropped, and with
-    `repair=True` truncated so appends continue on a clean line; any other bad line is an error naming file:line."""
+    """Records of a JSONL file. A torn final line (not valid JSON, or JSON `is_record` rejects) is dropped, and
+    with `repair=True` truncated so appends continue on a clean line; any other bad line is an error naming it."""
     if not path.exists():
         return []
     data = read_bytes(path)  # a FIFO, a device or an oversized file: a clear error, never a hang

@@ -204,8 +204,8 @@ class Renderer:
         compile_dit: bool = False,
         trust_remote_code: bool = False,
     ):
-        """attention_backend (a diffusers AttentionBackendName) and compile_dit (torch.compile of the DiT) are off by
-        default: no measurement shows yet that they pay off (docs/performance.md); when set they enter identity().
+        """attention_backend (a diffusers AttentionBackendName) and compile_dit (torch.compile of the DiT) are off
+        by default: no measurement shows yet that they pay off (docs/performance.md); set, they enter identity().
         trust_remote_code: allow a preset's `custom_pipeline` file to run."""
         if offload not in OFFLOAD_MODES:
             raise ValueError(f"offload must be one of {OFFLOAD_MODES}, got {offload!r}")

@@ -63,7 +63,7 @@ def similarity_scores(
     a: np.ndarray | None = None, b: np.ndarray | None = None, *, distances: Sequence[float] | None = None
 ) -> list[tuple[float | None, float | None, float | None, str | None]]:
     """The one place unit-norm embeddings `a`, `b` (one row per pair) or a distance encoder's `distances` become
-    ReconScores: per pair (recon_score, cosine, distance, error); a non-finite value is an error, never a score."""
+    ReconScores: per pair (recon_score, cosine, distance, error); a non-finite value is an error, not a score."""
     out = []
     if distances is not None:
         for d in distances:
