@@ -165,12 +165,10 @@ class ReconScorer:
         batch_size: int = 1,
         cache: ArtifactCache | None = None,
         weights_dir: str | Path | None = None,
-        offload: str = "none",
-        show_progress: bool = False,
-        attention_backend: str | None = None,
-        compile_dit: bool = False,
-        trust_remote_code: bool = False,
+        **render_options,
     ):
+        """`render_options` go to the Renderer: offload, show_progress, attention_backend, compile_dit,
+        trust_remote_code."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.preset = preset
@@ -178,15 +176,7 @@ class ReconScorer:
         self.batch_size = batch_size
         self.cache = cache if cache is not None else ArtifactCache()
         self.weights_dir = weights_dir
-        self.renderer = Renderer(
-            preset,
-            device=self.device,
-            offload=offload,
-            show_progress=show_progress,
-            attention_backend=attention_backend,
-            compile_dit=compile_dit,
-            trust_remote_code=trust_remote_code,
-        )
+        self.renderer = Renderer(preset, device=self.device, **render_options)
         self._encoder: Encoder | None = None
         self._warned_truncation = False
         # id(image) -> (image, pixel digest) of the latest images hashed: an image object given again (another
