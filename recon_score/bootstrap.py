@@ -14,9 +14,8 @@ import numpy as np
 CI_LEVEL = 0.95
 CI_RESAMPLES = 2000
 CI_RNG_SEED = 0
-# Below 5 degrees of freedom a t interval is more than 31 % wider than with a known variance (t(0.975, 5) =
-# 2.57 vs 1.96) and its standard error is itself uncertain by more than +-32 % (sd of s / sigma ~ 1 / sqrt(2 df)):
-# such an interval is printed with a warning in words (recon_score.seeds.ci_notes).
+# Below 5 degrees of freedom an interval is printed with a warning in words (recon_score.seeds.ci_notes): it is
+# over 31 % wider than with a known variance, and its se uncertain by over +-32 % (docs/seeds.md).
 SMALL_SAMPLE_DF = 5.0
 
 

@@ -468,10 +468,8 @@ def load_image(
             raise ImageLoadError(f"image {label!r} could not be read: {err.strerror or err}") from err
 
 
-# The render round trip of the ReconScore authors' code: batch_generate.py saves the reconstruction as
-# `{stem}_n.{the original's extension}` with PIL's defaults and batch_evaluate.py reads it back with
-# `Image.open(p).convert("RGB")`, so a .jpg original's reconstruction is scored after a JPEG save. The format is
-# PIL's for the original's file extension (recorded on the loaded image under FORMAT_KEY).
+# The render round trip of the ReconScore authors' code (docs/protocol.md): a .jpg original's reconstruction is
+# scored after a JPEG save. The format is PIL's for the original's file extension, recorded under FORMAT_KEY.
 FORMAT_KEY = "reconscore.source_format"
 ROUND_TRIP_SAVES = {  # what PIL's defaults do when a render is saved in each format (run.json records this)
     "JPEG": {"lossless": False, "quality": 75, "subsampling": "4:2:0"},

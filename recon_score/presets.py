@@ -220,8 +220,7 @@ FAST = _derive(
 )
 
 
-# The ReconScore paper Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
-# not give guidance scales, so each model runs with the default of its diffusers pipeline / model card.
+# The ReconScore paper Table 9: the T2I ablation (Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model).
 def _table9_flux(name: str, label: str, t2i_model: str, guidance: float, pipeline: str) -> ReconPreset:
     """A FLUX model of Table 9 at the paper's 28 steps and 512 tokens, guidance as its diffusers pipeline's
     default (the paper gives none)."""
