@@ -181,11 +181,9 @@ def ci_text(ci: dict, digits: int = 2) -> str:
 
 def ci_line(ci: dict) -> str:
     """The printed CI line, with its notes (ci_notes). One image with one seed: the mean alone, no interval."""
-    notes = ci_notes(ci)
     if ci["low"] is None:
-        return f"ReconScore mean over {ci_label(ci)}: {ci['mean']:.2f} ({notes[0]})"
-    line = f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}"
-    return line + (f" ({'; '.join(notes)})" if notes else "")
+        return f"ReconScore mean over {ci_label(ci)}: {ci['mean']:.2f} ({ci_notes(ci)[0]})"
+    return f"ReconScore mean [{ci_heading(ci)}]: {ci_text(ci)}"
 
 
 def seed_summary(records: Sequence[dict], seeds: Sequence[int]) -> dict:
