@@ -71,24 +71,12 @@ def _stretch_to_uint8(band: np.ndarray, valid: np.ndarray | None = None) -> np.n
 
 
 def _array_to_rgb(arr: np.ndarray) -> Image.Image:
-    """(H, W) or (H, W, C) array of any dtype -> 8-bit RGB."""
-    if arr.ndim == 3 and arr.shape[0] in (1, 2, 3, 4) and arr.shape[-1] > 4:  # planar (C, H, W) TIFF
-        arr = np.moveaxis(arr, 0, -1)
-    if arr.ndim == 2:
-        arr = arr[..., None]
-    if arr.ndim != 3:
-        raise ValueError(f"expected a 2-D raster or a (H, W, bands) stack, got shape {arr.shape}")
-    bands = arr.shape[-1]
-    arr = arr[..., :3] if bands >= 3 else arr[..., :1]
-    if arr.dtype == np.uint8:
-        out = arr
-    elif arr.dtype == np.bool_:
-        out = arr.astype(np.uint8) * 255
-    else:
-        out = np.stack([_stretch_to_uint8(arr[..., i]) for i in range(arr.shape[-1])], axis=-1)
-    if out.shape[-1] == 1:
-        out = np.repeat(out, 3, axis=-1)
-    return Image.fromarray(np.ascontiguousarray(out), mode="RGB")
+    """The pixels of a PIL mode `to_rgb` does not convert (one band of I, F, I;16*; or RGBX) -> 8-bit RGB,
+    each band of more than 8 bits stretched."""
+    bands = [arr] if arr.ndim == 2 else [arr[..., i] for i in range(3)]
+    out = [band if band.dtype == np.uint8 else _stretch_to_uint8(band) for band in bands]
+    rgb = np.stack(out * 3 if len(out) == 1 else out, axis=-1)
+    return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
