@@ -196,8 +196,7 @@ class Explanation:
 
     @property
     def worst_phrase(self) -> PhraseEffect | None:
-        """The most negative phrase among the significant negative ones (a likely wrong phrase); None when no
-        phrase hurt."""
+        """The most negative of the significant negative phrases (a likely wrong phrase), or None."""
         hurt = [p for p in self.phrases if p.significant is True and p.delta is not None and p.delta < 0]
         return min(hurt, key=lambda p: p.delta) if hurt else None
 
@@ -539,8 +538,7 @@ class ExplainOptions:
             )
 
     def renders(self, caption: str) -> int:
-        """What explaining `caption` renders: (attributed phrases + 1) x seeds (a one-phrase caption: the
-        full caption's K renders only)."""
+        """Renders to explain `caption`: (attributed phrases + 1) x seeds, or K for a one-phrase caption."""
         n = len(split_phrases(caption))
         return (min(n, self.max_phrases) + 1 if n > 1 else 1) * self.seeds
 
@@ -566,8 +564,7 @@ def explain_summary(rows: Sequence[dict]) -> dict | None:
 
 
 def explain_files(expl: Explanation, original: Image.Image, stem: str) -> dict[str, bytes]:
-    """{run-relative path: bytes} of explain/`stem`.npz and explain/`stem`.png, for the Run to write (none
-    without maps: an encoder without patch tokens, or an error)."""
+    """{run-relative path: bytes} of explain/`stem`.npz and .png (none without maps or after an error)."""
     if expl.recall is None:
         return {}
     return {f"{EXPLAIN}/{stem}.npz": maps_npz(expl), f"{EXPLAIN}/{stem}.png": heatmap_png(expl, original)}
@@ -582,8 +579,7 @@ def explain_row(
     stem: str,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[dict, dict[str, bytes]]:
-    """A results row's `explain` field (the Explanation's record, naming its files) and the files' bytes: the
-    explanation computes, the Run writes."""
+    """A results row's `explain` field (naming its files) and the files' bytes, for the Run to write."""
     expl = explain_one(
         scorer,
         image,

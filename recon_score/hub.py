@@ -44,8 +44,7 @@ def is_synthetic(name: str) -> bool:
 
 
 def encoder_family(name: str) -> str | None:
-    """The encoder family that loads synthetic `name` (`smoke:dreamsim` -> dreamsim); None for a pipeline or
-    language model. Raises ValueError for a malformed name."""
+    """The encoder family that loads synthetic `name` (`smoke:dreamsim` -> dreamsim), None for a pipeline."""
     return synthetic.encoder_family(name)
 
 

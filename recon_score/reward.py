@@ -133,8 +133,7 @@ class ReconScoreReward:
         return self._flatten_narrow_groups(scores, columns)
 
     def _images(self, columns: dict, n: int) -> tuple[str, list]:
-        """(the column read, one image per completion): the `image` column, or the first of each row's
-        `images`."""
+        """(column read, one image per completion): the `image` column, or the first of each row's `images`."""
         if self.image_column in columns and columns[self.image_column] is not None:
             name, images = self.image_column, list(columns[self.image_column])
         elif "images" in columns and columns["images"] is not None:

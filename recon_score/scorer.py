@@ -398,8 +398,7 @@ class ReconScorer:
     def compare(
         self, originals: Sequence[Image.Image], reconstructions: Sequence[Image.Image]
     ) -> list[ReconResult]:
-        """ReconScore of existing (original, reconstruction) image pairs under this scorer's encoder, nothing
-        rendered (e.g. one run's reconstructions scored by several encoders)."""
+        """ReconScore of existing (original, reconstruction) pairs under this scorer's encoder, none rendered."""
         if len(originals) != len(reconstructions):
             raise ValueError(f"{len(originals)} originals but {len(reconstructions)} reconstructions")
         if not originals:

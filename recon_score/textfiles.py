@@ -149,8 +149,7 @@ def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
 
 
 def read_json(path: str | Path, *, expect: type = object, what: str = "file", **kwargs):
-    """A whole JSON document; `expect` (dict or list) is checked, so a list where an object belongs is a
-    clear error, not an AttributeError later."""
+    """A whole JSON document, checked to be an `expect` (dict or list): a wrong type is a clear error here."""
     path = Path(path)
     text = read_text(path, what=what, **kwargs)
     try:
@@ -285,8 +284,7 @@ def _field_limit(size: int) -> Iterator[None]:
 
 
 def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
-    """(line where the row starts, fields) for every non-empty row of a header-less CSV file (the policy of
-    `csv_dicts`: fields of any length, strict quoting)."""
+    """(line where the row starts, fields) per non-empty row of a header-less CSV file, read as `csv_dicts`."""
     path = Path(path)
     text = read_text(path, **kwargs)
     rows = []

@@ -145,8 +145,7 @@ def build_encoder(
     weights_dir: str | Path | None = None,
     batch_size: int | None = None,
 ) -> Encoder:
-    """The encoder named by `spec`, created on first use and shared within the process (UnknownEncoderError,
-    ModelNotAvailableError when it cannot be)."""
+    """The encoder named by `spec`, created on first use and shared within the process."""
     from recon_score.runtime import resolve_device
 
     family, name = parse_spec(spec)
@@ -191,8 +190,7 @@ def list_encoders() -> list[dict]:
 
 
 def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> WeightsLocation:
-    """Whether `spec`'s weights are available locally, and where they would come from (its family's rules).
-    Downloads nothing."""
+    """Whether `spec`'s weights are here, and where they would come from (its family's rules); no download."""
     family, name = parse_spec(spec)
     if hub.is_synthetic(spec):
         return hub.locate(spec)
