@@ -17,9 +17,8 @@ from recon_score.scorer import ReconScorer
 
 
 class ReconScoreCOCO:
-    """pycocoevalcap-style ReconScore scorer over `images`: a folder (each id's file named by `pattern`, e.g.
-    "{id}.jpg"; any supported extension when the pattern has none; never outside the folder) or a mapping
-    id -> image. `scorer` is used as is, else built by `ReconScorer.from_preset(preset, **scorer_kwargs)`. An
+    """pycocoevalcap-style ReconScore scorer over `images`, a folder (each id's file named by `pattern`) or a
+    mapping id -> image, with `scorer` or one built by `ReconScorer.from_preset(preset, **scorer_kwargs)`. An
     unusable item scores NaN and is named in `errors` (docs/python-api.md, "pycocoevalcap")."""
 
     def __init__(

@@ -321,9 +321,8 @@ def _significance(effects: list[PhraseEffect], level: float) -> None:
 def check_arguments(
     *, seeds: object = None, max_phrases: object = 8, level: object = 0.05
 ) -> list[int] | None:
-    """The explanation's arguments as the CLI accepts them, or ArgumentError naming the one that is not: at least
-    two distinct integer seeds (one seed tests nothing; a repeated seed fakes a zero spread), max_phrases an
-    integer >= 1, 0 < level < 1. Returns the seeds as a list (None when not given)."""
+    """The seeds as a list (None when not given), or ArgumentError naming the argument the CLI would refuse: at
+    least two distinct integer seeds, max_phrases an integer >= 1, 0 < level < 1."""
 
     def integer(x: object) -> bool:
         return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))

@@ -36,9 +36,8 @@ REQUIRED = _FALLBACK_RELEASE  # the DreamSim models reconscore offers
 
 
 def _source_tree(relpath: str, *names: str) -> ast.AST | None:
-    """The syntax tree of the installed dreamsim's file `relpath` (or of the class/function `names` path inside
-    it), read from disk without importing dreamsim: its import pulls torch, open_clip and peft (seconds), and a
-    weights check must answer before that."""
+    """The syntax tree of the installed dreamsim's file `relpath` (or of the class/function `names` path in it),
+    read without importing dreamsim (which pulls torch, open_clip and peft): a weights check answers first."""
     import importlib.util
 
     try:

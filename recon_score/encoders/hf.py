@@ -74,9 +74,8 @@ class HFEncoder(Encoder):
         return tower is not None and isinstance(getattr(config, "patch_size", None), int)
 
     def _embed_with_patches(self, images):
-        """`_embed_images`' embedding and the vision tower's last hidden state, patches only (the last rows*cols
-        tokens, after any CLS and register tokens), from one forward: a forward hook on the tower keeps its
-        output while the embedding is computed as always; the embedding's own preprocessing."""
+        """`_embed_images`' embedding and the vision tower's last-hidden-state patch tokens from one forward (a
+        forward hook on the tower keeps its output while the embedding is computed as always)."""
         pixels = self._pixels(images)
         values = pixels["pixel_values"]
         if values.ndim != 4:

@@ -69,9 +69,8 @@ class OpenCLIPEncoder(Encoder):
         return hasattr(visual, "output_tokens") and hasattr(visual, "grid_size")
 
     def _embed_with_patches(self, images):
-        """`encode_image` and the visual tower's patch tokens after its final LayerNorm (open_clip's
-        `output_tokens`) from one forward: with `output_tokens` on, a forward hook hands `encode_image` the
-        pooled output it always gets and keeps the tokens; the embedding's own preprocessing."""
+        """`encode_image` and the visual tower's patch tokens (open_clip's `output_tokens`) from one forward: a
+        forward hook keeps the tokens and hands `encode_image` the pooled output it always gets."""
         visual = self.model.visual
         x = self._pixels(images)
         kept: list[torch.Tensor] = []
@@ -545,9 +544,8 @@ def build_release(
     weights_dir: Path | None,
     given: ResolvedModel | None = None,
 ) -> Encoder:
-    """`NAME` (weights found by name), `NAME@/path/file`; `given`: the release's architecture built by
-    recon_score.hub's resolution (`smoke:open-clip/NAME`, random weights). The checkpoint is read with
-    weights_only=True and loaded strictly."""
+    """`NAME` (weights found by name), `NAME@/path/file` (read with weights_only=True, loaded strictly), or
+    `given`: the release's architecture with random weights (recon_score.hub's `smoke:open-clip/NAME`)."""
     import open_clip
 
     from recon_score.synthetic.shapes import restore_causal_mask
