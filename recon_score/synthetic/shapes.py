@@ -406,23 +406,20 @@ def meta_dreamsim_ensemble(scale: float = 1.0):
 
 def _dreamsim_tower(model_type: str, cfg: dict):
     """Same modules as dreamsim's loaders (load_clip_as_dino / load_open_clip_as_dino / torch-hub DINO)."""
+    from functools import partial
+
     from dreamsim.feature_extraction.load_clip_as_dino import QuickGELU
     from dreamsim.feature_extraction.vision_transformer import DINOHead, VisionTransformer
 
-    def vit():
-        from functools import partial
-
-        return VisionTransformer(
-            patch_size=16,
-            embed_dim=cfg["embed_dim"],
-            depth=12,
-            num_heads=cfg["num_heads"],
-            mlp_ratio=4,
-            qkv_bias=True,
-            norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
-        )
-
-    model = vit()
+    model = VisionTransformer(
+        patch_size=16,
+        embed_dim=cfg["embed_dim"],
+        depth=12,
+        num_heads=cfg["num_heads"],
+        mlp_ratio=4,
+        qkv_bias=True,
+        norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
+    )
     if model_type == "dino_vitb16":
         s = cfg["scale"]
         head = DINOHead(
