@@ -405,11 +405,6 @@ def _convert(img: Image.Image, reader: str, bands: tuple[int, ...] | None) -> Im
     return to_rgb(img)
 
 
-def _check_reader(reader: str) -> None:
-    if reader not in READERS:
-        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
-
-
 def load_image(
     source: Image.Image | str | Path,
     *,
@@ -420,7 +415,8 @@ def load_image(
     """Open `source` (a path or a PIL image) as 8-bit RGB by the rules of docs/images.md: `bands` (1-based, three
     for R, G, B or one for gray, e.g. (4, 3, 2)) and `reader` ("eo" or "pil", the ReconScore authors' reading).
     ImageLoadError, naming the file, for a file that cannot be read so or bands it does not have."""
-    _check_reader(reader)
+    if reader not in READERS:
+        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):

@@ -57,12 +57,6 @@ def fixture_path(name: str) -> Path:
     return cache_root() / "fixtures" / f"v{FIXTURE_VERSION}" / name
 
 
-def _distributed_initialized() -> bool:
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized()
-
-
 def _missing_weights(folder: Path) -> list[str]:
     """Component folders with a config but no weight file: what a save from a non-zero torch.distributed rank
     leaves behind (transformers writes weights on rank 0 only)."""
@@ -78,7 +72,9 @@ def _missing_weights(folder: Path) -> list[str]:
 
 
 def _build(name: str, target: Path) -> None:
-    if _distributed_initialized():
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
         # Inside an accelerate/torchrun worker: build in a plain child process so every rank writes a full copy.
         env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
         cmd = [sys.executable, "-m", "recon_score.synthetic.smoke", name, str(target)]
