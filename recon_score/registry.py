@@ -69,7 +69,7 @@ class Registry(Mapping[str, E], Generic[E]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise UnknownNameError(self.what, name, self._entries, self.see) from None
+            raise self.error(name) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
