@@ -1,24 +1,8 @@
-"""Content-addressed cache of reconstructions and embeddings.
+"""Content-addressed cache of reconstructions (recon/ab/KEY.png + .json) and embeddings
+(emb/ENCODER/ab/DIGEST.npy) under RECONSCORE_CACHE; the latest entries also stay in memory for one run.
 
-Key = sha256 of canonical JSON (sorted keys, fixed separators, a schema version) of exactly what changes the
-output. For a reconstruction: T2I model id + resolved revision, pipeline class, diffusers version, steps,
-guidance, max_sequence_length, dtype, VAE tiling, device type, the *full* prompt (template applied), width,
-height and seed. For an embedding: encoder spec + weights identity + sha256 of the decoded pixels. Both are then
-combined with the composition of the batch the artifact was computed in (`batch_cache_key`): batched kernels
-are not bit-identical across batch shapes (pixels differ by up to 1 grey level between batch 1 and 4, see
-docs/runs.md), so an entry is only reused by a computation that would have produced the same bytes.
-Re-scoring captions already rendered in the same batches therefore costs no T2I call, across runs and commands.
-
-Layout under RECONSCORE_CACHE (default ~/.cache/reconscore):
-    recon/ab/<key>.png + <key>.json    reconstruction (lossless PNG) + its metadata (prompt, size, truncation)
-    emb/<encoder-key>/ab/<digest>.npy  float32 embedding
-
-Every file is written to a temporary name in the same folder, then os.replace'd: a killed run never leaves a
-half-written entry, and concurrent processes writing the same key are harmless (same bytes).
-
-Whatever the setting (`enabled=False` is `--no-cache`), the latest entries also stay in memory for the life of
-the cache object (one run): a caption repeated later in the run, or an original scored with another caption, is
-rendered or embedded once. Same keys, same bytes: a memory hit answers only what a disk hit would.
+Keys and why they include the batch composition: docs/scoring.md, "Caches and environment", and docs/runs.md.
+Every file is written to a temporary name and os.replace'd: a killed run leaves no half-written entry.
 """
 
 from __future__ import annotations

@@ -164,9 +164,8 @@ def png_bytes(img: Image.Image) -> bytes:
 def read_jsonl(
     path: Path, *, repair: bool = False, is_record: Callable[[object], bool] | None = None
 ) -> list:
-    """Records of a JSONL file. A torn final line (no newline, not valid JSON, or valid JSON that `is_record`
-    rejects, e.g. `{}` where a record was being written) is dropped, and with `repair=True` truncated from the
-    file so appends continue on a clean line. Any other bad line is an error naming file:line."""
+    """Records of a JSONL file. A torn final line (not valid JSON, or JSON `is_record` rejects) is dropped, and
+    with `repair=True` truncated so appends continue on a clean line; any other bad line is an error naming it."""
     if not path.exists():
         return []
     data = read_bytes(path)  # a FIFO, a device or an oversized file: a clear error, never a hang

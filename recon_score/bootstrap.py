@@ -1,11 +1,8 @@
-"""The project's confidence intervals, in one place: the percentile bootstrap over clusters (images) for
-statistics without a variance formula (Kendall's tau, pairwise accuracy), and the t interval from a variance
-estimate for means (recon_score.seeds supplies the variance of a mean ReconScore), clipped to the statistic's
-range.
+"""The project's confidence intervals: the percentile bootstrap over clusters (images) for statistics without a
+variance formula (Kendall's tau, pairwise accuracy), and the t interval from a variance estimate for means.
 
-Why clusters: the captions (and the judgments) of one image are not independent; resampling rows as if each were
-an image understates the spread. (Scores over images x shared seeds are a crossed design with their own variance:
-recon_score.seeds.crossed_variance.)
+Clusters because the captions (and judgments) of one image are not independent: resampling rows as if each were
+an image understates the spread.
 """
 
 from __future__ import annotations
@@ -17,9 +14,8 @@ import numpy as np
 CI_LEVEL = 0.95
 CI_RESAMPLES = 2000
 CI_RNG_SEED = 0
-# Below 5 degrees of freedom a t interval is more than 31 % wider than with a known variance (t(0.975, 5) =
-# 2.57 vs 1.96) and its standard error is itself uncertain by more than +-32 % (sd of s / sigma ~ 1 / sqrt(2 df)):
-# such an interval is printed with a warning in words (recon_score.seeds.ci_notes).
+# Below 5 degrees of freedom an interval is printed with a warning in words (recon_score.seeds.ci_notes): it is
+# over 31 % wider than with a known variance, and its se uncertain by over +-32 % (docs/seeds.md).
 SMALL_SAMPLE_DF = 5.0
 
 
@@ -81,10 +77,9 @@ def t_interval(
     level: float = CI_LEVEL,
     value_range: tuple[float, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) = mean -/+ t(df) quantile at (1 + level) / 2 x sqrt(variance), clipped to `value_range` (the
-    statistic's own range, e.g. 0-100 for ReconScore): a mean cannot lie outside it, so clipping drops only values
-    the statistic cannot take and never changes whether the interval holds the true mean. Vectorised; a negative
-    variance counts as 0, a NaN one gives NaN bounds."""
+    """(low, high) = mean -/+ t(df) quantile x sqrt(variance), clipped to the statistic's `value_range` (a mean
+    cannot lie outside it, so clipping never changes whether the interval holds the true mean). Vectorised; a
+    negative variance counts as 0, a NaN one gives NaN bounds."""
     from scipy import stats
 
     half = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(np.maximum(variance, 0.0))  # NaN stays NaN

@@ -1,15 +1,6 @@
 """ReconScore as a pycocoevalcap scorer: `compute_score(gts, res)` beside Bleu, Meteor, Rouge and Cider.
 
-    scorers = [(Bleu(4), ["Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4"]), (Cider(), "CIDEr"),
-               (ReconScoreCOCO("images/", pattern="{id}.jpg", preset="paper"), "ReconScore")]
-    for scorer, method in scorers:
-        score, scores = scorer.compute_score(gts, res)
-
-The contract follows pycocoevalcap's scorers: `gts` and `res` map the same ids ({id: [references]} and
-{id: [one caption]}); the return value is (corpus score, per-item scores in `gts` key order). ReconScore is
-reference-free: `gts` only fixes the ids and their order, so the per-item list lines up with Bleu's. Images are
-found by id, in a folder (`pattern` names the file; by default `{id}` with any supported image extension) or
-through a mapping id -> path.
+The contract (ids, order, how images are found by id) is in docs/python-api.md, "pycocoevalcap".
 """
 
 from __future__ import annotations
@@ -19,7 +10,6 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
-from recon_score.artifact_cache import ArtifactCache
 from recon_score.errors import InputError, ReconScoreWarning
 from recon_score.images import IMAGE_SUFFIXES, resolve_under
 from recon_score.presets import ReconPreset
@@ -27,21 +17,9 @@ from recon_score.scorer import ReconScorer
 
 
 class ReconScoreCOCO:
-    """pycocoevalcap-style ReconScore scorer.
-
-    Args:
-        images: a folder (each id's file is `pattern.format(id=id)` inside it, never outside) or a mapping
-            id -> image path (any object `ReconScorer.score` takes: path, PIL image, tensor, array).
-        pattern: file name template for a folder, e.g. "{id}.jpg" or "COCO_val2014_{id:012d}.jpg"; a template
-            without an image extension (the default "{id}") matches the one file with any supported extension
-            (recon_score.images.IMAGE_SUFFIXES, either case).
-        preset, overrides, scorer, device, batch_size, cache: as for `ReconScorer.from_preset`; a given
-            `scorer` is used as is.
-
-    An item whose image or caption is unusable scores NaN (its id and reason in `errors` and one
-    ReconScoreWarning per call) and is left out of the corpus mean: one bad file never loses the evaluation.
-    When no id has an image at all, `compute_score` raises InputError (a wrong folder or pattern, not bad items).
-    """
+    """pycocoevalcap-style ReconScore scorer over `images`, a folder (each id's file named by `pattern`) or a
+    mapping id -> image, with `scorer` or one built by `ReconScorer.from_preset(preset, **scorer_kwargs)`. An
+    unusable item scores NaN and is named in `errors` (docs/python-api.md, "pycocoevalcap")."""
 
     def __init__(
         self,
@@ -49,18 +27,13 @@ class ReconScoreCOCO:
         *,
         pattern: str = "{id}",
         preset: str | ReconPreset = "paper",
-        overrides: dict | None = None,
         scorer: ReconScorer | None = None,
-        device: str | None = None,
-        batch_size: int = 1,
-        cache: ArtifactCache | None = None,
+        **scorer_kwargs,
     ):
         if not isinstance(images, Mapping) and not Path(images).is_dir():
             raise InputError(f"images folder {images} not found (pass a folder or a mapping id -> path)")
         self.images, self.pattern = images, pattern
-        self.scorer = scorer or ReconScorer.from_preset(
-            preset, overrides=overrides, device=device, batch_size=batch_size, cache=cache
-        )
+        self.scorer = scorer or ReconScorer.from_preset(preset, **scorer_kwargs)
         self.errors: dict = {}
 
     def method(self) -> str:

@@ -35,10 +35,8 @@ class ReconScoreWarning(UserWarning):
 
 
 class ModelNotAvailableError(ReconScoreError):
-    """A model's weights are neither local nor reachable.
-
-    Never fall back to random weights: a silently random model gives plausible-looking numbers.
-    """
+    """A model's weights are neither local nor reachable. Never fall back to random weights: a silently random
+    model gives plausible-looking numbers."""
 
     def __init__(self, model: str, *, searched: list[str], fix: str, reason: str | None = None):
         self.model, self.searched, self.fix = model, searched, fix
@@ -58,11 +56,8 @@ class UnknownEncoderError(ReconScoreError, ValueError):
 
 
 class InputError(ReconScoreError, ValueError):
-    """One input item is unusable; the run records it and continues.
-
-    The message is kept free of memory addresses (libraries' messages quote object reprs), so two identical
-    runs write byte-identical error texts.
-    """
+    """One input item is unusable; the run records it and continues. The message is kept free of memory
+    addresses (libraries quote object reprs), so two identical runs write byte-identical error texts."""
 
     def __init__(self, message: object = "", *args):
         super().__init__(_OBJECT_REPR.sub(r"<\1>", str(message)), *args)

@@ -1,18 +1,7 @@
 """Explanations of a ReconScore: where the reconstruction misses the original, and what each phrase contributed.
 
-Gap maps come from the patch tokens of the encoder that scores (no other model):
-    recall[i]  = max_j cos(original patch i, reconstruction patch j)   content missing anywhere (the default)
-    aligned[i] = cos(original patch i, reconstruction patch i)         layout agreement at the same place
-averaged over the encoder's towers (DreamSim's three, as its ensemble averages their embeddings) and over seeds.
-
-Phrase attributions leave each phrase out in turn and re-render with the same seeds and size:
-    delta = score(full caption) - score(caption without the phrase), per seed, paired.
-With K >= 2 seeds a phrase is significant when |mean delta| / (sd / sqrt K) exceeds Student's t with K - 1 degrees
-of freedom at the two-sided `level` (0.05 by default). A significant negative delta means the reconstruction came
-closer to the original without the phrase: a likely wrong phrase. Each phrase's region is the patch where the
-recall map drops most when the phrase is left out ("where this phrase lives").
-
-Cost: (phrases + 1) x K renders per caption; `max_phrases` bounds it (docs/explain.md).
+Gap maps from the scoring encoder's patch tokens; phrase attributions by leaving each phrase out and re-rendering
+with the same seeds (a paired t-test, Holm-corrected). The definitions and the cost: docs/explain.md.
 """
 
 from __future__ import annotations
@@ -129,8 +118,8 @@ def _cuts(caption: str) -> list[int]:
 
 def split_phrases(caption: str) -> list[Phrase]:
     """Deterministic phrases by the documented rule (`_cuts`). Pieces without a letter or digit, or only an
-    abbreviation ("etc."), join the phrase before them. A phrase's span is its words: the punctuation after it stays with the sentence, but an
-    abbreviation keeps its dot ("St.")."""
+    abbreviation ("etc."), join the phrase before them. A phrase's span is its words: the punctuation after it
+    stays with the sentence, but an abbreviation keeps its dot ("St.")."""
     abbrev_ends = {m.end() for m in _ABBREVIATION.finditer(caption)}
     spans: list[list[int]] = []
     for a, b in pairwise(_cuts(caption)):
@@ -207,8 +196,7 @@ class Explanation:
 
     @property
     def worst_phrase(self) -> PhraseEffect | None:
-        """The most negative phrase among the significant negative ones (a likely wrong phrase); None when no
-        phrase hurt."""
+        """The most negative of the significant negative phrases (a likely wrong phrase), or None."""
         hurt = [p for p in self.phrases if p.significant is True and p.delta is not None and p.delta < 0]
         return min(hurt, key=lambda p: p.delta) if hurt else None
 
@@ -311,9 +299,8 @@ def paired_effect(full: Sequence[float], reduced: Sequence[float]) -> tuple:
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (Holm 1979): the i-th smallest p times (m - i), made monotone and
-    capped at 1. Rejecting where the adjusted p < level holds the family-wise error rate at `level` over the
-    m phrases of one caption, whatever their dependence."""
+    """Holm's step-down adjusted p-values (Holm 1979): rejecting where the adjusted p < level holds the
+    family-wise error rate at `level` over the m phrases of one caption, whatever their dependence."""
     m = len(pvalues)
     order = sorted(range(m), key=lambda i: pvalues[i])
     adjusted, running = [1.0] * m, 0.0
@@ -334,9 +321,8 @@ def _significance(effects: list[PhraseEffect], level: float) -> None:
 def check_arguments(
     *, seeds: object = None, max_phrases: object = 8, level: object = 0.05
 ) -> list[int] | None:
-    """The explanation's arguments as the CLI accepts them, or ArgumentError naming the one that is not: at least
-    two distinct integer seeds (one seed tests nothing; a repeated seed fakes a zero spread), max_phrases an
-    integer >= 1, 0 < level < 1. Returns the seeds as a list (None when not given)."""
+    """The seeds as a list (None when not given), or ArgumentError naming the argument the CLI would refuse: at
+    least two distinct integer seeds, max_phrases an integer >= 1, 0 < level < 1."""
 
     def integer(x: object) -> bool:
         return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
@@ -375,9 +361,8 @@ class _Renders:
 def _render_variants(
     scorer, image: Image.Image, variants: list[str], seeds: list[int], progress: Callable[[int], None] | None
 ) -> _Renders:
-    """Each variant rendered under every seed, one `score_pairs` call per variant (its K renders in one encoder
-    batch), the embeddings and patch grids from one encoder pass (`ReconScorer.patch_tokens`); `progress(K)`
-    after each variant."""
+    """Each variant rendered under every seed (one `score_pairs` call, so one encoder batch, per variant), the
+    embeddings and patch grids from one encoder pass; `progress(K)` after each variant."""
     renders = _Renders([], [], [])
     with scorer.patch_tokens() as sink:
         for variant in variants:
@@ -456,8 +441,7 @@ def explain_one(
     level: float = 0.05,
     progress: Callable[[int], None] | None = None,
 ) -> Explanation:
-    """The explanation of one loaded image and its caption (see the module docstring); `progress(n)` after
-    every n renders."""
+    """The explanation of one loaded image and its caption (docs/explain.md); `progress(n)` after n renders."""
     from recon_score.prompts import clean_caption
 
     seeds = [int(s) for s in seeds]
@@ -553,16 +537,14 @@ class ExplainOptions:
             )
 
     def renders(self, caption: str) -> int:
-        """What explaining `caption` renders: (attributed phrases + 1) x seeds (a one-phrase caption: the
-        full caption's K renders only)."""
+        """Renders to explain `caption`: (attributed phrases + 1) x seeds, or K for a one-phrase caption."""
         n = len(split_phrases(caption))
         return (min(n, self.max_phrases) + 1 if n > 1 else 1) * self.seeds
 
 
 def explain_summary(rows: Sequence[dict]) -> dict | None:
-    """What a console says of an explained run's rows: how many captions and phrases were attributed, how many
-    phrases were significant and how many of those hurt, and where the maps are; None when no row is explained.
-    """
+    """What a console says of an explained run's rows (attributed, significant and hurting phrases, where the
+    maps are); None when no row is explained."""
     explained = [r["explain"] for r in rows if isinstance(r.get("explain"), dict)]
     if not explained:
         return None
@@ -581,8 +563,7 @@ def explain_summary(rows: Sequence[dict]) -> dict | None:
 
 
 def explain_files(expl: Explanation, original: Image.Image, stem: str) -> dict[str, bytes]:
-    """{run-relative path: bytes} of explain/`stem`.npz and explain/`stem`.png, for the Run to write (none
-    without maps: an encoder without patch tokens, or an error)."""
+    """{run-relative path: bytes} of explain/`stem`.npz and .png (none without maps or after an error)."""
     if expl.recall is None:
         return {}
     return {f"{EXPLAIN}/{stem}.npz": maps_npz(expl), f"{EXPLAIN}/{stem}.png": heatmap_png(expl, original)}
@@ -597,8 +578,7 @@ def explain_row(
     stem: str,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[dict, dict[str, bytes]]:
-    """A results row's `explain` field (the Explanation's record, naming its files) and the files' bytes: the
-    explanation computes, the Run writes."""
+    """A results row's `explain` field (naming its files) and the files' bytes, for the Run to write."""
     expl = explain_one(
         scorer,
         image,

@@ -1,20 +1,11 @@
-"""How many seeds an explanation needs: the power of the paired t-test behind a phrase's significance.
-
-A phrase's delta is tested over K seeds by the paired t-test (recon_score.explain), Holm-corrected over the
-caption's phrases. Its power to find a phrase that costs `effect` points, when one render's ReconScore varies by
-`spread` points from seed to seed and the renders with and without the phrase under one seed correlate by
-`correlation`: the per-seed difference has sd = spread * sqrt(2 (1 - correlation)), the test statistic follows a
-noncentral t with K - 1 degrees of freedom and noncentrality effect / sd * sqrt(K) (scipy.stats.nct). Over m
-phrases, Holm's first step tests at level / m; that Bonferroni level bounds Holm's power for one phrase among m
-from below (the worst case: every other phrase does nothing), so it is what the default is planned for.
-
-No numpy or torch at import: the CLI reads the default when it starts.
+"""How many seeds an explanation needs: the power of the paired t-test behind a phrase's significance
+(docs/explain.md, "How many seeds"). No numpy or torch at import: the CLI reads the default when it starts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -43,7 +34,8 @@ def paired_power(
     level: float,
     phrases: int = 1,
 ) -> float:
-    """Power of the two-sided paired t-test at level / phrases with `seeds` pairs (see the module docstring)."""
+    """Power of the two-sided paired t-test at level / phrases (Bonferroni: a lower bound of Holm's power for one
+    phrase among them) with `seeds` pairs: a noncentral t with seeds - 1 degrees of freedom."""
     from scipy import stats
 
     if seeds < 2:
@@ -56,17 +48,9 @@ def paired_power(
 
 def required_seeds(design: PowerDesign = DESIGN) -> int:
     """The smallest K >= 2 whose power reaches `design.power` (MAX_SEEDS when none up to it does)."""
+    test = asdict(design)
+    target = test.pop("power")
     for k in range(2, MAX_SEEDS + 1):
-        if paired_power(k, **_args(design)) >= design.power:
+        if paired_power(k, **test) >= target:
             return k
     return MAX_SEEDS
-
-
-def _args(design: PowerDesign) -> dict:
-    return {
-        "effect": design.effect,
-        "spread": design.spread,
-        "correlation": design.correlation,
-        "level": design.level,
-        "phrases": design.phrases,
-    }

@@ -1,11 +1,7 @@
 """Turning a model name (hub id, local path, synthetic `smoke:`/`shapes:` name) into what a loader loads.
 
-The one place synthetic names are resolved: a synthetic model is a folder in the loading library's own layout
-where the library loads one, else a `build` that makes it on the target device (recon_score.synthetic decides
-which, and builds); loaders load what they are given and never look at the name.
-
-Folders (RECONSCORE_CACHE, RECONSCORE_WEIGHTS, the HF cache) are recon_score.paths'; HF_HUB_OFFLINE as in
-huggingface_hub.
+The one place synthetic names are resolved (a folder in the library's own layout, or a `build` for the target
+device; recon_score.synthetic decides which), so loaders load what they are given and never look at the name.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ def is_synthetic(name: str) -> bool:
 
 
 def encoder_family(name: str) -> str | None:
-    """The encoder family that loads synthetic `name` (`smoke:dreamsim` -> dreamsim); None for a pipeline or
-    language model. Raises ValueError for a malformed name."""
+    """The encoder family that loads synthetic `name` (`smoke:dreamsim` -> dreamsim), None for a pipeline."""
     return synthetic.encoder_family(name)
 
 
@@ -59,11 +54,8 @@ def synthetic_encoders() -> list[tuple[str, str]]:
 
 
 def resolve_encoder(spec: str) -> ResolvedModel:
-    """What the encoder family's loader loads for the synthetic encoder `spec` (a folder, or `build`).
-
-    Raises:
-        UnknownEncoderError: an open_clip release or architecture that does not exist.
-    """
+    """What the encoder family's loader loads for the synthetic encoder `spec` (a folder, or `build`);
+    UnknownEncoderError for an open_clip release or architecture that does not exist."""
     try:
         return ResolvedModel(spec, **synthetic.resolve(spec))
     except ValueError as err:
@@ -88,14 +80,9 @@ def resolve_model(
     option: str = "--t2i-model",
     downloader: str = "snapshot",
 ) -> ResolvedModel:
-    """A local folder for `name`: a synthetic model's folder (`smoke:`, `shapes:`; a `shapes:` one comes with
-    `build`, which makes the model from it on the device), an existing directory, or a hub id (HF cache first).
-
-    `downloader="diffusers"` uses DiffusionPipeline.download, which fetches only the files a pipeline needs.
-
-    Raises:
-        ModelNotAvailableError: nothing local and the hub is offline or unreachable.
-    """
+    """A local folder for `name`: a synthetic model's (with `build` for `shapes:`), an existing directory, or a
+    hub id (HF cache first; `downloader="diffusers"` fetches only the files a pipeline needs).
+    ModelNotAvailableError when nothing is local and the hub is offline or unreachable."""
     if synthetic.is_synthetic(name):
         fix = "`reconscore models list` lists the synthetic models."
         try:

@@ -1,25 +1,7 @@
 """The project's one image reader: any raster a remote-sensing user hands us becomes 8-bit RGB.
 
-Why one reader: ReconScore, the describer, retrieval and the caption datasets must see the same pixels for the
-same file, or scores computed by different commands stop being comparable.
-
-How a file is read is decided from the file itself (docs/images.md has the table per layout):
-- TIFF: tifffile's tags (samples per pixel, planar config, bits, photometric, extra samples, GDAL nodata);
-  bands 1-3 are RGB (one band is gray) unless `bands` says otherwise; only ExtraSamples = associated or
-  unassociated alpha is alpha. Palette, YCbCr, CMYK and 1-4 bit TIFFs go to PIL, which converts them right.
-- 16-bit PNG: all 16 bits (PIL keeps only the high byte of 16-bit colour); a tRNS colour key is transparency.
-- Anything else: PIL; transparent pixels (alpha, a transparent palette entry, a tRNS colour key) are
-  composited onto black (no-data in EO quick-looks, not paper).
-- More than 8 bits (16/32-bit integer, float): each band is stretched linearly from its 2nd to its 98th
-  percentile to 0..255 (the usual EO quick-look; 11/12/14-bit sensors and reflectances do not fill their
-  storage range). NaN, inf, GDAL nodata and fully transparent pixels are left out of the percentiles and
-  become 0.
-- Declared size is checked (MAX_PIXELS, MAX_DECODED_BYTES) before any decoding, on every path; only what the
-  format needs is read (a file is never read whole first), and anything that is not a regular file (a FIFO, a
-  device such as /dev/zero, a socket) is refused before it is opened.
-- Two readers (`READERS`): "eo" (above: EXIF rotation, transparency onto black) and "pil", the authors' code of
-  the ReconScore paper (`Image.open(p).convert("RGB")`) for the 8-bit files PIL reads; both use the rules above
-  for what PIL cannot convert right (more than 8 bits, more than 4 bands, `bands`).
+One reader so that ReconScore, the describer, retrieval and the caption datasets see the same pixels for the same
+file. The rules per file layout and the two readers ("eo", "pil") are in docs/images.md.
 """
 
 from __future__ import annotations
@@ -45,16 +27,15 @@ IMAGE_SUFFIXES = (".tif", ".tiff", ".png", ".jpg", ".jpeg", ".bmp", ".webp")  # 
 MAX_PIXELS = 2 * 89_478_485
 MAX_DECODED_BYTES = 4 * 2**30  # samples x bytes per sample, checked before decoding
 MAX_FILE_BYTES = 2 * MAX_DECODED_BYTES  # on disk: nothing readable needs more (checked before it is hashed)
-READERS = ("eo", "pil")  # how 8-bit files become RGB: see the module docstring and docs/images.md
+READERS = ("eo", "pil")  # how 8-bit files become RGB: see docs/images.md, "Two readers"
 DEFAULT_READER = "eo"  # what a command without a ReconScore preset reads with
 # the 8-bit modes PIL's convert("RGB") gets right: the "pil" reader's domain
 _PIL_8BIT = ("1", "L", "LA", "P", "PA", "RGB", "RGBA", "CMYK", "YCbCr")
 
 
 def regular_file_problem(path: str | Path) -> str | None:
-    """Why `path` (links followed) is not an image file that can be opened, or None when it is a regular file
-    of at most MAX_FILE_BYTES, or does not exist (the loader says so). Checked before anything opens or hashes
-    it: reading a FIFO or /dev/zero never ends."""
+    """Why `path` (links followed) is not an image file that can be opened, or None (a regular file of at most
+    MAX_FILE_BYTES, or nothing: the loader says so). Checked before anything opens it: a FIFO never ends."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -90,28 +71,16 @@ def _stretch_to_uint8(band: np.ndarray, valid: np.ndarray | None = None) -> np.n
 
 
 def _array_to_rgb(arr: np.ndarray) -> Image.Image:
-    """(H, W) or (H, W, C) array of any dtype -> 8-bit RGB."""
-    if arr.ndim == 3 and arr.shape[0] in (1, 2, 3, 4) and arr.shape[-1] > 4:  # planar (C, H, W) TIFF
-        arr = np.moveaxis(arr, 0, -1)
-    if arr.ndim == 2:
-        arr = arr[..., None]
-    if arr.ndim != 3:
-        raise ValueError(f"expected a 2-D raster or a (H, W, bands) stack, got shape {arr.shape}")
-    bands = arr.shape[-1]
-    arr = arr[..., :3] if bands >= 3 else arr[..., :1]
-    if arr.dtype == np.uint8:
-        out = arr
-    elif arr.dtype == np.bool_:
-        out = arr.astype(np.uint8) * 255
-    else:
-        out = np.stack([_stretch_to_uint8(arr[..., i]) for i in range(arr.shape[-1])], axis=-1)
-    if out.shape[-1] == 1:
-        out = np.repeat(out, 3, axis=-1)
-    return Image.fromarray(np.ascontiguousarray(out), mode="RGB")
+    """The pixels of a PIL mode `to_rgb` does not convert (one band of I, F, I;16*; or RGBX) -> 8-bit RGB,
+    each band of more than 8 bits stretched."""
+    bands = [arr] if arr.ndim == 2 else [arr[..., i] for i in range(3)]
+    out = [band if band.dtype == np.uint8 else _stretch_to_uint8(band) for band in bands]
+    rgb = np.stack(out * 3 if len(out) == 1 else out, axis=-1)
+    return Image.fromarray(np.ascontiguousarray(rgb), mode="RGB")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:
-    """Any PIL image -> 8-bit RGB with the rules in the module docstring."""
+    """Any PIL image -> 8-bit RGB with the rules of docs/images.md."""
     img = ImageOps.exif_transpose(img) if hasattr(img, "getexif") else img
     mode = img.mode
     if mode == "RGB" and "transparency" not in img.info:
@@ -176,12 +145,8 @@ def _compose(
     nodata: float | None = None,
     invert: bool = False,
 ) -> Image.Image:
-    """(H, W, S) samples of one file -> 8-bit RGB.
-
-    bands: 1-based sample numbers to show (default: samples 1-3, or sample 1 as gray when there are fewer than
-    three data samples); alpha: index of a true alpha sample (composited onto black unless it is selected);
-    nodata/NaN/inf pixels are left out of the percentiles and become 0.
-    """
+    """(H, W, S) samples of one file -> 8-bit RGB: `bands` (1-based; default 1-3, or 1 as gray) stretched over
+    their valid pixels, a true `alpha` sample composited onto black unless it is shown, nodata/NaN/inf as 0."""
     n = stack.shape[-1]
     data = [i for i in range(n) if i != alpha]
     if bands is None:
@@ -310,8 +275,7 @@ def _read_tiff(f, label: str, bands: tuple[int, ...] | None, reader: str = "eo")
 def _alpha_is_data(a: np.ndarray) -> bool:
     """A band tagged as alpha that is really data (tifffile tags any 4th sample of an RGB image as unassociated
     alpha, so RGB+NIR products carry one): most of its values are neither fully transparent (0) nor fully opaque
-    (the type's maximum), whatever their level (a bright NIR band would only dim the image, a dark one blank it).
-    A real mask (0/max, soft only at its edges) keeps its meaning."""
+    (the type's maximum). A real mask (0/max, soft only at its edges) keeps its meaning."""
     if a.dtype.kind not in "fui":
         return False
     frac = _opacity(a)
@@ -337,9 +301,8 @@ def _samples_last(arr: np.ndarray, axes: str) -> np.ndarray:
 
 
 def _read_png16(f, size: int, label: str, bands: tuple[int, ...] | None) -> Image.Image | None:
-    """A 16-bit PNG with all 16 bits of every sample (PIL keeps only the high byte of 16-bit colour).
-    None when the file is not a 16-bit PNG (the caller then uses PIL). Read chunk by chunk from `f` (of `size`
-    bytes), the header first: a chunk that claims more bytes than the file has is refused before it is read."""
+    """A 16-bit PNG with all 16 bits of every sample (PIL keeps only the high byte), or None for another PNG.
+    Read chunk by chunk: a chunk that claims more bytes than the file has is refused before it is read."""
     import struct
     import zlib
 
@@ -442,11 +405,6 @@ def _convert(img: Image.Image, reader: str, bands: tuple[int, ...] | None) -> Im
     return to_rgb(img)
 
 
-def _check_reader(reader: str) -> None:
-    if reader not in READERS:
-        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
-
-
 def load_image(
     source: Image.Image | str | Path,
     *,
@@ -454,18 +412,11 @@ def load_image(
     bands: Sequence[int] | None = None,
     reader: str = "eo",
 ) -> Image.Image:
-    """Open `source` (a path or a PIL image) as 8-bit RGB; the rules per file layout are in docs/images.md.
-
-    bands: 1-based band numbers to show as R, G, B (three) or as gray (one), e.g. (4, 3, 2) for a
-    false-colour NIR composite; default bands 1-3 (a single band is gray).
-    reader: "eo" (EXIF rotation applied, transparency composited onto black) or "pil" (8-bit files as the
-    ReconScore authors read them, `Image.open(p).convert("RGB")`); both read other layouts the same way.
-
-    Raises:
-        ImageLoadError: missing, not a regular file, unreadable, corrupt or too large file, or bands the file
-        does not have; the message names the file.
-    """
-    _check_reader(reader)
+    """Open `source` (a path or a PIL image) as 8-bit RGB by the rules of docs/images.md: `bands` (1-based, three
+    for R, G, B or one for gray, e.g. (4, 3, 2)) and `reader` ("eo" or "pil", the ReconScore authors' reading).
+    ImageLoadError, naming the file, for a file that cannot be read so or bands it does not have."""
+    if reader not in READERS:
+        raise ValueError(f"reader must be one of {', '.join(READERS)}, got {reader!r}")
     label = name or (str(source) if not isinstance(source, Image.Image) else "<PIL image>")
     bands = _check_bands(bands, label)
     if isinstance(source, Image.Image):
@@ -501,10 +452,8 @@ def load_image(
             raise ImageLoadError(f"image {label!r} could not be read: {err.strerror or err}") from err
 
 
-# The render round trip of the ReconScore authors' code: batch_generate.py saves the reconstruction as
-# `{stem}_n.{the original's extension}` with PIL's defaults and batch_evaluate.py reads it back with
-# `Image.open(p).convert("RGB")`, so a .jpg original's reconstruction is scored after a JPEG save. The format is
-# PIL's for the original's file extension (recorded on the loaded image under FORMAT_KEY).
+# The render round trip of the ReconScore authors' code (docs/protocol.md): a .jpg original's reconstruction is
+# scored after a JPEG save. The format is PIL's for the original's file extension, recorded under FORMAT_KEY.
 FORMAT_KEY = "reconscore.source_format"
 ROUND_TRIP_SAVES = {  # what PIL's defaults do when a render is saved in each format (run.json records this)
     "JPEG": {"lossless": False, "quality": 75, "subsampling": "4:2:0"},
@@ -529,8 +478,7 @@ def _with_format(img: Image.Image, fmt: str | None) -> Image.Image:
 
 def round_trip(img: Image.Image, fmt: str | None) -> Image.Image:
     """`img` saved in PIL format `fmt` with PIL's defaults and read back as `Image.open(p).convert("RGB")`, as
-    the authors' scripts do with a render; unchanged when `fmt` is None, a format PIL cannot write, or a lossless
-    one (PNG, TIFF, BMP give back the same 8-bit RGB pixels, so the save is skipped)."""
+    the authors' scripts do with a render; unchanged for no format, one PIL cannot write, or a lossless one."""
     import io
 
     if ROUND_TRIP_SAVES.get(fmt or "", {}).get("lossless"):
@@ -566,16 +514,9 @@ def follow_symlinks() -> bool:
 
 
 def resolve_under(root: Path, relative: str, *, what: str = "image", follow: bool | None = None) -> Path:
-    """`root / relative` with its symlinks resolved, refusing paths that escape the data root.
-
-    Two checks: the path *as written* (``..``, an absolute path) must stay inside `root` — always refused
-    otherwise; and, when symlinks are not followed (`follow=False` or the policy), where it *resolves* must
-    stay inside the resolved root too. A root that is itself a symlink is fine either way.
-
-    Raises:
-        InputError: the path escapes the data root, cannot be resolved (a symlink loop, a NUL byte, a name over
-        255 bytes), or names something that is not a regular file (a FIFO, a device, a folder) or is too big.
-    """
+    """`root / relative` with its symlinks resolved, else InputError: the path as written (``..``, an absolute
+    path) must stay inside `root`, and, when symlinks are not followed (`follow=False` or the policy), so must
+    where it resolves; it must resolve, and to a regular file that is not too big."""
     if not relative or not str(relative).strip():
         raise InputError(f"empty {what} path")
     root_abs = Path(os.path.normpath(os.path.abspath(root)))
@@ -615,20 +556,9 @@ def is_array_image(x: object) -> bool:
 
 
 def to_pil_image(x, *, name: str = "image") -> Image.Image:
-    """One in-memory image (torch tensor or numpy array) -> 8-bit RGB, with fixed value ranges.
-
-    Unlike files (whose 16-bit or float bands are percentile-stretched, see the module docstring), arrays come
-    from code that knows their range, so nothing is stretched:
-    - uint8: 0..255 as is; bool: False/True -> 0/255;
-    - float (16/32/64, bfloat16): 0..1, mapped to round(255 * x); values outside [0, 1] (beyond 1e-3) or NaN
-      are refused, since they mean normalised (ImageNet mean/std) or 0..255 floats;
-    - other integer dtypes are refused (cast 0..255 data to uint8; save 16-bit rasters as TIFF and pass the path).
-    Layouts: (H, W), (C, H, W) or (H, W, C) with C = 1 (replicated to gray) or 3. When both ends could be
-    channels (a 3x?x3 array) torch tensors are read as CHW and numpy arrays as HWC, as torchvision does.
-
-    Raises:
-        ImageLoadError: another dtype, shape, channel count or value range; the message says which.
-    """
+    """One in-memory image (torch tensor or numpy array) -> 8-bit RGB, with fixed value ranges (uint8 0..255,
+    float 0..1; the table is in docs/python-api.md). Unlike files, arrays come from code that knows their range,
+    so nothing is stretched. ImageLoadError for another dtype, shape, channel count or value range."""
     is_tensor = not isinstance(x, np.ndarray)
     if is_tensor:
         t = x.detach().cpu()

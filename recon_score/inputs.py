@@ -1,9 +1,7 @@
 """Caption files: JSONL, CSV or TSV with columns `image` and `caption`, optional `id`.
 
-A malformed line becomes an error row naming the file and line; it never stops the run. So does text that
-could never be written to the results (a lone surrogate from a JSON escape), found here when the row is read.
-Only a file that cannot be a captions table at all (no `image`/`caption` columns, unreadable, not UTF-8: the
-project's text policy, `recon_score.textfiles`) is fatal.
+A malformed line (or text that could never be written to the results, a lone surrogate) becomes an error row
+naming the file and line; only a file that cannot be a captions table at all is fatal.
 """
 
 from __future__ import annotations
@@ -101,12 +99,8 @@ def _automatic_id(index: int, line: int, explicit: set[str]) -> str:
 
 
 def read_caption_rows(path: str | Path, *, root: str | Path | None = None) -> list[InputRow]:
-    """Rows of a captions file, with `image_path` resolved under `root` (default: the file's folder).
-
-    Raises:
-        ReconScoreError: the file is missing, of unknown type, or has no image/caption columns.
-        EmptyInputError: the file holds no data rows.
-    """
+    """Rows of a captions file, with `image_path` resolved under `root` (default: the file's folder); raises for a
+    file that cannot be a captions table (ReconScoreError) or holds no rows (EmptyInputError)."""
     path = Path(path)
     problem = file_problem(path)
     if problem:

@@ -1,13 +1,6 @@
-"""Where reconscore keeps its files: the cache and local weights folders, and the HF cache; and the one record of
-where a model's weights are (`WeightsLocation`, found by recon_score.hub.locate and the encoder families' checks).
-
-A leaf module (it imports nothing of the package), so every module that needs a folder can import it at the top.
-
-Environment:
-    RECONSCORE_CACHE    reconstructions, embeddings and built synthetic models (default ~/.cache/reconscore)
-    RECONSCORE_WEIGHTS  local weights for families that do not use the HF cache, e.g. DreamSim's release files
-                        in RECONSCORE_WEIGHTS/dreamsim (default RECONSCORE_CACHE/weights)
-    HF_HOME / HF_HUB_CACHE  as in huggingface_hub
+"""Where reconscore keeps its files (RECONSCORE_CACHE, RECONSCORE_WEIGHTS, the HF cache; docs/scoring.md, "Caches
+and environment") and the one record of where a model's weights are (`WeightsLocation`). A leaf module (it imports
+nothing of the package), so every module that needs a folder can import it at the top.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """One check, before any model loads, that every model a command needs is here or can be fetched.
 
-A command lists what it needs (T2I model, similarity encoder, VLM, CLIP for clipscore, ...) as `ModelNeed`s and
-calls `require_models` once. Each model is looked up locally without any network call (local folders, the HF
-cache through huggingface_hub's `try_to_load_from_cache` / `snapshot_download(local_files_only=True)`, DreamSim's
-release files); the per-family rules live with the families (recon_score.hub.locate,
-recon_score.encoders.check_encoder). What is not here must come from the network: when HF_HUB_OFFLINE is set or
-the host does not answer one quick request, every such model is named in one error, each with the command that
-downloads it, instead of one model at a time after hub retries (or after a 20 GB download of the first).
+A command lists its `ModelNeed`s and calls `require_models` once: each model is looked up locally without any
+network call, and when the hub cannot be used every missing model is named in one error, instead of one model at
+a time after hub retries (or after a 20 GB download of the first). See docs/models.md, "Before anything loads".
 """
 
 from __future__ import annotations
@@ -190,10 +186,9 @@ def work_offline() -> None:
 
 
 def require_models(needs: list[ModelNeed], *, command: str | None = None) -> list[ModelStatus]:
-    """Check every need; raise ModelsMissingError naming all that cannot be had. Downloads nothing itself.
-
-    A model that is not here but whose host answers is left to download on first use (and logged). When the
-    hub does not answer, the process works offline from then on (no retries for cached files)."""
+    """Check every need; raise ModelsMissingError naming all that cannot be had. Downloads nothing itself: a
+    missing model whose host answers downloads on first use; when the hub does not answer, the process works
+    offline from then on (no retries for cached files)."""
     seen, statuses = set(), []
     for need in needs:
         key = (need.spec, need.encoder, need.revision, need.weights_dir)

@@ -220,8 +220,7 @@ FAST = _derive(
 )
 
 
-# The ReconScore paper Table 9: the T2I ablation. Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model; the paper does
-# not give guidance scales, so each model runs with the default of its diffusers pipeline / model card.
+# The ReconScore paper Table 9: the T2I ablation (Sec. 5.2 fixes 28 steps and 512 tokens for every T2I model).
 def _table9_flux(name: str, label: str, t2i_model: str, guidance: float, pipeline: str) -> ReconPreset:
     """A FLUX model of Table 9 at the paper's 28 steps and 512 tokens, guidance as its diffusers pipeline's
     default (the paper gives none)."""
@@ -340,10 +339,9 @@ def get_preset(name: str) -> ReconPreset:
 
 
 def reader_for(preset=None) -> str:
-    """The one place a command's image reader is resolved: its ReconScore preset's `image_reader` (a
-    `ReconPreset`, with any overrides applied, or a preset name), or DEFAULT_READER where there is none.
-    Every reader of the same pixels (score, evaluate, correlate, metrics add, describe, pairs, the studies, the
-    Python API) goes through it, so one image, caption and preset give one score whatever the command."""
+    """The one place a command's image reader is resolved: its ReconScore preset's (a `ReconPreset` or a name)
+    `image_reader`, or DEFAULT_READER where there is none, so one image, caption and preset give one score
+    whatever the command."""
     if preset is None:
         from recon_score.images import DEFAULT_READER
 

@@ -1,13 +1,6 @@
 """Progress for long work, the one place that draws it: a tqdm bar on a terminal, plain timestamped lines when
-stderr is a file.
-
-SLURM, nohup and CI capture stderr in a file, where a redrawn bar shows nothing until the end (and its `\\r`
-redraws litter the log). There a line
-`score[0] 120/1093 captions (11.0%) 1.52 caption/s ETA 0:10:42 elapsed 0:01:19 failed 2` is printed when the work
-starts, every `RECONSCORE_PROGRESS_INTERVAL` seconds (default 30) while it runs, even while one long unit (a
-model load, a batch of renders) gives no update, and once at the end. At `-vv` every update is also a debug log
-record. `announce(text)` is the one-off line for what has no count (start-up, a model load, the next metric), so a
-command is never silent for long before its first bar.
+stderr is a file (SLURM, nohup, CI capture stderr, where a redrawn bar shows nothing until the end); `announce`
+for what has no count. See docs/cli.md, "Progress".
 """
 
 from __future__ import annotations
@@ -68,9 +61,8 @@ def _plural(unit: str) -> str:
 
 
 class Progress:
-    """`update(n, failed=k, stage=...)` after each finished unit; `stage(text)` names what is running now.
-
-    `disable` draws nothing (a phase too short to need it); `leave=False` clears a terminal bar at the end."""
+    """`update(n, failed=k, stage=...)` after each finished unit; `stage(text)` names what is running now;
+    `disable` draws nothing; `leave=False` clears a terminal bar at the end."""
 
     def __init__(
         self,

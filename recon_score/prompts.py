@@ -32,16 +32,9 @@ def load_template(value: str) -> str:
 
 
 def clean_caption(caption: object, *, collapse_whitespace: bool = False) -> str:
-    """The caption text the prompt is built from; rejects what cannot be a caption.
-
-    By default the caption is passed on exactly as given, as the authors' ``generate_image`` does (it concatenates
-    the raw caption into the prompt). `collapse_whitespace=True` (a named variant, off in `paper`) joins runs of
-    whitespace, newlines included, into single spaces and strips the ends.
-
-    Raises:
-        InputError: None, not a string, empty, or without a visible character
-        (recon_score.textfiles.has_visible_text).
-    """
+    """The caption text the prompt is built from: as given, as the authors' ``generate_image`` concatenates it
+    (`collapse_whitespace=True`, a named variant, joins whitespace runs). InputError for what cannot be a caption:
+    None, not a string, empty, or without a visible character."""
     if caption is None:
         raise InputError("caption is missing")
     if not isinstance(caption, str):

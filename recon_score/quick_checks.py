@@ -1,8 +1,6 @@
-"""Checks that answer in a fraction of a second, before torch, diffusers or a model package is imported.
-
-A wrong path, a wrong column, a misspelt name or a model missing from this machine is the commonest first
-mistake; its message must not wait for seconds of imports (minutes on a loaded machine) or for hub retries.
-The run does every check again in its own course; these only bring the answer forward.
+"""Checks that answer in a fraction of a second, before torch, diffusers or a model package is imported: a
+wrong path, column or name, or a missing model, is the commonest first mistake and must not wait for seconds of
+imports or hub retries. The run checks everything again; these only bring the answer forward.
 """
 
 from __future__ import annotations

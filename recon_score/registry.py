@@ -1,10 +1,6 @@
-"""The one registry shape: every named thing a user picks (encoder family, T2I preset, caption metric, retrieval
-method, benchmark, caption dataset, preference format, synthetic model) is an entry in a `Registry`.
-
-An entry is a frozen dataclass that carries its own facts as typed fields (a format's τ variant, a method's
-inputs) and, where code stands behind it, a lazy "module:attribute" target: listing names, `--help` and `choices`
-import no backend. A registry is a read-only mapping name -> entry, so CLI choices, help texts, `models list`,
-docs tables and validation all read the same entries; an unknown name is one error with a "did you mean" hint.
+"""The one registry shape: every named thing a user picks (encoder family, preset, metric, method, dataset, ...)
+is a frozen-dataclass entry in a read-only `Registry`, with a lazy "module:attribute" target, so listing names,
+`--help` and `choices` import no backend and an unknown name is one error with a "did you mean" hint.
 """
 
 from __future__ import annotations
@@ -73,7 +69,7 @@ class Registry(Mapping[str, E], Generic[E]):
         try:
             return self._entries[name]
         except (KeyError, TypeError):
-            raise UnknownNameError(self.what, name, self._entries, self.see) from None
+            raise self.error(name) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)

@@ -1,9 +1,7 @@
 """Text-to-image reconstruction over diffusers: Z-Image by default, FLUX.1/FLUX.2 and any DiffusionPipeline.
 
-Protocol details (the ReconScore paper and its authors' code): generator on the CPU seeded per image, `guidance_scale`
-and `max_sequence_length` passed explicitly, VAE tiling on. One generator per item, so the latents of an item
-do not depend on its batch; the pixels agree with one-by-one generation up to float summation order
-(at most 1/255 on a few pixels with the tiny test model), and a given batch composition is bit-reproducible.
+One CPU generator per item, seeded per image (the authors' code), so an item's latents do not depend on its
+batch: pixels agree with one-by-one generation up to float summation order, and a batch is bit-reproducible.
 """
 
 from __future__ import annotations
@@ -52,16 +50,9 @@ def load_pipeline(
     scheduler: str | None = None,
     trust_remote_code: bool = False,
 ):
-    """`DiffusionPipeline.from_pretrained(path, dtype=...)`, then a check that the weights really are in `dtype`.
-
-    diffusers before 0.40 does not know the `dtype` argument (only `torch_dtype`) and leaves its own models in
-    float32; pyproject.toml requires diffusers>=0.40, and the check turns any such silent fallback into an error.
-
-    custom_pipeline / scheduler: as Text2Earth's README loads it, `custom_pipeline=NAME` (the class defined in
-    NAME.py of the folder, which diffusers executes), `scheduler=CLASS.from_pretrained(path,
-    subfolder="scheduler")` and `safety_checker=None`. The file is remote code: refused unless
-    `trust_remote_code`.
-    """
+    """`DiffusionPipeline.from_pretrained(path, dtype=...)`, then a check that the weights really are in `dtype`
+    (diffusers before 0.40 silently leaves its models in float32). custom_pipeline / scheduler: as Text2Earth's
+    README loads it; the custom pipeline file is remote code, refused unless `trust_remote_code`."""
     from diffusers import DiffusionPipeline
 
     name = name or str(path)
@@ -113,14 +104,9 @@ def custom_pipeline_digest(path: Path, custom_pipeline: str) -> str:
 
 
 def pipeline_format(path: Path, *, custom_pipeline: str | None = None) -> tuple[str | None, str | None]:
-    """(problem, note) about loading folder `path` with the installed diffusers, from its model_index.json.
-
-    problem: why diffusers cannot build it (e.g. Text2Earth-style releases whose pipeline class lives in a
-    Python file of the repo, loaded with `custom_pipeline=` -- remote code, which reconscore runs only when a
-    preset names the file and the user passes --trust-remote-code); note: a loadable folder that also ships such
-    a file (without `custom_pipeline`, the run uses the stock class, not that file).
-    With `custom_pipeline`, the pipeline class is the file's: the file must exist; components are checked.
-    """
+    """(problem, note) about loading folder `path` with the installed diffusers, from its model_index.json:
+    why diffusers cannot build it (e.g. a pipeline class in a Python file of the repo, which runs only for a
+    preset that names it with --trust-remote-code), or a note that a loadable folder also ships such a file."""
     import json
 
     import diffusers
@@ -218,10 +204,9 @@ class Renderer:
         compile_dit: bool = False,
         trust_remote_code: bool = False,
     ):
-        """attention_backend (a diffusers AttentionBackendName, e.g. "flash", "_native_cudnn") and compile_dit
-        (torch.compile of the DiT) are off by default: no measurement shows yet that they pay off (see
-        docs/performance.md). When set they enter identity(), i.e. cache keys and run.json.
-        trust_remote_code: allow a preset's `custom_pipeline` file to run (load_pipeline)."""
+        """attention_backend (a diffusers AttentionBackendName) and compile_dit (torch.compile of the DiT) are off
+        by default: no measurement shows yet that they pay off (docs/performance.md); set, they enter identity().
+        trust_remote_code: allow a preset's `custom_pipeline` file to run."""
         if offload not in OFFLOAD_MODES:
             raise ValueError(f"offload must be one of {OFFLOAD_MODES}, got {offload!r}")
         self.preset, self.device, self.offload = preset, device, offload

@@ -1,41 +1,6 @@
 """ReconScore as an online reward: a callable with the signature TRL's GRPOTrainer and RLOOTrainer call.
 
-    reward = ReconScoreReward.from_preset("paper", device="cuda:1")   # a second GPU beside the policy
-    GRPOTrainer(model=..., reward_funcs=reward, train_dataset=ds)     # ds: prompt + image columns
-
-TRL calls `reward(prompts=..., completions=..., completion_ids=..., **columns)` with one entry per completion and
-every dataset column (but `prompt`) as a list; the image comes from the `image` column (or the first of
-`images`). Completions are plain strings or, for conversational datasets, assistant messages. All completions
-of a call are rendered as one batch through `ReconScorer` (its `batch_size`, its artifact cache: a completion
-seen before costs nothing).
-
-Render seeds: by default seeds derived from 0 that exclude the preset's seed (42 in `paper`), so a policy trained
-on this reward can still be evaluated on the paper's held-out render without having been optimised on it. With
-`seed_schedule="step"` every training step renders with its own seeds, hashed from (the first seed, the step):
-the step is TRL's `trainer_state.global_step` when TRL passes it, else the number of the call. A policy then
-cannot learn one seed's renderer; every completion of one call (so every group) still shares the seeds. Each
-call's step and seeds are kept in `seed_history` (and sent to TRL's completions table through `log_extra`).
-
-Minimum within-group spread (`min_spread`, with `group_size`): GRPO normalises rewards per group (TRL:
-(r - group mean) / (group std + 1e-4)), so a group whose ReconScores differ by 0.0005 points, well inside the
-seed noise, gets unit advantages. With `min_spread=m` and `group_size=G` (TRL's `num_generations`: TRL puts a
-prompt's G completions next to each other), a group of G consecutive completions whose returned rewards span less
-than m points has each of them replaced by the group's mean, so r - group mean = 0 and its advantage is 0 under
-every `scale_rewards` setting; the logged mean reward is unchanged.
-
-Inputs: `completions`, `prompts` (when given) and the image column must have one entry per completion (a
-ValueError names both lengths). An image is a PIL image, a path, a numpy array / torch tensor (uint8 0..255 or
-float 0..1; `recon_score.images.to_pil_image`) or what `datasets` yields for an undecoded Image column, a dict
-`{"bytes": ..., "path": ...}`; a missing, unreadable or truncated image is that row's `None`, with its reason.
-
-A completion that cannot be scored (empty text, an unreadable image, a non-finite similarity) gets `None`, with
-the reason logged, never 0: TRL ignores `None` (NaN) rewards, whereas 0 would be a real, very bad score.
-
-Length-independent normalisation (`normalize="length"`): ReconScore can reward longer captions simply for
-naming more things. With it, each call fits score = a + b * log(words) by least squares over the call's scored
-completions and returns the residuals, so within a batch the reward is uncorrelated with log length and only
-what a caption says beyond its length is rewarded. Fewer than three scored completions, or all of one length:
-the batch mean is subtracted instead. Off by default (the raw ReconScore in [0, 100]).
+See docs/training.md, "A reward for GRPO / RLOO" (seeds, min_spread, inputs, failures, normalisation).
 """
 
 from __future__ import annotations
@@ -168,8 +133,7 @@ class ReconScoreReward:
         return self._flatten_narrow_groups(scores, columns)
 
     def _images(self, columns: dict, n: int) -> tuple[str, list]:
-        """(the column read, one image per completion): the `image` column, or the first of each row's
-        `images`."""
+        """(column read, one image per completion): the `image` column, or the first of each row's `images`."""
         if self.image_column in columns and columns[self.image_column] is not None:
             name, images = self.image_column, list(columns[self.image_column])
         elif "images" in columns and columns["images"] is not None:

@@ -44,10 +44,9 @@ def parse_dtype(name: str):
 
 @contextlib.contextmanager
 def seeded(seed: int, device: object = None) -> Iterator[None]:
-    """torch's global generator seeded with `seed` inside the block and restored after it (the CPU one, and every
-    CUDA one when `device` is CUDA): code that can only draw from the global generator (module initialisation,
-    `randn_like`, transformers' `generate`) makes the draws of `torch.manual_seed(seed)` without reseeding the
-    caller's process. The one place in the packages that seeds torch."""
+    """torch's global generator (and every CUDA one when `device` is CUDA) seeded with `seed` inside the block and
+    restored after it, so code that only draws from it (module init, transformers' `generate`) makes the draws of
+    `torch.manual_seed(seed)` without reseeding the caller. The one place in the packages that seeds torch."""
     import torch
 
     on_cuda = device is not None and torch.device(device).type == "cuda"

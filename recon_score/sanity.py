@@ -1,7 +1,5 @@
-"""Reference-vs-distractor check: does the metric rank an image's human captions above captions of other scenes?
-
-Rows carry `kind: reference` (a human caption of that image) or `kind: distractor` (a real caption of another
-scene class). The bundled sample has both; with real models every reference should outrank every distractor.
+"""Reference-vs-distractor check: does the metric rank an image's human captions (`kind: reference`) above
+real captions of other scene classes (`kind: distractor`)? The bundled sample has both.
 """
 
 from __future__ import annotations
@@ -11,11 +9,8 @@ from collections import defaultdict
 
 
 def references_vs_distractors(rows: list[dict], score: str = "recon_score") -> dict | None:
-    """Mean score per kind and the share of images where min(references) > max(distractors).
-
-    Only images with at least one scored reference and one scored distractor count towards the share. None when
-    no row has a `kind` of reference/distractor.
-    """
+    """Mean score per kind and the share of images (those with a scored reference and distractor) where
+    min(references) > max(distractors); None when no row has a `kind` of reference/distractor."""
     by_image: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"reference": [], "distractor": []})
     seen = False
     for r in rows:

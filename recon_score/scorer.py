@@ -1,12 +1,6 @@
-"""ReconScore: caption -> perspective prompt -> T2I reconstruction at the original aspect ratio -> similarity.
-
-    d = 1 - cos(E(original), E(reconstruction))        (DreamSim's distance when E is DreamSim)
-    ReconScore = 100 * (1 - d / 2) = 100 * (1 + cos) / 2 (the ReconScore paper's definition)
-
-For a distance-only encoder (LPIPS) there is no cosine; ReconScore = 100 * (1 - min(d, 1)).
-
-Every caption of an image is rendered with the same seed (the preset's), so candidates of one image differ only
-by their text. The authors' describer seeded candidate k with 42 + k, mixing seed noise into the comparison.
+"""ReconScore: caption -> perspective prompt -> T2I reconstruction at the original aspect ratio -> similarity,
+ReconScore = 100 * (1 + cos) / 2 (docs/protocol.md). Every caption of an image is rendered with the same seed, so
+candidates of one image differ only by their text (the authors' describer seeded candidate k with 42 + k).
 """
 
 from __future__ import annotations
@@ -68,10 +62,8 @@ RECENT_DIGESTS = 32  # images (originals, renders) whose digest a scorer remembe
 def similarity_scores(
     a: np.ndarray | None = None, b: np.ndarray | None = None, *, distances: Sequence[float] | None = None
 ) -> list[tuple[float | None, float | None, float | None, str | None]]:
-    """The one place embeddings (or an encoder's distances) become ReconScores: per pair (recon_score, cosine,
-    distance, error). `a`, `b`: unit-norm embeddings, one row per pair (cos = a . b in float64, clipped to
-    [-1, 1]); `distances`: a distance-only encoder's values. A non-finite value is the pair's error, never a
-    score."""
+    """The one place unit-norm embeddings `a`, `b` (one row per pair) or a distance encoder's `distances` become
+    ReconScores: per pair (recon_score, cosine, distance, error); a non-finite value is an error, not a score."""
     out = []
     if distances is not None:
         for d in distances:
@@ -163,12 +155,7 @@ class _Item:
 
 
 class ReconScorer:
-    """Scores captions against images by reconstruction.
-
-    Example:
-        >>> scorer = ReconScorer.from_preset("smoke")                      # doctest: +SKIP
-        >>> [r.recon_score for r in scorer.score("tile.png", ["a runway", "a farm"])]  # doctest: +SKIP
-    """
+    """Scores captions against images by reconstruction (docs/python-api.md)."""
 
     def __init__(
         self,
@@ -178,12 +165,10 @@ class ReconScorer:
         batch_size: int = 1,
         cache: ArtifactCache | None = None,
         weights_dir: str | Path | None = None,
-        offload: str = "none",
-        show_progress: bool = False,
-        attention_backend: str | None = None,
-        compile_dit: bool = False,
-        trust_remote_code: bool = False,
+        **render_options,
     ):
+        """`render_options` go to the Renderer: offload, show_progress, attention_backend, compile_dit,
+        trust_remote_code."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.preset = preset
@@ -191,15 +176,7 @@ class ReconScorer:
         self.batch_size = batch_size
         self.cache = cache if cache is not None else ArtifactCache()
         self.weights_dir = weights_dir
-        self.renderer = Renderer(
-            preset,
-            device=self.device,
-            offload=offload,
-            show_progress=show_progress,
-            attention_backend=attention_backend,
-            compile_dit=compile_dit,
-            trust_remote_code=trust_remote_code,
-        )
+        self.renderer = Renderer(preset, device=self.device, **render_options)
         self._encoder: Encoder | None = None
         self._warned_truncation = False
         # id(image) -> (image, pixel digest) of the latest images hashed: an image object given again (another
@@ -231,11 +208,8 @@ class ReconScorer:
         check_models: bool = True,
         **kwargs,
     ) -> ReconScorer:
-        """`overrides` replaces preset fields (t2i_model, steps, encoder, ...); kwargs go to __init__.
-
-        The models are looked up here (locally, no download), so a missing one fails when the scorer is built,
-        naming every missing model with the Python argument that points at local weights; `check_models=False`
-        leaves that to the first use."""
+        """`overrides` replaces preset fields (t2i_model, steps, encoder, ...); kwargs go to __init__. The models
+        are looked up here (locally, no download), so a missing one fails now, unless `check_models=False`."""
         p = get_preset(preset) if isinstance(preset, str) else preset
         if overrides:
             p = p.replace(**overrides)
@@ -307,17 +281,10 @@ class ReconScorer:
         *,
         seeds: int | Sequence[int] | None = None,
     ) -> ReconResult | list[ReconResult]:
-        """One result per (image, caption) pair: a single image with a single caption (a string) gives one
-        ReconResult, anything else a list.
-
-        `images` and `captions` are single items or equal-length lists. The one broadcast: a single image (not
-        in a list) with a list of captions scores every caption against that image (the describer's case: each
-        rendered with the same seed), and a single caption (a string) with a list of images scores it against
-        each. Lists of different lengths, a list of one included, are a ValueError: `score([img], ["a", "b"])`
-        is refused rather than guessed. An image is
-        a path, a PIL image, or a torch tensor / numpy array (uint8 0..255 or float 0..1, CHW or HWC; a 4-D
-        tensor or array is a batch): see `recon_score.images.to_pil_image`. Bad items get `error` set instead
-        of raising, so one corrupt file never loses the batch.
+        """One result per (image, caption) pair: a single image with a single caption gives one ReconResult,
+        anything else a list. A single image (not in a list) is broadcast over a list of captions and a single
+        caption over a list of images; lists of different lengths are a ValueError, never guessed (image types:
+        docs/python-api.md). Bad items get `error` set instead of raising: one corrupt file never loses the batch.
         """
         one_image = isinstance(images, (str, Path, Image.Image)) or (
             is_array_image(images) and images.ndim < 4
@@ -368,11 +335,8 @@ class ReconScorer:
         seeds: Sequence[int] | None = None,
         force_render: bool = False,
     ) -> list[ReconResult]:
-        """Score already-loaded (image or load error, caption) pairs.
-
-        force_render: render every valid item even if cached, in this exact batch composition (used when a run
-        resumes a half-finished batch, so its pixels match an uninterrupted run bit for bit).
-        """
+        """Score already-loaded (image or load error, caption) pairs. `force_render` renders every valid item even
+        if cached, in this batch composition: a resumed half-finished batch then matches an uninterrupted run."""
         seeds = self._seeds(seeds, len(pairs))
         items = [self._prepare(i, img, cap, seeds[i]) for i, (img, cap) in enumerate(pairs)]
         results = [ReconResult(caption=it.caption, seed=it.seed, error=it.error) for it in items]
@@ -434,8 +398,7 @@ class ReconScorer:
     def compare(
         self, originals: Sequence[Image.Image], reconstructions: Sequence[Image.Image]
     ) -> list[ReconResult]:
-        """ReconScore of existing (original, reconstruction) image pairs under this scorer's encoder, nothing
-        rendered (e.g. one run's reconstructions scored by several encoders)."""
+        """ReconScore of existing (original, reconstruction) pairs under this scorer's encoder, none rendered."""
         if len(originals) != len(reconstructions):
             raise ValueError(f"{len(originals)} originals but {len(reconstructions)} reconstructions")
         if not originals:
@@ -454,10 +417,9 @@ class ReconScorer:
         max_phrases: int = 8,
         level: float = 0.05,
     ):
-        """Where `caption` fails `image`: gap maps from the encoder's patch tokens and each phrase's paired effect
-        over `seeds` (default: the preset's seed, then derived ones, as many as `--explain-seeds`' default); a
-        `recon_score.explain.Explanation`. Costs (phrases + 1) x K renders; `max_phrases` bounds it. Arguments
-        are checked as the CLI checks them (recon_score.explain.check_arguments). See docs/explain.md."""
+        """Where `caption` fails `image`: a `recon_score.explain.Explanation` over `seeds` (default: the preset's
+        seed, then derived ones, as many as `--explain-seeds`' default), arguments checked as the CLI checks them.
+        Costs (phrases + 1) x K renders; `max_phrases` bounds it. See docs/explain.md."""
         from recon_score.explain import check_arguments, explain_one
         from recon_score.explain_power import DEFAULT_EXPLAIN_SEEDS
         from recon_score.seeds import derive_seeds
@@ -507,10 +469,9 @@ class ReconScorer:
     def _reconstruct(
         self, items: list[_Item], *, force_render: bool
     ) -> dict[str, tuple[Image.Image, dict, bool]]:
-        """Reconstructions by item key. Batches are formed before the cache is looked at (unique requests, grouped
-        by size in input order, then `batch_size` at a time), and each image is cached under its key *and* its
-        batch's composition: batched kernels are not bit-identical across batch shapes, so a batch-4 entry
-        must never answer a batch-1 request (the same command gives the same bytes whatever the cache held)."""
+        """Reconstructions by item key. Batches are formed before the cache is looked at, and each image is cached
+        under its key *and* its batch's composition: batched kernels are not bit-identical across batch shapes, so
+        the same command gives the same bytes whatever the cache held (docs/runs.md)."""
         out: dict[str, tuple[Image.Image, dict, bool]] = {}
         unique: dict[str, _Item] = {}
         for it in items:

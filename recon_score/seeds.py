@@ -1,14 +1,6 @@
 """Seeds: their derivation, and the confidence interval of a mean ReconScore over images and T2I seeds.
 
-A caption's ReconScore depends on the seed of its reconstruction; no paper reports how much. `derive_seeds`
-gives K seeds per caption (the first is the preset's, 42 in `paper`, so K = 1 is the paper's protocol),
-`ReconScorer.score_seeds` renders every caption with each of them, and `recon_score_ci` is the interval of the
-mean: a t interval whose variance comes from a decomposition of the mean's variance with Satterthwaite's degrees
-of freedom. With one seed that is the spread of the distinct images' means (a percentile bootstrap over images
-undercovers there, docs/seeds.md). With K > 1 seeds every image shares the same K seeds: images and seeds are
-a crossed design, and the decomposition is two-way random effects (images, seeds, residual). A bootstrap that
-redraws images and seed columns counts the residual twice (too wide when noise dominates) and learns the shared
-seed term from K values with a normal-width interval (too short when that term dominates).
+Why a two-way random-effects t interval and not a bootstrap: docs/seeds.md, "System CI".
 """
 
 from __future__ import annotations
@@ -23,9 +15,8 @@ from recon_score.bootstrap import CI_LEVEL, SMALL_SAMPLE_DF, t_interval
 
 
 def derive_seed(*parts: object, bits: int = 60) -> int:
-    """A `bits`-bit seed hashed from `parts` (the run's seed and content such as image digests): the low `bits`
-    bits of the first ceil(bits / 4) hex digits of sha256(":".join(parts)). Content-derived, so a value never
-    depends on which other items were in the run, their order, or where a resumed run restarted."""
+    """A `bits`-bit seed hashed from `parts` (the run's seed and content such as image digests). Content-derived, so
+    it never depends on which other items were in the run, their order, or where a resumed run restarted."""
     h = hashlib.sha256(":".join(str(p) for p in parts).encode()).hexdigest()
     return int(h[: -(-bits // 4)], 16) & ((1 << bits) - 1)
 
@@ -51,20 +42,10 @@ RECON_SCORE_RANGE = (0.0, 100.0)  # recon_score_from_cosine's range: 100 * (1 + 
 
 
 def crossed_variance(z: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
-    """Variance of the weighted mean `sum_g w_g mean_j z[..., g, j]` of an (images, seeds) table of image-by-seed
-    means, with its Satterthwaite degrees of freedom; leading axes are independent tables (vectorised).
-
-    Model: z_gj = mu + A_g + B_j + E_gj, all random. Var(mean) = sum w_g^2 Var A_g + Var B / K
-    + sum w_g^2 Var E_g / K. Moment estimates: `images` from the weighted spread of the image means (it holds the
-    residual once), `seeds` from the spread of the K weighted column means (it holds the residual again) and
-    `residual` from the interaction table, which is subtracted once. Each is unbiased under constant variances
-    (the factor `s2 / (s2 - 2 s3 + s2^2)`, s_p = sum w_g^p, corrects the weighted spreads). The seed component
-    `seeds - residual` is kept only when the F ratio `seeds / residual` exceeds its (1 - SEED_POOL_LEVEL) quantile,
-    else it is taken as 0. Degrees of freedom: images (G - 1) x the effective share (sum w^2)^2 / (G sum w^4),
-    seeds K - 1, residual their product. One seed (K = 1): the seed's shared effect is not estimable and is part
-    of what is measured (the mean at that seed), so the variance is the image term alone. One image (G = 1): the
-    image term is not estimable; the variance is the seed term alone, an interval over seeds for that image (NaN
-    with one seed as well)."""
+    """Variance of the weighted mean of an (images, seeds) table of image-by-seed means, its Satterthwaite degrees
+    of freedom and its parts; leading axes are independent tables (vectorised). Model z_gj = mu + A_g + B_j +
+    E_gj, all random, estimated by moments (docs/seeds.md, "System CI"). One seed: the image term alone (the
+    mean at that seed); one image: the seed term alone (NaN with one seed as well)."""
     from scipy import stats
 
     z = np.asarray(z, dtype=np.float64)
@@ -81,7 +62,7 @@ def crossed_variance(z: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np
         parts = {"images": zero, "seeds": seeds, "residual": zero, "df": zero + k - 1, "seed_kept": zero == 0}
         return mean, seeds, parts
     s2, s3, s4 = (w**2).sum(), (w**3).sum(), (w**4).sum()
-    f = s2 - 2 * s3 + s2**2
+    f = s2 - 2 * s3 + s2**2  # s2 / f makes the weighted spreads unbiased under constant variances
     images = (w**2 * r**2).sum(-1) * s2 / f
     df_images = (g - 1) * s2**2 / (g * s4)
     if k == 1:
@@ -114,13 +95,9 @@ def recon_score_ci(
     level: float = CI_LEVEL,
     value_range: tuple[float, float] | None = RECON_SCORE_RANGE,
 ) -> dict:
-    """CI of the mean ReconScore of a (captions, seeds) matrix whose row i is a caption of `images[i]`; the mean
-    is over every (caption, seed) cell: mean +/- t(df) * sqrt(variance) (recon_score.bootstrap.t_interval), the
-    variance and df from `crossed_variance` of the image-by-seed means, each image weighted by its number of
-    captions (the weights of the cell mean). K > 1: images, seeds and residual; one seed: the image term alone
-    (a t interval over images, for the mean at that seed). The bounds are clipped to `value_range`, the metric's
-    numeric range (ReconScore's 0-100 by default; the caption metric passes its registry entry's; None: unclipped).
-    One image with one seed has no interval (`low`/`high` None)."""
+    """CI of the mean ReconScore of a (captions, seeds) matrix whose row i is a caption of `images[i]`, over every
+    (caption, seed) cell: a t interval from `crossed_variance`, images weighted by their captions, clipped to
+    `value_range` (None: unclipped). One image with one seed has no interval (`low`/`high` None)."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim == 1:
         v = v[:, None]
@@ -204,11 +181,9 @@ def ci_text(ci: dict, digits: int = 2) -> str:
 
 def ci_line(ci: dict) -> str:
     """The printed CI line, with its notes (ci_notes). One image with one seed: the mean alone, no interval."""
-    notes = ci_notes(ci)
     if ci["low"] is None:
-        return f"ReconScore mean over {ci_label(ci)}: {ci['mean']:.2f} ({notes[0]})"
-    line = f"ReconScore mean [{ci_heading(ci)}]: {format_ci(ci)}"
-    return line + (f" ({'; '.join(notes)})" if notes else "")
+        return f"ReconScore mean over {ci_label(ci)}: {ci['mean']:.2f} ({ci_notes(ci)[0]})"
+    return f"ReconScore mean [{ci_heading(ci)}]: {ci_text(ci)}"
 
 
 def seed_summary(records: Sequence[dict], seeds: Sequence[int]) -> dict:

@@ -1,17 +1,6 @@
-"""The one size rule for reconstructions (the ReconScore paper, Sec. 5.1: "All synthetic images strictly preserved the aspect
-ratio of the original image", long side capped at 1024).
-
-1. keep the aspect ratio; if the long side exceeds `max_side`, scale both sides by max_side / long side (never up:
-   a 256 px UCM tile is reconstructed at 256 px, not blown up to 1024 px);
-2. snap each side to a multiple of `multiple` (the T2I latent grid: VAE factor x patch size = 16 for Z-Image and
-   FLUX), by one of two named rules:
-
-   ``nearest`` (the `paper` rule): the authors' ``scripts/image_generator.py`` exactly --
-       ``calculate_target_size`` scales by ``max_side / long_side if long_side > max_side else 1.0`` and
-       ``get_closest_multiple_of_16`` returns ``int(round(side / 16) * 16)``: Python's ``round``, which rounds
-       halves to even (600x400 -> 608x400, 250x250 -> 256x256, 2048x1365 -> 1024x688, 40 px -> 32 px);
-   ``floor``: round each side down, so a side never grows past the original (600x400 -> 592x400). Not what the
-       authors ran; kept as a named variant.
+"""The one size rule for reconstructions (the ReconScore paper, Sec. 5.1: aspect ratio kept, long side capped at
+1024, never scaled up), each side snapped to the T2I latent grid: `nearest` as the authors'
+``scripts/image_generator.py`` (Python's ``round``), or the `floor` variant. See docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -26,19 +15,8 @@ SIZE_ROUNDINGS = ("nearest", "floor")
 def reconstruction_size(
     width: int, height: int, *, max_side: int = 1024, multiple: int = 16, rounding: str = "nearest"
 ) -> tuple[int, int]:
-    """(width, height) of the reconstruction for an original of `width` x `height` pixels.
-
-    Raises:
-        InputError: a side would become smaller than `multiple` (the image is too small or too elongated).
-
-    Example:
-        >>> reconstruction_size(600, 400)
-        (608, 400)
-        >>> reconstruction_size(600, 400, rounding="floor")
-        (592, 400)
-        >>> reconstruction_size(2048, 1365)
-        (1024, 688)
-    """
+    """(width, height) of the reconstruction for an original of `width` x `height` pixels: 600x400 -> 608x400
+    (`floor`: 592x400), 2048x1365 -> 1024x688. InputError when a side would become smaller than `multiple`."""
     if rounding not in SIZE_ROUNDINGS:
         raise ValueError(f"size rounding must be one of {', '.join(SIZE_ROUNDINGS)}, got {rounding!r}")
     if width <= 0 or height <= 0:

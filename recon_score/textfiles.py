@@ -1,15 +1,6 @@
-"""The one policy for reading the user's text files (captions, lists, annotations, run outputs).
-
-- UTF-8, strictly: an invalid byte is an error naming ``file:line`` and the column, never a silent U+FFFD
-  (replacement characters would be scored, rendered and compared as if the user had typed them). Another
-  encoding is an explicit choice of the caller (``encoding=``), never a guess.
-- A leading byte-order mark is dropped (Excel and Notepad write one; it would otherwise glue itself to the
-  first column name).
-- Lines are numbered by ``\\n`` only, the way editors and ``grep -n`` count, so a reported line is the line
-  the user opens (``str.splitlines`` would also split on U+2028, form feeds and other separators).
-- Text that UTF-8 cannot encode (a lone surrogate such as the valid JSON ``"\\ud800"``) cannot be written to a
-  results file; :func:`unencodable` finds it so each reader makes that row an error when it is read, instead
-  of the run dying when the row is written (and again on every rerun).
+"""The one policy for reading the user's text files (captions, lists, annotations, run outputs): strict
+UTF-8, BOM dropped, lines counted by ``\\n``, unencodable text found when read (docs/bad-inputs.md, "One text
+policy").
 
 Every problem is a :class:`TextFileError` (an :class:`~recon_score.errors.InputError`): the CLI prints its one
 line and exits 1 when the whole file is unusable; per-row readers keep its message in the row's ``error``.
@@ -44,13 +35,9 @@ MAX_FILE_BYTES = 2 << 30
 
 
 def read_bytes(path: str | Path, *, what: str = "file", limit: int | None = None) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes (default MAX_FILE_BYTES). Opened without blocking
-    and checked after opening, so a FIFO is refused instead of waiting forever for a writer, a device
-    (/dev/zero) instead of filling memory, and a file that grows while read stops at the bound.
-
-    Raises:
-        TextFileError: missing, unreadable, not a regular file, or larger than the bound.
-    """
+    """The bytes of a regular file of at most `limit` bytes (default MAX_FILE_BYTES), else TextFileError. Opened
+    without blocking and checked after opening, so a FIFO is refused instead of waiting forever for a writer, a
+    device (/dev/zero) instead of filling memory, and a file that grows while read stops at the bound."""
     path, limit = Path(path), MAX_FILE_BYTES if limit is None else limit
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
@@ -81,11 +68,7 @@ def read_bytes(path: str | Path, *, what: str = "file", limit: int | None = None
 
 
 def read_text(path: str | Path, *, encoding: str = "utf-8", what: str = "file") -> str:
-    """The whole file, decoded strictly, without a leading BOM.
-
-    Raises:
-        TextFileError: missing or unreadable file, or a byte sequence that is not valid `encoding`.
-    """
+    """The whole file, decoded strictly, without a leading BOM; TextFileError names the first invalid byte."""
     path = Path(path)
     data = read_bytes(path, what=what)
     try:
@@ -128,9 +111,8 @@ def unique_keys(pairs: list[tuple[str, object]]) -> dict:
 
 
 def parse_json(text: str) -> tuple[object | None, str | None]:
-    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, a key named
-    twice in one object, nesting deeper than the interpreter's recursion limit, an integer of more digits than
-    Python converts (4,300)."""
+    """(value, None), or (None, why) for text that is not JSON Python can hold: a syntax error, a repeated key,
+    nesting past the recursion limit, an integer of more digits than Python converts."""
     try:
         return json.loads(text, object_pairs_hook=unique_keys), None
     except json.JSONDecodeError as err:
@@ -144,10 +126,8 @@ def parse_json(text: str) -> tuple[object | None, str | None]:
 
 
 def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None, str | None]]:
-    """(line, value, None) for each non-blank JSONL line, or (line, None, message) where it is not JSON.
-
-    The message starts with ``NAME:LINE:``; whether a bad line is fatal is the caller's choice.
-    """
+    """(line, value, None) for each non-blank JSONL line, or (line, None, "NAME:LINE: why") where it is not JSON;
+    whether a bad line is fatal is the caller's choice."""
     path = Path(path)
     for lineno, raw in read_lines(path, **kwargs):
         if not raw.strip():
@@ -157,11 +137,8 @@ def json_lines(path: str | Path, **kwargs) -> Iterator[tuple[int, object | None,
 
 
 def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
-    """(line, object) for each non-blank line of a JSONL file whose every line must be a JSON object.
-
-    Raises:
-        TextFileError: at the first line that is not a JSON object.
-    """
+    """(line, object) for each non-blank line of a JSONL file whose every line must be a JSON object
+    (TextFileError at the first that is not)."""
     path = Path(path)
     for lineno, value, err in json_lines(path, **kwargs):
         if err is None and not isinstance(value, dict):
@@ -172,8 +149,7 @@ def json_objects(path: str | Path, **kwargs) -> Iterator[tuple[int, dict]]:
 
 
 def read_json(path: str | Path, *, expect: type = object, what: str = "file", **kwargs):
-    """A whole JSON document; `expect` (dict or list) is checked, so a list where an object belongs is a
-    clear error, not an AttributeError later."""
+    """A whole JSON document, checked to be an `expect` (dict or list): a wrong type is a clear error here."""
     path = Path(path)
     text = read_text(path, what=what, **kwargs)
     try:
@@ -201,12 +177,8 @@ def _csv_records(
     path: Path, text: str, delimiter: str, quoted: bool, width: int | None
 ) -> Iterator[tuple[int, list[str] | None, str | None]]:
     """(first line, fields, None) per record, or (line, None, why) where a record cannot be read; reading goes on
-    from the next line, so one bad quote costs one row, never the rows after it.
-
-    quoted: the CSV quoting rules (strict: text after a closing quote is an error, not silently joined);
-    otherwise every character is literal text (TSV). A quoted field may span lines, unless one of the lines it
-    swallows would be a record of `width` fields on its own: then its opening quote is unbalanced.
-    """
+    from the next line, so one bad quote costs one row, never the rows after it. A quoted field may span lines,
+    unless a line it swallows would be a record of `width` fields on its own (then its quote is unbalanced)."""
     lines = _physical_lines(text)
     options = {"delimiter": delimiter, "strict": True}
     if not quoted:
@@ -257,18 +229,9 @@ def csv_dicts(
     errors: list[tuple[int, str]] | None = None,
     **kwargs,
 ) -> tuple[list[str], list[tuple[int, dict]]]:
-    """(header, [(line where the record starts, record)]) of a CSV file (a TSV for ``.tsv`` paths).
-
-    quoted: whether ``"`` quotes fields; default yes for CSV, no for TSV (TSV is literal text: ``"big" trees``
-    keeps its quotes). A record with more fields than the header keeps the extras under the key None
-    (csv.DictReader's way), so the caller can name the line; fewer fields leave the rest None. A field of any
-    length is read (the csv module's field limit is raised for the file).
-
-    errors: where records that cannot be read go, as (line, message); without it the first one is raised.
-
-    Raises:
-        TextFileError: a duplicated column name, or an unreadable record when `errors` is None.
-    """
+    """(header, [(line where the record starts, record)]) of a CSV file (a TSV for ``.tsv`` paths, whose quotes
+    are literal text unless `quoted`). Extra fields go under the key None (csv.DictReader's way), missing ones are
+    None. Unreadable records go to `errors` as (line, message), or the first is raised as TextFileError."""
     path = Path(path)
     tsv = path.suffix.lower() == ".tsv"
     delimiter = delimiter or ("\t" if tsv else ",")
@@ -321,8 +284,7 @@ def _field_limit(size: int) -> Iterator[None]:
 
 
 def csv_rows(path: str | Path, **kwargs) -> list[tuple[int, list[str]]]:
-    """(line where the row starts, fields) for every non-empty row of a header-less CSV file (the policy of
-    `csv_dicts`: fields of any length, strict quoting)."""
+    """(line where the row starts, fields) per non-empty row of a header-less CSV file, read as `csv_dicts`."""
     path = Path(path)
     text = read_text(path, **kwargs)
     rows = []
@@ -404,9 +366,8 @@ def special_kind(mode: int) -> str | None:
 
 
 def entry_kind(path: str | Path) -> str | None:
-    """What is at `path` itself when it is not a regular file ("a symlink", "a folder", "a character device",
-    ...), None for a regular file or nothing: the one test a writer makes before replacing `path`, since
-    os.replace would swap a device, a FIFO or a link itself (never what it points to) for a regular file."""
+    """What is at `path` itself when it is not a regular file ("a symlink", "a folder", ...), None for a regular
+    file or nothing: a writer's test before replacing `path`, since os.replace would swap a link itself."""
     try:
         mode = os.lstat(path).st_mode
     except (OSError, ValueError):
@@ -434,9 +395,8 @@ def path_problem(err: BaseException) -> str:
 
 
 def file_problem(path: str | Path) -> str | None:
-    """Why `path` cannot be read as a file, in words ("not found", "is a FIFO (named pipe), not a regular
-    file", ...; the same words as recon_score.images for image paths), or None for a regular file. Never opens
-    it: a FIFO or a device would block or never end."""
+    """Why `path` cannot be read as a file, in the words recon_score.images uses for image paths, or None for a
+    regular file. Never opens it: a FIFO or a device would block or never end."""
     try:
         mode = Path(path).stat().st_mode
     except (OSError, ValueError, RuntimeError) as err:

@@ -1,12 +1,7 @@
 """ReconScore as a torchmetrics `Metric`: stateful, DDP-aware, in a training or evaluation loop.
 
-    metric = ReconScore("smoke")            # any preset name, a ReconPreset, or a ready ReconScorer
-    metric.update(images, captions)         # tensors (uint8 0..255 / float 0..1, CHW or BCHW), arrays, PIL, paths
-    metric.compute()                        # mean ReconScore over every item seen, on every process
-
-Scoring is delegated to one `ReconScorer` (same preset, cache and error messages as the CLI and the Python API);
-this class only keeps the states torchmetrics syncs: a float64 sum and counts (reduced with "sum") and the
-per-item scores (a "cat" list state), so `compute()` on N processes equals one process over all items.
+Scoring is delegated to one `ReconScorer`; this class only keeps the states torchmetrics syncs, so `compute()` on
+N processes equals one process over all items. See docs/python-api.md, "torchmetrics".
 """
 
 from __future__ import annotations
@@ -35,15 +30,9 @@ ON_ERROR = ("raise", "skip")
 class ReconScore(Metric):
     """Mean ReconScore (0..100, higher = the caption lets a T2I model redraw the image) of (image, caption) pairs.
 
-    Args:
-        preset: a preset name (`reconscore presets list`) or a ReconPreset; ignored when `scorer` is given.
-        overrides: preset fields to replace (t2i_model, steps, encoder, ...), as in `ReconScorer.from_preset`.
-        scorer: a ready ReconScorer (shares its models and cache); built from `preset` when None.
-        scorer_device, batch_size, cache, weights_dir: passed to ReconScorer; scorer_device None = auto.
-        on_error: "raise" (default) raises the item's InputError (e.g. "image 3: float tensor values must lie
-            in [0, 1] ..."), as a metric in a loop should; "skip" leaves the item out and counts it in
-            `n_failed`.
-        kwargs: torchmetrics options (sync_on_compute, process_group, dist_sync_fn, ...).
+    `scorer` (shares its models and cache) or one built from `preset`, `overrides` and the scorer options.
+    on_error: "raise" (default) raises the item's InputError, as a metric in a loop should; "skip" leaves the
+    item out and counts it in `n_failed`. kwargs: torchmetrics options (sync_on_compute, process_group, ...).
     """
 
     is_differentiable = False

@@ -1,24 +1,8 @@
 """The project's one encoder registry. ReconScore, the describer's selection, CLIPScore and every retrieval
 method get their encoders from `build_encoder(spec)`; no other module imports open_clip, dreamsim or lpips.
 
-A spec is ``FAMILY:NAME``, or the name of a synthetic encoder (recon_score.synthetic):
-
-    dreamsim:ensemble | dino_vitb16 | open_clip_vitb32 | clip_vitb32 | dinov2_vitb14
-    open_clip:ARCH/PRETRAINED        e.g. open_clip:ViT-L-14/openai, open_clip:ViT-L-14/laion2b_s32b_b82k
-    open_clip:ARCH@/path/ckpt.pt     a local checkpoint for a known architecture (RemoteCLIP, SkyCLIP, ...)
-    open_clip:hf-hub:ORG/REPO        open_clip's hub format (SigLIP, CLIP LAION-RS, ...)
-    open_clip:local-dir:/path        open_clip's local folder format (open_clip_config.json + weights)
-    hf:REPO_OR_PATH                  transformers CLIP/SigLIP/SigLIP2 (image+text), DINOv2/DINOv3 (image),
-                                     sentence encoders (text)
-    lpips:alex | vgg                 shift-tolerant LPIPS with the weights stlpips-pytorch ships (a distance)
-    smoke:dreamsim | smoke:open-clip | smoke:hf-clip | smoke:hf-dinov2     tiny random models (tests, smoke)
-    shapes:dreamsim[@SCALE] | shapes:open-clip/ARCH                          published sizes, random weights
-
-A synthetic spec is resolved by recon_score.hub (a folder, or a model built on the device) and handed to the
-`load` of the family that loads it (`smoke:dreamsim` -> dreamsim's); that is its one spelling
-(`dreamsim:smoke:dreamsim` is refused).
-
-The table holds import paths, so parsing specs, listing and `--help` import no backend.
+Specs (``FAMILY:NAME`` or a synthetic name, which has that one spelling) are listed in docs/models.md. The table
+holds import paths, so parsing specs, listing and `--help` import no backend.
 """
 
 from __future__ import annotations
@@ -161,12 +145,7 @@ def build_encoder(
     weights_dir: str | Path | None = None,
     batch_size: int | None = None,
 ) -> Encoder:
-    """The encoder named by `spec`, created on first use and shared within the process.
-
-    Raises:
-        UnknownEncoderError: malformed spec or unknown family.
-        ModelNotAvailableError: weights are not local and cannot be fetched.
-    """
+    """The encoder named by `spec`, created on first use and shared within the process."""
     from recon_score.runtime import resolve_device
 
     family, name = parse_spec(spec)
@@ -211,8 +190,7 @@ def list_encoders() -> list[dict]:
 
 
 def check_encoder(spec: str, *, weights_dir: str | Path | None = None) -> WeightsLocation:
-    """Whether `spec`'s weights are available locally, and where they would come from (its family's rules).
-    Downloads nothing."""
+    """Whether `spec`'s weights are here, and where they would come from (its family's rules); no download."""
     family, name = parse_spec(spec)
     if hub.is_synthetic(spec):
         return hub.locate(spec)

@@ -38,8 +38,7 @@ FULL_BOX: Box = (0.0, 0.0, 1.0, 1.0)
 @dataclass
 class PatchGrid:
     """One vision tower's last-layer patch tokens, (n, rows, cols, d) float32 on CPU, and for each image the part
-    of it the grid covers as fractions (x0, y0, x1, y1) of its width and height: a squash covers the whole image,
-    a centre crop less. Gap maps (recon_score.explain) compare the grids of an original and its reconstruction."""
+    of it the grid covers, as fractions (x0, y0, x1, y1): all of it for a squash, less for a centre crop."""
 
     tokens: torch.Tensor
     boxes: list[Box]

@@ -1,16 +1,8 @@
 """DreamSim encoders (the ReconScore default, the ReconScore paper Sec. 3.3).
 
-DreamSim's own preprocessing is kept: bicubic squash to 224x224 (no crop, the aspect ratio is not preserved),
-[0, 1] tensors, per-backbone normalisation inside the model, embeddings centred and L2-normalised
-(`normalize_embeds=True`), so cos(a, b) = 1 - DreamSim distance.
-
-Weights: DreamSim always reads its unzipped release files from a `cache_dir`; we use
-RECONSCORE_WEIGHTS/dreamsim (or --weights-dir DIR/dreamsim). With network access missing files are downloaded
-by DreamSim itself; offline, a clear error lists what is missing. DreamSim also uses that folder as the torch.hub
-dir: DINO backbones come from `torch.hub.load('facebookresearch/dino:main', ...)`, whose hubconf downloads
-`checkpoints/dino_vitbase16_pretrain.pth` there. The checked list (`required_files`) is read from the installed
-dreamsim's code and the downloaded hubconf, with dreamsim 0.2.1's values as the fallback
-(recon_score.encoders.dreamsim_files, which imports no torch: the family's `check`).
+DreamSim's own preprocessing is kept (bicubic squash to 224x224, per-backbone normalisation inside the model,
+embeddings centred and L2-normalised), so cos(a, b) = 1 - DreamSim distance. Its weights folder (also the
+torch.hub dir): docs/protocol.md, "DreamSim offline layout"; checked by recon_score.encoders.dreamsim_files.
 """
 
 from __future__ import annotations
@@ -20,8 +12,8 @@ from pathlib import Path
 import torch
 
 from recon_score.encoders.base import FULL_BOX, Encoder, EncoderInfo, PatchGrid, SquashingEncoder, token_grid
-from recon_score.encoders.dreamsim_files import REQUIRED, dreamsim_dir, missing_files
-from recon_score.errors import ModelNotAvailableError, UnknownEncoderError, did_you_mean
+from recon_score.encoders.dreamsim_files import dreamsim_dir, missing_files
+from recon_score.errors import ModelNotAvailableError
 from recon_score.hub import ResolvedModel, is_offline
 
 
@@ -44,10 +36,9 @@ class DreamSimEncoder(SquashingEncoder):
             return False
 
     def _embed_with_patches(self, images):
-        """The embedding and each tower's last-layer patch tokens (block 11, the layer DreamSim's features come
-        from) from the one `embed` call: a forward hook on each tower's block 11 keeps its output, the tokens
-        dreamsim's own `extract_descriptors(x, 11)` returns. The input is squashed, so every grid covers the
-        whole image."""
+        """The embedding and each tower's block-11 patch tokens (where DreamSim's features come from, as its
+        `extract_descriptors(x, 11)`) from the one `embed` call, kept by forward hooks. The input is squashed, so
+        every grid covers the whole image."""
         x, boxes = self._pixels(images), [FULL_BOX] * len(images)
         if hasattr(self.model, "embed_and_patch_tokens"):
             emb, towers = self.model.embed_and_patch_tokens(x)
@@ -91,11 +82,7 @@ def perceptual_model(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def build(name: str, *, device: str, weights_dir: Path | None) -> Encoder:
-    if name not in REQUIRED:
-        hint = did_you_mean(name, REQUIRED)
-        reason = f"unknown DreamSim model {name!r}; choose one of {', '.join(REQUIRED)}{hint}"
-        raise UnknownEncoderError(f"dreamsim:{name}", known=[], reason=reason)
-
+    """`name` is one of REQUIRED: encoders.parse_spec checks the family's closed list before any build."""
     cache_dir = dreamsim_dir(weights_dir)
     missing = missing_files(name, cache_dir)
     fix = (

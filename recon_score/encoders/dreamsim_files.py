@@ -36,9 +36,8 @@ REQUIRED = _FALLBACK_RELEASE  # the DreamSim models reconscore offers
 
 
 def _source_tree(relpath: str, *names: str) -> ast.AST | None:
-    """The syntax tree of the installed dreamsim's file `relpath` (or of the class/function `names` path inside
-    it), read from disk without importing dreamsim: its import pulls torch, open_clip and peft (seconds), and a
-    weights check must answer before that."""
+    """The syntax tree of the installed dreamsim's file `relpath` (or of the class/function `names` path in it),
+    read without importing dreamsim (which pulls torch, open_clip and peft): a weights check answers first."""
     import importlib.util
 
     try:
@@ -57,36 +56,38 @@ def _source_tree(relpath: str, *names: str) -> ast.AST | None:
     return tree
 
 
+def _assigned_literal(tree: ast.AST | None, name: str):
+    """The literal value `tree` assigns to `name`, or None (no such assignment, or not a literal)."""
+    for node in ast.walk(tree) if tree else ():
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
 def release_files(name: str) -> list[str]:
     """The unzipped release files `dreamsim.model.download_weights` checks for `name`, read from the installed
     dreamsim's own table (so a new dreamsim release cannot silently need a file this check does not list)."""
-    tree = _source_tree("model.py", "download_weights")
-    for node in ast.walk(tree) if tree else ():
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "dreamsim_required_ckpts" for t in node.targets
-        ):
-            try:
-                return list(ast.literal_eval(node.value)[name])
-            except (ValueError, KeyError):
-                break
+    table = _assigned_literal(_source_tree("model.py", "download_weights"), "dreamsim_required_ckpts")
+    if isinstance(table, dict) and name in table:
+        return list(table[name])
     return list(_FALLBACK_RELEASE[name])
 
 
 def backbones(name: str) -> list[str]:
     """The ViT backbones of DreamSim model `name` (dreamsim.config), e.g. ensemble -> dino_vitb16, clip_vitb16,
     open_clip_vitb16."""
-    tree = _source_tree("config.py")
-    for node in getattr(tree, "body", []):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "dreamsim_args" for t in node.targets
-        ):
-            try:
-                return ast.literal_eval(node.value)["model_config"][name]["model_type"].split(",")
-            except (ValueError, KeyError, AttributeError):
-                break
-    from dreamsim.config import dreamsim_args  # not a literal any more: ask the package itself
+    args = _assigned_literal(_source_tree("config.py"), "dreamsim_args")
+    try:
+        return args["model_config"][name]["model_type"].split(",")
+    except (TypeError, KeyError, AttributeError):
+        from dreamsim.config import dreamsim_args  # not a literal any more: ask the package itself
 
-    return dreamsim_args["model_config"][name]["model_type"].split(",")
+        return dreamsim_args["model_config"][name]["model_type"].split(",")
 
 
 def hub_repo(backbone: str) -> str | None:

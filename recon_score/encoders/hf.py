@@ -1,12 +1,7 @@
-"""transformers encoders, chosen by the checkpoint's config:
-
-- dual towers (CLIP, SigLIP, SigLIP2, Chinese-CLIP, MetaCLIP 2, ...): `get_image_features` / `get_text_features`;
-- vision backbones (DINOv2, DINOv3, ViT, ...): the pooled output (CLS after the final norm), as in the DINO papers'
-  global descriptors;
-- text encoders (BERT, MiniLM, MPNet, ...): attention-masked mean of the last hidden states (sentence-transformers'
-  pooling for all-MiniLM and friends).
-
-Remote code (e.g. FG-CLIP2 before transformers supports it) runs only with RECONSCORE_TRUST_REMOTE_CODE=1.
+"""transformers encoders, chosen by the checkpoint's config: dual towers (CLIP, SigLIP, ...) through
+`get_image_features` / `get_text_features`; vision backbones (DINOv2, DINOv3, ...) by their pooled CLS, as the
+DINO papers' global descriptors; text encoders by the attention-masked mean (sentence-transformers' pooling).
+Remote code runs only with RECONSCORE_TRUST_REMOTE_CODE=1. See docs/models.md.
 """
 
 from __future__ import annotations
@@ -79,9 +74,8 @@ class HFEncoder(Encoder):
         return tower is not None and isinstance(getattr(config, "patch_size", None), int)
 
     def _embed_with_patches(self, images):
-        """`_embed_images`' embedding and the vision tower's last hidden state, patches only (the last rows*cols
-        tokens, after any CLS and register tokens), from one forward: a forward hook on the tower keeps its
-        output while the embedding is computed as always; the embedding's own preprocessing."""
+        """`_embed_images`' embedding and the vision tower's last-hidden-state patch tokens from one forward (a
+        forward hook on the tower keeps its output while the embedding is computed as always)."""
         pixels = self._pixels(images)
         values = pixels["pixel_values"]
         if values.ndim != 4:

@@ -1,9 +1,6 @@
-"""LPIPS (Zhang et al. 2018) as a pairwise distance, in its shift-tolerant form (ST-LPIPS, Ghildyal & Liu 2022).
-
-stlpips-pytorch ships complete weights (backbone + linear heads) for AlexNet and VGG, so this family works
-offline. Both images of a pair are squashed to 256x256 (bicubic), mirroring DreamSim's fixed-size squash, and
-scaled to [-1, 1]. LPIPS is a distance (0 = identical, typically < 1), not an embedding: it cannot be cached per
-image or indexed, only evaluated on aligned pairs. ReconScore maps it to 100 * (1 - min(d, 1)).
+"""LPIPS (Zhang et al. 2018) as a pairwise distance, in its shift-tolerant form (ST-LPIPS, Ghildyal & Liu 2022),
+with the complete weights stlpips-pytorch ships (so it works offline). Both images of a pair are squashed to
+256x256 (bicubic), as DreamSim squashes; a distance cannot be cached per image, only evaluated on aligned pairs.
 """
 
 from __future__ import annotations

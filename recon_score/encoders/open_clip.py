@@ -1,18 +1,10 @@
-"""open_clip encoders: one loader for OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS and SigLIP.
+"""open_clip encoders: one loader for OpenAI/LAION CLIP, RemoteCLIP, SkyCLIP, CLIP LAION-RS and SigLIP; the
+spellings (ARCH/TAG, ARCH@/path, hf-hub:, local-dir:) are in docs/models.md.
 
-Names:
-    ARCH/PRETRAINED      a tag from open_clip.list_pretrained() (weights come from the HF cache or hub)
-    ARCH@/path/ckpt.pt   a local checkpoint for a known architecture (RemoteCLIP and SkyCLIP ship these)
-    hf-hub:ORG/REPO      open_clip's hub format
-    local-dir:/path      open_clip's folder format (open_clip_config.json + open_clip_model.safetensors)
-Synthetic encoders (`smoke:open-clip[/RELEASE]`, `shapes:open-clip/ARCH`) come resolved by recon_score.hub to
-`load`: a folder in the local-dir layout, or a random model standing for an architecture or a release (RELEASES).
-
-Activation: OpenAI's CLIP was trained with QuickGELU. open_clip 3.x builds `ViT-B-32` with nn.GELU even for
-`pretrained="openai"` and only warns ("QuickGELU mismatch"), which shifts every embedding. A tag whose pretrained
-config says `quick_gelu` (every `openai` tag, some LAION/DFN ones) is built with `force_quick_gelu=True`, as the
-CLIPScore authors' `clip.load` builds it; the activation that ran is part of the encoder's identity
-(`EncoderInfo.extra["activation"]`, in run.json and the embedding cache keys).
+Activation: OpenAI's CLIP was trained with QuickGELU, but open_clip 3.x builds `ViT-B-32` with nn.GELU even for
+`pretrained="openai"` and only warns. A tag whose pretrained config says `quick_gelu` is built with
+`force_quick_gelu=True`, as the CLIPScore authors' `clip.load` builds it; the activation that ran is part of the
+encoder's identity (`EncoderInfo.extra["activation"]`, in run.json and the embedding cache keys).
 """
 
 from __future__ import annotations
@@ -77,9 +69,8 @@ class OpenCLIPEncoder(Encoder):
         return hasattr(visual, "output_tokens") and hasattr(visual, "grid_size")
 
     def _embed_with_patches(self, images):
-        """`encode_image` and the visual tower's patch tokens after its final LayerNorm (open_clip's
-        `output_tokens`) from one forward: with `output_tokens` on, a forward hook hands `encode_image` the
-        pooled output it always gets and keeps the tokens; the embedding's own preprocessing."""
+        """`encode_image` and the visual tower's patch tokens (open_clip's `output_tokens`) from one forward: a
+        forward hook keeps the tokens and hands `encode_image` the pooled output it always gets."""
         visual = self.model.visual
         x = self._pixels(images)
         kept: list[torch.Tensor] = []
@@ -121,8 +112,7 @@ class OpenCLIPEncoder(Encoder):
     ) -> torch.Tensor:
         """(n, d) L2-normalised: each text encoded with the word embedding of its first `placeholder` token
         replaced by the matching row of `pseudo` (n, width), as Pic2Word's ``encode_text_img_retrieval`` and
-        SEARLE's ``encode_with_pseudo_tokens`` do. Everything after the embedding lookup is open_clip's own
-        `encode_text`, so pooling and projection always match the plain text path."""
+        SEARLE's ``encode_with_pseudo_tokens`` do; the rest is open_clip's own `encode_text`."""
         width = self.pseudo_token_width
         if width is None:
             raise TypeError(
@@ -441,12 +431,9 @@ _OPENAI_EXTRAS = ("input_resolution", "context_length", "vocab_size")  # dropped
 
 
 def release_state_dict(release: Release, checkpoint: dict) -> dict:
-    """The authors' checkpoint as an open_clip state dict.
-
-    PAC-S: `torch.load(file)["state_dict"]` holds OpenAI-CLIP (ViT-B/32) or open_clip (ViT-L/14) keys, which
-    open_clip's CLIP shares. Long-CLIP: the text tower adds `positional_embedding * mask1 +
-    positional_embedding_res * mask2` (mask1 = first 20 positions), i.e. one 248-row table made of the first 20
-    rows of the one and the rest of the other."""
+    """The authors' checkpoint as an open_clip state dict. PAC-S's `["state_dict"]` holds keys open_clip's CLIP
+    shares. Long-CLIP's text tower adds `positional_embedding * mask1 + positional_embedding_res * mask2` (mask1 =
+    first 20 positions): one 248-row table of the first 20 rows of the one and the rest of the other."""
     import torch
 
     state = checkpoint.get("state_dict", checkpoint) if release.layout != "longclip" else checkpoint
@@ -557,9 +544,8 @@ def build_release(
     weights_dir: Path | None,
     given: ResolvedModel | None = None,
 ) -> Encoder:
-    """`NAME` (weights found by name), `NAME@/path/file`; `given`: the release's architecture built by
-    recon_score.hub's resolution (`smoke:open-clip/NAME`, random weights). The checkpoint is read with
-    weights_only=True and loaded strictly."""
+    """`NAME` (weights found by name), `NAME@/path/file` (read with weights_only=True, loaded strictly), or
+    `given`: the release's architecture with random weights (recon_score.hub's `smoke:open-clip/NAME`)."""
     import open_clip
 
     from recon_score.synthetic.shapes import restore_causal_mask

@@ -1,18 +1,8 @@
-"""Synthetic models: random weights in the real on-disk formats, built offline, under two name prefixes.
+"""Synthetic models: random weights in the real on-disk formats, built offline, under two name prefixes
+(`smoke:` tiny, `shapes:` published sizes); the names are listed in docs/models.md, "Synthetic models".
 
-    smoke:FAMILY            tiny models built on first use into RECONSCORE_CACHE (seconds on a CPU); the `smoke`
-                            presets and the tests run the real loading code on them
-    shapes:FAMILY[@SCALE]   the published sizes, built on the target device with no download; speed is real
-    shapes:open-clip/ARCH   any open_clip architecture (or released CLIP fine-tune) at its published size
-    smoke:open-clip/RELEASE a released CLIP fine-tune's architecture (PAC-S, Long-CLIP), tiny and random
-
-One spelling per model family wherever a model name is taken (--t2i-model, --captioner, --model, --encoder):
-`smoke:z-image`, `smoke:dreamsim`, `shapes:dreamsim@0.02`, ... Encoder families (`encoder` in the table) are
-also encoder specs. Loaders never see these names: recon_score.hub resolves them through `resolve` (a folder in the
-library's own layout, or a builder) and the loader loads what it is handed. The numbers these models produce are
-meaningless.
-
-The entries (MODELS) hold import paths, so parsing names and listing import no torch.
+Loaders never see these names: recon_score.hub resolves them through `resolve` (a folder in the library's own
+layout, or a builder). The entries (MODELS) hold import paths, so parsing names and listing import no torch.
 """
 
 from __future__ import annotations
@@ -145,12 +135,8 @@ def uses_synthetic_models(settings: object) -> bool:
 
 
 def parse(name: str) -> SyntheticName:
-    """'shapes:z-image@0.02' -> SyntheticName('shapes', 'z-image', 0.02).
-
-    Raises:
-        ValueError: unknown prefix or family, or an argument the family does not take (the message lists the
-            known names).
-    """
+    """'shapes:z-image@0.02' -> SyntheticName('shapes', 'z-image', 0.02); ValueError for an unknown prefix or
+    family, or an argument the family does not take."""
     prefix, _, rest = name.partition(":")
     if prefix not in PREFIXES:
         raise ValueError(
@@ -189,13 +175,8 @@ def encoder_family(name: str) -> str | None:
 
 
 def resolve(name: str) -> dict:
-    """What a loader needs for `name` (recon_score.hub makes it a ResolvedModel): `path`, the folder the real
-    loader reads, or None; `revision` ("fixture:v1", "shapes:v1"); `build`, where the model is made on the target
-    device instead of read from a folder; `source`, how an encoder describes it; `stands_for`, the open_clip
-    release or architecture whose shape it has.
-
-    Raises ValueError for a malformed name, or an open_clip release or architecture that does not exist.
-    """
+    """The fields of recon_score.hub.ResolvedModel but the name, for `name`; ValueError for a malformed name or
+    an open_clip release or architecture that does not exist."""
     n = parse(name)
     return MODELS.load(f"{n.prefix}:{n.family}").resolve(n)
 

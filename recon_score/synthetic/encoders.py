@@ -1,10 +1,6 @@
 """The synthetic encoders (`smoke:dreamsim`, `smoke:open-clip[/RELEASE]`, `shapes:dreamsim[@SCALE]`,
-`shapes:open-clip/ARCH`): what recon_score.hub hands an encoder family's loader.
-
-A folder where the library loads one (`smoke:open-clip`: open_clip's local-dir layout); otherwise `build`, which
-makes the model on the target device: the tiny DreamSim-shaped ensemble (its own small format, not dreamsim's),
-dreamsim's ensemble or an open_clip architecture at the published size, or a released CLIP fine-tune's
-architecture (`stands_for`, whose preprocessing and tokenizer the loader takes from the release), all random.
+`shapes:open-clip/ARCH`): what recon_score.hub hands an encoder family's loader, a folder where the library loads
+one (`smoke:open-clip`), else a `build` that makes the random model on the target device.
 """
 
 from __future__ import annotations
@@ -17,9 +13,7 @@ from recon_score.synthetic import SyntheticName, smoke
 
 
 def resolve(name: SyntheticName) -> dict:
-    """The registry's entry point (the fields of recon_score.hub.ResolvedModel but the name).
-
-    Raises ValueError for an open_clip release or architecture that does not exist."""
+    """The registry's entry point (the fields of recon_score.hub.ResolvedModel but the name)."""
     return _dreamsim(name) if name.family == "dreamsim" else _open_clip(name)
 
 

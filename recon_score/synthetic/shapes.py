@@ -1,21 +1,7 @@
 """Full-size model shapes with random weights: the `shapes:` model names (speed needs no trained weights).
 
-`shapes:z-image`, `shapes:qwen3-vl` (and the encoders `shapes:dreamsim`, `shapes:open-clip/ARCH`) build the `paper`
-presets' models at their published sizes, with no download: a folder in the real on-disk layout holds the configs
-and a tokenizer (a byte-level BPE trained here, not Qwen's: prompts tokenize into somewhat more tokens than with
-the real one), and the loaders build every module on the meta device, then allocate its parameters directly on the
-target device in the target dtype and fill them randomly. A 6B DiT in bf16 on a GPU therefore never exists as fp32
-on the CPU. The cost of a forward pass equals the real model's; the numbers it produces are meaningless.
-
-`NAME@SCALE` (e.g. `shapes:z-image@0.02`) scales every width (heads, hidden and channel sizes) by SCALE with
-the same builders; depths, patch sizes and vocabularies stay as published. Tests and CPU checks use it.
-
-Configs (published values):
-    Z-Image DiT     diffusers' `ZImageTransformer2DModel()` defaults (Tongyi-MAI/Z-Image transformer/config.json)
-    text encoder    Qwen/Qwen3-4B config.json (Qwen3Model: Z-Image uses hidden_states[-2], no LM head)
-    VAE             FLUX.1 AutoencoderKL (16 latent channels, scaling 0.3611, shift 0.1159), as Z-Image ships
-    VLM             Qwen/Qwen3-VL-8B-Instruct config.json + its preprocessor (patch 16, merge 2)
-    DreamSim        dreamsim 0.2.1's ensemble: DINO, CLIP and OpenCLIP ViT-B/16 towers, LoRA r=16 on qkv
+Built on the meta device, then allocated on the target device in the target dtype; `NAME@SCALE` scales every
+width. What each name builds and where its config comes from: docs/performance.md, "`shapes:` models".
 """
 
 from __future__ import annotations
@@ -210,11 +196,8 @@ def count_params(module: torch.nn.Module) -> int:
 
 
 def materialize(module: torch.nn.Module, *, device, dtype: torch.dtype, seed: int = 0) -> torch.nn.Module:
-    """Allocate every meta parameter on `device` in `dtype` (floating ones) and fill it randomly; move buffers.
-
-    Matrices ~ N(0, 1/fan_in) so activations stay finite through deep stacks; biases 0; other vectors 1 (norm
-    scales). Tied parameters stay tied.
-    """
+    """Allocate every meta parameter on `device` in `dtype` (floating ones) and fill it randomly (matrices
+    N(0, 1/fan_in), so activations stay finite through deep stacks); move buffers. Tied parameters stay tied."""
     device = torch.device(device)
     gen = torch.Generator(device).manual_seed(seed)
     done: dict[int, torch.nn.Parameter] = {}
@@ -423,23 +406,20 @@ def meta_dreamsim_ensemble(scale: float = 1.0):
 
 def _dreamsim_tower(model_type: str, cfg: dict):
     """Same modules as dreamsim's loaders (load_clip_as_dino / load_open_clip_as_dino / torch-hub DINO)."""
+    from functools import partial
+
     from dreamsim.feature_extraction.load_clip_as_dino import QuickGELU
     from dreamsim.feature_extraction.vision_transformer import DINOHead, VisionTransformer
 
-    def vit():
-        from functools import partial
-
-        return VisionTransformer(
-            patch_size=16,
-            embed_dim=cfg["embed_dim"],
-            depth=12,
-            num_heads=cfg["num_heads"],
-            mlp_ratio=4,
-            qkv_bias=True,
-            norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
-        )
-
-    model = vit()
+    model = VisionTransformer(
+        patch_size=16,
+        embed_dim=cfg["embed_dim"],
+        depth=12,
+        num_heads=cfg["num_heads"],
+        mlp_ratio=4,
+        qkv_bias=True,
+        norm_layer=partial(torch.nn.LayerNorm, eps=1e-6),
+    )
     if model_type == "dino_vitb16":
         s = cfg["scale"]
         head = DINOHead(

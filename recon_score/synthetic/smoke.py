@@ -1,9 +1,7 @@
-"""The `smoke:` models: tiny random models built once per cache and reused.
+"""The `smoke:` models: tiny random models built once per cache into a folder the real loaders read.
 
-`ensure_fixture("z-image")` (what `smoke:z-image` resolves to) returns a folder loadable by the same code as the
-real checkpoint. Builds are locked, go to a temporary sibling folder that is renamed into place, and run out of
-process inside torch.distributed workers (transformers saves weights on rank 0 only), so concurrent processes
-never see a partial fixture.
+Builds are locked, renamed into place, and run out of process inside torch.distributed workers (transformers
+saves weights on rank 0 only), so concurrent processes never see a partial fixture.
 """
 
 from __future__ import annotations
@@ -59,12 +57,6 @@ def fixture_path(name: str) -> Path:
     return cache_root() / "fixtures" / f"v{FIXTURE_VERSION}" / name
 
 
-def _distributed_initialized() -> bool:
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized()
-
-
 def _missing_weights(folder: Path) -> list[str]:
     """Component folders with a config but no weight file: what a save from a non-zero torch.distributed rank
     leaves behind (transformers writes weights on rank 0 only)."""
@@ -80,7 +72,9 @@ def _missing_weights(folder: Path) -> list[str]:
 
 
 def _build(name: str, target: Path) -> None:
-    if _distributed_initialized():
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
         # Inside an accelerate/torchrun worker: build in a plain child process so every rank writes a full copy.
         env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
         cmd = [sys.executable, "-m", "recon_score.synthetic.smoke", name, str(target)]
@@ -95,22 +89,13 @@ def _build(name: str, target: Path) -> None:
 
 
 _DIST_ENV = (
-    "RANK",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "GROUP_RANK",
-)
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
+)  # fmt: skip
 
 
 def ensure_fixture(name: str) -> Path:
-    """Folder of fixture `name`, building it on first use.
-
-    One process builds (an exclusive lock next to the cache) while concurrent ones wait; the build goes to a
-    temporary sibling renamed into place, so nobody ever sees a half-written fixture.
-    """
+    """Folder of fixture `name`, built on first use by one process (an exclusive lock) into a temporary sibling
+    renamed into place, so nobody ever sees a half-written fixture."""
     if name not in FIXTURE_NAMES:
         raise KeyError(
             f"unknown fixture {name!r}; known: {', '.join(FIXTURE_NAMES)} (use them as 'smoke:NAME')"

@@ -1,8 +1,5 @@
-"""Tiny randomly-initialised models of every family the project loads, built offline in seconds.
-
-Each builder writes the model to `path` in the same on-disk format as the real checkpoint (diffusers pipeline
-folder, open_clip `local-dir`, transformers folder), so the smoke preset exercises the real loading code.
-The numbers these models produce are meaningless; they exist to test plumbing, determinism and speed.
+"""Tiny randomly-initialised models of every family the project loads, built offline in seconds, each written in
+the real checkpoint's on-disk format so the smoke preset exercises the real loading code (numbers meaningless).
 """
 
 from __future__ import annotations
@@ -172,10 +169,7 @@ OPEN_CLIP_TINY_CFG = {
 
 
 def build_open_clip(path: Path, *, seed: int = 0) -> Path:
-    """An open_clip ViT in open_clip's `local-dir:` layout (open_clip_config.json + open_clip_model.safetensors).
-
-    Its text tower uses open_clip's own tokenizer, i.e. the real CLIP BPE vocabulary.
-    """
+    """An open_clip ViT in open_clip's `local-dir:` layout, with open_clip's own (the real CLIP BPE) tokenizer."""
     import open_clip
     from safetensors.torch import save_file
 

@@ -7,21 +7,13 @@ from __future__ import annotations
 
 import gzip
 import json
-from functools import cache
 from pathlib import Path
 
 # Qwen2/3 special tokens, including the vision placeholders Qwen-VL processors expect.
 QWEN_SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-    "<think>",
-    "</think>",
-]
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+    "<|video_pad|>", "<think>", "</think>",
+]  # fmt: skip
 
 # Qwen-VL's config field -> the vision token it names
 QWEN_VISION_TOKENS = {
@@ -114,37 +106,17 @@ def qwen3_vl_processor(tokenizer, *, patch_size: int, **image_options):
     )
 
 
-@cache
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2/CLIP byte -> printable unicode map (same table as open_clip.tokenizer.bytes_to_unicode)."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def write_clip_vocab(directory: Path) -> Path:
-    """vocab.json + merges.txt of OpenAI CLIP, rebuilt from the BPE merges file open_clip ships.
-
-    Mirrors open_clip.tokenizer.SimpleTokenizer: 256 byte symbols, the same with '</w>', 48,894 merges, then
-    <|startoftext|> and <|endoftext|> (vocabulary of 49,408).
-    """
+    """vocab.json + merges.txt of OpenAI CLIP, rebuilt from the BPE merges file open_clip ships as
+    open_clip.tokenizer.SimpleTokenizer builds its vocabulary (49,408 entries)."""
     import open_clip
+    from open_clip.tokenizer import bytes_to_unicode
 
     bpe_path = Path(open_clip.__file__).resolve().parent / "bpe_simple_vocab_16e6.txt.gz"
     with gzip.open(bpe_path) as f:
         merges = f.read().decode("utf-8").split("\n")
     merges = merges[1 : 49152 - 256 - 2 + 1]
-    vocab = list(_bytes_to_unicode().values())
+    vocab = list(bytes_to_unicode().values())
     vocab = vocab + [v + "</w>" for v in vocab]
     vocab.extend("".join(m.split()) for m in merges)
     vocab.extend(["<|startoftext|>", "<|endoftext|>"])
@@ -155,18 +127,15 @@ def write_clip_vocab(directory: Path) -> Path:
 
 
 def clip_tokenizer(directory: Path):
-    """transformers' CLIPTokenizer over the real CLIP vocabulary (ids identical to open_clip's tokenizer).
-
-    Built with from_pretrained(dir): constructing from a vocab file path can silently give a 2-token vocabulary,
-    and a missing model_max_length makes diffusers overflow.
-    """
+    """transformers' CLIPTokenizer over the real CLIP vocabulary (ids identical to open_clip's tokenizer). Built
+    with from_pretrained(dir): constructing from a vocab file path can silently give a 2-token vocabulary."""
     from transformers import CLIPTokenizer
 
     write_clip_vocab(directory)
     (directory / "tokenizer_config.json").write_text(
         json.dumps(
             {
-                "model_max_length": 77,
+                "model_max_length": 77,  # without it diffusers overflows
                 "bos_token": "<|startoftext|>",
                 "eos_token": "<|endoftext|>",
                 "unk_token": "<|endoftext|>",
