@@ -305,61 +305,48 @@ def _messages(role: str, text: str | None, *, image: bool = False) -> list[dict]
     return [{"role": role, "content": content}]
 
 
-def _features():
+def _features(kinds: dict[str, str]):
+    """The datasets Features of the pairs' columns from `_row`'s kind names."""
     from datasets import Features, Image, Value
 
     message = [{"role": Value("string"), "content": [{"type": Value("string"), "text": Value("string")}]}]
     f64, i64, s = Value("float64"), Value("int64"), Value("string")
-    return Features(
-        {
-            "image": Image(),
-            "prompt": message,
-            "chosen": message,
-            "rejected": message,
-            "image_id": s,
-            "chosen_index": i64,
-            "rejected_index": i64,
-            "score_name": s,
-            "chosen_score": f64,
-            "rejected_score": f64,
-            "margin": f64,
-            "chosen_per_seed": [f64],
-            "rejected_per_seed": [f64],
-            "chosen_noise": f64,
-            "rejected_noise": f64,
-            "chosen_recon_score": f64,
-            "rejected_recon_score": f64,
-            "selection_seeds": [i64],
-            "eval_seed": i64,
-            "policy": s,
-            "source_run": s,
-        }
-    )
+    types = {
+        "image": Image(),
+        "message": message,
+        "f64": f64,
+        "i64": i64,
+        "s": s,
+        "[f64]": [f64],
+        "[i64]": [i64],
+    }
+    return Features({name: types[kind] for name, kind in kinds.items()})
 
 
 def _row(src: Source, image_png: bytes, hi: Candidate, lo: Candidate, job: PairsJob, prompt: str) -> dict:
+    """One pair as column -> (feature kind, value); the columns' order is the Parquet files' column order."""
     return {
-        "image": {"bytes": image_png, "path": Path(hi.image).name},
-        "prompt": _messages("user", prompt, image=True),
-        "chosen": _messages("assistant", hi.caption),
-        "rejected": _messages("assistant", lo.caption),
-        "image_id": hi.image_id,
-        "chosen_index": hi.index,
-        "rejected_index": lo.index,
-        "score_name": job.score,
-        "chosen_score": hi.score,
-        "rejected_score": lo.score,
-        "margin": hi.score - lo.score,
-        "chosen_per_seed": hi.per_seed,
-        "rejected_per_seed": lo.per_seed,
-        "chosen_noise": hi.noise(job.noise),
-        "rejected_noise": lo.noise(job.noise),
-        "chosen_recon_score": hi.recon_score,
-        "rejected_recon_score": lo.recon_score,
-        "selection_seeds": src.selection_seeds,
-        "eval_seed": src.eval_seed,
-        "policy": job.policy,
-        "source_run": str(src.path.resolve()),
+        "image": ("image", {"bytes": image_png, "path": Path(hi.image).name}),
+        "prompt": ("message", _messages("user", prompt, image=True)),
+        "chosen": ("message", _messages("assistant", hi.caption)),
+        "rejected": ("message", _messages("assistant", lo.caption)),
+        "image_id": ("s", hi.image_id),
+        "chosen_index": ("i64", hi.index),
+        "rejected_index": ("i64", lo.index),
+        "score_name": ("s", job.score),
+        "chosen_score": ("f64", hi.score),
+        "rejected_score": ("f64", lo.score),
+        "margin": ("f64", hi.score - lo.score),
+        "chosen_per_seed": ("[f64]", hi.per_seed),
+        "rejected_per_seed": ("[f64]", lo.per_seed),
+        "chosen_noise": ("f64", hi.noise(job.noise)),
+        "rejected_noise": ("f64", lo.noise(job.noise)),
+        "chosen_recon_score": ("f64", hi.recon_score),
+        "rejected_recon_score": ("f64", lo.recon_score),
+        "selection_seeds": ("[i64]", src.selection_seeds),
+        "eval_seed": ("i64", src.eval_seed),
+        "policy": ("s", job.policy),
+        "source_run": ("s", str(src.path.resolve())),
     }
 
 
@@ -369,9 +356,12 @@ class _ShardWriter:
 
     def __init__(self, folder: Path, size: int):
         self.folder, self.size, self.rows, self.files, self.count = folder, size, [], [], 0
+        self.kinds: dict[str, str] = {}  # column -> feature kind, from the rows added
 
     def add(self, row: dict) -> None:
-        self.rows.append(row)
+        """`row`: column -> (feature kind, value), as `_row` gives it."""
+        self.kinds = {name: kind for name, (kind, _) in row.items()}
+        self.rows.append({name: value for name, (_, value) in row.items()})
         self.count += 1
         if len(self.rows) >= self.size:
             self.flush()
@@ -382,7 +372,7 @@ class _ShardWriter:
         from datasets import Dataset
 
         buf = io.BytesIO()
-        Dataset.from_list(self.rows, features=_features()).to_parquet(buf)
+        Dataset.from_list(self.rows, features=_features(self.kinds)).to_parquet(buf)
         name = f"train-{len(self.files):05d}.parquet"
         atomic_write_bytes(self.folder / name, buf.getvalue())
         self.files.append(f"{PAIRS_DATA}/{name}")
