@@ -197,3 +197,22 @@ def unique_pairs(
     for i, (c, r) in enumerate(zip(cands, refs)):
         inverse[i] = index.setdefault((c, tuple(r)), len(index))
     return list(index), inverse
+
+
+def image_caption_pairs(
+    images: Sequence, captions: Sequence[str | None], *, skip_failed_images: bool
+) -> tuple[list[tuple[Any, str]], np.ndarray, list[str | None]]:
+    """Distinct (loaded image, caption) pairs, each row's pair index (-1: not scored) and why a row was skipped:
+    a row repeated across a batch is scored once. A failed image is skipped only where the metric cannot report
+    it itself."""
+    index: dict[tuple[int, str], int] = {}
+    pairs, inverse = [], np.full(len(captions), -1)
+    errors: list[str | None] = [None] * len(captions)
+    for i, (img, cap) in enumerate(zip(images, captions)):
+        if cap is None or (skip_failed_images and isinstance(img, Exception)):
+            errors[i] = "no caption" if cap is None else str(img)
+            continue
+        inverse[i] = index.setdefault((id(img), cap), len(pairs))
+        if inverse[i] == len(pairs):
+            pairs.append((img, cap))
+    return pairs, inverse, errors

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.metrics.base import CaptionBatch, Metric, MetricOutput
+from eval.metrics.base import CaptionBatch, Metric, MetricOutput, image_caption_pairs
 from recon_score.errors import ModelNotAvailableError, ReconScoreError
 
 MODEL_TYPES = ("CycleReward-Combo", "CycleReward-I2T", "CycleReward-T2I")
@@ -303,16 +303,7 @@ class CycleReward(Metric):
         if self._model is None:
             self._load()
         loaded = batch.loaded_images()
-        index: dict[tuple, int] = {}
-        pairs, inverse = [], np.full(len(batch), -1)
-        errors: list[str | None] = [None] * len(batch)
-        for i, (img, cap) in enumerate(zip(loaded, batch.candidates)):
-            if cap is None or isinstance(img, Exception):
-                errors[i] = "no caption" if cap is None else str(img)
-                continue
-            inverse[i] = index.setdefault((id(img), cap), len(pairs))
-            if inverse[i] == len(pairs):
-                pairs.append((img, cap))
+        pairs, inverse, errors = image_caption_pairs(loaded, batch.candidates, skip_failed_images=True)
         prep = preprocess()
         rewards, lengths = [], []
         for s in range(0, len(pairs), self.batch_size):

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from eval.metrics.base import CaptionBatch, Metric, MetricOutput
+from eval.metrics.base import CaptionBatch, Metric, MetricOutput, image_caption_pairs
 from eval.metrics.registry import entry_of
 
 
@@ -53,16 +53,8 @@ class ReconScoreMetric(Metric):
         from recon_score.presets import reader_for
 
         loaded = batch.loaded_images(reader=reader_for(self.scorer.preset))  # as `score` reads them
-        index: dict[tuple[int, str], int] = {}
-        pairs, inverse = [], np.full(len(batch), -1)
-        for i, (img, cap) in enumerate(zip(loaded, batch.candidates)):
-            if cap is None:
-                continue
-            key = (id(img), cap)
-            if key not in index:
-                index[key] = len(pairs)
-                pairs.append((img, cap))
-            inverse[i] = index[key]
+        # a failed image stays a pair: the scorer reports it as that row's error
+        pairs, inverse, errors = image_caption_pairs(loaded, batch.candidates, skip_failed_images=False)
         from recon_score.seeds import derive_seeds, recon_score_ci
 
         seeds = derive_seeds(self.scorer.preset.seed, self.seeds)
@@ -70,10 +62,8 @@ class ReconScoreMetric(Metric):
         values = np.full(len(batch), np.nan)
         cosine: list[float | None] = [None] * len(batch)
         truncated = [False] * len(batch)
-        errors: list[str | None] = [None] * len(batch)
         for i, k in enumerate(inverse):
             if k < 0:
-                errors[i] = "no caption"
                 continue
             res = results[k]
             if res.recon_score is not None:
