@@ -41,13 +41,13 @@ def main() -> None:
     ap.add_argument("--policy", default="best-worst", choices=["best-worst", "best-vs-each", "all"])
     args = ap.parse_args()
 
-    from describer.presets import get_describer_preset
+    from describer.presets import DESCRIBER_PRESETS
     from describer.prompts import GUIDELINE_PROMPT
     from recon_score.presets import get_preset
     from recon_score.synthetic.shapes import count_params, meta_dit, meta_vlm
 
     gpu = _gpu_module()
-    rp, dp = get_preset("paper"), get_describer_preset("paper")
+    rp, dp = get_preset("paper"), DESCRIBER_PRESETS["paper"]
     n, k, steps = dp.n, args.selection_seeds, rp.steps
     dit, vlm_params = meta_dit(), count_params(meta_vlm())
     n_cap = rp.max_sequence_length  # the pipeline truncates the prompt there

@@ -139,7 +139,3 @@ SMOKE = dataclasses.replace(
 DESCRIBER_PRESETS: Registry[DescriberPreset] = Registry(
     "describer preset", (PAPER, FAST, SMOKE), see="`reconscore presets list` describes them."
 )
-
-
-def get_describer_preset(name: str) -> DescriberPreset:
-    return DESCRIBER_PRESETS[name]

@@ -89,12 +89,11 @@ def command(
 ) -> int:
     """Sample N captions per image with a multimodal LLM and keep the best (RemoteDescriber)."""
     from describer.backends import build_captioner
-    from describer.presets import get_describer_preset
     from describer.run import DescribeJob, run_describe
     from eval.selection import build_selector, preflight, resolve_models
     from recon_score.runtime import resolve_device
 
-    p = get_describer_preset(preset).override(**opt.pop_overrides(DescriberPreset, kw))
+    p = DESCRIBER_PRESETS[preset].override(**opt.pop_overrides(DescriberPreset, kw))
     explained = _explain_options(opt.pop_explain(kw), p.select_by)
     recon = opt.pop_overrides(ReconPreset, kw)  # t2i_model, encoder of the selection renders
     job_kw = {k: kw.pop(k) for k in ("limit", "overwrite", "retry_errors", "bands", "out", "phase_size")}

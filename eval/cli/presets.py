@@ -40,22 +40,17 @@ def show(name: str, describer: bool, as_json: bool) -> int:
     """Print every value of preset NAME with its source (`key: value  # source`), or as JSON."""
     import json
 
-    from describer.presets import get_describer_preset
-    from recon_score.presets import format_preset, get_preset
+    from describer.presets import DESCRIBER_PRESETS
+    from recon_score.presets import PRESETS, format_preset, get_preset
     from recon_score.registry import UnknownNameError
 
     try:  # a name on the command line: an unknown one is a usage error (exit 2), as for --preset
-        (get_describer_preset if describer else get_preset)(name)
+        preset = (DESCRIBER_PRESETS if describer else PRESETS)[name]
     except UnknownNameError as err:
         raise click.BadParameter(str(err), param_hint="NAME") from None
     if describer:
-        d = get_describer_preset(name)
-        click.echo(
-            json.dumps(
-                {**d.to_dict(), "recon": get_preset(d.recon_preset).to_dict()}, indent=2, sort_keys=True
-            )
-        )
+        recon = get_preset(preset.recon_preset).to_dict()
+        click.echo(json.dumps({**preset.to_dict(), "recon": recon}, indent=2, sort_keys=True))
         return 0
-    preset = get_preset(name)
     click.echo(preset.to_json() if as_json else format_preset(preset))
     return 0

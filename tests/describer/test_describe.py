@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from describer.backends import Backend, Candidate, Sampling, clean_generation, derive_seed
-from describer.presets import get_describer_preset
+from describer.presets import DESCRIBER_PRESETS
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector, select_best
 from eval.cli import main
@@ -182,7 +182,7 @@ def test_bad_candidates_and_images_are_reported(tmp_path, sample_dir):
     scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
     job = DescribeJob(
         out=tmp_path / "run",
-        preset=get_describer_preset("smoke").replace(n=2),
+        preset=DESCRIBER_PRESETS["smoke"].replace(n=2),
         captioner=ScriptedCaptioner(script),
         selector=ReconScoreSelector(scorer),
         inputs=lst,
@@ -211,7 +211,7 @@ def test_failed_start_and_repair_from_the_journal(tmp_path, sample_dir, caplog):
     captioner = ScriptedCaptioner(lambda r: ["a farm with a red barn", "a road"])
 
     def job(inputs: Path) -> DescribeJob:
-        preset = get_describer_preset("smoke").replace(n=2)
+        preset = DESCRIBER_PRESETS["smoke"].replace(n=2)
         return DescribeJob(
             out=tmp_path / "new" / "run",
             preset=preset,
@@ -262,7 +262,7 @@ def test_phases_free_models_between_steps(tmp_path, sample_dir):
     scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
     job = DescribeJob(
         out=tmp_path / "run",
-        preset=get_describer_preset("smoke").replace(n=2),
+        preset=DESCRIBER_PRESETS["smoke"].replace(n=2),
         captioner=Recording(lambda r: ["a farm", "a road"]),
         selector=RecordingSelector(scorer),
         inputs=sample_dir / "images",

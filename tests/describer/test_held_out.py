@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from describer.presets import get_describer_preset
+from describer.presets import DESCRIBER_PRESETS
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector
 from eval.cli import main
@@ -91,7 +91,7 @@ def test_in_sample_is_optimistic(tmp_path, sample_dir):
         scorer = ReconScorer.from_preset("smoke", device="cpu", cache=cache)
         job = DescribeJob(
             out=tmp_path / name,
-            preset=get_describer_preset("smoke").replace(n=len(captions), eval_candidates="all"),
+            preset=DESCRIBER_PRESETS["smoke"].replace(n=len(captions), eval_candidates="all"),
             captioner=ScriptedCaptioner(lambda r: captions),
             selector=ReconScoreSelector(scorer, selection_seed=sel, eval_seed=ev),
             inputs=sample_dir / "images",

@@ -11,7 +11,7 @@ from PIL import Image
 
 from describer.backends import Backend, clean_generation
 from describer.inputs import discover_images
-from describer.presets import get_describer_preset
+from describer.presets import DESCRIBER_PRESETS
 from describer.run import DescribeJob, run_describe
 from describer.selection import ReconScoreSelector
 from recon_score.artifact_cache import ArtifactCache
@@ -86,7 +86,7 @@ def test_load_errors_name_the_list_line(tmp_path):
     scorer = ReconScorer.from_preset("smoke", device="cpu", cache=ArtifactCache(enabled=False))
     job = DescribeJob(
         out=tmp_path / "run",
-        preset=get_describer_preset("smoke").replace(n=1),
+        preset=DESCRIBER_PRESETS["smoke"].replace(n=1),
         captioner=Scripted(),
         selector=ReconScoreSelector(scorer),
         inputs=lst,

@@ -177,9 +177,9 @@ def test_the_three_requests_agree():
 def test_paper_preset_sampling():
     """The ReconScore paper / RemoteDescriber.py: temperature 0.8, top_p 0.9, 512 tokens; top_k 20 came from
     Qwen3-VL-8B-Instruct's generation_config.json, which the authors' generate call inherited."""
-    from describer.presets import get_describer_preset
+    from describer.presets import DESCRIBER_PRESETS
 
-    p = get_describer_preset("paper")
+    p = DESCRIBER_PRESETS["paper"]
     assert (p.temperature, p.top_p, p.top_k, p.repetition_penalty, p.max_new_tokens) == (
         0.8,
         0.9,
