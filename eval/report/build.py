@@ -439,17 +439,13 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
     held = [c["recon_score"] for c in caps if c.get("recon_score") is not None]
     chosen = [c["selection_score"] for c in caps if c.get("selection_score") is not None]
-    if held:
-        sec.headline.append(("recon_score (held-out render, mean)", f"{sum(held) / len(held):.2f}"))
-    if chosen:
-        sec.headline.append(
-            (f"{sel_label} (the render that chose, mean)", f"{sum(chosen) / len(chosen):.2f}")
-        )
-    for key, what, values in (
-        ("recon_score", "recon_score of the selected captions (held-out render)", held),
-        ("selection_score", f"{sel_label} of the selected captions (the render that chose)", chosen),
+    for key, label, render, values in (
+        ("recon_score", "recon_score", "held-out render", held),
+        ("selection_score", sel_label, "the render that chose", chosen),
     ):
         if values:
+            sec.headline.append((f"{label} ({render}, mean)", f"{sum(values) / len(values):.2f}"))
+            what = f"{label} of the selected captions ({render})"
             sec.plot(what, plots.histogram_figure(values, title=what, xlabel=key))
     if cands:
         sec.tables.append(_describe_table(cands, sel_label, sec.note))
