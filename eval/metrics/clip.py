@@ -259,22 +259,18 @@ class _ClipMetric(Metric):
         ref_txt = batch.memo(self._key("references"), lambda: self._embed(batch, flat))
         return max_reference_similarity(txt.emb, ref_txt.emb, owner), sum(1 for rs in refs if not rs)
 
-    def _score_image(self, batch: CaptionBatch) -> MetricOutput:
-        """The image-only score (CLIP-S and its re-weighted, re-trained variants) with the run's facts."""
+    def _score(self, batch: CaptionBatch, combine=None) -> MetricOutput:
+        """The image score (CLIP-S and its re-weighted, re-trained variants) with the run's facts; with `combine`,
+        `combine(image score, max reference similarity)` per row (RefCLIP-S's harmonic mean and its variants),
+        NaN propagating from rows without image or references."""
         values, errors, txt = self._clip_s(batch)
+        if combine is not None:
+            ref_sim, without = self._reference_similarity(batch, txt)
+            values = combine(values, ref_sim)
         extra: dict = {}
         info = self._report(batch, txt, errors, extra)
-        return MetricOutput(values.double().numpy(), extra=extra, info=info)
-
-    def _score_with_references(self, batch: CaptionBatch, combine) -> MetricOutput:
-        """`combine(image score, max reference similarity)` per row (RefCLIP-S's harmonic mean and its variants);
-        NaN propagates from rows without image or references."""
-        image_s, errors, txt = self._clip_s(batch)
-        ref_sim, without = self._reference_similarity(batch, txt)
-        values = combine(image_s, ref_sim)
-        extra: dict = {}
-        info = self._report(batch, txt, errors, extra)
-        info["rows_without_references"] = without
+        if combine is not None:
+            info["rows_without_references"] = without
         return MetricOutput(values.double().numpy(), extra=extra, info=info)
 
     def _report(self, batch: CaptionBatch, txt: TextEmbeddings, errors, extra: dict) -> dict:
@@ -316,9 +312,9 @@ class _ClipMetric(Metric):
 
 class CLIPScore(_ClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_image(batch)
+        return self._score(batch)
 
 
 class RefCLIPScore(_ClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_with_references(batch, ref_clip_score)
+        return self._score(batch, ref_clip_score)

@@ -30,9 +30,9 @@ class _LongClipMetric(_ReleasedClipMetric):
 
 class LongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_image(batch)
+        return self._score(batch)
 
 
 class RefLongCLIPScore(_LongClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_with_references(batch, self._harmonic)
+        return self._score(batch, self._harmonic)

@@ -86,9 +86,9 @@ class _ReleasedClipMetric(_ClipMetric):
 
 class PACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_image(batch)
+        return self._score(batch)
 
 
 class RefPACScore(_ReleasedClipMetric):
     def score(self, batch: CaptionBatch) -> MetricOutput:
-        return self._score_with_references(batch, self._harmonic)
+        return self._score(batch, self._harmonic)
