@@ -57,20 +57,15 @@ def _scores(
 
 
 def paraphrase_table(
-    paraphrased: list[dict],
-    perturbed: list[dict],
-    metrics: list[str],
-    *,
-    options: dict,
-    images_root: Path | None,
-    references: Path | None = None,
+    paraphrased: list[dict], perturbed: list[dict], metrics: list[str], **scoring
 ) -> pd.DataFrame:
     """Table 4: per metric, the mean over paraphrased and perturbed captions (paper scale) and the difference
-    (Paraphrased - Perturbed): a metric that rewards facts should have a positive difference."""
+    (Paraphrased - Perturbed): a metric that rewards facts should have a positive difference. `scoring`: how
+    `_scores` computes the metrics."""
     rows = [r for r in paraphrased if r.get("kind") == "paraphrase"] + [
         r for r in perturbed if r.get("kind") == "perturbed"
     ]
-    table = _scores(rows, metrics, options=options, images_root=images_root, references=references)
+    table = _scores(rows, metrics, **scoring)
     out = {}
     for m in metrics:
         s = METRICS[m].display_scale
@@ -81,20 +76,15 @@ def paraphrase_table(
 
 
 def length_table(
-    generated: list[dict],
-    metrics: list[str],
-    *,
-    options: dict,
-    images_root: Path | None,
-    references: Path | None = None,
-    token_limits: dict[str, int | None] | None = None,
+    generated: list[dict], metrics: list[str], *, token_limits: dict[str, int | None] | None = None, **scoring
 ) -> pd.DataFrame:
     """Table 5: per metric, the mean for short / medium / long captions written from the same triplets, and their
-    standard deviation (sample, ddof=1, as the paper's σ); plus each metric's input token limit."""
+    standard deviation (sample, ddof=1, as the paper's σ); plus each metric's input token limit. `scoring`: how
+    `_scores` computes the metrics."""
     from eval.metrics import get_metric_info
 
     rows = [r for r in generated if r.get("kind") in ("short", "medium", "long")]
-    table = _scores(rows, metrics, options=options, images_root=images_root, references=references)
+    table = _scores(rows, metrics, **scoring)
     out = {}
     for m in metrics:
         s = METRICS[m].display_scale
