@@ -164,11 +164,8 @@ def print_meta_eval(result, *, verify: bool) -> None:
     t = Table(title="Meta-evaluation: x 100, each with its [95% bootstrap CI over images]")
     for col in ("benchmark", "variant", "category", "metric", "statistic"):
         t.add_column(col)
-    t.add_column("value [95% CI]", justify="right")
-    t.add_column("n", justify="right")
-    if verify:
-        for col in ("published", "difference", "status"):
-            t.add_column(col, justify="right")
+    for col in ("value [95% CI]", "n", *(("published", "difference", "status") if verify else ())):
+        t.add_column(col, justify="right")
     for r in result.table.to_dict("records"):
         cells = [escape(str(r[c])) for c in ("benchmark", "variant", "category", "metric", "statistic")]
         cells += [f"{r['value']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]", str(r["n"])]
