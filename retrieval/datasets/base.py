@@ -201,6 +201,14 @@ def check_images(root: Path, paths: Iterable[str], what: str) -> None:
         )
 
 
+def images_under(root: Path, suffixes: set[str]) -> list[str]:
+    """Every file under root/images/ with one of `suffixes`, relative to root and sorted: the database of a
+    benchmark whose listing file is absent."""
+    return sorted(
+        str(p.relative_to(root)) for p in (root / "images").rglob("*") if p.suffix.lower() in suffixes
+    )
+
+
 def read_csv_rows(path: Path) -> list[list[str]]:
     """Non-blank rows; a BOM (Excel's) is dropped, so it never glues itself to the first column name."""
     return [row for _, row in textfiles.csv_rows(path) if any(cell.strip() for cell in row)]
