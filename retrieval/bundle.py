@@ -103,7 +103,9 @@ def load_bundle(path: str | Path) -> Bundle:
     values = {k: tensors[k] for k in _EMBEDDINGS}
     values.update({k: _strings(arrays[k], k, where) for k in _STRINGS if k in arrays})
     values.update({k: _pairs(arrays[k], k, where) for k in _PAIRS if k in arrays})
-    data = EvalData(**{_FIELD.get(k, k): v for k, v in values.items()}).validate(where=where)
+    data = EvalData(**{_FIELD.get(k, k): v for k, v in values.items()}).validate(
+        where=where, rows_checked=True
+    )
     resources = Resources(**{k: tensors.get(k) for k in _RESOURCES}, origin="bundle")
     protocol = _protocol(arrays["protocol"], where) if "protocol" in arrays else None
     return Bundle(path=path, data=data, resources=resources, protocol=protocol)

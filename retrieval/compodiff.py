@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from recon_score.errors import InputError
 from recon_score.runtime import seeded
+from retrieval.methods.learned import read_state
 
 DEFAULT_RELEASE = "navervision/CompoDiff-Aesthetic"
 
@@ -275,17 +276,8 @@ class CompoDiff(nn.Module):
 
 def _release_state(folder: Path) -> dict[str, Tensor]:
     for name in ("model.safetensors", "pytorch_model.bin"):
-        path = folder / name
-        if not path.is_file():
-            continue
-        try:
-            if name.endswith(".safetensors"):
-                from safetensors.torch import load_file
-
-                return load_file(str(path))
-            return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # zip, pickle (refused globals) or safetensors errors
-            raise InputError(f"cannot read {path}: {type(err).__name__}: {err}") from err
+        if (folder / name).is_file():
+            return read_state(folder / name, "state_dict")  # a release is the bare state dict
     raise InputError(
         f"{folder} has neither model.safetensors nor pytorch_model.bin (the hub release's layout)"
     )

@@ -46,15 +46,17 @@ class EvalData:
     def n_database(self) -> int:
         return int(self.database.shape[0])
 
-    def validate(self, *, where: str = "EvalData") -> EvalData:
-        """Shapes, normalisation and index ranges; raises InputError naming the field and the fix."""
+    def validate(self, *, where: str = "EvalData", rows_checked: bool = False) -> EvalData:
+        """Shapes, normalisation (unless `rows_checked`: load_bundle did it, naming the key) and index ranges;
+        raises InputError naming the field and the fix."""
         q, n = self.n_queries, self.n_database
         d = self.database.shape[1] if self.database.ndim == 2 else None
         for name, t, rows in (("query_image", self.query_image, q), ("query_text", self.query_text, q)):
             if t.ndim != 2 or t.shape[0] != rows or t.shape[1] != d:
                 raise InputError(f"{where}: {name} must be ({q}, {d}), got {tuple(t.shape)}")
         for name in ("query_image", "query_text", "database"):
-            check_normalised(getattr(self, name), name, where=where)
+            if not rows_checked:
+                check_normalised(getattr(self, name), name, where=where)
         _check_pairs(self.positives, q, n, "positives", where)
         for name in ("exclude", "subset"):
             if getattr(self, name) is not None:

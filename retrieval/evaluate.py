@@ -57,15 +57,13 @@ class EvalResult:
             what=metric,
         )
 
-    def tie_range(
-        self, data: EvalData, *, empty_positives: str = "zero", group_mean: str = "queries"
-    ) -> dict | None:
-        """How far mAP moves between the pessimistic and optimistic tie rules, or None when no positive
-        shares its score with a negative (then AP does not depend on the database order)."""
+    def tie_range(self, data: EvalData, **averaging) -> dict | None:
+        """How far mAP (averaged as `summary`'s `averaging` options say) moves between the pessimistic and
+        optimistic tie rules, or None when no positive shares its score with a negative (then AP does not
+        depend on the database order)."""
         tied = self.per_query.get("tied_positives")
         if tied is None or not np.nansum(tied):
             return None
-        averaging = {"empty_positives": empty_positives, "group_mean": group_mean}
         low, high = (self.summary(data, f"ap_{rule}", **averaging) for rule in ("pessimistic", "optimistic"))
         return {
             "tied_positives": int(np.nansum(tied)),

@@ -382,8 +382,7 @@ def load_magiclens(path: str | Path) -> MagicLens:
             )
         cfg = MagicLensConfig(**json.loads(meta["magiclens_config"]))
         return build(cfg, load_file(str(path)), str(path))
-    cfg, state = state_from_release(path)
-    return build(cfg, state, str(path))
+    return build(*state_from_release(path), str(path))
 
 
 def convert(src: str | Path, dst: str | Path) -> MagicLensConfig:

@@ -249,20 +249,11 @@ def _tied_negatives_below(
     return out - positives_below
 
 
-def query_metrics(
-    scores: Tensor,
-    relevant: Tensor,
-    *,
-    ap: str = "non-interpolated",
-    ks: Sequence[int] = (1, 5, 10),
-    map_at: Sequence[int] = (),
-    ties: str = "index",
-) -> dict[str, np.ndarray]:
-    """Every per-query metric of a chunk (see `positive_metrics`), with the positives as a dense (B, N) bool
-    mask."""
+def query_metrics(scores: Tensor, relevant: Tensor, **options) -> dict[str, np.ndarray]:
+    """`positive_metrics` (and its `options`) with the positives as a dense (B, N) bool mask."""
     _check(scores, relevant)
     rows, cols = np.nonzero(as_numpy(relevant))
-    return positive_metrics(scores, rows, cols, ap=ap, ks=ks, map_at=map_at, ties=ties)
+    return positive_metrics(scores, rows, cols, **options)
 
 
 def positive_metrics(

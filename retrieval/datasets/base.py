@@ -13,7 +13,7 @@ from typing import Any
 
 from recon_score import textfiles
 from recon_score.images import resolve_under
-from retrieval.choices import check_choice
+from retrieval.choices import check_choice, from_text
 from retrieval.errors import DatasetLayoutError
 
 
@@ -201,6 +201,14 @@ def check_images(root: Path, paths: Iterable[str], what: str) -> None:
         )
 
 
+def images_under(root: Path, suffixes: set[str]) -> list[str]:
+    """Every file under root/images/ with one of `suffixes`, relative to root and sorted: the database of a
+    benchmark whose listing file is absent."""
+    return sorted(
+        str(p.relative_to(root)) for p in (root / "images").rglob("*") if p.suffix.lower() in suffixes
+    )
+
+
 def read_csv_rows(path: Path) -> list[list[str]]:
     """Non-blank rows; a BOM (Excel's) is dropped, so it never glues itself to the first column name."""
     return [row for _, row in textfiles.csv_rows(path) if any(cell.strip() for cell in row)]
@@ -216,21 +224,13 @@ def parse_options(cls: type, values: dict[str, Any], *, benchmark: str) -> Any:
             raise DatasetLayoutError(
                 f"benchmark {benchmark!r} has no option {key!r}; its options are: {', '.join(sorted(fields)) or '(none)'}"
             )
-        hint = hints[key]
-        if isinstance(raw, str) and hint is bool:
-            if raw.strip().lower() not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                raise DatasetLayoutError(
-                    f"benchmark {benchmark!r}: option {key} expects true or false, got {raw!r}"
-                )
-            raw = raw.strip().lower() in ("1", "true", "yes", "on")
-        elif isinstance(raw, str) and hint is int:
-            try:
-                raw = int(raw)
-            except ValueError:
-                raise DatasetLayoutError(
-                    f"benchmark {benchmark!r}: option {key} expects an integer, got {raw!r}"
-                ) from None
-        out[key] = raw
+        try:
+            out[key] = from_text(raw, hints[key])
+        except ValueError:
+            wanted = "true or false" if hints[key] is bool else "an integer"
+            raise DatasetLayoutError(
+                f"benchmark {benchmark!r}: option {key} expects {wanted}, got {raw!r}"
+            ) from None
     try:
         return cls(**out)
     except ValueError as err:

@@ -17,6 +17,7 @@ from retrieval.datasets.base import (
     QueryImage,
     checked_benchmark,
     find_file,
+    images_under,
     parse_options,
 )
 from retrieval.errors import DatasetLayoutError
@@ -90,11 +91,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     if gallery_file.is_file():
         database = [ln.strip() for _, ln in read_lines(gallery_file) if ln.strip()]
     elif (root / "images").is_dir():
-        database = sorted(
-            str(p.relative_to(root))
-            for p in (root / "images").rglob("*")
-            if p.suffix.lower() in _IMAGE_SUFFIXES
-        )
+        database = images_under(root, _IMAGE_SUFFIXES)
         notes.append("gallery.txt not found: the gallery is every image under images/, sorted by path")
     else:
         raise DatasetLayoutError(f"EDIR: neither {gallery_file} nor {root / 'images'}/ exists under --root")

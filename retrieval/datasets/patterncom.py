@@ -15,6 +15,7 @@ from retrieval.datasets.base import (
     Query,
     QueryImage,
     check_images,
+    images_under,
     parse_options,
     read_csv_rows,
 )
@@ -95,7 +96,7 @@ def _database(base: Path, notes: list[str]) -> list[str]:
             "PatternCom/*.csv) under --root"
         )
     notes.append("patternnet.csv not found: the database is every image under images/, sorted by path")
-    return sorted(str(p.relative_to(base)) for p in images.rglob("*") if p.suffix.lower() in _IMAGE_SUFFIXES)
+    return images_under(base, _IMAGE_SUFFIXES)
 
 
 def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:

@@ -66,23 +66,15 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         raise DatasetLayoutError(f"{table}: expected the header {','.join(COLUMNS)}")
     rows = rows[1:]
     column = COLUMNS.index(f"query_{opts.phrasing}")
-    database: list[str] = []
-    index: dict[str, int] = {}
-
-    def add(path: str) -> int:
-        if path not in index:
-            index[path] = len(database)
-            database.append(path)
-        return index[path]
-
+    index: dict[str, int] = {}  # database path -> row, rows numbered in first-seen order
     queries, positives = [], []
     for n, row in enumerate(rows, start=2):
         if len(row) < 5:
             raise DatasetLayoutError(f"{table}: line {n} has {len(row)} columns, expected 5")
         pre, target = row[0].strip(), row[4].strip()
         if opts.database == "pre+post":
-            add(pre)
-        positives.append((len(queries), add(target)))
+            index.setdefault(pre, len(index))
+        positives.append((len(queries), index.setdefault(target, len(index))))
         queries.append(
             Query(
                 id=Path(pre).stem,
@@ -92,6 +84,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
                 extra={"target": target},
             )
         )
+    database = list(index)
     return checked_benchmark(
         "xview2-cir",
         root,

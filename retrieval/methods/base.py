@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recon_score.errors import InputError
+from retrieval.choices import from_text
 from retrieval.errors import MethodUnavailableError
 
 if TYPE_CHECKING:  # a bundle's methods run on numpy: importing this module loads neither torch nor PIL
@@ -320,27 +321,8 @@ def parse_overrides(config_cls: type, values: dict[str, Any], *, method: str) ->
             raise InputError(
                 f"method {method!r} has no hyperparameter {key!r}; its hyperparameters are: {known}"
             )
-        out[key] = _convert(raw, hints[key], f"{method}.{key}")
+        try:
+            out[key] = from_text(raw, hints[key])
+        except ValueError as err:
+            raise ValueError(f"{method}.{key} {err}") from None
     return out
-
-
-def _convert(raw: Any, hint: Any, name: str) -> Any:
-    if not isinstance(raw, str):
-        return raw
-    args = typing.get_args(hint)
-    if type(None) in args and raw.strip().lower() in ("none", "null", ""):
-        return None
-    base = next((a for a in args if a is not type(None)), hint) if args else hint
-    try:
-        if base is bool:
-            low = raw.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if base in (int, float):
-            return base(raw)
-    except ValueError:
-        raise ValueError(f"{name} expects {getattr(base, '__name__', base)}, got {raw!r}") from None
-    return raw
