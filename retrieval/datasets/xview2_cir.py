@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from retrieval.choices import check_choice
 from retrieval.datasets.base import (
     Benchmark,
     Protocol,
@@ -46,10 +47,8 @@ class XView2Options:
     database: str = "pre+post"
 
     def __post_init__(self):
-        if self.phrasing not in ("default", "alt1", "alt2"):
-            raise ValueError(f"phrasing must be default, alt1 or alt2, got {self.phrasing!r}")
-        if self.database not in ("pre+post", "post"):
-            raise ValueError(f"database must be pre+post or post, got {self.database!r}")
+        check_choice("phrasing", self.phrasing, ("default", "alt1", "alt2"))
+        check_choice("database", self.database, ("pre+post", "post"))
 
 
 def disaster(default_query: str) -> str:

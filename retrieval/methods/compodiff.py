@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from recon_score.errors import InputError
+from retrieval.choices import check_choice
 from retrieval.methods.base import Method, MethodContext, Prepared, Resources, linear
 
 RELEASE = (
@@ -38,18 +39,13 @@ class CompoDiffMethodConfig:
     reference_resize: str = "squash-512"  # demo_search.py's image.resize((512, 512)); "none"
 
     def __post_init__(self):
-        if self.clip_weights not in ("fp16-rounded", "as-stored"):
-            raise ValueError(f"clip_weights must be 'fp16-rounded' or 'as-stored', got {self.clip_weights!r}")
-        if self.reference_resize not in ("squash-512", "none"):
-            raise ValueError(
-                f"reference_resize must be 'squash-512' or 'none', got {self.reference_resize!r}"
-            )
+        check_choice("clip_weights", self.clip_weights, ("fp16-rounded", "as-stored"))
+        check_choice("reference_resize", self.reference_resize, ("squash-512", "none"))
+        check_choice("negative_mask", self.negative_mask, ("text", "own"))
         if self.steps < 2:
             raise ValueError(f"steps must be >= 2, got {self.steps}")
         if not 0.0 <= self.source_weight <= 1.0:
             raise ValueError(f"source_weight must be in [0, 1], got {self.source_weight}")
-        if self.negative_mask not in ("text", "own"):
-            raise ValueError(f"negative_mask must be 'text' or 'own', got {self.negative_mask!r}")
         if "{text}" not in self.template:
             raise ValueError(f"template must contain {{text}}, got {self.template!r}")
 

@@ -77,7 +77,7 @@ def test_xview2_groups_phrasings_and_database(tmp_path):
     assert bench.queries[0].reference in bench.database  # the pre-event image is a negative
     alt = load_benchmark("xview2-cir", root, phrasing="alt1", database="post")
     assert alt.queries[2].text == "burned area" and len(alt.database) == 6
-    with pytest.raises(DatasetLayoutError, match="phrasing must be default, alt1 or alt2"):
+    with pytest.raises(DatasetLayoutError, match="phrasing must be one of default, alt1, alt2"):
         load_benchmark("xview2-cir", root, phrasing="alt3")
 
 
