@@ -100,11 +100,6 @@ def diff_settings(old: dict | None, new: dict | None) -> list[str]:
     ]
 
 
-def _versioned(settings: dict) -> dict:
-    """A run's settings as hashed into its fingerprint: with the journal layout."""
-    return {**settings, "journal_layout": JOURNAL_LAYOUT}
-
-
 def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict | None = None) -> dict:
     """Finished records by row from every `{prefix}rank-*.jsonl` in `folder`: of a row's records, one whose key
     matches `keys[row]` wins, then the later invocation, then the later line.
@@ -553,7 +548,7 @@ class RunFolder:
     # -- one invocation --------------------------------------------------------------------------------------
     def run(self, spec: RunSpec) -> RunResult:
         """Plan from every journal (a finished run's rerun is a no-op), work, then the final files and run.json."""
-        self.spec, self.settings = spec, _versioned(spec.settings)
+        self.spec, self.settings = spec, {**spec.settings, "journal_layout": JOURNAL_LAYOUT}
         self.fp, self.plans = sha256_json(self.settings)[:16], {}
         self.result = RunResult({}, {}, previous=read_record(self.record_path))
         if spec.stages and self._plan():
