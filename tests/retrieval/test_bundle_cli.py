@@ -155,7 +155,7 @@ def test_cli_argument_errors(tmp_path, capsys):
     [
         ({"database": None}, "'database' is missing"),
         ({"query_text": arrays()["query_text"].astype(np.float64)}, "must be float32"),
-        ({"database": arrays()["database"] * 2}, "not L2-normalised"),
+        ({"database": arrays()["database"] * 2}, "'database' rows must be L2-normalised"),
         ({"positives": np.array([[0, 9]])}, r"positives\[:, 1\] must be database indices"),
         ({"query_group": np.array(["a", "b"])}, "query_group must have 3 entries"),
         ({"querry_text": arrays()["query_text"]}, "'querry_text' is not a bundle key"),
