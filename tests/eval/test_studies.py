@@ -16,6 +16,13 @@ def _jsonl(p: Path) -> list[dict]:
     return [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
 
 
+def _study(argv: list[str], out: Path, table: str = "table.csv", **restore) -> pd.DataFrame:
+    """Run a study, check that its deleted outputs come back byte for byte on a rerun, and read its table."""
+    assert main(argv) == 0
+    assert_restored(argv, out, **restore)
+    return pd.read_csv(out / table, index_col=0)
+
+
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
     """One describe run with a pool of 10 candidates for 2 images (with the sample's references)."""
@@ -43,9 +50,7 @@ def pool(tmp_path_factory):
 def test_n_sweep_reuses_one_pool(pool, tmp_path):
     out = tmp_path / "n"
     argv = ["study", "n-sweep", "--run", f"ucm={pool}", "--run", f"again={pool}", "--out", str(out)]
-    assert main(argv) == 0
-    assert_restored(argv, out)
-    df = pd.read_csv(out / "table.csv", index_col=0)  # held-out
+    df = _study(argv, out)  # held-out
     ins = pd.read_csv(out / "in_sample.csv", index_col=0)
     assert list(df.index) == [1, 2, 4, 6, 8, 10] and list(df.columns) == ["ucm", "again", "Total"]
     cands = _jsonl(pool / "candidates.jsonl")
@@ -88,9 +93,7 @@ def test_selection_study(pool, tmp_path):
         "--out",
         str(out),
     ]
-    assert main(argv) == 0
-    assert_restored(argv, out)
-    df = pd.read_csv(out / "ratings.csv", index_col=0)
+    df = _study(argv, out, "ratings.csv")
     assert list(df.index) == ["ReconScore", "BLEU-4"]
     # ReconScore picks what describe picked (by its selection render) and is rated by the held-out render
     assert df.loc["ReconScore", "ReconScore"] == pytest.approx(np.mean([c["recon_score"] for c in caps]))
@@ -116,9 +119,7 @@ def test_encoders_study(tmp_path, sample_dir):
     runs = two_systems(tmp_path, sample_dir)
     out = tmp_path / "enc"
     argv = ["study", "encoders", *runs, "--encoders", "smoke:dreamsim,lpips:alex", "--out", str(out)]
-    assert main(argv) == 0
-    assert_restored(argv, out)
-    table = pd.read_csv(out / "table.csv", index_col=0)
+    table = _study(argv, out)
     tau = pd.read_csv(out / "rank_consistency.csv", index_col=0)
     assert table.shape == (2, 2) and tau.shape == (2, 2)
     for sys_name in ("terse", "rich"):  # the run's own encoder reproduces the run's scores
@@ -149,9 +150,7 @@ def test_t2i_study(tmp_path, sample_dir):
         "--out",
         str(out),
     ]
-    assert main(argv) == 0
-    assert_restored(argv, out, volatile="I. T. (s)")  # a timing: never the same twice
-    df = pd.read_csv(out / "table.csv", index_col=0)
+    df = _study(argv, out, volatile="I. T. (s)")  # a timing: never the same twice
     row = df.loc["smoke (smoke:z-image)"]
     assert row["M. T."] == 512 and row["truncated"] == 0
     # the table's ReconScore is the mean over the captions of a plain ReconScorer run of the same preset
@@ -224,9 +223,7 @@ def test_models_study(tmp_path, sample_dir):
         "--out",
         str(out),
     ]
-    assert main(argv) == 0
-    assert_restored(argv, out)
-    df = pd.read_csv(out / "table.csv", index_col=0)
+    df = _study(argv, out)
     assert list(df.index) == ["A", "B"] and list(df.columns) == ["Pub.", "ucm"]
     assert list(df["Pub."]) == ["-", "-"]
     ev = tmp_path / "ev"
@@ -314,9 +311,7 @@ def test_paraphrase_study(tmp_path, sample_dir):
         "--out",
         str(out),
     ]
-    assert main(argv) == 0
-    assert_restored(argv, out)
-    df = pd.read_csv(out / "table.csv", index_col=0)
+    df = _study(argv, out)
     assert list(df.columns) == ["Paraphrased", "Perturbed GT", "±Δ"] and list(df.index) == [
         "BLEU-1",
         "ROUGE",
@@ -359,9 +354,7 @@ def test_length_study(tmp_path, sample_dir):
         "--out",
         str(out),
     ]
-    assert main(argv) == 0
-    assert_restored(argv, out)
-    df = pd.read_csv(out / "table.csv", index_col=0)
+    df = _study(argv, out)
     assert list(df.columns) == ["Max Tokens", "S.", "M.", "L.", "σ"]
     b = df.loc["BLEU-1"]
     assert b["S."] > b["M."] > b["L."]  # reference overlap collapses with length
