@@ -80,20 +80,16 @@ def _settings(job: ScoreJob, device: str) -> dict:
     """Everything a run's results depend on besides its rows (the fingerprint; a change is named)."""
     from recon_score.render import effective_dtype
 
-    key = {
+    return {
         "kind": "score-run",
         "preset": job.preset.to_dict(),
         "dtype": effective_dtype(job.preset.dtype, device),
         "device_type": device.split(":")[0],
         "batch_size": job.batch_size,
+        "seeds": job.seeds,
+        "bands": list(job.bands) if job.bands is not None else None,
+        "explain": asdict(job.explain) if job.explain is not None else None,
     }
-    if job.seeds > 1:  # K = 1 keeps the fingerprint of a run without --seeds
-        key["seeds"] = job.seeds
-    if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
-        key["bands"] = list(job.bands)
-    if job.explain is not None:
-        key["explain"] = asdict(job.explain)
-    return key
 
 
 def _caption(row: InputRow) -> str | None:

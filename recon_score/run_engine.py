@@ -100,45 +100,6 @@ def diff_settings(old: dict | None, new: dict | None) -> list[str]:
     ]
 
 
-def load_journals(folder: Path, *, settings: dict, prefix: str = "", keys: dict | None = None) -> dict:
-    """Finished records by row from every `{prefix}rank-*.jsonl` in `folder`: of a row's records, one whose key
-    matches `keys[row]` wins, then the later invocation, then the later line.
-
-    Raises:
-        ResumeMismatchError: a journal holds other settings (naming them), or its first line is no header.
-    """
-    fingerprint, done = sha256_json(settings)[:16], {}
-
-    def rank(rec: dict) -> tuple[bool, int]:
-        return (keys is not None and rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
-
-    for path in sorted(folder.glob(f"{prefix}rank-*.jsonl")):
-        head, *records = read_jsonl(path, is_record=_is_journal_line) or [{"fingerprint": fingerprint}]
-        if head.get("fingerprint") != fingerprint:
-            before = (head.get("header") or {}).get("settings")
-            raise ResumeMismatchError(
-                str(folder.parent),
-                found=str(head.get("fingerprint")),
-                wanted=fingerprint,
-                changes=diff_settings(before, settings),
-            )
-        for rec in records:
-            if "row" in rec and (rec["row"] not in done or rank(rec) >= rank(done[rec["row"]])):
-                done[rec["row"]] = rec
-    return done
-
-
-def resume_key(inputs: dict) -> str:
-    """The one resume key: a journaled result is reused only for exactly these inputs."""
-    return sha256_json({"kind": "resume", **inputs})[:24]
-
-
-def changed_fields(old: dict | None, new: dict) -> list[str]:
-    """Which inputs differ between a journaled record's `inputs` and the row's current ones."""
-    old = old if isinstance(old, dict) else {}
-    return [k for k in new if old.get(k) != new.get(k)] or ["resume key"]
-
-
 class RunLock:
     """Exclusive fcntl lock on `out/.lock`, taken by process 0 (the kernel releases it on SIGKILL). A folder that
     refuses the lock file refuses every other write too: no lock is needed there.
@@ -425,11 +386,11 @@ def _intact(out: Path, rel: str, kept: list) -> bool:
 
 
 def _item_keys(items: list[Item], chunk: int) -> None:
-    """Each item's key: its inputs, plus its chunk's keys (batch composition changes a batched kernel's floats)."""
-    own = [resume_key(item.inputs) for item in items]
+    """Each item's key hashes its inputs, and its chunk's keys (batch composition changes a batched kernel's floats):
+    a journaled result is reused only for exactly these."""
+    own = [sha256_json({"kind": "resume", **item.inputs})[:24] for item in items]
     for j, item in enumerate(items):
-        start = j - j % chunk
-        batch = {"item": own[j], "batch": own[start : start + chunk]}
+        batch = {"item": own[j], "batch": own[j - j % chunk : j - j % chunk + chunk]}
         item.key = own[j] if chunk <= 1 else sha256_json({"kind": "resume", **batch})[:24]
 
 
@@ -443,7 +404,7 @@ class _StagePlan:
     stage: Stage
     items: list[Item]
     done: dict  # item id -> current record (only those whose key matches and are not to redo)
-    records: dict  # item id -> latest record (also stale ones)
+    changed: Counter  # journaled items whose inputs changed, by the input
 
 
 class RunFolder:
@@ -559,20 +520,38 @@ class RunFolder:
         return self._finish()
 
     def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
-        """The stage's journaled records; with `retry_errors`, failed ones are left to compute again."""
-        records = {}
-        if not (self.overwrite and not self._begun):  # --overwrite starts from nothing
-            keys = {item.id: item.key for item in items}
-            records = load_journals(
-                self.journal_dir, settings=self.settings, prefix=_prefix(stage), keys=keys
-            )
-        done = {}
+        """The stage's journaled records: of an item's records, one whose key matches wins, then the later
+        invocation, then the later line; with `retry_errors`, failed ones are left to compute again.
+
+        Raises:
+            ResumeMismatchError: a journal holds other settings (naming them), or its first line is no header.
+        """
+        keys, records = {item.id: item.key for item in items}, {}
+        fresh = self.overwrite and not self._begun  # --overwrite starts from nothing
+
+        def rank(rec: dict) -> tuple[bool, int]:
+            return (rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
+
+        for path in [] if fresh else sorted(self.journal_dir.glob(f"{_prefix(stage)}rank-*.jsonl")):
+            head, *lines = read_jsonl(path, is_record=_is_journal_line) or [{"fingerprint": self.fp}]
+            if head.get("fingerprint") != self.fp:
+                before = (head.get("header") or {}).get("settings")
+                changes = diff_settings(before, self.settings)
+                raise ResumeMismatchError(
+                    str(self.out), found=str(head.get("fingerprint")), wanted=self.fp, changes=changes
+                )
+            for rec in lines:
+                if "row" in rec and (rec["row"] not in records or rank(rec) >= rank(records[rec["row"]])):
+                    records[rec["row"]] = rec
+        done, changed = {}, Counter()
         for item in items:
             rec = records.get(item.id)
-            failed = retry_errors and rec is not None and (rec.get("result") or {}).get("error")
-            if rec is not None and rec.get("key") == item.key and not failed:
+            if rec is not None and rec.get("key") != item.key:  # which inputs changed since it was journaled
+                old = rec.get("inputs") if isinstance(rec.get("inputs"), dict) else {}
+                changed.update([k for k in item.inputs if old.get(k) != item.inputs[k]] or ["resume key"])
+            elif rec is not None and not (retry_errors and (rec.get("result") or {}).get("error")):
                 done[item.id] = rec
-        return _StagePlan(stage, items, done, records)
+        return _StagePlan(stage, items, done, changed)
 
     def _plan_stage(self, stage: Stage) -> _StagePlan:
         """A stage's items (maybe built from earlier stages' results), keyed, and its records."""
@@ -596,15 +575,13 @@ class RunFolder:
         for stage in spec.stages:
             plan = self._plan_stage(stage)
             finished = finished and len(plan.done) == len(plan.items)
+            res.changed.update(plan.changed)
             for item in plan.items:
                 files = plan.done.get(item.id, {}).get("files", {})
                 lost = [rel for rel, kept in files.items() if not _intact(self.out, rel, kept)]
                 if lost:
                     del plan.done[item.id]
                     gone[Path(lost[0]).parts[0]] += 1
-                rec = plan.records.get(item.id)
-                if rec is not None and rec.get("key") != item.key:
-                    res.changed.update(changed_fields(rec.get("inputs"), item.inputs))
         res.repairs += [
             f"{n} {spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
             for top, n in sorted(gone.items())
