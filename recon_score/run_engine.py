@@ -435,7 +435,7 @@ class RunFolder:
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log_path = self.journal_dir / "invocations.jsonl"
         self.started = utc_now()
-        self._begun, self._created, self.plans = False, [], {}
+        self._begun, self._created, self.plans, self.spec = False, [], {}, None
         self._lock = RunLock(self.out, name=f"{hidden}lock" if hidden else ".lock")
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
@@ -465,7 +465,12 @@ class RunFolder:
         if exc is not None and not self._begun:
             self._undo()
         if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
-            raise self.write_error(exc) from exc
+            hint = "free space and rerun the same command"
+            if self.spec is not None and self.spec.stages:  # only a journal keeps the work done
+                hint += ": the run resumes where it stopped"
+            if exc.errno == errno.EROFS:
+                hint = "choose another --out"
+            raise write_error(exc, self.out, hint) from exc
 
     def _interrupted(self) -> str:
         """Ctrl-C's one line: what each stage saved, where, and how to go on."""
@@ -492,15 +497,6 @@ class RunFolder:
                 d.rmdir()
             except OSError:
                 break
-
-    def write_error(self, err: OSError) -> ReconScoreError:
-        """One clear line for a full disk, a file-size limit or a read-only folder."""
-        hint = "free space and rerun the same command: the run resumes where it stopped"
-        if self.kind in KIND_BY_RECORD_ONLY or self.kind in ("correlate", "evaluate"):
-            hint = "free space and rerun the same command"
-        if err.errno == errno.EROFS:
-            hint = "choose another --out"
-        return write_error(err, self.out, hint)
 
     def wait(self) -> None:
         if self.state is not None:

@@ -399,3 +399,27 @@ def test_metrics_add_on_scores_linked_to_a_device_says_what_it_is(run, tmp_path,
     (line,) = _errors(capsys)
     assert f"{run / 'scores.jsonl'} is a character device, not a regular file" in line, line
     assert "not found" not in line and not (tmp_path / "m.jsonl").exists()
+
+
+def test_a_full_disk_promises_a_resume_only_where_a_journal_keeps_the_work(tmp_path):
+    """A run computed in one go (annotate collect, correlate, ...) has no journal: rerunning recomputes it all."""
+    import errno
+
+    from recon_score.errors import ReconScoreError
+    from recon_score.run_engine import Item, RunFolder, RunSpec, Stage
+
+    def full(*_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    said = {}
+    for kind, spec in (
+        ("annotate-collect", RunSpec({}, outputs=full)),
+        ("score", RunSpec({}, items=[Item(0, {"x": 1})], stages=[Stage(full)])),
+    ):
+        with pytest.raises(ReconScoreError) as err, RunFolder(kind, tmp_path / kind) as run:
+            run.run(spec)
+        said[kind] = str(err.value)
+    assert said["annotate-collect"].endswith(
+        "no space left on the device; free space and rerun the same command"
+    )
+    assert said["score"].endswith("free space and rerun the same command: the run resumes where it stopped")
