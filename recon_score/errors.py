@@ -63,6 +63,13 @@ class InputError(ReconScoreError, ValueError):
         super().__init__(_OBJECT_REPR.sub(r"<\1>", str(message)), *args)
 
 
+class OptionValueError(InputError):
+    """A command-line option's value has the wrong form (recon_score.key_values): the command line is wrong, so
+    the exit status is click's usage status, said as one `error:` line naming the option and the item."""
+
+    exit_code = EXIT_USAGE
+
+
 class ArgumentError(ReconScoreError, ValueError):
     """An API call's argument outside what it accepts, said as the CLI says its usage errors."""
 

@@ -10,6 +10,7 @@ from eval.cli import options as opt
 from eval.meta_eval.benchmarks import BENCHMARKS
 from eval.preferences import FORMATS, TauVariant
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL
+from recon_score.key_values import key_values
 from recon_score.presets import PRESETS
 from recon_score.run_outputs import PER_ITEM
 
@@ -133,7 +134,7 @@ def _meta_eval(job: dict, meta: dict) -> int:
     parse_metric_names(job["metrics"])
     from eval.meta_eval.run import MetaEvalJob, run_meta_eval
 
-    variants = opt.key_values(meta["variants"], "--variant")
+    variants = key_values(meta["variants"], "--variant")
     for bench, variant in variants.items():
         if bench not in names:
             raise click.BadParameter(f"{bench} is not among --benchmarks", param_hint="--variant")

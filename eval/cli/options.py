@@ -249,31 +249,25 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
     )
 
 
-def key_values(values: tuple[str, ...], option: str) -> dict[str, str]:
-    """Repeated `--option KEY=VALUE` -> {KEY: VALUE}."""
-    out = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint=option)
-        out[key.strip()] = value.strip()
-    return out
-
-
 def method_sets(values: tuple[str, ...], *, only: str | None = None) -> dict[str, dict[str, str]]:
     """Repeated `--set METHOD.KEY=VALUE` -> {METHOD: {KEY: VALUE}}; with `only` (retrieve-eval's one method), a
-    bare KEY is that method's and another method's key is refused."""
+    bare KEY is that method's and another method's key is refused, as is one setting given both ways. Errors
+    are recon_score.key_values's kind of line, naming --set and the item."""
+    from recon_score.errors import OptionValueError
+    from recon_score.key_values import key_values
+
     out: dict[str, dict[str, str]] = {}
     for key, value in key_values(values, "--set").items():
         method, dot, name = key.partition(".")
+        item = f"{key}={value}"
         if only and not dot:
             method, name = only, key
         if not name:
-            raise click.BadParameter(f"expected METHOD.KEY=VALUE, got {key}={value}", param_hint="--set")
+            raise OptionValueError(f"--set: expected METHOD.KEY=VALUE, got {item!r}")
         if only and method != only:
-            raise click.BadParameter(
-                f"{key}={value} is for method {method!r}, not {only!r}", param_hint="--set"
-            )
+            raise OptionValueError(f"--set: {item!r} is for method {method!r}, not {only!r}")
+        if name in out.get(method, {}):
+            raise OptionValueError(f"--set: {method}.{name} given twice (as {name} and {method}.{name})")
         out.setdefault(method, {})[name] = value
     return out
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from eval.cli import options as opt
+from recon_score.key_values import key_values
 from retrieval.choices import INDEX_KINDS
 from retrieval.methods import METHODS, TRAINING_FREE
 
@@ -125,9 +126,9 @@ def command(methods, dataset_root, options, sets, checkpoints, no_cache, index_k
     cfg = RetrieveConfig(
         root=dataset_root,
         methods=list(dict.fromkeys(names)),
-        options=opt.key_values(options, "--option"),
+        options=key_values(options, "--option"),
         overrides=overrides,
-        checkpoints={k: Path(v) for k, v in opt.key_values(checkpoints, "--checkpoint").items()},
+        checkpoints={k: Path(v) for k, v in key_values(checkpoints, "--checkpoint").items()},
         cache=not no_cache,
         index=index_kind,
         **same,

@@ -12,6 +12,7 @@ import click
 
 from eval.cli import options as opt
 from recon_score.errors import EXIT_PARTIAL
+from recon_score.key_values import key_values
 
 metric_opts = opt.options(
     click.option(
@@ -304,8 +305,8 @@ def compodiff_sweep(checkpoint, dataset_root, weights, sampler_steps, sets, opti
         raise click.BadParameter(f"{dataset_root} is not a folder", param_hint="'--root'")
     base = RetrieveConfig(
         methods=["compodiff"],
-        options=opt.key_values(options, "--option"),
-        overrides={"compodiff": opt.key_values(sets, "--set")},
+        options=key_values(options, "--option"),
+        overrides={"compodiff": key_values(sets, "--set")},
         checkpoints={"compodiff": checkpoint},
         root=dataset_root,
         cache=not no_cache,

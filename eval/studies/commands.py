@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eval.studies.common import parse_pairs, table_files
+from eval.studies.common import table_files
 from recon_score import run_outputs as outputs
+from recon_score.key_values import key_values
 from recon_score.run_engine import RunSpec
 
 
@@ -45,7 +46,7 @@ def smoke_note(preset: str) -> str | None:
 
 def _labelled_runs(runs: tuple[str, ...]) -> dict[str, Path]:
     """Repeated --run LABEL=RUN_DIR -> {label: folder}."""
-    return {k: Path(v) for k, v in parse_pairs(runs, "--run").items()}
+    return {k: Path(v) for k, v in key_values(runs, "--run").items()}
 
 
 def models(*, datasets, captions, metrics, paradigms_spec, pubs, recon_seeds, **metric_opts) -> Study:
@@ -55,11 +56,11 @@ def models(*, datasets, captions, metrics, paradigms_spec, pubs, recon_seeds, **
     from eval.studies.tables import evaluate_models, models_tables
 
     names = parse_metric_names(metrics)
-    ds_specs, runs = parse_pairs(datasets, "--dataset"), parse_pairs(captions, "--captions")
+    ds_specs, runs = key_values(datasets, "--dataset"), key_values(captions, "--captions")
     options = metric_options(**metric_opts, recon_seeds=recon_seeds)
     long, model_names, joins, cis = evaluate_models(ds_specs, runs, names, options=options)
     paradigm_of = parse_paradigms(paradigms_spec) if paradigms_spec else None
-    pub = parse_pairs(pubs, "--pub")
+    pub = key_values(pubs, "--pub")
     tables = models_tables(
         long, model_names, list(ds_specs), names[0], paradigm_of=paradigm_of, pub=pub, cis=cis
     )

@@ -1,4 +1,4 @@
-"""What every study shares: tables as CSV + markdown files, pairs and seeds from the command line."""
+"""What every study shares: tables as CSV + markdown files, seeds from the command line."""
 
 from __future__ import annotations
 
@@ -29,21 +29,6 @@ def table_files(name: str, df: pd.DataFrame, *, title: str, digits: int = 2, ind
     md = f"**{title}**\n\n" + markdown_table(df, digits=digits, index=index)
     csv_name, md_name = names(name)
     return {csv_name: df.to_csv(index=index).encode("utf-8"), md_name: md.encode("utf-8")}
-
-
-def parse_pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    """('label=value', ...) -> {label: value}; labels must be unique (InputError naming the option and item)."""
-    from recon_score.errors import InputError
-
-    out: dict[str, str] = {}
-    for item in values:
-        label, sep, value = item.partition("=")
-        if not sep or not label or not value:
-            raise InputError(f"{what}: expected LABEL=VALUE, got {item!r}")
-        if label in out:
-            raise InputError(f"{what}: label {label!r} given twice")
-        out[label] = value
-    return out
 
 
 def selection_seeds(run: dict) -> list[int]:

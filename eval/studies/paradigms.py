@@ -3,14 +3,13 @@ ranking file and a model -> paradigm map. See docs/studies.md for how wins, ties
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
 from recon_score.errors import ReconScoreError
-from recon_score.textfiles import csv_dicts
+from recon_score.textfiles import csv_dicts, read_json
 
 
 def parse_paradigms(spec: str) -> dict[str, str]:
@@ -19,12 +18,9 @@ def parse_paradigms(spec: str) -> dict[str, str]:
     if path.suffix.lower() in (".json", ".csv"):
         if not path.exists():
             raise ReconScoreError(f"--paradigms: {path} not found")
-        if path.suffix.lower() == ".json":
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise ReconScoreError(f"{path}: invalid JSON ({err.msg})") from None
-            if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+        if path.suffix.lower() == ".json":  # the one text policy: bounded, strict UTF-8, a model named once
+            data = read_json(path, expect=dict, what="--paradigms file")
+            if not all(isinstance(v, str) for v in data.values()):
                 raise ReconScoreError(f'{path}: expected an object {{"MODEL": "PARADIGM", ...}}')
             return {str(k): v for k, v in data.items()}
         out = {}

@@ -371,17 +371,22 @@ def test_out_that_is_a_file_cannot_start(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["n-sweep", "--run", "bad"], "error: --run: expected LABEL=VALUE, got 'bad'"),
-        (["n-sweep", "--run", "a=x", "--run", "a=y"], "error: --run: label 'a' given twice"),
+        (["n-sweep", "--run", "bad"], "error: --run: expected KEY=VALUE, got 'bad'"),
+        (
+            ["n-sweep", "--run", "a=x", "--run", " a =y"],
+            "error: --run: key 'a' given twice ('a=x' and ' a =y'); give each key once",
+        ),
+        (["n-sweep", "--run", "a= "], "error: --run: expected KEY=VALUE, got 'a= ' (an empty VALUE)"),
         (
             ["models", "--dataset", "ucm", "--captions", "A@ucm=x"],
-            "error: --dataset: expected LABEL=VALUE, got 'ucm'",
+            "error: --dataset: expected KEY=VALUE, got 'ucm'",
         ),
     ],
 )
 def test_a_study_option_without_its_label_is_one_line_and_writes_nothing(args, said, tmp_path, capsys):
-    """LABEL=VALUE options of the studies: a malformed or repeated label is one error line, before any folder."""
+    """LABEL=VALUE options of the studies: a malformed or repeated label is one error line, before any folder,
+    and a usage error (exit 2) like every other command's KEY=VALUE options (recon_score.key_values)."""
     out = tmp_path / "study"
-    assert main(["study", *args, "--out", str(out)]) == 1
+    assert main(["study", *args, "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [said]
     assert not out.exists()

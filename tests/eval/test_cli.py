@@ -205,6 +205,44 @@ def test_an_unknown_name_is_a_usage_error(capsys):
     assert "Did you mean 'list'?" in capsys.readouterr().err
 
 
+RETRIEVE = ["retrieve", "--benchmark", "xview2-cir", "--root", "TMP", "--encoder", "smoke:open-clip"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            [*RETRIEVE, "--option", "phrasing=alt1", "--option", " phrasing = alt2"],
+            "error: --option: key 'phrasing' given twice ('phrasing=alt1' and ' phrasing = alt2'); give each key once",
+        ),
+        (
+            [*RETRIEVE, "--checkpoint", "magiclens= "],
+            "error: --checkpoint: expected KEY=VALUE, got 'magiclens= ' (an empty VALUE)",
+        ),
+        ([*RETRIEVE, "--set", "=4"], "error: --set: expected KEY=VALUE, got '=4' (an empty KEY)"),
+        (
+            ["retrieve-eval", "--bundle", "TMP/b.npz", "--method", "basic", "--set", "qe_k=2", "--set", "basic.qe_k=3"],
+            "error: --set: basic.qe_k given twice (as qe_k and basic.qe_k)",
+        ),
+        (
+            ["correlate", "--metrics", "bleu4", "--benchmarks", "foil", "--data-root", "TMP", "--variant", "foil=1-ref",
+             "--variant", "foil=2-refs"],
+            "error: --variant: key 'foil' given twice ('foil=1-ref' and 'foil=2-refs'); give each key once",
+        ),
+    ],
+)  # fmt: skip
+def test_a_repeated_or_malformed_key_value_is_a_usage_error(args, said, tmp_path, capsys):
+    """Every repeated `--opt KEY=VALUE` option has one parser (recon_score.key_values): a key given twice is
+    refused (the later value no longer wins silently) in one line naming the option and the item, exit 2, before
+    anything is written."""
+    (tmp_path / "b.npz").write_bytes(b"")
+    out = tmp_path / "out"
+    argv = [a.replace("TMP", str(tmp_path)) for a in args]
+    assert main([*argv, "--out", str(out)] if "--bundle" not in args else argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [said]
+    assert not out.exists()
+
+
 def test_smoke_model_runs_say_their_numbers_are_meaningless(tmp_path, capsys):
     """`retrieve` with smoke:open-clip prints the banner; text metrics on a real run's rows do not."""
     from tests.retrieval import layouts

@@ -49,7 +49,8 @@ def pool(tmp_path_factory):
 
 def test_n_sweep_reuses_one_pool(pool, tmp_path):
     out = tmp_path / "n"
-    argv = ["study", "n-sweep", "--run", f"ucm={pool}", "--run", f"again={pool}", "--out", str(out)]
+    # whitespace around a --run label and folder is dropped, as for every KEY=VALUE option
+    argv = ["study", "n-sweep", "--run", f"ucm={pool}", "--run", f" again = {pool} ", "--out", str(out)]
     df = _study(argv, out)  # held-out
     ins = pd.read_csv(out / "in_sample.csv", index_col=0)
     assert list(df.index) == [1, 2, 4, 6, 8, 10] and list(df.columns) == ["ucm", "again", "Total"]

@@ -71,3 +71,19 @@ def test_headerless_rows_and_the_paradigm_map_follow_the_policy(tmp_path):
     para = tmp_path / "para.csv"
     para.write_text(f"\ufeffmodel,paradigm\nm1,zero-shot\n{LONG},fine-tuned\n", encoding="utf-8")
     assert parse_paradigms(str(para)) == {"m1": "zero-shot", LONG: "fine-tuned"}
+
+
+def test_a_json_paradigm_map_is_read_by_the_one_text_policy(tmp_path):
+    """A .json map naming a model twice is refused naming the file and the model (json.loads kept the later
+    paradigm silently); so are bytes that are not UTF-8."""
+    from eval.studies.paradigms import parse_paradigms
+
+    para = tmp_path / "para.json"
+    para.write_text('{"m1": "zero-shot", "m2": "fine-tuned"}', encoding="utf-8")
+    assert parse_paradigms(str(para)) == {"m1": "zero-shot", "m2": "fine-tuned"}
+    para.write_text('{"m1": "zero-shot", "m1": "fine-tuned"}', encoding="utf-8")
+    with pytest.raises(TextFileError, match=r"para\.json: key 'm1' appears twice"):
+        parse_paradigms(str(para))
+    para.write_bytes(b'{"m1": "zero-shot\xff"}')
+    with pytest.raises(TextFileError, match=r"para\.json"):
+        parse_paradigms(str(para))
