@@ -66,6 +66,7 @@ class ScoreSummary:
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
     kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
     explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
+    record: dict = field(default_factory=dict)  # run.json (process 0): what the CLI's smoke banner reads
 
     @property
     def exit_code(self) -> int:
@@ -160,7 +161,10 @@ def run_score(job: ScoreJob) -> ScoreSummary:
     with RunFolder("score", job.out, state=state, overwrite=job.overwrite, argv=job.argv) as run:
         rows = job.rows if job.rows is not None else read_caption_rows(job.captions, root=job.images_root)
         work = _ScoreWork(job, device, rows[: job.limit] if job.limit is not None else rows)
-        return work.summary(run.run(work.spec()))
+        res = run.run(work.spec())
+    summary = work.summary(res)
+    summary.record = res.info
+    return summary
 
 
 RECENT_IMAGES = 8  # decoded originals kept between chunks
