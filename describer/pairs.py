@@ -92,8 +92,7 @@ class Candidate:
     caption: str
     score: float
     per_seed: list[float] | None
-    recon_score: float | None
-    selection_score: float | None
+    recon_score: float | None  # the row's recon_score: held-out agreement, chosen/rejected_recon_score
 
     def noise(self, kind: str) -> float | None:
         """The sample std of this caption's per-seed scores (a descriptive column; the filter uses the paired
@@ -228,7 +227,6 @@ def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
         return None
     value = _number(row[score], score)
     recon = _number(row.get("recon_score"), "recon_score", optional=True)
-    selection = _number(row.get("selection_score"), "selection_score", optional=True)
     name = "selection_per_seed" if row.get("selection_per_seed") is not None else "recon_score_per_seed"
     per_seed = row.get(name)
     if per_seed is not None:
@@ -246,7 +244,6 @@ def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
         score=value,
         per_seed=per_seed,
         recon_score=recon,
-        selection_score=selection,
     )
 
 

@@ -63,6 +63,7 @@ class DescribeSummary:
     already_complete: bool
     failures: list[tuple[str, str]]
     repaired: list[str] = field(default_factory=list)  # what a rerun rebuilt from the journal
+    record: dict = field(default_factory=dict)  # run.json (process 0): what the CLI's smoke banner reads
 
     @property
     def exit_code(self) -> int:
@@ -109,7 +110,7 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
         work = _Describe(job, _images(job))
         res = run.run(work.spec())
     summary = _summarize(work.items, res.records["final"], already_complete=res.complete)
-    summary.repaired = res.repairs
+    summary.repaired, summary.record = res.repairs, res.info
     return summary
 
 

@@ -66,6 +66,7 @@ class ScoreSummary:
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
     kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
     explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
+    record: dict = field(default_factory=dict)  # run.json (process 0): what the CLI's smoke banner reads
 
     @property
     def exit_code(self) -> int:
@@ -286,6 +287,7 @@ class _ScoreWork:
             resumed=res.resumed,
             kinds=res.info.get("summary", {}).get("references_vs_distractors"),
             explain=explain_summary(results),
+            record=res.info,
         )
 
     def info(self, res: RunResult) -> dict:

@@ -79,6 +79,7 @@ def build(
         click.echo(
             f"consensus page for {record['consensus']['items']} contested image(s): {record['consensus']['page']}"
         )
+        opt.smoke_banner(record)
         return 0
     if not candidates or out is None:
         raise click.UsageError("annotate build needs --candidates and --out")
@@ -93,6 +94,7 @@ def build(
         f"study {record['study']} (checksum {record['checksum']}): {counts['images']} images, "
         f"{counts['annotators']} page(s) in {out / 'pages'}"
     )
+    opt.smoke_banner(record)
     return 0
 
 
@@ -163,4 +165,5 @@ def collect(study, exports, consensus_rule, contested_below, selections, n_boot,
             f"  {row['metric']}: preferred on {row['preferred']} of {row['images']} images ({row['rate']:.1%})"
         )
     click.echo(f"wrote {out}")
+    opt.smoke_banner(record)
     return 0

@@ -115,6 +115,7 @@ def command(**job) -> int:
 
     result = run_correlate(CorrelateJob(**job))  # every option is named as the job's field
     print_correlations(result.correlations, result.run, result.written)
+    opt.smoke_banner(result.run)
     return EXIT_PARTIAL if (result.correlations["n"] == 0).any() else EXIT_OK
 
 
@@ -149,6 +150,7 @@ def _meta_eval(job: dict, meta: dict) -> int:
         )
     )
     print_meta_eval(result, verify=meta["verify"])
+    opt.smoke_banner(result.run)
     return EXIT_PARTIAL if (result.table["n"] == 0).any() else EXIT_OK
 
 
@@ -242,5 +244,3 @@ def print_correlations(table, run: dict, written: list[Path] = ()) -> None:
     if written:
         names = ", ".join([str(written[0]), *(p.name for p in written[1:])])
         console.print(f"  written: {names}", highlight=False)
-    if run.get("meaningless"):
-        console.print("[yellow]smoke models (random weights): these numbers are meaningless.[/]")

@@ -143,6 +143,7 @@ def command(
 
     if PartialState().is_main_process:
         _print_summary(summary, job.out, p)
+        opt.smoke_banner(summary.record)
     return summary.exit_code
 
 
@@ -163,8 +164,7 @@ def _items(inputs, images_root, dataset, dataset_root, split, annotations) -> tu
     if dataset:
         if inputs is not None or images_root is not None:
             raise click.UsageError("give either --inputs/--images or --dataset, not both")
-        if dataset_root is None:
-            raise click.UsageError("--dataset needs --root")
+        opt.dataset_root(dataset, dataset_root)
         from eval.datasets.adapters import split_inputs
 
         return split_inputs("describe", dataset, dataset_root, split, annotations)
@@ -191,7 +191,3 @@ def _print_summary(summary, out: Path, preset) -> None:
     table.add_row("results", str(output_file(out, CAPTIONS)))
     console.print(table)
     opt.print_failures(console, summary.failures, where=CAPTIONS)
-    if preset.meaningless:
-        console.print(
-            "[yellow]smoke preset: tiny random models, these captions and numbers are meaningless.[/]"
-        )

@@ -72,8 +72,7 @@ def command(kind, captions, dataset, dataset_root, split, device, kinds, lengths
 
     if (captions is None) == (dataset is None):
         raise click.UsageError("give exactly one of --captions or --dataset")
-    if dataset and dataset_root is None:
-        raise click.UsageError("--dataset needs --root")
+    opt.dataset_root(dataset, dataset_root)
     sources = dataset_sources(dataset, dataset_root, split) if dataset else caption_sources(captions)
     backend = {k: kw.pop(k) for k in ("backend", "model", "base_url", "api_key_env", "concurrency")}
     llm = build_backend(**backend, text_only=True, device=resolve_device(device))

@@ -249,6 +249,15 @@ def dataset_split(what: str, *, required: bool = False, annotations: bool = True
     )
 
 
+def dataset_root(dataset: str | None, root: Path | None) -> None:
+    """The check that goes with `dataset_split`'s options (click cannot tie one option to another): a --dataset
+    without --root is refused before anything is read, in the same words by every command."""
+    if dataset and root is None:
+        raise click.UsageError(
+            f"--dataset {dataset} needs --root DIR (the dataset's folder: annotations + images/)"
+        )
+
+
 def method_sets(values: tuple[str, ...], *, only: str | None = None) -> dict[str, dict[str, str]]:
     """Repeated `--set METHOD.KEY=VALUE` -> {METHOD: {KEY: VALUE}}; with `only` (retrieve-eval's one method), a
     bare KEY is that method's and another method's key is refused, as is one setting given both ways. Errors
@@ -304,7 +313,9 @@ def metric_names(**kw) -> Callable:
 
 
 def smoke_banner(record: dict) -> None:
-    """After a run: say on stderr that its numbers are meaningless, by the report's rule (smoke_note)."""
+    """After a run, every command: say that its numbers are meaningless, in the report's words (smoke_note of
+    its record, which also says so when a run it read was meaningless); on stderr, on a line of its own (click
+    never wraps it, where a rich print would fold it in a narrow terminal)."""
     from eval.report.build import smoke_note
 
     note = smoke_note(record)

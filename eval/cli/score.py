@@ -82,8 +82,7 @@ def command(
                 "--dataset scores the split's human references; to score a model's captions "
                 "on a split use `reconscore evaluate --dataset ... --captions ...`"
             )
-        if dataset_root is None:
-            raise click.UsageError("--dataset needs --root")
+        opt.dataset_root(dataset, dataset_root)
         from eval.datasets.adapters import split_inputs
 
         rows, source = split_inputs("score", dataset, dataset_root, split, annotations)
@@ -107,11 +106,12 @@ def command(
     from accelerate import PartialState
 
     if PartialState().is_main_process:
-        print_summary(summary, job.out, meaningless=p.meaningless)
+        print_summary(summary, job.out)
+        opt.smoke_banner(summary.record)
     return summary.exit_code
 
 
-def print_summary(summary, out: Path, *, meaningless: bool) -> None:
+def print_summary(summary, out: Path) -> None:
     console, table = opt.summary_table("ReconScore", out, already_complete=summary.already_complete)
     table.add_row("rows", str(summary.total))
     table.add_row("scored", str(summary.ok))
@@ -155,8 +155,6 @@ def print_summary(summary, out: Path, *, meaningless: bool) -> None:
     if kinds and kinds.get("images"):
         click.echo(READING)
     opt.print_failures(console, summary.failures, where=SCORES)
-    if meaningless:
-        console.print("[yellow]smoke preset: tiny random models, these numbers are meaningless.[/]")
 
 
 def _spread(std: float) -> str:

@@ -197,7 +197,7 @@ def _words(caption) -> str:
 def _caption_table(title: str, columns: list[str], rows: list[list[str]], note: str | None) -> Table:
     """The page's table of every caption: sortable by any column, filterable; flagged when the numbers are a
     smoke run's."""
-    smoke = " — smoke models: these numbers are meaningless" if note else ""
+    smoke = f" — {note}" if note else ""
     more = f"; the first {MAX_TABLE_ROWS} of {len(rows)} rows" if len(rows) > MAX_TABLE_ROWS else ""
     return Table(
         f"{title} ({len(rows)}){smoke}",

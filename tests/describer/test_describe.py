@@ -20,6 +20,7 @@ from eval.cli import main
 from recon_score.artifact_cache import ArtifactCache
 from recon_score.atomic_io import read_jsonl
 from recon_score.errors import ReconScoreError
+from recon_score.presets import SMOKE_NOTE
 from recon_score.scorer import ReconScorer
 from tests.smoke_cli import one_thread, own_cache, smoke
 
@@ -130,11 +131,12 @@ def test_same_seed_same_candidates_any_order(smoke_run, tmp_path, sample_dir):
     assert any(other[k] != ref[k] for k in other)
 
 
-def test_rerun_is_a_noop(smoke_run):
+def test_rerun_is_a_noop(smoke_run, capsys):
     _, out = smoke_run
     before = {n: (out / n).read_bytes() for n in ("candidates.jsonl", "captions.jsonl", "run.json")}
     assert main(smoke("describe", out, "--n", "3", "--limit", "6")) == 0
     assert {n: (out / n).read_bytes() for n in before} == before
+    assert f"{SMOKE_NOTE}." in capsys.readouterr().err.splitlines()  # the smoke banner, from run.json
 
 
 class ScriptedCaptioner(Backend):

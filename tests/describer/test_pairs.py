@@ -26,7 +26,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "recon_score" / "sample"
 
 
 def _cand(i: int, score: float, per_seed=None, caption=None) -> Candidate:
-    return Candidate("img", "a.png", i, caption or f"caption {i}", score, per_seed, None, score)
+    return Candidate("img", "a.png", i, caption or f"caption {i}", score, per_seed, None)
 
 
 def test_policies_pair_by_score_not_by_index():

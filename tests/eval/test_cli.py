@@ -243,6 +243,23 @@ def test_a_repeated_or_malformed_key_value_is_a_usage_error(args, said, tmp_path
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "--preset", "smoke"],
+        ["describe", "--preset", "smoke"],
+        ["generate", "paraphrase", "--model", "smoke:qwen3-text"],
+    ],
+)
+def test_dataset_without_root_is_one_usage_error(argv, tmp_path, capsys):
+    """Every command with the shared --dataset option refuses it without --root in the same words, before any
+    model is built and nothing written."""
+    assert main([*argv, "--dataset", "rsitmd", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--dataset rsitmd needs --root DIR (the dataset's folder: annotations + images/)" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_smoke_model_runs_say_their_numbers_are_meaningless(tmp_path, capsys):
     """`retrieve` with smoke:open-clip prints the banner; text metrics on a real run's rows do not."""
     from tests.retrieval import layouts

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from eval.cli import main
+from recon_score.presets import SMOKE_NOTE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SMOKE = {"name": "smoke", "t2i_model": "smoke:z-image", "encoder": "smoke:dreamsim", "meaningless": True}
@@ -26,7 +27,7 @@ def _score_run(root: Path, rows: list[dict], **run) -> Path:
         "command": "score",
         "images_root": str(root),
         "preset": SMOKE,
-        "note": "smoke preset: meaningless",
+        "note": SMOKE_NOTE,
         "meaningless": True,
     }
     (root / "run.json").write_text(json.dumps({**record, **run}))
@@ -56,7 +57,7 @@ def test_every_caption_table_header_models_and_seed_std(tmp_path):
     table = re.search(r'<table class="sortable">.*?</table>', html, re.S).group(0)
     heads = re.findall(r"<th><button[^>]*>([^<]*)</button></th>", table)
     assert heads == ["image", "id", "kind", "caption", "words", "ReconScore", "std over seeds", "error"]
-    assert "Every caption (2) — smoke models: these numbers are meaningless" in html
+    assert f"Every caption (2) — {SMOKE_NOTE}" in html  # the banner's words, not a second wording
     assert "<td>a road</td><td>2</td><td>64.00</td><td>0.50</td>" in table
     assert '<input class="filter" type="search"' in html
     assert "<b>T2I model</b> smoke:z-image" in html and "<b>Encoder</b> smoke:dreamsim" in html

@@ -15,6 +15,7 @@ from PIL import Image
 
 from eval.cli import main
 from recon_score.atomic_io import read_jsonl
+from recon_score.presets import SMOKE_NOTE
 from tests.smoke_cli import one_thread, own_cache, smoke
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,10 +66,11 @@ def messy(tmp_path_factory, sample_dir):
     return root
 
 
-def test_messy_input_end_to_end(messy, tmp_path):
+def test_messy_input_end_to_end(messy, tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(smoke("score", out, "--captions", str(messy / "captions.jsonl")))
     assert rc == 3  # some rows failed (EXIT_PARTIAL)
+    assert f"{SMOKE_NOTE}." in capsys.readouterr().err.splitlines()  # the smoke banner, a line of its own
     rows = _scores(out)
     assert len(rows) == 17  # one per input line, in input order
     by_id = {}
@@ -107,6 +109,7 @@ def test_messy_input_end_to_end(messy, tmp_path):
     before = {p: p.read_bytes() for p in (out / "scores.jsonl", out / "run.json")}
     assert main(smoke("score", out, "--captions", str(messy / "captions.jsonl"))) == 3
     assert {p: p.read_bytes() for p in before} == before  # a finished run rerun is a no-op
+    assert f"{SMOKE_NOTE}." in capsys.readouterr().err.splitlines()  # ... that still says so
 
 
 def _assert_scores_are_an_independent_cosine(root: Path, out: Path, rows: list[dict]) -> None:
