@@ -63,6 +63,7 @@ class PairsSummary:
     dropped: Counter = field(default_factory=Counter)
     skipped: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)  # one line per unreadable input (file:line or image)
+    record: dict = field(default_factory=dict)  # run.json, when pairs were written
 
     @property
     def held_out_agreement(self) -> dict | None:
@@ -431,7 +432,8 @@ def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shar
         return summary
     record = _record(job, summary, writer.files, sources)
     upstream = [s["path"] for s in sources]
-    run.run(RunSpec({}, record=lambda _: record, upstream=upstream, folders={PAIRS_DATA: staged}))
+    spec = RunSpec({}, record=lambda _: record, upstream=upstream, folders={PAIRS_DATA: staged})
+    summary.record = run.run(spec).info
     return summary
 
 

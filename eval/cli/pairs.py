@@ -84,6 +84,7 @@ def command(prompt, shard_size, **job) -> int:
         click.echo(f"held-out recon_score orders {a['agree']}/{a['pairs']} kept pairs the same way")
     for line in summary.failures[:20]:
         click.echo(f"error: {line}", err=True)
+    opt.smoke_banner(summary.record)
     if summary.failures and not summary.candidates:
         return EXIT_ERROR  # no input could be read
     return EXIT_PARTIAL if summary.failures or not summary.pairs else EXIT_OK

@@ -64,12 +64,13 @@ def _show(out: Path, name: str, options: dict, *, print_note: bool = False) -> i
     for line in study.warnings:
         click.echo(line, err=True)
     with RunFolder("study", out) as run:
-        markdown = commands.write_study(run, name, study, started)
+        markdown, record = commands.write_study(run, name, study, started)
     for table, (_df, title) in study.tables.items():
         click.echo(f"{title}\n")
         click.echo(markdown[table].split("\n", 2)[2])
     if print_note and study.note:
         click.echo(study.note)
+    opt.smoke_banner(record)
     return EXIT_PARTIAL if study.partial else 0
 
 

@@ -291,11 +291,16 @@ def _meta(run: dict) -> list[tuple[str, str]]:
 
 
 def smoke_note(run: dict) -> str | None:
-    """The banner for a run: its own note, or SMOKE_NOTE when its record says `meaningless` (a synthetic model
-    in its settings, or an input run that was meaningless: the Run decides when it writes the record)."""
-    if run.get("note"):
-        return str(run["note"])
+    """SMOKE_NOTE when a run's record says `meaningless` (a synthetic model in its settings, or an input run that
+    was meaningless: the Run decides when it writes the record). Decided by that fact alone: a run's `note` may
+    be a study's finding."""
     return SMOKE_NOTE if run.get("meaningless") is True else None
+
+
+def _banner(run: dict) -> str | None:
+    """A section's banner: the smoke warning and the run's own note (an explain study's finding), each once."""
+    notes = dict.fromkeys(n for n in (smoke_note(run), run.get("note")) if n)
+    return "; ".join(map(str, notes)) or None
 
 
 def _caption_kinds(run: dict) -> dict[str, str]:
@@ -357,7 +362,7 @@ def _score_section(d: Path, run: dict, store: ImageStore) -> Section:
     kinds = _caption_kinds(run)
     for r in rows:
         r.setdefault("kind", kinds.get(str(r.get("id"))))
-    sec = Section("score", str(d), f"ReconScore — {d.name}", _meta(run), smoke_note(run))
+    sec = Section("score", str(d), f"ReconScore — {d.name}", _meta(run), _banner(run))
     sec.headline = _score_headline(run, rows)
     ok = [r["recon_score"] for r in rows if r.get("recon_score") is not None]
     if ok:
@@ -436,7 +441,7 @@ def _describe_section(d: Path, run: dict, store: ImageStore) -> Section:
     cands = outputs.read_rows(d, outputs.CANDIDATES, missing_ok=True)
     metric = (run.get("selection") or {}).get("metric", "score")
     sel_label = "selection_score" if metric == "recon_score" else f"selection_score ({metric})"
-    sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), smoke_note(run))
+    sec = Section("describe", str(d), f"RemoteDescriber — {d.name}", _meta(run), _banner(run))
     held = [c["recon_score"] for c in caps if c.get("recon_score") is not None]
     chosen = [c["selection_score"] for c in caps if c.get("selection_score") is not None]
     for key, label, render, values in (
@@ -508,7 +513,7 @@ def _records(written: list[list[str]]) -> list[dict]:
 def _correlate_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
-    sec = Section("correlate", str(d), f"Agreement with humans — {d.name}", _meta(run), smoke_note(run))
+    sec = Section("correlate", str(d), f"Agreement with humans — {d.name}", _meta(run), _banner(run))
     if outputs.has_output(d, outputs.CORRELATIONS):
         written = outputs.table_rows(d, outputs.CORRELATIONS)
         table = _csv_table(written, "Kendall τ ×100 (flattened rows)")
@@ -544,7 +549,7 @@ def _study_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
     name = run.get("study", "study")
-    sec = Section(f"study {name}", str(d), f"Study `{name}` — {d.name}", _meta(run), smoke_note(run))
+    sec = Section(f"study {name}", str(d), f"Study `{name}` — {d.name}", _meta(run), _banner(run))
     for file in outputs.study_tables(d):
         sec.tables.append(_csv_table(outputs.table_rows(d, file), Path(file).stem))
     tau_table = outputs.table_files(outputs.RANK_CONSISTENCY)[0]
@@ -579,7 +584,7 @@ def _retrieve_section(d: Path, run: dict, store: ImageStore) -> Section:
         str(d),
         f"Composed retrieval — {bench.get('name', cfg.get('benchmark'))} — {d.name}",
         [],
-        smoke_note(run),
+        _banner(run),
     )
     sec.meta = [("Encoder", str(cfg.get("encoder"))), (_label("finished"), str(run.get("finished")))]
     sec.meta += [
@@ -683,7 +688,7 @@ def _evaluate_section(d: Path, run: dict, store: ImageStore) -> Section:
         if not isinstance(v, (list, dict))
     ]
     meta += [("Metrics", ", ".join(run.get("metrics") or [])), (_label("finished"), str(run.get("finished")))]
-    sec = Section("evaluate", str(d), title, meta, smoke_note(run))
+    sec = Section("evaluate", str(d), title, meta, _banner(run))
     if outputs.has_output(d, outputs.SUMMARY_CSV):
         from eval.report import plots
 
@@ -725,7 +730,7 @@ def meta_eval_grid(recs: list[dict]) -> tuple[list[str], list[str], list[list[fl
 def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
     from eval.report import plots
 
-    sec = Section("meta-eval", str(d), f"Meta-evaluation — {d.name}", _meta(run), smoke_note(run))
+    sec = Section("meta-eval", str(d), f"Meta-evaluation — {d.name}", _meta(run), _banner(run))
     if not outputs.has_output(d, outputs.META_EVAL_CSV):
         return sec
     written = outputs.table_rows(d, outputs.META_EVAL_CSV)
@@ -748,7 +753,7 @@ def _meta_eval_section(d: Path, run: dict, store: ImageStore) -> Section:
 def _annotate_section(d: Path, run: dict, store: ImageStore) -> Section:
     """A collected judgment set: agreement with its CIs first, then each model's win share (the ReconScore
     paper, Table 6), the preference rate of metric-selected captions (Table 7) and the contested images."""
-    sec = Section("annotate-collect", str(d), f"Human judgments — {d.name}", _meta(run), smoke_note(run))
+    sec = Section("annotate-collect", str(d), f"Human judgments — {d.name}", _meta(run), _banner(run))
     for name, a in (run.get("agreement") or {}).items():
         low, high = a.get("ci") or (None, None)
         sec.headline.append((_label(name), f"{_fmt(a.get('value'), 3)} [{_fmt(low, 3)}, {_fmt(high, 3)}]"))
@@ -783,7 +788,7 @@ def load_section(d: Path, store: ImageStore) -> Section:
     kind = run.get("command")
     loader = LOADERS.get(kind)
     if loader is None:
-        return Section(str(kind), str(d), f"{kind} — {d.name}", _meta(run), smoke_note(run))
+        return Section(str(kind), str(d), f"{kind} — {d.name}", _meta(run), _banner(run))
     return loader(d, run, store)
 
 

@@ -17,31 +17,40 @@ from recon_score.run_engine import RunSpec
 class Study:
     tables: dict  # name -> (DataFrame, title)
     config: dict
-    note: str | None = None
+    note: str | None = None  # the study's own finding (explain: nothing attributed)
     extra: dict = field(default_factory=dict)  # other run.json fields
     partial: bool = False  # exit status 3: some item was skipped
     warnings: list[str] = field(default_factory=list)  # printed on stderr, one line each
+    meaningless: bool = (
+        False  # computed with a synthetic preset: run.json says so (the Run reads no preset name)
+    )
 
 
-def write_study(run, name: str, study: Study, started: str) -> dict:
+def write_study(run, name: str, study: Study, started: str) -> tuple[dict, dict]:
     """Publish the study's tables and record in its run folder (a RunFolder of kind `study`); returns the
-    markdown of each table by name, for the CLI to print."""
+    markdown of each table by name and the record, for the CLI to print."""
     files: dict[str, bytes] = {}
     for table, (df, title) in study.tables.items():
         files |= table_files(table, df, title=title)
     cfg, points = study.config, study.extra.get("points") or {}
     upstream = [*(cfg.get("runs") or {}).values(), *([cfg["run"]] if cfg.get("run") else [])]
     upstream += [p["run"] for p in points.values()]  # compodiff-sweep: a retrieve run per point
-    record = {"study": name, "note": study.note, "config": cfg, **study.extra, "started": started}
-    run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: record, upstream=upstream))
-    return {table: files[outputs.table_files(table)[1]].decode("utf-8") for table in study.tables}
+    record = {
+        "study": name,
+        "note": study.note,
+        "meaningless": study.meaningless,
+        "config": cfg,
+        **study.extra,
+        "started": started,
+    }
+    info = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: record, upstream=upstream)).info
+    return {table: files[outputs.table_files(table)[1]].decode("utf-8") for table in study.tables}, info
 
 
-def smoke_note(preset: str) -> str | None:
-    from recon_score.presets import PRESETS, SMOKE_NOTE
+def _meaningless(preset: str) -> bool:
+    from recon_score.presets import PRESETS
 
-    p = PRESETS.get(preset)
-    return SMOKE_NOTE if p is not None and p.meaningless else None
+    return PRESETS.get(preset) is not None and PRESETS[preset].meaningless
 
 
 def _labelled_runs(runs: tuple[str, ...]) -> dict[str, Path]:
@@ -68,7 +77,7 @@ def models(*, datasets, captions, metrics, paradigms_spec, pubs, recon_seeds, **
     config = {"datasets": ds_specs, "captions": runs, "metrics": names, "preset": preset, "encoder": encoder}
     config |= {"recon_seeds": recon_seeds, "paradigms": paradigm_of, "pub": pub}
     extra = {"joins": joins, "recon_score_ci": {f"{m}@{lab}": v for (m, lab), v in cis.items()}}
-    return Study(tables, config, smoke_note(preset), extra)
+    return Study(tables, config, extra=extra, meaningless=_meaningless(preset))
 
 
 def n_sweep(*, runs, ns: str) -> Study:
@@ -127,7 +136,7 @@ def selection(
     preset, encoder = metric_opts["preset"], metric_opts["encoder"]
     config = {"run": str(run), "selectors": sel, "metrics": names, "human": str(human) if human else None}
     config |= {"preset": preset, "encoder": encoder, "selection_seed": selection_seed, "eval_seed": eval_seed}
-    return Study(tables, config, smoke_note(preset), {"details": info})
+    return Study(tables, config, extra={"details": info}, meaningless=_meaningless(preset))
 
 
 def encoders(*, runs, encoders: str, device) -> Study:
@@ -159,12 +168,12 @@ def t2i(*, captions, images_root, presets, batch_size, limit, device, trust_remo
     df, configs = t2i_table(
         names, pairs, device=device, batch_size=batch_size, trust_remote_code=trust_remote_code
     )
-    notes = {smoke_note(n) for n in names} - {None}
     tables = {
         outputs.STUDY_TABLE: (df, "Table 9 layout: T2I model -> max tokens, seconds per image, ReconScore")
     }
     config = {"captions": str(captions), "presets": names, "rows": len(pairs), "batch_size": batch_size}
-    return Study(tables, config, next(iter(notes), None), {"preset_configs": configs})
+    meaningless = any(map(_meaningless, names))
+    return Study(tables, config, extra={"preset_configs": configs}, meaningless=meaningless)
 
 
 def paraphrase(*, paraphrased, perturbed, references, images_root, metrics, **metric_opts) -> Study:
@@ -188,7 +197,7 @@ def paraphrase(*, paraphrased, perturbed, references, images_root, metrics, **me
     preset, encoder = metric_opts["preset"], metric_opts["encoder"]
     config = {"paraphrased": str(paraphrased), "perturbed": str(perturbed), "metrics": names}
     config |= {"preset": preset, "encoder": encoder}
-    return Study(tables, config, smoke_note(preset))
+    return Study(tables, config, meaningless=_meaningless(preset))
 
 
 def length(*, generated, references, images_root, metrics, **metric_opts) -> Study:
@@ -217,7 +226,7 @@ def length(*, generated, references, images_root, metrics, **metric_opts) -> Stu
         "preset": preset,
         "encoder": metric_opts["encoder"],
     }
-    return Study(tables, config, smoke_note(preset))
+    return Study(tables, config, meaningless=_meaningless(preset))
 
 
 def paradigms(*, ranking, paradigms_spec, scores, images_root, preset, device) -> Study:
@@ -236,7 +245,7 @@ def paradigms(*, ranking, paradigms_spec, scores, images_root, preset, device) -
     tables = {outputs.STUDY_TABLE: (df, "Table 6 layout: human preference of each model paradigm")}
     config = {"ranking": str(ranking), "paradigms": mapping, "scores": str(scores) if scores else None}
     config["preset"] = None if scores else preset
-    return Study(tables, config, None if scores else smoke_note(preset), {"details": info})
+    return Study(tables, config, extra={"details": info}, meaningless=not scores and _meaningless(preset))
 
 
 def compodiff_sweep(*, base, weights, steps, log) -> Study:

@@ -352,3 +352,17 @@ def test_the_same_run_twice_is_refused(tmp_path, capsys):
         err = capsys.readouterr().err
         assert f"{twice[1]} and {twice[0]} are the same candidates table" in err
     assert not (tmp_path / "p").exists()  # refused before anything was written
+
+
+def test_pairs_from_a_meaningless_run_say_so(tmp_path, capsys):
+    """Pairs read from a smoke describe run are as meaningless as it: the record says so, and so does stderr."""
+    from recon_score.presets import SMOKE_NOTE
+
+    run = _fake_run(tmp_path)
+    assert main(["pairs", str(run), "--out", str(tmp_path / "real"), "--policy", "all"]) == 3
+    assert SMOKE_NOTE not in capsys.readouterr().err
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, "meaningless": True}))
+    assert main(["pairs", str(run), "--out", str(tmp_path / "smoke"), "--policy", "all"]) == 3
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"{SMOKE_NOTE}."
+    assert json.loads((tmp_path / "smoke" / "run.json").read_text())["meaningless"] is True

@@ -176,3 +176,27 @@ def test_phrases_within_the_noise_are_grey_and_the_view_says_no_phrase_hurt():
                          "worst_note": "no phrase hurt"}, None)  # fmt: skip
     assert view.worst is None and view.verdict == "no phrase hurt"
     assert [cls for cls, _, _ in LEGEND] == ["sig helps", "sig hurts", "noise"]
+
+
+def test_a_study_of_smoke_runs_says_so_beside_its_own_finding(tmp_path, capsys):
+    """A study's note (explain's finding) and the smoke warning are two facts: the record's `meaningless` decides
+    the warning, on stderr and in the report's banner, and the finding is kept beside it."""
+    from recon_score.presets import SMOKE_NOTE
+
+    only = {
+        "text": "a farmland",
+        "start": 0,
+        "end": 10,
+        "kind": "object",
+        "delta": None,
+        "error": "only phrase",
+    }
+    _write_rows(tmp_path / "run", [{"id": "a", "caption": "a farmland", "explain": {"phrases": [only]}}])
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"command": "score", "meaningless": True}))
+    study = tmp_path / "study"
+    assert main(["study", "explain", "--run", f"s={tmp_path / 'run'}", "--out", str(study)]) == 0
+    out, err = capsys.readouterr()
+    assert "nothing was attributed" in out and err.strip().splitlines()[-1] == f"{SMOKE_NOTE}."
+    assert main(["report", str(study), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert SMOKE_NOTE in page and "nothing was attributed: 1 explained row(s)" in page

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from eval.cli import main
+from recon_score.presets import SMOKE_NOTE
 from tests.smoke_cli import assert_restored, evaluate, smoke, two_systems
 
 
@@ -161,7 +162,7 @@ def test_t2i_study(tmp_path, sample_dir):
     direct = ReconScorer.from_preset("smoke", device="cpu", batch_size=1, cache=ArtifactCache(enabled=False))
     res = direct.score([sample_dir / "images" / f"UCM_{i}.tif" for i in (1, 2)], ["farmland 1", "farmland 2"])
     assert row["ReconScore"] == pytest.approx(sum(r.recon_score for r in res) / 2, abs=1e-9)
-    assert "meaningless" in json.loads((out / "run.json").read_text())["note"]
+    assert json.loads((out / "run.json").read_text())["meaningless"] is True
 
 
 def test_t2i_inference_time_is_the_render_only(monkeypatch, sample_dir):
@@ -266,7 +267,7 @@ def _gen(path: Path, rows: list[dict]) -> Path:
     return path
 
 
-def test_paraphrase_study(tmp_path, sample_dir):
+def test_paraphrase_study(tmp_path, sample_dir, capsys):
     src = "There is a piece of farmland ."
     para = _gen(
         tmp_path / "p.jsonl",
@@ -320,6 +321,9 @@ def test_paraphrase_study(tmp_path, sample_dir):
     ]
     assert np.allclose(df["±Δ"], df["Paraphrased"] - df["Perturbed GT"])
     assert df.loc["BLEU-1", "±Δ"] < 0  # n-gram overlap rewards the perturbed copy of the reference
+    # its settings name no model, only `--preset smoke`: the study itself says it is meaningless
+    assert json.loads((out / "run.json").read_text())["meaningless"] is True
+    assert f"{SMOKE_NOTE}." in capsys.readouterr().err.splitlines()
 
 
 def test_length_study(tmp_path, sample_dir):
