@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from recon_score.errors import ReconScoreError
+from recon_score.key_values import key_values
 from recon_score.textfiles import csv_dicts, read_json
 
 
@@ -30,14 +31,11 @@ def parse_paradigms(spec: str) -> dict[str, str]:
         for line, rec in records:
             if rec["model"] is None or rec["paradigm"] is None:
                 raise ReconScoreError(f"{path}:{line}: fewer fields than the header's {len(header)}")
+            if rec["model"].strip() in out:
+                raise ReconScoreError(f"{path}:{line}: model {rec['model'].strip()!r} given twice")
             out[rec["model"].strip()] = rec["paradigm"].strip()
         return out
-    out = {}
-    for item in filter(None, (x.strip() for x in spec.split(","))):
-        model, sep, paradigm = item.partition("=")
-        if not sep or not model.strip() or not paradigm.strip():
-            raise ReconScoreError(f"--paradigms: expected MODEL=PARADIGM, got {item!r}")
-        out[model.strip()] = paradigm.strip()
+    out = key_values([x for x in spec.split(",") if x.strip()], "--paradigms")  # the one KEY=VALUE policy
     if not out:
         raise ReconScoreError("--paradigms: no MODEL=PARADIGM pair given")
     return out

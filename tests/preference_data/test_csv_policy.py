@@ -87,3 +87,18 @@ def test_a_json_paradigm_map_is_read_by_the_one_text_policy(tmp_path):
     para.write_bytes(b'{"m1": "zero-shot\xff"}')
     with pytest.raises(TextFileError, match=r"para\.json"):
         parse_paradigms(str(para))
+
+
+def test_a_paradigm_map_names_each_model_once_in_every_form(tmp_path):
+    """A model given twice, inline or in a CSV, is refused naming it (the later paradigm won silently); the inline
+    form strips spaces as every KEY=VALUE option does."""
+    from eval.studies.paradigms import parse_paradigms
+    from recon_score.errors import ReconScoreError
+
+    assert parse_paradigms(" m1 = zero-shot , m2=fine-tuned,") == {"m1": "zero-shot", "m2": "fine-tuned"}
+    with pytest.raises(ReconScoreError, match="--paradigms: key 'm1' given twice"):
+        parse_paradigms("m1=zero-shot,m1=fine-tuned")
+    para = tmp_path / "para.csv"
+    para.write_text("model,paradigm\nm1,zero-shot\nm1,fine-tuned\n", encoding="utf-8")
+    with pytest.raises(ReconScoreError, match=r"para\.csv:3: model 'm1' given twice"):
+        parse_paradigms(str(para))
