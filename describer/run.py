@@ -315,10 +315,7 @@ def _explain(job: DescribeJob, records: list[dict], loaded: dict) -> None:
     if chosen:
         from recon_score.progress import announce
 
-        announce(
-            f"explain: {len(chosen)} chosen caption(s) x (phrases + 1) x {job.explain.seeds} seeds = "
-            f"{sum(job.explain.renders(c) for c in chosen)} renders"
-        )
+        announce(job.explain.cost(chosen, "chosen caption(s)"))
     for rec in records:
         res = rec["result"]
         if res["index"] is None:

@@ -541,6 +541,12 @@ class ExplainOptions:
         n = len(split_phrases(caption))
         return (min(n, self.max_phrases) + 1 if n > 1 else 1) * self.seeds
 
+    def cost(self, captions: Sequence[str], what: str = "caption(s)", *, besides: int = 0) -> str:
+        """The line said before the first render: what explaining `captions` costs, and the score's `besides`."""
+        n = sum(map(self.renders, captions))
+        line = f"explain: {len(captions)} {what} x (phrases + 1) x {self.seeds} seeds = {n} renders"
+        return line + (f", besides the score's {besides} ({n + besides} in all)" if besides else "")
+
 
 def explain_summary(rows: Sequence[dict]) -> dict | None:
     """What a console says of an explained run's rows (attributed, significant and hurting phrases, where the

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import re
 import statistics
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from recon_score.explain import ExplainOptions, explain_row, explain_summary
 from recon_score.images import load_image
 from recon_score.inputs import InputRow, read_caption_rows
 from recon_score.presets import SMOKE_NOTE, ReconPreset
+from recon_score.progress import announce
 from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import RECONSTRUCTIONS, SCORES
 from recon_score.runtime import resolve_device
@@ -62,11 +62,10 @@ class ScoreSummary:
     cached: int
     already_complete: bool
     failures: list[tuple[str, str]]
-    ci: dict | None = None  # K > 1: the CI of the mean over images x seeds (recon_score_ci)
     resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
-    kinds: dict | None = None  # rows with `kind` (the bundled sample): references vs distractors (run.json)
     explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
-    record: dict = field(default_factory=dict)  # run.json (process 0): what the CLI's smoke banner reads
+    # run.json (process 0): the smoke banner, references vs distractors, the seed-noise CI of a --seeds run
+    record: dict = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -249,7 +248,9 @@ class _ScoreWork:
         """Every missing model named before any work; with --explain, the renders it will cost."""
         self.scorer.preflight("score")
         if self.job.explain is not None:
-            _say_explain_cost(self.job, [self.by_index[item.id] for item in todo])
+            rows = [self.by_index[item.id] for item in todo]
+            usable = [r.caption for r in rows if r.error is None and isinstance(r.caption, str)]
+            announce(self.job.explain.cost(usable, besides=self.job.seeds * len(rows)))
 
     def merged(self, res: RunResult) -> list[dict]:
         """scores.jsonl's rows in input order, merged once; the input's own columns come from the input, not the
@@ -283,9 +284,7 @@ class _ScoreWork:
             cached=stats.get("reconstruction_cache_hits", 0),
             already_complete=res.complete,
             failures=failures,
-            ci=res.info.get("seed_noise", {}).get("recon_score_ci"),
             resumed=res.resumed,
-            kinds=res.info.get("summary", {}).get("references_vs_distractors"),
             explain=explain_summary(results),
             record=res.info,
         )
@@ -328,14 +327,3 @@ def _row_renders(job: ScoreJob, row: InputRow) -> int:
     """What a row renders: the score's K, and with --explain its (phrases + 1) x K' (recon_score.explain)."""
     usable = job.explain is not None and row.error is None and isinstance(row.caption, str)
     return job.seeds + (job.explain.renders(row.caption) if usable else 0)
-
-
-def _say_explain_cost(job: ScoreJob, rows: list[InputRow]) -> None:
-    """With --explain, the cost of this process's unfinished rows, said before the first render."""
-    renders = sum(_row_renders(job, r) for r in rows)
-    print(
-        f"explain: {len(rows)} caption(s) x (phrases + 1) x {job.explain.seeds} seeds = "
-        f"{renders - job.seeds * len(rows)} renders, besides the score's {job.seeds * len(rows)} ({renders} in all)",
-        file=sys.stderr,
-        flush=True,
-    )

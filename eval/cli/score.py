@@ -126,7 +126,7 @@ def print_summary(summary, out: Path) -> None:
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
     if summary.resumed:
         table.add_row("rows resumed from the journal", str(summary.resumed))
-    kinds = summary.kinds
+    kinds = summary.record.get("summary", {}).get("references_vs_distractors")
     if kinds:
         ref, dis = kinds["reference_mean"], kinds["distractor_mean"]
         if ref is not None and dis is not None:
@@ -148,10 +148,11 @@ def print_summary(summary, out: Path) -> None:
         table.add_row("gap maps", f"{ex['maps']} in {out / ex['folder']}" if ex["maps"] else "none")
     table.add_row("results", str(output_file(out, SCORES)))
     console.print(table)
-    if summary.ci is not None:  # a line of its own: the label must never wrap
+    ci = summary.record.get("seed_noise", {}).get("recon_score_ci")  # a --seeds run
+    if ci is not None:  # a line of its own: the label must never wrap
         from recon_score.seeds import ci_line
 
-        click.echo(ci_line(summary.ci))
+        click.echo(ci_line(ci))
     if kinds and kinds.get("images"):
         click.echo(READING)
     opt.print_failures(console, summary.failures, where=SCORES)
