@@ -20,7 +20,7 @@ from describer.selection import CandidateSelector, select_best
 from recon_score.atomic_io import file_digest, jsonl_bytes, png_bytes
 from recon_score.errors import EXIT_OK, EXIT_PARTIAL, InputError, ReconScoreError
 from recon_score.explain import ExplainOptions, explain_row
-from recon_score.images import DEFAULT_READER, image_digest, load_image
+from recon_score.images import image_digest, load_image
 from recon_score.presets import SMOKE_NOTE
 from recon_score.run_engine import Item, RunFolder, RunResult, RunSpec, Stage
 from recon_score.run_outputs import CANDIDATES, CAPTIONS, RECONSTRUCTIONS
@@ -72,21 +72,17 @@ class DescribeSummary:
 
 def _settings(job: DescribeJob) -> dict:
     """The settings that determine a run: kept in the journal header so a changed setting is named on resume."""
-    key = {
+    return {
         "kind": "describe-run",
         "preset": job.preset.to_dict(),
         "select_by": job.selector.name,
         "captioner": job.captioner.identity().get("name") or job.captioner.identity().get("model"),
         "backend": job.captioner.name,
         "selection_plan": _plan(job.selector),
+        "bands": list(job.bands) if job.bands is not None else None,
+        "image_reader": job.selector.image_reader,
+        "explain": asdict(job.explain) if job.explain is not None else None,
     }
-    if job.bands is not None:  # only when set, so runs without --bands keep their fingerprint
-        key["bands"] = list(job.bands)
-    if job.selector.image_reader != DEFAULT_READER:  # likewise for a run read with the default reader
-        key["image_reader"] = job.selector.image_reader
-    if job.explain is not None:
-        key["explain"] = asdict(job.explain)
-    return key
 
 
 def _sampling(p: DescriberPreset) -> Sampling:
