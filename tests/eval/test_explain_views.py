@@ -128,7 +128,8 @@ def test_study_explain_names_a_malformed_record_and_reads_the_rest(tmp_path, phr
     assert line.startswith(f"{tmp_path / 'run' / 'scores.jsonl'}:2: ") and why in line
 
 
-def test_study_explain_command_says_when_nothing_was_attributed(tmp_path, capsys):
+def _unattributed(folder) -> None:
+    """A score run whose one explained caption has one phrase: nothing to leave it out against."""
     only = {
         "text": "a farmland",
         "start": 0,
@@ -137,7 +138,11 @@ def test_study_explain_command_says_when_nothing_was_attributed(tmp_path, capsys
         "delta": None,
         "error": "only phrase",
     }
-    _write_rows(tmp_path / "run", [{"id": "a", "caption": "a farmland", "explain": {"phrases": [only]}}])
+    _write_rows(folder, [{"id": "a", "caption": "a farmland", "explain": {"phrases": [only]}}])
+
+
+def test_study_explain_command_says_when_nothing_was_attributed(tmp_path, capsys):
+    _unattributed(tmp_path / "run")
     assert main(["study", "explain", "--run", f"s={tmp_path / 'run'}", "--out", str(tmp_path / "study")]) == 0
     assert "nothing was attributed: 1 explained row(s)" in capsys.readouterr().out
 
@@ -183,15 +188,7 @@ def test_a_study_of_smoke_runs_says_so_beside_its_own_finding(tmp_path, capsys):
     the warning, on stderr and in the report's banner, and the finding is kept beside it."""
     from recon_score.presets import SMOKE_NOTE
 
-    only = {
-        "text": "a farmland",
-        "start": 0,
-        "end": 10,
-        "kind": "object",
-        "delta": None,
-        "error": "only phrase",
-    }
-    _write_rows(tmp_path / "run", [{"id": "a", "caption": "a farmland", "explain": {"phrases": [only]}}])
+    _unattributed(tmp_path / "run")
     (tmp_path / "run" / "run.json").write_text(json.dumps({"command": "score", "meaningless": True}))
     study = tmp_path / "study"
     assert main(["study", "explain", "--run", f"s={tmp_path / 'run'}", "--out", str(study)]) == 0
