@@ -249,7 +249,7 @@ class _ScoreWork:
         self.scorer.preflight("score")
         if self.job.explain is not None:
             rows = [self.by_index[item.id] for item in todo]
-            usable = [r.caption for r in rows if r.error is None and isinstance(r.caption, str)]
+            usable = [r.caption for r in rows if _explainable(r)]
             announce(self.job.explain.cost(usable, besides=self.job.seeds * len(rows)))
 
     def merged(self, res: RunResult) -> list[dict]:
@@ -325,5 +325,11 @@ class _ScoreWork:
 
 def _row_renders(job: ScoreJob, row: InputRow) -> int:
     """What a row renders: the score's K, and with --explain its (phrases + 1) x K' (recon_score.explain)."""
-    usable = job.explain is not None and row.error is None and isinstance(row.caption, str)
-    return job.seeds + (job.explain.renders(row.caption) if usable else 0)
+    return job.seeds + (
+        job.explain.renders(row.caption) if job.explain is not None and _explainable(row) else 0
+    )
+
+
+def _explainable(row: InputRow) -> bool:
+    """A row with a caption to explain: one that read without error, as text."""
+    return row.error is None and isinstance(row.caption, str)

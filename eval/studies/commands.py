@@ -21,9 +21,8 @@ class Study:
     extra: dict = field(default_factory=dict)  # other run.json fields
     partial: bool = False  # exit status 3: some item was skipped
     warnings: list[str] = field(default_factory=list)  # printed on stderr, one line each
-    meaningless: bool = (
-        False  # computed with a synthetic preset: run.json says so (the Run reads no preset name)
-    )
+    # computed with a synthetic preset: run.json says so (the Run finds model names, not preset names)
+    meaningless: bool = False
 
 
 def write_study(run, name: str, study: Study, started: str) -> tuple[dict, dict]:
