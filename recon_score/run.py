@@ -53,23 +53,19 @@ class ScoreJob:
 
 @dataclass
 class ScoreSummary:
-    total: int
-    ok: int
-    failed: int
-    mean: float | None
-    std: float | None
+    """What this invocation did; the run's figures (rows, scores, mean, ...) are its record's, run.json's."""
+
+    record: dict  # run.json (process 0), written now or found finished
+    failures: list[tuple[str, str]]
+    already_complete: bool
+    resumed: int  # rows finished by an earlier invocation, read back from the journal
     rendered: int
     cached: int
-    already_complete: bool
-    failures: list[tuple[str, str]]
-    resumed: int = 0  # rows finished by an earlier invocation, read back from the journal
     explain: dict | None = None  # --explain: phrases attributed, significant, hurt; where the maps are
-    # run.json (process 0): the smoke banner, references vs distractors, the seed-noise CI of a --seeds run
-    record: dict = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
-        return EXIT_PARTIAL if self.failed else EXIT_OK
+        return EXIT_PARTIAL if self.failures else EXIT_OK
 
 
 def _slug(text: str) -> str:
@@ -108,30 +104,18 @@ def _row_inputs(row: InputRow) -> dict:
     }
 
 
+# scores.jsonl's fields of a result, in the file's order (after id, image, caption)
+RESULT_FIELDS = ("recon_score", "cosine", "reconstruction", "error", "width", "height", "truncated")
+
+
 def _row_record(row: InputRow, res, *, note: str | None) -> tuple[dict, dict[str, bytes]]:
     """scores.jsonl's row for one result, and its reconstruction's bytes by run-relative path."""
     files: dict[str, bytes] = {}
-    rec = {
-        "id": row.id,
-        "image": row.image,
-        "caption": _caption(row),
-        "recon_score": None,
-        "cosine": None,
-        "reconstruction": None,
-        "error": row.error,
-        "width": None,  # one schema for every row: a row that failed before rendering has them too, as null
-        "height": None,
-        "truncated": None,
-    }
+    # one schema for every row: a row that failed before rendering has every field too, as null
+    rec = {"id": row.id, "image": row.image, "caption": _caption(row), **dict.fromkeys(RESULT_FIELDS)}
+    rec["error"] = row.error
     if res is not None:
-        rec.update(
-            recon_score=res.recon_score,
-            cosine=res.cosine,
-            error=res.error,
-            width=res.width,
-            height=res.height,
-            truncated=res.truncated,
-        )
+        rec.update({k: getattr(res, k) for k in RESULT_FIELDS if k != "reconstruction"})
         if res.distance is not None and res.cosine is None:
             rec["distance"] = res.distance
         if res.per_seed is not None:  # --seeds K > 1 (ReconScorer.score_seeds)
@@ -194,6 +178,11 @@ class _ScoreWork:
                 trust_remote_code=job.trust_remote_code,
             )
         return self._scorer
+
+    @property
+    def stats(self) -> dict:
+        """What this invocation rendered and found cached (nothing when it built no scorer)."""
+        return self._scorer.stats if self._scorer is not None else {}
 
     def spec(self) -> RunSpec:
         job = self.job
@@ -264,34 +253,30 @@ class _ScoreWork:
 
     def summary(self, res: RunResult) -> ScoreSummary:
         """The same summary whether this invocation computed or found the run finished."""
-        stats = self._scorer.stats if self._scorer is not None else {}
+        stats = self.stats
         results = [res.records[""].get(row.index, {}).get("result", {}) for row in self.rows]
-        scores = [
-            r["recon_score"] for r in results if not r.get("error") and r.get("recon_score") is not None
-        ]
         failures = [
             (row.id, r.get("error") or "not processed")
             for row, r in zip(self.rows, results)
             if r.get("error") or r.get("recon_score") is None
         ]
         return ScoreSummary(
-            total=len(self.rows),
-            ok=len(scores),
-            failed=len(failures),
-            mean=statistics.fmean(scores) if scores else None,
-            std=statistics.stdev(scores) if len(scores) > 1 else None,  # one value: no spread (not 0)
+            record=res.info,
+            failures=failures,
+            already_complete=res.complete,
+            resumed=res.resumed,
             rendered=stats.get("rendered", 0),
             cached=stats.get("reconstruction_cache_hits", 0),
-            already_complete=res.complete,
-            failures=failures,
-            resumed=res.resumed,
             explain=explain_summary(results),
-            record=res.info,
         )
 
     def info(self, res: RunResult) -> dict:
         """run.json's fields of score."""
-        job, summary, ordered = self.job, self.summary(res), self.merged(res)
+        job, ordered = self.job, self.merged(res)
+        stats = self.stats
+        scores = [
+            r["recon_score"] for r in ordered if not r.get("error") and r.get("recon_score") is not None
+        ]
         images_root = (job.source or {}).get("images_dir")
         if job.captions:
             images_root = str((job.images_root or job.captions.parent).resolve())
@@ -307,16 +292,16 @@ class _ScoreWork:
             "limit": job.limit,
             "cache": {"enabled": job.use_cache, "root": str(self.scorer.cache.root)},
             "counts": {
-                "rows": summary.total,
-                "ok": summary.ok,
-                "failed": summary.failed,
-                "rendered_this_session": summary.rendered,
-                "reconstruction_cache_hits": summary.cached,
+                "rows": len(ordered),
+                "ok": len(scores),
+                "failed": len(ordered) - len(scores),
+                "rendered_this_session": stats.get("rendered", 0),
+                "reconstruction_cache_hits": stats.get("reconstruction_cache_hits", 0),
                 "recomputed_changed_inputs": res.changed.total(),
             },
             "summary": {
-                "recon_score_mean": summary.mean,
-                "recon_score_std": summary.std,
+                "recon_score_mean": statistics.fmean(scores) if scores else None,
+                "recon_score_std": statistics.stdev(scores) if len(scores) > 1 else None,  # one: no spread
                 "references_vs_distractors": references_vs_distractors(ordered),
             },
             **({"seed_noise": seed_summary(ordered, self.seeds)} if job.seeds > 1 else {}),

@@ -113,20 +113,19 @@ def command(
 
 def print_summary(summary, out: Path) -> None:
     console, table = opt.summary_table("ReconScore", out, already_complete=summary.already_complete)
-    table.add_row("rows", str(summary.total))
-    table.add_row("scored", str(summary.ok))
-    table.add_row("failed", str(summary.failed))
-    if summary.mean is not None and summary.std is not None:
-        table.add_row(
-            f"ReconScore mean ± std over {summary.ok} captions",
-            f"{summary.mean:.2f} ± {_spread(summary.std)}",
-        )
-    elif summary.mean is not None:  # one scored caption: a value, no spread
-        table.add_row("ReconScore", f"{summary.mean:.2f} (1 caption scored: no spread)")
+    counts, figures = summary.record.get("counts", {}), summary.record.get("summary", {})
+    mean, std = figures.get("recon_score_mean"), figures.get("recon_score_std")
+    table.add_row("rows", str(counts.get("rows")))
+    table.add_row("scored", str(counts.get("ok")))
+    table.add_row("failed", str(counts.get("failed")))
+    if mean is not None and std is not None:
+        table.add_row(f"ReconScore mean ± std over {counts['ok']} captions", f"{mean:.2f} ± {_spread(std)}")
+    elif mean is not None:  # one scored caption: a value, no spread
+        table.add_row("ReconScore", f"{mean:.2f} (1 caption scored: no spread)")
     table.add_row("rendered now / from cache", f"{summary.rendered} / {summary.cached}")
     if summary.resumed:
         table.add_row("rows resumed from the journal", str(summary.resumed))
-    kinds = summary.record.get("summary", {}).get("references_vs_distractors")
+    kinds = figures.get("references_vs_distractors")
     if kinds:
         ref, dis = kinds["reference_mean"], kinds["distractor_mean"]
         if ref is not None and dis is not None:
