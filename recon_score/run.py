@@ -258,7 +258,7 @@ class _ScoreWork:
         failures = [
             (row.id, r.get("error") or "not processed")
             for row, r in zip(self.rows, results)
-            if r.get("error") or r.get("recon_score") is None
+            if not _scored(r)
         ]
         return ScoreSummary(
             record=res.info,
@@ -274,9 +274,7 @@ class _ScoreWork:
         """run.json's fields of score."""
         job, ordered = self.job, self.merged(res)
         stats = self.stats
-        scores = [
-            r["recon_score"] for r in ordered if not r.get("error") and r.get("recon_score") is not None
-        ]
+        scores = [r["recon_score"] for r in ordered if _scored(r)]
         images_root = (job.source or {}).get("images_dir")
         if job.captions:
             images_root = str((job.images_root or job.captions.parent).resolve())
@@ -301,11 +299,16 @@ class _ScoreWork:
             },
             "summary": {
                 "recon_score_mean": statistics.fmean(scores) if scores else None,
-                "recon_score_std": statistics.stdev(scores) if len(scores) > 1 else None,  # one: no spread
+                "recon_score_std": statistics.stdev(scores) if len(scores) > 1 else None,  # one: none, not 0
                 "references_vs_distractors": references_vs_distractors(ordered),
             },
             **({"seed_noise": seed_summary(ordered, self.seeds)} if job.seeds > 1 else {}),
         }
+
+
+def _scored(result: dict) -> bool:
+    """A row with a ReconScore: the printed failures are the others, the record's mean is over these."""
+    return not result.get("error") and result.get("recon_score") is not None
 
 
 def _row_renders(job: ScoreJob, row: InputRow) -> int:
