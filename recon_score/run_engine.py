@@ -325,8 +325,9 @@ class RunSpec:
 class RunResult:
     """Every stage's journaled records, and what this invocation did."""
 
-    items: dict[str, list[Item]]  # by stage name
-    records: dict[str, dict]  # by stage name: item id -> journal record
+    items: dict[str, list[Item]] = field(default_factory=dict)  # by stage name, in plan order
+    # by stage name: item id -> journal record (only those whose key matches and are not to redo)
+    records: dict[str, dict] = field(default_factory=dict)
     complete: bool = False  # a finished run rerun: nothing computed, nothing written
     resumed: int = 0  # items of the last stage an earlier invocation finished, when this one worked
     changed: Counter = field(default_factory=Counter)  # items recomputed, by the input that changed
@@ -399,14 +400,6 @@ def _prefix(stage: Stage) -> str:
     return f"{stage.name}-" if stage.name else ""
 
 
-@dataclass
-class _StagePlan:
-    stage: Stage
-    items: list[Item]
-    done: dict  # item id -> current record (only those whose key matches and are not to redo)
-    changed: Counter  # journaled items whose inputs changed, by the input
-
-
 class RunFolder:
     """One run folder of one kind, opened by every process (`state`: accelerate's PartialState, or None);
     `run(spec)` is one invocation."""
@@ -435,7 +428,7 @@ class RunFolder:
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log_path = self.journal_dir / "invocations.jsonl"
         self.started = utc_now()
-        self._begun, self._created, self.plans, self.spec = False, [], {}, None
+        self._begun, self._created, self.spec = False, [], None
         self._lock = RunLock(self.out, name=f"{hidden}lock" if hidden else ".lock")
 
     # -- opening: nothing is created that a failed start would leave behind ---------------------------------
@@ -459,7 +452,7 @@ class RunFolder:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is KeyboardInterrupt and self._begun and self.is_main and self.plans:
+        if exc_type is KeyboardInterrupt and self._begun and self.is_main and self.result.records:
             print(self._interrupted(), file=sys.stderr, flush=True)
         self._lock.__exit__()
         if exc is not None and not self._begun:
@@ -474,9 +467,9 @@ class RunFolder:
 
     def _interrupted(self) -> str:
         """Ctrl-C's one line: what each stage saved, where, and how to go on."""
-        plans = list(self.plans.values())[::-1]
-        saved = [f"{len(p.done)} with {p.stage.name}" for p in plans[1:]]
-        saved.insert(0, f"{len(plans[0].done)} {self.spec.unit}(s) finished")
+        stages = list(self.result.records.items())[::-1]
+        saved = [f"{len(done)} with {name}" for name, done in stages[1:]]
+        saved.insert(0, f"{len(stages[0][1])} {self.spec.unit}(s) finished")
         return (
             f"interrupted: {', '.join(saved)} saved in {self.journal_dir}; run the same command again to resume "
             f"(finished {self.spec.unit}s are not redone; --out {self.out})"
@@ -506,16 +499,16 @@ class RunFolder:
     def run(self, spec: RunSpec) -> RunResult:
         """Plan from every journal (a finished run's rerun is a no-op), work, then the final files and run.json."""
         self.spec, self.settings = spec, {**spec.settings, "journal_layout": JOURNAL_LAYOUT}
-        self.fp, self.plans = sha256_json(self.settings)[:16], {}
-        self.result = RunResult({}, {}, previous=read_record(self.record_path))
+        self.fp = sha256_json(self.settings)[:16]
+        self.result = RunResult(previous=read_record(self.record_path))
         if spec.stages and self._plan():
             self.result.complete, self.result.info = True, self.result.previous
-            return self._settle()
+            return self.result
         if spec.stages:
             self._work()
         return self._finish()
 
-    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> _StagePlan:
+    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> tuple[dict, Counter]:
         """The stage's journaled records: of an item's records, one whose key matches wins, then the later
         invocation, then the later line; with `retry_errors`, failed ones are left to compute again.
 
@@ -547,36 +540,35 @@ class RunFolder:
                 changed.update([k for k in item.inputs if old.get(k) != item.inputs[k]] or ["resume key"])
             elif rec is not None and not (retry_errors and (rec.get("result") or {}).get("error")):
                 done[item.id] = rec
-        return _StagePlan(stage, items, done, changed)
+        return done, changed
 
-    def _plan_stage(self, stage: Stage) -> _StagePlan:
-        """A stage's items (maybe built from earlier stages' results), keyed, and its records."""
-        spec = self.spec
+    def _plan_stage(self, stage: Stage) -> Counter:
+        """A stage's items (maybe built from earlier stages' results), keyed, and its records; which inputs
+        changed."""
+        spec, records = self.spec, self.result.records
         if stage.items is None:
             items = spec.items
         else:
-            items = stage.items(
-                {n: {i: r["result"] for i, r in p.done.items()} for n, p in self.plans.items()}
-            )
+            items = stage.items({n: {i: r["result"] for i, r in done.items()} for n, done in records.items()})
         for item in items:
             item.name = item.name or f"{spec.unit} {item.id}"
-            item.results = {n: p.done[item.id]["result"] for n, p in self.plans.items() if item.id in p.done}
+            item.results = {n: done[item.id]["result"] for n, done in records.items() if item.id in done}
         _item_keys(items, spec.chunk if stage.batch is None else 1)
-        self.plans[stage.name] = self._load(stage, items, retry_errors=spec.retry_errors)
-        return self.plans[stage.name]
+        self.result.items[stage.name] = items
+        records[stage.name], changed = self._load(stage, items, retry_errors=spec.retry_errors)
+        return changed
 
     def _plan(self) -> bool:
         """Read every journal; True when finished. An item whose files are gone or replaced is computed again."""
         spec, res, gone, finished = self.spec, self.result, Counter(), True
         for stage in spec.stages:
-            plan = self._plan_stage(stage)
-            finished = finished and len(plan.done) == len(plan.items)
-            res.changed.update(plan.changed)
-            for item in plan.items:
-                files = plan.done.get(item.id, {}).get("files", {})
-                lost = [rel for rel, kept in files.items() if not _intact(self.out, rel, kept)]
+            res.changed.update(self._plan_stage(stage))
+            done = res.records[stage.name]
+            finished = finished and len(done) == len(res.items[stage.name])
+            for row, rec in list(done.items()):
+                lost = [rel for rel, kept in rec.get("files", {}).items() if not _intact(self.out, rel, kept)]
                 if lost:
-                    del plan.done[item.id]
+                    del done[row]
                     gone[Path(lost[0]).parts[0]] += 1
         res.repairs += [
             f"{n} {spec.unit}(s) with {top}/ files missing or replaced: {_REDONE.get(top, 'computed again')}"
@@ -588,7 +580,7 @@ class RunFolder:
 
     def _state(self) -> str:
         """What the final files are made from: every item's key and the spec's `depends`."""
-        keys = {n: [i.key for i in p.items] for n, p in self.plans.items()}
+        keys = {n: [i.key for i in items] for n, items in self.result.items.items()}
         return sha256_json({"keys": keys, "depends": self.spec.depends})[:24]
 
     def _damage(self) -> list[str]:
@@ -611,11 +603,10 @@ class RunFolder:
     def _work(self) -> None:
         """This process's share of every stage, a phase at a time, each result journaled as it comes."""
         spec, res = self.spec, self.result
-        last = self.plans[spec.stages[-1].name]
-        res.resumed = len(last.done)
-        first = self.plans[spec.stages[0].name].items
-        todo = [first[j] for j in self._mine(spec.stages[0])]
-        todo = [i for i in todo if any(i.id not in p.done for p in self.plans.values())]
+        last, done = res.items[spec.stages[-1].name], res.records[spec.stages[-1].name]
+        res.resumed = len(done)
+        todo = [res.items[spec.stages[0].name][j] for j in self._mine(spec.stages[0])]
+        todo = [i for i in todo if any(i.id not in d for d in res.records.values())]
         if spec.prepare is not None and todo:
             spec.prepare(todo)  # every missing model named before any work starts
         if res.changed and self.is_main:
@@ -626,10 +617,10 @@ class RunFolder:
             log.warning("repairing %s from its journal: %s", self.out, "; ".join(res.repairs))
         res.inv = self._begin()
         self.weight = weight = spec.weight or (lambda item: 1)
-        mine = [last.items[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
+        mine = [last[j] for j in self._mine(spec.stages[-1])] if spec.stages[-1].items is None else []
         bar = Progress(
             sum(map(weight, mine)),
-            initial=sum(weight(i) for i in mine if i.id in last.done),
+            initial=sum(weight(i) for i in mine if i.id in done),
             desc=f"{self.kind}[{self.rank}]",
             unit=spec.progress or "item",
             position=self.rank,
@@ -653,15 +644,15 @@ class RunFolder:
     def _reload(self, until: str | None = None) -> None:
         """Once every process is here: reread the stages before `until` (all by default)."""
         self.wait()
-        for name, plan in list(self.plans.items()):
-            if name == until:
+        for stage in self.spec.stages:
+            if stage.name == until or stage.name not in self.result.items:
                 break
-            self.plans[name] = self._load(plan.stage, plan.items)
+            self.result.records[stage.name], _ = self._load(stage, self.result.items[stage.name])
 
     def _mine(self, stage: Stage) -> list[int]:
         """This process's item positions: chunk j goes to process j mod the number of processes."""
         k = self.spec.chunk
-        return [j for j in range(len(self.plans[stage.name].items)) if (j // k) % self.world == self.rank]
+        return [j for j in range(len(self.result.items[stage.name])) if (j // k) % self.world == self.rank]
 
     def _phases(self, group: list[Stage], bar: Progress) -> None:
         spec, positions = self.spec, self._mine(group[0])
@@ -685,14 +676,13 @@ class RunFolder:
         return path
 
     def _stage_phase(self, stage: Stage, phase: list[int], journal: Path, bar: Progress, where: str) -> bool:
-        plan, k = self.plans[stage.name], self.spec.chunk
-        items = plan.items
-        todo = [items[j] for j in phase if items[j].id not in plan.done]
+        items, done, k = self.result.items[stage.name], self.result.records[stage.name], self.spec.chunk
+        todo = [items[j] for j in phase if items[j].id not in done]
         if stage.batch is None:
             chunks = {}
             for j in phase:
                 chunks.setdefault(j // k, []).append(items[j])
-            calls = [(c, [i for i in c if i.id not in plan.done]) for c in chunks.values()]
+            calls = [(c, [i for i in c if i.id not in done]) for c in chunks.values()]
         else:
             calls = [(todo[s : s + stage.batch],) * 2 for s in range(0, len(todo), stage.batch)]
         calls = [c for c in calls if c[1]]
@@ -724,22 +714,15 @@ class RunFolder:
         kept = _write_files(self.out, files)
         if kept:
             rec["files"] = kept
-        self.plans[stage.name].done[item.id] = rec
+        self.result.records[stage.name][item.id] = rec
         item.results[stage.name] = result
         return rec
-
-    def _settle(self) -> RunResult:
-        res = self.result
-        res.items = {n: p.items for n, p in self.plans.items()}
-        res.records = {n: p.done for n, p in self.plans.items()}
-        return res
 
     def _finish(self) -> RunResult:
         """Process 0 writes the final files (staged folders renamed into place), the invocation's end and run.json.
         A run computed in one go has no journal: its record describes this invocation alone."""
         spec, res = self.spec, self.result
         self._reload()
-        self._settle()
         if not self.is_main:
             return res
         files = spec.outputs(res) if spec.outputs is not None else {}
@@ -750,24 +733,37 @@ class RunFolder:
             os.replace(staged, self.out / name)
         info, fields = spec.record(res) if spec.record is not None else {}, {}
         if spec.stages:
-            last = self.plans[spec.stages[-1].name].done.values()
-            failed = any((rec["result"] or {}).get("error") for rec in last)
-            end = {
-                "exit": f"finished with failed {spec.unit}s" if failed else "finished",
-                "recomputed_changed_inputs": res.changed.total(),
-                **({"repaired": res.repairs} if res.repairs else {}),
-            }
-            fields["finished"] = utc_now()
-            self._log("end", res.inv, finished=fields["finished"], outputs=kept, state=self._state(), **end)
-            history = self._history(last)
-            info = {"fingerprint": self.fp, **info}
-            fields.update(
-                started=history[0].get("started", self.started), resumed=len(history) > 1, invocations=history
-            )
-            fields["processes"] = self.world
+            info, fields = {"fingerprint": self.fp, **info}, self._ended(kept)
         self._begun = True
         res.info = self._record(info, **fields)
         return res
+
+    def _ended(self, kept: dict[str, list]) -> dict:
+        """The invocation's end line in the log, and the record's account of every invocation (with how many
+        current results each computed)."""
+        res, finished = self.result, utc_now()
+        last = res.records[self.spec.stages[-1].name].values()
+        failed = any((rec["result"] or {}).get("error") for rec in last)
+        repaired = {"repaired": res.repairs} if res.repairs else {}
+        how = f"finished with failed {self.spec.unit}s" if failed else "finished"
+        changed = res.changed.total()
+        end = {"exit": how, "recomputed_changed_inputs": changed, **repaired}
+        self._log("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
+        rows_by_inv, history = Counter(int(rec.get("inv") or 0) for rec in last), {}
+        for e in self._log_entries():
+            inv = int(e.get("inv") or 0)
+            entry = history.setdefault(
+                inv, {"invocation": inv, "exit": "interrupted", "rows_done": rows_by_inv[inv]}
+            )
+            entry.update({k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")})
+        first = history[min(history)]
+        return {
+            "started": first.get("started", self.started),
+            "finished": finished,
+            "resumed": len(history) > 1,
+            "invocations": [history[k] for k in sorted(history)],
+            "processes": self.world,
+        }
 
     def _begin(self) -> int:
         if self.overwrite and self.is_main:
@@ -789,20 +785,6 @@ class RunFolder:
         self.journal_dir.mkdir(parents=True, exist_ok=True)
         read_jsonl(self.log_path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
         _append_lines(self.log_path, [{"event": event, "inv": inv, **info}])
-
-    def _history(self, records: Iterable[dict]) -> list[dict]:
-        """One entry per invocation: its log lines, exit state, and how many current `records` it computed."""
-        rows_by_inv = Counter(int(rec.get("inv") or 0) for rec in records)
-        out: dict[int, dict] = {}
-        for e in self._log_entries():
-            inv = int(e.get("inv", 0))
-            entry = out.setdefault(
-                inv, {"invocation": inv, "exit": "interrupted", "rows_done": rows_by_inv[inv]}
-            )
-            entry.update({k: v for k, v in e.items() if k not in ("event", "inv", "outputs", "state")})
-            if e.get("event") == "end" and "exit" not in e:
-                entry["exit"] = "finished"
-        return [out[k] for k in sorted(out)]
 
     def _record(self, info: dict, **fields) -> dict:
         """The one shape of a run's record: the kind, the command's fields, `meaningless` (also when an upstream run
