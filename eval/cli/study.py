@@ -24,15 +24,7 @@ metric_opts = opt.options(
 )
 
 
-def _check_out(ctx, param, out: Path) -> Path:
-    """Refused before the study computes anything: a folder of another kind of run, or a run's own file."""
-    from recon_score.run_engine import check_run_target
-
-    check_run_target("study", out)
-    return out
-
-
-out_option = click.option("--out", type=opt.RUN_FOLDER, required=True, callback=_check_out)
+out_option = click.option("--out", type=opt.RUN_FOLDER, required=True)
 
 
 def _file(flag: str, help: str, *, required: bool = True, folder: bool = False) -> Callable:
@@ -53,18 +45,17 @@ def _metrics(default: str) -> Callable:
 
 
 def _show(out: Path, name: str, options: dict, *, print_note: bool = False) -> int:
-    """Compute the study (eval.studies.commands, given the options by name), write it, print its warnings and
-    tables; exit status 3 when it skipped items."""
+    """Compute the study (eval.studies.commands, given the options by name) in its run folder, write it, print
+    its warnings and tables; exit status 3 when it skipped items. The folder is checked and locked first: a
+    refused --out costs no computing."""
     from eval.studies import commands
     from recon_score.run_engine import RunFolder
-    from recon_score.runtime import utc_now
 
-    started = utc_now()
-    study = getattr(commands, name.replace("-", "_"))(**options)
-    for line in study.warnings:
-        click.echo(line, err=True)
     with RunFolder("study", out) as run:
-        markdown, record = commands.write_study(run, name, study, started)
+        study = getattr(commands, name.replace("-", "_"))(**options)
+        for line in study.warnings:
+            click.echo(line, err=True)
+        markdown, record = commands.write_study(run, name, study)
     for table, (_df, title) in study.tables.items():
         click.echo(f"{title}\n")
         click.echo(markdown[table].split("\n", 2)[2])

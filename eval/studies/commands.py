@@ -25,7 +25,7 @@ class Study:
     meaningless: bool = False
 
 
-def write_study(run, name: str, study: Study, started: str) -> tuple[dict, dict]:
+def write_study(run, name: str, study: Study) -> tuple[dict, dict]:
     """Publish the study's tables and record in its run folder (a RunFolder of kind `study`); returns the
     markdown of each table by name and the record, for the CLI to print."""
     files: dict[str, bytes] = {}
@@ -40,7 +40,6 @@ def write_study(run, name: str, study: Study, started: str) -> tuple[dict, dict]
         "meaningless": study.meaningless,
         "config": cfg,
         **study.extra,
-        "started": started,
     }
     info = run.run(RunSpec({}, outputs=lambda _: files, record=lambda _: record, upstream=upstream)).info
     return {table: files[outputs.table_files(table)[1]].decode("utf-8") for table in study.tables}, info

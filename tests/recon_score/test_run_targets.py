@@ -219,12 +219,16 @@ def test_run_files_that_are_fifos_devices_or_too_large_are_named(run, tmp_path, 
     assert not (tmp_path / "r.html").exists()
 
 
-def test_pairs_holds_the_lock_like_every_run(tmp_path, capsys):
-    out = tmp_path / "pairs"
+@pytest.mark.parametrize("command", ["pairs", "study n-sweep", "compodiff-sweep"])
+def test_a_held_lock_refuses_before_any_work(command, tmp_path, capsys):
+    """The Run checks and locks the folder before the command computes: a study's reads and a sweep's points
+    (each a retrieve run under OUT/points/) never start while another process holds OUT."""
+    out = tmp_path / "out"
     out.mkdir()
     with RunLock(out):
-        assert main(WRITERS["pairs"](tmp_path, out)) == 1
-    assert "is in use by another process" in _errors(capsys)[0]
+        assert main(WRITERS[command](tmp_path, out)) == 1
+    errors = _errors(capsys)
+    assert len(errors) == 1 and "is in use by another process" in errors[0], errors
     assert sorted(p.name for p in out.iterdir()) == [".lock"]
 
 
