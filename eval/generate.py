@@ -116,7 +116,7 @@ class _Generation:
         def complete(prompts: list[str]) -> list[tuple[str | None, str | None]]:
             return [(c.text, c.error) for c in self.job.llm.complete(prompts, self.job.sampling)]
 
-        rows = gen.run_requests([self.requests[i.id] for i in todo], complete, batch_size=len(todo))
+        rows = gen.run_requests([self.requests[i.id] for i in todo], complete)
         return [(row, {}) for row in rows]
 
     def rows(self, res) -> tuple[list[dict], list[dict]]:

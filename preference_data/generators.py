@@ -183,13 +183,9 @@ def rewrite_requests(triplet_rows: Sequence[dict], *, lengths: Sequence[str] = L
     return reqs
 
 
-def run_requests(requests: Sequence[Request], complete: Complete, *, batch_size: int = 16) -> list[dict]:
-    """One row per request, `batch_size` prompts per `complete` call (resuming is the caller's: the CLI's Run)."""
-    rows = []
-    for start in range(0, len(requests), batch_size):
-        batch = requests[start : start + batch_size]
-        outs = complete([r.prompt for r in batch])
-        if len(outs) != len(batch):
-            raise RuntimeError(f"the LLM returned {len(outs)} answers for {len(batch)} prompts")
-        rows.extend(r.row(text, err) for r, (text, err) in zip(batch, outs))
-    return rows
+def run_requests(requests: Sequence[Request], complete: Complete) -> list[dict]:
+    """One row per request, from one `complete` call (batching and resuming are the caller's: the Run's)."""
+    outs = complete([r.prompt for r in requests])
+    if len(outs) != len(requests):
+        raise RuntimeError(f"the LLM returned {len(outs)} answers for {len(requests)} prompts")
+    return [r.row(text, err) for r, (text, err) in zip(requests, outs)]

@@ -74,7 +74,7 @@ def test_triplets_then_length_rewrites():
 
 def test_failures_are_rows():
     reqs = gen.paraphrase_requests(_sources(3))
-    rows = gen.run_requests(reqs, lambda ps: [(None, "HTTP 500")] * len(ps), batch_size=2)
+    rows = gen.run_requests(reqs, lambda ps: [(None, "HTTP 500")] * len(ps))
     assert [r["id"] for r in rows] == ["c0:paraphrase", "c1:paraphrase", "c2:paraphrase"]
     assert all(r["error"] == "HTTP 500" and r["caption"] is None for r in rows)
 
