@@ -56,22 +56,24 @@ class VLLMBackend(LocalBackend):
         return out if self.text_only else {**out, **self.text_and_pixels()}
 
     def _load(self):
+        """The same memory bounds for the VLM and the text LLM: a text LLM's full context (Qwen3-8B's 40,960 tokens)
+        needs more KV cache than a 24 GB card has beside its weights."""
         vllm = _import_vllm()
         path = str(self.resolved.path)
+        engine = {
+            "model": path,
+            "dtype": self.dtype,
+            "trust_remote_code": self.trust_remote_code,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_model_len": self.max_model_len,
+        }
         if self.text_only:
-            self._model = vllm.LLM(model=path, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+            self._model = vllm.LLM(**engine)
             return
         from transformers import AutoProcessor
 
         self._processor = AutoProcessor.from_pretrained(path, trust_remote_code=self.trust_remote_code)
-        self._model = vllm.LLM(
-            model=path,
-            dtype=self.dtype,
-            trust_remote_code=self.trust_remote_code,
-            limit_mm_per_prompt={"image": 1},
-            gpu_memory_utilization=self.gpu_memory_utilization,
-            max_model_len=self.max_model_len,
-        )
+        self._model = vllm.LLM(**engine, limit_mm_per_prompt={"image": 1})
 
     def sampling_request(self, sampling: Sampling) -> dict:
         return {"SamplingParams": {**vllm_kwargs(sampling, seed=0), "seed": "per image"}}

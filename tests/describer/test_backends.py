@@ -212,6 +212,38 @@ def test_vllm_code_path_with_a_stand_in_engine(monkeypatch):
     assert cap.identity()["vllm"] == "stand-in"
 
 
+def test_vllm_text_llm_gets_the_engine_bounds_and_a_seed_per_prompt(monkeypatch):
+    """The text-only engine (generate's LLM) is bounded like the VLM's, and each prompt samples with its own seed."""
+    from describer.backends import build_backend
+
+    made = {}
+
+    class LLM:
+        def __init__(self, **kw):
+            made["llm"] = kw
+
+        def chat(self, messages, sampling_params, use_tqdm):
+            made["messages"], made["params"] = messages, [p.kw for p in sampling_params]
+            done = types.SimpleNamespace(text=" a reply ", finish_reason="stop")
+            return [types.SimpleNamespace(outputs=[done]) for _ in messages]
+
+    stand_in = types.SimpleNamespace(
+        SamplingParams=lambda **kw: types.SimpleNamespace(kw=kw), LLM=LLM, __version__="stand-in"
+    )
+    monkeypatch.setitem(sys.modules, "vllm", stand_in)
+    llm = build_backend("vllm", "smoke:qwen3-text", text_only=True)
+    out = llm.complete(["first", "second"], Sampling(n=1, seed=7, max_new_tokens=32))
+    assert made["llm"]["gpu_memory_utilization"] == 0.85 and made["llm"]["max_model_len"] == 8192
+    assert "limit_mm_per_prompt" not in made["llm"] and made["llm"]["trust_remote_code"] is False
+    assert made["messages"] == [
+        [{"role": "user", "content": "first"}],
+        [{"role": "user", "content": "second"}],
+    ]
+    seeds = [p["seed"] for p in made["params"]]
+    assert len(set(seeds)) == 2 and all(p["n"] == 1 and p["max_tokens"] == 32 for p in made["params"])
+    assert [c.text for c in out] == ["a reply"] * 2
+
+
 @pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="vLLM not installed")
 def test_vllm_real():
     cap = build_captioner("vllm", "smoke:qwen3-vl", dtype="float32")
