@@ -52,19 +52,6 @@ def _is_log_line(rec: object) -> bool:
     return isinstance(rec, dict) and rec.get("event") in ("start", "end")
 
 
-_APPENDS = [0]
-
-
-def _kill_point() -> None:
-    """RECONSCORE_TEST_KILL_AT_APPEND=N: SIGKILL at the Nth journal append, before it is written (the kill tests)."""
-    at = os.environ.get("RECONSCORE_TEST_KILL_AT_APPEND")
-    _APPENDS[0] += 1
-    if at and _APPENDS[0] == int(at):
-        import signal
-
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _append_lines(path: Path, records: Iterable[dict]) -> None:
     """Append each record as one line, then fsync. A short write on a nearly full disk is retried, so a failure
     leaves at most a torn *last* line."""
@@ -693,7 +680,6 @@ class RunFolder:
                     f"{stage.name or 'stage'}: {len(computed)} results for {len(pending)} items"
                 )
             recs = [self._journaled(stage, item, *c) for item, c in zip(pending, computed)]
-            _kill_point()
             _append_lines(journal, recs)
             if stage is self.spec.stages[-1]:
                 failed = sum(1 for r in recs if (r["result"] or {}).get("error"))

@@ -23,9 +23,13 @@ def _argv(caps: Path, out: Path) -> list[str]:
 
 def _killed(caps: Path, out: Path) -> int:
     """`reconscore generate` SIGKILLed (no cleanup) when the second batch of 16 answers is about to be journaled."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "RECONSCORE_TEST_KILL_AT_APPEND": "2"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "eval", *_argv(caps, out)], cwd=REPO, env=env, capture_output=True, timeout=600
+        [sys.executable, "-m", "tests.killpoint", "2", *_argv(caps, out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        timeout=600,
     ).returncode
 
 

@@ -69,9 +69,13 @@ def test_a_changed_reference_recomputes_the_table(tmp_path, monkeypatch):
 
 def _killed(run: Path) -> int:
     """`metrics add` SIGKILLed (no cleanup) when its computed table is about to be journaled."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "RECONSCORE_TEST_KILL_AT_APPEND": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "eval", *_argv(run)], cwd=REPO, env=env, capture_output=True, timeout=120
+        [sys.executable, "-m", "tests.killpoint", "1", *_argv(run)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        timeout=120,
     )
     return proc.returncode
 

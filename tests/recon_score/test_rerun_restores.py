@@ -228,16 +228,15 @@ def test_the_consensus_pass_restores_and_reruns_to_its_bytes(tmp_path, sample_di
 
 
 def _killed_at(argv: list[str], append: int) -> int:
-    """`reconscore ARGV` SIGKILLed by the run engine's kill point, at its `append`th journal append."""
+    """`reconscore ARGV` SIGKILLed at its `append`th journal append (tests/killpoint.py)."""
     # the test's own cache: a synthetic encoder's identity names the folder it was built in
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1",
-        "RECONSCORE_TEST_KILL_AT_APPEND": str(append),
-    }
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "eval", *argv], cwd=REPO, env=env, capture_output=True, timeout=300
+        [sys.executable, "-m", "tests.killpoint", str(append), *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        timeout=300,
     )
     return proc.returncode
 

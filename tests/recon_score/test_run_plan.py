@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
+from recon_score import run_engine
 from recon_score.errors import ResumeMismatchError
 from recon_score.run_engine import Item, RunFolder, RunSpec, Stage
+from tests.killpoint import stop_at_append
 
 SETTINGS = {"kind": "score-run", "preset": "p"}
 _OPENED: list[list[str]] = []  # the audit hook's listeners (a hook cannot be removed once added)
@@ -217,14 +219,10 @@ def test_a_stage_built_from_an_earlier_stage_and_a_kill_at_any_append(tmp_path, 
     class Killed(Exception):
         pass
 
-    appends = []
-
     def killed():
-        appends.append(1)
-        if len(appends) == 3:
-            raise Killed
+        raise Killed
 
-    monkeypatch.setattr("recon_score.run_engine._kill_point", killed)
+    monkeypatch.setattr(run_engine, "_append_lines", stop_at_append(3, killed))
     with pytest.raises(Killed):
         run(tmp_path / "out")
     monkeypatch.undo()
