@@ -125,8 +125,8 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
     With real models (Z-Image + DreamSim, the ReconScore paper's protocol):
       reconscore score --preset paper --captions captions.jsonl --out runs/mine
     """
-    if no_follow_symlinks:  # an environment variable, so accelerate's worker processes inherit it
-        os.environ["RECONSCORE_FOLLOW_SYMLINKS"] = "0"
+    if no_follow_symlinks:
+        _command_env("RECONSCORE_FOLLOW_SYMLINKS", "0")
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(level=max(level, logging.DEBUG), format="%(levelname)s %(name)s: %(message)s")
     if verbose < 2:
@@ -147,6 +147,19 @@ def cli(verbose: int, no_follow_symlinks: bool) -> None:
             or (k.startswith("RECONSCORE_") and not any(w in k for w in ("TOKEN", "KEY", "SECRET")))
         },
     )
+
+
+def _command_env(name: str, value: str) -> None:
+    """Set `name` for this command (an environment variable: the worker processes it starts inherit it) and
+    restore it when the command ends: a second `main` in the same process starts from the caller's setting."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    restore = (
+        (lambda: os.environ.pop(name, None))
+        if before is None
+        else (lambda: os.environ.update({name: before}))
+    )
+    click.get_current_context().call_on_close(restore)
 
 
 def _no_library_bars() -> None:

@@ -281,3 +281,26 @@ def test_smoke_model_runs_say_their_numbers_are_meaningless(tmp_path, capsys):
     ]
     assert main(argv) == 0
     assert "meaningless" not in capsys.readouterr().err
+
+
+def test_no_follow_symlinks_holds_for_its_command_only(tmp_path, sample_dir, monkeypatch):
+    """`--no-follow-symlinks` refuses a linked image for the command it is given to, and run.json says so; the
+    next command in the same process (a notebook or a test calling `main` twice) follows links again."""
+    from tests.smoke_cli import smoke
+
+    monkeypatch.delenv("RECONSCORE_FOLLOW_SYMLINKS", raising=False)
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "linked.tif").symlink_to(sample_dir / "images" / "UCM_1.tif")
+    caps = tmp_path / "c.jsonl"
+    caps.write_text(json.dumps({"id": "a", "image": "linked.tif", "caption": "farmland"}) + "\n")
+    args = ("--captions", str(caps), "--images", str(images))
+
+    def run(out, *flags):
+        code = main([*flags, *smoke("score", out, *args)])
+        row = json.loads((out / "scores.jsonl").read_text())
+        return code, row["error"], json.loads((out / "run.json").read_text())["provenance"]["follow_symlinks"]
+
+    code, error, followed = run(tmp_path / "refused", "--no-follow-symlinks")
+    assert (code, followed) == (3, False) and "no-follow-symlinks" in error
+    assert run(tmp_path / "followed") == (0, None, True)
