@@ -80,7 +80,7 @@ Exit status: 0 done, 3 some metric could not score any row (e.g. images not foun
 )
 @click.option(
     "--data-root",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
     help="With --benchmarks: the folder holding one folder per benchmark (DIR/flickr8k/, DIR/thumb/, ...).",
 )

@@ -383,6 +383,8 @@ def test_cli_usage_errors(tmp_path, capsys):
     base = ["correlate", "--metrics", "bleu4", "--out", str(tmp_path / "o")]
     assert main([*base, "--benchmarks", "thumb"]) != 0
     assert "--data-root" in capsys.readouterr().err
+    assert main([*base, "--benchmarks", "all", "--data-root", str(tmp_path / "typo")]) == 2  # not nine skips
+    assert f"'{tmp_path / 'typo'}' does not exist" in capsys.readouterr().err
     assert main([*base, "--benchmarks", "thumb", "--data-root", str(tmp_path), "--format", "thumb"]) != 0
     assert "drop --preferences" in capsys.readouterr().err
     assert main([*base, "--benchmarks", "thumb", "--data-root", str(tmp_path)]) != 0
