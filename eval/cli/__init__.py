@@ -154,11 +154,13 @@ def _command_env(name: str, value: str) -> None:
     restore it when the command ends: a second `main` in the same process starts from the caller's setting."""
     before = os.environ.get(name)
     os.environ[name] = value
-    restore = (
-        (lambda: os.environ.pop(name, None))
-        if before is None
-        else (lambda: os.environ.update({name: before}))
-    )
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
     click.get_current_context().call_on_close(restore)
 
 
