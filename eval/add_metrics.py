@@ -69,7 +69,8 @@ def _references(job: AddMetricsJob, names: list[str], rows: list[dict], scores: 
     if not needs_refs:
         return {}
     if job.references is None:
-        raise ReconScoreError(f"{', '.join(needs_refs)} need reference captions: pass --references FILE")
+        verb = "needs" if len(needs_refs) == 1 else "need"
+        raise ReconScoreError(f"{', '.join(needs_refs)} {verb} reference captions: pass --references FILE")
     try:
         refs_by_image = load_references(job.references)
     except PreferenceFormatError as err:

@@ -71,9 +71,10 @@ def _correlate(job: CorrelateJob, run: RunFolder) -> CorrelateResult:
     if images_root is not None and not images_root.is_dir():
         raise ReconScoreError(f"--images {images_root} is not a folder")
     if needs_images and images_root is None:
+        verb = "needs" if len(needs_images) == 1 else "need"
         raise ReconScoreError(
-            f"{', '.join(needs_images)} need images, and {job.fmt} ships none: pass --images ROOT (the folder its "
-            "image file names are relative to), or keep to the text metrics"
+            f"{', '.join(needs_images)} {verb} images, and {job.fmt} ships none: pass --images ROOT (the folder "
+            "its image file names are relative to), or keep to the text metrics"
         )
     batch = CaptionBatch(
         candidates=table["candidate"].tolist(),

@@ -166,7 +166,8 @@ def load_record(folder: Path, *, missing_ok: bool = False) -> dict:
         if started:  # run.json is written last: a run under way, or one stopped before it finished
             raise ReconScoreError(
                 f"{folder} has no run.json yet: the run is still being written, or stopped before it finished "
-                f"(its {' and '.join(started)} are there); let it finish, or rerun its command to resume it"
+                f"(its {' and '.join(started)} {'are' if len(started) > 1 else 'is'} there); let it finish, or "
+                "rerun its command to resume it"
             )
         raise ReconScoreError(f"{folder} has no run.json: not a reconscore run folder")
     record = read_json(path, expect=dict, what=RECORD)

@@ -132,7 +132,7 @@ def test_thumb_excerpt(tmp_path):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--format", "flickr8k-expert", "--metrics", "clipscore"], "need images"),
+        (["--format", "flickr8k-expert", "--metrics", "clipscore"], "clipscore needs images"),
         (["--format", "flickr8k-expert", "--metrics", "bleu5"], "did you mean 'bleu4'"),
         (["--format", "flickr8k-expert", "--metrics", "spice"], "stanford-corenlp-3.6.0"),
         (["--format", "flickr8k-crowdflower", "--metrics", "bleu1"], "ExpertAnnotations.txt:1: share of yes"),
@@ -205,7 +205,9 @@ def test_metrics_add_never_overwrites_a_column_of_the_run(tmp_path, capsys):
 def test_metrics_add_errors(tmp_path, capsys):
     (tmp_path / "scores.jsonl").write_text('{"id": "a", "image": "x.png", "caption": "a farm"}\n')
     assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4"]) == 1
-    assert "--references" in capsys.readouterr().err
+    assert capsys.readouterr().err == "error: bleu4 needs reference captions: pass --references FILE\n"
+    assert main(["metrics", "add", str(tmp_path), "--metrics", "bleu4,cider"]) == 1
+    assert capsys.readouterr().err == "error: bleu4, cider need reference captions: pass --references FILE\n"
     (tmp_path / "refs.json").write_text('{"y.png": ["a farm"]}')
     assert (
         main(

@@ -388,6 +388,10 @@ def test_report_on_a_run_still_being_written_says_so(run, tmp_path, capsys):
     (line,) = _errors(capsys)
     assert "has no run.json yet: the run is still being written, or stopped before it finished" in line
     assert "not a reconscore run folder" not in line and not (tmp_path / "r.html").exists()
+    assert "(its .lock and journal are there)" in line
+    (run / ".lock").unlink()
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 1
+    assert "(its journal is there)" in _errors(capsys)[0]
     bare = tmp_path / "bare"
     bare.mkdir()
     assert main(["report", str(bare), "--out", str(tmp_path / "r.html")]) == 1
