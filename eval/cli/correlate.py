@@ -171,7 +171,7 @@ def print_meta_eval(result, *, verify: bool) -> None:
         t.add_column(col, justify="right")
     for r in result.table.to_dict("records"):
         cells = [escape(str(r[c])) for c in ("benchmark", "variant", "category", "metric", "statistic")]
-        cells += [f"{r['value']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]", str(r["n"])]
+        cells += [escape(f"{r['value']:.2f} [{r['ci_low']:.2f}, {r['ci_high']:.2f}]"), str(r["n"])]
         if verify:
             has = r["published"] is not None and r["published"] == r["published"]
             cells += [

@@ -3,8 +3,10 @@
     from eval import evaluate_metric
     table = evaluate_metric("flickr8k-expert", metric=my_metric, data_root="data")
 
-`my_metric(candidates=[...], references=[[...], ...], images=[path or None, ...])` scores one batch and returns
-one number per candidate. The table has the rows `reconscore correlate --benchmarks` writes to meta_eval.csv.
+`my_metric(candidates=[...], references=[[...], ...], images=[...])` scores one batch and returns one number per
+candidate. `images` holds paths under the benchmark's images folder, or a hub set's own images as PIL images
+(Polaris, Nebula, LongCap-Arena), or is None where the benchmark has none. The table has the rows
+`reconscore correlate --benchmarks` writes to meta_eval.csv.
 """
 
 from __future__ import annotations
@@ -21,14 +23,20 @@ from recon_score.errors import InputError, ReconScoreError
 Metric = Callable[..., Sequence[float]]
 
 
-def _unique_inputs(table: pd.DataFrame, images: list[str | None]) -> tuple[list[tuple], np.ndarray]:
+def _unique_inputs(table: pd.DataFrame, images: list, names: list) -> tuple[list[tuple], np.ndarray]:
     """The distinct (candidate, references, image) inputs and, per row, the index of its input: the metric
-    scores each distinct input once (Flickr8K-Expert's three ratings of a caption share one score)."""
+    scores each distinct input once (Flickr8K-Expert's three ratings of a caption share one score). An image is
+    told apart by its name (`names`); what the metric is given is `images`."""
     index: dict[tuple, int] = {}
+    inputs: list[tuple] = []
     rows = np.empty(len(table), dtype=np.int64)
-    for i, (cand, refs, img) in enumerate(zip(table["candidate"], table["references"], images)):
-        rows[i] = index.setdefault((cand, tuple(refs), img), len(index))
-    return list(index), rows
+    for i, (cand, refs, img, name) in enumerate(zip(table["candidate"], table["references"], images, names)):
+        key = (cand, tuple(refs), name)
+        if key not in index:
+            index[key] = len(inputs)
+            inputs.append((cand, tuple(refs), img))
+        rows[i] = index[key]
+    return inputs, rows
 
 
 def _score(metric: Metric, inputs: list[tuple], batch_size: int, name: str) -> np.ndarray:
@@ -48,13 +56,20 @@ def _score(metric: Metric, inputs: list[tuple], batch_size: int, name: str) -> n
     return out
 
 
-def _image_paths(loaded) -> list[str | None]:
+def _images(loaded) -> tuple[list, list]:
+    """Per row, what the metric is given and what names it: a path under the images folder, a hub set's own image
+    (PIL, opened lazily), or None where there is none (a missing file, undecodable bytes)."""
+    from eval.meta_eval.run import decoded_images
     from eval.metrics.base import image_sources
 
+    if loaded.images_root is None and loaded.has_images:
+        found = [None if isinstance(im, InputError) else im for im in decoded_images(loaded.table)]
+        return found, loaded.table["image"].tolist()
     if loaded.images_root is None:
-        return [None] * len(loaded.table)
+        return [None] * len(loaded.table), [None] * len(loaded.table)
     found = image_sources(loaded.images_root, loaded.table["image"].tolist())
-    return [None if isinstance(p, InputError) else str(p) for p in found]
+    paths = [None if isinstance(p, InputError) else str(p) for p in found]
+    return paths, paths
 
 
 def evaluate_metric(
@@ -84,7 +99,7 @@ def evaluate_metric(
         loaded = load(bench, Path(data_root), variant if len(names) == 1 else None)
         if loaded.table is None:
             raise ReconScoreError(f"{bench}: {loaded.skipped}")
-        inputs, where = _unique_inputs(loaded.table, _image_paths(loaded))
+        inputs, where = _unique_inputs(loaded.table, *_images(loaded))
         scores = _score(metric, inputs, batch_size, name)[where]
         rows += statistics(loaded, name, scores, higher_is_better=higher_is_better, n_boot=n_boot, seed=seed)
     return frame(rows)

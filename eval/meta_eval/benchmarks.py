@@ -105,8 +105,7 @@ BENCHMARKS: Registry[Benchmark] = Registry(
             folder="composite",
             protocol=KENDALL,
             headline="tau_c",
-            references="the image's other captions as the file gives them (the AMT files: the human text among "
-            "text1..4 is the reference of the others)",
+            references="the image's other captions as the file gives them",
             split="all",
             images="the Flickr8K, Flickr30K and COCO images the files name, only for image metrics",
             files=("composite.csv",),
@@ -114,7 +113,6 @@ BENCHMARKS: Registry[Benchmark] = Registry(
             paper="Composite (Aditya et al. 2015)",
             variants=(
                 Variant("processed", "the processed CSV (mt, refs, score, imgid) Polos and DENEB score"),
-                Variant("amt", "the original AMT files {8k,30k,coco}_correctness.csv (semicolon-separated)"),
             ),
         ),
         _B(

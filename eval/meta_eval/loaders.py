@@ -143,7 +143,7 @@ def read_mt_csv(path: Path, *, fmt: str, image_col: str = "imgid") -> pd.DataFra
     after the header)."""
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise _bad(path, None, f"not a readable CSV ({err})") from None
     missing = [c for c in ("mt", "refs", "score", image_col) if c not in df.columns]
     if missing:
@@ -209,7 +209,7 @@ def _image_of(value, seen: dict[str, bytes]) -> tuple[str, bytes | None]:
 def _hub_rows(shards, ds, *, cand: str, image: str, name_col: str | None, fmt: str, **extra) -> list[dict]:
     from datasets import Image
 
-    needed = [cand, "refs", "human_score", image]
+    needed = [cand, "refs", "human_score", image, *([name_col] if name_col else [])]
     missing = [c for c in needed if c not in ds.column_names]
     if missing:
         raise _bad(shards[0], None, f"missing feature(s) {', '.join(missing)} (the dataset card's: {needed})")

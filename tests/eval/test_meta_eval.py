@@ -5,6 +5,7 @@ PASCAL-50S's real files; the CLI table against `evaluate_metric`."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import numpy as np
@@ -34,6 +35,16 @@ def test_every_benchmark_names_a_loader_and_a_default_variant():
         parse_benchmarks("pascal50")
     with pytest.raises(ReconScoreError, match="known: 4-refs, 1-ref"):
         BENCHMARKS["foil"].variant("2-refs")
+
+
+def test_every_declared_variant_is_read_by_the_loaders():
+    """A variant the registry offers but no loader branches on would label the default's numbers with its name."""
+    source = inspect.getsource(L)
+    for b in BENCHMARKS.values():
+        for v in b.variants[1:]:
+            assert f'"{v.name}"' in source, f"{b.name}: variant {v.name} is never read"
+    with pytest.raises(ReconScoreError, match="unknown composite variant 'amt'"):
+        BENCHMARKS["composite"].variant("amt")  # the AMT files have no reader: refused, not read as processed
 
 
 def test_verify_status_is_the_published_rounding():
@@ -168,6 +179,13 @@ def test_nebula_missing_feature_names_the_shard(tmp_path):
         L.BenchmarkFormatError, match=r"test-00000-of-00001.parquet: missing feature\(s\) refs"
     ):
         L.load_nebula(folder)
+    _nebula(folder)  # every feature but the one that names the image
+    shard = next((folder / "data").glob("*.parquet"))
+    pd.read_parquet(shard).drop(columns="file_name").to_parquet(shard)
+    with pytest.raises(
+        L.BenchmarkFormatError, match=r"parquet: missing feature\(s\) file_name \(the dataset"
+    ):
+        L.load_nebula(folder)
 
 
 def test_longcaparena_one_category_per_perspective(tmp_path):
@@ -202,6 +220,11 @@ def test_composite_csv_row_and_missing_file(tmp_path):
         L.load_composite(folder)
     with pytest.raises(L.MissingBenchmarkFile, match=r"none/composite.csv not found \(get it from"):
         L.load_composite(tmp_path / "none")
+    (folder / "composite.csv").write_text("")  # an empty download
+    with pytest.raises(
+        L.BenchmarkFormatError, match=r"composite.csv: not a readable CSV \(No columns to parse"
+    ):
+        L.load_composite(folder)
 
 
 # -- FOIL ----------------------------------------------------------------------------------------------------------
@@ -377,6 +400,17 @@ def test_cli_table_equals_evaluate_metric_with_a_callable(tmp_path, capsys):
     ).equals(cli)
 
 
+def test_cli_table_shows_an_interval_it_could_not_compute(tmp_path, capsys):
+    """--bootstrap 0 has no interval: the table says [nan, nan] (rich would take it for markup and drop it)."""
+    from eval.cli import main
+
+    argv = ["correlate", "--benchmarks", "flickr8k-expert", "--data-root", str(DATA), "--metrics", "rouge",
+            "--bootstrap", "0", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.count(" [nan, nan] ") == 2  # tau_b and tau_c
+
+
 def test_cli_usage_errors(tmp_path, capsys):
     from eval.cli import main
 
@@ -459,6 +493,24 @@ def test_image_metrics_read_the_hub_sets_own_images_each_decoded_once(tmp_path, 
     result = run_meta_eval(job)
     assert result.table["n"].tolist() == [4, 4]  # every row scored: its image was read from the parquet shard
     assert len(loads) == 2  # 4 rows, 2 distinct images: each read once
+
+
+def test_evaluate_metric_gives_a_callable_the_hub_sets_own_images(tmp_path):
+    """The Python API scores with the images the command uses: each row's own pixels from the parquet shard."""
+    from eval import evaluate_metric
+
+    _polaris(tmp_path / "polaris")
+    seen: list = []
+
+    def red(*, candidates, references, images):  # the image's red value: 0 or 1, as _png wrote it
+        seen.extend(images)
+        return [im.convert("RGB").getpixel((0, 0))[0] for im in images]
+
+    table = evaluate_metric("polaris", red, data_root=tmp_path, n_boot=0)
+    assert len(seen) == 4 and all(im is not None for im in seen)  # 4 distinct (caption, image) inputs
+    judged = [0.25, 0.5, 1.0, 0.75]  # rows 0-1 show image 0 (red 0), rows 2-3 image 1 (red 1)
+    tau_b = table.set_index("statistic").loc["tau_b", "value"]
+    assert tau_b == pytest.approx(100 * kendalltau([0, 0, 1, 1], judged, variant="b").statistic)
 
 
 def _polaris_and_nebula(root) -> None:
