@@ -124,6 +124,10 @@ def load_flickr8k_crowdflower(annotations: str | Path, captions: str | Path | No
     for lineno, line in _lines(path):
         image, cid, (share, n_yes, n_no) = _fields(path, lineno, line, what)
         text, refs = _lookup(path, lineno, cid, image, by_id, by_image)
+        if not all(math.isfinite(v) for v in (share, n_yes, n_no)):
+            raise PreferenceFormatError(
+                path, lineno, "the share of yes and the vote counts must be finite numbers"
+            )
         if n_yes < 0 or n_no < 0 or n_yes + n_no == 0 or n_yes != int(n_yes) or n_no != int(n_no):
             raise PreferenceFormatError(path, lineno, "vote counts must be non-negative integers, not both 0")
         if abs(share - n_yes / (n_yes + n_no)) > 1e-5:

@@ -90,6 +90,15 @@ def test_loaders_use_the_caption_file_next_to_the_annotations_or_the_given_one(t
             "2914206497_5e36ac6324.jpg\t249394748_2e4acfbbb5.jpg#2\t0.5\t0\t3",
             "share",
         ),
+        *(  # not a count: one line naming file and line, never int()'s error or a row dropped later
+            (
+                "CrowdFlowerAnnotations.txt",
+                5,
+                f"2914206497_5e36ac6324.jpg\t249394748_2e4acfbbb5.jpg#2\t{v}",
+                "finite",
+            )
+            for v in ("0\tnan\t3", "0\tinf\t3", "nan\t0\t3", "0\t0\t-inf")
+        ),
         ("Flickr8k.token.txt", 7, "no tab here", "Flickr8k.token.txt layout"),
     ],
 )
