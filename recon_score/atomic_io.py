@@ -115,16 +115,27 @@ def refuse_non_file(path: Path) -> None:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Raises WriteError (one line naming the folder) when the disk refuses the write, NotAFileError when
     something other than a regular file stands at `path`."""
+    tmp = stage_bytes(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def stage_bytes(path: Path, data: bytes) -> Path:
+    """`data` in a synced temporary beside `path` (.NAME.XXXXXXXX.tmp), for the caller to `os.replace` into place:
+    files that change together are all staged before any is replaced. Raises as `atomic_write_bytes`."""
     refuse_non_file(path)
     try:
-        _atomic_write_bytes(path, data)
+        return _stage(path, data)
     except OSError as err:
         if err.errno not in WRITE_REFUSED:
             raise
         raise write_error(err, path.parent) from err
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def _stage(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -133,12 +144,12 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(err, OSError) and err.filename is None:
             err.filename = str(path)  # a failed write names the file it was writing
         raise
+    return Path(tmp)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -124,11 +124,18 @@ def _row_record(row: InputRow, res, *, note: str | None) -> tuple[dict, dict[str
             rel = str(Path(RECONSTRUCTIONS) / f"{row.index:06d}_{_slug(row.id)}.png")
             files[rel] = png_bytes(res.reconstruction)
             rec["reconstruction"] = rel
-    if rec["error"] and row.where and not rec["error"].startswith(f"{row.where}:"):
-        rec["error"] = f"{row.where}: {rec['error']}"  # image and caption errors name the file and line too
     if note:
         rec["note"] = note
     return rec, files
+
+
+def _located(row: InputRow, result: dict) -> dict:
+    """A result as scores.jsonl shows it: an error names the table's file and line as they are now (not as when
+    it was journaled: a blank line added above it, or the table renamed, changes them and nothing else)."""
+    error = result.get("error")
+    if error and row.where and not error.startswith(f"{row.where}:"):
+        return {**result, "error": f"{row.where}: {error}"}
+    return result
 
 
 def run_score(job: ScoreJob) -> ScoreSummary:
@@ -198,7 +205,8 @@ class _ScoreWork:
             chunk=job.batch_size,
             retry_errors=job.retry_errors,
             progress="render" if job.explain else "caption",
-            depends=[row.extra for row in self.rows],
+            # scores.jsonl also shows the table's own columns, and its errors name FILE:LINE
+            depends=[[row.extra, row.where] for row in self.rows],
         )
 
     def compute(self, chunk: list[Item], todo: list[Item]) -> list[tuple[dict, dict[str, bytes]]]:
@@ -246,7 +254,7 @@ class _ScoreWork:
         journal."""
         if self._merged is None:
             self._merged = [
-                {**r, **{k: v for k, v in (row.extra or {}).items() if k not in r}}
+                {**_located(row, r), **{k: v for k, v in (row.extra or {}).items() if k not in r}}
                 for row, r in zip(self.rows, res.results())
             ]
         return self._merged
@@ -254,7 +262,7 @@ class _ScoreWork:
     def summary(self, res: RunResult) -> ScoreSummary:
         """The same summary whether this invocation computed or found the run finished."""
         stats = self.stats
-        results = [res.records[""].get(row.index, {}).get("result", {}) for row in self.rows]
+        results = [_located(row, res.records[""].get(row.index, {}).get("result", {})) for row in self.rows]
         failures = [
             (row.id, r.get("error") or "not processed")
             for row, r in zip(self.rows, results)
@@ -295,7 +303,7 @@ class _ScoreWork:
                 "failed": len(ordered) - len(scores),
                 "rendered_this_session": stats.get("rendered", 0),
                 "reconstruction_cache_hits": stats.get("reconstruction_cache_hits", 0),
-                "recomputed_changed_inputs": res.changed.total(),
+                "recomputed_changed_inputs": len(res.changed),
             },
             "summary": {
                 "recon_score_mean": statistics.fmean(scores) if scores else None,

@@ -22,11 +22,11 @@ from recon_score.atomic_io import (
     DISK_FULL,
     WRITE_REFUSED,
     WriteError,
-    atomic_write_bytes,
     dumps_line,
     file_sha256,
     read_jsonl,
     sha256_json,
+    stage_bytes,
     write_error,
     write_json_atomic,
 )
@@ -188,14 +188,33 @@ def read_record(path: Path) -> dict:
     return info if isinstance(info, dict) else {}
 
 
-def refuse_run_file(target: Path, *, what: str = "--out") -> None:
-    """Refuse `target` when it is, or resolves to (a symlink, another letter case), a run folder's own file.
+def _table_files(folder: Path) -> dict[str, Path]:
+    """The files `metrics add` tables keep in `folder`, each found by its journal `.TABLE.journal/`: casefolded name
+    (the table, its record TABLE.json, its journal and lock) -> the table."""
+    found = {}
+    for journal in folder.glob(".?*.journal"):
+        table = folder / journal.name[1 : -len(".journal")]
+        for name in (table.name, table.with_suffix(".json").name, journal.name, f".{table.name}.lock"):
+            found[name.casefold()] = table
+    return found
+
+
+def refuse_run_file(target: Path, *, what: str = "--out", table: Path | None = None) -> None:
+    """Refuse `target` when it is, or resolves to (a symlink, another letter case), a run folder's own file or a
+    `metrics add` table's (other than `table`'s, the one being written).
 
     Raises:
-        ReconScoreError: naming the run folder and the file.
+        ReconScoreError: naming the run folder or table and the file.
     """
+    mine = {Path(os.path.abspath(table)), Path(os.path.realpath(table))} if table is not None else set()
     for path in {Path(os.path.abspath(target)), Path(os.path.realpath(target))}:
         for folder in path.parents:
+            of = _table_files(folder).get(path.relative_to(folder).parts[0].casefold())
+            if of is not None and of not in mine:
+                raise ReconScoreError(
+                    f"{what} {target} is a file of the metrics table {of} (the table, its record or journal); "
+                    "writing it would destroy its results: choose another path"
+                )
             kind = folder_kind(folder)
             if kind is None:
                 continue
@@ -208,8 +227,11 @@ def refuse_run_file(target: Path, *, what: str = "--out") -> None:
             break
 
 
-def check_file_target(target: Path, *, inputs: Sequence[Path] = (), what: str = "--out") -> None:
-    """Refuse a one-file target that is a folder, not a regular file, a run's own file, or one of `inputs`.
+def check_file_target(
+    target: Path, *, inputs: Sequence[Path] = (), what: str = "--out", table: Path | None = None
+) -> None:
+    """Refuse a one-file target that is a folder, not a regular file, a run's own file (`table`'s are allowed: the
+    `metrics add` table being written), or one of `inputs`.
 
     Raises:
         ReconScoreError: naming the target and why.
@@ -219,7 +241,7 @@ def check_file_target(target: Path, *, inputs: Sequence[Path] = (), what: str = 
         raise ReconScoreError(f"{what} {target} is a folder; give a file path")
     if kind is not None:  # os.replace would swap the device, FIFO or link itself for the result
         raise ReconScoreError(f"{what} {target} is {kind}, not a regular file; choose another path")
-    refuse_run_file(target, what=what)
+    refuse_run_file(target, what=what, table=table)
     real = os.path.realpath(target)
     for src in inputs:
         if os.path.realpath(src) == real or (os.path.exists(target) and os.path.samefile(src, target)):
@@ -254,10 +276,16 @@ _REDONE = {RECONSTRUCTIONS: "rendered again", EXPLAIN: "explained again"}
 
 
 def _remove(p: Path) -> None:
-    if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p)
-    elif p.exists() or p.is_symlink():
-        p.unlink()
+    """`p` gone; a refusal is one line naming the folder it is in (rmtree's error names a file relative to it)."""
+    try:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+    except OSError as err:
+        if err.errno not in WRITE_REFUSED:
+            raise
+        raise WriteError(p.parent, err.errno) from err
 
 
 # -- the spec a command hands the Run ------------------------------------------------------------------------------
@@ -318,7 +346,7 @@ class RunResult:
     records: dict[str, dict] = field(default_factory=dict)
     complete: bool = False  # a finished run rerun: nothing computed, nothing written
     resumed: int = 0  # items of the last stage an earlier invocation finished, when this one worked
-    changed: Counter = field(default_factory=Counter)  # items recomputed, by the input that changed
+    changed: dict = field(default_factory=dict)  # item id -> the inputs that changed since it was journaled
     repairs: list[str] = field(default_factory=list)  # what this invocation rebuilt from the journal
     previous: dict = field(default_factory=dict)  # the run.json found before this invocation
     info: dict = field(default_factory=dict)  # the run.json it wrote (process 0), or found finished
@@ -344,16 +372,23 @@ def _stat(path: Path) -> list:
 
 
 def _write_files(out: Path, files: dict[str, bytes]) -> dict[str, list]:
-    """Each file atomically, returning the journal's [sha256, size, mtime_ns] of each. A non-folder where a file's
-    folder belongs goes: the files it held are the ones being written again."""
-    kept = {}
-    for rel, data in files.items():
-        top = out / Path(rel).parts[0]
-        if top != out / rel and not top.is_dir() and os.path.lexists(top):
-            top.unlink()
-        atomic_write_bytes(out / rel, data)
-        kept[rel] = [hashlib.sha256(data).hexdigest(), *_stat(out / rel)]
-    return kept
+    """Every file staged, then all moved into place: a write refused midway (a full disk) leaves the files as they
+    were. Returns the journal's [sha256, size, mtime_ns] of each. A non-folder where a file's folder belongs goes:
+    the files it held are the ones being written again."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for rel, data in files.items():
+            top = out / Path(rel).parts[0]
+            if top != out / rel and not top.is_dir() and os.path.lexists(top):
+                top.unlink()
+            staged.append((stage_bytes(out / rel, data), out / rel))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    return {rel: [hashlib.sha256(data).hexdigest(), *_stat(out / rel)] for rel, data in files.items()}
 
 
 def _sweep_temporaries(out: Path, files: dict[str, bytes]) -> None:
@@ -424,8 +459,8 @@ class RunFolder:
         if self.file_of is None:
             check_run_target(self.kind, self.out)
         else:  # RUN/scores.jsonl, RUN/journal/..., a link to them; RUN/run.jsonl would write RUN/run.json
-            check_file_target(self.target, inputs=self.file_of)
-            check_file_target(self.record_path, inputs=self.file_of, what="--out's record")
+            check_file_target(self.target, inputs=self.file_of, table=self.target)
+            check_file_target(self.record_path, inputs=self.file_of, what="--out's record", table=self.target)
         self._lock_existed = self._lock.path.exists()
         try:
             self._created = [d for d in (self.out, *self.out.parents) if not d.exists()]  # deepest first
@@ -445,11 +480,13 @@ class RunFolder:
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo()
-        if isinstance(exc, (OSError, WriteError)) and exc.errno in (*DISK_FULL, errno.EROFS):
+        if (
+            isinstance(exc, (OSError, WriteError)) and exc.errno in WRITE_REFUSED
+        ):  # full, read-only, forbidden
             hint = "free space and rerun the same command"
             if self.spec is not None and self.spec.stages:  # only a journal keeps the work done
                 hint += ": the run resumes where it stopped"
-            if exc.errno == errno.EROFS:
+            if exc.errno not in DISK_FULL:
                 hint = "choose another --out"
             raise write_error(exc, self.out, hint) from exc
 
@@ -496,7 +533,7 @@ class RunFolder:
             self._work()
         return self._finish()
 
-    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> tuple[dict, Counter]:
+    def _load(self, stage: Stage, items: list[Item], *, retry_errors: bool = False) -> tuple[dict, dict]:
         """The stage's journaled records: of an item's records, one whose key matches wins, then the later
         invocation, then the later line; with `retry_errors`, failed ones are left to compute again.
 
@@ -520,17 +557,17 @@ class RunFolder:
             for rec in lines:
                 if "row" in rec and (rec["row"] not in records or rank(rec) >= rank(records[rec["row"]])):
                     records[rec["row"]] = rec
-        done, changed = {}, Counter()
+        done, changed = {}, {}
         for item in items:
             rec = records.get(item.id)
             if rec is not None and rec.get("key") != item.key:  # which inputs changed since it was journaled
                 old = rec.get("inputs") if isinstance(rec.get("inputs"), dict) else {}
-                changed.update([k for k in item.inputs if old.get(k) != item.inputs[k]] or ["resume key"])
+                changed[item.id] = [k for k in item.inputs if old.get(k) != item.inputs[k]] or ["resume key"]
             elif rec is not None and not (retry_errors and (rec.get("result") or {}).get("error")):
                 done[item.id] = rec
         return done, changed
 
-    def _plan_stage(self, stage: Stage) -> Counter:
+    def _plan_stage(self, stage: Stage) -> dict:
         """A stage's items (maybe built from earlier stages' results), keyed, and its records; which inputs
         changed."""
         spec, records = self.spec, self.result.records
@@ -550,7 +587,8 @@ class RunFolder:
         """Read every journal; True when finished. An item whose files are gone or replaced is computed again."""
         spec, res, gone, finished = self.spec, self.result, Counter(), True
         for stage in spec.stages:
-            res.changed.update(self._plan_stage(stage))
+            for row, inputs in self._plan_stage(stage).items():  # an item of several stages counts once
+                res.changed[row] = list(dict.fromkeys([*res.changed.get(row, []), *inputs]))
             done = res.records[stage.name]
             finished = finished and len(done) == len(res.items[stage.name])
             for row, rec in list(done.items()):
@@ -586,6 +624,8 @@ class RunFolder:
             found.append("run.json was missing or invalid")
         elif self.result.previous.get("fingerprint") != self.fp:
             found.append("run.json was not this run's")
+        elif (self.result.previous.get("invocations") or [{}])[-1].get("invocation") != kept.get("inv"):
+            found.append("run.json was not written by the last finished invocation")
         return found
 
     def _work(self) -> None:
@@ -598,9 +638,9 @@ class RunFolder:
         if spec.prepare is not None and todo:
             spec.prepare(todo)  # every missing model named before any work starts
         if res.changed and self.is_main:
-            why = ", ".join(f"{n} {name}" for name, n in sorted(res.changed.items()))
-            n, unit = res.changed.total(), spec.unit
-            log.warning("%d journaled %s(s) have changed inputs and are recomputed (%s)", n, unit, why)
+            count = Counter(name for inputs in res.changed.values() for name in inputs)
+            why, n = ", ".join(f"{n} {name}" for name, n in sorted(count.items())), len(res.changed)
+            log.warning("%d journaled %s(s) have changed inputs and are recomputed (%s)", n, spec.unit, why)
         if res.repairs and self.is_main:
             log.warning("repairing %s from its journal: %s", self.out, "; ".join(res.repairs))
         res.inv = self._begin()
@@ -733,8 +773,7 @@ class RunFolder:
         failed = any((rec["result"] or {}).get("error") for rec in last)
         repaired = {"repaired": res.repairs} if res.repairs else {}
         how = f"finished with failed {self.spec.unit}s" if failed else "finished"
-        changed = res.changed.total()
-        end = {"exit": how, "recomputed_changed_inputs": changed, **repaired}
+        end = {"exit": how, "recomputed_changed_inputs": len(res.changed), **repaired}
         self._log("end", res.inv, finished=finished, outputs=kept, state=self._state(), **end)
         rows_by_inv, history = Counter(int(rec.get("inv") or 0) for rec in last), {}
         for e in self._log_entries():

@@ -1,5 +1,6 @@
 """A stop at a known point of a run: `python -m tests.killpoint N ARGV...` is `reconscore ARGV` SIGKILLed at its Nth
-journal append of items' results, before it is written. The package holds no test hook: this wraps its appender."""
+journal append of items' results, before it is written; `python -m tests.killpoint end ARGV...`, once its end line is
+logged, before run.json is written. The package holds no test hook: this wraps its appender."""
 
 import os
 import signal
@@ -25,8 +26,23 @@ def stop_at_append(n: int, stop: Callable[[], None]) -> Callable:
     return appending
 
 
+def stop_after_end(stop: Callable[[], None]) -> Callable:
+    """The journal's appender, calling `stop` once the invocation's end line is written, before run.json is."""
+    append = run_engine._append_lines
+
+    def appending(path, records):
+        records = list(records)
+        append(path, records)
+        if any(rec.get("event") == "end" for rec in records):
+            stop()
+
+    return appending
+
+
 if __name__ == "__main__":
-    run_engine._append_lines = stop_at_append(int(sys.argv[1]), lambda: os.kill(os.getpid(), signal.SIGKILL))
+    kill = lambda: os.kill(os.getpid(), signal.SIGKILL)  # noqa: E731
+    at = sys.argv[1]
+    run_engine._append_lines = stop_after_end(kill) if at == "end" else stop_at_append(int(at), kill)
     sys.argv = ["reconscore", *sys.argv[2:]]
     from eval.cli import run
 

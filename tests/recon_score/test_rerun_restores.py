@@ -253,6 +253,24 @@ def test_killed_at_a_journal_append_reruns_to_the_same_bytes(command, append, tm
     assert _files(out, command) == _files(ref, command) and _files(ref, command)
 
 
+def test_killed_between_the_finish_and_its_record_reruns_to_the_record(tmp_path, sample_dir):
+    """Killed after the end line, before run.json: the rerun writes these results' record, not keeping the one an
+    earlier invocation wrote for other captions."""
+    out, ref = tmp_path / "out", tmp_path / "ref"
+    argv = _score(tmp_path, sample_dir)
+    assert main(argv(out)) == 0
+    rows = (tmp_path / "data" / "caps.jsonl").read_text().replace("a road", "a river")
+    (tmp_path / "data" / "caps.jsonl").write_text(rows)
+    assert main(argv(ref)) == 0
+    assert _killed_at(argv(out), "end") == -signal.SIGKILL
+    stale = json.loads((out / "run.json").read_text())
+    assert main(argv(out)) == 0
+    got, want = (json.loads((p / "run.json").read_text()) for p in (out, ref))
+    assert got["summary"] == want["summary"] != stale["summary"]
+    assert got["invocations"][-1]["repaired"] == ["run.json was not written by the last finished invocation"]
+    assert (out / "scores.jsonl").read_bytes() == (ref / "scores.jsonl").read_bytes()
+
+
 @pytest.mark.parametrize("command", ["score", "describe", "generate"])
 def test_a_finished_rerun_builds_no_model(command, tmp_path, sample_dir, monkeypatch, capsys):
     """A finished run's rerun costs what its records cost: no T2I pipeline, encoder or language model is built

@@ -89,7 +89,7 @@ def test_a_changed_input_is_recomputed_and_named(tmp_path, caplog):
     work = Work({0: "a", 1: "c"})
     with caplog.at_level(logging.WARNING):
         res = work.run(out)
-    assert work.computed == [1] and res.changed == {"caption": 1}
+    assert work.computed == [1] and res.changed == {1: ["caption"]}  # item 1: its caption changed
     assert "1 journaled row(s) have changed inputs and are recomputed (1 caption)" in caplog.text
     assert res.results() == [{"value": "a"}, {"value": "c"}]
 

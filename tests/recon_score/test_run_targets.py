@@ -133,6 +133,27 @@ def test_a_symlink_to_a_run_file_is_refused(run, tmp_path, capsys):
     assert _sums(run) == before
 
 
+def test_a_metrics_tables_own_files_are_refused_to_every_other_writer(run, capsys):
+    """A `metrics add` table keeps its record (TABLE.json), journal and lock beside it: no other command writes
+    over them (also in another letter case or inside the journal); its own rerun still writes the table."""
+    table = run / "scores.metrics.jsonl"
+    assert main(_metrics_add(run, table)) == 0
+    before = _sums(run)
+    journal = run / ".scores.metrics.jsonl.journal"
+    targets = [table, run / "scores.metrics.json", run / "Scores.Metrics.jsonl", journal / "rank-0.jsonl",
+               run / ".scores.metrics.jsonl.lock"]  # fmt: skip
+    for target in targets:
+        assert main(["report", str(run), "--out", str(target)]) == 1, target
+        assert _errors(capsys) == [
+            f"error: --out {target} is a file of the metrics table {table} (the table, its record or journal); "
+            "writing it would destroy its results: choose another path"
+        ]
+    assert main(smoke("score", journal, "--limit", "1")) == 1
+    assert "is a file of the metrics table" in _errors(capsys)[0]
+    assert _sums(run) == before
+    assert main(_metrics_add(run, table)) == 0 and _sums(run) == before  # its own rerun: a no-op
+
+
 def test_a_metrics_table_named_like_its_record_is_refused(run, tmp_path, capsys):
     assert main(_metrics_add(run, tmp_path / "m.json")) == 1
     assert "ends in .json" in _errors(capsys)[0]
@@ -174,6 +195,33 @@ def test_a_read_only_disk_is_one_line_for_every_writer(run, read_only, tmp_path,
     assert _sums(read_only) == before
 
 
+@pytest.mark.parametrize("where", ["journal", "overwrite"])
+def test_a_forbidden_write_in_the_run_folder_is_one_line(where, run, monkeypatch, capsys):
+    """Permission denied (a folder the user may not write in; root is not refused, so the refusal is the kernel's
+    error raised where the Run writes) is one line naming the folder, as a read-only disk is: at the journal's
+    append, and at --overwrite's removal, where rmtree names the refused file relative to its folder."""
+    import errno
+
+    from recon_score import run_engine
+
+    def refuse(path, *args, **kwargs):
+        raise PermissionError(
+            errno.EACCES, "Permission denied", str(path) if where == "journal" else "rank-0.jsonl"
+        )
+
+    if where == "journal":
+        monkeypatch.setattr(run_engine, "_append_lines", refuse)
+        argv, folder = (
+            smoke("score", run, "--limit", "1"),
+            run / "journal",
+        )  # another --limit: work to journal
+    else:
+        monkeypatch.setattr(run_engine.shutil, "rmtree", refuse)
+        argv, folder = smoke("score", run, "--limit", "2", "--overwrite"), run
+    assert main(argv) == 1
+    assert _errors(capsys) == [f"error: cannot write in {folder}: Permission denied; choose another --out"]
+
+
 def test_a_full_disk_is_one_line_and_a_new_folder_is_not_left_behind(run, tiny_disk, tmp_path, capsys):
     """12 KB: the record fits, a pair's PNG does not."""
     out = tiny_disk / "pairs"
@@ -184,6 +232,34 @@ def test_a_full_disk_is_one_line_and_a_new_folder_is_not_left_behind(run, tiny_d
     assert main(["report", str(run), "--out", str(tiny_disk / "r.html")]) == 1
     assert "no space left on the device" in _errors(capsys)[0]
     assert list(tiny_disk.iterdir()) == []
+
+
+def test_final_files_refused_midway_leave_the_previous_ones_as_they_were(
+    tmp_path, sample_dir, monkeypatch, capsys
+):
+    """An evaluate rerun with other captions whose second final file meets a full disk (at its fsync, as on a
+    quota or a network disk): every final file is staged before any replaces its predecessor, so the folder keeps
+    the first run's files beside its run.json."""
+    import errno
+
+    from tests.recon_score.test_rerun_restores import _evaluate
+
+    argv, out = _evaluate(tmp_path, sample_dir), tmp_path / "run"
+    assert main(argv(out)) == 0
+    before = _sums(out)
+    (tmp_path / "caps.csv").write_text("image,caption\n1.tif,a field 1 .\n2.tif,a long road by the river\n")
+    synced, fsync = [], os.fsync
+
+    def full_at_the_second(fd):
+        synced.append(fd)
+        if len(synced) == 2:  # per_image.jsonl is written, summary.csv is not
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_at_the_second)
+    assert main(argv(out)) == 1
+    assert f"error: cannot write in {out}: no space left on the device" in _errors(capsys)[0]
+    assert _sums(out) == before
 
 
 def test_a_file_size_limit_is_one_line(run, tmp_path, capsys):

@@ -46,16 +46,19 @@ def test_changed_inputs_are_recomputed_others_untouched(data, tmp_path, caplog):
     out = tmp_path / "run"
     assert _score(data, out) == 0
     before = _rows(out)
-    # edit b's caption, replace c's image file in place (same path, new bytes)
+    # edit b's caption and image, replace c's image file in place (same path, new bytes)
     rows = [json.loads(x) for x in (data / "caps.jsonl").read_text().splitlines()]
-    rows[1]["caption"] = "a dense forest"
+    rows[1]["caption"], rows[1]["image"] = "a dense forest", "img/4.tif"
     (data / "caps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     shutil.copy(data / "img" / "1.tif", data / "img" / "3.tif")
     with caplog.at_level("WARNING"):
         assert _score(data, out) == 0
     after = _rows(out)
-    assert "2 journaled row(s) have changed inputs" in caplog.text
-    assert "1 caption" in caplog.text and "1 image_sha256" in caplog.text
+    # rows are counted once however many of their inputs changed; the inputs, once per row
+    assert (
+        "2 journaled row(s) have changed inputs and are recomputed (1 caption, 1 image, 2 image_sha256)"
+        in (caplog.text)
+    )
     assert after[1]["caption"] == "a dense forest" and after[1]["recon_score"] != before[1]["recon_score"]
     assert after[2]["recon_score"] != before[2]["recon_score"]
     assert after[0] == before[0] and after[3] == before[3]
@@ -168,3 +171,21 @@ def test_changed_settings_are_named(tmp_path, capsys):
     assert main([*base, "--steps", "2", "--batch-size", "2"]) == 1
     err = capsys.readouterr().err
     assert "preset.steps: 4 -> 2" in err and "batch_size: 1 -> 2" in err and "fingerprint" not in err
+
+
+def test_an_error_names_the_tables_line_as_it_is_now(data, tmp_path):
+    """A row's error names FILE:LINE of the table as it is at the rerun: a blank line added above the row changes
+    that and nothing else, so the rerun writes what a fresh run writes, computing nothing again."""
+    (data / "img" / "bad.tif").write_bytes(b"not an image")
+    rows = [json.loads(x) for x in (data / "caps.jsonl").read_text().splitlines()]
+    rows[1]["image"] = "img/bad.tif"  # fails when scored, not when the table is read
+    table = "".join(json.dumps(r) + "\n" for r in rows)
+    (data / "caps.jsonl").write_text(table)
+    out, fresh = tmp_path / "run", tmp_path / "fresh"
+    assert _score(data, out) == 3  # finished with a failed row
+    assert _rows(out)[1]["error"].startswith("caps.jsonl:2: ")
+    (data / "caps.jsonl").write_text("\n" + table)
+    assert _score(data, out) == 3 and _score(data, fresh) == 3
+    assert _rows(out)[1]["error"].startswith("caps.jsonl:3: ")
+    assert (out / "scores.jsonl").read_bytes() == (fresh / "scores.jsonl").read_bytes()
+    assert len(_records(out)) == 4  # nothing computed again

@@ -66,7 +66,7 @@ def test_a_refused_encoder_memo_is_skipped(tmp_path, monkeypatch, encoder, code)
     def refuse(path, data):
         raise OSError(code, os.strerror(code), str(path))
 
-    monkeypatch.setattr(atomic_io, "_atomic_write_bytes", refuse)
+    monkeypatch.setattr(atomic_io, "_stage", refuse)
     builds = []
 
     def build():
@@ -83,7 +83,7 @@ def test_other_encoder_memo_errors_still_fail(tmp_path, monkeypatch, encoder):
     def broken(path, data):
         raise OSError(errno.EIO, "I/O error", str(path))
 
-    monkeypatch.setattr(atomic_io, "_atomic_write_bytes", broken)
+    monkeypatch.setattr(atomic_io, "_stage", broken)
     with pytest.raises(OSError, match="I/O error"):
         encoder_info("smoke:open-clip", weights_dir=None, memo=tmp_path / "memo", build=lambda: encoder)
 
@@ -92,7 +92,7 @@ def test_a_read_only_feature_cache_names_the_way_out(tmp_path, monkeypatch, enco
     def refuse(path, data):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
 
-    monkeypatch.setattr(atomic_io, "_atomic_write_bytes", refuse)
+    monkeypatch.setattr(atomic_io, "_stage", refuse)
     with pytest.raises(
         atomic_io.WriteError, match=r"^cannot write in .*: read-only filesystem; .*--no-cache$"
     ):
