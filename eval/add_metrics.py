@@ -20,6 +20,7 @@ from recon_score.run_engine import (
     RunResult,
     RunSpec,
     Stage,
+    check_file_target,
     load_record,
 )
 from recon_score.run_outputs import SCORES, output_file, read_rows
@@ -84,6 +85,22 @@ def _references(job: AddMetricsJob, names: list[str], rows: list[dict], scores: 
     return refs_by_image
 
 
+def _refuse_image_targets(
+    job: AddMetricsJob, names: list[str], scores: Path, rows: list[dict], run: RunFolder
+) -> None:
+    """The rows' images are inputs too (known once the rows are read): neither --out nor its record may be one.
+
+    Raises:
+        ReconScoreError: naming the target and the image.
+    """
+    if not any(get_metric_info(n).needs_images for n in names):
+        return
+    sources = image_sources(_images_root(job, scores), [str(r.get("image") or "") for r in rows])
+    images = list(dict.fromkeys(s for s in sources if isinstance(s, Path)))
+    check_file_target(run.target, inputs=images)
+    check_file_target(run.record_path, inputs=images, what="--out's record")
+
+
 def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
     """One Run whose one item is the whole table (CIDEr's document frequencies and the like are corpus-wide):
     its key hashes the scores file, the references, the images and every option, so a finished rerun computes
@@ -100,12 +117,15 @@ def add_metrics(job: AddMetricsJob) -> AddMetricsResult:
         raise ReconScoreError(
             f"--out {out} ends in .json, the name of its record (OUT.json): give a .jsonl path"
         )
-    with RunFolder("metrics add", out, file_of=[scores]) as run:
+    # every file the command reads is an input the table and its record (OUT.json) must not overwrite
+    inputs = [scores, *([job.references] if job.references is not None else [])]
+    with RunFolder("metrics add", out, file_of=inputs) as run:
         # an older reconscore's run is refused before anything is computed
         load_record(scores.parent, missing_ok=True)
         rows = read_rows(scores, SCORES)
         if not rows:
             raise ReconScoreError(f"{scores} has no rows")
+        _refuse_image_targets(job, names, scores, rows, run)
         present = [n for n in names if any(n in r for r in rows)]
         # never overwrite a column of the run (a score run's own recon_score, with its own preset)
         if present:

@@ -97,3 +97,43 @@ def test_a_kill_mid_run_reruns_to_the_bytes_of_an_uninterrupted_run(at, tmp_path
     assert not (run / "scores.metrics.jsonl").exists()
     assert main(_argv(run)) == 0
     assert (run / "scores.metrics.jsonl").read_bytes() == (ref / "scores.metrics.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("refs_name", "out_name", "named"),
+    [
+        ("refs.json", "refs.jsonl", "--out's record"),  # the record OUT.json is the references
+        ("r2.jsonl", "r2.jsonl", "--out"),  # the table is the references
+    ],
+)
+def test_the_references_are_never_overwritten(tmp_path, capsys, monkeypatch, refs_name, out_name, named):
+    run = _run(tmp_path / "run")
+    refs = tmp_path / refs_name
+    refs.write_bytes((SAMPLE / "references.json").read_bytes())
+    want = refs.read_bytes()
+    monkeypatch.setattr(eval.add_metrics, "compute_metrics", _never)
+    assert main([*_argv(run, refs), "--out", str(tmp_path / out_name)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: {named} {refs} is the input {refs}: choose another path"]
+    assert refs.read_bytes() == want
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["run", refs_name])  # no journal, no lock
+
+
+def test_an_image_of_the_run_is_never_overwritten(tmp_path, capsys, monkeypatch):
+    run = _run(tmp_path / "run")
+    images = tmp_path / "images"
+    images.mkdir()
+    rows = [json.loads(line) for line in (run / "scores.jsonl").read_text().splitlines()]
+    image = images / Path(rows[0]["image"]).name
+    image.write_bytes((SAMPLE / rows[0]["image"]).read_bytes())
+    for r in rows:
+        r["image"] = image.name
+    (run / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    want = image.read_bytes()
+    monkeypatch.setattr(eval.add_metrics, "compute_metrics", _never)
+    argv = ["metrics", "add", str(run), "--metrics", "clipscore", "--encoder", "smoke:open-clip"]
+    assert main([*argv, "--images", str(images), "--out", str(image)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --out {image} is the input {image}: choose another path"]
+    assert image.read_bytes() == want
+    assert [p.name for p in images.iterdir()] == [image.name]  # its lock removed with the failed start
