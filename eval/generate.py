@@ -102,7 +102,7 @@ class _Generation:
         from recon_score.run_engine import Item
 
         self.requests.update({r.id: r for r in requests})
-        return [Item(r.id, {"prompt": r.prompt}, name=f"request {r.id}") for r in requests]
+        return [Item(r.id, _request_inputs(r), name=f"request {r.id}") for r in requests]
 
     def _rewrites(self, done: dict) -> list:
         """`length`'s second stage: the rewrites of every triplet answer that parsed."""
@@ -137,6 +137,14 @@ class _Generation:
         rows, extracted = self.rows(res)
         failed = sum(1 for r in [*rows, *extracted] if r.get("error"))
         return {**self.config, "sources": len(self.sources), "rows": len(rows), "failed": failed}
+
+
+def _request_inputs(request: gen.Request) -> dict:
+    """Everything the request's journaled row is built from but the answer (its id, source, image, caption, kind,
+    extra fields, prompt and instruction): a source table edited in any of them recomputes that row, so a rerun's
+    generated.jsonl is a fresh run's, never one with stale source fields."""
+    row = request.row(None, None)
+    return {k: v for k, v in row.items() if k not in ("caption", "error")}
 
 
 def _extracted(rows: list[dict | None], n: int) -> list[dict | None]:

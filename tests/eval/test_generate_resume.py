@@ -58,3 +58,27 @@ def test_kill_and_resume_gives_identical_output(tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["resumed"] and [i["rows_done"] for i in run["invocations"]] == [16, 4]
     assert run["meaningless"] is True  # a synthetic model: the record says so
+
+
+def test_a_rerun_after_the_source_table_is_edited_writes_a_fresh_runs_bytes(tmp_path):
+    """A source row's image changed (its caption kept): its request is sent again and generated.jsonl names the
+    new image, byte for byte what a fresh run writes; the unchanged rows are not sent again."""
+    caps = tmp_path / "caps.jsonl"
+    rows = [
+        {"id": f"s{i}", "image": "images/UCM_1.tif", "caption": f"a farmland with {i} trees"}
+        for i in range(3)
+    ]
+    caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, fresh = tmp_path / "out", tmp_path / "fresh"
+    with one_thread():
+        assert main(_argv(caps, out)) in (0, 3)
+        rows[1]["image"] = "images/UCM_2.tif"
+        caps.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert main(_argv(caps, out)) in (0, 3)
+        assert main(_argv(caps, fresh)) in (0, 3)
+    generated = (out / "generated.jsonl").read_bytes()
+    assert [json.loads(line)["image"] for line in generated.splitlines()][1] == "images/UCM_2.tif"
+    assert generated == (fresh / "generated.jsonl").read_bytes()
+    run = json.loads((out / "run.json").read_text())
+    assert [i["rows_done"] for i in run["invocations"]] == [2, 1]  # the current rows each invocation computed
+    assert run["invocations"][-1]["recomputed_changed_inputs"] == 1
