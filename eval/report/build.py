@@ -13,7 +13,7 @@ from pathlib import Path
 from recon_score import run_outputs as outputs
 from recon_score.errors import InputError, ReconScoreError
 from recon_score.presets import SMOKE_NOTE
-from recon_score.textfiles import read_json
+from recon_score.textfiles import entry_kind, read_json
 
 THUMB_SIDE = 256  # px, long side of every thumbnail (originals and reconstructions)
 THUMB_QUALITY = 80  # JPEG: ~10-20 kB per thumbnail, so a page of 50 images stays a few MB
@@ -166,11 +166,27 @@ class ImageStore:
             self.embedded[src] = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii")
         else:
             name = hashlib.sha256(key.encode()).hexdigest()[:20] + ".jpg"
-            self.assets.mkdir(parents=True, exist_ok=True)
-            (self.assets / name).write_bytes(data)
+            self._write(name, data)
             src = f"{self.assets.name}/{name}"
         self._memo[key] = src
         return src, None
+
+    def _write(self, name: str, data: bytes) -> None:
+        """A thumbnail into OUT_files/, never through a link: a symlink there (to the folder or in it) is refused in
+        one line, as is a disk that refuses the write (WriteError), so a user's file is never overwritten.
+
+        Raises:
+            ReconScoreError: OUT_files/ is not a folder, or its entry `name` is not a regular file.
+        """
+        from recon_score.atomic_io import atomic_write_bytes
+
+        kind = entry_kind(self.assets) or ("a file" if self.assets.exists() else None)
+        if kind not in (None, "a folder"):
+            raise ReconScoreError(
+                f"{self.assets} is {kind}, not a folder, where the report writes its thumbnails; move it away "
+                "and rerun"
+            )
+        atomic_write_bytes(self.assets / name, data)
 
     def own(self, run_dir: Path, relative) -> str | None:
         """The src of a file in the run's own folder (a reconstruction, a heatmap); None when none is recorded."""
@@ -842,6 +858,22 @@ def _page_images(parts: list[CardPart], store: ImageStore) -> dict[str, str]:
     return refs
 
 
+def _make_folder(folder: Path) -> None:
+    """The page's folder; a disk or a folder that refuses it (read-only, forbidden, full) is one line.
+
+    Raises:
+        WriteError: naming the folder that could not be created.
+    """
+    from recon_score.atomic_io import DISK_FULL, WRITE_REFUSED, write_error
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        if err.errno not in WRITE_REFUSED:
+            raise
+        raise write_error(err, folder, None if err.errno in DISK_FULL else "choose another --out") from err
+
+
 def build_report(
     run_dirs: list[Path],
     out: Path,
@@ -862,7 +894,7 @@ def build_report(
     from recon_score.run_engine import check_file_target
 
     check_file_target(out)  # e.g. RUN/scores.jsonl or a link to it: the results would be replaced by HTML
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(out.parent)
     store = ImageStore(images, out.parent / f"{out.stem}_files" if images == "link" else None)
     sections = [load_section(Path(d), store) for d in run_dirs]
     paged = [paginate(s.cards, page_size, page_rows) for s in sections]
