@@ -908,6 +908,8 @@ def build_report(
         finalize=visible_controls,
     )
     template = env.get_template("report.html.j2")
+    for name in names[1:]:  # out-p2.html, ...: refused, like out, before any page is written
+        check_file_target(out.parent / name, what="--out's page")
     written = []
     for p in range(n_pages):
         page_sections = []
