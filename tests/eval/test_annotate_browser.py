@@ -172,3 +172,45 @@ def consensus_pass(browser, tmp_path, study, collected, contested, exports, orde
     }
     assert settled["images/UCM_2.tif"]["reference"] == 2 and settled["images/UCM_5.tif"]["reference"] == 2
     assert settled["images/UCM_1.tif"]["reference"] == 1
+
+
+def test_key_0_chooses_the_10th_caption_and_nothing_where_an_image_has_fewer(browser, tmp_path):
+    """`0` is the 10th caption's key; on an image with fewer captions it does nothing (it once ranked a caption
+    at position -1: the export carried "undefined" as a label and collect refused the whole file)."""
+    sample = Path(__file__).resolve().parents[2] / "recon_score" / "sample"
+    table = tmp_path / "c.jsonl"
+    rows = [("images/UCM_1.tif", k) for k in range(10)] + [("images/UCM_2.tif", k) for k in range(3)]
+    table.write_text(
+        "".join(json.dumps({"image": i, "candidate": f"c{k}", "model": f"m{k}"}) + "\n" for i, k in rows)
+    )
+    study = tmp_path / "study"
+    argv = ["annotate", "build", "--candidates", str(table), "--images", str(sample), "--annotators", "1"]
+    assert main([*argv, "--out", str(study)]) == 0
+    ctx = browser.new_context(accept_downloads=True)
+    page = ctx.new_page()
+    page.goto((study / "pages" / "annotator-1.html").resolve().as_uri())
+    page.wait_for_selector("body[data-ready='1']")
+    data = json.loads(page.inner_text("#study-data"))
+    page.keyboard.press("Digit0")  # the 10th caption first
+    assert page.inner_text(".cand[data-pos='9'] .rank") == "rank 1"
+    for k in range(1, 10):
+        page.keyboard.press(f"Digit{k}")
+    page.keyboard.press("Enter")
+    page.keyboard.press("Digit0")  # three captions: no 10th
+    assert page.locator(".cand.ranked").count() == 0
+    for k in (1, 2, 3):
+        page.keyboard.press(f"Digit{k}")
+    assert page.inner_text("#progress").startswith("2 of 2 images ranked")
+    export = tmp_path / "a1.jsonl"
+    with page.expect_download() as download:
+        page.click("#export")
+    download.value.save_as(export)
+    ctx.close()
+    lines = [json.loads(x) for x in export.read_text().splitlines()[1:]]
+    assert [sorted(x["ranks"]) for x in lines] == [list("ABCDEFGHIJ"), list("ABC")]
+    collected = tmp_path / "collected"
+    args = ["annotate", "collect", str(study), str(export), "--bootstrap", "20", "--out", str(collected)]
+    assert main(args) == 0
+    first = json.loads((collected / "judgments.jsonl").read_text().splitlines()[0])
+    tenth = data["items"][0]["captions"][9]  # the caption shown 10th, in the study's own order: ranked 1
+    assert first["ranks"][[f"c{k}" for k in range(10)].index(tenth)] == 1
