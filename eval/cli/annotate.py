@@ -11,6 +11,10 @@ import click
 from eval.cli import SuggestingGroup
 from eval.cli import options as opt
 
+MOST_SHOWN = (
+    26  # a page labels its captions A-Z (preference_data.annotate.LABELS; not imported: startup time)
+)
+
 
 @click.group("annotate", cls=SuggestingGroup)
 def command() -> None:
@@ -47,9 +51,10 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
 )
 @click.option(
     "--per-image",
-    type=click.IntRange(min=2),
+    type=click.IntRange(min=2, max=MOST_SHOWN),
     default=None,
-    help="Show this many candidates per image, drawn at random with --seed (the ReconScore paper: 3 of 6).",
+    help="Show this many candidates per image, drawn at random with --seed (the ReconScore paper: 3 of 6); "
+    "a page labels at most 26 (A-Z).",
 )
 @click.option("--title", default="Rank the captions", show_default=True, help="The pages' title.")
 @opt.choice(

@@ -94,8 +94,9 @@ def read_candidates(path: Path) -> list[CandidateRow]:
 
 
 def make_items(rows: list[CandidateRow], *, per_image: int | None, seed: int) -> list[Item]:
-    """Candidates grouped by image in the table's order; a model twice for one image, or an image with fewer
-    than two candidates (or than `per_image`: every image is ranked among as many), is refused naming the row."""
+    """Candidates grouped by image in the table's order; a model twice for one image, an image with fewer
+    than two candidates (or than `per_image`: every image is ranked among as many), or more shown than there are
+    labels (A-Z: an export of it could never be read back), is refused naming the row."""
     by_image: dict[str, list[CandidateRow]] = {}
     for row in rows:
         group = by_image.setdefault(row.image, [])
@@ -112,6 +113,14 @@ def make_items(rows: list[CandidateRow], *, per_image: int | None, seed: int) ->
         if len(group) < 2:
             raise PreferenceFormatError(
                 group[0].source, None, f"image {image!r} has one candidate; ranking needs 2+"
+            )
+        shown = per_image if per_image is not None else len(group)
+        if shown > len(LABELS):
+            raise PreferenceFormatError(
+                group[0].source,
+                None,
+                f"image {image!r} has {len(group)} candidates; a page shows at most {len(LABELS)} per image "
+                f"(labels A-Z): give --per-image {len(LABELS)} or fewer",
             )
         if per_image is not None and len(group) < per_image:
             raise PreferenceFormatError(

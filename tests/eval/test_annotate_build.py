@@ -135,3 +135,32 @@ def test_an_evaluate_run_without_its_split_recorded_is_told_to_run_again(runs, t
     assert _build(tmp_path / "study", old, runs["git"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.endswith("run `reconscore evaluate` again") and err.count("\n") == 0, err
+
+
+def _table(path: Path, rows: list[tuple[str, str, str]]) -> Path:
+    """A candidates table of (image, candidate, model) rows, images relative to the bundled sample."""
+    path.write_text("image,candidate,model\n" + "".join(f"{i},{c},{m}\n" for i, c, m in rows))
+    return path
+
+
+def test_more_candidates_than_a_page_labels_are_refused_at_build(tmp_path, capsys):
+    """A page labels an image's captions A-Z: 27 candidates once built a study no export of could be read back.
+    The build refuses naming the image and the count; --per-image draws at most 26."""
+    table = _table(tmp_path / "c.csv", [("images/UCM_1.tif", f"caption {k}", f"m{k}") for k in range(27)])
+    argv = ["annotate", "build", "--candidates", str(table), "--images", str(SAMPLE)]
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "s")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"error: {table}:2: image 'images/UCM_1.tif' has 27 candidates; a page shows at most 26 per image "
+        "(labels A-Z): give --per-image 26 or fewer"
+    ), err
+    assert not (tmp_path / "s").exists()
+    assert main([*argv, "--per-image", "27", "--out", str(tmp_path / "s")]) == 2
+    assert not (tmp_path / "s").exists()
+    assert main([*argv, "--per-image", "26", "--out", str(tmp_path / "s")]) == 0
+    assert len(json.loads((tmp_path / "s" / "study.json").read_text())["items"][0]["candidates"]) == 26
+    from eval.cli.annotate import MOST_SHOWN
+    from preference_data.annotate import LABELS
+
+    assert MOST_SHOWN == len(LABELS)  # the option's bound is the labels' count
