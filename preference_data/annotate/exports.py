@@ -18,6 +18,9 @@ from preference_data.schema import PreferenceFormatError
 from recon_score.textfiles import parse_json, read_lines
 
 HEADER_KEYS = ("study", "checksum", "annotator", "round", "exported", "ranked", "missing", "body_sha256")
+# what collect reads of a header: each must be there (the page writes every one of HEADER_KEYS)
+NEEDED = ("study", "checksum", "annotator", "round", "missing", "body_sha256")
+TEXT_KEYS = ("study", "checksum", "annotator", "body_sha256")
 LINE_KEYS = ("item", "ranks", "note")
 ROUNDS = ("main", "consensus")
 
@@ -68,12 +71,21 @@ def _lines(path: Path) -> list[tuple[int, str]]:
 
 
 def read_header(path: Path) -> tuple[dict, list[tuple[int, str]]]:
-    """The header and the body lines of an export (only its shape is checked here)."""
+    """The header and the body lines of an export (only its shape is checked here: every field collect reads is
+    there, so no later check meets a missing one)."""
     lines = _lines(path)
     head, _ = parse_json(lines[0][1])
     if not isinstance(head, dict) or "study" not in head or "body_sha256" not in head:
         raise PreferenceFormatError(path, 1, "is not a reconscore annotation export (no study header)")
     _io.check_keys(path, 1, head, HEADER_KEYS)
+    absent = [k for k in NEEDED if k not in head]
+    if absent:
+        raise PreferenceFormatError(
+            path, 1, f"the header has no {absent[0]!r}: not an export as the page writes it"
+        )
+    for key in TEXT_KEYS:
+        if not isinstance(head[key], str):
+            raise PreferenceFormatError(path, 1, f"{key!r} must be a string, got {head[key]!r}")
     if head.get("round") not in ROUNDS:
         raise PreferenceFormatError(
             path, 1, f"'round' must be one of {', '.join(ROUNDS)}, got {head.get('round')!r}"
@@ -116,6 +128,8 @@ def _judgment(path: Path, lineno: int, obj: object, expect: Round, out: Export) 
         raise PreferenceFormatError(path, lineno, "each judgment must be a JSON object {item, ranks, note}")
     _io.check_keys(path, lineno, obj, LINE_KEYS)
     item = obj.get("item")
+    if not isinstance(item, str):
+        raise PreferenceFormatError(path, lineno, f"'item' must be an item id (a string), got {item!r}")
     if item not in expect.sizes:
         raise PreferenceFormatError(path, lineno, f"item {item!r} is not an image of this round")
     if item in out.lines:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from eval.cli import main
+from preference_data.annotate import body_checksum
 from tests.eval.annotate_helpers import SAMPLE, in_order, page_data, sample_candidates, write_export
 
 
@@ -91,10 +92,29 @@ def _bad(study: Path, folder: Path, kind: str) -> tuple[Path, str]:
     if kind == "stale":
         write_export(path, data, ranks, checksum="0123456789abcdef")
         return path, f"{path}:1: is stale"
+    if kind in ("no-checksum", "no-annotator"):
+        write_export(path, data, ranks)
+        lines = path.read_text().splitlines()
+        head = json.loads(lines[0])
+        del head[kind.removeprefix("no-")]
+        path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+        return path, f"{path}:1: the header has no {kind.removeprefix('no-')!r}"
+    if kind == "item-a-list":
+        write_export(path, data, ranks)
+        lines = path.read_text().splitlines()
+        lines[1] = lines[1].replace(json.dumps(first), json.dumps([first]))
+        head = {**json.loads(lines[0]), "body_sha256": body_checksum(lines[1:])}
+        path.write_text("\n".join([json.dumps(head), *lines[1:]]) + "\n")
+        return path, f"{path}:2: 'item' must be an item id (a string), got [{first!r}]"
     raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["edited-checksum", "missing-image", "rank-twice", "another-study", "stale"])
+BAD = ["edited-checksum", "missing-image", "rank-twice", "another-study", "stale"]
+# a header without a field collect reads, an item that is not an id: once a KeyError or TypeError traceback
+BAD += ["no-checksum", "no-annotator", "item-a-list"]
+
+
+@pytest.mark.parametrize("kind", BAD)
 def test_a_bad_export_is_one_line_and_changes_nothing(study, tmp_path, capsys, kind):
     exports = _exports(study, tmp_path)
     out = tmp_path / "collected"
