@@ -44,7 +44,11 @@ server and no network. STUDY/key.json unblinds the study: keep it out of the ann
 @opt.images_root("a describe run's own images")
 @opt.positive_int("--annotators", default=2, help="Pages to make.")
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of every page's shuffles (recorded)."
+    "--seed",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of every page's shuffles (recorded; numpy's generator takes no negative one).",
 )
 @click.option(
     "--allow-ties/--no-ties", default=False, show_default=True, help="Whether annotators may tie captions."

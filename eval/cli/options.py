@@ -73,8 +73,8 @@ def pop_explain(given: dict):
 
 
 def bootstrap(default: int, *, at_least: int) -> Callable:
-    """--bootstrap (resamples of every CI, into `n_boot`) and --seed (the bootstrap's seed), spelt once for the
-    commands whose CIs come from recon_score.bootstrap."""
+    """--bootstrap (resamples of every CI, into `n_boot`) and --seed (the bootstrap's seed, non-negative: numpy's
+    generator refuses a negative one), spelt once for the commands whose CIs come from recon_score.bootstrap."""
     return options(
         click.option(
             "--bootstrap",
@@ -84,7 +84,9 @@ def bootstrap(default: int, *, at_least: int) -> Callable:
             show_default=True,
             help="Bootstrap resamples of every CI.",
         ),
-        click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed."),
+        click.option(
+            "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Bootstrap seed."
+        ),
     )
 
 

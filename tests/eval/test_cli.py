@@ -304,3 +304,22 @@ def test_no_follow_symlinks_holds_for_its_command_only(tmp_path, sample_dir, mon
     code, error, followed = run(tmp_path / "refused", "--no-follow-symlinks")
     assert (code, followed) == (3, False) and "no-follow-symlinks" in error
     assert run(tmp_path / "followed") == (0, None, True)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["annotate", "build", "--candidates", "TMP/c.csv", "--images", "TMP", "--out", "TMP/o"],
+        ["annotate", "build", "--only", "contested", "--collected", "TMP"],
+        ["annotate", "collect", "TMP", "TMP/c.csv", "--out", "TMP/o"],
+        ["correlate", "--preferences", "TMP/c.csv", "--format", "ranking", "--metrics", "bleu1", "--out", "TMP/o"],
+    ],
+)  # fmt: skip
+def test_a_negative_seed_is_a_usage_error(argv, tmp_path, capsys):
+    """A seed reaches numpy's default_rng, which refuses a negative one (a ValueError traceback, once): every
+    --seed of annotate's shuffles and of a bootstrap takes 0 or more, exit 2, before anything is read."""
+    (tmp_path / "c.csv").write_text("image,candidate,model\na.png,x,m1\na.png,y,m2\n")
+    assert main([*(a.replace("TMP", str(tmp_path)) for a in argv), "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "Invalid value for '--seed': -1 is not in the range x>=0." in err, err
+    assert not (tmp_path / "o").exists()
