@@ -517,18 +517,29 @@ def read_exports(job: CollectJob, study: dict, key: dict, items: list[Item]):
     return main, settled, notes, exports
 
 
+def _describe_picks(run: Path) -> list[tuple[str, str, str, str]]:
+    """A describe run's selected captions, under the name of the metric that selected them, each named by its
+    captions.jsonl line; a failed row (an error, no caption) has no pick and is left out, as the study left
+    out its candidates."""
+    from recon_score.run_outputs import output_file
+    from recon_score.textfiles import json_objects
+
+    metric = (load_record(run).get("selection") or {}).get("metric", "describe")
+    read_rows(run, CAPTIONS)  # its checks: the file is there, every score is a number
+    path = output_file(run, CAPTIONS)
+    return [
+        (metric, r.get("image"), r["caption"], f"{path}:{lineno}")
+        for lineno, r in json_objects(path)
+        if r.get("error") is None and isinstance(r.get("caption"), str) and r["caption"].strip()
+    ]
+
+
 def _selections(paths: list[Path]) -> list[tuple[str, str, str, str]]:
-    """Each metric's pick per image: a table, or a describe run folder (its selected captions, under the name
-    of the metric that selected them)."""
+    """Each metric's pick per image: a table, or a describe run folder (its picks)."""
     out = []
     for path in paths:
         if path.is_dir():
-            record = load_record(path)
-            metric = (record.get("selection") or {}).get("metric", "describe")
-            out += [
-                (metric, r["image"], r["caption"], f"{path}:{k + 1}")
-                for k, r in enumerate(read_rows(path, CAPTIONS))
-            ]
+            out += _describe_picks(path)
             continue
         try:
             out += read_selections(path)

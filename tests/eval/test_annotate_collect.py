@@ -303,3 +303,35 @@ def test_a_describe_run_is_a_study_and_its_picks_are_selections(report_runs, tmp
         "images"
     ] == 2
     assert record["meaningless"] is True  # smoke models upstream
+
+
+def test_a_describe_runs_failed_rows_are_no_picks_and_a_bad_pick_names_its_line(
+    report_runs, tmp_path, capsys
+):
+    """A describe run's failed row (error set, caption null) has no pick: it is left out of the preference rate,
+    as the study left out its candidates (it once stopped collect, naming the run folder). A pick that is not a
+    candidate is named by its captions.jsonl line."""
+    import shutil
+
+    describe = shutil.copytree(report_runs["describe"], tmp_path / "describe")
+    study = tmp_path / "study"
+    assert main(["annotate", "build", "--candidates", str(describe), "--out", str(study)]) == 0
+    exports = []
+    for k in (1, 2):
+        data = page_data(study / "pages" / f"annotator-{k}.html")
+        exports.append(write_export(tmp_path / f"a{k}.jsonl", data, in_order(data, lambda it: [0, 1])))
+    captions = describe / "captions.jsonl"
+    rows = [json.loads(x) for x in captions.read_text().splitlines()]
+    failed = {**rows[0], "image_id": "gone", "image": "images/gone.tif", "caption": None, "index": None}
+    failed.update(error="image 'images/gone.tif' is missing", selection_score=None, recon_score=None)
+    captions.write_text("".join(json.dumps(r) + "\n" for r in [rows[0], failed, *rows[1:]]))
+    argv = ["annotate", "collect", str(study), *map(str, exports), "--selections", str(describe)]
+    assert main([*argv, "--bootstrap", "20", "--out", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "c" / "run.json").read_text())["preference"][0]["images"] == len(rows)
+    rows[-1]["caption"] = "not one of its candidates"
+    captions.write_text("".join(json.dumps(r) + "\n" for r in [rows[0], failed, *rows[1:]]))
+    capsys.readouterr()
+    assert main([*argv, "--bootstrap", "20", "--out", str(tmp_path / "c2")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {captions}:{len(rows) + 1}: the caption selected for "), err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "c2").exists()
