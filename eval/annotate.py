@@ -107,22 +107,50 @@ def _digests(*paths: Path) -> dict[str, str]:
     return {str(p.resolve()): file_sha256(p) for p in paths}
 
 
-def _describe_source(source: Path, record: dict) -> CandidateSource:
-    """Every candidate of a describe run, each one's model `CAPTIONER#index`; its images root from its record."""
+def _describe_references(source: Path) -> dict[str, tuple[str, ...]]:
+    """Each image's reference captions, as the describe run's captions.jsonl carries them (none without it):
+    the reference metrics of `correlate` need them in the collected rankings."""
     from recon_score.run_outputs import output_file
+    from recon_score.textfiles import json_objects
+
+    path = output_file(source, CAPTIONS)
+    if not path.is_file():
+        return {}
+    refs = {}
+    for lineno, r in json_objects(path):
+        value = r.get("references")
+        if value is None:
+            continue
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise ReconScoreError(f"{path}:{lineno}: 'references' must be a list of strings, got {value!r}")
+        refs.setdefault(r.get("image"), tuple(value))
+    return refs
+
+
+def _describe_source(source: Path, record: dict) -> CandidateSource:
+    """Every candidate of a describe run, each one's model `CAPTIONER#index` and its image's references; its
+    images root from its record."""
+    from recon_score.run_outputs import output_file
+    from recon_score.textfiles import json_objects
 
     name = (record.get("captioner") or {}).get("name", "describe")
+    refs = _describe_references(source)
+    path = output_file(source, CANDIDATES)
+    read_rows(source, CANDIDATES)  # its checks: the file is there, every score is a number
     rows = [
         CandidateRow(
-            r["image"], " ".join(r["caption"].split()), f"{name}#{r['index']}", (), f"{source}:{k + 1}"
+            r["image"],
+            " ".join(r["caption"].split()),
+            f"{name}#{r['index']}",
+            refs.get(r["image"], ()),
+            f"{path}:{lineno}",
         )
-        for k, r in enumerate(read_rows(source, CANDIDATES))
+        for lineno, r in json_objects(path)
         if r.get("error") is None and r.get("caption")
     ]
     root = record.get("images_root")
-    return CandidateSource(
-        source, "describe", rows, Path(root) if root else None, _digests(output_file(source, CANDIDATES))
-    )
+    captions = [output_file(source, CAPTIONS)] if output_file(source, CAPTIONS).is_file() else []
+    return CandidateSource(source, "describe", rows, Path(root) if root else None, _digests(path, *captions))
 
 
 def _evaluate_source(source: Path, record: dict) -> CandidateSource:

@@ -335,3 +335,39 @@ def test_a_describe_runs_failed_rows_are_no_picks_and_a_bad_pick_names_its_line(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {captions}:{len(rows) + 1}: the caption selected for "), err
     assert len(err.splitlines()) == 1 and not (tmp_path / "c2").exists()
+
+
+def test_a_study_from_a_describe_run_keeps_its_references(report_runs, tmp_path):
+    """Each image's references come from the describe run's captions.jsonl (they were once dropped: the
+    rankings carried "references": [] and `correlate --metrics bleu1` refused them)."""
+    describe = report_runs["describe"]
+    refs = {
+        r["image"]: r["references"]
+        for r in map(json.loads, (describe / "captions.jsonl").read_text().splitlines())
+    }
+    assert all(refs.values())
+    study = tmp_path / "study"
+    assert main(["annotate", "build", "--candidates", str(describe), "--out", str(study)]) == 0
+    items = json.loads((study / "study.json").read_text())["items"]
+    assert {it["image"]: it["references"] for it in items} == refs
+    exports = []
+    for k in (1, 2):
+        data = page_data(study / "pages" / f"annotator-{k}.html")
+        exports.append(write_export(tmp_path / f"a{k}.jsonl", data, in_order(data, lambda it: [0, 1])))
+    col = tmp_path / "c"
+    assert (
+        main(["annotate", "collect", str(study), *map(str, exports), "--bootstrap", "20", "--out", str(col)])
+        == 0
+    )
+    lines = [json.loads(x) for x in (col / "rankings.jsonl").read_text().splitlines()]
+    assert all(line["references"] == refs[line["image"]] for line in lines)
+    corr = [
+        "correlate",
+        "--preferences",
+        str(col / "rankings.jsonl"),
+        "--format",
+        "ranking",
+        "--metrics",
+        "bleu1",
+    ]
+    assert main([*corr, "--bootstrap", "20", "--out", str(tmp_path / "corr")]) == 0
