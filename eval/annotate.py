@@ -313,7 +313,8 @@ def build_files(
 
 
 def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
-    """The study folder: checked (kind, lock) before anything is read; pages/ replaced as a whole."""
+    """The study folder: checked (kind, lock) before anything is read; pages/ replaced as a whole (a consensus page
+    kept only while the study's checksum is the one its pass was made for)."""
     if job.annotators < 1:
         raise ReconScoreError("--annotators must be at least 1")
     if not job.candidates:
@@ -333,6 +334,7 @@ def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
             raise ReconScoreError("no image of the candidates could be read: nothing to annotate")
         files = build_files(job, _study_id(job.out), items, images)
         study = json.loads(files[STUDY_RECORD])
+        consensus = _current_consensus(job.out, study["checksum"])
         previous = (
             read_json(job.out / STUDY_RECORD, expect=dict) if (job.out / STUDY_RECORD).is_file() else {}
         )
@@ -356,12 +358,47 @@ def run_build(job: BuildJob, say: Callable[[str], None] = print) -> dict:
             "settings": study["settings"],
         }
         upstream = [s.path for s in sources if s.kind != "table"]
-        return _publish(run, files, info, upstream)
+        done = _publish(run, {**files, **consensus}, info, upstream)
+        if not consensus:  # the study changed: a consensus pass of its earlier build goes (its page went)
+            (job.out / CONSENSUS_ROUND).unlink(missing_ok=True)
+        return done
+
+
+def _current_consensus(out: Path, checksum: str) -> dict[str, bytes]:
+    """The consensus pass's page of this very study (the rebuild kept its checksum), to keep in the new pages/;
+    none when there is no pass or it belongs to an earlier build (it goes with that build's pages)."""
+    from recon_score.textfiles import read_bytes
+
+    page = out / STUDY_PAGES / CONSENSUS_PAGE
+    try:
+        if read_json(out / CONSENSUS_ROUND, expect=dict).get("parent") == checksum and page.is_file():
+            return {f"{STUDY_PAGES}/{CONSENSUS_PAGE}": read_bytes(page)}
+    except (InputError, OSError):
+        pass
+    return {}
+
+
+def _stage_pages(out: Path, files: dict[str, bytes]) -> tuple[dict[str, bytes], dict[str, Path]]:
+    """The files of pages/ written aside (OUT/.pages.partial) for the Run to rename into place as a whole at
+    finish, so pages/ holds exactly these (no page or image of an earlier build); the other files as given."""
+    import shutil
+
+    staged, prefix = out / f".{STUDY_PAGES}.partial", f"{STUDY_PAGES}/"
+    shutil.rmtree(staged, ignore_errors=True)  # left by a killed run
+    for rel, data in files.items():
+        if rel.startswith(prefix):
+            (staged / rel[len(prefix) :]).parent.mkdir(parents=True, exist_ok=True)
+            (staged / rel[len(prefix) :]).write_bytes(data)
+    rest = {rel: data for rel, data in files.items() if not rel.startswith(prefix)}
+    return rest, ({STUDY_PAGES: staged} if staged.is_dir() else {})
 
 
 def _publish(run: RunFolder, files: dict[str, bytes], info: dict, upstream: list[Path]) -> dict:
-    """A run computed in one go: the Run writes the files (pages/ then holds exactly the pages and images
-    given), the invocation's record and run.json."""
+    """A run computed in one go: the Run writes the files (pages/ staged and renamed into place, so it then holds
+    exactly the pages and images given), the invocation's record and run.json."""
+    import shutil
+
+    files, folders = _stage_pages(run.out, files)
     spec = RunSpec(
         settings={
             "kind": run.kind,
@@ -371,8 +408,14 @@ def _publish(run: RunFolder, files: dict[str, bytes], info: dict, upstream: list
         outputs=lambda res: files,
         record=lambda res: info,
         upstream=upstream,
+        folders=folders,
     )
-    return run.run(spec).info
+    try:
+        return run.run(spec).info
+    except BaseException:  # a full disk: the staged pages go, the folder is left as this invocation found it
+        for staged in folders.values():
+            shutil.rmtree(staged, ignore_errors=True)
+        raise
 
 
 def load_study(folder: Path) -> tuple[dict, dict, list[Item]]:

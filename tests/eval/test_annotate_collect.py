@@ -371,3 +371,47 @@ def test_a_study_from_a_describe_run_keeps_its_references(report_runs, tmp_path)
         "bleu1",
     ]
     assert main([*corr, "--bootstrap", "20", "--out", str(tmp_path / "corr")]) == 0
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_a_rebuilt_study_hands_out_exactly_its_own_pages(tmp_path):
+    """pages/ is replaced as a whole: a rebuild with fewer annotators or images leaves no page or image of the
+    earlier build (they once stayed, to be handed out), and a consensus pass goes with the build it was made
+    for; a rebuild that keeps the checksum keeps its pass."""
+    argv = ["annotate", "build", "--images", str(SAMPLE), "--out", str(tmp_path / "study")]
+    three = sample_candidates(tmp_path / "three.csv", limit=3)
+    assert main([*argv, "--candidates", str(three), "--annotators", "3"]) == 0
+    study = tmp_path / "study"
+    collected = tmp_path / "collected"
+    exports = _exports(study, tmp_path)
+    assert (
+        main(
+            [
+                "annotate",
+                "collect",
+                str(study),
+                *map(str, exports),
+                "--bootstrap",
+                "20",
+                "--out",
+                str(collected),
+            ]
+        )
+        == 0
+    )
+    assert main(["annotate", "build", "--only", "contested", "--collected", str(collected)]) == 0
+    before = _digests(study / "pages")
+    assert "consensus.html" in before and (study / "consensus.json").is_file()
+    assert (
+        main([*argv, "--candidates", str(three), "--annotators", "3"]) == 0
+    )  # the same study: its pass stays
+    assert _digests(study / "pages") == before and (study / "consensus.json").is_file()
+    two = sample_candidates(tmp_path / "two.csv", limit=2)
+    assert main([*argv, "--candidates", str(two), "--annotators", "2"]) == 0
+    pages = ["annotator-1.html", "annotator-2.html", "images/0001.jpg", "images/0002.jpg"]
+    assert _listing(study / "pages") == pages
+    assert not (study / "consensus.json").exists()
+    assert not [p.name for p in study.iterdir() if p.name.endswith(".partial")]  # the staged pages went
