@@ -94,13 +94,16 @@ def read_candidates(path: Path) -> list[CandidateRow]:
 
 
 def make_items(rows: list[CandidateRow], *, per_image: int | None, seed: int) -> list[Item]:
-    """Candidates grouped by image in the table's order; a model twice for one image, an image with fewer
+    """Candidates grouped by image in the table's order, a row repeating one (image, model, candidate) dropped (a
+    ranking CSV has one per rater); a model with two captions for one image, an image with fewer
     than two candidates (or than `per_image`: every image is ranked among as many), or more shown than there are
     labels (A-Z: an export of it could never be read back), is refused naming the row."""
     by_image: dict[str, list[CandidateRow]] = {}
     for row in rows:
         group = by_image.setdefault(row.image, [])
         twice = next((r for r in group if r.model == row.model), None)
+        if twice is not None and twice.candidate == row.candidate:
+            continue  # the same candidate again: a ranking CSV repeats it for each rater
         if twice is not None:
             raise PreferenceFormatError(
                 row.source,

@@ -415,3 +415,21 @@ def test_a_rebuilt_study_hands_out_exactly_its_own_pages(tmp_path):
     assert _listing(study / "pages") == pages
     assert not (study / "consensus.json").exists()
     assert not [p.name for p in study.iterdir() if p.name.endswith(".partial")]  # the staged pages went
+
+
+def test_a_ranking_csv_of_several_raters_is_a_candidates_table(tmp_path):
+    """A ranking CSV repeats each (image, model, caption) once per rater: the repeats are one candidate (they
+    were once refused as 'model X already has a candidate'); ranks and raters are ignored."""
+    example = Path(__file__).resolve().parents[2] / "preference_data" / "examples" / "ranking_example.csv"
+    head, *rows = example.read_text().splitlines()
+    table = tmp_path / "two-raters.csv"
+    table.write_text("\n".join([head, *rows, *(r.replace(",consensus,", ",rater2,") for r in rows)]) + "\n")
+    out = tmp_path / "study"
+    argv = ["annotate", "build", "--candidates", str(table), "--images", str(SAMPLE), "--out", str(out)]
+    assert main(argv) == 0
+    single = tmp_path / "single"
+    assert main([*argv[:3], str(example), *argv[4:-1], str(single)]) == 0
+    items = json.loads((out / "study.json").read_text())["items"]
+    assert [it["candidates"] for it in items] == [
+        it["candidates"] for it in json.loads((single / "study.json").read_text())["items"]
+    ]
