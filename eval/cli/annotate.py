@@ -171,7 +171,7 @@ def collect(study, exports, consensus_rule, contested_below, selections, n_boot,
         click.echo(f"  {row['model']}: {row['wins']:g} wins of {row['shown']} shown")
     for row in record["preference"]:
         click.echo(
-            f"  {row['metric']}: preferred on {row['preferred']} of {row['images']} images ({row['rate']:.1%})"
+            f"  {row['metric']}: preferred on {row['preferred']:g} of {row['images']} images ({row['rate']:.1%})"
         )
     click.echo(f"wrote {out}")
     opt.smoke_banner(record)

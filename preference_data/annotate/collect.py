@@ -142,8 +142,10 @@ def win_shares(items: list[Item], final: dict[str, np.ndarray]) -> list[dict]:
 def preference_rates(
     items: list[Item], final: dict[str, np.ndarray], selections: list[tuple[str, str, str, str]]
 ) -> list[dict]:
-    """The preference rate of metric-selected captions (the ReconScore paper, Table 7): for each metric, the
-    share of images whose selected caption the consensus ranks first. `selections`: (metric, image, caption,
+    """The preference rate of metric-selected captions (the ReconScore paper, Table 7): for each metric, its mean
+    credit over images, an image's credit the share of the consensus's first places held by the selected text
+    (1 when it alone is first; 1/k when it is one of k captions tied for first, as a tie splits a win share; two
+    candidates of the same text both count as the selection). `selections`: (metric, image, caption,
     file:line); a caption that is not one of the image's candidates is refused naming its line."""
     by_image = {it.image: it for it in items}
     hits: dict[str, list[float]] = {}
@@ -159,8 +161,10 @@ def preference_rates(
         if it.id not in final:
             continue
         r = final[it.id]
-        hits.setdefault(metric, []).append(float(r[it.candidates.index(caption)] == r.min()))
+        first = np.flatnonzero(r == r.min())
+        held = sum(it.candidates[j] == caption for j in first)
+        hits.setdefault(metric, []).append(held / len(first))
     return [
-        {"metric": m, "images": len(h), "preferred": int(sum(h)), "rate": float(np.mean(h))}
+        {"metric": m, "images": len(h), "preferred": float(sum(h)), "rate": float(np.mean(h))}
         for m, h in hits.items()
     ]

@@ -113,3 +113,22 @@ def test_agreement_table_uses_the_given_ci_over_images():
     assert by["kendall_w"].value == 0.5 and by["kendall_w"].ci_low == 0.5 and seen == [2, 2, 2]
     assert [r["kendall_w"] for r in per_image] == [1.0, 0.0]
     assert agreement(images, _no_ci)[0][0].images == 2
+
+
+def test_preference_rate_counts_a_texts_every_candidate_and_splits_a_tie_for_first():
+    """An image's credit: the share of the consensus's first places the selected text holds. Two candidates of
+    one text both count (list.index once took the first only: a miss when its twin was first), and a tie for
+    first splits the credit as it splits a win share (it once counted a full hit)."""
+    from preference_data.annotate import Item, preference_rates
+
+    items = [
+        Item("i1", "a.png", ("x", "y", "x"), ("m1", "m2", "m3"), ()),  # x's second candidate is first
+        Item("i2", "b.png", ("a", "b", "c"), ("m1", "m2", "m3"), ()),  # a and b tie for first
+        Item("i3", "c.png", ("p", "q", "p"), ("m1", "m2", "m3"), ()),  # both p tie for first
+    ]
+    final = {"i1": np.array([2, 3, 1]), "i2": np.array([1, 1, 3]), "i3": np.array([1, 3, 1])}
+    picks = [("m", "a.png", "x", "s:1"), ("m", "b.png", "a", "s:2"), ("m", "c.png", "p", "s:3")]
+    picks += [("other", "a.png", "y", "s:4"), ("other", "b.png", "b", "s:5")]
+    rates = {r["metric"]: r for r in preference_rates(items, final, picks)}
+    assert rates["m"] == {"metric": "m", "images": 3, "preferred": 2.5, "rate": 2.5 / 3}
+    assert rates["other"] == {"metric": "other", "images": 2, "preferred": 0.5, "rate": 0.25}
