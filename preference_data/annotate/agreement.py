@@ -102,10 +102,13 @@ def agreement(images: Sequence[np.ndarray], ci: CI) -> tuple[list[Agreement], li
         ok = values[~np.isnan(values)]
         lo, hi = ci(lambda idx, ok=ok: float(np.mean(ok[idx])), len(ok)) if len(ok) else (np.nan, np.nan)
         table.append(Agreement(name, float(np.mean(ok)) if len(ok) else np.nan, lo, hi, len(ok), what))
-    alpha = krippendorff_alpha(images)
+    # alpha is defined on the images at least two raters ranked (a unit with one value adds nothing to it): its
+    # count, and its CI resampling them, as W's and pairwise agreement's are over the images each is defined on
+    paired = [r for r in images if len(complete_rows(r)) >= 2]
+    alpha = krippendorff_alpha(paired)
     lo, hi = (
-        ci(lambda idx: krippendorff_alpha([images[k] for k in idx]), len(images)) if images else (np.nan,) * 2
+        ci(lambda idx: krippendorff_alpha([paired[k] for k in idx]), len(paired)) if paired else (np.nan,) * 2
     )
-    what = "Krippendorff's alpha, ordinal, over every (image, candidate) unit"
-    table.append(Agreement("krippendorff_alpha", alpha, lo, hi, len(images), what))
+    what = "Krippendorff's alpha, ordinal, over every (image, candidate) unit of the images two or more rated"
+    table.append(Agreement("krippendorff_alpha", alpha, lo, hi, len(paired), what))
     return table, per_image

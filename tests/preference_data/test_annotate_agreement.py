@@ -132,3 +132,13 @@ def test_preference_rate_counts_a_texts_every_candidate_and_splits_a_tie_for_fir
     rates = {r["metric"]: r for r in preference_rates(items, final, picks)}
     assert rates["m"] == {"metric": "m", "images": 3, "preferred": 2.5, "rate": 2.5 / 3}
     assert rates["other"] == {"metric": "other", "images": 2, "preferred": 0.5, "rate": 0.25}
+
+
+def test_alpha_counts_the_images_two_or_more_raters_ranked():
+    """An image one annotator skipped (two raters: one left) adds nothing to alpha: the table's image count is
+    of those it is defined on (it once counted every image), and its value is the same either way."""
+    both = [np.array([[1, 2, 3], [1, 3, 2]]), np.array([[2, 1, 3], [1, 2, 3]])]
+    skipped = np.array([[3, 1, 2], [np.nan] * 3])
+    by = {a.statistic: a for a in agreement([*both, skipped], _no_ci)[0]}
+    assert by["krippendorff_alpha"].images == 2 == by["kendall_w"].images
+    assert by["krippendorff_alpha"].value == pytest.approx(krippendorff_alpha(both))
