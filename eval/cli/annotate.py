@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from eval.cli import SuggestingGroup
 from eval.cli import options as opt
@@ -79,21 +80,21 @@ def build(
 ) -> int:
     """Make a blind ranking study: one self-contained page per annotator, and the key that unblinds it."""
     from eval.annotate import BuildJob, run_build, run_consensus_build
-    from recon_score.errors import ReconScoreError
 
     if only == "contested":
         if collected is None:
             raise click.UsageError("--only contested needs --collected (an `annotate collect` run folder)")
+        _refuse_ignored(click.get_current_context())
         record = run_consensus_build(collected, seed=seed, argv=sys.argv[1:])
         click.echo(
             f"consensus page for {record['consensus']['items']} contested image(s): {record['consensus']['page']}"
         )
         opt.smoke_banner(record)
         return 0
+    if collected is not None:
+        raise click.UsageError("--collected goes with --only contested")
     if not candidates or out is None:
         raise click.UsageError("annotate build needs --candidates and --out")
-    if collected is not None:
-        raise ReconScoreError("--collected goes with --only contested")
     job = BuildJob(
         list(candidates), out, images_root, annotators, seed, allow_ties, per_image, title, argv=sys.argv[1:]
     )
@@ -105,6 +106,19 @@ def build(
     )
     opt.smoke_banner(record)
     return 0
+
+
+def _refuse_ignored(ctx: click.Context) -> None:
+    """--only contested writes into the study --collected read, with its settings: an option of a study's own
+    build given beside it would be silently ignored, so it is a usage error."""
+    own = {"candidates": "--candidates", "images_root": "--images", "annotators": "--annotators",
+           "allow_ties": "--allow-ties/--no-ties", "per_image": "--per-image", "title": "--title", "out": "--out"}  # fmt: skip
+    given = [flag for name, flag in own.items() if ctx.get_parameter_source(name) != ParameterSource.DEFAULT]
+    if given:
+        raise click.UsageError(
+            f"--only contested writes into the study --collected read, with its settings: {', '.join(given)} "
+            "would be ignored; leave it out"
+        )
 
 
 @command.command(

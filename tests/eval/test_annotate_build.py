@@ -163,4 +163,29 @@ def test_more_candidates_than_a_page_labels_are_refused_at_build(tmp_path, capsy
     from eval.cli.annotate import MOST_SHOWN
     from preference_data.annotate import LABELS
 
-    assert MOST_SHOWN == len(LABELS)  # the option's bound is the labels' count
+    assert len(LABELS) == MOST_SHOWN  # the option's bound is the labels' count
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (("--out", "TMP/s"), "--out"),
+        (("--candidates", "TMP/c.csv", "--annotators", "3"), "--candidates, --annotators"),
+        (("--per-image", "2", "--title", "T"), "--per-image, --title"),
+    ],
+)
+def test_only_contested_refuses_the_options_it_would_ignore(extra, named, tmp_path, capsys):
+    """`--only contested --collected C` writes into C's study with that study's settings: a build option beside
+    it was once silently ignored; now it is a usage error naming it, as --collected without --only contested is."""
+    _table(tmp_path / "c.csv", [("images/UCM_1.tif", "a", "m1"), ("images/UCM_1.tif", "b", "m2")])
+    argv = ["annotate", "build", "--only", "contested", "--collected", str(tmp_path)]
+    assert main([*argv, *(a.replace("TMP", str(tmp_path)) for a in extra)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--only contested writes into the study --collected read, with its settings: {named} would be" in err
+    )
+    assert not (tmp_path / "s").exists()
+    build = ["annotate", "build", "--candidates", str(tmp_path / "c.csv"), "--collected", str(tmp_path)]
+    assert main([*build, "--out", str(tmp_path / "s")]) == 2
+    assert "--collected goes with --only contested" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
