@@ -638,12 +638,12 @@ def collected_files(done: Collected, notes: dict, prefs: list[dict]) -> dict[str
             "item": it.id,
             "image": it.image,
             "annotator": a,
-            "ranks": [int(x) for x in r[it.id]],
+            "ranks": [int(x) for x in done.by_annotator[a][it.id]],
             "note": notes.get((it.id, a), ""),
         }
-        for a, r in done.by_annotator.items()
+        for a in done.annotators  # the study's order, not the exports' (the same bytes for any argument order)
         for it in done.items
-        if it.id in r
+        if it.id in done.by_annotator.get(a, {})
     ]
     by_image_cols = ["item", "image", "raters", "kendall_w", "pairwise", "contested", "reason"]
     contested = sorted((r for r in done.per_image if r["contested"]), key=lambda r: r["kendall_w"])

@@ -433,3 +433,16 @@ def test_a_ranking_csv_of_several_raters_is_a_candidates_table(tmp_path):
     assert [it["candidates"] for it in items] == [
         it["candidates"] for it in json.loads((single / "study.json").read_text())["items"]
     ]
+
+
+def test_the_collected_files_do_not_depend_on_the_exports_order(study, tmp_path):
+    """The same exports in another order give the same bytes (judgments.jsonl once followed the arguments)."""
+    exports = _exports(study, tmp_path)
+    outs = []
+    for k, order in enumerate((exports, exports[::-1])):
+        outs.append(tmp_path / f"c{k}")
+        argv = ["annotate", "collect", str(study), *map(str, order), "--bootstrap", "20"]
+        assert main([*argv, "--out", str(outs[-1])]) == 0
+    first, second = (_digests(o) for o in outs)
+    del first["run.json"], second["run.json"]  # it records the command line
+    assert first == second and "judgments.jsonl" in first
