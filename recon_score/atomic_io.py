@@ -173,10 +173,15 @@ def png_bytes(img: Image.Image) -> bytes:
 
 
 def read_jsonl(
-    path: Path, *, repair: bool = False, is_record: Callable[[object], bool] | None = None
+    path: Path,
+    *,
+    repair: bool = False,
+    is_record: Callable[[object], bool] | None = None,
+    restart: str = "pass --overwrite",
 ) -> list:
     """Records of a JSONL file. A torn final line (not valid JSON, or JSON `is_record` rejects) is dropped, and
-    with `repair=True` truncated so appends continue on a clean line; any other bad line is an error naming it."""
+    with `repair=True` truncated so appends continue on a clean line; any other bad line is an error naming it
+    (and `restart`: how the command starts again without the file)."""
     if not path.exists():
         return []
     data = read_bytes(path)  # a FIFO, a device or an oversized file: a clear error, never a hang
@@ -205,7 +210,7 @@ def read_jsonl(
             keep = spans[i]
             break
         else:
-            raise TextFileError(path, i + 1, f"{why}; the file is corrupt (restore it, or pass --overwrite)")
+            raise TextFileError(path, i + 1, f"{why}; the file is corrupt (restore it, or {restart})")
     if repair and keep != len(data):
         with path.open("r+b") as f:
             f.truncate(keep)

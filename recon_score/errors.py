@@ -88,7 +88,14 @@ class EmptyInputError(ReconScoreError):
 class ResumeMismatchError(ReconScoreError):
     """`changes`: the settings that differ ("steps: 28 -> 4"), when the earlier run recorded its settings."""
 
-    def __init__(self, path: str, found: str, wanted: str, changes: list[str] | None = None):
+    def __init__(
+        self,
+        path: str,
+        found: str,
+        wanted: str,
+        changes: list[str] | None = None,
+        restart: str = "pass --overwrite",
+    ):
         hint = ""
         if changes:
             shown = "; ".join(changes[:8]) + (f"; and {len(changes) - 8} more" if len(changes) > 8 else "")
@@ -101,5 +108,5 @@ class ResumeMismatchError(ReconScoreError):
         else:
             what = f"a different configuration (fingerprint {found}; this run's is {wanted})"
         super().__init__(
-            f"{path} was started with {what}.{hint} Choose another --out, or pass --overwrite to start again."
+            f"{path} was started with {what}.{hint} Choose another --out, or {restart} to start again."
         )

@@ -450,6 +450,8 @@ class RunFolder:
         self.journal_dir = self.out / f"{hidden}journal"
         self.record_path = self.target.with_suffix(".json") if hidden else self.out / RECORD
         self.log_path = self.journal_dir / "invocations.jsonl"
+        # how a run starts again from nothing (a table of `metrics add` has no --overwrite: its journal goes)
+        self.restart = f"remove {self.journal_dir}" if file_of is not None else "pass --overwrite"
         self.started = utc_now()
         self._begun, self._created, self.spec = False, [], None
         self._lock = RunLock(self.out, name=f"{hidden}lock" if hidden else ".lock")
@@ -547,12 +549,13 @@ class RunFolder:
             return (rec.get("key") == keys.get(rec["row"]), int(rec.get("inv") or 0))
 
         for path in [] if fresh else sorted(self.journal_dir.glob(f"{_prefix(stage)}rank-*.jsonl")):
-            head, *lines = read_jsonl(path, is_record=_is_journal_line) or [{"fingerprint": self.fp}]
+            rows = read_jsonl(path, is_record=_is_journal_line, restart=self.restart)
+            head, *lines = rows or [{"fingerprint": self.fp}]
             if head.get("fingerprint") != self.fp:
                 before = (head.get("header") or {}).get("settings")
                 changes = diff_settings(before, self.settings)
                 raise ResumeMismatchError(
-                    str(self.out), found=str(head.get("fingerprint")), wanted=self.fp, changes=changes
+                    str(self.out), str(head.get("fingerprint")), self.fp, changes, restart=self.restart
                 )
             for rec in lines:
                 if "row" in rec and (rec["row"] not in records or rank(rec) >= rank(records[rec["row"]])):
@@ -698,7 +701,7 @@ class RunFolder:
         """This process's journal of `stage`, with its header line; a torn last line is cut off."""
         path = self.journal_dir / f"{_prefix(stage)}rank-{self.rank}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not read_jsonl(path, repair=True, is_record=_is_journal_line):
+        if not read_jsonl(path, repair=True, is_record=_is_journal_line, restart=self.restart):
             header = {"kind": self.kind, "settings": self.settings}
             _append_lines(path, [{"fingerprint": self.fp, "header": header}])
         return path
@@ -804,12 +807,12 @@ class RunFolder:
         return inv
 
     # -- journal/invocations.jsonl: a "start" line per invocation, an "end" line when it finished (process 0) --
-    def _log_entries(self) -> list[dict]:
-        return read_jsonl(self.log_path, is_record=_is_log_line)
+    def _log_entries(self, *, repair: bool = False) -> list[dict]:
+        return read_jsonl(self.log_path, repair=repair, is_record=_is_log_line, restart=self.restart)
 
     def _log(self, event: str, inv: int, **info) -> None:
         self.journal_dir.mkdir(parents=True, exist_ok=True)
-        read_jsonl(self.log_path, repair=True, is_record=_is_log_line)  # a torn line from a killed writer
+        self._log_entries(repair=True)  # a torn last line from a killed writer is cut off
         _append_lines(self.log_path, [{"event": event, "inv": inv, **info}])
 
     def _record(self, info: dict, **fields) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,25 @@ def test_a_finished_rerun_computes_nothing_and_a_deleted_output_comes_back(tmp_p
     record.unlink()
     assert main(_argv(run)) == 0
     assert json.loads(record.read_text())["command"] == "metrics add"
+
+
+def test_a_corrupt_journal_says_how_to_start_again(tmp_path, capsys):
+    """`metrics add` has no --overwrite: the message names what to remove instead, and removing it works."""
+    run = _run(tmp_path / "run")
+    assert main(_argv(run)) == 0
+    capsys.readouterr()
+    journal = run / ".scores.metrics.jsonl.journal"
+    lines = (journal / "rank-0.jsonl").read_text().splitlines()
+    (journal / "rank-0.jsonl").write_text(
+        "\n".join(["garbage", *lines[1:]]) + "\n"
+    )  # the header, not the last
+    assert main(_argv(run)) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"error: {journal / 'rank-0.jsonl'}:1: not a valid JSON line; the file is corrupt (restore it, or remove "
+        f"{journal})"
+    )
+    shutil.rmtree(journal)
+    assert main(_argv(run)) == 0
 
 
 def test_a_changed_reference_recomputes_the_table(tmp_path, monkeypatch):
