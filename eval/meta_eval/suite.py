@@ -154,7 +154,8 @@ def markdown(df: pd.DataFrame, skipped: dict[str, str]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in df.to_dict("records"):
-        value = f"{_cell(r['value'])} [{_cell(r['ci_low'])}, {_cell(r['ci_high'])}]"
+        low, high = _cell(r["ci_low"]), _cell(r["ci_high"])
+        value = _cell(r["value"]) + (f" [{low}, {high}]" if low or high else "")  # --bootstrap 0: no interval
         diff = "" if r["difference"] is None or pd.isna(r["difference"]) else f"{r['difference']:+.2f}"
         pub = "" if r["published"] is None or pd.isna(r["published"]) else f"{r['published']:g}"
         lines.append(

@@ -409,6 +409,8 @@ def test_cli_table_shows_an_interval_it_could_not_compute(tmp_path, capsys):
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert printed.count(" [nan, nan] ") == 2  # tau_b and tau_c
+    md = (tmp_path / "run" / "meta_eval.md").read_text()
+    assert "[" not in md.split("| flickr8k-expert |", 1)[1]  # the table's cells: a value, no empty interval
 
 
 def test_cli_usage_errors(tmp_path, capsys):
