@@ -204,6 +204,7 @@ class _Setup:
     fingerprint: str
     encoder_info: dict  # the encoder's EncoderInfo as a dict (retrieval.features.encoder_info)
     images: str  # the benchmark images' [path, size, mtime] hashed: a replaced image recomputes every method
+    content: str  # Benchmark.content_digest: an edited annotation recomputes every method
     load: Callable[[], object]  # the encoder, built on first call (only when there is work)
 
     @property
@@ -313,7 +314,8 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
         }
     )
     images = sha256_json({"images": image_identities(bench.root, bench.image_paths())})[:24]
-    return _Setup(methods, bench, vocab, settings, sha256_json(settings), info, images, load)
+    content = bench.content_digest()
+    return _Setup(methods, bench, vocab, settings, sha256_json(settings), info, images, content, load)
 
 
 def _prepare(cfg: RetrieveConfig, setup: _Setup, captioner, rewriter, progress: bool, say) -> _Inputs:
@@ -391,7 +393,20 @@ class _Methods:
             record=lambda res: self.info(res, time.perf_counter() - t0),
             retry_errors=True,  # a method that failed is tried again by the next run
             unit="method",
+            depends=self.depends(),
         )
+
+    def depends(self) -> dict:
+        """What the final files read besides the records: another value rewrites them from the journal, nothing
+        recomputed. (--device, --batch-size, --chunk-size and the cache options change how, not what: a
+        finished run is kept.)"""
+        cfg = self.cfg
+        return {
+            "methods": cfg.methods,  # the tables' rows, in this order
+            "averaging": cfg.averaging,  # --empty-positives, --group-mean
+            "save_bundle": cfg.save_bundle,
+            "extra": self.setup.bench.extra_digest(),  # the per-query tables' extra_ columns
+        }
 
     def _inputs(self, name: str) -> dict:
         cfg = self.cfg
@@ -400,6 +415,7 @@ class _Methods:
             "checkpoint": _file_digest(cfg.checkpoints.get(name)),
             "topk": [cfg.topk, cfg.index] if cfg.topk else None,
             "images": self.setup.images,  # which images are unreadable follows from them
+            "benchmark": self.setup.content,  # queries, texts, database, positives, exclusions, subsets
         }
 
     def compute(self, batch: list[Item], todo: list[Item]) -> list:

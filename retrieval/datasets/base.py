@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from recon_score import textfiles
+from recon_score.atomic_io import sha256_json
 from recon_score.images import resolve_under
 from retrieval.choices import check_choice, from_text
 from retrieval.errors import DatasetLayoutError
@@ -149,6 +150,28 @@ class Benchmark:
 
     def texts(self) -> list[str]:
         return list(dict.fromkeys(q.text for q in self.queries))
+
+    def content_digest(self) -> str:
+        """sha256 of everything a method's result is computed from besides the images and the settings (each
+        query's id, reference, text, group, subgroup and database group; the database; positives, exclusions,
+        subsets): a run's item key hashes it, so an edited annotation recomputes instead of keeping stale
+        results (the counts in `summary` alone miss a swapped target or a reworded query)."""
+        return sha256_json(
+            {
+                "queries": [
+                    [q.id, q.reference, q.text, q.group, q.subgroup, q.db_group] for q in self.queries
+                ],
+                "database": self.database,
+                "database_group": self.database_group,
+                "positives": self.positives,
+                "exclude": self.exclude,
+                "subset": self.subset,
+            }
+        )[:24]
+
+    def extra_digest(self) -> str:
+        """sha256 of the queries' extra fields: they reach the per-query tables only, not any result."""
+        return sha256_json({"extra": [q.extra for q in self.queries]})[:24]
 
     def summary(self) -> dict:
         return {
