@@ -284,6 +284,11 @@ def _setup(cfg: RetrieveConfig, note: Callable[[str], None]) -> _Setup:
     note(f"retrieve: reading the {cfg.benchmark} annotations")
     bench = load_benchmark(cfg.benchmark, cfg.root, annotations=cfg.annotations, **cfg.options)
     bench = bench.limit(cfg.limit)
+    if not bench.queries:  # refused before the encoder is built or any file is written in --out
+        raise InputError(
+            f"{bench.options.get('annotations') or bench.root}: the {bench.name} annotations hold no query; "
+            "nothing to evaluate"
+        )
     for (
         name,
         defaults,

@@ -82,3 +82,13 @@ def test_options_of_the_final_files_rewrite_them_on_rerun(tmp_path, monkeypatch)
             record["metrics"]["group_mean"] == "subgroups" and record["metrics"]["empty_positives"] == "skip"
         )
         assert ("bundle.npz" in record["outputs"]) == bool(n)
+
+
+def test_an_empty_query_set_is_refused_before_any_work(tmp_path, capsys):
+    root = layouts.edir(tmp_path / "edir")
+    (root / "edir.jsonl").write_text("\n")
+    out = tmp_path / "out"
+    assert main(_argv("edir", root, out)) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"error: {root / 'edir.jsonl'}: the edir annotations hold no query; nothing to evaluate"
+    assert "loading encoder" not in "\n".join(err) and not out.exists()
