@@ -39,6 +39,31 @@ class CirrOptions:
     split: str = "val"
 
 
+def _pair(rec: object, where: str) -> tuple[object, str, str | None, str, list[str]]:
+    """(pairid, reference, target_hard, caption, img_set members) of one caption record; a record of another
+    shape is one error naming the file and the item, never a KeyError or TypeError."""
+    if not isinstance(rec, dict):
+        raise DatasetLayoutError(f"{where} is a JSON {type(rec).__name__}, not a caption record (an object)")
+    for key in ("pairid", "reference", "caption"):
+        if key not in rec:
+            raise DatasetLayoutError(
+                f"{where}: missing {key!r} (a CIRR caption record has pairid, reference, "
+                "target_hard, caption, img_set)"
+            )
+    ref, target, caption = rec["reference"], rec.get("target_hard"), rec["caption"]
+    img_set = rec.get("img_set", {})
+    members = img_set.get("members", []) if isinstance(img_set, dict) else None
+    bad = [k for k, v in (("reference", ref), ("caption", caption)) if not isinstance(v, str)]
+    bad += [] if target is None or isinstance(target, str) else ["target_hard"]
+    bad += [] if isinstance(members, list) and all(isinstance(m, str) for m in members) else ["img_set"]
+    if bad:
+        raise DatasetLayoutError(
+            f"{where}: {', '.join(bad)} of the wrong type (reference, target_hard and caption are strings; "
+            "img_set an object whose members is a list of image names)"
+        )
+    return rec["pairid"], ref, target, caption, members
+
+
 def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:
     opts = parse_options(CirrOptions, options, benchmark="cirr")
     root, s = Path(root), opts.split
@@ -57,30 +82,33 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         ],
         "CIRR image split",
     )
-    names = read_json(split)
+    names = read_json(split, expect=dict)
+    for name, rel in names.items():
+        if not isinstance(rel, str):
+            raise DatasetLayoutError(f"{split}: image {name!r} maps to {rel!r}, not a path")
     database = [str(Path(p)) for p in names.values()]  # Path() drops the leading "./"
     index = {name: i for i, name in enumerate(names)}
     queries, positives, subset = [], [], []
-    for rec in read_json(caps):
-        ref, target = rec["reference"], rec.get("target_hard")
+    for n, rec in enumerate(read_json(caps, expect=list), start=1):
+        pair, ref, target, caption, members = _pair(rec, f"{caps}: item {n}")
         if ref not in index or (target is not None and target not in index):
-            raise DatasetLayoutError(f"{caps}: pair {rec['pairid']} names an image missing from {split}")
+            raise DatasetLayoutError(f"{caps}: pair {pair} names an image missing from {split}")
         qi = len(queries)
         queries.append(
             Query(
-                id=str(rec["pairid"]),
+                id=str(pair),
                 reference=database[index[ref]],
-                text=rec["caption"].strip(),
+                text=caption.strip(),
                 group="cirr",
-                extra={"target": target, "img_set": "|".join(rec.get("img_set", {}).get("members", []))},
+                extra={"target": target, "img_set": "|".join(members)},
             )
         )
         if target is not None:
             positives.append((qi, index[target]))
-        for member in rec.get("img_set", {}).get("members", []):
+        for member in members:
             if member not in index:
                 raise DatasetLayoutError(
-                    f"{caps}: pair {rec['pairid']}'s img_set names {member!r}, missing from {split}"
+                    f"{caps}: pair {pair}'s img_set names {member!r}, missing from {split}"
                 )
             subset.append((qi, index[member]))
     return checked_benchmark(

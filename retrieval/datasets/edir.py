@@ -65,18 +65,30 @@ def _field(record: dict, name: str, where: str) -> str:
 
 
 def _records(path: Path) -> list[tuple[str, dict]]:
-    """(where in the file, record) per query: "line N" of a .jsonl, "item N" of a .json list."""
+    """(where in the file, record) per query: "line N" of a .jsonl, "item N" of a .json list (or of its
+    "queries" list). Anything else is one error naming the file and the place, never a KeyError downstream."""
+    out = []
     if path.suffix == ".json":
         data = read_json(path)
-        items = data if isinstance(data, list) else data["queries"]
-        return [(f"item {n}", rec) for n, rec in enumerate(items, start=1)]
-    out = []
-    for n, line in read_lines(path):
-        if line.strip():
-            try:
-                out.append((f"line {n}", json.loads(line)))
-            except json.JSONDecodeError as err:
-                raise DatasetLayoutError(f"{path}: line {n} is not valid JSON: {err}") from err
+        items = data.get("queries") if isinstance(data, dict) else data
+        if not isinstance(items, list):
+            raise DatasetLayoutError(
+                f"{path}: expected a JSON list of query records, or an object whose 'queries' is one"
+            )
+        out = [(f"item {n}", rec) for n, rec in enumerate(items, start=1)]
+    else:
+        for n, line in read_lines(path):
+            if line.strip():
+                try:
+                    out.append((f"line {n}", json.loads(line)))
+                except json.JSONDecodeError as err:
+                    raise DatasetLayoutError(f"{path}: line {n} is not valid JSON: {err}") from err
+    for place, rec in out:
+        if not isinstance(rec, dict):
+            raise DatasetLayoutError(
+                f"{path}: {place} is a JSON {type(rec).__name__}, not a query record (an object with "
+                "reference, text, target, category, subcategory)"
+            )
     return out
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from recon_score.textfiles import csv_rows
 from retrieval.data import check_unique_ids
-from retrieval.datasets.base import Benchmark, Protocol, Query, QueryImage, checked_benchmark, find_file
+from retrieval.datasets.base import Benchmark, Protocol, Query, QueryImage, checked_benchmark
 from retrieval.errors import DatasetLayoutError
 
 PROTOCOL = Protocol(
@@ -42,17 +42,32 @@ def _rows(path: Path) -> list[tuple[str, str, str, int]]:
     return out
 
 
+def _files(root: Path, annotations: Path | None) -> tuple[Path, Path]:
+    """query_files.csv and database_files.csv, in the --annotations folder or else under root (or
+    root/annotations); --annotations is a folder here, since i-CIR's annotations are two files."""
+    if annotations is not None and not Path(annotations).is_dir():
+        raise DatasetLayoutError(
+            f"i-CIR: --annotations {annotations} is not a folder; give the folder that holds query_files.csv "
+            "and database_files.csv"
+        )
+    where = [Path(annotations)] if annotations is not None else [root, root / "annotations"]
+    found = []
+    for name in ("query_files.csv", "database_files.csv"):
+        path = next((d / name for d in where if (d / name).is_file()), None)
+        if path is None:
+            looked = ", ".join(str(d / name) for d in where)
+            raise DatasetLayoutError(
+                f"i-CIR {name} not found; looked for {looked}. Check --root, or pass --annotations FOLDER."
+            )
+        found.append(path)
+    return found[0], found[1]
+
+
 def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark:
     if options:
         raise DatasetLayoutError(f"benchmark 'icir' has no options; got {', '.join(options)}")
     root = Path(root)
-    folder = Path(annotations) if annotations is not None else None
-    where = [folder] if folder else [root, root / "annotations"]
-    qfile = next((d / "query_files.csv" for d in where if (d / "query_files.csv").is_file()), None)
-    dfile = next((d / "database_files.csv" for d in where if (d / "database_files.csv").is_file()), None)
-    if qfile is None or dfile is None:
-        find_file(root, ["query_files.csv", "annotations/query_files.csv"], "i-CIR query_files.csv")
-        find_file(root, ["database_files.csv", "annotations/database_files.csv"], "i-CIR database_files.csv")
+    qfile, dfile = _files(root, annotations)
     q_rows, d_rows = _rows(qfile), _rows(dfile)
     database = [r[0] for r in d_rows]
     database_group = [r[2] for r in d_rows]

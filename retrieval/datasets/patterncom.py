@@ -58,8 +58,15 @@ class PatternComOptions:
     attributes: str = ",".join(ATTRIBUTES)
 
     def __post_init__(self):
-        if "{value}" not in self.text_template:
-            raise ValueError(f"text_template must contain {{value}}, got {self.text_template!r}")
+        try:  # formatted here, so a stray field ({object}) or brace is a usage error, not a KeyError later
+            filled = self.text_template.format(value="\0")
+        except (KeyError, IndexError, ValueError, AttributeError):
+            filled = ""
+        if "\0" not in filled:
+            raise ValueError(
+                f"text_template must contain {{value}} and no other field (a literal brace is written "
+                f"{{{{ or }}}}), got {self.text_template!r}"
+            )
         unknown = set(self.attributes.split(",")) - set(ATTRIBUTES)
         if unknown:
             raise ValueError(f"unknown attributes {sorted(unknown)}; choose from {', '.join(ATTRIBUTES)}")

@@ -328,3 +328,69 @@ def test_each_benchmark_treats_the_query_image_as_its_authors_do(case, tmp_path)
     assert facts["references_in_database"] == (n if in_db == "all" else in_db) == len(refs)
     assert facts["excluded"] == (n if excluded == "all" else excluded)
     assert (set(refs) <= set(bench.exclude)) == (rule == "excluded" or not refs)
+
+
+def _edir_json(root: Path, text: str) -> None:
+    (root / "edir.jsonl").unlink()
+    (root / "edir.json").write_text(text)
+
+
+def _edir_line_a_string(root: Path) -> None:
+    path = root / "edir.jsonl"
+    path.write_text(path.read_text() + '"just a string"\n')
+
+
+def _cirr_caption_without_caption(root: Path) -> None:
+    path = root / "captions" / "cap.rc2.val.json"
+    path.write_text(path.read_text().replace('"caption": "fewer", ', ""))
+
+
+MALFORMED = {
+    "edir .json without queries": (
+        "edir", layouts.edir, lambda r: _edir_json(r, '{"foo": []}'), (),
+        "edir.json: expected a JSON list of query records, or an object whose 'queries' is one",
+    ),
+    "edir .json queries not a list": (
+        "edir", layouts.edir, lambda r: _edir_json(r, '{"queries": 5}'), (),
+        "edir.json: expected a JSON list of query records, or an object whose 'queries' is one",
+    ),
+    "edir .jsonl line a string": (
+        "edir", layouts.edir, _edir_line_a_string, (),
+        'edir.jsonl: line 4 is a JSON str, not a query record',
+    ),
+    "cirr caption without caption": (
+        "cirr", layouts.cirr, _cirr_caption_without_caption, (),
+        "cap.rc2.val.json: item 2: missing 'caption'",
+    ),
+    "cirr captions a dict": (
+        "cirr", layouts.cirr, lambda r: (r / "captions" / "cap.rc2.val.json").write_text('{"a": 1}'), (),
+        "cap.rc2.val.json: expected a JSON list, got dict",
+    ),
+    "icir annotations a file": (
+        "icir", layouts.icir, lambda r: None, ("--annotations", "{root}/query_files.csv"),
+        "query_files.csv is not a folder; give the folder that holds query_files.csv and database_files.csv",
+    ),
+    "patterncom template with another field": (
+        "patterncom", layouts.patterncom, lambda r: None, ("--option", "text_template=a {value} {object}"),
+        "text_template must contain {value} and no other field",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_benchmark_files_are_one_line(case, tmp_path, capsys):
+    """A benchmark file of the wrong shape, or an option that cannot be filled, is one line naming the file and
+    the place (exit 1, before any encoder), never a KeyError or TypeError traceback."""
+    from eval.cli import main
+
+    benchmark, builder, mutate, extra, expected = MALFORMED[case]
+    root = builder(tmp_path / "bench")
+    mutate(root)
+    extra = [a.replace("{root}", str(root)) for a in extra]
+    argv = ["retrieve", "--benchmark", benchmark, "--root", str(root), "--encoder", "smoke:open-clip",
+            "--methods", "sum", "--out", str(tmp_path / "out"), *extra]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and expected in last and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
