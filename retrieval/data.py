@@ -96,6 +96,14 @@ class EvalData:
             self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
         )
 
+    def arrays(self) -> EvalData:
+        """This data with every array numpy (a run's are tensors), for methods that score numpy: a run then
+        hands them what a bundle does, so `retrieve` and `retrieve-eval` give the same numbers."""
+        arrays = ("query_image", "query_text", "database", "positives", "exclude", "subset")
+        return dataclasses.replace(
+            self, **{k: as_numpy(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
+        )
+
     def db_groups(self) -> list[tuple[str | None, np.ndarray, np.ndarray]]:
         """(group, query indices, database indices) per database group; one entry (None, all, all) without."""
         if self.database_group is None:

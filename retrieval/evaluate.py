@@ -220,8 +220,11 @@ def evaluate(
     check_choice("ties", ties, TIES)
     resources = resources or Resources()
     method.check(resources)
-    if not method.takes_numpy:
-        data, resources = data.tensors(), resources.tensors()
+    # numpy for the methods that take it, also in a run (whose features are tensors): one code path for both
+    # commands, so copies of one database image tie exactly (dot_scores' distinct rows) in either
+    data, resources = (
+        (data.arrays(), resources.arrays()) if method.takes_numpy else (data.tensors(), resources.tensors())
+    )
     started = time.perf_counter()
     opts = _Options(ap, ks, map_at, subset_ks, ties, chunk_size, topk, index)
     out = _Collector(q_total=data.n_queries, k=min(topk, data.n_database))

@@ -65,6 +65,15 @@ class Resources:
             self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
         )
 
+    def arrays(self) -> Resources:
+        """These resources with every array numpy (a run's are tensors), as a bundle holds them."""
+        from retrieval.data import as_numpy
+
+        arrays = [f.name for f in dataclasses.fields(self) if f.type == "Tensor | None"]  # the array fields
+        return dataclasses.replace(
+            self, **{k: as_numpy(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
+        )
+
     def reference_needs(self) -> list[str]:
         """The reference images and modifier texts, which a benchmark run has and a features bundle lacks."""
         if self.load_reference is None or self.texts is None:

@@ -332,3 +332,26 @@ def test_retrieve_prints_the_benchmark_notes_and_queries_without_positives(tmp_p
         "note: 1 of 2 queries have no positive (their metrics are undefined; --empty-positives decides what "
         "they add)",
     ]
+
+
+def test_retrieve_and_retrieve_eval_agree_when_the_database_holds_copies(tmp_path, capsys):
+    """Byte-identical database images (each EDIR negative a copy of its target) have one feature row: in both
+    commands they tie exactly and the tie rule (database index) orders them, never the last bit of a product.
+    A run hands its numpy methods numpy arrays, as a bundle does, so the numbers are the same."""
+    root, out = layouts.edir(tmp_path / "edir"), tmp_path / "out"
+    for i in range(3):
+        (root / "images" / f"neg_{i}.png").write_bytes((root / "images" / f"tgt_{i}.png").read_bytes())
+    methods = ["product", "sum", "weicom", "text", "image"]
+    argv = ["retrieve", "--benchmark", "edir", "--root", str(root), "--encoder", ENCODER, "--out", str(out),
+            "--methods", ",".join(methods), "--save-bundle", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads((out / "run.json").read_text())
+    per_query = pd.read_csv(out / "per_query.csv")
+    capsys.readouterr()
+    for method in methods:
+        assert main(["retrieve-eval", "--bundle", str(out / "bundle.npz"), "--method", method, "--json"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        rows = per_query[per_query["method"] == method]
+        assert got["map_overall"] == pytest.approx(rows["ap"].mean(), abs=1e-12), method
+        assert got["tie_range"] == record["methods"][method]["tie_range"], method
+        assert got["tie_range"]["tied_positives"] == rows["tied_positives"].sum() > 0  # the copies tie
