@@ -205,6 +205,24 @@ def find_file(root: Path, candidates: Sequence[str], what: str, *, given: Path |
     )
 
 
+def check_unique_database(
+    database: Sequence[str], groups: Sequence[str] | None, what: str, places: Sequence[str] | None = None
+) -> None:
+    """A database image listed twice (within its database group) is refused: the loaders' path -> index maps
+    keep one copy, so the other would rank as a negative of its own queries."""
+    where = places if places is not None else [f"entry {i + 1}" for i in range(len(database))]
+    seen: dict[tuple[str, str | None], int] = {}
+    for i, path in enumerate(database):
+        key = (path, groups[i] if groups is not None else None)
+        if key in seen:
+            group = f" in database group {key[1]!r}" if key[1] is not None else ""
+            raise DatasetLayoutError(
+                f"{what}: database image {path!r} is listed twice{group} ({where[seen[key]]} and {where[i]}); "
+                "list each once"
+            )
+        seen[key] = i
+
+
 def check_images(root: Path, paths: Iterable[str], what: str) -> None:
     """Every path must exist under root; the error names the first missing ones."""
     missing = []
@@ -271,11 +289,14 @@ def checked_benchmark(
     protocol: Protocol,
     query_image: QueryImage,
     images: Iterable[str] | None = None,
+    places: Sequence[str] | None = None,
     **fields: Any,
 ) -> Benchmark:
     """The loaded benchmark, built only once every image it names exists under root (`images`: the paths to
-    check, the database when None), so a misspelt row fails before any feature is extracted. Under the
-    ``excluded`` rule each query's reference item is removed from its ranking here, the one place that does."""
+    check, the database when None) and no database entry is repeated (`places`: where each entry was read,
+    for the error), so a misspelt row fails before any feature is extracted. Under the ``excluded`` rule each
+    query's reference item is removed from its ranking here, the one place that does."""
+    check_unique_database(database, fields.get("database_group"), what, places)
     check_images(root, database if images is None else images, what)
     bench = Benchmark(name, root, queries, database, positives, protocol, query_image, **fields)
     if query_image.rule == "excluded":

@@ -100,8 +100,10 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
     )
     gallery_file = root / "gallery.txt"
     notes = [f"instruction for MLLM embedders (recorded, not applied): {INSTRUCTION}"]
+    places = None
     if gallery_file.is_file():
-        database = [ln.strip() for _, ln in read_lines(gallery_file) if ln.strip()]
+        listed = [(n, ln.strip()) for n, ln in read_lines(gallery_file) if ln.strip()]
+        database, places = [p for _, p in listed], [f"{gallery_file}:{n}" for n, _ in listed]
     elif (root / "images").is_dir():
         database = images_under(root, _IMAGE_SUFFIXES)
         notes.append("gallery.txt not found: the gallery is every image under images/, sorted by path")
@@ -147,6 +149,7 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         protocol=PROTOCOL,
         query_image=QUERY_IMAGE[opts.exclude_reference],
         images=dict.fromkeys(database + [q.reference for q in queries]),
+        places=places,
         options={"exclude_reference": opts.exclude_reference, "annotations": str(path)},
         notes=notes,
     )

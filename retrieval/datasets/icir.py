@@ -105,5 +105,6 @@ def load(root: Path, *, annotations: Path | None = None, **options) -> Benchmark
         query_image=QUERY_IMAGE,
         images=dict.fromkeys(database + [q.reference for q in queries]),
         database_group=database_group,
+        places=[f"{dfile}:{r[3]}" for r in d_rows],
         options={"query_files": str(qfile), "database_files": str(dfile)},
     )

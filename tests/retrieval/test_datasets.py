@@ -394,3 +394,23 @@ def test_malformed_benchmark_files_are_one_line(case, tmp_path, capsys):
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: ") and expected in last and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_repeated_database_entry_is_refused_naming_it(tmp_path):
+    """A path listed twice in the gallery used to load: the index kept the last copy, so the first ranked as a
+    negative of its own query. Every loader's shared check refuses it, naming both places."""
+    root = layouts.edir(tmp_path / "edir")
+    gallery = root / "gallery.txt"
+    gallery.write_text(gallery.read_text() + "images/tgt_0.png\n")
+    with pytest.raises(DatasetLayoutError) as err:
+        load_benchmark("edir", root)
+    assert str(err.value) == (
+        f"EDIR: database image 'images/tgt_0.png' is listed twice ({gallery}:2 and {gallery}:10); list each once"
+    )
+    root = layouts.icir(tmp_path / "icir")
+    rows = root / "database_files.csv"
+    rows.write_text(rows.read_text() + rows.read_text().splitlines()[0] + "\n")
+    with pytest.raises(
+        DatasetLayoutError, match=r"listed twice in database group 'temple' \(.*csv:1 and .*csv:13\)"
+    ):
+        load_benchmark("icir", root)
