@@ -133,7 +133,9 @@ def selection_table(
     if own not in selectors or not all(c.get("selection_score") is not None for _, c in flat):
         own = None  # the run's selection value is absent: its metric is computed like any other
     eval_seeds = recon_eval_seeds(options)
-    have = {m for m in metrics if all(m in c for _, c in flat)}  # e.g. recon_score, held out by the run
+    # a run column is reused only when every candidate has a value: `--eval-candidates selected` writes the
+    # key with null on the candidates it did not pick, and those picks must be rated too
+    have = {m for m in metrics if all(c.get(m) is not None for _, c in flat)}
     if eval_seeds != [(run.get("selection") or {}).get("eval_seed")]:
         have.discard("recon_score")  # the run's held-out render used another seed than the one asked for
     compute = [m for m in dict.fromkeys([*(s for s in selectors if s not in (own, "recon_score")), *metrics])]
@@ -210,6 +212,13 @@ def _picks(flat: list, values: pd.Series) -> dict[str, int]:
     return picks
 
 
+def _mean_of_all(values: list) -> float:
+    """The mean over every pick, NaN when one lacks a value: a pick is never dropped from its selector's
+    rating (a mean over the picks that happen to have a value would rate another set of images)."""
+    floats = [math.nan if v is None else float(v) for v in values]
+    return float(np.mean(floats)) if floats else math.nan
+
+
 def _rate_picks(flat, refs, picks: dict, metrics, table, corpus_level, options) -> pd.DataFrame:
     """Rows = selectors, columns = evaluation metrics over each selector's picks (paper scale)."""
     from eval.metrics import CaptionBatch, build_metric, compute_metrics
@@ -219,7 +228,7 @@ def _rate_picks(flat, refs, picks: dict, metrics, table, corpus_level, options) 
     try:
         for sel, chosen_by_image in picks.items():
             chosen = list(chosen_by_image.values())
-            values = {m: float(np.nanmean([table[m].iloc[k] for k in chosen])) for m in metrics}
+            values = {m: _mean_of_all([table[m].iloc[k] for k in chosen]) for m in metrics}
             if corpus_level and chosen:
                 batch = CaptionBatch([flat[k][1]["caption"] for k in chosen], [refs[k] for k in chosen])
                 _, rep = compute_metrics(corpus_level, batch, metrics=shared)

@@ -458,3 +458,29 @@ def test_models_table_ci_cells_say_when_too_few_to_mean_much():
     cells = tables["recon_score_ci"][0]["ucm"]
     assert "too few to mean much" in cells["A"] and all(n in cells["A"] for n in ci_notes(few))
     assert cells["B"].endswith("]") and "(" not in cells["B"]
+
+
+def test_selection_study_rates_every_pick_when_the_run_evaluated_only_its_own(pool, tmp_path):
+    """`--eval-candidates selected` leaves `recon_score` null on the candidates describe did not pick: the
+    column is computed for every pick (as if every candidate had it), never averaged over the picks that
+    happen to be the run's own."""
+    partial = tmp_path / "selected-only"
+    shutil.copytree(pool, partial)
+    rows = _jsonl(pool / "candidates.jsonl")
+    for c in rows:
+        if not c["selected"]:
+            c["recon_score"] = c["recon_score_cosine"] = None
+    (partial / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["study", "selection", "--selectors", "bleu4,recon_score", "--metrics", "recon_score"]
+    tables = {}
+    for name, run in (("all", pool), ("selected", partial)):
+        out = tmp_path / f"sel-{name}"
+        assert (
+            main([*args, "--run", str(run), "--preset", "smoke", "--device", "cpu", "--out", str(out)]) == 0
+        )
+        tables[name] = pd.read_csv(out / "ratings.csv", index_col=0)
+        details = json.loads((out / "run.json").read_text())["details"]
+        assert details["precomputed"] == (["recon_score"] if name == "all" else [])
+    for sel in ("BLEU-4", "ReconScore"):
+        got, want = tables["selected"].loc[sel, "ReconScore"], tables["all"].loc[sel, "ReconScore"]
+        assert got == pytest.approx(want, abs=1e-4)
