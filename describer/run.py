@@ -49,6 +49,8 @@ class DescribeJob:
     explain: ExplainOptions | None = None  # the chosen caption explained (recon_score.explain)
     # every model resolved, only when there is work (a finished run's rerun builds none)
     resolve_models: Callable[[], None] | None = None
+    # set by describe: the input set's references a corpus-level selection metric (CIDEr) takes its IDF from
+    selection_corpus: dict | None = None
 
 
 @dataclass
@@ -82,6 +84,8 @@ def _settings(job: DescribeJob) -> dict:
         "bands": list(job.bands) if job.bands is not None else None,
         "image_reader": job.selector.image_reader,
         "explain": asdict(job.explain) if job.explain is not None else None,
+        # CIDEr's IDF corpus: another input set's references would score the same candidate differently
+        **({"selection_corpus": job.selection_corpus} if job.selection_corpus else {}),
     }
 
 
@@ -113,6 +117,8 @@ def run_describe(job: DescribeJob) -> DescribeSummary:
 def _images(job: DescribeJob) -> list[ImageItem]:
     """The images (each with its file's digest: part of the resume key); a bad preset fails before any work."""
     items = job.items if job.items is not None else discover_images(job.inputs, root=job.images_root)
+    use_corpus = getattr(job.selector, "use_corpus", None)  # the whole input set, whatever --limit keeps
+    job.selection_corpus = use_corpus([i.references or [] for i in items]) if use_corpus else None
     if job.limit is not None:
         items = items[: job.limit]
     for item in items:  # part of the resume key: a replaced image file is described again

@@ -24,6 +24,9 @@ class CandidateSelector(Protocol):
 
     def unload(self) -> None: ...
 
+    # optional: `use_corpus(references of every input image) -> dict | None`, for a metric whose values depend
+    # on a corpus (CIDEr's IDF); describe calls it once with the whole input set (eval.selection.MetricSelector)
+
 
 def select_best(scores: Sequence[float | None]) -> int | None:
     """Index of the highest finite score; ties go to the first candidate; None when no candidate has a score."""

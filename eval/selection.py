@@ -25,12 +25,30 @@ class MetricSelector:
         )
         self.image_reader = reader_for(preset)
         self._metric = None
+        self._corpus: list[list[str]] | None = None  # the input set's references, for a corpus-level IDF
+        self.corpus: dict | None = None  # what identifies them (run.json, the resume key)
+
+    def use_corpus(self, references: list[list[str]]) -> dict | None:
+        """The references of every image of the input set (before --limit): a metric whose values depend on a
+        corpus (CIDEr's IDF, Vedantam et al. 2015) takes them from here, never from the images that happen to
+        share a selection batch. Returns what identifies that corpus (for the resume key), None if unused."""
+        if not hasattr(self.info.load(), "use_idf_corpus"):
+            return None
+        import hashlib
+        import json
+
+        self._corpus = [list(rs) for rs in references if rs]
+        text = json.dumps(sorted(sorted(rs) for rs in self._corpus), ensure_ascii=False)
+        self.corpus = {"documents": len(self._corpus), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        return self.corpus
 
     def _instance(self):
         if self._metric is None:
             from eval.metrics import build_metric
 
             self._metric = build_metric(self.name, **self.options.get(self.name, {}))
+            if self._corpus is not None:
+                self._metric.use_idf_corpus(self._corpus)
         return self._metric
 
     def model_needs(self) -> list:
@@ -66,7 +84,12 @@ class MetricSelector:
         return out
 
     def config(self) -> dict:
-        return {"metric": self.name, **(self._instance().config() if self._metric is not None else {})}
+        corpus = {"idf_corpus_references": self.corpus} if self.corpus is not None else {}
+        return {
+            "metric": self.name,
+            **(self._instance().config() if self._metric is not None else {}),
+            **corpus,
+        }
 
     def unload(self) -> None:
         if self._metric is not None:

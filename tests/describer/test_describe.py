@@ -396,3 +396,55 @@ def test_every_row_has_the_same_keys(tmp_path, sample_dir):
     caps = {Path(c["image"]).stem: c for c in _jsonl(out / "captions.jsonl")}
     assert caps["a_broken"]["error"] and caps["a_broken"]["recon_score"] is None
     assert caps["b_good"]["recon_score"] is not None and caps["b_good"]["error"] is None
+
+
+def test_cider_selection_takes_its_idf_from_the_whole_input_set(tmp_path, sample_dir):
+    """CIDEr's IDF (Vedantam et al. 2015) is over the input set's references, one document per image: at N >= 9
+    a selection batch holds one image, and an IDF over its own rows made every reference n-gram weightless
+    (every candidate 0). A candidate's selection score is the same with --limit, and is the CIDEr the pick gets
+    when the input set is evaluated with one caption per image."""
+    from eval.metrics import CaptionBatch, build_metric
+    from eval.selection import MetricSelector
+
+    refs = {
+        "ok1": ["a farm with a red barn", "a green field beside a farm"],
+        "ok2": ["a road crosses the farmland", "a long road through fields"],
+        "ok3": ["a river with a bridge", "a bridge over a wide river"],
+    }
+    for i, key in enumerate(refs, 1):
+        Image.open(sample_dir / "images" / f"UCM_{i}.tif").save(tmp_path / f"{key}.png")
+    lst = tmp_path / "list.jsonl"
+    lst.write_text(
+        "".join(json.dumps({"image": f"{k}.png", "references": r}) + "\n" for k, r in refs.items())
+    )
+    words = ["a farm", "a red barn", "a road", "a bridge", "fields", "a river", "green", "a wide river", "x"]
+
+    def script(req):
+        return [f"{w} {req.key}" for w in words]
+
+    runs = {}
+    for name, limit in (("limited", 2), ("all", None)):
+        job = DescribeJob(
+            out=tmp_path / name,
+            preset=DESCRIBER_PRESETS["smoke"].replace(n=len(words), select_by="cider"),
+            captioner=ScriptedCaptioner(script),
+            selector=MetricSelector("cider", device="cpu", preset="smoke"),
+            inputs=lst,
+            limit=limit,
+        )
+        assert run_describe(job).exit_code == 0
+        runs[name] = {
+            (c["image_id"], c["index"]): c["selection_score"] for c in _jsonl(job.out / "candidates.jsonl")
+        }
+    assert runs["limited"] == {k: v for k, v in runs["all"].items() if k[0] != "ok3"}
+    caps = _jsonl(tmp_path / "all" / "captions.jsonl")
+    assert all(c["selection_score"] > 0 for c in caps)
+    batch = CaptionBatch([c["caption"] for c in caps], [refs[c["image_id"]] for c in caps])
+    evaluated = build_metric("cider").score(batch).values
+    assert [c["selection_score"] for c in caps] == pytest.approx(list(evaluated))
+    assert (
+        json.loads((tmp_path / "all" / "run.json").read_text())["selection"]["idf_corpus_references"][
+            "documents"
+        ]
+        == 3
+    )

@@ -270,3 +270,17 @@ def test_spice_runs_one_jvm_on_distinct_pairs_and_reads_its_output(tmp_path, mon
         and str(tmp_path / "*") in calls[0][calls[0].index("-cp") + 1]
     )
     assert math.isnan(values[0]) and math.isnan(values[2]) and values[1] == 0.5 and math.isnan(values[3])
+
+
+def test_cider_with_a_fixed_idf_corpus_scores_each_row_as_in_the_whole_set():
+    """`use_idf_corpus` (describe's selection) gives a row the CIDEr it gets when the whole corpus is scored at
+    once by pycocoevalcap, whichever rows share its batch."""
+    df = load_flickr8k_expert(DATA / "flickr8k" / "ExpertAnnotations.txt").iloc[:30]
+    cands, refs = list(df["candidate"]), list(df["references"])
+    whole = build_metric("cider").score(CaptionBatch(cands, refs)).values
+    fixed = build_metric("cider")
+    fixed.use_idf_corpus(refs)
+    for part in (slice(0, 1), slice(5, 17), slice(0, 30)):
+        got = fixed.score(CaptionBatch(cands[part], refs[part])).values
+        np.testing.assert_allclose(got, whole[part], atol=1e-12)
+    assert fixed.config()["idf_corpus"].startswith("the references of the 30 images")
