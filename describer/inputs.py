@@ -28,6 +28,7 @@ class ImageItem:
     # sha256 of the file's bytes, set by the run (recon_score.atomic_io.file_digest)
     digest: str | None = None
     origin: str | None = None  # where it was listed ("list.txt:3"), for its errors
+    root: Path | None = None  # the folder `image` was resolved against (run.json's images_root)
 
     def located(self, message: str) -> str:
         """`message` (why this image cannot be used) prefixed with where it was listed."""
@@ -40,7 +41,7 @@ def _sample_items() -> list[ImageItem]:
     """The bundled sample's tiles in the order references.json lists them (it names every tile)."""
     refs = {e["image"]: e["captions"] for e in json.loads((SAMPLE_DIR / "references.json").read_text())}
     return [
-        ImageItem(i, Path(rel).stem, rel, SAMPLE_DIR / rel, captions)
+        ImageItem(i, Path(rel).stem, rel, SAMPLE_DIR / rel, captions, root=SAMPLE_DIR)
         for i, (rel, captions) in enumerate(refs.items())
     ]
 
@@ -86,7 +87,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
         items = []
         for i, p in enumerate(files):
             rel = p.relative_to(source).as_posix()
-            item = ImageItem(i, rel, rel, p)
+            item = ImageItem(i, rel, rel, p, root=source)
             try:  # the one symlink policy: a link leaving the folder is refused with --no-follow-symlinks
                 item.path = resolve_under(source, rel)
             except InputError as err:
@@ -96,7 +97,7 @@ def discover_images(source: Path | None, *, root: Path | None = None) -> list[Im
     if problem := file_problem(source):
         raise ReconScoreError(f"--inputs {source} {problem}")
     if source.suffix.lower() in IMAGE_SUFFIXES:
-        return [ImageItem(0, source.stem, source.name, source)]
+        return [ImageItem(0, source.stem, source.name, source, root=source.parent)]
     kind = source.suffix.lower()
     if kind not in (".jsonl", ".ndjson", ".txt"):
         raise ReconScoreError(f"--inputs {source}: expected a folder, an image, a .txt list or a .jsonl file")
@@ -139,11 +140,10 @@ def _list_items(source: Path, base: Path, kind: str) -> list[ImageItem]:
             if why is None and not (isinstance(rec, dict) and "image" in rec):
                 why = f"not a JSON object with `image` (got {type(rec).__name__})"
             if why is not None:
-                items.append(
-                    ImageItem(
-                        len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}", origin=where
-                    )
+                bad = ImageItem(
+                    len(items), f"line{lineno}", raw[:80], None, error=f"{where}: {why}", origin=where
                 )
+                items.append(bad)
                 continue
             rel, rid, refs = rec["image"], rec.get("id"), rec.get("references")
             problem = unencodable(rec, "the row") or _check_references(refs)
@@ -152,7 +152,8 @@ def _list_items(source: Path, base: Path, kind: str) -> list[ImageItem]:
         if not isinstance(rel, str) or not rel.strip():
             problem = problem or f"`image` must be a non-empty path, got {rel!r}"
             rel = str(rel)
-        item = ImageItem(len(items), str(rid) if rid is not None else "", rel, None, refs, origin=where)
+        rid = str(rid) if rid is not None else ""
+        item = ImageItem(len(items), rid, rel, None, refs, origin=where, root=base)
         if problem is not None:
             auto.pop(lineno, None)  # the row's text is not usable as an id
         else:

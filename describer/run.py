@@ -432,11 +432,11 @@ def _one_schema(rows: list[dict]) -> list[dict]:
 
 
 def _images_root(items: list[ImageItem]) -> str | None:
-    """The folder that every `image` field is relative to (for reports)."""
+    """The folder every `image` field is relative to (for `pairs`, `report`): the one the inputs were resolved
+    against, never guessed from a resolved path (an absolute or `..` path says nothing of the root)."""
     for item in items:
-        if item.path is not None and item.image:
-            depth = len(Path(item.image).parts)
-            return str(item.path.resolve().parents[depth - 1])
+        if item.root is not None:
+            return str(Path(item.root).resolve())
     return None
 
 

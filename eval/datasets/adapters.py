@@ -36,7 +36,9 @@ def describe_items(ds: CaptionDataset):
     items = []
     missing = {id(m) for m in ds.missing}
     for sample in ds.listed:
-        item = ImageItem(len(items), sample.image_id, sample.image, sample.path, sample.references)
+        item = ImageItem(
+            len(items), sample.image_id, sample.image, sample.path, sample.references, root=ds.images_dir
+        )
         if id(sample) in missing:
             item.error = f"image {sample.image!r} of {ds.name}/{ds.split} not found in {ds.images_dir}"
         items.append(item)

@@ -7,6 +7,7 @@ import struct
 import zlib
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from describer.backends import Backend, clean_generation
@@ -106,3 +107,47 @@ def test_load_errors_name_the_list_line(tmp_path):
         )
     assert "not found" in rows["missing"]["error"] and "empty" in rows["empty"]["error"]
     assert "more than" in rows["big"]["error"] and "white space" in rows["space"]["error"]
+
+
+class TwoCaptions(Backend):
+    name = "scripted"
+
+    def identity(self):
+        return {"backend": self.name, "model": "scripted"}
+
+    def generate(self, requests, prompt, sampling):
+        return [[clean_generation("a green field"), clean_generation("a red barn")] for _ in requests]
+
+
+@pytest.mark.parametrize("written", ["absolute", "dotdot"])
+def test_images_root_is_the_folder_the_list_was_resolved_against(tmp_path, written):
+    """An absolute path or one with `..` in a list: run.json's images_root is the --images folder (it used to be
+    guessed from the resolved path's ancestors: an IndexError after all the work, or a wrong folder), and
+    `pairs` finds every image of the run through it."""
+    from eval.cli import main
+    from eval.selection import MetricSelector
+
+    root = tmp_path / "data"
+    (root / "imgs").mkdir(parents=True)
+    for name, colour in (("one", (90, 120, 60)), ("two", (9, 12, 60))):
+        Image.new("RGB", (32, 32), colour).save(root / "imgs" / f"{name}.png")
+    refs = ["a green field"]
+    lst = tmp_path / "list.jsonl"
+    # no folder `a`: `a/..` is resolved as written, as for every list path
+    paths = {"absolute": str(root / "imgs") + "/{}.png", "dotdot": "a/../imgs/{}.png"}[written]
+    rows = [{"image": paths.format(name), "references": refs} for name in ("one", "two")]
+    lst.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    job = DescribeJob(
+        out=tmp_path / "run",
+        preset=DESCRIBER_PRESETS["smoke"].replace(n=2, select_by="bleu1"),
+        captioner=TwoCaptions(),
+        selector=MetricSelector("bleu1", device="cpu", preset="smoke"),
+        inputs=lst,
+        images_root=root,
+    )
+    assert run_describe(job).exit_code == 0
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["images_root"] == str(root.resolve())
+    pairs = tmp_path / "pairs"
+    assert main(["pairs", str(tmp_path / "run"), "--out", str(pairs), "--noise", "off"]) == 0
+    assert json.loads((pairs / "run.json").read_text())["counts"]["images"] == 2
