@@ -138,6 +138,8 @@ def _read_source(path: Path, job: PairsJob, skipped: Counter, failures: list[str
             failures.append(f"{where}: {err}")
             continue
         if cand is not None:
+            if "index" not in row:  # a scored table without indexes: the image's rows in table order
+                cand.index = len(groups.get(cand.image_id, []))
             groups.setdefault(cand.image_id, []).append(cand)
     return Source(path=path, groups=groups, images_root=root, **fields)
 
@@ -217,7 +219,9 @@ def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
     index = row.get("index", 0)
     if not _is_int(index):
         raise ValueError(f"field 'index' must be an integer, got {_shown(index)}")
-    image_id = row.get("image_id") or row.get("id") or image
+    # one image's candidates: by `image_id`, else by `image` (never `id`: `reconscore score` gives each caption
+    # its own id, UCM_1#0, which would make every caption an image of its own)
+    image_id = row.get("image_id") if row.get("image_id") is not None else image
     if not isinstance(image_id, (str, int)) or isinstance(image_id, bool):
         raise ValueError(f"field 'image_id' must be a string, got {_shown(image_id)}")
     if row.get("error") or not row.get("caption"):

@@ -366,3 +366,29 @@ def test_pairs_from_a_meaningless_run_say_so(tmp_path, capsys):
     assert main(["pairs", str(run), "--out", str(tmp_path / "smoke"), "--policy", "all"]) == 3
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"{SMOKE_NOTE}."
     assert json.loads((tmp_path / "smoke" / "run.json").read_text())["meaningless"] is True
+
+
+def test_a_score_run_table_pairs_the_captions_of_each_image(tmp_path, capsys):
+    """`reconscore score`'s scores.jsonl has a per-caption `id` (UCM_1#0) and no `image_id`: its captions are
+    grouped by `image` (grouping by `id` made every caption its own image, and no pair)."""
+    from datasets import load_dataset
+
+    from tests.smoke_cli import smoke
+
+    rows = [json.loads(x) for x in (SAMPLE / "captions.jsonl").read_text().splitlines()]
+    caps = tmp_path / "caps.jsonl"
+    mine = [r for r in rows if r["image"] in ("images/UCM_1.tif", "images/UCM_2.tif")][::2]
+    caps.write_text("".join(json.dumps(r) + "\n" for r in mine))
+    run = tmp_path / "s"
+    assert main(smoke("score", run, "--captions", str(caps), "--images", str(SAMPLE), "--no-cache")) == 0
+    table = run / "scores.jsonl"
+    out = tmp_path / "p"
+    argv = ["pairs", str(table), "--score", "recon_score", "--images", str(SAMPLE), "--prompt", "brief"]
+    assert main([*argv, "--out", str(out)]) == 0
+    ds = load_dataset(str(out), split="train")
+    assert sorted(ds["image_id"]) == ["images/UCM_1.tif", "images/UCM_2.tif"]  # best against worst of each
+    scored = [json.loads(x) for x in table.read_text().splitlines()]
+    for row in ds:
+        own = [r for r in scored if r["image"] == row["image_id"]]
+        assert row["chosen"][0]["content"][0]["text"] == max(own, key=lambda r: r["recon_score"])["caption"]
+        assert row["chosen_index"] != row["rejected_index"]  # table order within the image
