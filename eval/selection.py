@@ -11,7 +11,9 @@ from recon_score.errors import ModelNotAvailableError, ReconScoreError
 class MetricSelector:
     """Scores each image's candidates with registry metric `name` (references from the input list/dataset)."""
 
-    def __init__(self, name: str, *, device: str | None = None, preset: str = "paper"):
+    def __init__(
+        self, name: str, *, device: str | None = None, preset: str = "paper", encoder: str = DEFAULT_ENCODER
+    ):
         from eval.metrics import get_metric_info, metric_options
 
         self.info = get_metric_info(name)
@@ -20,9 +22,9 @@ class MetricSelector:
         self.name = self.info.name
         from recon_score.presets import reader_for
 
-        self.options = metric_options(
-            encoder=DEFAULT_ENCODER, long_text="truncate", preset=preset, device=device
-        )
+        # --encoder and the preset reach the metric as in `evaluate`/`correlate` (CLIP-S's encoder, the smoke
+        # preset's tiny released weights, its image reader)
+        self.options = metric_options(encoder=encoder, long_text="truncate", preset=preset, device=device)
         self.image_reader = reader_for(preset)
         self._metric = None
         self._corpus: list[list[str]] | None = None  # the input set's references, for a corpus-level IDF
@@ -111,11 +113,13 @@ def build_selector(
     trust_remote_code: bool = False,
 ):
     """The selection metric: ReconScore (the paper's; `overrides` are its selection renders' preset fields, `seeds`
-    ReconScoreSelector's), or any metric of the eval metric registry."""
+    ReconScoreSelector's), or any metric of the eval metric registry, built with `recon_preset` (the smoke
+    preset's tiny weights and image reader) and --encoder (`overrides["encoder"]`: CLIP-S's encoder)."""
     from eval.metrics import get_metric_info
 
     if get_metric_info(name).name != "recon_score":
-        return MetricSelector(name, device=device)
+        encoder = (overrides or {}).get("encoder") or DEFAULT_ENCODER
+        return MetricSelector(name, device=device, preset=recon_preset, encoder=encoder)
     from describer.selection import ReconScoreSelector
     from recon_score.artifact_cache import ArtifactCache
     from recon_score.scorer import ReconScorer

@@ -448,3 +448,13 @@ def test_cider_selection_takes_its_idf_from_the_whole_input_set(tmp_path, sample
         ]
         == 3
     )
+
+
+def test_select_by_clipscore_uses_encoder_and_preset(tmp_path):
+    """`--select-by clipscore` builds CLIP-S with --encoder and the preset (it used to take the default
+    ViT-B/32 whatever was asked: offline, a refusal advising --encoder)."""
+    out = tmp_path / "c"
+    argv = ["--n", "2", "--limit", "1", "--select-by", "clipscore", "--encoder", "smoke:open-clip"]
+    assert main(smoke("describe", out, *argv)) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["selection"]["metric"] == "clipscore" and run["selection"]["encoder"] == "smoke:open-clip"
