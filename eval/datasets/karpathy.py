@@ -4,10 +4,18 @@ NWPU-Captions file (`dataset_nwpu.json`: {category: [{filename, split, raw, raw_
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
-from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, check_unique, dataset_of
+from eval.datasets.base import (
+    CaptionDataset,
+    CaptionSample,
+    DatasetFormatError,
+    check_unique,
+    dataset_of,
+    image_under,
+)
 from recon_score.textfiles import TextFileError, read_json, unencodable
 
 # UC Merced Land Use, alphabetical; UCM-captions image n.tif is class (n-1)//100 (PROVENANCE of ../shared/data).
@@ -73,18 +81,25 @@ def load_karpathy(
         where = f"{annotation.name}: images[{k}]"
         try:
             filename, im_split = im["filename"], im.get("split", "")
-            refs = [str(s["raw"]).strip() for s in im["sentences"]]
+            sentences = im["sentences"]
         except (KeyError, TypeError) as err:
             raise DatasetFormatError(
                 f"{where}: missing {err} (need filename, split, sentences[].raw)"
             ) from None
+        filename = _text(filename, f"{where}.filename")
+        if not isinstance(sentences, list):
+            raise DatasetFormatError(f"{where}.sentences must be a list, got {_shown(sentences)}")
+        refs = [_raw(s, f"{where}.sentences[{j}]") for j, s in enumerate(sentences)]
         if split != "all" and im_split != split:
             continue
-        sub = im.get("filepath", "")
+        sub = im.get("filepath") or ""
+        if sub:
+            sub = _text(sub, f"{where}.filepath")
         rel = f"{sub}/{filename}" if sub else filename
         ids.append((filename, where))
         label = label_from_filename(name, filename)
-        samples.append(CaptionSample(filename, rel, images_dir / rel, refs, im_split, label))
+        path = image_under(images_dir, rel, f"{where}.filename")
+        samples.append(CaptionSample(filename, rel, path, refs, im_split, label))
     check_unique(ids, "image filename")
     return dataset_of(name, split, [annotation], images_dir, samples, check=check_images)
 
@@ -102,7 +117,9 @@ def _load_nwpu(name, data: dict, annotation: Path, images_dir: Path, split: str,
                 filename, im_split = e["filename"], e["split"]
             except (KeyError, TypeError) as err:
                 raise DatasetFormatError(f"{where}: missing {err}") from None
-            refs = [str(e[key]).strip() for key in sorted(e, key=_raw_order) if key.startswith("raw")]
+            filename = _text(filename, f"{where}.filename")
+            raws = [key for key in sorted(e, key=_raw_order) if key.startswith("raw")]
+            refs = [_raw(e, f"{where}", key) for key in raws]
             if split != "all" and im_split != split:
                 continue
             rel = f"{category}/{filename}"
@@ -112,11 +129,32 @@ def _load_nwpu(name, data: dict, annotation: Path, images_dir: Path, split: str,
                 else (images_dir / filename)
             )
             ids.append((filename, where))
-            samples.append(
-                CaptionSample(filename, str(path.relative_to(images_dir)), path, refs, im_split, category)
-            )
+            rel = str(path.relative_to(images_dir))
+            path = image_under(images_dir, rel, f"{where}.filename")
+            samples.append(CaptionSample(filename, rel, path, refs, im_split, category))
     check_unique(ids, "image filename")
     return dataset_of(name, split, [annotation], images_dir, samples, check=check_images)
+
+
+def _shown(value) -> str:
+    return json.dumps(value, default=str)[:60]
+
+
+def _text(value, where: str) -> str:
+    """A non-empty string field, else the one-line error naming it (`Path(None)` was a TypeError traceback)."""
+    if not isinstance(value, str) or not value.strip():
+        raise DatasetFormatError(f"{where} must be a non-empty string, got {_shown(value)}")
+    return value
+
+
+def _raw(sentence, where: str, key: str = "raw") -> str:
+    """A sentence's caption (`raw`, NWPU's `raw_1`...): a string (a null used to become the reference "None")."""
+    if not isinstance(sentence, dict) or key not in sentence:
+        raise DatasetFormatError(f"{where}: missing {key!r} (need sentences[].raw)")
+    raw = sentence[key]
+    if not isinstance(raw, str):
+        raise DatasetFormatError(f"{where}.{key} must be a string, got {_shown(raw)}")
+    return raw.strip()
 
 
 def _raw_order(key: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, dataset_of
+from eval.datasets.base import CaptionDataset, CaptionSample, DatasetFormatError, dataset_of, image_under
 from eval.datasets.karpathy import label_from_filename
 from recon_score.textfiles import read_lines
 
@@ -61,8 +61,9 @@ def load_precomp(
             f"{len(odd)} images do not have {PER_IMAGE} captions, e.g. "
             + ", ".join(f"{f} ({n})" for f, n in list(odd.items())[:3])
         )
+    where = {f: f"{filenames.name}:{line}" for f, line in first_line.items()}
     samples = [
-        CaptionSample(f, f, images_dir / f, refs, split, label_from_filename(name, f))
+        CaptionSample(f, f, image_under(images_dir, f, where[f]), refs, split, label_from_filename(name, f))
         for f, refs in groups.items()
     ]
     return dataset_of(name, split, [caps, filenames], images_dir, samples, check=check_images, notes=notes)

@@ -184,3 +184,59 @@ def test_unknown_dataset_and_missing_files(tmp_path):
     with pytest.raises(ReconScoreError, match=r"dataset_rsicd\.json not found"):
         load_dataset("rsicd", tmp_path)
     assert set(DATASETS) >= {"rsicd", "ucm-captions", "sydney-captions", "nwpu-captions", "rsitmd", "generic"}
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"filename": None}, r"dataset_ucm.json: images\[1\].filename must be a non-empty string, got null"),
+        ({"filename": ["1.png"]}, r"images\[1\].filename must be a non-empty string, got \[\"1.png\"\]"),
+        ({"filepath": 5}, r"images\[1\].filepath must be a non-empty string, got 5"),
+        ({"sentences": [{"raw": None}]}, r"images\[1\].sentences\[0\].raw must be a string, got null"),
+        ({"sentences": [{"raw": 3}]}, r"images\[1\].sentences\[0\].raw must be a string, got 3"),
+        ({"sentences": "a caption"}, r"images\[1\].sentences must be a list"),
+        (
+            {"filename": "../../x.png"},
+            r"images\[1\].filename: image path '../../x.png' is .*outside the data root",
+        ),
+        ({"filepath": "..", "filename": "x.png"}, r"images\[1\].filename: image path '../x.png' .*outside"),
+        ({"filename": "/etc/hostname"}, r"images\[1\].filename: image path '/etc/hostname' .*outside"),
+    ],
+    ids=[
+        "null-filename",
+        "list-filename",
+        "int-filepath",
+        "null-raw",
+        "int-raw",
+        "str-sentences",
+        "dotdot",
+        "dotdot-filepath",
+        "absolute",
+    ],
+)
+def test_karpathy_bad_fields_are_one_line_naming_the_image(tmp_path, change, words):
+    """A null or list filename (a TypeError traceback), a null raw (the reference text "None"), and a path
+    leaving the images folder (read outside --root) are one DatasetFormatError naming images[i]."""
+    images = [
+        {"filename": f"{i}.png", "split": "test", "sentences": [{"raw": f"caption {i}"}]} for i in range(2)
+    ]
+    images[1].update(change)
+    (tmp_path / "dataset_ucm.json").write_text(json.dumps({"images": images}))
+    (tmp_path / "x.png").write_bytes(b"outside")  # what ../x.png would read
+    with pytest.raises(DatasetFormatError, match=words):
+        load_dataset("ucm-captions", tmp_path, "test")
+
+
+def test_precomp_and_nwpu_paths_stay_in_the_images_folder(tmp_path):
+    (tmp_path / "test_caps.txt").write_text("a\n")
+    (tmp_path / "test_filename.txt").write_text("../../x.tif\n")
+    with pytest.raises(DatasetFormatError, match=r"test_filename.txt:1: image path '../../x.tif' .*outside"):
+        load_dataset("ucm-precomp", tmp_path, "test", check_images=False)
+    data = {"beach": [{"filename": "../../x.jpg", "split": "test", "raw": "sand"}]}
+    (tmp_path / "dataset_nwpu.json").write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError, match=r"beach\[0\].filename: image path 'beach/../../x.jpg'"):
+        load_dataset("nwpu-captions", tmp_path, "test")
+    data["beach"][0].update(filename="b.jpg", raw_1=None)
+    (tmp_path / "dataset_nwpu.json").write_text(json.dumps(data))
+    with pytest.raises(DatasetFormatError, match=r"beach\[0\].raw_1 must be a string, got null"):
+        load_dataset("nwpu-captions", tmp_path, "test")
