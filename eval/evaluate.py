@@ -92,6 +92,21 @@ def join_captions(ds: CaptionDataset, captions: list[tuple[str, str | None, str]
     return JoinResult(rows, unmatched, duplicates)
 
 
+def _no_usable_caption(join: JoinResult, shown: int = 3) -> str:
+    """Why nothing can be scored, with the count and the first few caption rows that matched no split image
+    (and split ids to compare them with), or the first few split images' errors."""
+    text = "no split image has a usable caption"
+    if join.unmatched:
+        ids = ", ".join(repr(r["image_id"]) for r in join.rows[:shown])
+        first = "; ".join(join.unmatched[:shown])
+        return (
+            f"{text}: {len(join.unmatched)} caption row(s) match no split image (first: {first}); the split's "
+            f"image ids are like {ids}: check that the model output's image ids match them"
+        )
+    errors = [f"{r['image_id']}: {r['error']}" for r in join.rows if r["error"]][:shown]
+    return f"{text} (first: {'; '.join(errors)})" if errors else f"{text} (the split lists no image)"
+
+
 def evaluate_join(
     join: JoinResult, metrics: list[str], *, options: dict | None = None
 ) -> tuple[pd.DataFrame, dict, dict]:
@@ -101,10 +116,7 @@ def evaluate_join(
     usable = [r for r in join.rows if r["error"] is None]
     per_image = pd.DataFrame([{"image_id": r["image_id"], "caption": r["caption"]} for r in join.rows])
     if not usable:
-        raise ReconScoreError(
-            "no split image has a usable caption; check that the model output's image ids match "
-            "the split (see the unmatched captions)"
-        )
+        raise ReconScoreError(_no_usable_caption(join))
     needs_images = any(get_metric_info(m).needs_images for m in metrics)
     batch = CaptionBatch(
         [r["caption"] for r in usable],

@@ -149,3 +149,15 @@ def test_select_by_a_registry_metric(split, tmp_path):
         caps[0]["index"] == best
         and json.loads((out / "run.json").read_text())["selection"]["metric"] == "bleu1"
     )
+
+
+def test_no_matching_caption_names_the_unmatched_rows(split, tmp_path, capsys):
+    """Nothing matches the split: the one-line error counts the unmatched caption rows and shows the first few
+    (it used to say "see the unmatched captions", listed nowhere), with the split's ids to compare."""
+    caps = tmp_path / "c.csv"
+    caps.write_text("image,caption\nimg_a.tif,a farm\nimg_b.tif,a road\nimg_c.tif,x\nimg_d.tif,y\n")
+    assert main(evaluate("ucm-captions", split, caps, "bleu1", tmp_path / "e")) == 1
+    err = capsys.readouterr().err
+    assert "4 caption row(s) match no split image" in err and "c.csv:2: img_a.tif" in err
+    assert "c.csv:4: img_c.tif" in err and "img_d" not in err and "'1.tif'" in err
+    assert "Traceback" not in err
