@@ -49,6 +49,11 @@ class PairsJob:
     argv: list[str] = field(default_factory=list)
 
 
+# the per-seed values of each ranking score: the noise filter tests the score that orders the pair, never
+# another one (the selection renders' seeds say nothing of the held-out render's luck)
+PER_SEED = {"selection_score": "selection_per_seed", "recon_score": "recon_score_per_seed"}
+
+
 @dataclass
 class PairsSummary:
     noise: str  # the seed-noise filter asked for (PairsJob.noise)
@@ -64,6 +69,7 @@ class PairsSummary:
     skipped: Counter = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)  # one line per unreadable input (file:line or image)
     record: dict = field(default_factory=dict)  # run.json, when pairs were written
+    score: str = "selection_score"  # the column that ranks candidates (PairsJob.score)
 
     @property
     def held_out_agreement(self) -> dict | None:
@@ -75,13 +81,18 @@ class PairsSummary:
         """What the seed-noise filter did, in words."""
         if self.noise == "off":
             return "off (--noise off)"
+        column = PER_SEED[self.score]
         if not self.with_noise:
-            return (
-                "not applied: no candidate has per-seed scores (run describe with --selection-seeds K >= 2)"
+            how = (
+                "run describe with --selection-seeds K >= 2"
+                if self.score == "selection_score"
+                else "a describe run's held-out recon_score is one render; a score table has it with --seeds K"
             )
+            return f"not applied: no candidate has per-seed {self.score} ({column}; {how})"
         return (
-            f"paired t of the per-seed differences must exceed Student's t at {PAIRED_T_LEVEL:.0%} one-sided, "
-            f"K - 1 degrees of freedom ({self.with_noise}/{self.candidates} candidates have per-seed scores)"
+            f"paired t of the per-seed differences of {self.score} ({column}) must exceed Student's t at "
+            f"{PAIRED_T_LEVEL:.0%} one-sided, K - 1 degrees of freedom ({self.with_noise}/{self.candidates} "
+            "candidates have per-seed scores)"
         )
 
 
@@ -232,7 +243,7 @@ def _candidate(row, score: str, skipped: Counter) -> Candidate | None:
         return None
     value = _number(row[score], score)
     recon = _number(row.get("recon_score"), "recon_score", optional=True)
-    name = "selection_per_seed" if row.get("selection_per_seed") is not None else "recon_score_per_seed"
+    name = PER_SEED[score]
     per_seed = row.get(name)
     if per_seed is not None:
         if not isinstance(per_seed, list):
@@ -410,7 +421,7 @@ def build_pairs(job: PairsJob, *, prompt: str | None = None, shard_size: int = 1
 
 
 def _build(job: PairsJob, run: RunFolder, staged: Path, prompt: str | None, shard_size: int) -> PairsSummary:
-    summary = PairsSummary(job.noise, path=job.out)
+    summary = PairsSummary(job.noise, path=job.out, score=job.score)
     writer = _ShardWriter(staged, shard_size)
     sources = []
     for path in job.runs:
@@ -486,7 +497,8 @@ def _pair_image(
     summary.images += 1
     for hi, lo in kept:
         writer.add(_row(src, png, hi, lo, job, prompt))
-        if hi.recon_score is not None and lo.recon_score is not None:
+        # held-out agreement checks a ranking by another score: ranked by recon_score it is always true
+        if job.score != "recon_score" and hi.recon_score is not None and lo.recon_score is not None:
             summary.compared += 1
             summary.agree += hi.recon_score > lo.recon_score
 

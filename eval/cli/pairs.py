@@ -40,7 +40,7 @@ Exit status: 0 all inputs read and pairs written, 3 some inputs or images could 
     choices=["selection_score", "recon_score"],
     default="selection_score",
     help="What ranks candidates: the selection renders' score (mean over --selection-seeds) or the held-out "
-    "recon_score (needs describe --eval-candidates all).",
+    "recon_score (needs describe --eval-candidates all); --noise tests that score's own per-seed values.",
 )
 @click.option(
     "--min-margin",

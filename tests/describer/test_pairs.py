@@ -392,3 +392,45 @@ def test_a_score_run_table_pairs_the_captions_of_each_image(tmp_path, capsys):
         own = [r for r in scored if r["image"] == row["image_id"]]
         assert row["chosen"][0]["content"][0]["text"] == max(own, key=lambda r: r["recon_score"])["caption"]
         assert row["chosen_index"] != row["rejected_index"]  # table order within the image
+
+
+def test_held_out_ranking_filters_by_its_own_per_seed_values(tmp_path, capsys):
+    """`--score recon_score` orders pairs by the held-out render: the noise filter tests recon_score's own
+    per-seed values (none in a describe run: not applied, and said so), never the selection renders' (which
+    dropped 2 of UCM_1's pairs "within the seed noise" of another score), and no held-out agreement line
+    (always N/N when the held-out score is what ranks)."""
+    from datasets import load_dataset
+
+    run, out = _fake_run(tmp_path), tmp_path / "pairs"
+    assert main(["pairs", str(run), "--out", str(out), "--policy", "all", "--score", "recon_score"]) == 3
+    printed = capsys.readouterr().out
+    assert "not applied: no candidate has per-seed recon_score (recon_score_per_seed" in printed
+    assert "held-out recon_score orders" not in printed
+    assert json.loads((out / "run.json").read_text())["held_out_agreement"] is None
+    ds = load_dataset(str(out), split="train")
+    assert len(ds) == 4 and all(r["chosen_per_seed"] is None for r in ds)  # UCM_1: 3 pairs, UCM_2: 1
+    # a score table (`score --seeds K`): recon_score_per_seed is what the filter tests
+    rows = [
+        {
+            "image": "images/UCM_3.tif",
+            "caption": "a",
+            "recon_score": 60.0,
+            "recon_score_per_seed": [70, 50, 60],
+        },
+        {
+            "image": "images/UCM_3.tif",
+            "caption": "b",
+            "recon_score": 55.0,
+            "recon_score_per_seed": [56, 54, 55],
+        },
+    ]
+    for r in rows:  # selection renders that would keep the pair: not what orders it
+        r["selection_per_seed"] = [r["recon_score"] + k for k in (0, 10, 20)]
+    table = tmp_path / "scored.jsonl"
+    atomic_write_bytes(table, jsonl_bytes(rows))
+    argv = ["pairs", str(table), "--score", "recon_score", "--images", str(SAMPLE), "--prompt", "brief"]
+    assert main([*argv, "--out", str(tmp_path / "t")]) == 3  # differences 14, -4, 5: within the noise
+    assert (
+        "paired t of the per-seed differences of recon_score (recon_score_per_seed)"
+        in capsys.readouterr().out
+    )
