@@ -409,6 +409,13 @@ def _intact(out: Path, rel: str, kept: list) -> bool:
         return False
 
 
+def _last_invocation(record: dict) -> object:
+    """The number of the last invocation a run.json lists (None when it lists none it can read)."""
+    invocations = record.get("invocations")
+    last = invocations[-1] if isinstance(invocations, list) and invocations else None
+    return last.get("invocation") if isinstance(last, dict) else None
+
+
 def _item_keys(items: list[Item], chunk: int) -> None:
     """Each item's key hashes its inputs, and its chunk's keys (batch composition changes a batched kernel's floats):
     a journaled result is reused only for exactly these."""
@@ -482,9 +489,8 @@ class RunFolder:
         self._lock.__exit__()
         if exc is not None and not self._begun:
             self._undo()
-        if (
-            isinstance(exc, (OSError, WriteError)) and exc.errno in WRITE_REFUSED
-        ):  # full, read-only, forbidden
+        # a full, read-only or forbidden folder: one line
+        if isinstance(exc, (OSError, WriteError)) and exc.errno in WRITE_REFUSED:
             hint = "free space and rerun the same command"
             if self.spec is not None and self.spec.stages:  # only a journal keeps the work done
                 hint += ": the run resumes where it stopped"
@@ -627,7 +633,7 @@ class RunFolder:
             found.append("run.json was missing or invalid")
         elif self.result.previous.get("fingerprint") != self.fp:
             found.append("run.json was not this run's")
-        elif (self.result.previous.get("invocations") or [{}])[-1].get("invocation") != kept.get("inv"):
+        elif _last_invocation(self.result.previous) != kept.get("inv"):
             found.append("run.json was not written by the last finished invocation")
         return found
 

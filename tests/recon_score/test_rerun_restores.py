@@ -271,6 +271,18 @@ def test_killed_between_the_finish_and_its_record_reruns_to_the_record(tmp_path,
     assert (out / "scores.jsonl").read_bytes() == (ref / "scores.jsonl").read_bytes()
 
 
+def test_a_record_whose_invocations_were_edited_is_written_again(tmp_path, sample_dir):
+    """run.json's `invocations` replaced by something that is not a list of invocations: a repair, not a traceback."""
+    out, argv = tmp_path / "out", _score(tmp_path, sample_dir)
+    assert main(argv(out)) == 0
+    want = json.loads((out / "run.json").read_text())
+    (out / "run.json").write_text(json.dumps({**want, "invocations": 5}))
+    assert main(argv(out)) == 0
+    got = json.loads((out / "run.json").read_text())
+    assert got["invocations"][-1]["repaired"] == ["run.json was not written by the last finished invocation"]
+    assert got["summary"] == want["summary"]
+
+
 @pytest.mark.parametrize("command", ["score", "describe", "generate"])
 def test_a_finished_rerun_builds_no_model(command, tmp_path, sample_dir, monkeypatch, capsys):
     """A finished run's rerun costs what its records cost: no T2I pipeline, encoder or language model is built
