@@ -5,7 +5,7 @@ one key to one field."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,18 +91,12 @@ class EvalData:
 
     def tensors(self) -> EvalData:
         """This data with every array a tensor (a bundle's are numpy), for methods written in torch."""
-        arrays = ("query_image", "query_text", "database", "positives", "exclude", "subset")
-        return dataclasses.replace(
-            self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
-        )
+        return converted(self, _EVAL_ARRAYS, as_torch)
 
     def arrays(self) -> EvalData:
         """This data with every array numpy (a run's are tensors), for methods that score numpy: a run then
         hands them what a bundle does, so `retrieve` and `retrieve-eval` give the same numbers."""
-        arrays = ("query_image", "query_text", "database", "positives", "exclude", "subset")
-        return dataclasses.replace(
-            self, **{k: as_numpy(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
-        )
+        return converted(self, _EVAL_ARRAYS, as_numpy)
 
     def db_groups(self) -> list[tuple[str | None, np.ndarray, np.ndarray]]:
         """(group, query indices, database indices) per database group; one entry (None, all, all) without."""
@@ -131,6 +125,17 @@ def check_unique_ids(
     if repeats:
         shown = "; ".join(repeats[:5]) + ("; ..." if len(repeats) > 5 else "")
         raise InputError(f"{where}: {len(repeats)} repeated {what}(s): {shown}. Each query must appear once.")
+
+
+_EVAL_ARRAYS = ("query_image", "query_text", "database", "positives", "exclude", "subset")
+
+
+def converted(obj, fields: Sequence[str], convert: Callable):
+    """A copy of the dataclass `obj` with each of its array `fields` that is set passed through `convert`
+    (`as_numpy` or `as_torch`)."""
+    return dataclasses.replace(
+        obj, **{k: convert(getattr(obj, k)) for k in fields if getattr(obj, k) is not None}
+    )
 
 
 def as_numpy(t: np.ndarray | Tensor) -> np.ndarray:

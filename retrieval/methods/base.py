@@ -58,21 +58,18 @@ class Resources:
 
     def tensors(self) -> Resources:
         """These resources with every array a tensor (a bundle's are numpy), for methods written in torch."""
-        from retrieval.data import as_torch
+        from retrieval.data import as_torch, converted
 
-        arrays = [f.name for f in dataclasses.fields(self) if f.type == "Tensor | None"]  # the array fields
-        return dataclasses.replace(
-            self, **{k: as_torch(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
-        )
+        return converted(self, self._arrays(), as_torch)
 
     def arrays(self) -> Resources:
         """These resources with every array numpy (a run's are tensors), as a bundle holds them."""
-        from retrieval.data import as_numpy
+        from retrieval.data import as_numpy, converted
 
-        arrays = [f.name for f in dataclasses.fields(self) if f.type == "Tensor | None"]  # the array fields
-        return dataclasses.replace(
-            self, **{k: as_numpy(getattr(self, k)) for k in arrays if getattr(self, k) is not None}
-        )
+        return converted(self, self._arrays(), as_numpy)
+
+    def _arrays(self) -> list[str]:
+        return [f.name for f in dataclasses.fields(self) if f.type == "Tensor | None"]  # the array fields
 
     def reference_needs(self) -> list[str]:
         """The reference images and modifier texts, which a benchmark run has and a features bundle lacks."""
