@@ -36,12 +36,11 @@ class MetricSelector:
         share a selection batch. Returns what identifies that corpus (for the resume key), None if unused."""
         if not hasattr(self.info.load(), "use_idf_corpus"):
             return None
-        import hashlib
-        import json
+        from recon_score.atomic_io import sha256_json
 
         self._corpus = [list(rs) for rs in references if rs]
-        text = json.dumps(sorted(sorted(rs) for rs in self._corpus), ensure_ascii=False)
-        self.corpus = {"documents": len(self._corpus), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        digest = sha256_json({"idf_corpus": sorted(sorted(rs) for rs in self._corpus)})
+        self.corpus = {"documents": len(self._corpus), "sha256": digest}
         return self.corpus
 
     def _instance(self):
