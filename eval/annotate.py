@@ -110,14 +110,13 @@ def _digests(*paths: Path) -> dict[str, str]:
 def _describe_references(source: Path) -> dict[str, tuple[str, ...]]:
     """Each image's reference captions, as the describe run's captions.jsonl carries them (none without it):
     the reference metrics of `correlate` need them in the collected rankings."""
-    from recon_score.run_outputs import output_file
-    from recon_score.textfiles import json_objects
+    from recon_score.run_outputs import numbered_rows, output_file
 
     path = output_file(source, CAPTIONS)
     if not path.is_file():
         return {}
     refs = {}
-    for lineno, r in json_objects(path):
+    for lineno, r in numbered_rows(source, CAPTIONS):
         value = r.get("references")
         if value is None:
             continue
@@ -130,13 +129,11 @@ def _describe_references(source: Path) -> dict[str, tuple[str, ...]]:
 def _describe_source(source: Path, record: dict) -> CandidateSource:
     """Every candidate of a describe run, each one's model `CAPTIONER#index` and its image's references; its
     images root from its record."""
-    from recon_score.run_outputs import output_file
-    from recon_score.textfiles import json_objects
+    from recon_score.run_outputs import numbered_rows, output_file
 
     name = (record.get("captioner") or {}).get("name", "describe")
     refs = _describe_references(source)
     path = output_file(source, CANDIDATES)
-    read_rows(source, CANDIDATES)  # its checks: the file is there, every score is a number
     rows = [
         CandidateRow(
             r["image"],
@@ -145,7 +142,7 @@ def _describe_source(source: Path, record: dict) -> CandidateSource:
             refs.get(r["image"], ()),
             f"{path}:{lineno}",
         )
-        for lineno, r in json_objects(path)
+        for lineno, r in numbered_rows(source, CANDIDATES)
         if r.get("error") is None and r.get("caption")
     ]
     root = record.get("images_root")
@@ -592,15 +589,13 @@ def _describe_picks(run: Path) -> list[tuple[str, str, str, str]]:
     """A describe run's selected captions, under the name of the metric that selected them, each named by its
     captions.jsonl line; a failed row (an error, no caption) has no pick and is left out, as the study left
     out its candidates."""
-    from recon_score.run_outputs import output_file
-    from recon_score.textfiles import json_objects
+    from recon_score.run_outputs import numbered_rows, output_file
 
     metric = (load_record(run).get("selection") or {}).get("metric", "describe")
-    read_rows(run, CAPTIONS)  # its checks: the file is there, every score is a number
     path = output_file(run, CAPTIONS)
     return [
         (metric, r.get("image"), r["caption"], f"{path}:{lineno}")
-        for lineno, r in json_objects(path)
+        for lineno, r in numbered_rows(run, CAPTIONS)
         if r.get("error") is None and isinstance(r.get("caption"), str) and r["caption"].strip()
     ]
 

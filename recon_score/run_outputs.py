@@ -158,6 +158,11 @@ def read_rows(run: Path, name: str, *, missing_ok: bool = False) -> list[dict]:
     """
     if missing_ok and not os.path.lexists(output_file(run, name)):
         return []
+    return [obj for _, obj in numbered_rows(run, name)]
+
+
+def numbered_rows(run: Path, name: str) -> list[tuple[int, dict]]:
+    """`read_rows` with each object's line number, for messages that name FILE:LINE; the same checks."""
     path, rows = _existing(run, name), []
     for lineno, obj in json_objects(path):
         for key in NUMERIC_FIELDS:
@@ -165,7 +170,7 @@ def read_rows(run: Path, name: str, *, missing_ok: bool = False) -> list[dict]:
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
                 raise TextFileError(path, lineno, f"`{key}` is {shown}, not a number (was the file edited?)")
-        rows.append(obj)
+        rows.append((lineno, obj))
     return rows
 
 
