@@ -513,20 +513,26 @@ def follow_symlinks() -> bool:
     return os.environ.get("RECONSCORE_FOLLOW_SYMLINKS", "1").strip().lower() not in ("0", "false", "no")
 
 
+def written_under(root: Path, relative: str, *, what: str = "image") -> Path:
+    """`root / relative` as written (normalised, links not followed), else InputError when it leaves `root`
+    (``..``, an absolute path)."""
+    root_abs = Path(os.path.normpath(os.path.abspath(root)))
+    written = Path(os.path.normpath(os.path.join(root_abs, relative)))
+    if not (written.is_relative_to(root_abs) or written.is_relative_to(root.resolve())):
+        raise InputError(
+            f"{what} path {relative!r} is {written}, outside the data root {root_abs}; "
+            "paths must stay inside --images ROOT (or the captions file's folder)"
+        )
+    return written
+
+
 def resolve_under(root: Path, relative: str, *, what: str = "image", follow: bool | None = None) -> Path:
     """`root / relative` with its symlinks resolved, else InputError: the path as written (``..``, an absolute
     path) must stay inside `root`, and, when symlinks are not followed (`follow=False` or the policy), so must
     where it resolves; it must resolve, and to a regular file that is not too big."""
     if not relative or not str(relative).strip():
         raise InputError(f"empty {what} path")
-    root_abs = Path(os.path.normpath(os.path.abspath(root)))
-    root_resolved = root.resolve()
-    written = Path(os.path.normpath(os.path.join(root_abs, relative)))
-    if not (written.is_relative_to(root_abs) or written.is_relative_to(root_resolved)):
-        raise InputError(
-            f"{what} path {relative!r} is {written}, outside the data root {root_abs}; "
-            "paths must stay inside --images ROOT (or the captions file's folder)"
-        )
+    written, root_resolved = written_under(root, relative, what=what), root.resolve()
     try:
         candidate = written.resolve()
     except (OSError, ValueError, RuntimeError) as err:  # a symlink loop, a NUL byte, a name over 255 bytes

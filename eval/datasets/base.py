@@ -3,6 +3,7 @@ files (never dropped silently) and raise on duplicate ids and malformed lines, n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,19 +66,14 @@ def image_under(images_dir: Path, rel: str, where: str) -> Path:
     """`images_dir / rel`, refused (naming `where`) when the path as written leaves the images folder (`..`, an
     absolute path) or an existing file is refused by `resolve_under` (a symlink out under --no-follow-symlinks, a
     FIFO); a missing file inside the folder is kept, and the split lists it as missing."""
-    import os
-
     from recon_score.errors import InputError
-    from recon_score.images import resolve_under
+    from recon_score.images import resolve_under, written_under
 
     try:
-        resolve_under(images_dir, rel)
+        if os.path.lexists(written_under(images_dir, rel)):
+            resolve_under(images_dir, rel)
     except InputError as err:
-        top = os.path.normpath(os.path.abspath(images_dir))
-        written = os.path.normpath(os.path.join(top, rel))
-        inside = os.path.commonpath([written, top]) == top
-        if not inside or os.path.lexists(written):
-            raise DatasetFormatError(f"{where}: {err}") from None
+        raise DatasetFormatError(f"{where}: {err}") from None
     return images_dir / rel
 
 
